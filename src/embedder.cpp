@@ -1,0 +1,328 @@
+#include "embedder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "case.h"
+#include "error_message.h"
+#include "text.h"
+
+namespace spark {
+namespace {
+
+constexpr uint64_t kSeedError = 0x51ed270b27a5f1e3ULL;
+constexpr uint64_t kSeedBigram = 0x2545f4914f6cdd1dULL;
+constexpr uint64_t kSeedGram = 0x9e3779b97f4a7c15ULL;
+constexpr uint64_t kSeedScope = 0xd6e8feb86659fd93ULL;
+constexpr uint64_t kSeedCode = 0xa0761d6478bd642fULL;
+
+bool word_char(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
+
+// Calls fn for each word (run of letters, digits, '_' and non-ASCII bytes).
+template <class Fn>
+void for_each_word(std::string_view text, Fn&& fn) {
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && !word_char(static_cast<unsigned char>(text[i]))) ++i;
+    const size_t start = i;
+    while (i < text.size() && word_char(static_cast<unsigned char>(text[i]))) ++i;
+    if (i > start) fn(text.substr(start, i - start));
+  }
+}
+
+void add(std::unordered_map<uint64_t, float>& counts, uint64_t h) { counts[h] += 1.0f; }
+
+std::unordered_map<uint64_t, float> code_terms(std::string_view code, uint64_t seed) {
+  std::unordered_map<uint64_t, float> counts;
+  for_each_word(code, [&](std::string_view w) {
+    if (w.size() >= 2) add(counts, fnv1a64(w, seed));
+  });
+  return counts;
+}
+
+std::string limit_message(std::string_view m, size_t max_bytes) {
+  if (m.size() <= max_bytes) return std::string(m);
+  return std::string(m.substr(0, max_bytes / 2)) + "\n" + std::string(m.substr(m.size() - max_bytes / 2));
+}
+
+void l2_normalize(float* v, size_t n) {
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(v[i]) * v[i];
+  if (sum <= 0) return;
+  const auto inv = static_cast<float>(1.0 / std::sqrt(sum));
+  for (size_t i = 0; i < n; ++i) v[i] *= inv;
+}
+
+}  // namespace
+
+HashedTfidfEmbedder::HashedTfidfEmbedder(HashedTfidfOptions options) : options_(options) {
+  options_.dimension = std::max<size_t>(options_.dimension, 16);
+}
+
+std::string HashedTfidfEmbedder::identity() const {
+  return "builtin-tfidf-v1/dim=" + std::to_string(options_.dimension) + "/w=" +
+         std::to_string(options_.error_weight).substr(0, 4) + "," + std::to_string(options_.scope_weight).substr(0, 4) +
+         "," + std::to_string(options_.code_weight).substr(0, 4) + "/df=" + hex64(df_digest_);
+}
+
+TermCounts HashedTfidfEmbedder::count_terms(const EmbedText& text) {
+  TermCounts t;
+  const std::string message = normalize_error_message(limit_message(text.error_message, options_.max_error_bytes));
+  std::string_view prev;
+  for_each_word(message, [&](std::string_view w) {
+    add(t.error, fnv1a64(w, kSeedError));
+    if (!prev.empty()) add(t.error, fnv1a64(w, fnv1a64(prev, kSeedBigram)));
+    prev = w;
+  });
+  // Character 4-grams over the message with white space folded: robust to small edits in messages.
+  std::string folded;
+  folded.reserve(std::min<size_t>(message.size(), 8192));
+  for (char c : message) {
+    if (folded.size() >= 8192) break;
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (space && (folded.empty() || folded.back() == ' ')) continue;
+    folded.push_back(space ? ' ' : c);
+  }
+  for (size_t i = 0; i + 4 <= folded.size(); ++i) add(t.error, fnv1a64(std::string_view(folded).substr(i, 4), kSeedGram));
+  t.scope = code_terms(text.scope_code, kSeedScope);
+  const uint64_t code_hash = fnv1a64(text.code);
+  if (auto it = code_cache_.find(code_hash); it != code_cache_.end()) {
+    t.code = it->second;
+  } else {
+    t.code = code_terms(text.code, kSeedCode);
+    if (code_cache_.size() > 256) code_cache_.clear();
+    code_cache_.emplace(code_hash, t.code);
+  }
+  return t;
+}
+
+void HashedTfidfEmbedder::fit(const std::vector<TermCounts>& corpus) {
+  df_.clear();
+  documents_ = corpus.size();
+  for (const auto& doc : corpus)
+    for (const auto* part : {&doc.error, &doc.scope, &doc.code})
+      for (const auto& [h, count] : *part) ++df_[h];
+  // Digest of the statistics, so the identity changes when they do.
+  std::vector<std::pair<uint64_t, uint32_t>> sorted(df_.begin(), df_.end());
+  std::sort(sorted.begin(), sorted.end());
+  uint64_t d = fnv1a64(std::to_string(documents_));
+  for (const auto& [h, c] : sorted) {
+    d ^= h + 0x9e3779b97f4a7c15ULL + (d << 6) + (d >> 2);
+    d ^= c + 0x85ebca6b0b3e5d2bULL + (d << 6) + (d >> 2);
+  }
+  df_digest_ = d;
+}
+
+float HashedTfidfEmbedder::idf(uint64_t term) const {
+  const auto it = df_.find(term);
+  const double df = it == df_.end() ? 0.0 : it->second;
+  return static_cast<float>(std::log((static_cast<double>(documents_) + 1.0) / (df + 1.0)) + 1.0);
+}
+
+std::vector<float> HashedTfidfEmbedder::vectorize(const TermCounts& t) const {
+  const size_t dim = options_.dimension;
+  const size_t err_dim = dim / 2, scope_dim = dim / 4, code_dim = dim - err_dim - scope_dim;
+  std::vector<float> v(dim, 0.0f);
+  const auto fill = [&](const std::unordered_map<uint64_t, float>& counts, float* out, size_t n) {
+    for (const auto& [h, count] : counts) {
+      const float w = (1.0f + std::log(count)) * idf(h);
+      const size_t bucket = static_cast<size_t>((h >> 1) % n);
+      out[bucket] += (h & 1) ? -w : w;
+    }
+    l2_normalize(out, n);
+  };
+  fill(t.error, v.data(), err_dim);
+  fill(t.scope, v.data() + err_dim, scope_dim);
+  fill(t.code, v.data() + err_dim + scope_dim, code_dim);
+  const auto scale = [&](size_t from, size_t n, double w) {
+    const auto s = static_cast<float>(std::sqrt(w));
+    for (size_t i = from; i < from + n; ++i) v[i] *= s;
+  };
+  scale(0, err_dim, options_.error_weight);
+  scale(err_dim, scope_dim, options_.scope_weight);
+  scale(err_dim + scope_dim, code_dim, options_.code_weight);
+  l2_normalize(v.data(), dim);
+  return v;
+}
+
+Result<std::vector<std::vector<float>>> HashedTfidfEmbedder::embed(const std::vector<EmbedText>& inputs) {
+  std::vector<std::vector<float>> out;
+  out.reserve(inputs.size());
+  for (const auto& in : inputs) out.push_back(vectorize(count_terms(in)));
+  return out;
+}
+
+namespace {
+constexpr char kDfMagic[8] = {'S', 'P', 'K', 'D', 'F', '0', '0', '1'};
+}
+
+Status HashedTfidfEmbedder::save(const std::filesystem::path& path) const {
+  std::vector<std::pair<uint64_t, uint32_t>> sorted(df_.begin(), df_.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::string buf(kDfMagic, sizeof kDfMagic);
+  const auto put = [&](const void* p, size_t n) { buf.append(static_cast<const char*>(p), n); };
+  const uint64_t count = sorted.size();
+  put(&documents_, 8);
+  put(&df_digest_, 8);
+  put(&count, 8);
+  for (const auto& [h, c] : sorted) {
+    put(&h, 8);
+    put(&c, 4);
+  }
+  return write_file_atomic(path, buf);
+}
+
+Status HashedTfidfEmbedder::load(const std::filesystem::path& path) {
+  auto data = read_file(path);
+  if (!data) return std::unexpected(data.error());
+  const std::string& b = *data;
+  if (b.size() < 32 || std::memcmp(b.data(), kDfMagic, 8) != 0)
+    return fail(path.string() + ": not a spark document-frequency file (truncated or damaged)");
+  uint64_t docs = 0, digest = 0, count = 0;
+  std::memcpy(&docs, b.data() + 8, 8);
+  std::memcpy(&digest, b.data() + 16, 8);
+  std::memcpy(&count, b.data() + 24, 8);
+  if (b.size() != 32 + count * 12) return fail(path.string() + ": truncated (expected " +
+                                               std::to_string(32 + count * 12) + " bytes, found " +
+                                               std::to_string(b.size()) + ")");
+  df_.clear();
+  df_.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t h = 0;
+    uint32_t c = 0;
+    std::memcpy(&h, b.data() + 32 + i * 12, 8);
+    std::memcpy(&c, b.data() + 32 + i * 12 + 8, 4);
+    df_.emplace(h, c);
+  }
+  documents_ = docs;
+  df_digest_ = digest;
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+std::vector<std::string> chunk_text(const std::string& text, size_t window, size_t overlap) {
+  window = std::max<size_t>(window, 8);
+  overlap = std::min(overlap, window / 2);
+  // Token start offsets: \w+ runs and single non-space characters.
+  std::vector<size_t> starts;
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (std::isspace(c)) {
+      ++i;
+      continue;
+    }
+    starts.push_back(i);
+    if (word_char(c)) {
+      while (i < text.size() && word_char(static_cast<unsigned char>(text[i]))) ++i;
+    } else {
+      ++i;
+    }
+  }
+  if (starts.size() <= window) return {text};
+  std::vector<std::string> chunks;
+  size_t first = 0;
+  while (first < starts.size()) {
+    size_t last = std::min(first + window, starts.size());  // exclusive token index
+    size_t end_byte = last == starts.size() ? text.size() : starts[last];
+    if (last < starts.size()) {
+      // Prefer to end at a line break within the window's last fifth.
+      const size_t floor_byte = starts[first + window * 4 / 5];
+      const size_t nl = text.rfind('\n', end_byte - 1);
+      if (nl != std::string::npos && nl >= floor_byte) {
+        end_byte = nl + 1;
+        last = static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), end_byte) - starts.begin());
+      }
+    }
+    chunks.push_back(text.substr(starts[first], end_byte - starts[first]));
+    if (last >= starts.size()) break;
+    first = std::max(first + 1, last - overlap);
+  }
+  return chunks;
+}
+
+OpenAiEmbedder::OpenAiEmbedder(OpenAiEmbedderOptions options) : options_(std::move(options)) {
+  while (!options_.base_url.empty() && options_.base_url.back() == '/') options_.base_url.pop_back();
+}
+
+std::string OpenAiEmbedder::identity() const {
+  return "openai/" + options_.model + "@" + options_.base_url + "/chunk=" + std::to_string(options_.chunk_tokens);
+}
+
+Result<std::vector<std::vector<float>>> OpenAiEmbedder::request(const std::vector<std::string>& texts) {
+  const std::string url = options_.base_url + "/embeddings";
+  nlohmann::json body = {{"model", options_.model}, {"input", texts}};
+  std::vector<std::string> headers;
+  if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);
+  auto resp = http_post_json(url, body.dump(), headers, options_.http);
+  if (!resp) return std::unexpected(resp.error());
+  if (resp->status != 200)
+    return fail("POST " + url + ": HTTP " + std::to_string(resp->status) + ": " + clip(resp->body, 300));
+  nlohmann::json answer;
+  try {
+    answer = nlohmann::json::parse(resp->body);
+  } catch (const nlohmann::json::exception& e) {
+    return fail("POST " + url + ": the answer is not JSON (" + clip(resp->body, 120) + ")");
+  }
+  if (!answer.contains("data") || !answer["data"].is_array() || answer["data"].size() != texts.size())
+    return fail("POST " + url + ": the answer has no \"data\" array with " + std::to_string(texts.size()) +
+                " embeddings");
+  std::vector<std::vector<float>> out(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto& item = answer["data"][i];
+    const size_t index = item.contains("index") && item["index"].is_number_unsigned() ? item["index"].get<size_t>() : i;
+    if (index >= texts.size() || !item.contains("embedding") || !item["embedding"].is_array())
+      return fail("POST " + url + ": data[" + std::to_string(i) + "] has no usable embedding");
+    std::vector<float> v;
+    v.reserve(item["embedding"].size());
+    for (const auto& x : item["embedding"]) {
+      if (!x.is_number()) return fail("POST " + url + ": data[" + std::to_string(i) + "] has a non-number");
+      v.push_back(x.get<float>());
+    }
+    if (v.empty()) return fail("POST " + url + ": data[" + std::to_string(i) + "] is empty");
+    if (dimension_ == 0) dimension_ = v.size();
+    if (v.size() != dimension_)
+      return fail("POST " + url + ": embedding dimension changed from " + std::to_string(dimension_) + " to " +
+                  std::to_string(v.size()));
+    out[index] = std::move(v);
+  }
+  return out;
+}
+
+Result<std::vector<std::vector<float>>> OpenAiEmbedder::embed(const std::vector<EmbedText>& inputs) {
+  // The paper's input: error message ‖ test code, chunked; chunk vectors pooled by a length-weighted mean.
+  std::vector<std::string> pieces;
+  std::vector<std::pair<size_t, double>> owner;  // input index, weight (chunk length)
+  const size_t overlap = static_cast<size_t>(static_cast<double>(options_.chunk_tokens) * options_.chunk_overlap);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string text = inputs[i].error_message + "\n" + inputs[i].code;
+    for (auto& chunk : chunk_text(text, options_.chunk_tokens, overlap)) {
+      owner.emplace_back(i, static_cast<double>(chunk.size()));
+      pieces.push_back(std::move(chunk));
+    }
+  }
+  std::vector<std::vector<float>> chunk_vectors;
+  for (size_t start = 0; start < pieces.size(); start += options_.batch) {
+    const std::vector<std::string> batch(pieces.begin() + static_cast<long>(start),
+                                         pieces.begin() + static_cast<long>(std::min(pieces.size(), start + options_.batch)));
+    auto got = request(batch);
+    if (!got) return std::unexpected(got.error());
+    for (auto& v : *got) chunk_vectors.push_back(std::move(v));
+  }
+  std::vector<std::vector<float>> out(inputs.size(), std::vector<float>(dimension_, 0.0f));
+  for (size_t c = 0; c < chunk_vectors.size(); ++c) {
+    auto& target = out[owner[c].first];
+    std::vector<float> unit = chunk_vectors[c];
+    l2_normalize(unit.data(), unit.size());
+    for (size_t d = 0; d < dimension_; ++d) target[d] += static_cast<float>(owner[c].second) * unit[d];
+  }
+  for (auto& v : out) l2_normalize(v.data(), v.size());
+  return out;
+}
+
+}  // namespace spark

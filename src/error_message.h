@@ -1,0 +1,29 @@
+// What spark reads from a failure's error message: volatile tokens normalised away (for embedding), and the
+// traceback's frames (file, line, function) for the ranker.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spark {
+
+// Replaces volatile tokens that differ between two runs of the same failure with placeholders: memory addresses
+// (0x7f3a…) → <ADDR>, temporary paths (/tmp/…, pytest's tmp_path) → <TMP>, ISO and clock times → <TIME>,
+// UUIDs → <UUID>, long hex ids (≥ 12 hex digits) → <HEX>. Line numbers and other numbers are kept.
+std::string normalize_error_message(std::string_view message);
+
+struct TracebackFrame {
+  std::string path;      // as printed
+  int line = 0;
+  std::string function;  // "" when the format has none
+};
+
+// Frames in the order printed (outermost first, as Python prints them). Recognises pytest's --tb=short/long/line
+// ("path.py:12: in test_f", "path.py:12: AssertionError") and Python's native form ('File "path.py", line 12, in f').
+std::vector<TracebackFrame> parse_traceback(std::string_view message);
+
+// True when a traceback path names the file `file_path` (same path, or one ends with the other at a '/').
+bool same_file(std::string_view traceback_path, std::string_view file_path);
+
+}  // namespace spark

@@ -1,0 +1,292 @@
+#include "knowledge_base.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "sqlite_db.h"
+#include "text.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS settings(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blobs(sha TEXT PRIMARY KEY, content TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cases(
+  rowid INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  test_id TEXT NOT NULL,
+  failure_epoch INTEGER NOT NULL,
+  labelled INTEGER NOT NULL,
+  content_key TEXT NOT NULL,
+  error_message TEXT NOT NULL,
+  record TEXT NOT NULL,
+  record_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS cases_time ON cases(failure_epoch);
+CREATE TABLE IF NOT EXISTS case_files(
+  case_rowid INTEGER NOT NULL REFERENCES cases(rowid) ON DELETE CASCADE,
+  ord INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  blob_sha TEXT NOT NULL REFERENCES blobs(sha),
+  PRIMARY KEY(case_rowid, ord)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS embeddings(
+  case_rowid INTEGER PRIMARY KEY REFERENCES cases(rowid) ON DELETE CASCADE,
+  embedder TEXT NOT NULL,
+  vector BLOB NOT NULL);
+INSERT OR IGNORE INTO settings(key, value) VALUES ('generation', '0');
+)sql";
+
+std::string blob_sha(std::string_view content) {
+  return hex64(fnv1a64(content)) + hex64(fnv1a64(content, 0x84222325cbf29ce4ULL)) + "-" +
+         std::to_string(content.size());
+}
+
+std::string record_hash(const Case& c) {
+  uint64_t h = fnv1a64(c.record.dump());
+  h = fnv1a64(content_key(c), h);
+  return hex64(h);
+}
+
+}  // namespace
+
+KnowledgeBase::KnowledgeBase(fs::path dir, std::unique_ptr<SqliteDb> db) : dir_(std::move(dir)), db_(std::move(db)) {}
+KnowledgeBase::~KnowledgeBase() = default;
+
+Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& dir, bool create, int busy_timeout_ms) {
+  const fs::path db_file = dir / "kb.sqlite";
+  std::error_code ec;
+  if (!fs::exists(db_file, ec)) {
+    if (!create)
+      return fail("no knowledge base at " + dir.string() + " (run `spark import` first, or pass --kb DIR)");
+    fs::create_directories(dir, ec);
+    if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
+  }
+  auto db = SqliteDb::open(db_file, create, busy_timeout_ms);
+  if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
+  std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
+  if (auto s = kb->migrate(); !s) return std::unexpected(s.error());
+  return kb;
+}
+
+Status KnowledgeBase::migrate() {
+  auto st = db_->prepare("PRAGMA user_version");
+  if (!st) return std::unexpected(st.error());
+  auto row = st->step();
+  if (!row) return std::unexpected(with_context("knowledge base ", row.error()));
+  const int64_t version = st->int64(0);
+  if (version > kSchemaVersion)
+    return fail("knowledge base " + db_path().string() + " has schema version " + std::to_string(version) +
+                ", newer than this spark understands (" + std::to_string(kSchemaVersion) + "); upgrade spark");
+  if (version == kSchemaVersion) return {};
+  if (version == 0) {
+    // A new file, or an SQLite file that is not ours.
+    auto tables = db_->prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT IN "
+                               "('settings','blobs','cases','case_files','embeddings')");
+    if (!tables) return std::unexpected(tables.error());
+    if (auto r = tables->step(); !r) return std::unexpected(r.error());
+    if (tables->int64(0) > 0)
+      return fail("knowledge base " + db_path().string() + " is an SQLite file but not a spark knowledge base");
+  }
+  auto tx = SqliteTransaction::begin(*db_);
+  if (!tx) return std::unexpected(tx.error());
+  if (auto s = db_->exec(kSchema); !s) return s;
+  if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(kSchemaVersion)); !s) return s;
+  return tx->commit();
+}
+
+Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases,
+                                                  const std::vector<CaseOrigin>& origins, bool replace) {
+  ImportSummary summary;
+  auto tx = SqliteTransaction::begin(*db_);
+  if (!tx) return std::unexpected(tx.error());
+  auto find = db_->prepare("SELECT rowid, record_hash FROM cases WHERE id = ?");
+  auto del = db_->prepare("DELETE FROM cases WHERE rowid = ?");
+  auto ins = db_->prepare(
+      "INSERT INTO cases(id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash) "
+      "VALUES (?,?,?,?,?,?,?,?)");
+  auto ins_blob = db_->prepare("INSERT OR IGNORE INTO blobs(sha, content) VALUES (?, ?)");
+  auto ins_file = db_->prepare("INSERT INTO case_files(case_rowid, ord, path, blob_sha) VALUES (?,?,?,?)");
+  for (auto* st : {&find, &del, &ins, &ins_blob, &ins_file})
+    if (!*st) return std::unexpected(st->error());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string where = i < origins.size() ? origins[i].where + ": " : std::string();
+    const std::string hash = record_hash(c);
+    find->bind(1, c.id);
+    auto found = find->step();
+    if (!found) return std::unexpected(found.error());
+    if (*found) {
+      const int64_t old_rowid = find->int64(0);
+      const bool same = find->text(1) == hash;
+      find->reset();
+      if (same) {
+        ++summary.unchanged;
+        continue;
+      }
+      if (!replace)
+        return fail(where + "id \"" + c.id + "\" is already in the knowledge base with a different record " +
+                    "(use --replace to overwrite it)");
+      if (auto s = del->bind(1, old_rowid).run(); !s) return std::unexpected(s.error());
+      ++summary.replaced;
+    } else {
+      find->reset();
+      ++summary.added;
+    }
+    ins->bind(1, c.id).bind(2, c.test_id).bind(3, c.failure_epoch).bind(4, int64_t{c.labelled() ? 1 : 0});
+    ins->bind(5, content_key(c)).bind(6, c.error_message).bind(7, c.record.dump()).bind(8, hash);
+    if (auto s = ins->run(); !s) return std::unexpected(s.error());
+    const int64_t rowid = sqlite3_last_insert_rowid(db_->handle());
+    for (size_t ord = 0; ord < c.files.size(); ++ord) {
+      const std::string sha = blob_sha(c.files[ord].content);
+      if (auto s = ins_blob->bind(1, sha).bind(2, c.files[ord].content).run(); !s) return std::unexpected(s.error());
+      ins_file->bind(1, rowid).bind(2, static_cast<int64_t>(ord)).bind(3, c.files[ord].path).bind(4, sha);
+      if (auto s = ins_file->run(); !s) return std::unexpected(s.error());
+    }
+  }
+  if (summary.added + summary.replaced > 0)
+    if (auto s = db_->exec("UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"); !s)
+      return std::unexpected(s.error());
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  return summary;
+}
+
+Result<std::vector<CaseEntry>> KnowledgeBase::entries() {
+  auto st = db_->prepare("SELECT rowid, id, test_id, failure_epoch, content_key, labelled FROM cases ORDER BY rowid");
+  if (!st) return std::unexpected(st.error());
+  std::vector<CaseEntry> out;
+  for (;;) {
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    out.push_back({st->int64(0), st->text(1), st->text(2), st->int64(3), st->text(4), st->int64(5) != 0});
+  }
+  return out;
+}
+
+Result<Case> KnowledgeBase::load(int64_t rowid) {
+  auto st = db_->prepare("SELECT error_message, record FROM cases WHERE rowid = ?");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, rowid);
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return fail(db_path().string() + ": no case with rowid " + std::to_string(rowid));
+  json record;
+  try {
+    record = json::parse(st->text(1));
+  } catch (const json::exception& e) {
+    return fail(db_path().string() + ": case " + std::to_string(rowid) + " has a damaged record: " + e.what());
+  }
+  record["error_message"] = st->text(0);
+  auto files = db_->prepare(
+      "SELECT f.path, b.content FROM case_files f JOIN blobs b ON b.sha = f.blob_sha "
+      "WHERE f.case_rowid = ? ORDER BY f.ord");
+  if (!files) return std::unexpected(files.error());
+  files->bind(1, rowid);
+  json arr = json::array();
+  for (;;) {
+    auto fr = files->step();
+    if (!fr) return std::unexpected(fr.error());
+    if (!*fr) break;
+    arr.push_back({{"path", files->text(0)}, {"content", files->text(1)}});
+  }
+  record["files"] = std::move(arr);
+  auto c = case_from_json(std::move(record));
+  if (!c) return fail(db_path().string() + ": case " + std::to_string(rowid) + ": " + c.error().message);
+  return c;
+}
+
+Result<std::optional<int64_t>> KnowledgeBase::find(const std::string& id) {
+  auto st = db_->prepare("SELECT rowid FROM cases WHERE id = ?");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, id);
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return std::optional<int64_t>{};
+  return std::optional<int64_t>{st->int64(0)};
+}
+
+Result<size_t> KnowledgeBase::count() {
+  auto st = db_->prepare("SELECT count(*) FROM cases");
+  if (!st) return std::unexpected(st.error());
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  return static_cast<size_t>(st->int64(0));
+}
+
+Status KnowledgeBase::for_each(const std::function<Status(int64_t, const Case&)>& fn) {
+  auto st = db_->prepare("SELECT rowid FROM cases ORDER BY rowid");
+  if (!st) return std::unexpected(st.error());
+  std::vector<int64_t> rowids;
+  for (;;) {
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    rowids.push_back(st->int64(0));
+  }
+  for (int64_t rowid : rowids) {
+    auto c = load(rowid);
+    if (!c) return std::unexpected(c.error());
+    if (auto s = fn(rowid, *c); !s) return s;
+  }
+  return {};
+}
+
+Result<int64_t> KnowledgeBase::generation() {
+  auto v = setting("generation");
+  if (!v) return std::unexpected(v.error());
+  return *v ? std::stoll(**v) : 0;
+}
+
+Status KnowledgeBase::put_embeddings(const std::string& embedder,
+                                     const std::vector<std::pair<int64_t, std::vector<float>>>& rows) {
+  auto tx = SqliteTransaction::begin(*db_);
+  if (!tx) return std::unexpected(tx.error());
+  auto st = db_->prepare("INSERT OR REPLACE INTO embeddings(case_rowid, embedder, vector) VALUES (?,?,?)");
+  if (!st) return std::unexpected(st.error());
+  for (const auto& [rowid, vec] : rows) {
+    st->bind(1, rowid).bind(2, embedder).bind_blob(3, vec.data(), vec.size() * sizeof(float));
+    if (auto s = st->run(); !s) return s;
+  }
+  return tx->commit();
+}
+
+Result<std::vector<std::pair<int64_t, std::vector<float>>>> KnowledgeBase::embeddings(const std::string& embedder) {
+  auto st = db_->prepare("SELECT case_rowid, vector FROM embeddings WHERE embedder = ? ORDER BY case_rowid");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, embedder);
+  std::vector<std::pair<int64_t, std::vector<float>>> out;
+  for (;;) {
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    const auto b = st->blob(1);
+    std::vector<float> v(b.size() / sizeof(float));
+    std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
+    out.emplace_back(st->int64(0), std::move(v));
+  }
+  return out;
+}
+
+Status KnowledgeBase::clear_embeddings() { return db_->exec("DELETE FROM embeddings"); }
+
+Result<std::optional<std::string>> KnowledgeBase::setting(const std::string& key) {
+  auto st = db_->prepare("SELECT value FROM settings WHERE key = ?");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, key);
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return std::optional<std::string>{};
+  return std::optional<std::string>{st->text(0)};
+}
+
+Status KnowledgeBase::set_setting(const std::string& key, const std::string& value) {
+  auto st = db_->prepare("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)");
+  if (!st) return std::unexpected(st.error());
+  return st->bind(1, key).bind(2, value).run();
+}
+
+}  // namespace spark

@@ -1,0 +1,88 @@
+// The knowledge base: an embedded SQLite store (WAL) of labelled cases, their embeddings and index metadata.
+//
+// Layout on disk: DIR/kb.sqlite (this store) and DIR/index/ (the vector index, see vector_index.h).
+// Thread safety: one KnowledgeBase per thread. Several processes may use one store at once: readers never block,
+// a writer waits up to the busy timeout for another writer. Every change is one transaction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "case.h"
+#include "error.h"
+
+namespace spark {
+
+class SqliteDb;
+
+inline constexpr int kSchemaVersion = 1;
+
+// Where a case came from, for error messages ("cases.jsonl:12").
+struct CaseOrigin {
+  std::string where;
+};
+
+struct ImportSummary {
+  size_t added = 0;
+  size_t unchanged = 0;  // same id, same record: re-importing a file is harmless
+  size_t replaced = 0;   // same id, different record, with replace = true
+};
+
+// The lightweight view of a stored case that filtering policies and search need.
+struct CaseEntry {
+  int64_t rowid = 0;
+  std::string id;
+  std::string test_id;
+  int64_t failure_epoch = 0;
+  std::string content_key;
+  bool labelled = false;
+};
+
+class KnowledgeBase {
+ public:
+  // Opens the store in `dir` (default .spark). With `create`, makes the folder and an empty store when absent.
+  // Fails with a message naming the file when it is not a spark store, is corrupt, or has a newer schema.
+  static Result<std::unique_ptr<KnowledgeBase>> open(const std::filesystem::path& dir, bool create,
+                                                     int busy_timeout_ms = 30000);
+  ~KnowledgeBase();
+
+  const std::filesystem::path& dir() const { return dir_; }
+  std::filesystem::path db_path() const { return dir_ / "kb.sqlite"; }
+  std::filesystem::path index_dir() const { return dir_ / "index"; }
+
+  // Adds cases in one transaction: all or nothing. A case whose id is stored already is left alone when its record
+  // is the same, replaced when `replace`, and otherwise an error naming its origin.
+  Result<ImportSummary> import_cases(const std::vector<Case>& cases, const std::vector<CaseOrigin>& origins,
+                                     bool replace);
+
+  Result<std::vector<CaseEntry>> entries();
+  Result<Case> load(int64_t rowid);
+  Result<std::optional<int64_t>> find(const std::string& id);
+  Result<size_t> count();
+  // Calls `fn` for every case in insertion order (streaming: one case in memory at a time).
+  Status for_each(const std::function<Status(int64_t rowid, const Case&)>& fn);
+
+  // Bumped by every change to the cases; the vector index records the generation it was built from.
+  Result<int64_t> generation();
+
+  // Embeddings are stored per case and per embedder identity (a string that changes whenever vectors would).
+  Status put_embeddings(const std::string& embedder, const std::vector<std::pair<int64_t, std::vector<float>>>& rows);
+  Result<std::vector<std::pair<int64_t, std::vector<float>>>> embeddings(const std::string& embedder);
+  Status clear_embeddings();
+
+  Result<std::optional<std::string>> setting(const std::string& key);
+  Status set_setting(const std::string& key, const std::string& value);
+
+ private:
+  KnowledgeBase(std::filesystem::path dir, std::unique_ptr<SqliteDb> db);
+  Status migrate();
+  std::filesystem::path dir_;
+  std::unique_ptr<SqliteDb> db_;
+};
+
+}  // namespace spark

@@ -1,0 +1,382 @@
+#include "python_structure.h"
+
+#include <tree_sitter/api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "text.h"
+
+extern "C" const TSLanguage* tree_sitter_python(void);
+
+namespace spark {
+namespace {
+
+struct ParserDeleter {
+  void operator()(TSParser* p) const { ts_parser_delete(p); }
+};
+struct TreeDeleter {
+  void operator()(TSTree* t) const { ts_tree_delete(t); }
+};
+
+bool is_compound(std::string_view t) {
+  return t == "if_statement" || t == "for_statement" || t == "while_statement" || t == "try_statement" ||
+         t == "with_statement" || t == "match_statement" || t == "function_definition" || t == "class_definition" ||
+         t == "elif_clause" || t == "else_clause" || t == "except_clause" || t == "except_group_clause" ||
+         t == "finally_clause" || t == "case_clause";
+}
+
+bool is_simple_statement(std::string_view t) {
+  return t == "expression_statement" || t == "assert_statement" || t == "return_statement" ||
+         t == "raise_statement" || t == "pass_statement" || t == "break_statement" || t == "continue_statement" ||
+         t == "import_statement" || t == "import_from_statement" || t == "future_import_statement" ||
+         t == "global_statement" || t == "nonlocal_statement" || t == "delete_statement" || t == "print_statement" ||
+         t == "exec_statement" || t == "type_alias_statement" || t == "decorator";
+}
+
+bool ends_flow(std::string_view kind) {
+  return kind == "return" || kind == "raise" || kind == "break" || kind == "continue";
+}
+
+// Short kind names for the ranker's statistics.
+std::string kind_of(std::string_view type, TSNode node, std::string_view src) {
+  if (type == "expression_statement") {
+    if (ts_node_named_child_count(node) > 0) {
+      TSNode child = ts_node_named_child(node, 0);
+      std::string_view ct = ts_node_type(child);
+      if (ct == "assignment" || ct == "augmented_assignment") {
+        TSNode right = ts_node_child_by_field_name(child, "right", 5);
+        if (!ts_node_is_null(right) && std::string_view(ts_node_type(right)) == "call") return "assign_call";
+        return "assign";
+      }
+      if (ct == "call") {
+        TSNode fn = ts_node_child_by_field_name(child, "function", 8);
+        const auto text = src.substr(ts_node_start_byte(fn), ts_node_end_byte(fn) - ts_node_start_byte(fn));
+        if (text.find("assert") != std::string_view::npos) return "assert_call";
+        return "call";
+      }
+      if (ct == "string") return "docstring";
+    }
+    return "expression";
+  }
+  std::string k(type);
+  for (const char* suffix : {"_statement", "_clause", "_definition"}) {
+    const size_t n = std::strlen(suffix);
+    if (k.size() > n && k.compare(k.size() - n, n, suffix) == 0) {
+      k.resize(k.size() - n);
+      break;
+    }
+  }
+  return k;
+}
+
+struct Stmt {
+  int first = 0;  // 1-based
+  int last = 0;
+  int depth = 0;   // nesting in compound statements
+  bool header = false;
+  std::string kind;
+};
+
+class Walker {
+ public:
+  Walker(std::string_view src, PythonStructure& out) : src_(src), out_(out) {}
+
+  void walk(TSNode node, int depth, const std::string& class_name, FunctionInfo* fn) {
+    const std::string_view type = ts_node_type(node);
+    if (type == "comment") {
+      const int row = static_cast<int>(ts_node_start_point(node).row) + 1;
+      comments_.push_back(row);
+      return;
+    }
+    if (type == "ERROR") out_.has_syntax_errors = true;
+    if (is_simple_statement(type)) {
+      add_stmt(node, static_cast<int>(ts_node_end_point(node).row) + 1, depth, false, kind_of(type, node, src_));
+      if (fn) collect_all_names(node, *fn);
+      return;
+    }
+    if (type == "decorated_definition") {
+      TSNode def = ts_node_child_by_field_name(node, "definition", 10);
+      if (!ts_node_is_null(def) && std::string_view(ts_node_type(def)) == "function_definition") {
+        const size_t idx = begin_function(def, node, class_name);
+        for (uint32_t i = 0; i < ts_node_named_child_count(node); ++i) {
+          TSNode child = ts_node_named_child(node, i);
+          if (std::string_view(ts_node_type(child)) == "decorator") {
+            out_.functions[idx].decorators.push_back(trimmed_text(child, 1));
+            walk(child, depth, class_name, nullptr);
+          }
+        }
+        walk_function_body(def, depth, class_name, idx);
+        return;
+      }
+    }
+    if (type == "function_definition") {
+      const size_t idx = begin_function(node, node, class_name);
+      walk_function_body(node, depth, class_name, idx);
+      return;
+    }
+    std::string inner_class = class_name;
+    if (type == "class_definition") {
+      TSNode name = ts_node_child_by_field_name(node, "name", 4);
+      inner_class = ts_node_is_null(name) ? "" : text(name);
+      out_.classes.push_back({inner_class, static_cast<int>(ts_node_start_point(node).row) + 1,
+                              static_cast<int>(ts_node_end_point(node).row) + 1});
+    }
+    if (is_compound(type)) {
+      add_stmt(node, header_last_row(node), depth, true, kind_of(type, node, src_));
+      ++depth;
+    }
+    for (uint32_t i = 0; i < ts_node_named_child_count(node); ++i) {
+      TSNode child = ts_node_named_child(node, i);
+      const std::string_view ct = ts_node_type(child);
+      // Expressions of a compound header (conditions, with items, for targets) belong to the enclosing function.
+      const bool structural = ct == "block" || ct == "module" || is_compound(ct) || is_simple_statement(ct) ||
+                              ct == "decorated_definition" || ct == "comment" || ct == "ERROR";
+      if (!structural && fn && is_compound(type)) collect_all_names(child, *fn);
+      else walk(child, depth, inner_class, fn);
+    }
+  }
+
+  std::vector<Stmt> stmts;
+  std::vector<int> comments_;
+
+ private:
+  size_t begin_function(TSNode def, TSNode outer, const std::string& class_name) {
+    FunctionInfo info;
+    TSNode name = ts_node_child_by_field_name(def, "name", 4);
+    info.name = ts_node_is_null(name) ? "" : text(name);
+    info.class_name = class_name;
+    info.start = static_cast<int>(ts_node_start_point(outer).row) + 1;
+    info.end = static_cast<int>(ts_node_end_point(outer).row) + 1;
+    info.def_line = static_cast<int>(ts_node_start_point(def).row) + 1;
+    TSNode params = ts_node_child_by_field_name(def, "parameters", 10);
+    if (!ts_node_is_null(params)) {
+      for (uint32_t i = 0; i < ts_node_named_child_count(params); ++i) {
+        TSNode p = ts_node_named_child(params, i);
+        if (std::string_view(ts_node_type(p)) == "identifier") {
+          info.params.push_back(text(p));
+        } else {
+          TSNode pn = ts_node_child_by_field_name(p, "name", 4);
+          if (ts_node_is_null(pn) && ts_node_named_child_count(p) > 0) pn = ts_node_named_child(p, 0);
+          if (!ts_node_is_null(pn) && std::string_view(ts_node_type(pn)) == "identifier") info.params.push_back(text(pn));
+        }
+      }
+    }
+    out_.functions.push_back(std::move(info));
+    return out_.functions.size() - 1;
+  }
+
+  void walk_function_body(TSNode def, int depth, const std::string& class_name, size_t idx) {
+    add_stmt(def, header_last_row(def), depth, true, "def");
+    // Nested functions push into out_.functions: keep the index, not a pointer.
+    FunctionInfo scratch;
+    TSNode body = ts_node_child_by_field_name(def, "body", 4);
+    if (!ts_node_is_null(body)) walk(body, depth + 1, class_name, &scratch);
+    FunctionInfo& f = out_.functions[idx];
+    f.calls.insert(scratch.calls.begin(), scratch.calls.end());
+    f.names.insert(scratch.names.begin(), scratch.names.end());
+  }
+
+  // Identifiers and called names inside a simple statement (walks the expression tree).
+  void collect_all_names(TSNode node, FunctionInfo& fn) {
+    const std::string_view type = ts_node_type(node);
+    if (type == "identifier") {
+      fn.names.insert(text(node));
+    } else if (type == "call") {
+      TSNode f = ts_node_child_by_field_name(node, "function", 8);
+      if (!ts_node_is_null(f)) {
+        std::string_view ft = ts_node_type(f);
+        if (ft == "identifier") fn.calls.insert(text(f));
+        if (ft == "attribute") {
+          TSNode attr = ts_node_child_by_field_name(f, "attribute", 9);
+          if (!ts_node_is_null(attr)) fn.calls.insert(text(attr));
+        }
+      }
+    } else if (type == "attribute") {
+      TSNode attr = ts_node_child_by_field_name(node, "attribute", 9);
+      if (!ts_node_is_null(attr)) fn.names.insert(text(attr));
+    }
+    for (uint32_t i = 0; i < ts_node_named_child_count(node); ++i) collect_all_names(ts_node_named_child(node, i), fn);
+  }
+
+  // Last row of a compound statement's header: the row before its body block, or its first row when the body
+  // shares it (`if x: return`).
+  int header_last_row(TSNode node) {
+    const int first = static_cast<int>(ts_node_start_point(node).row) + 1;
+    for (uint32_t i = 0; i < ts_node_child_count(node); ++i) {
+      TSNode child = ts_node_child(node, i);
+      if (std::string_view(ts_node_type(child)) == ":") return static_cast<int>(ts_node_end_point(child).row) + 1;
+    }
+    return first;
+  }
+
+  void add_stmt(TSNode node, int last, int depth, bool header, std::string kind) {
+    const int first = static_cast<int>(ts_node_start_point(node).row) + 1;
+    stmts.push_back({first, std::max(first, last), depth, header, std::move(kind)});
+  }
+
+  std::string text(TSNode n) const {
+    return std::string(src_.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n)));
+  }
+  std::string trimmed_text(TSNode n, size_t skip) const {
+    std::string t = text(n);
+    return std::string(trim(std::string_view(t).substr(std::min(skip, t.size()))));
+  }
+
+  std::string_view src_;
+  PythonStructure& out_;
+};
+
+}  // namespace
+
+bool FunctionInfo::is_fixture() const {
+  return std::any_of(decorators.begin(), decorators.end(),
+                     [](const std::string& d) { return d.find("fixture") != std::string::npos; });
+}
+
+const FunctionInfo* PythonStructure::function_at(int line) const {
+  if (line < 1 || line > line_count) return nullptr;
+  const int def = function[static_cast<size_t>(line - 1)];
+  if (def == 0) return nullptr;
+  for (const auto& f : functions)
+    if (f.def_line == def) return &f;
+  return nullptr;
+}
+
+std::pair<int, int> PythonStructure::statement_span(int line) const {
+  if (line < 1 || line > line_count) return {line, line};
+  const int id = statement[static_cast<size_t>(line - 1)];
+  if (id == 0) return {line, line};
+  int last = line;
+  while (last < line_count && statement[static_cast<size_t>(last)] == id) ++last;
+  return {id, last};
+}
+
+PythonStructure analyze_python(std::string_view source) {
+  PythonStructure out;
+  const auto lines = split_lines(source);
+  out.line_count = static_cast<int>(lines.size());
+  const size_t n = lines.size();
+  out.statement.assign(n, 0);
+  out.block.assign(n, 0);
+  out.function.assign(n, 0);
+  out.kind.assign(n, "");
+
+  std::unique_ptr<TSParser, ParserDeleter> parser(ts_parser_new());
+  Walker walker(source, out);
+  if (ts_parser_set_language(parser.get(), tree_sitter_python())) {
+    std::unique_ptr<TSTree, TreeDeleter> tree(
+        ts_parser_parse_string(parser.get(), nullptr, source.data(), static_cast<uint32_t>(source.size())));
+    if (tree) {
+      TSNode root = ts_tree_root_node(tree.get());
+      if (ts_node_has_error(root)) out.has_syntax_errors = true;
+      walker.walk(root, 0, "", nullptr);
+    }
+  }
+
+  // Statements: the header or the whole simple statement. Inner statements were added after their parents, so a
+  // line ends up with its innermost statement; sort by first line to assign in order.
+  auto& stmts = walker.stmts;
+  std::stable_sort(stmts.begin(), stmts.end(), [](const Stmt& a, const Stmt& b) { return a.first < b.first; });
+  std::vector<int> depth_of(n, 0);
+  std::vector<char> header_of(n, 0);
+  for (const auto& s : stmts) {
+    for (int l = s.first; l <= s.last && l <= out.line_count; ++l) {
+      const auto i = static_cast<size_t>(l - 1);
+      out.statement[i] = s.first;
+      out.kind[i] = s.kind;
+      depth_of[i] = s.depth;
+      header_of[i] = s.header ? 1 : 0;
+    }
+  }
+  for (int row : walker.comments_) {
+    const auto i = static_cast<size_t>(row - 1);
+    if (row >= 1 && row <= out.line_count && out.statement[i] == 0) {
+      out.statement[i] = row;
+      out.kind[i] = "comment";
+    }
+  }
+  // Functions: outer first, so inner functions overwrite their lines.
+  std::vector<const FunctionInfo*> by_size;
+  for (const auto& f : out.functions) by_size.push_back(&f);
+  std::sort(by_size.begin(), by_size.end(),
+            [](const FunctionInfo* a, const FunctionInfo* b) { return (a->end - a->start) > (b->end - b->start); });
+  for (const auto* f : by_size)
+    for (int l = f->start; l <= f->end && l <= out.line_count; ++l) out.function[static_cast<size_t>(l - 1)] = f->def_line;
+
+  // Lines nothing claimed (syntax errors, continuation of strings the walker missed) stand alone.
+  for (size_t i = 0; i < n; ++i) {
+    if (is_blank(lines[i])) {
+      out.statement[i] = 0;
+      out.kind[i] = "";
+      out.function[i] = 0;
+      continue;
+    }
+    if (out.statement[i] == 0) {
+      out.statement[i] = static_cast<int>(i) + 1;
+      out.kind[i] = "unknown";
+    }
+  }
+  // A function's blank-free lines keep its id; blank lines inside get 0 above.
+
+  // CFG basic blocks, per function: a block starts at a compound header, at the first statement of a body, after a
+  // compound statement ends (depth falls), after return/raise/break/continue, and when the function changes.
+  int block = 0;
+  int prev_stmt = -1, prev_depth = 0, prev_func = -1;
+  bool prev_header = false, prev_ends = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (out.statement[i] == 0) continue;
+    const bool comment = out.kind[i] == "comment";
+    if (out.statement[i] == prev_stmt) {
+      out.block[i] = block;
+      continue;
+    }
+    const int d = depth_of[i];
+    const bool starts = block == 0 || out.function[i] != prev_func ||
+                        (!comment && (header_of[i] || prev_header || prev_ends || d < prev_depth));
+    if (starts) block = static_cast<int>(i) + 1;
+    out.block[i] = block;
+    prev_stmt = out.statement[i];
+    if (!comment) {
+      prev_depth = d;
+      prev_header = header_of[i] != 0;
+      prev_ends = ends_flow(out.kind[i]);
+    }
+    prev_func = out.function[i];
+  }
+  return out;
+}
+
+std::string_view level_name(Level level) {
+  switch (level) {
+    case Level::line: return "line";
+    case Level::statement: return "statement";
+    case Level::block: return "block";
+    case Level::function: return "function";
+  }
+  return "line";
+}
+
+bool parse_level(std::string_view text, Level& out) {
+  for (Level l : {Level::line, Level::statement, Level::block, Level::function})
+    if (text == level_name(l)) {
+      out = l;
+      return true;
+    }
+  return false;
+}
+
+int unit_of(const PythonStructure& s, Level level, int line) {
+  if (line < 1 || line > s.line_count) return 0;
+  const auto i = static_cast<size_t>(line - 1);
+  switch (level) {
+    case Level::line: return line;
+    case Level::statement: return s.statement[i];
+    case Level::block: return s.block[i];
+    case Level::function: return s.statement[i] == 0 ? 0 : s.function[i];
+  }
+  return line;
+}
+
+}  // namespace spark

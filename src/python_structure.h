@@ -1,0 +1,62 @@
+// Python structure of one test file, from tree-sitter (grammar tree-sitter-python 0.23.6, language ABI 14).
+//
+// Every line of the file (1-based, the file's own numbering) maps to the units the paper localizes at:
+// its AST statement, its CFG basic block (per function, split at control flow), its function (methods and nested
+// functions included; module-level lines belong to the pseudo-function 0) and the file. Unit ids are the first line of
+// the unit, so they read as locations. Blank lines map to no unit (0). A file with syntax errors still maps: lines
+// the parser could not place become statements and blocks of their own.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spark {
+
+struct FunctionInfo {
+  std::string name;
+  std::string class_name;        // enclosing class, "" at module level
+  int start = 0;                 // first line, decorators included
+  int end = 0;                   // last line
+  int def_line = 0;              // the `def` line
+  std::vector<std::string> params;
+  std::vector<std::string> decorators;  // decorator text without '@'
+  std::set<std::string> calls;          // names it calls: f(), obj.f(), self.f()
+  std::set<std::string> names;          // every identifier it mentions
+  bool is_fixture() const;
+};
+
+struct ClassInfo {
+  std::string name;
+  int start = 0;
+  int end = 0;
+};
+
+struct PythonStructure {
+  int line_count = 0;
+  bool has_syntax_errors = false;
+  // Indexed by line - 1. 0 means "no unit" (blank line).
+  std::vector<int> statement;
+  std::vector<int> block;
+  std::vector<int> function;      // def line of the innermost function, 0 for module level
+  std::vector<std::string> kind;  // statement kind: "assert", "assign", "call", "with", "comment", ...
+  std::vector<FunctionInfo> functions;
+  std::vector<ClassInfo> classes;
+
+  // The innermost function containing `line`, or nullptr.
+  const FunctionInfo* function_at(int line) const;
+  // Statement span [first, last] of the statement containing `line`.
+  std::pair<int, int> statement_span(int line) const;
+};
+
+PythonStructure analyze_python(std::string_view source);
+
+// Unit granularity names used by `--level`.
+enum class Level { line, statement, block, function };
+std::string_view level_name(Level level);
+bool parse_level(std::string_view text, Level& out);
+// The unit id of `line` at `level` (the line itself at line level).
+int unit_of(const PythonStructure& s, Level level, int line);
+
+}  // namespace spark

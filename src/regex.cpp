@@ -1,0 +1,93 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "regex.h"
+
+#include <pcre2.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace spark {
+
+struct Regex::Impl {
+  pcre2_code* code = nullptr;
+  ~Impl() { pcre2_code_free(code); }
+};
+
+namespace {
+struct MatchData {
+  pcre2_match_data* md;
+  explicit MatchData(const pcre2_code* code) : md(pcre2_match_data_create_from_pattern(code, nullptr)) {}
+  ~MatchData() { pcre2_match_data_free(md); }
+  MatchData(const MatchData&) = delete;
+  MatchData& operator=(const MatchData&) = delete;
+};
+}  // namespace
+
+Result<Regex> Regex::compile(std::string_view pattern, bool multiline, bool caseless) {
+  int err = 0;
+  PCRE2_SIZE offset = 0;
+  uint32_t options = PCRE2_UTF | PCRE2_UCP | (multiline ? PCRE2_MULTILINE : 0) | (caseless ? PCRE2_CASELESS : 0);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err,
+                                   &offset, nullptr);
+  if (!code) {
+    PCRE2_UCHAR buf[256];
+    pcre2_get_error_message(err, buf, sizeof buf);
+    return fail("regular expression \"" + std::string(pattern) + "\" at offset " + std::to_string(offset) + ": " +
+                reinterpret_cast<char*>(buf));
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when JIT is unavailable
+  Regex r;
+  r.impl_ = std::make_shared<Impl>();
+  r.impl_->code = code;
+  return r;
+}
+
+Regex Regex::must(std::string_view pattern, bool multiline, bool caseless) {
+  auto r = compile(pattern, multiline, caseless);
+  if (!r) {
+    std::fprintf(stderr, "spark: internal error: %s\n", r.error().message.c_str());
+    std::abort();
+  }
+  return std::move(*r);
+}
+
+void Regex::for_each_match(std::string_view subject,
+                           const std::function<void(const std::vector<std::string_view>&)>& fn) const {
+  MatchData md(impl_->code);
+  PCRE2_SIZE start = 0;
+  std::vector<std::string_view> groups;
+  while (start <= subject.size()) {
+    const int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), start,
+                               PCRE2_NO_UTF_CHECK, md.md, nullptr);
+    if (rc < 0) break;
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.md);
+    groups.clear();
+    for (int g = 0; g < rc; ++g) {
+      if (ov[2 * g] == PCRE2_UNSET) groups.emplace_back();
+      else groups.push_back(subject.substr(ov[2 * g], ov[2 * g + 1] - ov[2 * g]));
+    }
+    fn(groups);
+    start = ov[1] > ov[0] ? ov[1] : ov[1] + 1;
+  }
+}
+
+std::string Regex::replace_all(std::string_view subject, std::string_view replacement) const {
+  MatchData md(impl_->code);
+  std::string out;
+  out.reserve(subject.size());
+  PCRE2_SIZE start = 0, copied = 0;
+  while (start <= subject.size()) {
+    const int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), start,
+                               PCRE2_NO_UTF_CHECK, md.md, nullptr);
+    if (rc < 0) break;
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.md);
+    out.append(subject.substr(copied, ov[0] - copied));
+    out.append(replacement);
+    copied = ov[1];
+    start = ov[1] > ov[0] ? ov[1] : ov[1] + 1;
+  }
+  out.append(subject.substr(std::min<size_t>(copied, subject.size())));
+  return out;
+}
+
+}  // namespace spark

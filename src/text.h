@@ -1,0 +1,37 @@
+// Text helpers shared by every part: UTF-8 checks, line splitting, trimming, stable hashing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spark {
+
+// Byte offset of the first invalid UTF-8 sequence (overlongs, surrogates and > U+10FFFF are invalid),
+// or nullopt when the whole text is valid.
+std::optional<size_t> find_invalid_utf8(std::string_view text);
+
+// Decodes valid UTF-8 into code points; an invalid byte becomes U+FFFD (callers validate first where it matters).
+std::u32string decode_utf8(std::string_view text);
+
+// Splits into lines as a user counts them: '\n' ends a line, a trailing '\r' is dropped, and a final newline does not
+// start another line. Line i (1-based) is result[i-1]. The views point into `text`.
+std::vector<std::string_view> split_lines(std::string_view text);
+
+// Strips ASCII white space (space, tab, CR, LF, FF, VT) from both ends.
+std::string_view trim(std::string_view text);
+
+inline bool is_blank(std::string_view line) { return trim(line).empty(); }
+
+// FNV-1a 64-bit: a stable hash for feature hashing and content keys (not for security).
+uint64_t fnv1a64(std::string_view data, uint64_t seed = 0xcbf29ce484222325ULL);
+
+// Hex string of a 64-bit value, 16 characters.
+std::string hex64(uint64_t value);
+
+// Clips text for messages: the first `max_chars` bytes (on a UTF-8 boundary) and "…" when cut.
+std::string clip(std::string_view text, size_t max_chars);
+
+}  // namespace spark

@@ -1,0 +1,91 @@
+// The vector index beside the knowledge base (DIR/index/): FAISS, inner product over L2-normalised vectors (= cosine).
+//
+// Small sets use an exact IndexFlatIP; from `hnsw_threshold` vectors on, IndexHNSWFlat. A search restricted to a
+// subset (a filtering policy) that is small runs exactly over the stored vectors with an id selector, because HNSW
+// with a narrow filter returns too few results (faiss 1.7.3). Ids are knowledge-base rowids, mapped by spark itself
+// (IndexIDMap2::search with parameters throws in 1.7.3).
+//
+// On disk: vectors.faiss, ids.bin and manifest.json, which is written last and holds the format version, the
+// embedder identity, the knowledge-base generation the index was built from, and checksums of the other two files.
+// An index whose files do not match their manifest is never used.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "error.h"
+
+namespace faiss {
+struct Index;
+}
+
+namespace spark {
+
+struct VectorIndexOptions {
+  size_t hnsw_threshold = 20000;  // vectors from which HNSW is built
+  int hnsw_m = 32;
+  int ef_construction = 64;
+  int ef_search = 128;
+  size_t exact_subset_limit = 20000;  // a policy subset this small is searched exactly
+};
+
+struct IndexManifest {
+  int format = 1;
+  std::string embedder;
+  int64_t generation = 0;
+  size_t count = 0;
+  size_t dimension = 0;
+  std::string kind;  // "flat" or "hnsw"
+  std::string vectors_checksum, ids_checksum;
+};
+
+struct SearchHit {
+  int64_t rowid = 0;
+  float similarity = 0;
+};
+
+class VectorIndex {
+ public:
+  VectorIndex(size_t dimension, VectorIndexOptions options);
+  ~VectorIndex();
+  VectorIndex(VectorIndex&&) noexcept;
+  VectorIndex& operator=(VectorIndex&&) noexcept;
+
+  // Adds vectors (row-major, dimension floats each). Switches to HNSW when the count crosses the threshold.
+  void add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors);
+
+  // Top-r by cosine. `allowed` (sorted or not) restricts the candidates; nullopt means all. `excluded` are never
+  // returned (the query itself, its duplicates).
+  std::vector<SearchHit> search(const float* query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
+                                const std::unordered_set<int64_t>& excluded) const;
+
+  size_t size() const { return ids_.size(); }
+  size_t dimension() const { return dimension_; }
+  bool is_hnsw() const;
+  bool contains(int64_t rowid) const;
+
+  Status save(const std::filesystem::path& dir, const std::string& embedder, int64_t generation) const;
+  // Loads and verifies against the manifest; errors name the file ("…/vectors.faiss: checksum mismatch").
+  static Result<std::pair<VectorIndex, IndexManifest>> load(const std::filesystem::path& dir,
+                                                           VectorIndexOptions options);
+  static Result<IndexManifest> read_manifest(const std::filesystem::path& dir);
+
+ private:
+  void rebuild_as_hnsw();
+  size_t dimension_;
+  VectorIndexOptions options_;
+  std::unique_ptr<faiss::Index> index_;
+  std::vector<int64_t> ids_;  // position -> rowid
+  std::unordered_map<int64_t, int64_t> position_;
+};
+
+// A fast 64-bit checksum of a file's bytes (streamed), as 16 hex digits.
+Result<std::string> file_checksum(const std::filesystem::path& path);
+
+}  // namespace spark
