@@ -100,12 +100,18 @@ TermCounts HashedTfidfEmbedder::count_terms(const EmbedText& text) {
   return t;
 }
 
-void HashedTfidfEmbedder::fit(const std::vector<TermCounts>& corpus) {
+void HashedTfidfEmbedder::fit_begin() {
   df_.clear();
-  documents_ = corpus.size();
-  for (const auto& doc : corpus)
-    for (const auto* part : {&doc.error, &doc.scope, &doc.code})
-      for (const auto& [h, count] : *part) ++df_[h];
+  documents_ = 0;
+}
+
+void HashedTfidfEmbedder::fit_add(const TermCounts& doc) {
+  ++documents_;
+  for (const auto* part : {&doc.error, &doc.scope, &doc.code})
+    for (const auto& [h, count] : *part) ++df_[h];
+}
+
+void HashedTfidfEmbedder::fit_end() {
   // Digest of the statistics, so the identity changes when they do.
   std::vector<std::pair<uint64_t, uint32_t>> sorted(df_.begin(), df_.end());
   std::sort(sorted.begin(), sorted.end());

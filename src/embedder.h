@@ -59,8 +59,10 @@ class HashedTfidfEmbedder final : public Embedder {
   Result<std::vector<std::vector<float>>> embed(const std::vector<EmbedText>& inputs) override;
 
   TermCounts count_terms(const EmbedText& text);
-  // Learns document frequencies from a corpus (replaces earlier ones).
-  void fit(const std::vector<TermCounts>& corpus);
+  // Learns document frequencies, one document at a time: fit_begin, fit_add for each, fit_end.
+  void fit_begin();
+  void fit_add(const TermCounts& doc);
+  void fit_end();
   std::vector<float> vectorize(const TermCounts& terms) const;
   size_t fitted_documents() const { return documents_; }
 

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <limits>
 #include <memory>
+#include <unordered_map>
 
 #include "text.h"
 
@@ -71,6 +74,19 @@ std::string kind_of(std::string_view type, TSNode node, std::string_view src) {
   return k;
 }
 
+// Calls fn for each named child, through a cursor: ts_node_named_child(i) walks from the first child every time.
+template <class Fn>
+void for_each_named_child(TSNode node, Fn&& fn) {
+  TSTreeCursor cursor = ts_tree_cursor_new(node);
+  if (ts_tree_cursor_goto_first_child(&cursor)) {
+    do {
+      TSNode child = ts_tree_cursor_current_node(&cursor);
+      if (ts_node_is_named(child)) fn(child);
+    } while (ts_tree_cursor_goto_next_sibling(&cursor));
+  }
+  ts_tree_cursor_delete(&cursor);
+}
+
 struct Stmt {
   int first = 0;  // 1-based
   int last = 0;
@@ -83,7 +99,7 @@ class Walker {
  public:
   Walker(std::string_view src, PythonStructure& out) : src_(src), out_(out) {}
 
-  void walk(TSNode node, int depth, const std::string& class_name, FunctionInfo* fn) {
+  void walk(TSNode node, int depth, const std::string& class_name) {
     const std::string_view type = ts_node_type(node);
     if (type == "comment") {
       const int row = static_cast<int>(ts_node_start_point(node).row) + 1;
@@ -93,20 +109,18 @@ class Walker {
     if (type == "ERROR") out_.has_syntax_errors = true;
     if (is_simple_statement(type)) {
       add_stmt(node, static_cast<int>(ts_node_end_point(node).row) + 1, depth, false, kind_of(type, node, src_));
-      if (fn) collect_all_names(node, *fn);
       return;
     }
     if (type == "decorated_definition") {
       TSNode def = ts_node_child_by_field_name(node, "definition", 10);
       if (!ts_node_is_null(def) && std::string_view(ts_node_type(def)) == "function_definition") {
         const size_t idx = begin_function(def, node, class_name);
-        for (uint32_t i = 0; i < ts_node_named_child_count(node); ++i) {
-          TSNode child = ts_node_named_child(node, i);
+        for_each_named_child(node, [&](TSNode child) {
           if (std::string_view(ts_node_type(child)) == "decorator") {
             out_.functions[idx].decorators.push_back(trimmed_text(child, 1));
-            walk(child, depth, class_name, nullptr);
+            walk(child, depth, class_name);
           }
-        }
+        });
         walk_function_body(def, depth, class_name, idx);
         return;
       }
@@ -127,15 +141,13 @@ class Walker {
       add_stmt(node, header_last_row(node), depth, true, kind_of(type, node, src_));
       ++depth;
     }
-    for (uint32_t i = 0; i < ts_node_named_child_count(node); ++i) {
-      TSNode child = ts_node_named_child(node, i);
+    for_each_named_child(node, [&](TSNode child) {
       const std::string_view ct = ts_node_type(child);
       // Expressions of a compound header (conditions, with items, for targets) belong to the enclosing function.
       const bool structural = ct == "block" || ct == "module" || is_compound(ct) || is_simple_statement(ct) ||
                               ct == "decorated_definition" || ct == "comment" || ct == "ERROR";
-      if (!structural && fn && is_compound(type)) collect_all_names(child, *fn);
-      else walk(child, depth, inner_class, fn);
-    }
+      if (structural || !is_compound(type)) walk(child, depth, inner_class);
+    });
   }
 
   std::vector<Stmt> stmts;
@@ -152,8 +164,7 @@ class Walker {
     info.def_line = static_cast<int>(ts_node_start_point(def).row) + 1;
     TSNode params = ts_node_child_by_field_name(def, "parameters", 10);
     if (!ts_node_is_null(params)) {
-      for (uint32_t i = 0; i < ts_node_named_child_count(params); ++i) {
-        TSNode p = ts_node_named_child(params, i);
+      for_each_named_child(params, [&](TSNode p) {
         if (std::string_view(ts_node_type(p)) == "identifier") {
           info.params.push_back(text(p));
         } else {
@@ -161,7 +172,7 @@ class Walker {
           if (ts_node_is_null(pn) && ts_node_named_child_count(p) > 0) pn = ts_node_named_child(p, 0);
           if (!ts_node_is_null(pn) && std::string_view(ts_node_type(pn)) == "identifier") info.params.push_back(text(pn));
         }
-      }
+      });
     }
     out_.functions.push_back(std::move(info));
     return out_.functions.size() - 1;
@@ -169,46 +180,27 @@ class Walker {
 
   void walk_function_body(TSNode def, int depth, const std::string& class_name, size_t idx) {
     add_stmt(def, header_last_row(def), depth, true, "def");
-    // Nested functions push into out_.functions: keep the index, not a pointer.
-    FunctionInfo scratch;
+    (void)idx;  // nested functions append to out_.functions; the caller holds the index
     TSNode body = ts_node_child_by_field_name(def, "body", 4);
-    if (!ts_node_is_null(body)) walk(body, depth + 1, class_name, &scratch);
-    FunctionInfo& f = out_.functions[idx];
-    f.calls.insert(scratch.calls.begin(), scratch.calls.end());
-    f.names.insert(scratch.names.begin(), scratch.names.end());
-  }
-
-  // Identifiers and called names inside a simple statement (walks the expression tree).
-  void collect_all_names(TSNode node, FunctionInfo& fn) {
-    const std::string_view type = ts_node_type(node);
-    if (type == "identifier") {
-      fn.names.insert(text(node));
-    } else if (type == "call") {
-      TSNode f = ts_node_child_by_field_name(node, "function", 8);
-      if (!ts_node_is_null(f)) {
-        std::string_view ft = ts_node_type(f);
-        if (ft == "identifier") fn.calls.insert(text(f));
-        if (ft == "attribute") {
-          TSNode attr = ts_node_child_by_field_name(f, "attribute", 9);
-          if (!ts_node_is_null(attr)) fn.calls.insert(text(attr));
-        }
-      }
-    } else if (type == "attribute") {
-      TSNode attr = ts_node_child_by_field_name(node, "attribute", 9);
-      if (!ts_node_is_null(attr)) fn.names.insert(text(attr));
-    }
-    for (uint32_t i = 0; i < ts_node_named_child_count(node); ++i) collect_all_names(ts_node_named_child(node, i), fn);
+    if (!ts_node_is_null(body)) walk(body, depth + 1, class_name);
   }
 
   // Last row of a compound statement's header: the row before its body block, or its first row when the body
   // shares it (`if x: return`).
   int header_last_row(TSNode node) {
-    const int first = static_cast<int>(ts_node_start_point(node).row) + 1;
-    for (uint32_t i = 0; i < ts_node_child_count(node); ++i) {
-      TSNode child = ts_node_child(node, i);
-      if (std::string_view(ts_node_type(child)) == ":") return static_cast<int>(ts_node_end_point(child).row) + 1;
+    int last = static_cast<int>(ts_node_start_point(node).row) + 1;
+    TSTreeCursor cursor = ts_tree_cursor_new(node);
+    if (ts_tree_cursor_goto_first_child(&cursor)) {
+      do {
+        TSNode child = ts_tree_cursor_current_node(&cursor);
+        if (std::string_view(ts_node_type(child)) == ":") {
+          last = static_cast<int>(ts_node_end_point(child).row) + 1;
+          break;
+        }
+      } while (ts_tree_cursor_goto_next_sibling(&cursor));
     }
-    return first;
+    ts_tree_cursor_delete(&cursor);
+    return last;
   }
 
   void add_stmt(TSNode node, int last, int depth, bool header, std::string kind) {
@@ -227,6 +219,64 @@ class Walker {
   std::string_view src_;
   PythonStructure& out_;
 };
+
+// Called names: one depth-first pass with a single cursor, comparing symbol ids (a TSQuery or a cursor per node
+// costs several times more on large files).
+void collect_calls(std::string_view src, const TSTree* tree, PythonStructure& out) {
+  if (out.functions.empty()) return;
+  const TSLanguage* lang = tree_sitter_python();
+  static const TSSymbol kCall = ts_language_symbol_for_name(lang, "call", 4, true);
+  static const TSSymbol kIdentifier = ts_language_symbol_for_name(lang, "identifier", 10, true);
+  static const TSSymbol kAttribute = ts_language_symbol_for_name(lang, "attribute", 9, true);
+  // Innermost function per def line, and each function's enclosing one.
+  std::unordered_map<int, size_t> by_def;
+  for (size_t i = 0; i < out.functions.size(); ++i) by_def[out.functions[i].def_line] = i;
+  std::vector<long> parent(out.functions.size(), -1);
+  for (size_t i = 0; i < out.functions.size(); ++i) {
+    const auto& f = out.functions[i];
+    int best_size = std::numeric_limits<int>::max();
+    for (size_t j = 0; j < out.functions.size(); ++j) {
+      const auto& g = out.functions[j];
+      if (j != i && g.start <= f.start && f.end <= g.end && g.end - g.start < best_size) {
+        best_size = g.end - g.start;
+        parent[i] = static_cast<long>(j);
+      }
+    }
+  }
+  const auto record = [&](TSNode n) {
+    const auto row = static_cast<size_t>(ts_node_start_point(n).row);
+    if (row >= out.function.size() || out.function[row] == 0) return;
+    const auto it = by_def.find(out.function[row]);
+    if (it == by_def.end()) return;
+    const std::string name(src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n)));
+    for (long f = static_cast<long>(it->second); f >= 0; f = parent[static_cast<size_t>(f)])
+      out.functions[static_cast<size_t>(f)].calls.insert(name);
+  };
+  TSTreeCursor cursor = ts_tree_cursor_new(ts_tree_root_node(tree));
+  for (;;) {
+    const TSNode node = ts_tree_cursor_current_node(&cursor);
+    if (ts_node_symbol(node) == kCall) {
+      TSNode fn = ts_node_child_by_field_name(node, "function", 8);
+      if (!ts_node_is_null(fn)) {
+        if (ts_node_symbol(fn) == kIdentifier) record(fn);
+        else if (ts_node_symbol(fn) == kAttribute) {
+          TSNode attr = ts_node_child_by_field_name(fn, "attribute", 9);
+          if (!ts_node_is_null(attr)) record(attr);
+        }
+      }
+    }
+    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
+    bool done = false;
+    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
+      if (!ts_tree_cursor_goto_parent(&cursor)) {
+        done = true;
+        break;
+      }
+    }
+    if (done) break;
+  }
+  ts_tree_cursor_delete(&cursor);
+}
 
 }  // namespace
 
@@ -253,7 +303,9 @@ std::pair<int, int> PythonStructure::statement_span(int line) const {
   return {id, last};
 }
 
-PythonStructure analyze_python(std::string_view source) {
+namespace {
+
+PythonStructure structure_from_tree(std::string_view source, const TSTree* tree) {
   PythonStructure out;
   const auto lines = split_lines(source);
   out.line_count = static_cast<int>(lines.size());
@@ -263,16 +315,13 @@ PythonStructure analyze_python(std::string_view source) {
   out.function.assign(n, 0);
   out.kind.assign(n, "");
 
-  std::unique_ptr<TSParser, ParserDeleter> parser(ts_parser_new());
   Walker walker(source, out);
-  if (ts_parser_set_language(parser.get(), tree_sitter_python())) {
-    std::unique_ptr<TSTree, TreeDeleter> tree(
-        ts_parser_parse_string(parser.get(), nullptr, source.data(), static_cast<uint32_t>(source.size())));
-    if (tree) {
-      TSNode root = ts_tree_root_node(tree.get());
-      if (ts_node_has_error(root)) out.has_syntax_errors = true;
-      walker.walk(root, 0, "", nullptr);
-    }
+  if (tree) {
+    TSNode root = ts_tree_root_node(tree);
+    if (ts_node_has_error(root)) out.has_syntax_errors = true;
+    walker.walk(root, 0, "");
+  } else {
+    out.has_syntax_errors = true;
   }
 
   // Statements: the header or the whole simple statement. Inner statements were added after their parents, so a
@@ -304,6 +353,8 @@ PythonStructure analyze_python(std::string_view source) {
             [](const FunctionInfo* a, const FunctionInfo* b) { return (a->end - a->start) > (b->end - b->start); });
   for (const auto* f : by_size)
     for (int l = f->start; l <= f->end && l <= out.line_count; ++l) out.function[static_cast<size_t>(l - 1)] = f->def_line;
+
+  if (tree) collect_calls(source, tree, out);
 
   // Lines nothing claimed (syntax errors, continuation of strings the walker missed) stand alone.
   for (size_t i = 0; i < n; ++i) {
@@ -347,6 +398,81 @@ PythonStructure analyze_python(std::string_view source) {
   }
   return out;
 }
+
+TSPoint point_at(std::string_view s, size_t offset) {
+  TSPoint p{0, 0};
+  const size_t nl = s.substr(0, offset).rfind('\n');
+  p.row = static_cast<uint32_t>(std::count(s.begin(), s.begin() + static_cast<long>(offset), '\n'));
+  p.column = static_cast<uint32_t>(nl == std::string_view::npos ? offset : offset - nl - 1);
+  return p;
+}
+
+}  // namespace
+
+struct PythonParser::Impl {
+  std::unique_ptr<TSParser, ParserDeleter> parser{ts_parser_new()};
+  bool language_ok = false;
+  struct Recent {
+    std::string source;
+    std::unique_ptr<TSTree, TreeDeleter> tree;
+  };
+  std::deque<Recent> recent;  // most recent last
+  size_t keep = 4;
+};
+
+PythonParser::PythonParser(size_t keep) : impl_(std::make_unique<Impl>()) {
+  impl_->keep = std::max<size_t>(1, keep);
+  impl_->language_ok = ts_parser_set_language(impl_->parser.get(), tree_sitter_python());
+}
+PythonParser::~PythonParser() = default;
+PythonParser::PythonParser(PythonParser&&) noexcept = default;
+PythonParser& PythonParser::operator=(PythonParser&&) noexcept = default;
+
+PythonStructure PythonParser::analyze(std::string_view source) {
+  if (!impl_->language_ok || source.size() > std::numeric_limits<uint32_t>::max()) return structure_from_tree(source, nullptr);
+  // Reparse incrementally from the recent version that shares the most text (common prefix + suffix), when it
+  // shares at least half: one edit spanning the difference. Same tree as a full parse, a fraction of the time.
+  Impl::Recent* base = nullptr;
+  size_t best_shared = 0, best_prefix = 0, best_suffix = 0;
+  for (auto& r : impl_->recent) {
+    const std::string_view old = r.source;
+    const size_t limit = std::min(old.size(), source.size());
+    size_t prefix = 0;
+    while (prefix < limit && old[prefix] == source[prefix]) ++prefix;
+    size_t suffix = 0;
+    while (suffix < limit - prefix && old[old.size() - 1 - suffix] == source[source.size() - 1 - suffix]) ++suffix;
+    if (prefix + suffix > best_shared) {
+      best_shared = prefix + suffix;
+      best_prefix = prefix;
+      best_suffix = suffix;
+      base = &r;
+    }
+  }
+  TSTree* tree = nullptr;
+  if (base && best_shared * 2 >= source.size()) {
+    const std::string_view old = base->source;
+    TSInputEdit edit;
+    edit.start_byte = static_cast<uint32_t>(best_prefix);
+    edit.old_end_byte = static_cast<uint32_t>(old.size() - best_suffix);
+    edit.new_end_byte = static_cast<uint32_t>(source.size() - best_suffix);
+    edit.start_point = point_at(old, edit.start_byte);
+    edit.old_end_point = point_at(old, edit.old_end_byte);
+    edit.new_end_point = point_at(source, edit.new_end_byte);
+    std::unique_ptr<TSTree, TreeDeleter> edited(ts_tree_copy(base->tree.get()));
+    ts_tree_edit(edited.get(), &edit);
+    tree = ts_parser_parse_string(impl_->parser.get(), edited.get(), source.data(), static_cast<uint32_t>(source.size()));
+  } else {
+    tree = ts_parser_parse_string(impl_->parser.get(), nullptr, source.data(), static_cast<uint32_t>(source.size()));
+  }
+  PythonStructure out = structure_from_tree(source, tree);
+  if (tree) {
+    impl_->recent.push_back({std::string(source), std::unique_ptr<TSTree, TreeDeleter>(tree)});
+    if (impl_->recent.size() > impl_->keep) impl_->recent.pop_front();
+  }
+  return out;
+}
+
+PythonStructure analyze_python(std::string_view source) { return PythonParser(1).analyze(source); }
 
 std::string_view level_name(Level level) {
   switch (level) {

@@ -7,6 +7,7 @@
 // the parser could not place become statements and blocks of their own.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -22,8 +23,7 @@ struct FunctionInfo {
   int def_line = 0;              // the `def` line
   std::vector<std::string> params;
   std::vector<std::string> decorators;  // decorator text without '@'
-  std::set<std::string> calls;          // names it calls: f(), obj.f(), self.f()
-  std::set<std::string> names;          // every identifier it mentions
+  std::set<std::string> calls;          // names it calls, nested functions included: f(), obj.f(), self.f()
   bool is_fixture() const;
 };
 
@@ -51,6 +51,22 @@ struct PythonStructure {
 };
 
 PythonStructure analyze_python(std::string_view source);
+
+// A parser that remembers its last few trees and reparses a new version of a file incrementally (tree-sitter's
+// ts_tree_edit) when it shares at least half its text with one of them: knowledge bases hold many versions of the
+// same test file. Not thread-safe.
+class PythonParser {
+ public:
+  explicit PythonParser(size_t keep = 16);
+  ~PythonParser();
+  PythonParser(PythonParser&&) noexcept;
+  PythonParser& operator=(PythonParser&&) noexcept;
+  PythonStructure analyze(std::string_view source);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Unit granularity names used by `--level`.
 enum class Level { line, statement, block, function };

@@ -16,6 +16,12 @@ std::optional<size_t> find_invalid_utf8(std::string_view text);
 // Decodes valid UTF-8 into code points; an invalid byte becomes U+FFFD (callers validate first where it matters).
 std::u32string decode_utf8(std::string_view text);
 
+// Encodes code points as UTF-8.
+std::string encode_utf8(std::u32string_view text);
+
+// Valid UTF-8 stays as it is; each invalid byte becomes U+FFFD.
+std::string sanitize_utf8(std::string_view text);
+
 // Splits into lines as a user counts them: '\n' ends a line, a trailing '\r' is dropped, and a final newline does not
 // start another line. Line i (1-based) is result[i-1]. The views point into `text`.
 std::vector<std::string_view> split_lines(std::string_view text);

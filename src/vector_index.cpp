@@ -141,7 +141,8 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const s
   return collect(d, l, ids_, excluded, r);
 }
 
-Status VectorIndex::save(const fs::path& dir, const std::string& embedder, int64_t generation) const {
+Status VectorIndex::save(const fs::path& dir, const std::string& embedder, int64_t generation,
+                         const std::vector<std::string>& extra_files) const {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
@@ -169,7 +170,13 @@ Status VectorIndex::save(const fs::path& dir, const std::string& embedder, int64
                       {"dimension", dimension_},
                       {"kind", is_hnsw() ? "hnsw" : "flat"},
                       {"vectors_checksum", *vsum},
-                      {"ids_checksum", *isum}};
+                      {"ids_checksum", *isum},
+                      {"files", nlohmann::json::object()}};
+  for (const auto& name : extra_files) {
+    auto sum = file_checksum(dir / name);
+    if (!sum) return std::unexpected(sum.error());
+    m["files"][name] = *sum;
+  }
   return write_file_atomic(man, m.dump(2) + "\n");
 }
 
@@ -190,6 +197,8 @@ Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
     out.kind = m.at("kind").get<std::string>();
     out.vectors_checksum = m.at("vectors_checksum").get<std::string>();
     out.ids_checksum = m.at("ids_checksum").get<std::string>();
+    if (m.contains("files"))
+      for (const auto& [name, sum] : m.at("files").items()) out.extra_files.emplace_back(name, sum.get<std::string>());
     return out;
   } catch (const nlohmann::json::exception& e) {
     return fail(man.string() + ": damaged manifest (" + e.what() + ")");
@@ -200,7 +209,9 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   auto manifest = read_manifest(dir);
   if (!manifest) return std::unexpected(manifest.error());
   const fs::path vec = dir / "vectors.faiss", ids = dir / "ids.bin";
-  for (const auto& [path, want] : {std::pair{vec, manifest->vectors_checksum}, {ids, manifest->ids_checksum}}) {
+  std::vector<std::pair<fs::path, std::string>> check = {{vec, manifest->vectors_checksum}, {ids, manifest->ids_checksum}};
+  for (const auto& [name, sum] : manifest->extra_files) check.emplace_back(dir / name, sum);
+  for (const auto& [path, want] : check) {
     auto got = file_checksum(path);
     if (!got) return std::unexpected(got.error());
     if (*got != want)

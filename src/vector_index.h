@@ -43,6 +43,7 @@ struct IndexManifest {
   size_t dimension = 0;
   std::string kind;  // "flat" or "hnsw"
   std::string vectors_checksum, ids_checksum;
+  std::vector<std::pair<std::string, std::string>> extra_files;  // name, checksum
 };
 
 struct SearchHit {
@@ -70,7 +71,9 @@ class VectorIndex {
   bool is_hnsw() const;
   bool contains(int64_t rowid) const;
 
-  Status save(const std::filesystem::path& dir, const std::string& embedder, int64_t generation) const;
+  // Saves into `dir`; `extra_files` (names inside `dir`, written before) are covered by the manifest's checksums too.
+  Status save(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
+              const std::vector<std::string>& extra_files = {}) const;
   // Loads and verifies against the manifest; errors name the file ("…/vectors.faiss: checksum mismatch").
   static Result<std::pair<VectorIndex, IndexManifest>> load(const std::filesystem::path& dir,
                                                            VectorIndexOptions options);

@@ -1,0 +1,57 @@
+// The `spark` subcommands: thin bodies over the libraries. Each returns the process exit code and prints errors as
+// "spark: error: …" (0 = success, 1 = the command failed: bad input, a damaged store; 2 = usage).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "localizer.h"
+
+namespace spark::cli {
+
+struct Common {
+  std::string kb_dir = ".spark";
+  EmbedderConfig embedder;
+};
+
+struct ImportArgs {
+  std::vector<std::string> files;
+  bool replace = false;
+};
+int cmd_import(const Common& common, const ImportArgs& args);
+
+struct ExportArgs {
+  std::string output;  // "" = standard output
+};
+int cmd_export(const Common& common, const ExportArgs& args);
+
+struct IndexArgs {
+  bool rebuild = false;
+};
+int cmd_index(const Common& common, const IndexArgs& args);
+
+struct LocalizeArgs {
+  std::vector<std::string> tests;
+  std::string error;  // file or "-"
+  std::string test_id;
+  std::string time;
+  std::string case_file, case_id;
+  std::string policy = "all";
+  double window_fraction = 0.10;
+  size_t window = 0;
+  size_t r = 1;
+  double epsilon = 0.05;
+  size_t k = 5;
+  std::string level = "line";
+  std::string format = "text";
+  double similarity_floor = 0.10;
+  bool show_annotated = false;
+  std::string color = "auto";
+};
+int cmd_localize(const Common& common, const LocalizeArgs& args);
+
+// Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.
+Result<std::string> read_test_file(const std::string& path);
+
+}  // namespace spark::cli

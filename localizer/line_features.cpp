@@ -1,0 +1,190 @@
+#include "line_features.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "structure_cache.h"
+#include "text.h"
+
+namespace spark {
+
+std::string_view feature_name(size_t f) {
+  static constexpr std::array<std::string_view, kFeatureCount> names = {
+      "bias",     "annotated", "resembles", "traceback_line", "traceback_frame", "not_reached",
+      "near_failure", "own_body", "support", "module_level", "kind_prior", "error_overlap"};
+  return f < names.size() ? names[f] : "?";
+}
+
+double KindPrior::get(const std::string& kind) const {
+  auto it = llr.find(kind);
+  return it == llr.end() ? 0.0 : it->second;
+}
+
+QueryView make_query_view(const Case& query, StructureCache& cache) {
+  QueryView v;
+  for (const auto& f : query.files) {
+    QueryView::File file;
+    file.source = &f;
+    file.lines = split_lines(f.content);
+    file.structure = cache.get(f.content);
+    file.scope = estimate_scope(*file.structure, query.test_id);
+    v.files.push_back(std::move(file));
+  }
+  // When the test's function is in none of the files, nothing can be preferred by scope: all `module`.
+  v.frames = parse_traceback(query.error_message);
+  for (const auto& fr : v.frames)
+    for (size_t i = 0; i < v.files.size(); ++i)
+      if (same_file(fr.path, v.files[i].source->path) && fr.line <= static_cast<int>(v.files[i].lines.size())) {
+        v.stop_file = static_cast<int>(i);  // frames are outermost first: the last one in a test file wins
+        v.stop_line = fr.line;
+      }
+  for (size_t i = 0; i < v.files.size(); ++i)
+    for (size_t l = 0; l < v.files[i].lines.size(); ++l)
+      if (!is_blank(v.files[i].lines[l])) v.lines.push_back({i, static_cast<int>(l) + 1, v.files[i].lines[l], {}, -1, 1.0});
+  return v;
+}
+
+namespace {
+
+bool word_char(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
+
+const std::unordered_set<std::string_view>& python_keywords() {
+  static const std::unordered_set<std::string_view> k = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
+      "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield", "self", "pytest"};
+  return k;
+}
+
+// Names (≥ 3 characters, not keywords) and literals of a line.
+std::vector<std::string_view> line_tokens(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    if (line[i] == '#') break;
+    if (!word_char(static_cast<unsigned char>(line[i]))) {
+      ++i;
+      continue;
+    }
+    const size_t s = i;
+    while (i < line.size() && word_char(static_cast<unsigned char>(line[i]))) ++i;
+    const auto w = line.substr(s, i - s);
+    const bool number = std::isdigit(static_cast<unsigned char>(w[0]));
+    if ((number || w.size() >= 3) && !python_keywords().contains(w)) out.push_back(w);
+  }
+  return out;
+}
+
+// The lines of the message that state the error (pytest prefixes them with "E "), else the last three lines.
+std::unordered_set<std::string> error_tokens(std::string_view message) {
+  std::unordered_set<std::string> out;
+  const auto lines = split_lines(message);
+  bool any_e = false;
+  for (auto l : lines)
+    if (l.starts_with("E ")) {
+      any_e = true;
+      for (auto t : line_tokens(l.substr(1))) out.emplace(t);
+    }
+  if (!any_e)
+    for (size_t i = lines.size() >= 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
+      for (auto t : line_tokens(lines[i])) out.emplace(t);
+  return out;
+}
+
+}  // namespace
+
+void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faulty,
+                      const std::vector<double>& case_similarity, double epsilon, const KindPrior& prior,
+                      std::string_view error_message) {
+  const auto err_tokens = error_tokens(error_message);
+  // Frames inside the test files (other than the stopping one).
+  std::set<std::pair<size_t, int>> frame_lines;
+  for (const auto& fr : v.frames)
+    for (size_t i = 0; i < v.files.size(); ++i)
+      if (same_file(fr.path, v.files[i].source->path)) frame_lines.insert({i, fr.line});
+
+  // Statement ordinal per line, to measure distance in statements from the stopping line.
+  std::vector<std::vector<int>> ordinal(v.files.size());
+  for (size_t i = 0; i < v.files.size(); ++i) {
+    const auto& s = *v.files[i].structure;
+    ordinal[i].assign(static_cast<size_t>(s.line_count) + 1, 0);
+    int n = 0, prev = -1;
+    for (int l = 1; l <= s.line_count; ++l) {
+      const int st = s.statement[static_cast<size_t>(l - 1)];
+      if (st != 0 && st != prev && s.kind[static_cast<size_t>(l - 1)] != "comment") ++n;
+      if (st != 0) prev = st;
+      ordinal[i][static_cast<size_t>(l)] = n;
+    }
+  }
+  int stop_stmt_first = 0;
+  if (v.stop_file >= 0) stop_stmt_first = v.files[static_cast<size_t>(v.stop_file)].structure->statement_span(v.stop_line).first;
+  // In each function a frame passes through, the frame's line is where execution was when the test failed: lines
+  // after it never ran, lines before it ran most recently. Keyed by (file, function def line) -> frame line.
+  std::map<std::pair<size_t, int>, int> frame_in_function;
+  for (const auto& [file, line] : frame_lines) {
+    const auto& s = *v.files[file].structure;
+    if (line < 1 || line > s.line_count) continue;
+    const int fn = s.function[static_cast<size_t>(line - 1)];
+    if (fn == 0) continue;
+    auto [it, inserted] = frame_in_function.emplace(std::make_pair(file, fn), line);
+    if (!inserted) it->second = std::max(it->second, line);
+  }
+
+  for (auto& ql : v.lines) {
+    FeatureVector& x = ql.x;
+    x.fill(0.0);
+    x[kBias] = 1.0;
+    const auto& file = v.files[ql.file];
+    const auto& s = *file.structure;
+    const auto li = static_cast<size_t>(ql.line - 1);
+
+    // Annotation (the paper's w(l) = min distance) and graded resemblance, each weighted by case similarity.
+    const PreparedLine me(ql.text);
+    for (size_t j = 0; j < faulty.size(); ++j) {
+      const double d = normalized_levenshtein_bounded(me, faulty[j].prepared, 0.5);
+      if (d < ql.best_distance) {
+        ql.best_distance = d;
+        ql.best_match = static_cast<int>(j);
+      }
+      const double sim = std::max(0.0, case_similarity[faulty[j].case_index]);
+      if (d <= epsilon) x[kAnnotated] = std::max(x[kAnnotated], sim);
+      if (d <= 0.5) x[kResembles] = std::max(x[kResembles], sim * (1.0 - d / 0.5));
+    }
+
+    // Traceback.
+    const bool at_stop = v.stop_file == static_cast<int>(ql.file) &&
+                         s.statement[li] != 0 && s.statement[li] == stop_stmt_first;
+    if (at_stop) x[kTracebackLine] = 1.0;
+    else if (frame_lines.contains({ql.file, ql.line})) x[kTracebackFrame] = 1.0;
+    if (auto it = frame_in_function.find({ql.file, s.function[li]}); it != frame_in_function.end() && s.statement[li] != 0) {
+      const int frame_line = it->second;
+      const auto [first, last] = s.statement_span(frame_line);
+      if (ql.line > last) {
+        x[kNotReached] = 1.0;
+      } else if (ql.line < first) {
+        const int delta = ordinal[ql.file][static_cast<size_t>(frame_line)] - ordinal[ql.file][static_cast<size_t>(ql.line)];
+        x[kNearFailure] = std::exp(-std::max(0, delta) / 3.0);
+      }
+    }
+
+    // Static scope of the failing test.
+    const ScopeRole role = file.scope.found ? file.scope.role[li] : ScopeRole::module;
+    x[kOwnBody] = role == ScopeRole::own ? 1.0 : 0.0;
+    x[kSupport] = role == ScopeRole::support ? 1.0 : 0.0;
+    x[kModuleLevel] = role == ScopeRole::module ? 1.0 : 0.0;
+
+    x[kKindPrior] = prior.get(s.kind[li]);
+
+    const auto toks = line_tokens(ql.text);
+    if (!toks.empty() && !err_tokens.empty()) {
+      size_t hit = 0;
+      for (auto t : toks) hit += err_tokens.contains(std::string(t)) ? 1 : 0;
+      x[kErrorOverlap] = static_cast<double>(hit) / static_cast<double>(toks.size());
+    }
+  }
+}
+
+}  // namespace spark

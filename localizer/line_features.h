@@ -1,0 +1,86 @@
+// Line features the built-in ranker scores: what is known offline about each line of a failing test.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "case.h"
+#include "error_message.h"
+#include "levenshtein.h"
+#include "python_structure.h"
+#include "test_scope.h"
+
+namespace spark {
+
+class StructureCache;
+
+// One retrieved case's faulty lines (the context retrieval module's X, Definition 3), with how far to trust it.
+struct RetrievedFaultyLine {
+  size_t case_index = 0;  // into the retrieved list
+  std::string path;
+  int line = 0;
+  std::string text;
+  PreparedLine prepared{""};
+};
+
+enum Feature : size_t {
+  kBias,
+  kAnnotated,       // within ε of a retrieved faulty line, weighted by that case's similarity
+  kResembles,       // graded resemblance 1 - d/0.5 to a retrieved faulty line, weighted by similarity
+  kTracebackLine,   // the deepest traceback frame in the test files (where the test stopped)
+  kTracebackFrame,  // another traceback frame in the test files (a helper or fixture on the way)
+  kNotReached,      // in the failing test after the line where it stopped: never executed
+  kNearFailure,     // statements before the stopping line, decaying with distance: exp(-Δ/3)
+  kOwnBody,         // the failing test function's own lines
+  kSupport,         // set-up, fixtures and helpers the test uses
+  kModuleLevel,     // module-level and class-body lines
+  kKindPrior,       // log-likelihood ratio of the statement kind being faulty (learnt from the knowledge base)
+  kErrorOverlap,    // share of the line's literals and names that the error lines repeat
+  kFeatureCount
+};
+std::string_view feature_name(size_t f);
+
+using FeatureVector = std::array<double, kFeatureCount>;
+
+// Per-line view of the query that features are computed over.
+struct QueryLine {
+  size_t file = 0;
+  int line = 0;  // 1-based
+  std::string_view text;
+  FeatureVector x{};
+  // Provenance for reasons.
+  int best_match = -1;  // index into the retrieved faulty lines
+  double best_distance = 1.0;
+};
+
+struct QueryView {
+  struct File {
+    const SourceFile* source = nullptr;
+    std::vector<std::string_view> lines;
+    std::shared_ptr<const PythonStructure> structure;
+    TestScope scope;
+  };
+  std::vector<File> files;
+  std::vector<TracebackFrame> frames;
+  int stop_file = -1, stop_line = 0;  // the deepest traceback frame inside the test files
+  std::vector<QueryLine> lines;       // every non-blank line of every file
+};
+
+// Prepares the view: structures, scope of the failing test, traceback frames, one QueryLine per non-blank line.
+QueryView make_query_view(const Case& query, StructureCache& cache);
+
+// Kind prior: log P(kind | faulty) / P(kind | line in the failing test's reach), from labelled cases.
+struct KindPrior {
+  std::unordered_map<std::string, double> llr;
+  double get(const std::string& kind) const;
+};
+
+// Fills every line's features. `faulty` are the retrieved faulty lines with their cases' similarities.
+void compute_features(QueryView& view, const std::vector<RetrievedFaultyLine>& faulty,
+                      const std::vector<double>& case_similarity, double epsilon, const KindPrior& prior,
+                      std::string_view error_message);
+
+}  // namespace spark

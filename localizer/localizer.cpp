@@ -1,0 +1,508 @@
+#include "localizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "error_message.h"
+#include "line_features.h"
+#include "test_scope.h"
+#include "text.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kDfFile = "df.bin";
+constexpr const char* kRankerFile = "ranker.json";
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const SourceFile& test_file_of(const Case& c) {
+  const TestIdParts parts = parse_test_id(c.test_id);
+  for (const auto& f : c.files)
+    if (!parts.path.empty() && same_file(parts.path, f.path)) return f;
+  return c.files.front();
+}
+
+std::unique_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
+  if (config.kind == "openai") return std::make_unique<OpenAiEmbedder>(config.openai);
+  return std::make_unique<HashedTfidfEmbedder>(config.builtin);
+}
+
+Status check_embedder_kind(const EmbedderConfig& config) {
+  if (config.kind != "builtin" && config.kind != "openai")
+    return fail("unknown embedder \"" + config.kind + "\" (known: builtin, openai)");
+  if (config.kind == "openai" && config.openai.base_url.empty())
+    return fail("the openai embedder needs a base URL (SPARK_EMBED_BASE_URL or --embed-url)");
+  return {};
+}
+
+}  // namespace
+
+EmbedText embed_text(const Case& c, StructureCache& cache) {
+  EmbedText t;
+  t.error_message = c.error_message;
+  for (const auto& f : c.files) {
+    t.code += f.content;
+    t.code += '\n';
+  }
+  const SourceFile& tf = test_file_of(c);
+  const auto structure = cache.get(tf.content);
+  t.scope_code = scope_text(tf.content, estimate_scope(*structure, c.test_id));
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// SearchEngine
+
+Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, EmbedderConfig config,
+                                                         std::vector<std::string>& notes) {
+  const fs::path dir = kb.index_dir();
+  std::error_code ec;
+  if (!fs::exists(dir / "manifest.json", ec))
+    return fail("no vector index in " + dir.string() + ": run `spark index`");
+  auto manifest = VectorIndex::read_manifest(dir);
+  if (!manifest) return std::unexpected(manifest.error());
+  if (config.kind.empty()) config.kind = manifest->embedder.starts_with("openai/") ? "openai" : "builtin";
+  if (auto s = check_embedder_kind(config); !s) return std::unexpected(s.error());
+  std::unique_ptr<Embedder> embedder = make_embedder(config);
+  if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
+    if (auto s = builtin->load(dir / kDfFile); !s) return std::unexpected(s.error());
+  }
+  if (config.kind == "builtin" && embedder->identity() != manifest->embedder)
+    return fail(dir.string() + ": the index was built with embedder \"" + manifest->embedder +
+                "\", the configuration asks for \"" + embedder->identity() + "\": run `spark index --rebuild`");
+  if (config.kind == "openai" && !manifest->embedder.starts_with(embedder->identity()))
+    return fail(dir.string() + ": the index was built with embedder \"" + manifest->embedder +
+                "\", the configuration asks for \"" + embedder->identity() + "\": run `spark index --rebuild`");
+  auto loaded = VectorIndex::load(dir, VectorIndexOptions{});
+  if (!loaded) return std::unexpected(loaded.error());
+  auto ranker = RankerModel::load(dir / kRankerFile);
+  if (!ranker) return std::unexpected(ranker.error());
+  std::unique_ptr<SearchEngine> engine(new SearchEngine(std::move(embedder), std::move(loaded->first), std::move(*ranker)));
+  engine->embedder_identity_ = manifest->embedder;
+
+  auto generation = kb.generation();
+  if (!generation) return std::unexpected(generation.error());
+  if (*generation != manifest->generation) {
+    auto entries = kb.entries();
+    if (!entries) return std::unexpected(entries.error());
+    std::unordered_set<int64_t> present;
+    for (const auto& e : *entries) present.insert(e.rowid);
+    if (engine->index_.size() > present.size())
+      return fail(dir.string() + ": the index holds cases the knowledge base no longer has: run `spark index --rebuild`");
+    std::vector<int64_t> missing;
+    for (const auto& e : *entries)
+      if (!engine->index_.contains(e.rowid)) missing.push_back(e.rowid);
+    if (missing.size() + engine->index_.size() != present.size())
+      return fail(dir.string() + ": the index does not match the knowledge base: run `spark index --rebuild`");
+    std::vector<float> flat;
+    for (int64_t rowid : missing) {
+      auto c = kb.load(rowid);
+      if (!c) return std::unexpected(c.error());
+      auto v = engine->embed(*c);
+      if (!v) return std::unexpected(v.error());
+      flat.insert(flat.end(), v->begin(), v->end());
+    }
+    engine->index_.add(missing, flat);
+    engine->added_since_load_ = missing.size();
+    if (!missing.empty())
+      notes.push_back("the index lacked " + std::to_string(missing.size()) +
+                      " case(s) added since `spark index`; embedded them for this run (run `spark index` to keep them)");
+  }
+  return engine;
+}
+
+Status SearchEngine::persist(KnowledgeBase& kb) const {
+  auto generation = kb.generation();
+  if (!generation) return std::unexpected(generation.error());
+  std::vector<std::string> extra = {kRankerFile};
+  if (dynamic_cast<const HashedTfidfEmbedder*>(embedder_.get())) extra.push_back(kDfFile);
+  return index_.save(kb.index_dir(), embedder_identity_, *generation, extra);
+}
+
+Result<std::vector<float>> SearchEngine::embed(const Case& c) {
+  auto v = embedder_->embed({embed_text(c, structures_)});
+  if (!v) return std::unexpected(v.error());
+  if (v->size() != 1 || v->front().size() != index_.dimension())
+    return fail("the embedder returned a vector of dimension " +
+                std::to_string(v->empty() ? 0 : v->front().size()) + ", the index has " +
+                std::to_string(index_.dimension()));
+  return std::move(v->front());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Index building
+
+namespace {
+
+// Leave-one-out material for the ranker: each labelled case localized against the rest.
+// The labelled cases the ranker learns from: all of them, or a deterministic spread-out sample of a large corpus.
+std::vector<const CaseEntry*> training_sample(const std::vector<CaseEntry>& entries, size_t max_cases) {
+  std::vector<const CaseEntry*> labelled;
+  for (const auto& e : entries)
+    if (e.labelled) labelled.push_back(&e);
+  if (labelled.size() <= max_cases) return labelled;
+  std::vector<const CaseEntry*> sample;
+  const double step = static_cast<double>(labelled.size()) / static_cast<double>(max_cases);
+  for (size_t i = 0; i < max_cases; ++i) sample.push_back(labelled[static_cast<size_t>(static_cast<double>(i) * step)]);
+  return sample;
+}
+
+Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>& entries,
+                                 const std::vector<const CaseEntry*>& labelled, const KindPrior& prior,
+                                 const VectorIndex& index, const std::unordered_map<int64_t, std::vector<float>>& vectors,
+                                 const IndexBuildOptions& options) {
+  std::unordered_map<std::string, std::vector<int64_t>> by_content;
+  for (const auto& e : entries) by_content[e.content_key].push_back(e.rowid);
+  StructureCache cache;
+
+  std::vector<TrainingCase> training;
+  std::unordered_map<int64_t, Case> loaded;
+  for (const auto* e : labelled) {
+    auto c = kb.load(e->rowid);
+    if (!c) return std::unexpected(c.error());
+    std::unordered_set<int64_t> excluded(by_content[e->content_key].begin(), by_content[e->content_key].end());
+    excluded.insert(e->rowid);
+    const auto hits = index.search(vectors.at(e->rowid).data(), options.r, std::nullopt, excluded);
+    std::vector<RetrievedFaultyLine> faulty;
+    std::vector<double> sims;
+    for (const auto& h : hits) {
+      auto it = loaded.find(h.rowid);
+      if (it == loaded.end()) {
+        auto rc = kb.load(h.rowid);
+        if (!rc) return std::unexpected(rc.error());
+        it = loaded.emplace(h.rowid, std::move(*rc)).first;
+      }
+      sims.push_back(h.similarity);
+      for (const auto& fl : it->second.faulty_lines) {
+        const auto lines = split_lines(it->second.file(fl.path)->content);
+        const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
+        faulty.push_back({sims.size() - 1, fl.path, fl.line, text, PreparedLine(text)});
+      }
+    }
+    if (loaded.size() > 512) loaded.clear();
+    QueryView view = make_query_view(*c, cache);
+    compute_features(view, faulty, sims, options.epsilon, prior, c->error_message);
+    TrainingCase tc;
+    std::set<std::pair<std::string, int>> truth;
+    for (const auto& fl : c->faulty_lines) truth.insert({fl.path, fl.line});
+    for (const auto& ql : view.lines) {
+      tc.rows.push_back(ql.x);
+      tc.faulty.push_back(truth.contains({view.files[ql.file].source->path, ql.line}) ? 1 : 0);
+    }
+    training.push_back(std::move(tc));
+  }
+  return train_ranker(training, prior, options.training);
+}
+
+}  // namespace
+
+Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options) {
+  if (config.kind.empty()) config.kind = "builtin";
+  if (auto s = check_embedder_kind(config); !s) return std::unexpected(s.error());
+  IndexReport report;
+  auto generation = kb.generation();
+  if (!generation) return std::unexpected(generation.error());
+  auto entries = kb.entries();
+  if (!entries) return std::unexpected(entries.error());
+  report.cases = entries->size();
+  for (const auto& e : *entries) report.labelled += e.labelled ? 1 : 0;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Embedder> embedder = make_embedder(config);
+  StructureCache cache;
+  std::unordered_map<int64_t, std::vector<float>> vectors;
+  const auto sample = training_sample(*entries, options.max_training_cases);
+  std::unordered_set<int64_t> in_sample;
+  for (const auto* e : sample) in_sample.insert(e->rowid);
+  KindCounts kind_counts;
+  // One parse per case: the embedding text, and the statement kinds of the ranker's training cases.
+  const auto text_of = [&](int64_t rowid, const Case& c) {
+    if (in_sample.contains(rowid)) kind_counts.add(make_query_view(c, cache), c.faulty_lines);
+    return embed_text(c, cache);
+  };
+  if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
+    // Two streaming passes, document frequencies then vectors; the failing test's scope text is kept from the first
+    // so the second parses nothing. Memory: one case, plus the scope texts.
+    std::unordered_map<int64_t, std::string> scopes;
+    builtin->fit_begin();
+    auto pass1 = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
+      EmbedText t = text_of(rowid, c);
+      builtin->fit_add(builtin->count_terms(t));
+      scopes[rowid] = std::move(t.scope_code);
+      return {};
+    });
+    if (!pass1) return std::unexpected(pass1.error());
+    builtin->fit_end();
+    auto pass2 = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
+      EmbedText t{c.error_message, {}, std::move(scopes[rowid])};
+      for (const auto& f : c.files) t.code += f.content + "\n";
+      vectors[rowid] = builtin->vectorize(builtin->count_terms(t));
+      return {};
+    });
+    if (!pass2) return std::unexpected(pass2.error());
+  } else {
+    std::vector<int64_t> batch_ids;
+    std::vector<EmbedText> batch;
+    const auto flush = [&]() -> Status {
+      if (batch.empty()) return {};
+      auto got = embedder->embed(batch);
+      if (!got) return std::unexpected(got.error());
+      for (size_t i = 0; i < batch.size(); ++i) vectors[batch_ids[i]] = std::move((*got)[i]);
+      batch.clear();
+      batch_ids.clear();
+      return {};
+    };
+    auto pass = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
+      batch_ids.push_back(rowid);
+      batch.push_back(text_of(rowid, c));
+      return batch.size() >= 16 ? flush() : Status{};
+    });
+    if (!pass) return std::unexpected(pass.error());
+    if (auto s = flush(); !s) return std::unexpected(s.error());
+  }
+  report.embedder = embedder->identity();
+  report.embed_seconds = seconds_since(t0);
+
+  const auto t1 = std::chrono::steady_clock::now();
+  const size_t dim = vectors.empty() ? embedder->dimension() : vectors.begin()->second.size();
+  VectorIndex index(dim, options.index);
+  std::vector<int64_t> ids;
+  std::vector<float> flat;
+  std::vector<std::pair<int64_t, std::vector<float>>> rows;
+  for (const auto& e : *entries) {
+    ids.push_back(e.rowid);
+    flat.insert(flat.end(), vectors[e.rowid].begin(), vectors[e.rowid].end());
+    rows.emplace_back(e.rowid, vectors[e.rowid]);
+  }
+  index.add(ids, flat);
+  if (auto s = kb.clear_embeddings(); !s) return std::unexpected(s.error());
+  if (auto s = kb.put_embeddings(report.embedder, rows); !s) return std::unexpected(s.error());
+  report.kind = index.is_hnsw() ? "hnsw" : "flat";
+  report.index_seconds = seconds_since(t1);
+
+  const auto t2 = std::chrono::steady_clock::now();
+  auto ranker = learn_ranker(kb, *entries, sample, kind_counts.prior(), index, vectors, options);
+  if (!ranker) return std::unexpected(ranker.error());
+  report.ranker = ranker->origin;
+  report.train_seconds = seconds_since(t2);
+
+  const fs::path dir = kb.index_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
+  std::vector<std::string> extra = {kRankerFile};
+  if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
+    if (auto s = builtin->save(dir / kDfFile); !s) return std::unexpected(s.error());
+    extra.push_back(kDfFile);
+  }
+  if (auto s = ranker->save(dir / kRankerFile); !s) return std::unexpected(s.error());
+  if (auto s = index.save(dir, report.embedder, *generation, extra); !s) return std::unexpected(s.error());
+  return report;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Algorithm 1
+
+namespace {
+
+std::string short_sha(const std::optional<std::string>& sha) { return sha ? sha->substr(0, 10) : std::string(); }
+
+std::string fmt(double v, int digits = 2) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// Why a line ranks where it does, strongest contribution first.
+std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model, const std::vector<RetrievedCase>& retrieved,
+                                 const std::vector<RetrievedFaultyLine>& faulty, const std::string& kind, double epsilon) {
+  std::vector<std::pair<double, std::string>> r;
+  const auto contrib = [&](Feature f) { return model.weights[f] * ql.x[f]; };
+  if (ql.best_match >= 0 && ql.best_distance <= 0.5) {
+    const auto& fl = faulty[static_cast<size_t>(ql.best_match)];
+    const auto& rc = retrieved[fl.case_index];
+    std::string s = (ql.best_distance <= epsilon ? "annotated: resembles faulty line " : "similar to faulty line ") +
+                    std::to_string(fl.line) + " of case " + rc.id;
+    if (rc.fixed_commit) s += " (fixed in " + short_sha(rc.fixed_commit) + ")";
+    s += ", distance " + fmt(ql.best_distance) + ", case similarity " + fmt(rc.similarity);
+    r.emplace_back(contrib(kAnnotated) + contrib(kResembles), s);
+  }
+  if (ql.x[kTracebackLine] > 0) r.emplace_back(contrib(kTracebackLine), "the test stopped here (deepest traceback frame in the test code)");
+  if (ql.x[kTracebackFrame] > 0) r.emplace_back(contrib(kTracebackFrame), "named by the traceback");
+  if (ql.x[kNearFailure] > 0.05)
+    r.emplace_back(contrib(kNearFailure), "ran shortly before the failing line (" +
+                                              std::to_string(static_cast<int>(std::lround(-3.0 * std::log(ql.x[kNearFailure])))) +
+                                              " statement(s) before it)");
+  if (ql.x[kNotReached] > 0) r.emplace_back(contrib(kNotReached), "after the failing line in the same function (did not run)");
+  if (ql.x[kOwnBody] > 0) r.emplace_back(contrib(kOwnBody), "in the failing test's own body");
+  if (ql.x[kSupport] > 0) r.emplace_back(contrib(kSupport), "in set-up, a fixture or a helper the failing test uses");
+  if (ql.x[kKindPrior] != 0 && !kind.empty())
+    r.emplace_back(contrib(kKindPrior), "'" + kind + "' lines are " + (ql.x[kKindPrior] > 0 ? "more" : "less") +
+                                            " often faulty than others in this knowledge base");
+  if (ql.x[kErrorOverlap] > 0)
+    r.emplace_back(contrib(kErrorOverlap), "shares " + fmt(100 * ql.x[kErrorOverlap], 0) + "% of its names and values with the error");
+  std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& [w, s] : r) out.push_back(std::move(s));
+  return out;
+}
+
+}  // namespace
+
+Result<Localization> Localizer::localize(const Case& query, const LocalizeOptions& options,
+                                         const std::unordered_set<int64_t>& extra_excluded) {
+  Localization out;
+  out.test_id = query.test_id;
+  StructureCache& cache = engine_ ? engine_->structures() : fallback_structures_;
+  const RankerModel model = engine_ ? engine_->ranker() : RankerModel::prior();
+  out.ranker = "builtin (" + model.origin + ")";
+
+  // D' = filter(τ_f, D, p)
+  std::vector<int64_t> kb_subset;
+  std::unordered_set<int64_t> excluded = extra_excluded;
+  if (kb_ && engine_) {
+    if (!entries_) {
+      auto e = kb_->entries();
+      if (!e) return std::unexpected(e.error());
+      entries_ = std::move(*e);
+    }
+    const std::string key = content_key(query);
+    for (const auto& e : *entries_) {
+      out.knowledge_base_size += e.labelled ? 1 : 0;
+      if (e.id == query.id || e.content_key == key) excluded.insert(e.rowid);
+    }
+    kb_subset = filter_corpus(*entries_, query.failure_epoch, options.policy);
+    std::erase_if(kb_subset, [&](int64_t id) { return excluded.contains(id); });
+    out.filtered_size = kb_subset.size();
+  }
+
+  // S = search(τ_f, D', r)
+  std::vector<SearchHit> similar;
+  if (!kb_subset.empty()) {
+    auto qv = engine_->embed(query);
+    if (!qv) return std::unexpected(qv.error());
+    const bool everything = kb_subset.size() + excluded.size() >= engine_->index().size() &&
+                            out.knowledge_base_size == entries_->size();
+    similar = engine_->search(*qv, options.r, everything ? std::nullopt : std::optional(kb_subset), excluded);
+    const size_t before = similar.size();
+    std::erase_if(similar, [&](const SearchHit& h) { return h.similarity < options.similarity_floor; });
+    if (similar.empty() && before > 0)
+      out.notes.push_back("no case in the knowledge base is similar enough (best cosine below the floor " +
+                          fmt(options.similarity_floor) + "): baseline behaviour, no annotations");
+  } else if (!kb_ || !engine_ || out.knowledge_base_size == 0) {
+    out.notes.push_back("the knowledge base is empty or missing: baseline behaviour, no annotations");
+  } else {
+    out.notes.push_back("the policy " + options.policy.name + " leaves no case for this failure: baseline behaviour, no annotations");
+  }
+  out.degraded = similar.empty();
+
+  // X = retrieve(S): the faulty lines' contents of the similar cases
+  std::vector<RetrievedFaultyLine> faulty;
+  std::vector<double> sims;
+  for (const auto& hit : similar) {
+    auto c = kb_->load(hit.rowid);
+    if (!c) return std::unexpected(c.error());
+    RetrievedCase rc;
+    rc.rowid = hit.rowid;
+    rc.id = c->id;
+    rc.test_id = c->test_id;
+    rc.project = c->project;
+    rc.faulty_commit = c->faulty_commit;
+    rc.fixed_commit = c->fixed_commit;
+    rc.similarity = hit.similarity;
+    for (const auto& fl : c->faulty_lines) {
+      const auto lines = split_lines(c->file(fl.path)->content);
+      std::string text(lines[static_cast<size_t>(fl.line - 1)]);
+      faulty.push_back({out.retrieved.size(), fl.path, fl.line, text, PreparedLine(text)});
+      rc.faulty_lines.push_back(fl);
+      rc.faulty_text.push_back(std::move(text));
+    }
+    sims.push_back(hit.similarity);
+    out.retrieved.push_back(std::move(rc));
+  }
+
+  // τ' = annotate(τ_f, X, ε), and the features the ranker weighs
+  QueryView view = make_query_view(query, cache);
+  compute_features(view, faulty, sims, options.epsilon, model.kind_prior, query.error_message);
+  for (const auto& ql : view.lines)
+    if (ql.best_match >= 0 && ql.best_distance <= options.epsilon) {
+      const auto& fl = faulty[static_cast<size_t>(ql.best_match)];
+      out.annotations.push_back({{view.files[ql.file].source->path, ql.line}, ql.best_distance, fl.case_index,
+                                 {fl.path, fl.line}});
+    }
+
+  // L = rank(τ', k): line scores, aggregated to the requested element level by their best line
+  struct Group {
+    const QueryLine* best = nullptr;
+    double score = -1e300;
+    int first = 0, last = 0;
+    bool annotated = false;
+  };
+  std::map<std::pair<size_t, int>, Group> groups;
+  for (const auto& ql : view.lines) {
+    const auto& s = *view.files[ql.file].structure;
+    const int unit = unit_of(s, options.level, ql.line);
+    Group& g = groups[{ql.file, options.level == Level::line ? ql.line : unit}];
+    const double score = model.score(ql.x);
+    if (!g.best || score > g.score) {
+      g.best = &ql;
+      g.score = score;
+    }
+    g.first = g.first == 0 ? ql.line : std::min(g.first, ql.line);
+    g.last = std::max(g.last, ql.line);
+    g.annotated = g.annotated || (ql.best_match >= 0 && ql.best_distance <= options.epsilon);
+  }
+  std::vector<const Group*> order;
+  for (const auto& [key, g] : groups) order.push_back(&g);
+  const auto distance_to_stop = [&](const Group* g) {
+    return view.stop_file == static_cast<int>(g->best->file) ? std::abs(g->best->line - view.stop_line) : 1 << 30;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const Group* a, const Group* b) {
+    if (a->score != b->score) return a->score > b->score;
+    if (a->annotated != b->annotated) return a->annotated;
+    return distance_to_stop(a) < distance_to_stop(b);
+  });
+  if (order.size() > options.k) order.resize(options.k);
+  for (const Group* g : order) {
+    const QueryLine& ql = *g->best;
+    RankedElement e;
+    e.path = view.files[ql.file].source->path;
+    e.line = options.level == Level::line ? ql.line : g->first;
+    e.end_line = options.level == Level::line ? ql.line : g->last;
+    e.score = 1.0 / (1.0 + std::exp(-g->score));
+    e.code = std::string(trim(view.files[ql.file].lines[static_cast<size_t>(e.line - 1)]));
+    e.annotated = g->annotated;
+    e.reasons = explain(ql, model, out.retrieved, faulty,
+                        view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)], options.epsilon);
+    out.ranked.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::string Localizer::render_annotated(const Case& query, const std::vector<Annotation>& annotations) {
+  std::set<std::pair<std::string, int>> marked;
+  for (const auto& a : annotations) marked.insert({a.line.path, a.line.line});
+  std::string out;
+  for (const auto& f : query.files) {
+    if (query.files.size() > 1) out += "# file: " + f.path + "\n";
+    const auto lines = split_lines(f.content);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (is_blank(lines[i])) continue;  // the paper's preprocessing: blank lines hidden, comments kept
+      out += std::to_string(i + 1) + ": " + std::string(lines[i]);
+      if (marked.contains({f.path, static_cast<int>(i) + 1})) out += "  " + std::string(kAnnotationMarker);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace spark

@@ -1,0 +1,157 @@
+// The localizer: the paper's Algorithm 1 over the knowledge base.
+//
+//   D' = filter(τ_f, D, p)      policy.h
+//   S  = search(τ_f, D', r)     SearchEngine (embedder + vector index)
+//   X  = retrieve(S)            the retrieved cases' faulty lines
+//   τ' = annotate(τ_f, X, ε)    lines within normalized Levenshtein ε get the marker
+//   L  = rank(τ', k)            the built-in ranker here; the LLM (a later issue) takes τ' as its prompt
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "case.h"
+#include "embedder.h"
+#include "knowledge_base.h"
+#include "policy.h"
+#include "python_structure.h"
+#include "ranker.h"
+#include "structure_cache.h"
+#include "vector_index.h"
+
+namespace spark {
+
+inline constexpr std::string_view kAnnotationMarker = "# !!! high likelihood of being faulty !!!";
+
+struct EmbedderConfig {
+  std::string kind;  // builtin | openai; "" = as the index was built (open), builtin (build)
+  HashedTfidfOptions builtin;
+  OpenAiEmbedderOptions openai;
+};
+
+// The embedding text of a case: error message, all files, the failing test's own function.
+EmbedText embed_text(const Case& c, StructureCache& cache);
+
+// Embedder + vector index, loaded from DIR/index and checked against the knowledge base.
+class SearchEngine {
+ public:
+  // Loads the index. When the knowledge base has cases the index lacks (added since), they are embedded and added in
+  // memory and `notes` says so; when the index cannot be trusted (damaged, other embedder, cases replaced), the error
+  // says to run `spark index --rebuild`. A knowledge base with no index yet is an error naming that command.
+  static Result<std::unique_ptr<SearchEngine>> open(KnowledgeBase& kb, EmbedderConfig config,
+                                                    std::vector<std::string>& notes);
+  Result<std::vector<float>> embed(const Case& c);
+  std::vector<SearchHit> search(const std::vector<float>& query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
+                                const std::unordered_set<int64_t>& excluded) const {
+    return index_.search(query.data(), r, allowed, excluded);
+  }
+  const VectorIndex& index() const { return index_; }
+  // Saves the index with the cases embedded since it was loaded (after `spark import`), under the knowledge base's
+  // current generation. The statistics and the ranker stay as `spark index` made them.
+  Status persist(KnowledgeBase& kb) const;
+  size_t added_since_load() const { return added_since_load_; }
+  const RankerModel& ranker() const { return ranker_; }
+  StructureCache& structures() { return structures_; }
+
+ private:
+  SearchEngine(std::unique_ptr<Embedder> e, VectorIndex i, RankerModel r)
+      : embedder_(std::move(e)), index_(std::move(i)), ranker_(std::move(r)) {}
+  std::unique_ptr<Embedder> embedder_;
+  VectorIndex index_;
+  RankerModel ranker_;
+  StructureCache structures_;
+  std::string embedder_identity_;
+  size_t added_since_load_ = 0;
+};
+
+struct IndexReport {
+  size_t cases = 0;
+  size_t labelled = 0;
+  std::string kind;      // flat | hnsw
+  std::string embedder;  // identity
+  std::string ranker;    // origin of the ranker weights
+  double embed_seconds = 0, index_seconds = 0, train_seconds = 0;
+};
+
+struct IndexBuildOptions {
+  VectorIndexOptions index;
+  TrainingOptions training;
+  size_t r = 1;                 // neighbours used when learning the ranker (the localizer's default)
+  double epsilon = 0.05;
+  size_t max_training_cases = 2000;
+};
+
+// Embeds every case, fits the built-in embedder's statistics, builds and saves the vector index, learns the ranker.
+Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options);
+
+struct LocalizeOptions {
+  Policy policy;
+  size_t r = 1;
+  double epsilon = 0.05;
+  size_t k = 5;
+  Level level = Level::line;
+  double similarity_floor = 0.10;  // retrieved cases below this cosine similarity are not used
+};
+
+struct RetrievedCase {
+  int64_t rowid = 0;
+  std::string id, test_id, project;
+  std::optional<std::string> faulty_commit, fixed_commit;
+  double similarity = 0;
+  std::vector<LineRef> faulty_lines;
+  std::vector<std::string> faulty_text;
+};
+
+struct Annotation {
+  LineRef line;              // in the query
+  double distance = 0;       // w(l): min normalized Levenshtein distance to a retrieved faulty line
+  size_t case_index = 0;     // which retrieved case
+  LineRef matched;           // which of its faulty lines
+};
+
+struct RankedElement {
+  std::string path;
+  int line = 0;       // first line of the element
+  int end_line = 0;   // last line (= line at line level)
+  double score = 0;
+  std::string code;   // the element's first line
+  bool annotated = false;
+  std::vector<std::string> reasons;
+};
+
+struct Localization {
+  std::string test_id;
+  size_t knowledge_base_size = 0;  // labelled cases
+  size_t filtered_size = 0;        // after the policy
+  std::vector<RetrievedCase> retrieved;
+  std::vector<Annotation> annotations;
+  std::vector<RankedElement> ranked;
+  std::string ranker;              // "builtin (trained on N labelled cases)" …
+  bool degraded = false;           // no usable similar case: baseline behaviour, no annotations
+  std::vector<std::string> notes;  // said on stderr by the command line
+};
+
+class Localizer {
+ public:
+  // `engine` may be null: an empty or missing knowledge base degrades to the baseline (no retrieval).
+  Localizer(KnowledgeBase* kb, SearchEngine* engine) : kb_(kb), engine_(engine) {}
+
+  // Localizes one failing test. The query never retrieves itself: cases with its id or its exact content are
+  // excluded. `extra_excluded` excludes more (leave-one-out evaluation).
+  Result<Localization> localize(const Case& query, const LocalizeOptions& options,
+                                const std::unordered_set<int64_t>& extra_excluded = {});
+
+  // The annotated test code τ' as the model sees it: "<line>: <code>  # !!! … !!!", blank lines hidden,
+  // the file's own line numbers.
+  static std::string render_annotated(const Case& query, const std::vector<Annotation>& annotations);
+
+ private:
+  KnowledgeBase* kb_;
+  SearchEngine* engine_;
+  StructureCache fallback_structures_;
+  std::optional<std::vector<CaseEntry>> entries_;
+};
+
+}  // namespace spark

@@ -1,0 +1,181 @@
+#include "report.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "text.h"
+
+namespace spark {
+
+using nlohmann::json;
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string location(const RankedElement& e) {
+  return e.path + ":" + std::to_string(e.line) + (e.end_line > e.line ? "-" + std::to_string(e.end_line) : "");
+}
+
+}  // namespace
+
+std::string report_text(const Localization& loc, const ReportContext& ctx, bool color) {
+  const auto paint = [color](const char* code, const std::string& s) {
+    return color ? std::string("\x1b[") + code + "m" + s + "\x1b[0m" : s;
+  };
+  std::string out;
+  out += "spark: " + std::to_string(loc.ranked.size()) + " suspicious " + std::string(level_name(ctx.level)) +
+         (loc.ranked.size() == 1 ? "" : "s") + " for " + loc.test_id + "\n";
+  out += "  ranker: " + loc.ranker + (loc.degraded ? " — no similar case used (baseline behaviour)" : "") + "\n";
+  out += "  knowledge base: " + std::to_string(loc.knowledge_base_size) + " labelled case(s), " +
+         std::to_string(loc.filtered_size) + " after policy " + ctx.policy + "\n";
+  for (const auto& rc : loc.retrieved) {
+    out += "  similar case: " + rc.id + " (" + rc.test_id + "), similarity " + fixed(rc.similarity, 2);
+    if (rc.fixed_commit) out += ", fixed in " + rc.fixed_commit->substr(0, 10);
+    out += "\n";
+    for (size_t i = 0; i < rc.faulty_lines.size(); ++i)
+      out += "    its faulty line " + std::to_string(rc.faulty_lines[i].line) + ": " + std::string(trim(rc.faulty_text[i])) + "\n";
+  }
+  out += "  annotated lines (normalized Levenshtein <= " + fixed(ctx.epsilon, 2) + "): " +
+         std::to_string(loc.annotations.size()) + "\n\n";
+  size_t rank = 0;
+  for (const auto& e : loc.ranked) {
+    ++rank;
+    out += paint("1", std::to_string(rank) + ". " + location(e)) + "  score " + fixed(e.score, 3) +
+           (e.annotated ? "  " + paint("33", std::string(kAnnotationMarker)) : "") + "\n";
+    out += "     " + paint("36", clip(e.code, 160)) + "\n";
+    for (const auto& r : e.reasons) out += "     - " + r + "\n";
+  }
+  if (loc.ranked.empty()) out += "  (the test code has no non-blank line to rank)\n";
+  return out;
+}
+
+std::string report_json(const Localization& loc, const ReportContext& ctx) {
+  json j;
+  j["schema"] = "spark.localize/1";
+  j["test_id"] = loc.test_id;
+  j["level"] = std::string(level_name(ctx.level));
+  j["k"] = ctx.k;
+  j["ranker"] = loc.ranker;
+  j["degraded"] = loc.degraded;
+  j["knowledge_base"] = {{"labelled", loc.knowledge_base_size}, {"after_policy", loc.filtered_size}, {"policy", ctx.policy}};
+  j["epsilon"] = ctx.epsilon;
+  j["retrieved"] = json::array();
+  for (const auto& rc : loc.retrieved) {
+    json r = {{"id", rc.id}, {"test_id", rc.test_id}, {"project", rc.project}, {"similarity", rc.similarity},
+              {"faulty_commit", rc.faulty_commit ? json(*rc.faulty_commit) : json(nullptr)},
+              {"fixed_commit", rc.fixed_commit ? json(*rc.fixed_commit) : json(nullptr)}};
+    r["faulty_lines"] = json::array();
+    for (size_t i = 0; i < rc.faulty_lines.size(); ++i)
+      r["faulty_lines"].push_back({{"path", rc.faulty_lines[i].path}, {"line", rc.faulty_lines[i].line}, {"text", rc.faulty_text[i]}});
+    j["retrieved"].push_back(std::move(r));
+  }
+  j["annotations"] = json::array();
+  for (const auto& a : loc.annotations) {
+    const auto& rc = loc.retrieved[a.case_index];
+    j["annotations"].push_back({{"path", a.line.path}, {"line", a.line.line}, {"distance", a.distance},
+                                {"case", rc.id}, {"matched", {{"path", a.matched.path}, {"line", a.matched.line}}}});
+  }
+  j["ranked"] = json::array();
+  size_t rank = 0;
+  for (const auto& e : loc.ranked)
+    j["ranked"].push_back({{"rank", ++rank}, {"path", e.path}, {"line", e.line}, {"end_line", e.end_line},
+                           {"score", e.score}, {"code", e.code}, {"annotated", e.annotated}, {"reasons", e.reasons}});
+  j["notes"] = loc.notes;
+  return j.dump(2) + "\n";
+}
+
+std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
+  json rule = {{"id", "spark/suspicious-test-line"},
+               {"name", "SuspiciousTestLine"},
+               {"shortDescription", {{"text", "Likely faulty line in a failing test"}}},
+               {"fullDescription", {{"text", "spark ranks the lines of a failing test by how likely they are to be the "
+                                             "fault, using similar failures fixed before."}}},
+               {"defaultConfiguration", {{"level", "warning"}}}};
+  json results = json::array();
+  size_t rank = 0;
+  for (const auto& e : loc.ranked) {
+    ++rank;
+    std::string message = "Rank " + std::to_string(rank) + " of " + std::to_string(loc.ranked.size()) +
+                          " suspicious " + std::string(level_name(ctx.level)) + "s for failing test " + loc.test_id;
+    if (!e.reasons.empty()) message += ": " + e.reasons.front();
+    for (size_t i = 1; i < e.reasons.size(); ++i) message += "; " + e.reasons[i];
+    // Stable across runs and line moves: the test, the file and the line's text.
+    const std::string fingerprint = hex64(fnv1a64(loc.test_id + "\n" + e.path + "\n" + e.code));
+    results.push_back(
+        {{"ruleId", "spark/suspicious-test-line"},
+         {"ruleIndex", 0},
+         {"level", rank == 1 ? "warning" : "note"},
+         {"message", {{"text", message}}},
+         {"locations", json::array({{{"physicalLocation",
+                                      {{"artifactLocation", {{"uri", e.path}}},
+                                       {"region", {{"startLine", e.line}, {"endLine", e.end_line}}}}}}})},
+         {"partialFingerprints", {{"sparkTestLine/v1", fingerprint}}},
+         {"properties", {{"rank", rank}, {"score", e.score}, {"annotated", e.annotated}}}});
+  }
+  json sarif = {
+      {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+      {"version", "2.1.0"},
+      {"runs", json::array({{{"tool", {{"driver", {{"name", "spark"}, {"version", ctx.version},
+                                                    {"rules", json::array({rule})}}}}},
+                             {"results", results}}})}};
+  return sarif.dump(2) + "\n";
+}
+
+namespace {
+
+std::string gh_escape_data(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '%') out += "%25";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else out += c;
+  }
+  return out;
+}
+
+std::string gh_escape_property(std::string_view s) {
+  std::string out;
+  for (char c : gh_escape_data(s)) {
+    if (c == ':') out += "%3A";
+    else if (c == ',') out += "%2C";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string report_github(const Localization& loc, const ReportContext& ctx) {
+  std::string out;
+  constexpr size_t kLimit = 10;
+  const size_t n = loc.ranked.size();
+  const size_t shown = n <= kLimit ? n : kLimit - 1;
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& e = loc.ranked[i];
+    std::string msg = clip(e.code, 200);
+    for (const auto& r : e.reasons) msg += "\n- " + r;
+    out += "::warning file=" + gh_escape_property(e.path) + ",line=" + std::to_string(e.line) +
+           (e.end_line > e.line ? ",endLine=" + std::to_string(e.end_line) : "") + ",title=" +
+           gh_escape_property("spark: rank " + std::to_string(i + 1) + " of " + std::to_string(n) + " suspicious " +
+                              std::string(level_name(ctx.level)) + "s for " + loc.test_id) +
+           "::" + gh_escape_data(msg) + "\n";
+  }
+  if (shown < n) {
+    std::string rest = "more suspicious " + std::string(level_name(ctx.level)) + "s for " + loc.test_id + ":";
+    for (size_t i = shown; i < n; ++i)
+      rest += "\n" + std::to_string(i + 1) + ". " + loc.ranked[i].path + ":" + std::to_string(loc.ranked[i].line) + "  " +
+              clip(loc.ranked[i].code, 120);
+    out += "::warning title=" + gh_escape_property("spark: " + std::to_string(n - shown) + " more") + "::" +
+           gh_escape_data(rest) + "\n";
+  }
+  return out;
+}
+
+}  // namespace spark

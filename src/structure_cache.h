@@ -1,0 +1,26 @@
+// A bounded cache of parsed Python structures keyed by file content: many cases share one test-file version.
+// Thread safety: not thread-safe; one per thread.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+
+#include "python_structure.h"
+
+namespace spark {
+
+class StructureCache {
+ public:
+  explicit StructureCache(size_t capacity = 64) : capacity_(capacity) {}
+  std::shared_ptr<const PythonStructure> get(std::string_view content);
+
+ private:
+  size_t capacity_;
+  PythonParser parser_;
+  std::list<uint64_t> order_;  // most recent first
+  std::unordered_map<uint64_t, std::pair<std::shared_ptr<const PythonStructure>, std::list<uint64_t>::iterator>> map_;
+};
+
+}  // namespace spark
