@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
+#include "result.h"
 #include "knowledge_base.h"
 
 namespace spark {

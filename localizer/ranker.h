@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
+#include "result.h"
 #include "line_features.h"
 
 namespace spark {

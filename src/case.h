@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "error.h"
+#include "result.h"
 
 namespace spark {
 

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "error.h"
+#include "result.h"
 #include "http_client.h"
 
 namespace spark {

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "regex.h"
+#include "pcre_regex.h"
 
 namespace spark {
 

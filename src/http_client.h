@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
+#include "result.h"
 
 namespace spark {
 

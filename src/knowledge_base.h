@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "case.h"
-#include "error.h"
+#include "result.h"
 
 namespace spark {
 

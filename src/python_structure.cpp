@@ -42,6 +42,19 @@ bool ends_flow(std::string_view kind) {
   return kind == "return" || kind == "raise" || kind == "break" || kind == "continue";
 }
 
+// Basic blocks as in a control-flow graph: a loop header is a join point (the back edge), a clause (elif, else,
+// except, finally, case) is a branch target; an `if`, `with`, `try`, `match` or `def` header ends or continues the
+// straight-line code before it.
+bool header_starts_block(std::string_view kind) {
+  return kind == "for" || kind == "while" || kind == "elif" || kind == "else" || kind == "except" ||
+         kind == "except_group" || kind == "finally" || kind == "case";
+}
+
+// Whether the first statement of the header's body is a branch target.
+bool body_starts_block(std::string_view kind) {
+  return kind == "if" || kind == "for" || kind == "while" || kind == "try" || header_starts_block(kind);
+}
+
 // Short kind names for the ranker's statistics.
 std::string kind_of(std::string_view type, TSNode node, std::string_view src) {
   if (type == "expression_statement") {
@@ -371,30 +384,46 @@ PythonStructure structure_from_tree(std::string_view source, const TSTree* tree)
   }
   // A function's blank-free lines keep its id; blank lines inside get 0 above.
 
-  // CFG basic blocks, per function: a block starts at a compound header, at the first statement of a body, after a
-  // compound statement ends (depth falls), after return/raise/break/continue, and when the function changes.
+  // CFG basic blocks, per function. A block starts at the function's first line, at a loop or clause header, at
+  // the first statement of a branch or loop body, at the statement after a compound statement ends (a join: the
+  // nesting depth falls), and after return/raise/break/continue. Comments join the block of the statement after them.
   int block = 0;
   int prev_stmt = -1, prev_depth = 0, prev_func = -1;
-  bool prev_header = false, prev_ends = false;
+  bool prev_opens_body = false, prev_ends = false;
   for (size_t i = 0; i < n; ++i) {
-    if (out.statement[i] == 0) continue;
-    const bool comment = out.kind[i] == "comment";
+    if (out.statement[i] == 0 || out.kind[i] == "comment") continue;
     if (out.statement[i] == prev_stmt) {
       out.block[i] = block;
       continue;
     }
     const int d = depth_of[i];
-    const bool starts = block == 0 || out.function[i] != prev_func ||
-                        (!comment && (header_of[i] || prev_header || prev_ends || d < prev_depth));
+    const std::string& k = out.kind[i];
+    const bool starts = block == 0 || out.function[i] != prev_func || (header_of[i] && header_starts_block(k)) ||
+                        prev_opens_body || prev_ends || d < prev_depth;
     if (starts) block = static_cast<int>(i) + 1;
     out.block[i] = block;
     prev_stmt = out.statement[i];
-    if (!comment) {
-      prev_depth = d;
-      prev_header = header_of[i] != 0;
-      prev_ends = ends_flow(out.kind[i]);
-    }
+    prev_depth = d;
+    prev_opens_body = header_of[i] && body_starts_block(k);
+    prev_ends = ends_flow(k);
     prev_func = out.function[i];
+  }
+  // Comments: the block of the next statement in the same function, else the previous one.
+  int next_block = 0, next_func = -1;
+  for (size_t i = n; i-- > 0;) {
+    if (out.statement[i] == 0) continue;
+    if (out.kind[i] != "comment") {
+      next_block = out.block[i];
+      next_func = out.function[i];
+    } else if (next_func == out.function[i] && next_block != 0) {
+      out.block[i] = next_block;
+    }
+  }
+  int last_block = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (out.statement[i] == 0) continue;
+    if (out.block[i] == 0) out.block[i] = last_block != 0 ? last_block : static_cast<int>(i) + 1;
+    last_block = out.block[i];
   }
   return out;
 }

@@ -9,6 +9,8 @@ namespace spark {
 
 TestIdParts parse_test_id(std::string_view id) {
   TestIdParts parts;
+  // Parameters ("[1-a::b]") may hold anything, "::" included: cut them off first.
+  if (const auto br = id.find('['); br != std::string_view::npos) id = id.substr(0, br);
   std::vector<std::string_view> pieces;
   size_t start = 0;
   while (true) {
@@ -26,7 +28,6 @@ TestIdParts parse_test_id(std::string_view id) {
     for (size_t i = 1; i + 1 < pieces.size(); ++i) parts.classes.emplace_back(pieces[i]);
     parts.function = std::string(pieces.back());
   }
-  if (const auto br = parts.function.find('['); br != std::string::npos) parts.function.resize(br);
   return parts;
 }
 

@@ -19,7 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "error.h"
+#include "result.h"
 
 namespace faiss {
 struct Index;

@@ -1,5 +1,5 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "regex.h"
+#include "pcre_regex.h"
 
 #include <pcre2.h>
 

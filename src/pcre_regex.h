@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "error.h"
+#include "result.h"
 
 namespace spark {
 

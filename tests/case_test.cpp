@@ -1,0 +1,97 @@
+#include "case.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace spark {
+
+using nlohmann::json;
+using testing::sample_case;
+using testing::TempDir;
+using testing::write_file;
+
+namespace {
+const std::string kCode = "def test_a():\n    x = 1\n\n    assert x == 2\n";
+
+std::string error_of(const std::string& jsonl) {
+  TempDir dir;
+  write_file(dir / "c.jsonl", jsonl);
+  auto r = read_cases_jsonl(dir / "c.jsonl");
+  EXPECT_FALSE(r.has_value());
+  if (r) return "";
+  // Strip the folder: messages start with the path.
+  const std::string& m = r.error().message;
+  return m.substr(m.find("c.jsonl"));
+}
+}  // namespace
+
+TEST(parse_iso8601, accepts_utc_offsets_and_fractions) {
+  EXPECT_EQ(*parse_iso8601("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(*parse_iso8601("2026-08-13T23:46:43Z"), 1786664803);
+  EXPECT_EQ(*parse_iso8601("2026-08-13T23:46:43.123Z"), 1786664803);
+  EXPECT_EQ(*parse_iso8601("2026-08-14T01:46:43+02:00"), 1786664803);
+  EXPECT_FALSE(parse_iso8601("2026-02-30T00:00:00Z"));
+  EXPECT_FALSE(parse_iso8601("yesterday"));
+  EXPECT_FALSE(parse_iso8601("2026-08-13T23:46:43"));  // no zone
+  EXPECT_EQ(format_iso8601(1786664803), "2026-08-13T23:46:43Z");
+}
+
+TEST(read_cases_jsonl, reads_valid_cases) {
+  TempDir dir;
+  write_file(dir / "c.jsonl", sample_case("a", kCode, 4).dump() + "\n\n" + sample_case("b", kCode, 2).dump() + "\n");
+  auto r = read_cases_jsonl(dir / "c.jsonl");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].faulty_lines[0].line, 4);
+  EXPECT_EQ((*r)[1].failure_epoch, 1767225600);
+}
+
+TEST(read_cases_jsonl, names_file_line_and_reason_for_each_rule) {
+  const std::string good = sample_case("a", kCode, 4).dump() + "\n";
+  auto with = [&](auto mutate) {
+    json c = sample_case("b", kCode, 4);
+    mutate(c);
+    return good + c.dump() + "\n";
+  };
+  EXPECT_TRUE(error_of(good + "{\"id\": \"trunc").starts_with("c.jsonl:2: not valid JSON ("));
+  EXPECT_EQ(error_of(with([](json& c) { c["faulty_lines"][0]["line"] = 3; })),
+            "c.jsonl:2: faulty_lines[0]: line 3 of tests/test_x.py is blank");
+  EXPECT_EQ(error_of(with([](json& c) { c["faulty_lines"][0]["line"] = 9; })),
+            "c.jsonl:2: faulty_lines[0]: line 9 is out of range (tests/test_x.py has 4 lines)");
+  EXPECT_EQ(error_of(with([](json& c) { c["faulty_lines"][0]["path"] = "other.py"; })),
+            "c.jsonl:2: faulty_lines[0]: path \"other.py\" is not in files");
+  EXPECT_EQ(error_of(with([](json& c) { c["id"] = "a"; })), "c.jsonl:2: duplicate id \"a\"");
+  EXPECT_EQ(error_of(with([](json& c) { c["failure_time"] = "soon"; })),
+            "c.jsonl:2: failure_time \"soon\" is not an ISO-8601 time");
+  EXPECT_EQ(error_of(with([](json& c) { c["test_id"] = 5; })), "c.jsonl:2: \"test_id\" must be a string, not number");
+  EXPECT_EQ(error_of(with([](json& c) { c.erase("files"); })), "c.jsonl:2: missing required key \"files\"");
+  EXPECT_EQ(error_of(with([](json& c) { c["faulty_lines"][0]["line"] = "4"; })),
+            "c.jsonl:2: faulty_lines[0].line must be an integer");
+  EXPECT_EQ(error_of(good + "{\"id\": \"caf\xff\"}\n"), "c.jsonl:2: invalid UTF-8 at byte 11");
+}
+
+TEST(case_to_json, round_trips_records_including_nulls_and_unknown_keys) {
+  json in = sample_case("a", kCode, 4);
+  in["faulty_commit"] = nullptr;
+  in["fixed_commit"] = "abc";
+  in["meta"] = {{"operator", "x"}};
+  in["extra_key"] = {1, 2};
+  auto c = case_from_json(in);
+  ASSERT_TRUE(c) << c.error().message;
+  json out = case_to_json(*c);
+  json expected = in;
+  expected.erase("extra_key");
+  expected["meta"]["extra_key"] = {1, 2};  // unknown keys are kept under meta, as the format says
+  EXPECT_EQ(out, expected);
+  EXPECT_FALSE(out.contains("source") && out["source"].is_null());
+}
+
+TEST(write_file_atomic, replaces_the_whole_file) {
+  TempDir dir;
+  write_file(dir / "f", "old content that is longer");
+  ASSERT_TRUE(write_file_atomic(dir / "f", "new"));
+  EXPECT_EQ(testing::slurp(dir / "f"), "new");
+}
+
+}  // namespace spark

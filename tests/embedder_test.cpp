@@ -1,0 +1,157 @@
+#include "embedder.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace spark {
+
+namespace {
+
+double dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+// An in-process server speaking the OpenAI embeddings protocol; each input's vector is derived from its text.
+class EmbeddingServer {
+ public:
+  explicit EmbeddingServer(std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+    server_.Post("/v1/embeddings", std::move(handler));
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~EmbeddingServer() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+void answer_embeddings(const httplib::Request& req, httplib::Response& res, std::atomic<int>& requests,
+                       std::atomic<int>& inputs) {
+  ++requests;
+  const auto body = nlohmann::json::parse(req.body);
+  nlohmann::json data = nlohmann::json::array();
+  size_t i = 0;
+  for (const auto& input : body.at("input")) {
+    ++inputs;
+    const std::string t = input.get<std::string>();
+    // 4-dimensional: counts of some characters, so related texts point the same way.
+    data.push_back({{"object", "embedding"}, {"index", i++},
+                    {"embedding", {1.0 + std::count(t.begin(), t.end(), 'a'), std::count(t.begin(), t.end(), 'e') * 1.0,
+                                   std::count(t.begin(), t.end(), '\n') * 1.0, 0.5}}});
+  }
+  res.set_content(nlohmann::json({{"object", "list"}, {"data", data}, {"model", body.at("model")}}).dump(),
+                  "application/json");
+}
+
+}  // namespace
+
+TEST(HashedTfidfEmbedder, is_deterministic_normalised_and_puts_similar_failures_closer) {
+  HashedTfidfEmbedder e;
+  const EmbedText a{"E   AssertionError: assert 5 == 4", "def test_add():\n    assert add(2, 2) == 5\n", "def test_add(): ..."};
+  const EmbedText b{"E   AssertionError: assert 7 == 6", "def test_add():\n    assert add(3, 3) == 7\n", "def test_add(): ..."};
+  const EmbedText c{"E   KeyError: 'missing'", "def test_dict():\n    d = {}\n    d['missing']\n", "def test_dict(): ..."};
+  e.fit_begin();
+  for (const auto& t : {a, b, c}) e.fit_add(e.count_terms(t));
+  e.fit_end();
+  auto v = e.embed({a, b, c});
+  ASSERT_TRUE(v);
+  EXPECT_EQ((*v)[0].size(), 1024u);
+  EXPECT_NEAR(dot((*v)[0], (*v)[0]), 1.0, 1e-5);
+  EXPECT_GT(dot((*v)[0], (*v)[1]), dot((*v)[0], (*v)[2]));
+  auto again = e.embed({a});
+  EXPECT_EQ((*again)[0], (*v)[0]);
+}
+
+TEST(HashedTfidfEmbedder, saves_and_loads_its_statistics_and_rejects_a_truncated_file) {
+  testing::TempDir dir;
+  HashedTfidfEmbedder e;
+  e.fit_begin();
+  e.fit_add(e.count_terms({"E   x", "def f(): pass", ""}));
+  e.fit_end();
+  ASSERT_TRUE(e.save(dir / "df.bin"));
+  HashedTfidfEmbedder f;
+  ASSERT_TRUE(f.load(dir / "df.bin"));
+  EXPECT_EQ(f.identity(), e.identity());
+  const std::string bytes = testing::slurp(dir / "df.bin");
+  testing::write_file(dir / "df.bin", bytes.substr(0, bytes.size() - 5));
+  auto bad = f.load(dir / "df.bin");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("truncated"), std::string::npos);
+}
+
+TEST(chunk_text, makes_overlapping_windows_over_long_text) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += "word" + std::to_string(i) + "\n";
+  const auto chunks = chunk_text(text, 100, 10);
+  ASSERT_GT(chunks.size(), 10u);
+  for (const auto& c : chunks) EXPECT_LE(std::count(c.begin(), c.end(), '\n'), 100);
+  // Consecutive chunks overlap: the last token of one reappears at the start of the next.
+  const std::string last_of_first = chunks[0].substr(chunks[0].rfind("word", chunks[0].size() - 2));
+  EXPECT_NE(chunks[1].find(last_of_first), std::string::npos);
+  EXPECT_EQ(chunk_text("short text", 100, 10).size(), 1u);
+}
+
+TEST(OpenAiEmbedder, embeds_through_the_real_protocol_with_chunking_and_pooling) {
+  std::atomic<int> requests{0}, inputs{0};
+  EmbeddingServer server([&](const httplib::Request& req, httplib::Response& res) {
+    EXPECT_EQ(req.get_header_value("Authorization"), "Bearer sk-test");
+    answer_embeddings(req, res, requests, inputs);
+  });
+  OpenAiEmbedderOptions o;
+  o.base_url = server.url();
+  o.model = "bge-m3";
+  o.api_key = "sk-test";
+  o.chunk_tokens = 50;
+  OpenAiEmbedder e(o);
+  std::string long_code;
+  for (int i = 0; i < 200; ++i) long_code += "assert value == " + std::to_string(i) + "\n";
+  auto v = e.embed({{"E   short", "x = 1\n", ""}, {"E   long", long_code, ""}});
+  ASSERT_TRUE(v) << v.error().message;
+  ASSERT_EQ(v->size(), 2u);
+  EXPECT_EQ(e.dimension(), 4u);
+  EXPECT_NEAR(dot((*v)[1], (*v)[1]), 1.0, 1e-5);
+  EXPECT_GT(inputs.load(), 2);  // the long input was chunked
+}
+
+TEST(OpenAiEmbedder, reports_http_errors_bad_answers_and_unreachable_servers_with_the_endpoint) {
+  EmbeddingServer failing([](const httplib::Request&, httplib::Response& res) {
+    res.status = 500;
+    res.set_content("<html>oops</html>", "text/html");
+  });
+  OpenAiEmbedderOptions o;
+  o.base_url = failing.url();
+  auto err = OpenAiEmbedder(o).embed({{"E", "x", ""}});
+  ASSERT_FALSE(err);
+  EXPECT_NE(err.error().message.find("POST " + failing.url() + "/embeddings: HTTP 500"), std::string::npos);
+
+  EmbeddingServer garbage([](const httplib::Request&, httplib::Response& res) { res.set_content("{\"data\": [", "application/json"); });
+  o.base_url = garbage.url();
+  auto bad = OpenAiEmbedder(o).embed({{"E", "x", ""}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("not JSON"), std::string::npos);
+
+  o.base_url = "http://127.0.0.1:1/v1";
+  o.http.connect_timeout_ms = 2000;
+  auto refused = OpenAiEmbedder(o).embed({{"E", "x", ""}});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("POST http://127.0.0.1:1/v1/embeddings"), std::string::npos);
+}
+
+}  // namespace spark

@@ -1,0 +1,131 @@
+#include "knowledge_base.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <thread>
+
+#include "test_util.h"
+
+namespace spark {
+
+using testing::sample_case;
+using testing::TempDir;
+
+namespace {
+const std::string kCode = "def test_a():\n    x = 1\n    assert x == 2\n";
+
+Case make(const std::string& id, int line = 3, const std::string& error = "E   assert 1 == 2") {
+  return *case_from_json(sample_case(id, kCode, line, error));
+}
+}  // namespace
+
+TEST(KnowledgeBase, imports_loads_and_counts) {
+  TempDir dir;
+  auto kb = KnowledgeBase::open(dir / "kb", true);
+  ASSERT_TRUE(kb) << kb.error().message;
+  auto s = (*kb)->import_cases({make("a"), make("b", 2)}, {}, false);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->added, 2u);
+  EXPECT_EQ(*(*kb)->count(), 2u);
+  auto id = (*kb)->find("b");
+  ASSERT_TRUE(id && *id);
+  auto c = (*kb)->load(**id);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->faulty_lines[0].line, 2);
+  EXPECT_EQ(c->files[0].content, kCode);
+  EXPECT_EQ(case_to_json(*c), case_to_json(make("b", 2)));
+}
+
+TEST(KnowledgeBase, reimport_is_harmless_and_a_conflict_stores_nothing) {
+  TempDir dir;
+  auto kb = KnowledgeBase::open(dir / "kb", true);
+  ASSERT_TRUE((*kb)->import_cases({make("a")}, {}, false));
+  const auto gen = *(*kb)->generation();
+  auto again = (*kb)->import_cases({make("a")}, {}, false);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->unchanged, 1u);
+  EXPECT_EQ(*(*kb)->generation(), gen);
+  // "c" is new but "a" conflicts: the whole import is rolled back.
+  auto conflict = (*kb)->import_cases({make("c"), make("a", 2)}, {{"x.jsonl:1"}, {"x.jsonl:2"}}, false);
+  ASSERT_FALSE(conflict);
+  EXPECT_EQ(conflict.error().message,
+            "x.jsonl:2: id \"a\" is already in the knowledge base with a different record (use --replace to overwrite it)");
+  EXPECT_EQ(*(*kb)->count(), 1u);
+  EXPECT_FALSE((*kb)->find("c")->has_value());
+  auto replaced = (*kb)->import_cases({make("a", 2)}, {}, true);
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(replaced->replaced, 1u);
+  EXPECT_GT(*(*kb)->generation(), gen);
+}
+
+TEST(KnowledgeBase, refuses_a_newer_schema_a_foreign_database_and_a_corrupt_file) {
+  TempDir dir;
+  {
+    auto kb = KnowledgeBase::open(dir / "kb", true);
+    ASSERT_TRUE(kb);
+  }
+  sqlite3* db = nullptr;
+  sqlite3_open((dir / "kb" / "kb.sqlite").c_str(), &db);
+  sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto newer = KnowledgeBase::open(dir / "kb", false);
+  ASSERT_FALSE(newer);
+  EXPECT_NE(newer.error().message.find("schema version 99, newer than this spark understands"), std::string::npos);
+
+  std::filesystem::create_directories(dir / "foreign");
+  sqlite3_open((dir / "foreign" / "kb.sqlite").c_str(), &db);
+  sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto foreign = KnowledgeBase::open(dir / "foreign", false);
+  ASSERT_FALSE(foreign);
+  EXPECT_NE(foreign.error().message.find("not a spark knowledge base"), std::string::npos);
+
+  testing::write_file(dir / "corrupt" / "kb.sqlite", std::string(8192, 'x'));
+  auto corrupt = KnowledgeBase::open(dir / "corrupt", false);
+  ASSERT_FALSE(corrupt);
+  EXPECT_NE(corrupt.error().message.find("kb.sqlite"), std::string::npos);
+  EXPECT_NE(corrupt.error().message.find("not a database"), std::string::npos);
+
+  auto missing = KnowledgeBase::open(dir / "none", false);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("no knowledge base at"), std::string::npos);
+}
+
+TEST(KnowledgeBase, concurrent_writers_wait_instead_of_failing) {
+  TempDir dir;
+  ASSERT_TRUE(KnowledgeBase::open(dir / "kb", true));
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w)
+    writers.emplace_back([&, w] {
+      auto kb = KnowledgeBase::open(dir / "kb", false);
+      if (!kb) {
+        ++failures;
+        return;
+      }
+      for (int i = 0; i < 20; ++i)
+        if (!(*kb)->import_cases({make("w" + std::to_string(w) + "-" + std::to_string(i))}, {}, false)) ++failures;
+    });
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(*(*KnowledgeBase::open(dir / "kb", false))->count(), 80u);
+}
+
+TEST(KnowledgeBase, shares_one_blob_between_cases_with_the_same_file) {
+  TempDir dir;
+  auto kb = KnowledgeBase::open(dir / "kb", true);
+  std::vector<Case> cases;
+  for (int i = 0; i < 10; ++i) cases.push_back(make("c" + std::to_string(i), 3, "E   error " + std::to_string(i)));
+  ASSERT_TRUE((*kb)->import_cases(cases, {}, false));
+  sqlite3* db = nullptr;
+  sqlite3_open((dir / "kb" / "kb.sqlite").c_str(), &db);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "SELECT count(*) FROM blobs", -1, &st, nullptr);
+  sqlite3_step(st);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 1);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+}  // namespace spark

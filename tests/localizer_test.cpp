@@ -1,0 +1,185 @@
+#include "localizer.h"
+
+#include <gtest/gtest.h>
+
+#include "report.h"
+#include "test_util.h"
+
+namespace spark {
+
+using testing::TempDir;
+
+namespace {
+
+// A small knowledge base of failures in two styles: wrong expected literal in an assertion, wrong dictionary key.
+std::vector<Case> corpus() {
+  std::vector<Case> out;
+  for (int i = 0; i < 6; ++i) {
+    const std::string n = std::to_string(i);
+    const std::string code = "import shapes\n\n\ndef test_area_" + n + "():\n    shape = {'w': " + n + ", 'h': 2}\n" +
+                             "    result = shapes.area(shape)\n    assert result == " + std::to_string(2 * i + 1) + "\n";
+    nlohmann::json j = testing::sample_case("area-" + n, code, 7,
+                                            "tests/test_x.py:7: in test_area_" + n + "\n    assert result == " +
+                                                std::to_string(2 * i + 1) + "\nE   assert " + std::to_string(2 * i) +
+                                                " == " + std::to_string(2 * i + 1),
+                                            "2026-01-0" + std::to_string(i + 1) + "T00:00:00Z");
+    j["test_id"] = "tests/test_x.py::test_area_" + n;
+    j["fixed_commit"] = "abcdef0123456789";
+    out.push_back(*case_from_json(j));
+  }
+  for (int i = 0; i < 6; ++i) {
+    const std::string n = std::to_string(i);
+    const std::string code = "def test_lookup_" + n + "():\n    d = {'alpha': 1}\n    value = d['alpah']\n    assert value == 1\n";
+    nlohmann::json j = testing::sample_case("key-" + n, code, 3,
+                                            "tests/test_x.py:3: in test_lookup_" + n + "\n    value = d['alpah']\nE   KeyError: 'alpah'",
+                                            "2026-02-0" + std::to_string(i + 1) + "T00:00:00Z");
+    j["test_id"] = "tests/test_x.py::test_lookup_" + n;
+    out.push_back(*case_from_json(j));
+  }
+  return out;
+}
+
+struct Fixture {
+  TempDir dir;
+  std::unique_ptr<KnowledgeBase> kb;
+  std::unique_ptr<SearchEngine> engine;
+  Fixture() {
+    kb = std::move(*KnowledgeBase::open(dir / "kb", true));
+    EXPECT_TRUE(kb->import_cases(corpus(), {}, false));
+    auto report = build_index(*kb, {}, {});
+    EXPECT_TRUE(report) << (report ? "" : report.error().message);
+    std::vector<std::string> notes;
+    auto e = SearchEngine::open(*kb, {}, notes);
+    EXPECT_TRUE(e) << (e ? "" : e.error().message);
+    engine = std::move(*e);
+  }
+};
+
+Case query() {
+  const std::string code = "def test_lookup_new():\n    d = {'alpha': 1, 'beta': 2}\n\n    value = d['alpah']\n    assert value == 1\n";
+  nlohmann::json j = testing::sample_case("q", code, 4, "tests/test_x.py:4: in test_lookup_new\n    value = d['alpah']\nE   KeyError: 'alpah'",
+                                          "2026-03-01T00:00:00Z");
+  j["test_id"] = "tests/test_x.py::test_lookup_new";
+  j.erase("faulty_lines");
+  return *case_from_json(j);
+}
+
+}  // namespace
+
+TEST(Localizer, follows_algorithm_1_retrieves_annotates_and_ranks) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  LocalizeOptions o;
+  o.k = 3;
+  auto loc = localizer.localize(query(), o);
+  ASSERT_TRUE(loc) << loc.error().message;
+  EXPECT_FALSE(loc->degraded);
+  ASSERT_EQ(loc->retrieved.size(), 1u);
+  EXPECT_TRUE(loc->retrieved[0].id.starts_with("key-"));
+  ASSERT_EQ(loc->annotations.size(), 1u);
+  EXPECT_EQ(loc->annotations[0].line.line, 4);
+  EXPECT_DOUBLE_EQ(loc->annotations[0].distance, 0.0);
+  ASSERT_EQ(loc->ranked.size(), 3u);
+  EXPECT_EQ(loc->ranked[0].line, 4);
+  EXPECT_TRUE(loc->ranked[0].annotated);
+  EXPECT_FALSE(loc->ranked[0].reasons.empty());
+  const std::string annotated = Localizer::render_annotated(query(), loc->annotations);
+  EXPECT_EQ(annotated,
+            "1: def test_lookup_new():\n2:     d = {'alpha': 1, 'beta': 2}\n"
+            "4:     value = d['alpah']  # !!! high likelihood of being faulty !!!\n5:     assert value == 1\n");
+}
+
+TEST(Localizer, never_retrieves_the_query_itself_and_honours_r_and_the_policy) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  Case self = corpus()[8];
+  LocalizeOptions o;
+  o.r = 3;
+  auto loc = localizer.localize(self, o);
+  ASSERT_TRUE(loc);
+  ASSERT_EQ(loc->retrieved.size(), 3u);
+  for (const auto& rc : loc->retrieved) EXPECT_NE(rc.id, self.id);
+  o.r = 1;
+  o.similarity_floor = 0.0;  // the policy alone decides here
+  o.policy = *parse_policy("all-preceding");
+  Case early = query();
+  early.failure_epoch = *parse_iso8601("2026-01-03T12:00:00Z");
+  auto pre = localizer.localize(early, o);
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->filtered_size, 3u);
+  ASSERT_EQ(pre->retrieved.size(), 1u);
+  EXPECT_TRUE(pre->retrieved[0].id.starts_with("area-"));  // only earlier cases are allowed
+}
+
+TEST(Localizer, degrades_to_the_baseline_without_a_knowledge_base_or_a_similar_case) {
+  Localizer bare(nullptr, nullptr);
+  auto loc = bare.localize(query(), {});
+  ASSERT_TRUE(loc);
+  EXPECT_TRUE(loc->degraded);
+  EXPECT_TRUE(loc->annotations.empty());
+  ASSERT_FALSE(loc->ranked.empty());
+  EXPECT_EQ(loc->ranked[0].line, 4);  // the traceback still points the way
+  ASSERT_EQ(loc->notes.size(), 1u);
+
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  LocalizeOptions o;
+  o.similarity_floor = 0.999;
+  auto far = localizer.localize(query(), o);
+  ASSERT_TRUE(far);
+  EXPECT_TRUE(far->degraded);
+  EXPECT_NE(far->notes[0].find("below the floor"), std::string::npos);
+}
+
+TEST(Localizer, aggregates_to_statements_blocks_and_functions) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  LocalizeOptions o;
+  o.level = Level::function;
+  o.k = 5;
+  auto loc = localizer.localize(query(), o);
+  ASSERT_TRUE(loc);
+  ASSERT_EQ(loc->ranked.size(), 1u);  // one function in the file
+  EXPECT_EQ(loc->ranked[0].line, 1);
+  EXPECT_EQ(loc->ranked[0].end_line, 5);
+}
+
+TEST(report, formats_are_well_formed) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  LocalizeOptions o;
+  o.k = 12;
+  auto loc = localizer.localize(query(), o);
+  ASSERT_TRUE(loc);
+  ReportContext ctx{"all", Level::line, 12, 0.05, "test"};
+  const auto j = nlohmann::json::parse(report_json(*loc, ctx));
+  EXPECT_EQ(j["schema"], "spark.localize/1");
+  EXPECT_EQ(j["ranked"][0]["line"], 4);
+  EXPECT_EQ(j["annotations"][0]["case"], loc->retrieved[0].id);
+  const auto sarif = nlohmann::json::parse(report_sarif(*loc, ctx));
+  EXPECT_EQ(sarif["version"], "2.1.0");
+  const auto& r0 = sarif["runs"][0]["results"][0];
+  EXPECT_EQ(r0["ruleId"], "spark/suspicious-test-line");
+  EXPECT_EQ(r0["locations"][0]["physicalLocation"]["region"]["startLine"], 4);
+  EXPECT_TRUE(r0["partialFingerprints"].contains("sparkTestLine/v1"));
+  // Fewer lines than k: all of them; GitHub output stays within 10 annotations.
+  const std::string gh = report_github(*loc, ctx);
+  EXPECT_LE(std::count(gh.begin(), gh.end(), '\n'), 10);
+  EXPECT_TRUE(gh.starts_with("::warning file=tests/test_x.py,line=4,title=spark%3A rank 1 of"));
+}
+
+}  // namespace spark
+
+namespace spark {
+
+TEST(report_github, stays_within_ten_annotations_and_summarises_the_rest) {
+  Localization loc;
+  loc.test_id = "tests/t.py::test_x";
+  for (int i = 1; i <= 15; ++i) loc.ranked.push_back({"tests/t.py", i, i, 0.5, "x, y: " + std::to_string(i), false, {"why"}});
+  const std::string gh = report_github(loc, {"all", Level::line, 15, 0.05, "test"});
+  EXPECT_EQ(std::count(gh.begin(), gh.end(), '\n'), 10);
+  EXPECT_NE(gh.find("::warning title=spark%3A 6 more::"), std::string::npos);
+  EXPECT_NE(gh.find("%0A10. tests/t.py:10"), std::string::npos);
+}
+
+}  // namespace spark

@@ -1,0 +1,135 @@
+#include "python_structure.h"
+
+#include <gtest/gtest.h>
+
+#include "test_scope.h"
+
+namespace spark {
+
+namespace {
+const char* kSource = R"py(import pytest
+
+
+def helper(x):
+    return x + 1
+
+
+class TestThing:
+    def setUp(self):
+        self.v = 1
+
+    @pytest.mark.slow
+    def test_method(self):
+        total = 0
+        for i in range(3):
+            total += i
+        if total > 2:
+            total = helper(
+                total)
+        # a comment
+        assert total == 4
+
+    def test_other(self):
+        assert False
+
+
+def test_func(tmp_path):
+    def inner():
+        return 2
+    assert inner() == 2
+)py";
+}
+
+TEST(analyze_python, maps_lines_to_statements_blocks_and_functions) {
+  const auto s = analyze_python(kSource);
+  EXPECT_FALSE(s.has_syntax_errors);
+  EXPECT_EQ(s.line_count, 30);
+  // Blank lines map to no unit.
+  EXPECT_EQ(s.statement[1], 0);
+  // A statement over two lines.
+  EXPECT_EQ(unit_of(s, Level::statement, 18), 18);
+  EXPECT_EQ(unit_of(s, Level::statement, 19), 18);
+  EXPECT_EQ(s.statement_span(19), (std::pair<int, int>{18, 19}));
+  // Functions: a decorated method (its decorator included), a nested function, module level.
+  EXPECT_EQ(unit_of(s, Level::function, 14), 13);
+  EXPECT_EQ(unit_of(s, Level::function, 12), 13);
+  EXPECT_EQ(unit_of(s, Level::function, 29), 28);
+  EXPECT_EQ(unit_of(s, Level::function, 30), 27);
+  EXPECT_EQ(unit_of(s, Level::function, 1), 0);
+  // Blocks as in a CFG: the function's straight-line start (decorator, def, first statement), the loop header
+  // (a join), the loop body, the code after the loop up to and including the if condition, the if body, the join
+  // after the if (which a comment opens).
+  EXPECT_EQ(unit_of(s, Level::block, 12), 12);
+  EXPECT_EQ(unit_of(s, Level::block, 13), 12);
+  EXPECT_EQ(unit_of(s, Level::block, 14), 12);
+  EXPECT_EQ(unit_of(s, Level::block, 15), 15);
+  EXPECT_EQ(unit_of(s, Level::block, 16), 16);
+  EXPECT_EQ(unit_of(s, Level::block, 17), 17);
+  EXPECT_EQ(unit_of(s, Level::block, 18), 18);
+  EXPECT_EQ(unit_of(s, Level::block, 19), 18);
+  EXPECT_EQ(unit_of(s, Level::block, 20), 21);
+  EXPECT_EQ(unit_of(s, Level::block, 21), 21);
+  EXPECT_EQ(unit_of(s, Level::block, 24), 23);  // another function
+  EXPECT_EQ(s.kind[20], "assert");
+  EXPECT_EQ(s.kind[19], "comment");
+  EXPECT_EQ(s.kind[13], "assign");
+  // Function facts.
+  const FunctionInfo* m = s.function_at(21);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->name, "test_method");
+  EXPECT_EQ(m->class_name, "TestThing");
+  EXPECT_EQ(m->decorators, std::vector<std::string>{"pytest.mark.slow"});
+  EXPECT_TRUE(m->calls.contains("helper"));
+  EXPECT_TRUE(m->calls.contains("range"));
+  const FunctionInfo* f = s.function_at(30);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->name, "test_func");
+  EXPECT_EQ(f->params, std::vector<std::string>{"tmp_path"});
+  EXPECT_TRUE(f->calls.contains("inner"));  // called from its own body
+}
+
+TEST(analyze_python, still_maps_a_file_with_syntax_errors) {
+  const auto s = analyze_python("def test_x(:\n    assert 1 ==\n\nx = (\n");
+  EXPECT_TRUE(s.has_syntax_errors);
+  EXPECT_EQ(s.line_count, 4);
+  for (int l : {1, 2, 4}) EXPECT_NE(unit_of(s, Level::statement, l), 0) << l;
+  EXPECT_EQ(unit_of(s, Level::statement, 3), 0);
+}
+
+TEST(PythonParser, incremental_reparse_gives_the_same_structure_as_a_fresh_parse) {
+  PythonParser parser;
+  const std::string a = kSource;
+  std::string b = a;
+  b.replace(b.find("total == 4"), 10, "total != 4 and True");
+  (void)parser.analyze(a);
+  const auto inc = parser.analyze(b);
+  const auto fresh = analyze_python(b);
+  EXPECT_EQ(inc.statement, fresh.statement);
+  EXPECT_EQ(inc.block, fresh.block);
+  EXPECT_EQ(inc.function, fresh.function);
+  EXPECT_EQ(inc.kind, fresh.kind);
+}
+
+TEST(parse_test_id, splits_pytest_and_unittest_ids) {
+  const auto p = parse_test_id("tests/test_x.py::TestC::test_f[1-a::b]");
+  EXPECT_EQ(p.path, "tests/test_x.py");
+  EXPECT_EQ(p.classes, std::vector<std::string>{"TestC"});
+  EXPECT_EQ(p.function, "test_f");
+  EXPECT_EQ(parse_test_id("tests.test_x.TestC.test_g").function, "test_g");
+}
+
+TEST(estimate_scope, marks_own_support_module_and_sibling_lines) {
+  const auto s = analyze_python(kSource);
+  const auto scope = estimate_scope(s, "tests/test_thing.py::TestThing::test_method");
+  ASSERT_TRUE(scope.found);
+  const auto role = [&](int line) { return scope.role[static_cast<size_t>(line - 1)]; };
+  EXPECT_EQ(role(14), ScopeRole::own);
+  EXPECT_EQ(role(12), ScopeRole::own);       // its decorator
+  EXPECT_EQ(role(10), ScopeRole::support);   // setUp
+  EXPECT_EQ(role(5), ScopeRole::support);    // helper it calls
+  EXPECT_EQ(role(24), ScopeRole::outside);   // sibling test
+  EXPECT_EQ(role(1), ScopeRole::module);
+  EXPECT_FALSE(estimate_scope(s, "tests/x.py::test_missing").found);
+}
+
+}  // namespace spark

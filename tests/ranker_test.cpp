@@ -1,0 +1,56 @@
+#include "ranker.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "test_util.h"
+
+namespace spark {
+
+TEST(train_ranker, learns_which_features_separate_faulty_lines) {
+  // Synthetic cases: the faulty line is the traceback line 70 % of the time; `support` is noise.
+  std::mt19937 rng(3);
+  std::vector<TrainingCase> cases;
+  for (int c = 0; c < 60; ++c) {
+    TrainingCase tc;
+    const int faulty = static_cast<int>(rng() % 20), tb = (rng() % 10 < 7) ? faulty : static_cast<int>(rng() % 20);
+    for (int l = 0; l < 20; ++l) {
+      FeatureVector x{};
+      x[kBias] = 1;
+      x[kTracebackLine] = l == tb ? 1 : 0;
+      x[kSupport] = rng() % 2;
+      tc.rows.push_back(x);
+      tc.faulty.push_back(l == faulty ? 1 : 0);
+    }
+    cases.push_back(std::move(tc));
+  }
+  const RankerModel m = train_ranker(cases, {}, {});
+  EXPECT_EQ(m.training_cases, 60u);
+  EXPECT_GT(m.weights[kTracebackLine], 2.0);
+  EXPECT_LT(std::abs(m.weights[kSupport]), 0.5);
+}
+
+TEST(train_ranker, keeps_the_prior_with_too_few_cases) {
+  std::vector<TrainingCase> few(3);
+  for (auto& tc : few) {
+    tc.rows.assign(2, FeatureVector{});
+    tc.faulty = {1, 0};
+  }
+  const RankerModel m = train_ranker(few, {}, {});
+  EXPECT_EQ(m.origin, "prior");
+  EXPECT_EQ(m.weights, RankerModel::prior().weights);
+}
+
+TEST(RankerModel, saves_and_loads) {
+  testing::TempDir dir;
+  RankerModel m = RankerModel::prior();
+  m.kind_prior.llr["assert"] = 1.25;
+  ASSERT_TRUE(m.save(dir / "ranker.json"));
+  auto back = RankerModel::load(dir / "ranker.json");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->weights, m.weights);
+  EXPECT_DOUBLE_EQ(back->kind_prior.get("assert"), 1.25);
+}
+
+}  // namespace spark

@@ -1,0 +1,102 @@
+#include "test_util.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+extern char** environ;
+
+namespace spark::testing {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::random_device rd;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "spark";
+  for (auto& c : name)
+    if (c == '/') c = '_';
+  path_ = fs::temp_directory_path() / ("spark-test-" + name + "-" + std::to_string(rd()));
+  fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info && info->result()->Failed()) {
+    std::fprintf(stderr, "kept test folder %s\n", path_.c_str());
+    return;
+  }
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+void write_file(const fs::path& path, const std::string& content) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunResult run_spark(const std::vector<std::string>& args, const fs::path& cwd, const std::string& input) {
+  TempDir io;
+  const fs::path in = io / "stdin", out = io / "stdout", err = io / "stderr";
+  write_file(in, input);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, in.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  std::vector<std::string> argv_s = {SPARK_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  RunResult r;
+  if (posix_spawn(&pid, SPARK_BINARY, &actions, nullptr, argv.data(), environ) != 0) {
+    posix_spawn_file_actions_destroy(&actions);
+    r.err = "cannot start " SPARK_BINARY;
+    return r;
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+nlohmann::json sample_case(const std::string& id, const std::string& content, int faulty_line, const std::string& error,
+                           const std::string& time) {
+  return {{"id", id},
+          {"project", "demo/project"},
+          {"test_id", "tests/test_x.py::test_a"},
+          {"language", "python"},
+          {"failure_time", time},
+          {"error_message", error},
+          {"files", {{{"path", "tests/test_x.py"}, {"content", content}}}},
+          {"faulty_lines", {{{"path", "tests/test_x.py"}, {"line", faulty_line}}}},
+          {"source", "seeded"}};
+}
+
+fs::path dev_data() {
+  const fs::path p = SPARK_DEV_DATA;
+  std::error_code ec;
+  return fs::exists(p / "MANIFEST.md", ec) ? fs::canonical(p) : fs::path();
+}
+
+}  // namespace spark::testing

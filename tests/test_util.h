@@ -1,0 +1,40 @@
+// Shared test helpers: a temporary folder per test (kept when the test fails), files, and running the real binary.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace spark::testing {
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();  // removes the folder unless the current test failed
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_file(const std::filesystem::path& path, const std::string& content);
+std::string slurp(const std::filesystem::path& path);
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+// Runs the spark binary with `args` in `cwd` (no shell); stdin from `input` when given.
+RunResult run_spark(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& input = {});
+
+// A small, valid labelled case.
+nlohmann::json sample_case(const std::string& id, const std::string& content, int faulty_line,
+                           const std::string& error = "E   assert 1 == 2", const std::string& time = "2026-01-01T00:00:00Z");
+
+// The development corpus folder (../shared/data/dev), or "" when absent (a plain clone).
+std::filesystem::path dev_data();
+
+}  // namespace spark::testing
