@@ -139,6 +139,55 @@ Result<std::vector<float>> SearchEngine::embed(const Case& c) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Held-out localization (ranker learning, evaluation)
+
+Status for_each_held_out(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, const std::vector<int64_t>& cases,
+                         const VectorIndex& index,
+                         const std::function<Result<std::vector<float>>(int64_t, const Case&)>& vector_of,
+                         const HeldOutOptions& options, StructureCache& cache,
+                         const std::function<Status(const HeldOut&)>& fn) {
+  std::unordered_map<std::string, std::vector<int64_t>> by_content;
+  std::unordered_map<std::string, int64_t> by_id;
+  for (const auto& e : entries) by_content[e.content_key].push_back(e.rowid);
+  std::unordered_map<int64_t, const CaseEntry*> entry_of;
+  for (const auto& e : entries) entry_of[e.rowid] = &e;
+  std::unordered_map<int64_t, Case> loaded;  // retrieved cases, bounded
+  for (int64_t rowid : cases) {
+    auto c = kb.load(rowid);
+    if (!c) return std::unexpected(c.error());
+    const CaseEntry* e = entry_of.at(rowid);
+    std::unordered_set<int64_t> excluded(by_content[e->content_key].begin(), by_content[e->content_key].end());
+    excluded.insert(rowid);
+    auto v = vector_of(rowid, *c);
+    if (!v) return std::unexpected(v.error());
+    auto hits = index.search(v->data(), options.r, std::nullopt, excluded);
+    std::erase_if(hits, [&](const SearchHit& h) { return h.similarity < options.similarity_floor; });
+    std::vector<RetrievedFaultyLine> faulty;
+    std::vector<double> sims;
+    std::vector<std::string> ids;
+    for (const auto& h : hits) {
+      auto it = loaded.find(h.rowid);
+      if (it == loaded.end()) {
+        if (loaded.size() > 512) loaded.clear();
+        auto rc = kb.load(h.rowid);
+        if (!rc) return std::unexpected(rc.error());
+        it = loaded.emplace(h.rowid, std::move(*rc)).first;
+      }
+      sims.push_back(h.similarity);
+      ids.push_back(it->second.id);
+      for (const auto& fl : it->second.faulty_lines) {
+        const auto lines = split_lines(it->second.file(fl.path)->content);
+        const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
+        faulty.push_back({sims.size() - 1, fl.path, fl.line, text, PreparedLine(text)});
+      }
+    }
+    QueryView view = make_query_view(*c, cache);
+    if (auto s = fn(HeldOut{*c, view, faulty, sims, ids}); !s) return s;
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Index building
 
 namespace {
@@ -160,46 +209,25 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
                                  const std::vector<const CaseEntry*>& labelled, const KindPrior& prior,
                                  const VectorIndex& index, const std::unordered_map<int64_t, std::vector<float>>& vectors,
                                  const IndexBuildOptions& options) {
-  std::unordered_map<std::string, std::vector<int64_t>> by_content;
-  for (const auto& e : entries) by_content[e.content_key].push_back(e.rowid);
-  StructureCache cache;
-
+  std::vector<int64_t> rowids;
+  for (const auto* e : labelled) rowids.push_back(e->rowid);
   std::vector<TrainingCase> training;
-  std::unordered_map<int64_t, Case> loaded;
-  for (const auto* e : labelled) {
-    auto c = kb.load(e->rowid);
-    if (!c) return std::unexpected(c.error());
-    std::unordered_set<int64_t> excluded(by_content[e->content_key].begin(), by_content[e->content_key].end());
-    excluded.insert(e->rowid);
-    const auto hits = index.search(vectors.at(e->rowid).data(), options.r, std::nullopt, excluded);
-    std::vector<RetrievedFaultyLine> faulty;
-    std::vector<double> sims;
-    for (const auto& h : hits) {
-      auto it = loaded.find(h.rowid);
-      if (it == loaded.end()) {
-        auto rc = kb.load(h.rowid);
-        if (!rc) return std::unexpected(rc.error());
-        it = loaded.emplace(h.rowid, std::move(*rc)).first;
-      }
-      sims.push_back(h.similarity);
-      for (const auto& fl : it->second.faulty_lines) {
-        const auto lines = split_lines(it->second.file(fl.path)->content);
-        const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
-        faulty.push_back({sims.size() - 1, fl.path, fl.line, text, PreparedLine(text)});
-      }
-    }
-    if (loaded.size() > 512) loaded.clear();
-    QueryView view = make_query_view(*c, cache);
-    compute_features(view, faulty, sims, options.epsilon, prior, c->error_message);
-    TrainingCase tc;
-    std::set<std::pair<std::string, int>> truth;
-    for (const auto& fl : c->faulty_lines) truth.insert({fl.path, fl.line});
-    for (const auto& ql : view.lines) {
-      tc.rows.push_back(ql.x);
-      tc.faulty.push_back(truth.contains({view.files[ql.file].source->path, ql.line}) ? 1 : 0);
-    }
-    training.push_back(std::move(tc));
-  }
+  StructureCache cache;
+  auto status = for_each_held_out(
+      kb, entries, rowids, index, [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return vectors.at(rowid); },
+      HeldOutOptions{options.r, options.similarity_floor}, cache, [&](const HeldOut& h) -> Status {
+        compute_features(h.view, h.faulty, h.similarity, options.epsilon, prior, h.held_out.error_message);
+        std::set<std::pair<std::string, int>> truth;
+        for (const auto& fl : h.held_out.faulty_lines) truth.insert({fl.path, fl.line});
+        TrainingCase tc;
+        for (const auto& ql : h.view.lines) {
+          tc.rows.push_back(ql.x);
+          tc.faulty.push_back(truth.contains({h.view.files[ql.file].source->path, ql.line}) ? 1 : 0);
+        }
+        training.push_back(std::move(tc));
+        return {};
+      });
+  if (!status) return std::unexpected(status.error());
   return train_ranker(training, prior, options.training);
 }
 

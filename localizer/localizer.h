@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "case.h"
+#include "line_features.h"
 #include "embedder.h"
 #include "knowledge_base.h"
 #include "policy.h"
@@ -78,10 +79,35 @@ struct IndexReport {
 struct IndexBuildOptions {
   VectorIndexOptions index;
   TrainingOptions training;
-  size_t r = 1;                 // neighbours used when learning the ranker (the localizer's default)
+  size_t r = 1;                    // neighbours used when learning the ranker (the localizer's defaults)
   double epsilon = 0.05;
+  double similarity_floor = 0.10;
   size_t max_training_cases = 2000;
 };
+
+// One labelled case localized against the rest of the knowledge base: itself and its exact duplicates excluded,
+// its labels unseen by retrieval. `view` holds its lines; `faulty` the retrieved faulty lines (X) and `similarity`
+// the retrieved cases' similarities. The material both for learning the ranker and for leave-one-out evaluation.
+struct HeldOut {
+  const Case& held_out;
+  QueryView& view;
+  const std::vector<RetrievedFaultyLine>& faulty;
+  const std::vector<double>& similarity;
+  const std::vector<std::string>& retrieved_ids;
+};
+
+struct HeldOutOptions {
+  size_t r = 1;
+  double similarity_floor = 0.10;
+};
+
+// Calls `fn` for each case of `cases` (rowids of labelled cases), retrieving with `index` and the vectors
+// `vector_of` gives for a stored case.
+Status for_each_held_out(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, const std::vector<int64_t>& cases,
+                         const VectorIndex& index,
+                         const std::function<Result<std::vector<float>>(int64_t, const Case&)>& vector_of,
+                         const HeldOutOptions& options, StructureCache& cache,
+                         const std::function<Status(const HeldOut&)>& fn);
 
 // Embeds every case, fits the built-in embedder's statistics, builds and saves the vector index, learns the ranker.
 Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options);

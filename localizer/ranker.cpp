@@ -192,6 +192,11 @@ void KindCounts::add(const QueryView& view, const std::vector<LineRef>& faulty_l
         faulty[file.structure->kind[static_cast<size_t>(fl.line - 1)]] += 1.0;
 }
 
+void KindCounts::add_line(const std::string& kind, bool in_reach, bool is_faulty) {
+  if (in_reach) reach[kind] += 1.0;
+  if (is_faulty) faulty[kind] += 1.0;
+}
+
 KindPrior KindCounts::prior() const {
   KindPrior p;
   double f_total = 0, r_total = 0;

@@ -49,6 +49,7 @@ RankerModel train_ranker(const std::vector<TrainingCase>& cases, const KindPrior
 struct KindCounts {
   std::unordered_map<std::string, double> faulty, reach;
   void add(const QueryView& view, const std::vector<LineRef>& faulty_lines);
+  void add_line(const std::string& kind, bool in_reach, bool is_faulty);
   KindPrior prior() const;
 };
 

@@ -1,0 +1,273 @@
+// Leave-one-out measurement of the built-in ranker on a labelled corpus, against two references computed in the same
+// run (issue: "measure it leave-one-out on the dev corpus"):
+//   traceback — the lines of the test files the error names, deepest first, then by distance to the deepest one;
+//   plain     — SPARK's plain order: annotated lines first (closest match first), then the traceback order.
+// Each case is held out of the knowledge base (with its exact duplicates). The ranker's weights for a case are
+// learnt from the other projects only (cross-project folds), so no case is scored by weights its own labels shaped;
+// the in-sample weights (what `spark index` learns from everything) are reported beside them.
+//
+//   build/bench/spark_loo ../shared/data/dev/*/cases.jsonl
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "localizer.h"
+#include "text.h"
+
+using namespace spark;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct LineRow {
+  FeatureVector x;
+  std::string kind;
+  bool in_reach = false, faulty = false, annotated = false;
+  double distance = 1.0;
+  size_t file = 0;
+  int line = 0;
+};
+
+struct HeldCase {
+  std::string id, project, subset;  // subset: seeded | campaign | history
+  bool names_faulty_line = false;
+  bool retrieved_same_project = false;
+  size_t annotated = 0, annotated_true = 0;
+  std::vector<LineRow> rows;
+  std::vector<size_t> traceback_order, plain_order;
+};
+
+// Rank (1-based) of the first faulty element in `order`, 0 if none.
+size_t first_hit(const HeldCase& c, const std::vector<size_t>& order) {
+  for (size_t i = 0; i < order.size(); ++i)
+    if (c.rows[order[i]].faulty) return i + 1;
+  return 0;
+}
+
+struct Tally {
+  size_t n = 0;
+  std::array<size_t, 4> hits{};  // @1, @3, @5, @10
+  double rr = 0;
+  void add(size_t first) {
+    ++n;
+    const size_t ks[] = {1, 3, 5, 10};
+    for (size_t i = 0; i < 4; ++i) hits[i] += first != 0 && first <= ks[i] ? 1 : 0;
+    rr += first ? 1.0 / static_cast<double>(first) : 0.0;
+  }
+  std::string row(const std::string& name) const {
+    char buf[256];
+    const auto pct = [&](size_t h) { return n ? 100.0 * static_cast<double>(h) / static_cast<double>(n) : 0.0; };
+    std::snprintf(buf, sizeof buf, "| %-24s | %4zu | %5.1f | %5.1f | %5.1f | %5.1f | %.3f |", name.c_str(), n,
+                  pct(hits[0]), pct(hits[1]), pct(hits[2]), pct(hits[3]), n ? rr / static_cast<double>(n) : 0.0);
+    return buf;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: spark_loo CASES.jsonl...\n");
+    return 2;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path dir = fs::temp_directory_path() / ("spark-loo-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::vector<Case> cases;
+  std::vector<CaseOrigin> origins;
+  for (int i = 1; i < argc; ++i) {
+    auto read = read_cases_jsonl(argv[i]);
+    if (!read) {
+      std::fprintf(stderr, "spark_loo: %s\n", read.error().message.c_str());
+      return 1;
+    }
+    for (auto& c : *read) cases.push_back(std::move(c));
+  }
+  auto kb = KnowledgeBase::open(dir, true);
+  if (!kb || !(*kb)->import_cases(cases, origins, false)) return 1;
+  IndexBuildOptions build;
+  auto report = build_index(**kb, {}, build);
+  if (!report) {
+    std::fprintf(stderr, "spark_loo: %s\n", report.error().message.c_str());
+    return 1;
+  }
+  std::vector<std::string> notes;
+  auto engine = SearchEngine::open(**kb, {}, notes);
+  if (!engine) return 1;
+  auto entries = (*kb)->entries();
+  std::vector<int64_t> rowids;
+  for (const auto& e : *entries) rowids.push_back(e.rowid);
+  std::map<std::string, std::string> project_of_id;
+  for (const auto& c : cases) project_of_id[c.id] = c.project;
+
+  const double epsilon = 0.05;
+  std::vector<HeldCase> held;
+  StructureCache cache;
+  auto status = for_each_held_out(
+      **kb, *entries, rowids, (*engine)->index(),
+      [&](int64_t, const Case& c) { return (*engine)->embed(c); }, HeldOutOptions{build.r, build.similarity_floor},
+      cache, [&](const HeldOut& h) -> Status {
+        compute_features(h.view, h.faulty, h.similarity, epsilon, KindPrior{}, h.held_out.error_message);
+        HeldCase hc;
+        hc.id = h.held_out.id;
+        hc.project = h.held_out.project;
+        // meta is read here for analysis only (which subset a case belongs to); the localizer never reads it.
+        const auto& meta = h.held_out.record.contains("meta") ? h.held_out.record["meta"] : nlohmann::json::object();
+        hc.subset = h.held_out.source.value_or("") == "history" ? "history"
+                    : meta.value("operator", "") == "campaign" ? "campaign" : "seeded";
+        std::set<std::pair<std::string, int>> truth;
+        for (const auto& fl : h.held_out.faulty_lines) truth.insert({fl.path, fl.line});
+        for (const auto& fr : h.view.frames)
+          for (const auto& fl : h.held_out.faulty_lines)
+            hc.names_faulty_line = hc.names_faulty_line || (fr.line == fl.line && same_file(fr.path, fl.path));
+        for (const auto& id : h.retrieved_ids) hc.retrieved_same_project |= project_of_id[id] == hc.project;
+        for (const auto& ql : h.view.lines) {
+          const auto& file = h.view.files[ql.file];
+          const auto li = static_cast<size_t>(ql.line - 1);
+          LineRow r;
+          r.x = ql.x;
+          r.kind = file.structure->kind[li];
+          r.in_reach = !file.scope.found || file.scope.role[li] == ScopeRole::own || file.scope.role[li] == ScopeRole::support;
+          r.faulty = truth.contains({file.source->path, ql.line});
+          r.annotated = ql.best_match >= 0 && ql.best_distance <= epsilon;
+          r.distance = ql.best_distance;
+          r.file = ql.file;
+          r.line = ql.line;
+          hc.annotated += r.annotated;
+          hc.annotated_true += r.annotated && r.faulty;
+          hc.rows.push_back(std::move(r));
+        }
+        // Reference (a): traceback order.
+        std::vector<size_t> order(hc.rows.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::map<std::pair<size_t, int>, size_t> frame_depth;  // deeper frames get larger numbers
+        size_t depth = 0;
+        for (const auto& fr : h.view.frames)
+          for (size_t f = 0; f < h.view.files.size(); ++f)
+            if (same_file(fr.path, h.view.files[f].source->path)) frame_depth[{f, fr.line}] = ++depth;
+        const auto tb_key = [&](size_t i) {
+          const auto& r = hc.rows[i];
+          auto it = frame_depth.find({r.file, r.line});
+          const long named = it == frame_depth.end() ? 0 : static_cast<long>(it->second);
+          const long dist = h.view.stop_file == static_cast<int>(r.file) ? std::abs(r.line - h.view.stop_line) : 1L << 30;
+          return std::tuple<long, long, size_t, int>(-named, dist, r.file, r.line);
+        };
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tb_key(a) < tb_key(b); });
+        hc.traceback_order = order;
+        // Reference (b): annotated lines first (closest match first), then the traceback order.
+        std::vector<size_t> plain = order;
+        std::stable_sort(plain.begin(), plain.end(), [&](size_t a, size_t b) {
+          const auto& ra = hc.rows[a];
+          const auto& rb = hc.rows[b];
+          if (ra.annotated != rb.annotated) return ra.annotated;
+          if (ra.annotated && ra.distance != rb.distance) return ra.distance < rb.distance;
+          return false;
+        });
+        hc.plain_order = plain;
+        held.push_back(std::move(hc));
+        return {};
+      });
+  if (!status) {
+    std::fprintf(stderr, "spark_loo: %s\n", status.error().message.c_str());
+    return 1;
+  }
+
+  // Ranker weights: per project fold (trained on the other projects), and in-sample (trained on everything).
+  std::set<std::string> projects;
+  for (const auto& h : held) projects.insert(h.project);
+  const auto train = [&](const std::function<bool(const HeldCase&)>& use) {
+    KindCounts counts;
+    for (const auto& h : held)
+      if (use(h))
+        for (const auto& r : h.rows) counts.add_line(r.kind, r.in_reach, r.faulty);
+    const KindPrior prior = counts.prior();
+    std::vector<TrainingCase> tcs;
+    for (const auto& h : held) {
+      if (!use(h)) continue;
+      TrainingCase tc;
+      for (const auto& r : h.rows) {
+        FeatureVector x = r.x;
+        x[kKindPrior] = prior.get(r.kind);
+        tc.rows.push_back(x);
+        tc.faulty.push_back(r.faulty);
+      }
+      tcs.push_back(std::move(tc));
+    }
+    return train_ranker(tcs, prior, build.training);
+  };
+  const auto ranker_order = [](const HeldCase& h, const RankerModel& m) {
+    std::vector<std::pair<double, size_t>> scored;
+    for (size_t i = 0; i < h.rows.size(); ++i) {
+      FeatureVector x = h.rows[i].x;
+      x[kKindPrior] = m.kind_prior.get(h.rows[i].kind);
+      scored.emplace_back(m.score(x), i);
+    }
+    // Ties keep the traceback order, as the localizer breaks ties by distance to the stopping line.
+    std::vector<size_t> pos(h.rows.size());
+    for (size_t i = 0; i < h.traceback_order.size(); ++i) pos[h.traceback_order[i]] = i;
+    std::stable_sort(scored.begin(), scored.end(), [&](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : pos[a.second] < pos[b.second];
+    });
+    std::vector<size_t> order;
+    for (const auto& [s, i] : scored) order.push_back(i);
+    return order;
+  };
+  std::map<std::string, RankerModel> fold_model;
+  for (const auto& p : projects) fold_model[p] = train([&](const HeldCase& h) { return h.project != p; });
+  const RankerModel all_model = train([](const HeldCase&) { return true; });
+  const RankerModel prior_model = [&] {
+    RankerModel m = RankerModel::prior();
+    m.kind_prior = all_model.kind_prior;
+    return m;
+  }();
+
+  struct Row {
+    Tally ranker, in_sample, prior, traceback, plain;
+  };
+  std::map<std::string, Row> table;
+  size_t annotated = 0, annotated_true = 0, cases_with_true_annotation = 0, same_project = 0;
+  for (const auto& h : held) {
+    const size_t r1 = first_hit(h, ranker_order(h, fold_model[h.project]));
+    const size_t r2 = first_hit(h, ranker_order(h, all_model));
+    const size_t r3 = first_hit(h, ranker_order(h, prior_model));
+    const size_t rt = first_hit(h, h.traceback_order);
+    const size_t rp = first_hit(h, h.plain_order);
+    for (const std::string& key : {std::string("all"), "project: " + h.project, "subset: " + h.subset,
+                                   std::string(h.names_faulty_line ? "error names a faulty line" : "error names no faulty line")}) {
+      auto& row = table[key];
+      row.ranker.add(r1);
+      row.in_sample.add(r2);
+      row.prior.add(r3);
+      row.traceback.add(rt);
+      row.plain.add(rp);
+    }
+    annotated += h.annotated;
+    annotated_true += h.annotated_true;
+    cases_with_true_annotation += h.annotated_true > 0;
+    same_project += h.retrieved_same_project;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("# Leave-one-out, line level: %zu cases, %zu projects (%.1f s)\n\n", held.size(), projects.size(), secs);
+  std::printf("Retrieval (top-1, built-in embedder, floor %.2f): a same-project case for %zu of %zu cases (%.1f%%).\n",
+              build.similarity_floor, same_project, held.size(), 100.0 * same_project / std::max<size_t>(1, held.size()));
+  std::printf("Annotation (eps %.2f): %zu lines annotated, %zu truly faulty (%.1f%%); at least one true faulty line "
+              "annotated in %zu of %zu cases (%.1f%%).\n\n",
+              epsilon, annotated, annotated_true, 100.0 * annotated_true / std::max<size_t>(1, annotated),
+              cases_with_true_annotation, held.size(), 100.0 * cases_with_true_annotation / std::max<size_t>(1, held.size()));
+  std::printf("Hit@k in %%, MRR. ranker = built-in ranker with weights learnt on the other projects; in-sample = weights "
+              "learnt on all cases; prior = the documented prior weights.\n\n");
+  for (const auto& [key, row] : table) {
+    std::printf("## %s\n\n| order | n | Hit@1 | Hit@3 | Hit@5 | Hit@10 | MRR |\n|---|---|---|---|---|---|---|\n", key.c_str());
+    std::printf("%s\n%s\n%s\n%s\n%s\n\n", row.ranker.row("ranker (cross-project)").c_str(),
+                row.in_sample.row("ranker (in-sample)").c_str(), row.prior.row("ranker (prior weights)").c_str(),
+                row.traceback.row("(a) traceback order").c_str(), row.plain.row("(b) SPARK plain order").c_str());
+  }
+  std::printf("Weights learnt on all cases:");
+  for (size_t i = 0; i < kFeatureCount; ++i) std::printf(" %s=%.2f", std::string(feature_name(i)).c_str(), all_model.weights[i]);
+  std::printf("\n");
+  fs::remove_all(dir);
+  return 0;
+}
