@@ -12,8 +12,9 @@ namespace spark {
 
 RankerModel RankerModel::prior() {
   // Hand-set starting weights (log-odds), used only until the knowledge base can teach better. Reasoning, not fitting:
-  // a failure is most often at or just before where the test stopped, in the test's own body; lines after it never
-  // ran; a close match to a similar case's faulty line is strong evidence.
+  // a line the failing test cannot execute cannot cause its failure, so scope weighs most; a failure is most often at
+  // or just before where the test stopped; lines after it never ran; a close match to a similar case's faulty line is
+  // evidence; statement-kind statistics from a small knowledge base are noisy, so they weigh little.
   RankerModel m;
   m.weights.fill(0.0);
   m.weights[kBias] = -6.0;
@@ -23,10 +24,10 @@ RankerModel RankerModel::prior() {
   m.weights[kTracebackFrame] = 1.5;
   m.weights[kNotReached] = -3.0;
   m.weights[kNearFailure] = 2.0;
-  m.weights[kOwnBody] = 2.0;
-  m.weights[kSupport] = 1.0;
-  m.weights[kModuleLevel] = 0.0;
-  m.weights[kKindPrior] = 1.0;
+  m.weights[kOwnBody] = 4.0;
+  m.weights[kSupport] = 3.0;
+  m.weights[kModuleLevel] = 1.5;
+  m.weights[kKindPrior] = 0.5;
   m.weights[kErrorOverlap] = 1.0;
   m.origin = "prior";
   return m;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# README command (b): set up, build, and run every test. .ci/run calls exactly this.
+#
+# Builds with warnings as errors, runs the suite (unit tests and end-to-end tests of the real binary; those on
+# ../shared/data/dev skip with a message where it is absent), then builds and runs the suite again under
+# AddressSanitizer + UndefinedBehaviorSanitizer. SPARK_SKIP_SANITIZE=1 skips the second pass.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc)
+"$root/scripts/setup.sh"
+
+echo "== build (warnings as errors)"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_WERROR=ON >/dev/null
+cmake --build "$root/build" -j"$jobs"
+echo "== tests"
+ctest --test-dir "$root/build" --output-on-failure -j"$jobs"
+
+if [ "${SPARK_SKIP_SANITIZE:-0}" != 1 ]; then
+    echo "== build with ASan + UBSan"
+    cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DSPARK_SANITIZE=ON -DSPARK_WERROR=ON \
+          -DSPARK_BUILD_BENCH=OFF >/dev/null
+    cmake --build "$root/build-asan" -j"$jobs"
+    echo "== tests under ASan + UBSan"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs"
+fi
