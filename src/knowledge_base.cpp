@@ -241,14 +241,14 @@ Result<int64_t> KnowledgeBase::generation() {
   return *v ? std::stoll(**v) : 0;
 }
 
-Status KnowledgeBase::put_embeddings(const std::string& embedder,
-                                     const std::vector<std::pair<int64_t, std::vector<float>>>& rows) {
+Status KnowledgeBase::put_embeddings(const std::string& embedder, const std::vector<int64_t>& rowids,
+                                     const std::vector<float>& vectors, size_t dimension) {
   auto tx = SqliteTransaction::begin(*db_);
   if (!tx) return std::unexpected(tx.error());
   auto st = db_->prepare("INSERT OR REPLACE INTO embeddings(case_rowid, embedder, vector) VALUES (?,?,?)");
   if (!st) return std::unexpected(st.error());
-  for (const auto& [rowid, vec] : rows) {
-    st->bind(1, rowid).bind(2, embedder).bind_blob(3, vec.data(), vec.size() * sizeof(float));
+  for (size_t i = 0; i < rowids.size(); ++i) {
+    st->bind(1, rowids[i]).bind(2, embedder).bind_blob(3, vectors.data() + i * dimension, dimension * sizeof(float));
     if (auto s = st->run(); !s) return s;
   }
   return tx->commit();

@@ -71,7 +71,9 @@ class KnowledgeBase {
   Result<int64_t> generation();
 
   // Embeddings are stored per case and per embedder identity (a string that changes whenever vectors would).
-  Status put_embeddings(const std::string& embedder, const std::vector<std::pair<int64_t, std::vector<float>>>& rows);
+  // `vectors` holds rowids.size() vectors of `dimension` floats, row-major.
+  Status put_embeddings(const std::string& embedder, const std::vector<int64_t>& rowids, const std::vector<float>& vectors,
+                        size_t dimension);
   Result<std::vector<std::pair<int64_t, std::vector<float>>>> embeddings(const std::string& embedder);
   Status clear_embeddings();
 
