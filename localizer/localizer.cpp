@@ -46,7 +46,21 @@ Status check_embedder_kind(const EmbedderConfig& config) {
 
 }  // namespace
 
-EmbedText embed_text(const Case& c, StructureCache& cache) {
+const std::string* ScopeCache::find(uint64_t key) const {
+  auto it = map_.find(key);
+  return it == map_.end() ? nullptr : &it->second;
+}
+
+void ScopeCache::put(uint64_t key, std::string scope) {
+  if (bytes_ + scope.size() > max_bytes_) {
+    map_.clear();
+    bytes_ = 0;
+  }
+  bytes_ += scope.size();
+  map_.emplace(key, std::move(scope));
+}
+
+EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
   EmbedText t;
   t.error_message = c.error_message;
   for (const auto& f : c.files) {
@@ -54,8 +68,15 @@ EmbedText embed_text(const Case& c, StructureCache& cache) {
     t.code += '\n';
   }
   const SourceFile& tf = test_file_of(c);
+  const uint64_t key = fnv1a64(c.test_id, fnv1a64(tf.content)) ^ tf.content.size();
+  if (scopes)
+    if (const std::string* hit = scopes->find(key)) {
+      t.scope_code = *hit;
+      return t;
+    }
   const auto structure = cache.get(tf.content);
   t.scope_code = scope_text(tf.content, estimate_scope(*structure, c.test_id));
+  if (scopes) scopes->put(key, t.scope_code);
   return t;
 }
 
@@ -266,10 +287,12 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   std::unordered_set<int64_t> in_sample;
   for (const auto* e : sample) in_sample.insert(e->rowid);
   KindCounts kind_counts;
-  // One parse per case: the embedding text, and the statement kinds of the ranker's training cases.
+  ScopeCache scope_cache;
+  // At most one parse per case (none when its test-file version was seen): the embedding text, and the statement
+  // kinds of the ranker's training cases.
   const auto text_of = [&](int64_t rowid, const Case& c) {
     if (in_sample.contains(rowid)) kind_counts.add(make_query_view(c, cache), c.faulty_lines);
-    return embed_text(c, cache);
+    return embed_text(c, cache, &scope_cache);
   };
   if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
     // Two streaming passes, document frequencies then vectors; the failing test's scope text is kept from the first

@@ -32,8 +32,21 @@ struct EmbedderConfig {
   OpenAiEmbedderOptions openai;
 };
 
+// The failing test's own lines per (file content, test id): small strings, so many can be kept, and cases that
+// share a test-file version need no parse.
+class ScopeCache {
+ public:
+  explicit ScopeCache(size_t max_bytes = 256u << 20) : max_bytes_(max_bytes) {}
+  const std::string* find(uint64_t key) const;
+  void put(uint64_t key, std::string scope);
+
+ private:
+  size_t max_bytes_, bytes_ = 0;
+  std::unordered_map<uint64_t, std::string> map_;
+};
+
 // The embedding text of a case: error message, all files, the failing test's own function.
-EmbedText embed_text(const Case& c, StructureCache& cache);
+EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes = nullptr);
 
 // Embedder + vector index, loaded from DIR/index and checked against the knowledge base.
 class SearchEngine {
@@ -82,7 +95,7 @@ struct IndexBuildOptions {
   size_t r = 1;                    // neighbours used when learning the ranker (the localizer's defaults)
   double epsilon = 0.05;
   double similarity_floor = 0.10;
-  size_t max_training_cases = 2000;
+  size_t max_training_cases = 500;  // a 12-weight logistic model needs no more; bounds `spark index` time
 };
 
 // One labelled case localized against the rest of the knowledge base: itself and its exact duplicates excluded,

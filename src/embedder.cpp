@@ -94,7 +94,7 @@ TermCounts HashedTfidfEmbedder::count_terms(const EmbedText& text) {
     t.code = it->second;
   } else {
     t.code = code_terms(text.code, kSeedCode);
-    if (code_cache_.size() > 256) code_cache_.clear();
+    if (code_cache_.size() > 1024) code_cache_.clear();  // ~100 MB at most for large test files
     code_cache_.emplace(code_hash, t.code);
   }
   return t;

@@ -1,0 +1,88 @@
+// The annotation distance kernel against the plain dynamic programme, in the same run.
+//   build/bench/spark_bench_levenshtein --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "levenshtein.h"
+#include "text.h"
+
+namespace {
+
+// Code-like lines: identifiers, operators, literals.
+std::vector<std::string> code_lines(size_t count, size_t length, unsigned seed) {
+  static const char* words[] = {"assert", "result", "==", "self.", "value", "(", ")", "[0]", "42", "'text'", ",",
+                                "expected", "call", "data", "=", "+", "x", "None", "True", "len"};
+  std::mt19937 rng(seed);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) {
+    std::string line = "    ";
+    while (line.size() < length) line += std::string(words[rng() % 20]) + " ";
+    line.resize(length);
+    out.push_back(line);
+  }
+  return out;
+}
+
+void BM_levenshtein_bit_parallel(benchmark::State& state) {
+  const auto a = code_lines(64, static_cast<size_t>(state.range(0)), 1);
+  const auto b = code_lines(64, static_cast<size_t>(state.range(0)), 2);
+  std::vector<std::u32string> ua, ub;
+  for (size_t i = 0; i < a.size(); ++i) ua.push_back(spark::decode_utf8(a[i])), ub.push_back(spark::decode_utf8(b[i]));
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(spark::levenshtein(ua[i % 64], ub[i % 64]));
+    ++i;
+  }
+}
+
+void BM_levenshtein_dp(benchmark::State& state) {
+  const auto a = code_lines(64, static_cast<size_t>(state.range(0)), 1);
+  const auto b = code_lines(64, static_cast<size_t>(state.range(0)), 2);
+  std::vector<std::u32string> ua, ub;
+  for (size_t i = 0; i < a.size(); ++i) ua.push_back(spark::decode_utf8(a[i])), ub.push_back(spark::decode_utf8(b[i]));
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(spark::levenshtein_dp(ua[i % 64], ub[i % 64]));
+    ++i;
+  }
+}
+
+// The annotate step as the localizer runs it: every line of a 5,000-line test file against 3 retrieved faulty lines,
+// threshold 0.05 (length pruning + bit-parallel kernel), versus the plain programme on every pair.
+void BM_annotate_file_pruned_bit_parallel(benchmark::State& state) {
+  std::mt19937 rng(3);
+  std::vector<spark::PreparedLine> file, faulty;
+  for (size_t i = 0; i < 5000; ++i) file.emplace_back(code_lines(1, 10 + rng() % 90, static_cast<unsigned>(i))[0]);
+  for (size_t i = 0; i < 3; ++i) faulty.emplace_back(code_lines(1, 40, 100 + static_cast<unsigned>(i))[0]);
+  for (auto _ : state) {
+    size_t marked = 0;
+    for (const auto& l : file)
+      for (const auto& f : faulty) marked += spark::normalized_levenshtein_bounded(l, f, 0.05) <= 0.05;
+    benchmark::DoNotOptimize(marked);
+  }
+}
+
+void BM_annotate_file_dp(benchmark::State& state) {
+  std::mt19937 rng(3);
+  std::vector<std::u32string> file, faulty;
+  for (size_t i = 0; i < 5000; ++i) file.push_back(spark::decode_utf8(code_lines(1, 10 + rng() % 90, static_cast<unsigned>(i))[0]));
+  for (size_t i = 0; i < 3; ++i) faulty.push_back(spark::decode_utf8(code_lines(1, 40, 100 + static_cast<unsigned>(i))[0]));
+  for (auto _ : state) {
+    size_t marked = 0;
+    for (const auto& l : file)
+      for (const auto& f : faulty)
+        marked += static_cast<double>(spark::levenshtein_dp(l, f)) / static_cast<double>(std::max(l.size(), f.size())) <= 0.05;
+    benchmark::DoNotOptimize(marked);
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_levenshtein_bit_parallel)->Arg(20)->Arg(60)->Arg(120)->Arg(250);
+BENCHMARK(BM_levenshtein_dp)->Arg(20)->Arg(60)->Arg(120)->Arg(250);
+BENCHMARK(BM_annotate_file_pruned_bit_parallel)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_annotate_file_dp)->Unit(benchmark::kMillisecond);
+BENCHMARK_MAIN();

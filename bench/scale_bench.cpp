@@ -1,0 +1,139 @@
+// Knowledge bases of N cases grown from a corpus by perturbing copies; measures import + index throughput, localize
+// latency (p50/p95, in process, no LLM), the index's cold load, and peak memory (RSS). One size per process, so the
+// peak RSS is that size's: bench/scale.sh runs 1k, 10k and 100k.
+//
+//   build/bench/spark_scale N QUERIES ../shared/data/dev/*/cases.jsonl
+//
+// Perturbation of copy j of case i: numbers in the error message changed at random (30 % of them), the failure time
+// moved by j minutes, and with probability 0.2 one non-blank line of the test file gets a trailing comment (a new
+// file version). So about one case in five brings new file content, as when many failures share a test-file version.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "localizer.h"
+#include "text.h"
+
+using namespace spark;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+Case perturb(const Case& base, size_t j, std::mt19937& rng) {
+  Case c = base;
+  c.id = base.id + "-p" + std::to_string(j);
+  c.record["id"] = c.id;
+  std::string m;
+  for (char ch : base.error_message) m.push_back(ch >= '0' && ch <= '9' && rng() % 10 < 3 ? static_cast<char>('0' + rng() % 10) : ch);
+  c.error_message = m;
+  c.failure_epoch = base.failure_epoch + static_cast<int64_t>(j) * 60;
+  c.failure_time = format_iso8601(c.failure_epoch);
+  c.record["failure_time"] = c.failure_time;
+  if (rng() % 5 == 0) {
+    auto& f = c.files.front();
+    const auto lines = split_lines(f.content);
+    std::vector<size_t> candidates;
+    for (size_t i = 0; i < lines.size(); ++i)
+      if (!is_blank(lines[i]) && lines[i].find('#') == std::string_view::npos) candidates.push_back(i);
+    if (!candidates.empty()) {
+      const size_t target = candidates[rng() % candidates.size()];
+      std::string out;
+      for (size_t i = 0; i < lines.size(); ++i) {
+        out.append(lines[i]);
+        if (i == target) out += "  # v" + std::to_string(j);
+        out.push_back('\n');
+      }
+      f.content = out;
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: spark_scale N QUERIES CASES.jsonl...\n");
+    return 2;
+  }
+  const size_t n = std::stoul(argv[1]);
+  const size_t queries = std::stoul(argv[2]);
+  std::vector<Case> corpus;
+  for (int i = 3; i < argc; ++i) {
+    auto read = read_cases_jsonl(argv[i]);
+    if (!read) {
+      std::fprintf(stderr, "%s\n", read.error().message.c_str());
+      return 1;
+    }
+    for (auto& c : *read) corpus.push_back(std::move(c));
+  }
+  std::mt19937 rng(42);
+  std::vector<Case> cases;
+  cases.reserve(n);
+  for (size_t j = 0; j < n; ++j) cases.push_back(j < corpus.size() ? corpus[j] : perturb(corpus[j % corpus.size()], j, rng));
+  const fs::path dir = fs::temp_directory_path() / ("spark-scale-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+
+  auto kb = KnowledgeBase::open(dir, true);
+  if (!kb) return 1;
+  auto t = Clock::now();
+  // Import in batches of 1,000 (one transaction each), as `spark import` of many files would.
+  for (size_t start = 0; start < cases.size(); start += 1000) {
+    std::vector<Case> batch(cases.begin() + static_cast<long>(start), cases.begin() + static_cast<long>(std::min(cases.size(), start + 1000)));
+    if (auto s = (*kb)->import_cases(batch, {}, false); !s) {
+      std::fprintf(stderr, "%s\n", s.error().message.c_str());
+      return 1;
+    }
+  }
+  const double import_s = since(t);
+  cases.clear();
+  cases.shrink_to_fit();
+  t = Clock::now();
+  auto report = build_index(**kb, {}, {});
+  if (!report) {
+    std::fprintf(stderr, "%s\n", report.error().message.c_str());
+    return 1;
+  }
+  const double index_s = since(t);
+
+  t = Clock::now();
+  std::vector<std::string> notes;
+  auto engine = SearchEngine::open(**kb, {}, notes);
+  if (!engine) {
+    std::fprintf(stderr, "%s\n", engine.error().message.c_str());
+    return 1;
+  }
+  const double load_s = since(t);
+  Localizer localizer(kb->get(), engine->get());
+  std::vector<double> ms;
+  for (size_t q = 0; q < queries; ++q) {
+    Case query = perturb(corpus[rng() % corpus.size()], n + q, rng);
+    query.faulty_lines.clear();
+    const auto q0 = Clock::now();
+    auto loc = localizer.localize(query, {});
+    if (!loc) {
+      std::fprintf(stderr, "%s\n", loc.error().message.c_str());
+      return 1;
+    }
+    ms.push_back(since(q0) * 1000.0);
+  }
+  std::sort(ms.begin(), ms.end());
+  const auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))]; };
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("| %7zu | %7.1f | %7.1f | %9.0f | %5s | %6.2f | %7.1f | %7.1f | %7.0f |\n", n, import_s, index_s,
+              static_cast<double>(n) / (import_s + index_s), report->kind.c_str(), load_s, pct(0.50), pct(0.95),
+              static_cast<double>(ru.ru_maxrss) / 1024.0);
+  std::fprintf(stderr, "  n=%zu: embedding %.1f s, vector index %.1f s, ranker %.1f s (%s)\n", n, report->embed_seconds,
+               report->index_seconds, report->train_seconds, report->ranker.c_str());
+  std::fflush(stdout);
+  fs::remove_all(dir);
+  return 0;
+}
