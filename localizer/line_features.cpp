@@ -29,7 +29,7 @@ QueryView make_query_view(const Case& query, StructureCache& cache) {
     QueryView::File file;
     file.source = &f;
     file.lines = split_lines(f.content);
-    file.structure = cache.get(f.content);
+    file.structure = cache.get(f.content, f.path);
     file.scope = estimate_scope(*file.structure, query.test_id);
     v.files.push_back(std::move(file));
   }

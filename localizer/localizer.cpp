@@ -74,7 +74,7 @@ EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
       t.scope_code = *hit;
       return t;
     }
-  const auto structure = cache.get(tf.content);
+  const auto structure = cache.get(tf.content, tf.path);
   t.scope_code = scope_text(tf.content, estimate_scope(*structure, c.test_id));
   if (scopes) scopes->put(key, t.scope_code);
   return t;

@@ -447,6 +447,8 @@ struct PythonParser::Impl {
   };
   std::deque<Recent> recent;  // most recent last
   size_t keep = 4;
+  std::unordered_map<std::string, Recent> by_path;  // the last version seen of each file
+  static constexpr size_t kMaxPaths = 64;
 };
 
 PythonParser::PythonParser(size_t keep) : impl_(std::make_unique<Impl>()) {
@@ -457,13 +459,18 @@ PythonParser::~PythonParser() = default;
 PythonParser::PythonParser(PythonParser&&) noexcept = default;
 PythonParser& PythonParser::operator=(PythonParser&&) noexcept = default;
 
-PythonStructure PythonParser::analyze(std::string_view source) {
+PythonStructure PythonParser::analyze(std::string_view source, std::string_view path) {
   if (!impl_->language_ok || source.size() > std::numeric_limits<uint32_t>::max()) return structure_from_tree(source, nullptr);
   // Reparse incrementally from the recent version that shares the most text (common prefix + suffix), when it
   // shares at least half: one edit spanning the difference. Same tree as a full parse, a fraction of the time.
   Impl::Recent* base = nullptr;
   size_t best_shared = 0, best_prefix = 0, best_suffix = 0;
-  for (auto& r : impl_->recent) {
+  std::vector<Impl::Recent*> candidates;
+  for (auto& r : impl_->recent) candidates.push_back(&r);
+  if (!path.empty())
+    if (auto it = impl_->by_path.find(std::string(path)); it != impl_->by_path.end()) candidates.push_back(&it->second);
+  for (Impl::Recent* cand : candidates) {
+    Impl::Recent& r = *cand;
     const std::string_view old = r.source;
     const size_t limit = std::min(old.size(), source.size());
     size_t prefix = 0;
@@ -495,6 +502,10 @@ PythonStructure PythonParser::analyze(std::string_view source) {
   }
   PythonStructure out = structure_from_tree(source, tree);
   if (tree) {
+    if (!path.empty()) {
+      if (impl_->by_path.size() >= Impl::kMaxPaths && !impl_->by_path.contains(std::string(path))) impl_->by_path.clear();
+      impl_->by_path[std::string(path)] = {std::string(source), std::unique_ptr<TSTree, TreeDeleter>(ts_tree_copy(tree))};
+    }
     impl_->recent.push_back({std::string(source), std::unique_ptr<TSTree, TreeDeleter>(tree)});
     if (impl_->recent.size() > impl_->keep) impl_->recent.pop_front();
   }

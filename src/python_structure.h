@@ -52,16 +52,17 @@ struct PythonStructure {
 
 PythonStructure analyze_python(std::string_view source);
 
-// A parser that remembers its last few trees and reparses a new version of a file incrementally (tree-sitter's
-// ts_tree_edit) when it shares at least half its text with one of them: knowledge bases hold many versions of the
-// same test file. Not thread-safe.
+// A parser that remembers its last few trees, and the last tree of each file path it was told, and reparses a new
+// version of a file incrementally (tree-sitter's ts_tree_edit) when it shares at least half its text with one of
+// them: knowledge bases hold many versions of the same test file. Not thread-safe.
 class PythonParser {
  public:
   explicit PythonParser(size_t keep = 16);
   ~PythonParser();
   PythonParser(PythonParser&&) noexcept;
   PythonParser& operator=(PythonParser&&) noexcept;
-  PythonStructure analyze(std::string_view source);
+  // `path` (optional) names the file, so a later version of it can be reparsed from this one.
+  PythonStructure analyze(std::string_view source, std::string_view path = {});
 
  private:
   struct Impl;

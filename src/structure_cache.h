@@ -14,7 +14,8 @@ namespace spark {
 class StructureCache {
  public:
   explicit StructureCache(size_t capacity = 64) : capacity_(capacity) {}
-  std::shared_ptr<const PythonStructure> get(std::string_view content);
+  // `path` (optional) lets a new version of a known file be reparsed incrementally.
+  std::shared_ptr<const PythonStructure> get(std::string_view content, std::string_view path = {});
 
  private:
   size_t capacity_;

@@ -133,3 +133,23 @@ TEST(estimate_scope, marks_own_support_module_and_sibling_lines) {
 }
 
 }  // namespace spark
+
+namespace spark {
+
+TEST(PythonParser, reparses_a_new_version_of_a_named_file_after_many_others) {
+  PythonParser parser(2);
+  const std::string a = kSource;
+  (void)parser.analyze(a, "tests/test_thing.py");
+  for (int i = 0; i < 20; ++i) (void)parser.analyze("def test_" + std::to_string(i) + "():\n    assert True\n", "other.py");
+  std::string b = a;
+  b.replace(b.find("total = 0"), 9, "total = 1");
+  const auto inc = parser.analyze(b, "tests/test_thing.py");
+  const auto fresh = analyze_python(b);
+  EXPECT_EQ(inc.statement, fresh.statement);
+  EXPECT_EQ(inc.block, fresh.block);
+  EXPECT_EQ(inc.kind, fresh.kind);
+  ASSERT_EQ(inc.functions.size(), fresh.functions.size());
+  for (size_t i = 0; i < inc.functions.size(); ++i) EXPECT_EQ(inc.functions[i].calls, fresh.functions[i].calls);
+}
+
+}  // namespace spark
