@@ -448,7 +448,7 @@ struct PythonParser::Impl {
   std::deque<Recent> recent;  // most recent last
   size_t keep = 4;
   std::unordered_map<std::string, Recent> by_path;  // the last version seen of each file
-  static constexpr size_t kMaxPaths = 64;
+  static constexpr size_t kMaxPaths = 16;
 };
 
 PythonParser::PythonParser(size_t keep) : impl_(std::make_unique<Impl>()) {

@@ -57,7 +57,7 @@ PythonStructure analyze_python(std::string_view source);
 // them: knowledge bases hold many versions of the same test file. Not thread-safe.
 class PythonParser {
  public:
-  explicit PythonParser(size_t keep = 16);
+  explicit PythonParser(size_t keep = 8);
   ~PythonParser();
   PythonParser(PythonParser&&) noexcept;
   PythonParser& operator=(PythonParser&&) noexcept;
