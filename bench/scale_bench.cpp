@@ -2,11 +2,12 @@
 // latency (p50/p95, in process, no LLM), the index's cold load, and peak memory (RSS). One size per process, so the
 // peak RSS is that size's: bench/scale.sh runs 1k, 10k and 100k.
 //
-//   build/bench/spark_scale N QUERIES ../shared/data/dev/*/cases.jsonl
+//   build/bench/spark_scale N QUERIES NEW_VERSION_SHARE ../shared/data/dev/*/cases.jsonl
 //
 // Perturbation of copy j of case i: numbers in the error message changed at random (30 % of them), the failure time
-// moved by j minutes, and with probability 0.2 one non-blank line of the test file gets a trailing comment (a new
-// file version). So about one case in five brings new file content, as when many failures share a test-file version.
+// moved by j minutes, and with probability NEW_VERSION_SHARE (e.g. 0.2) one non-blank line of the test file gets a
+// trailing comment: a new version of the file, which spark must parse. With 0.2, one case in five brings a new file
+// version, as when many failures share a test-file version; with 0, only messages and times differ.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -26,6 +27,8 @@ namespace {
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+double new_version_share = 0.2;
+
 Case perturb(const Case& base, size_t j, std::mt19937& rng) {
   Case c = base;
   c.id = base.id + "-p" + std::to_string(j);
@@ -36,7 +39,7 @@ Case perturb(const Case& base, size_t j, std::mt19937& rng) {
   c.failure_epoch = base.failure_epoch + static_cast<int64_t>(j) * 60;
   c.failure_time = format_iso8601(c.failure_epoch);
   c.record["failure_time"] = c.failure_time;
-  if (rng() % 5 == 0) {
+  if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) < new_version_share) {
     auto& f = c.files.front();
     const auto lines = split_lines(f.content);
     std::vector<size_t> candidates;
@@ -59,14 +62,15 @@ Case perturb(const Case& base, size_t j, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: spark_scale N QUERIES CASES.jsonl...\n");
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: spark_scale N QUERIES NEW_VERSION_SHARE CASES.jsonl...\n");
     return 2;
   }
   const size_t n = std::stoul(argv[1]);
   const size_t queries = std::stoul(argv[2]);
+  new_version_share = std::stod(argv[3]);
   std::vector<Case> corpus;
-  for (int i = 3; i < argc; ++i) {
+  for (int i = 4; i < argc; ++i) {
     auto read = read_cases_jsonl(argv[i]);
     if (!read) {
       std::fprintf(stderr, "%s\n", read.error().message.c_str());
@@ -126,7 +130,7 @@ int main(int argc, char** argv) {
   const auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))]; };
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("| %7zu | %7.1f | %7.1f | %9.0f | %5s | %6.2f | %7.1f | %7.1f | %7.0f |\n", n, import_s, index_s,
+  std::printf("| %7zu | %4.2f | %7.1f | %7.1f | %9.0f | %5s | %6.2f | %7.1f | %7.1f | %7.0f |\n", n, new_version_share, import_s, index_s,
               static_cast<double>(n) / (import_s + index_s), report->kind.c_str(), load_s, pct(0.50), pct(0.95),
               static_cast<double>(ru.ru_maxrss) / 1024.0);
   std::fprintf(stderr, "  n=%zu: embedding %.1f s, vector index %.1f s, ranker %.1f s (%s)\n", n, report->embed_seconds,

@@ -74,8 +74,12 @@ EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
       t.scope_code = *hit;
       return t;
     }
-  const auto structure = cache.get(tf.content, tf.path);
-  t.scope_code = scope_text(tf.content, estimate_scope(*structure, c.test_id));
+  // The test function's lines, by the light lookup; the full structure only when that finds nothing.
+  const TestIdParts parts = parse_test_id(c.test_id);
+  const auto span = cache.function_span(tf.content, tf.path, parts.classes.empty() ? "" : parts.classes.back(),
+                                        parts.function);
+  t.scope_code = span ? lines_text(tf.content, span->first, span->second)
+                      : scope_text(tf.content, estimate_scope(*cache.get(tf.content, tf.path), c.test_id));
   if (scopes) scopes->put(key, t.scope_code);
   return t;
 }
@@ -134,6 +138,8 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     }
     engine->index_.add(missing, flat);
     engine->added_since_load_ = missing.size();
+    engine->added_ids_ = missing;
+    engine->added_vectors_ = std::move(flat);
     if (!missing.empty())
       notes.push_back("the index lacked " + std::to_string(missing.size()) +
                       " case(s) added since `spark index`; embedded them for this run (run `spark index` to keep them)");
@@ -144,6 +150,8 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
 Status SearchEngine::persist(KnowledgeBase& kb) const {
   auto generation = kb.generation();
   if (!generation) return std::unexpected(generation.error());
+  if (!added_ids_.empty())
+    if (auto s = kb.put_embeddings(embedder_identity_, added_ids_, added_vectors_, index_.dimension()); !s) return s;
   std::vector<std::string> extra = {kRankerFile};
   if (dynamic_cast<const HashedTfidfEmbedder*>(embedder_.get())) extra.push_back(kDfFile);
   return index_.save(kb.index_dir(), embedder_identity_, *generation, extra);

@@ -78,6 +78,8 @@ class SearchEngine {
   StructureCache structures_;
   std::string embedder_identity_;
   size_t added_since_load_ = 0;
+  std::vector<int64_t> added_ids_;      // embedded since load, for persist()
+  std::vector<float> added_vectors_;
 };
 
 struct IndexReport {

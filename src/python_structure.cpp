@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <unordered_map>
@@ -459,8 +460,8 @@ PythonParser::~PythonParser() = default;
 PythonParser::PythonParser(PythonParser&&) noexcept = default;
 PythonParser& PythonParser::operator=(PythonParser&&) noexcept = default;
 
-PythonStructure PythonParser::analyze(std::string_view source, std::string_view path) {
-  if (!impl_->language_ok || source.size() > std::numeric_limits<uint32_t>::max()) return structure_from_tree(source, nullptr);
+const TSTree* PythonParser::parse(std::string_view source, std::string_view path) {
+  if (!impl_->language_ok || source.size() > std::numeric_limits<uint32_t>::max()) return nullptr;
   // Reparse incrementally from the recent version that shares the most text (common prefix + suffix), when it
   // shares at least half: one edit spanning the difference. Same tree as a full parse, a fraction of the time.
   Impl::Recent* base = nullptr;
@@ -500,7 +501,6 @@ PythonStructure PythonParser::analyze(std::string_view source, std::string_view 
   } else {
     tree = ts_parser_parse_string(impl_->parser.get(), nullptr, source.data(), static_cast<uint32_t>(source.size()));
   }
-  PythonStructure out = structure_from_tree(source, tree);
   if (tree) {
     if (!path.empty()) {
       if (impl_->by_path.size() >= Impl::kMaxPaths && !impl_->by_path.contains(std::string(path))) impl_->by_path.clear();
@@ -509,7 +509,47 @@ PythonStructure PythonParser::analyze(std::string_view source, std::string_view 
     impl_->recent.push_back({std::string(source), std::unique_ptr<TSTree, TreeDeleter>(tree)});
     if (impl_->recent.size() > impl_->keep) impl_->recent.pop_front();
   }
-  return out;
+  return tree;  // owned by impl_->recent until later parses push it out
+}
+
+PythonStructure PythonParser::analyze(std::string_view source, std::string_view path) {
+  return structure_from_tree(source, parse(source, path));
+}
+
+std::optional<std::pair<int, int>> PythonParser::function_span(std::string_view source, std::string_view path,
+                                                               const std::string& class_name,
+                                                               const std::string& function) {
+  const TSTree* tree = parse(source, path);
+  if (!tree) return std::nullopt;
+  const auto text = [&](TSNode n) {
+    return source.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n));
+  };
+  const auto span = [](TSNode n) {
+    return std::pair<int, int>{static_cast<int>(ts_node_start_point(n).row) + 1,
+                               static_cast<int>(ts_node_end_point(n).row) + 1};
+  };
+  std::optional<std::pair<int, int>> module_level, method;
+  // Walks a module or class body; `cls` is the enclosing class ("" at module level).
+  std::function<void(TSNode, const std::string&)> visit = [&](TSNode body, const std::string& cls) {
+    for_each_named_child(body, [&](TSNode child) {
+      const std::string_view type = ts_node_type(child);
+      TSNode def = child;
+      if (type == "decorated_definition") def = ts_node_child_by_field_name(child, "definition", 10);
+      if (ts_node_is_null(def)) return;
+      const std::string_view def_type = ts_node_type(def);
+      TSNode name = ts_node_child_by_field_name(def, "name", 4);
+      if (def_type == "function_definition" && !ts_node_is_null(name) && text(name) == function) {
+        if (cls.empty() && !module_level) module_level = span(child);
+        if (!cls.empty() && !method && (class_name.empty() || cls == class_name)) method = span(child);
+      } else if (def_type == "class_definition" && !ts_node_is_null(name)) {
+        TSNode inner = ts_node_child_by_field_name(def, "body", 4);
+        if (!ts_node_is_null(inner)) visit(inner, std::string(text(name)));
+      }
+    });
+  };
+  visit(ts_tree_root_node(tree), "");
+  if (!class_name.empty()) return method;
+  return module_level ? module_level : method;
 }
 
 PythonStructure analyze_python(std::string_view source) { return PythonParser(1).analyze(source); }

@@ -8,10 +8,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
+
+struct TSTree;  // tree-sitter's (C) syntax tree
 
 namespace spark {
 
@@ -64,7 +67,14 @@ class PythonParser {
   // `path` (optional) names the file, so a later version of it can be reparsed from this one.
   PythonStructure analyze(std::string_view source, std::string_view path = {});
 
+  // Lines [first, last] of the function a test id names (decorators included), found without building the whole
+  // structure: only module and class bodies are searched. Chooses as estimate_scope does (the method of the named
+  // class; without a class, a module-level function before a method). nullopt when not found there.
+  std::optional<std::pair<int, int>> function_span(std::string_view source, std::string_view path,
+                                                   const std::string& class_name, const std::string& function);
+
  private:
+  const TSTree* parse(std::string_view source, std::string_view path);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -16,6 +16,11 @@ class StructureCache {
   explicit StructureCache(size_t capacity = 64) : capacity_(capacity) {}
   // `path` (optional) lets a new version of a known file be reparsed incrementally.
   std::shared_ptr<const PythonStructure> get(std::string_view content, std::string_view path = {});
+  // See PythonParser::function_span (not cached: a cheap lookup after an often incremental parse).
+  std::optional<std::pair<int, int>> function_span(std::string_view content, std::string_view path,
+                                                   const std::string& class_name, const std::string& function) {
+    return parser_.function_span(content, path, class_name, function);
+  }
 
  private:
   size_t capacity_;

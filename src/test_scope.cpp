@@ -97,15 +97,18 @@ TestScope estimate_scope(const PythonStructure& s, std::string_view test_id) {
   return scope;
 }
 
-std::string scope_text(std::string_view content, const TestScope& scope) {
-  if (!scope.found) return {};
+std::string lines_text(std::string_view content, int first, int last) {
   const auto lines = split_lines(content);
   std::string out;
-  for (int l = scope.function_start; l <= scope.function_end && l <= static_cast<int>(lines.size()); ++l) {
+  for (int l = std::max(1, first); l <= last && l <= static_cast<int>(lines.size()); ++l) {
     out.append(lines[static_cast<size_t>(l - 1)]);
     out.push_back('\n');
   }
   return out;
+}
+
+std::string scope_text(std::string_view content, const TestScope& scope) {
+  return scope.found ? lines_text(content, scope.function_start, scope.function_end) : std::string();
 }
 
 }  // namespace spark

@@ -40,5 +40,7 @@ TestScope estimate_scope(const PythonStructure& s, std::string_view test_id);
 
 // The text of the test function's own lines (for the embedder's scope block); "" when not found.
 std::string scope_text(std::string_view content, const TestScope& scope);
+// The text of lines [first, last].
+std::string lines_text(std::string_view content, int first, int last);
 
 }  // namespace spark

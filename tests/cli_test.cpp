@@ -1,5 +1,6 @@
 // End-to-end: the real `spark` binary on data the test makes, asserting on --format json and exit codes.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <nlohmann/json.hpp>
 
@@ -171,6 +172,19 @@ TEST(cli, damaged_stores_and_indexes_fail_with_the_file_named_and_stay_untouched
   auto imp = run_spark({"--kb", (w.dir / ".spark").string(), "import", (other / "more.jsonl").string()}, w.dir.path());
   EXPECT_EQ(imp.exit_code, 0) << imp.err;
   EXPECT_NE(imp.out.find("added 1 case(s) to the vector index"), std::string::npos) << imp.out;
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open((w.dir / ".spark" / "kb.sqlite").c_str(), &db);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "SELECT count(*) FROM embeddings", -1, &st, nullptr);
+    sqlite3_step(st);
+    EXPECT_EQ(sqlite3_column_int(st, 0), 9);  // the new case's vector is stored too
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  auto fresh = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt"}, w.dir.path());
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_EQ(fresh.err.find("the index lacked"), std::string::npos) << fresh.err;  // persisted: nothing to catch up
 
   write_file(w.dir / ".spark" / "kb.sqlite", std::string(4096, '\x42'));
   std::filesystem::remove(w.dir / ".spark" / "kb.sqlite-wal");

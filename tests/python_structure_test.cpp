@@ -153,3 +153,23 @@ TEST(PythonParser, reparses_a_new_version_of_a_named_file_after_many_others) {
 }
 
 }  // namespace spark
+
+namespace spark {
+
+TEST(PythonParser, function_span_agrees_with_estimate_scope) {
+  PythonParser parser;
+  const auto s = analyze_python(kSource);
+  for (const std::string id : {"t.py::TestThing::test_method", "t.py::test_func", "t.py::TestThing::test_other",
+                               "t.py::helper", "t.py::test_method"}) {
+    const auto parts = parse_test_id(id);
+    const auto scope = estimate_scope(s, id);
+    const auto span = parser.function_span(kSource, "t.py", parts.classes.empty() ? "" : parts.classes.back(), parts.function);
+    ASSERT_TRUE(scope.found) << id;
+    ASSERT_TRUE(span) << id;
+    EXPECT_EQ(span->first, scope.function_start) << id;
+    EXPECT_EQ(span->second, scope.function_end) << id;
+  }
+  EXPECT_FALSE(parser.function_span(kSource, "t.py", "", "test_missing"));
+}
+
+}  // namespace spark
