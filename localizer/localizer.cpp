@@ -277,19 +277,33 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Embedder> embedder = make_embedder(config);
   StructureCache cache;
-  // All vectors in one array, in the order of `entries` (one copy: at 100k cases × 1024 floats it is 400 MB).
-  std::unordered_map<int64_t, size_t> position;
-  for (size_t i = 0; i < entries->size(); ++i) position[(*entries)[i].rowid] = i;
-  std::vector<float> flat;
+  // Vectors stream into the index and the store in batches: no full copy of them is ever held (at 100k cases ×
+  // 1024 floats one copy is 400 MB). The index kind is chosen up front from the case count.
+  std::optional<VectorIndex> index;
+  std::vector<int64_t> batch_rowids;
+  std::vector<float> batch_vectors;
   size_t dim = 0;
+  double add_seconds = 0;
+  if (auto s = kb.clear_embeddings(); !s) return std::unexpected(s.error());
+  const auto flush_vectors = [&]() -> Status {
+    if (batch_rowids.empty()) return {};
+    const auto ta = std::chrono::steady_clock::now();
+    index->add(batch_rowids, batch_vectors);
+    add_seconds += seconds_since(ta);
+    if (auto s = kb.put_embeddings(embedder->identity(), batch_rowids, batch_vectors, dim); !s) return s;
+    batch_rowids.clear();
+    batch_vectors.clear();
+    return {};
+  };
   const auto store = [&](int64_t rowid, const std::vector<float>& v) -> Status {
-    if (dim == 0) {
+    if (!index) {
       dim = v.size();
-      flat.assign(entries->size() * dim, 0.0f);
+      index.emplace(VectorIndex::for_count(dim, entries->size(), options.index));
     }
     if (v.size() != dim) return fail("the embedder returned vectors of different dimensions");
-    std::copy(v.begin(), v.end(), flat.begin() + static_cast<long>(position.at(rowid) * dim));
-    return {};
+    batch_rowids.push_back(rowid);
+    batch_vectors.insert(batch_vectors.end(), v.begin(), v.end());
+    return batch_rowids.size() >= 1024 ? flush_vectors() : Status{};
   };
   const auto sample = training_sample(*entries, options.max_training_cases);
   std::unordered_set<int64_t> in_sample;
@@ -321,6 +335,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
       return store(rowid, builtin->vectorize(builtin->count_terms(t)));
     });
     if (!pass2) return std::unexpected(pass2.error());
+    if (auto s = flush_vectors(); !s) return std::unexpected(s.error());
   } else {
     std::vector<int64_t> batch_ids;
     std::vector<EmbedText> batch;
@@ -341,27 +356,19 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     });
     if (!pass) return std::unexpected(pass.error());
     if (auto s = flush(); !s) return std::unexpected(s.error());
+    if (auto s = flush_vectors(); !s) return std::unexpected(s.error());
   }
   report.embedder = embedder->identity();
-  report.embed_seconds = seconds_since(t0);
+  report.embed_seconds = seconds_since(t0) - add_seconds;
 
   const auto t1 = std::chrono::steady_clock::now();
-  if (dim == 0) dim = embedder->dimension();
-  VectorIndex index(dim, options.index);
-  std::vector<int64_t> ids;
-  for (const auto& e : *entries) ids.push_back(e.rowid);
-  index.add(ids, flat);
-  if (auto s = kb.clear_embeddings(); !s) return std::unexpected(s.error());
-  if (auto s = kb.put_embeddings(report.embedder, ids, flat, dim); !s) return std::unexpected(s.error());
-  report.kind = index.is_hnsw() ? "hnsw" : "flat";
-  report.index_seconds = seconds_since(t1);
+  if (!index) index.emplace(embedder->dimension(), options.index);  // an empty knowledge base
+  report.kind = index->is_hnsw() ? "hnsw" : "flat";
+  report.index_seconds = add_seconds + seconds_since(t1);
 
   const auto t2 = std::chrono::steady_clock::now();
-  const auto vector_of = [&](int64_t rowid) {
-    const auto* p = flat.data() + position.at(rowid) * dim;
-    return std::vector<float>(p, p + dim);
-  };
-  auto ranker = learn_ranker(kb, *entries, sample, kind_counts.prior(), index, vector_of, options);
+  const auto vector_of = [&](int64_t rowid) { return index->vector(rowid); };
+  auto ranker = learn_ranker(kb, *entries, sample, kind_counts.prior(), *index, vector_of, options);
   if (!ranker) return std::unexpected(ranker.error());
   report.ranker = ranker->origin;
   report.train_seconds = seconds_since(t2);
@@ -376,7 +383,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     extra.push_back(kDfFile);
   }
   if (auto s = ranker->save(dir / kRankerFile); !s) return std::unexpected(s.error());
-  if (auto s = index.save(dir, report.embedder, *generation, extra); !s) return std::unexpected(s.error());
+  if (auto s = index->save(dir, report.embedder, *generation, extra); !s) return std::unexpected(s.error());
   return report;
 }
 

@@ -50,6 +50,34 @@ VectorIndex::~VectorIndex() = default;
 VectorIndex::VectorIndex(VectorIndex&&) noexcept = default;
 VectorIndex& VectorIndex::operator=(VectorIndex&&) noexcept = default;
 
+namespace {
+std::vector<SearchHit> collect(const std::vector<float>& d, const std::vector<idx_t>& l, const std::vector<int64_t>& ids,
+                               const std::unordered_set<int64_t>& excluded, size_t r);
+}
+
+VectorIndex VectorIndex::for_count(size_t dimension, size_t expected_count, VectorIndexOptions options) {
+  VectorIndex index(dimension, options);
+  if (expected_count >= options.hnsw_threshold) index.rebuild_as_hnsw();
+  return index;
+}
+
+std::vector<SearchHit> VectorIndex::search_exact(const float* query, size_t r) const {
+  if (ids_.empty()) return {};
+  const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(index_.get());
+  const faiss::Index* flat = hnsw ? hnsw->storage : index_.get();
+  const size_t k = std::min(r, ids_.size());
+  std::vector<float> d(k);
+  std::vector<idx_t> l(k);
+  flat->search(1, query, static_cast<idx_t>(k), d.data(), l.data());
+  return collect(d, l, ids_, {}, r);
+}
+
+std::vector<float> VectorIndex::vector(int64_t rowid) const {
+  std::vector<float> v(dimension_);
+  index_->reconstruct(position_.at(rowid), v.data());
+  return v;
+}
+
 bool VectorIndex::is_hnsw() const { return dynamic_cast<const faiss::IndexHNSWFlat*>(index_.get()) != nullptr; }
 bool VectorIndex::contains(int64_t rowid) const { return position_.contains(rowid); }
 

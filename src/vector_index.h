@@ -54,6 +54,9 @@ struct SearchHit {
 class VectorIndex {
  public:
   VectorIndex(size_t dimension, VectorIndexOptions options);
+  // An empty index of the kind `expected_count` vectors call for (HNSW from the threshold on), so a large build adds
+  // straight into HNSW instead of converting a full flat index.
+  static VectorIndex for_count(size_t dimension, size_t expected_count, VectorIndexOptions options);
   ~VectorIndex();
   VectorIndex(VectorIndex&&) noexcept;
   VectorIndex& operator=(VectorIndex&&) noexcept;
@@ -65,6 +68,11 @@ class VectorIndex {
   // returned (the query itself, its duplicates).
   std::vector<SearchHit> search(const float* query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
                                 const std::unordered_set<int64_t>& excluded) const;
+
+  // Exact top-r over every vector (for measuring HNSW's recall).
+  std::vector<SearchHit> search_exact(const float* query, size_t r) const;
+  // The stored vector of a case (reconstructed from the index).
+  std::vector<float> vector(int64_t rowid) const;
 
   size_t size() const { return ids_.size(); }
   size_t dimension() const { return dimension_; }
