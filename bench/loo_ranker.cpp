@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "spark_loo: %s\n", read.error().message.c_str());
       return 1;
     }
-    for (auto& c : *read) cases.push_back(std::move(c));
+    for (auto& c : read->cases) cases.push_back(std::move(c));
   }
   auto kb = KnowledgeBase::open(dir, true);
   if (!kb || !(*kb)->import_cases(cases, origins, false)) return 1;

@@ -62,9 +62,9 @@ int cmd_import(const Common& common, const ImportArgs& args) {
   for (const auto& file : args.files) {
     auto read = read_cases_jsonl(file);
     if (!read) return report_error(read.error());
-    for (auto& c : *read) {
-      origins.push_back({file + " (id " + c.id + ")"});
-      cases.push_back(std::move(c));
+    for (size_t i = 0; i < read->cases.size(); ++i) {
+      origins.push_back({file + ":" + std::to_string(read->lines[i])});
+      cases.push_back(std::move(read->cases[i]));
     }
   }
   auto kb = open_kb(common, true);
@@ -144,7 +144,7 @@ Result<Case> query_from_args(const LocalizeArgs& args) {
     if (args.case_id.empty()) return fail("--case needs --id");
     auto cases = read_cases_jsonl(args.case_file);
     if (!cases) return std::unexpected(cases.error());
-    for (auto& c : *cases)
+    for (auto& c : cases->cases)
       if (c.id == args.case_id) {
         c.faulty_lines.clear();  // a query: its labels are hidden from the localizer
         c.record.erase("faulty_lines");

@@ -231,10 +231,10 @@ Result<std::string> read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
-Result<std::vector<Case>> read_cases_jsonl(const std::filesystem::path& path) {
+Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
   auto text = read_file(path);
   if (!text) return std::unexpected(text.error());
-  std::vector<Case> cases;
+  CasesFile out;
   std::set<std::string, std::less<>> ids;
   size_t start = 0;
   size_t line_no = 0;
@@ -257,9 +257,10 @@ Result<std::vector<Case>> read_cases_jsonl(const std::filesystem::path& path) {
     auto c = case_from_json(std::move(record));
     if (!c) return fail(where + c.error().message);
     if (!ids.insert(c->id).second) return fail(where + "duplicate id \"" + c->id + "\"");
-    cases.push_back(std::move(*c));
+    out.cases.push_back(std::move(*c));
+    out.lines.push_back(line_no);
   }
-  return cases;
+  return out;
 }
 
 Status write_file_atomic(const std::filesystem::path& path, std::string_view content) {

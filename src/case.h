@@ -63,10 +63,16 @@ nlohmann::json case_to_json(const Case& c);
 // exact duplicates out of its own search.
 std::string content_key(const Case& c);
 
+// The cases of a JSON Lines file, with the line each came from (for messages about them later).
+struct CasesFile {
+  std::vector<Case> cases;
+  std::vector<size_t> lines;
+};
+
 // Reads a JSON Lines file of cases. Validates every line (and that ids are unique within the file) and fails on the
 // first bad one with "PATH:LINE: reason"; nothing is returned from a file that has any bad line.
 // Blank lines are skipped.
-Result<std::vector<Case>> read_cases_jsonl(const std::filesystem::path& path);
+Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path);
 
 // Writes text to `path` atomically: a temporary file beside it, fsync, rename.
 Status write_file_atomic(const std::filesystem::path& path, std::string_view content);

@@ -135,13 +135,13 @@ class Walker {
             walk(child, depth, class_name);
           }
         });
-        walk_function_body(def, depth, class_name, idx);
+        walk_function_body(def, depth, class_name);
         return;
       }
     }
     if (type == "function_definition") {
-      const size_t idx = begin_function(node, node, class_name);
-      walk_function_body(node, depth, class_name, idx);
+      begin_function(node, node, class_name);
+      walk_function_body(node, depth, class_name);
       return;
     }
     std::string inner_class = class_name;
@@ -192,9 +192,8 @@ class Walker {
     return out_.functions.size() - 1;
   }
 
-  void walk_function_body(TSNode def, int depth, const std::string& class_name, size_t idx) {
+  void walk_function_body(TSNode def, int depth, const std::string& class_name) {
     add_stmt(def, header_last_row(def), depth, true, "def");
-    (void)idx;  // nested functions append to out_.functions; the caller holds the index
     TSNode body = ts_node_child_by_field_name(def, "body", 4);
     if (!ts_node_is_null(body)) walk(body, depth + 1, class_name);
   }

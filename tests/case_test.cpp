@@ -42,9 +42,10 @@ TEST(read_cases_jsonl, reads_valid_cases) {
   write_file(dir / "c.jsonl", sample_case("a", kCode, 4).dump() + "\n\n" + sample_case("b", kCode, 2).dump() + "\n");
   auto r = read_cases_jsonl(dir / "c.jsonl");
   ASSERT_TRUE(r) << r.error().message;
-  ASSERT_EQ(r->size(), 2u);
-  EXPECT_EQ((*r)[0].faulty_lines[0].line, 4);
-  EXPECT_EQ((*r)[1].failure_epoch, 1767225600);
+  ASSERT_EQ(r->cases.size(), 2u);
+  EXPECT_EQ(r->cases[0].faulty_lines[0].line, 4);
+  EXPECT_EQ(r->cases[1].failure_epoch, 1767225600);
+  EXPECT_EQ(r->lines, (std::vector<size_t>{1, 3}));  // blank line 2 skipped
 }
 
 TEST(read_cases_jsonl, names_file_line_and_reason_for_each_rule) {

@@ -79,6 +79,14 @@ TEST(cli, a_bad_jsonl_file_is_rejected_with_its_line_and_nothing_is_stored) {
   EXPECT_EQ(r.err, "spark: error: bad.jsonl:2: faulty_lines[0]: line 2 of tests/test_x.py is blank\n");
   auto exp = run_spark({"export"}, w.dir.path());
   EXPECT_EQ(std::count(exp.out.begin(), exp.out.end(), '\n'), 8);
+  // A stored id with a different record: named by file and line, nothing stored.
+  write_file(w.dir / "conflict.jsonl", sample_case("new3", kTest, 9).dump() + "\n" + sample_case("c1", kTest, 10).dump() + "\n");
+  auto conflict = run_spark({"import", "conflict.jsonl"}, w.dir.path());
+  EXPECT_EQ(conflict.exit_code, 1);
+  EXPECT_EQ(conflict.err, "spark: error: conflict.jsonl:2: id \"c1\" is already in the knowledge base with a different "
+                          "record (use --replace to overwrite it)\n");
+  const std::string after = run_spark({"export"}, w.dir.path()).out;
+  EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 8);
   // Wrong types, truncated line, duplicate id, faulty line out of range.
   for (const auto& [content, message] : std::vector<std::pair<std::string, std::string>>{
            {"{\"id\": 5}\n", "bad.jsonl:1: \"id\" must be a string, not number"},

@@ -116,7 +116,7 @@ TEST(dev_corpus, leave_one_out_retrieval_finds_same_project_cases_and_annotation
   for (const auto& f : corpus_files(data)) {
     auto read = read_cases_jsonl(f);
     ASSERT_TRUE(read) << read.error().message;
-    for (auto& c : *read) {
+    for (auto& c : read->cases) {
       projects.insert(c.project);
       cases.push_back(std::move(c));
     }
