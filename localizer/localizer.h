@@ -62,6 +62,7 @@ class SearchEngine {
     return index_.search(query.data(), r, allowed, excluded);
   }
   const VectorIndex& index() const { return index_; }
+  VectorIndex& index() { return index_; }
   // Saves the index with the cases embedded since it was loaded (after `spark import`), under the knowledge base's
   // current generation. The statistics and the ranker stay as `spark index` made them.
   Status persist(KnowledgeBase& kb) const;

@@ -74,6 +74,9 @@ class VectorIndex {
   // The stored vector of a case (reconstructed from the index).
   std::vector<float> vector(int64_t rowid) const;
 
+  // HNSW's search breadth (efSearch); larger finds closer neighbours, slower. No effect on a flat index.
+  void set_ef_search(int ef) { options_.ef_search = ef; }
+
   size_t size() const { return ids_.size(); }
   size_t dimension() const { return dimension_; }
   bool is_hnsw() const;
