@@ -18,6 +18,14 @@ std::string_view feature_name(size_t f) {
   return f < names.size() ? names[f] : "?";
 }
 
+void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out) {
+  for (const auto& fl : c.faulty_lines) {
+    const auto lines = split_lines(c.file(fl.path)->content);
+    const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
+    out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text)});
+  }
+}
+
 double KindPrior::get(const std::string& kind) const {
   auto it = llr.find(kind);
   return it == llr.end() ? 0.0 : it->second;

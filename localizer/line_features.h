@@ -26,6 +26,9 @@ struct RetrievedFaultyLine {
   PreparedLine prepared{""};
 };
 
+// retrieve(S) for one case: appends the contents of `c`'s faulty lines to `out`, tagged with `case_index`.
+void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out);
+
 enum Feature : size_t {
   kBias,
   kAnnotated,       // within ε of a retrieved faulty line, weighted by that case's similarity

@@ -137,7 +137,6 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
       flat.insert(flat.end(), v->begin(), v->end());
     }
     engine->index_.add(missing, flat);
-    engine->added_since_load_ = missing.size();
     engine->added_ids_ = missing;
     engine->added_vectors_ = std::move(flat);
     if (!missing.empty())
@@ -176,7 +175,6 @@ Status for_each_held_out(KnowledgeBase& kb, const std::vector<CaseEntry>& entrie
                          const HeldOutOptions& options, StructureCache& cache,
                          const std::function<Status(const HeldOut&)>& fn) {
   std::unordered_map<std::string, std::vector<int64_t>> by_content;
-  std::unordered_map<std::string, int64_t> by_id;
   for (const auto& e : entries) by_content[e.content_key].push_back(e.rowid);
   std::unordered_map<int64_t, const CaseEntry*> entry_of;
   for (const auto& e : entries) entry_of[e.rowid] = &e;
@@ -202,13 +200,9 @@ Status for_each_held_out(KnowledgeBase& kb, const std::vector<CaseEntry>& entrie
         if (!rc) return std::unexpected(rc.error());
         it = loaded.emplace(h.rowid, std::move(*rc)).first;
       }
+      append_faulty_lines(it->second, sims.size(), faulty);
       sims.push_back(h.similarity);
       ids.push_back(it->second.id);
-      for (const auto& fl : it->second.faulty_lines) {
-        const auto lines = split_lines(it->second.file(fl.path)->content);
-        const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
-        faulty.push_back({sims.size() - 1, fl.path, fl.line, text, PreparedLine(text)});
-      }
     }
     QueryView view = make_query_view(*c, cache);
     if (auto s = fn(HeldOut{*c, view, faulty, sims, ids}); !s) return s;
@@ -497,13 +491,10 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     rc.faulty_commit = c->faulty_commit;
     rc.fixed_commit = c->fixed_commit;
     rc.similarity = hit.similarity;
-    for (const auto& fl : c->faulty_lines) {
-      const auto lines = split_lines(c->file(fl.path)->content);
-      std::string text(lines[static_cast<size_t>(fl.line - 1)]);
-      faulty.push_back({out.retrieved.size(), fl.path, fl.line, text, PreparedLine(text)});
-      rc.faulty_lines.push_back(fl);
-      rc.faulty_text.push_back(std::move(text));
-    }
+    const size_t first = faulty.size();
+    append_faulty_lines(*c, out.retrieved.size(), faulty);
+    rc.faulty_lines = c->faulty_lines;
+    for (size_t i = first; i < faulty.size(); ++i) rc.faulty_text.push_back(faulty[i].text);
     sims.push_back(hit.similarity);
     out.retrieved.push_back(std::move(rc));
   }

@@ -66,7 +66,7 @@ class SearchEngine {
   // Saves the index with the cases embedded since it was loaded (after `spark import`), under the knowledge base's
   // current generation. The statistics and the ranker stay as `spark index` made them.
   Status persist(KnowledgeBase& kb) const;
-  size_t added_since_load() const { return added_since_load_; }
+  size_t added_since_load() const { return added_ids_.size(); }
   const RankerModel& ranker() const { return ranker_; }
   StructureCache& structures() { return structures_; }
 
@@ -78,7 +78,6 @@ class SearchEngine {
   RankerModel ranker_;
   StructureCache structures_;
   std::string embedder_identity_;
-  size_t added_since_load_ = 0;
   std::vector<int64_t> added_ids_;      // embedded since load, for persist()
   std::vector<float> added_vectors_;
 };

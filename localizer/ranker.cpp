@@ -182,15 +182,13 @@ void KindCounts::add(const QueryView& view, const std::vector<LineRef>& faulty_l
   for (const auto& ql : view.lines) {
     const auto& file = view.files[ql.file];
     const auto li = static_cast<size_t>(ql.line - 1);
-    const std::string& kind = file.structure->kind[li];
     const bool in_reach = !file.scope.found || file.scope.role[li] == ScopeRole::own ||
                           file.scope.role[li] == ScopeRole::support;
-    if (in_reach) reach[kind] += 1.0;
+    const bool is_faulty = std::any_of(faulty_lines.begin(), faulty_lines.end(), [&](const LineRef& fl) {
+      return fl.line == ql.line && fl.path == file.source->path;
+    });
+    add_line(file.structure->kind[li], in_reach, is_faulty);
   }
-  for (const auto& fl : faulty_lines)
-    for (const auto& file : view.files)
-      if (file.source->path == fl.path && fl.line >= 1 && fl.line <= file.structure->line_count)
-        faulty[file.structure->kind[static_cast<size_t>(fl.line - 1)]] += 1.0;
 }
 
 void KindCounts::add_line(const std::string& kind, bool in_reach, bool is_faulty) {
