@@ -141,7 +141,6 @@ namespace {
 
 Result<Case> query_from_args(const LocalizeArgs& args) {
   if (!args.case_file.empty()) {
-    if (args.case_id.empty()) return fail("--case needs --id");
     auto cases = read_cases_jsonl(args.case_file);
     if (!cases) return std::unexpected(cases.error());
     for (auto& c : cases->cases)
@@ -153,8 +152,6 @@ Result<Case> query_from_args(const LocalizeArgs& args) {
       }
     return fail(args.case_file + ": no case with id \"" + args.case_id + "\"");
   }
-  if (args.tests.empty()) return fail("give the failing test's file with --test (or a case with --case and --id)");
-  if (args.error.empty()) return fail("give the failure output with --error FILE (or --error - for standard input)");
   Case q;
   for (const auto& t : args.tests) {
     auto content = read_test_file(t);
@@ -215,6 +212,17 @@ Result<Case> query_from_args(const LocalizeArgs& args) {
 }  // namespace
 
 int cmd_localize(const Common& common, const LocalizeArgs& args) {
+  // Missing arguments are usage errors (exit 2), like those the parser itself finds.
+  std::string usage;
+  if (!args.case_file.empty() && args.case_id.empty()) usage = "--case needs --id";
+  else if (args.case_file.empty() && args.tests.empty())
+    usage = "give the failing test's file with --test (or a case with --case and --id)";
+  else if (args.case_file.empty() && args.error.empty())
+    usage = "give the failure output with --error FILE (or --error - for standard input)";
+  if (!usage.empty()) {
+    std::fprintf(stderr, "spark: error: %s\n", usage.c_str());
+    return 2;
+  }
   auto query = query_from_args(args);
   if (!query) return report_error(query.error());
   LocalizeOptions options;

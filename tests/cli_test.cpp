@@ -208,6 +208,11 @@ TEST(cli, usage_errors_exit_with_2) {
   TempDir dir;
   EXPECT_EQ(run_spark({}, dir.path()).exit_code, 2);
   EXPECT_EQ(run_spark({"localize", "--format", "xml"}, dir.path()).exit_code, 2);
+  write_file(dir / "e.txt", "E   boom\n");
+  auto no_test = run_spark({"localize", "--error", "e.txt"}, dir.path());
+  EXPECT_EQ(no_test.exit_code, 2);
+  EXPECT_EQ(no_test.err, "spark: error: give the failing test's file with --test (or a case with --case and --id)\n");
+  EXPECT_EQ(run_spark({"localize", "--test", "e.txt"}, dir.path()).exit_code, 2);
   EXPECT_EQ(run_spark({"--version"}, dir.path()).exit_code, 0);
 }
 
