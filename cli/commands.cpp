@@ -9,6 +9,9 @@
 
 #include "error_message.h"
 #include "knowledge_base.h"
+#include "llm_stage.h"
+#include "prompt.h"
+#include "structure_cache.h"
 #include "report.h"
 #include "test_scope.h"
 #include "text.h"
@@ -139,19 +142,27 @@ int cmd_index(const Common& common, const IndexArgs& args) {
 
 namespace {
 
+void hide_labels(Case& c) {
+  c.faulty_lines.clear();  // a query: its labels are hidden from the localizer
+  c.record.erase("faulty_lines");
+  c.record.erase("meta");  // meta may hold the answer; the localizer never reads it
+}
+
+Result<std::vector<Case>> queries_from_case_file(const LocalizeArgs& args) {
+  auto cases = read_cases_jsonl(args.case_file);
+  if (!cases) return std::unexpected(cases.error());
+  std::vector<Case> out;
+  for (auto& c : cases->cases)
+    if (args.case_id.empty() || c.id == args.case_id) {
+      hide_labels(c);
+      out.push_back(std::move(c));
+    }
+  if (out.empty())
+    return fail(args.case_file + (args.case_id.empty() ? ": no cases" : ": no case with id \"" + args.case_id + "\""));
+  return out;
+}
+
 Result<Case> query_from_args(const LocalizeArgs& args) {
-  if (!args.case_file.empty()) {
-    auto cases = read_cases_jsonl(args.case_file);
-    if (!cases) return std::unexpected(cases.error());
-    for (auto& c : cases->cases)
-      if (c.id == args.case_id) {
-        c.faulty_lines.clear();  // a query: its labels are hidden from the localizer
-        c.record.erase("faulty_lines");
-        c.record.erase("meta");  // meta may hold the answer; the localizer never reads it
-        return std::move(c);
-      }
-    return fail(args.case_file + ": no case with id \"" + args.case_id + "\"");
-  }
   Case q;
   for (const auto& t : args.tests) {
     auto content = read_test_file(t);
@@ -211,20 +222,94 @@ Result<Case> query_from_args(const LocalizeArgs& args) {
 
 }  // namespace
 
+Status common_from_config(const Config& config, Common& common) {
+  common.kb_dir = config.str("kb");
+  common.embedder.kind = config.str("embedder.kind");
+  common.embedder.openai.base_url = config.str("embedder.base_url");
+  common.embedder.openai.model = config.str("embedder.model");
+  common.embedder.openai.api_key = config.str("embedder.api_key");
+  if (config.boolean("redact.enabled")) {
+    auto r = Redactor::make(config.redaction_rules());
+    if (!r) return std::unexpected(with_context(config.file() ? config.file()->string() + ": " : "", r.error()));
+    common.redactor = std::make_shared<const Redactor>(std::move(*r));
+  }
+  common.embedder.openai.redactor = common.redactor;
+  return {};
+}
+
+int cmd_config(const Config& config) {
+  const std::string out = config.describe();
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+Status localize_from_config(const Config& config, LocalizeArgs& args) {
+  args.k = static_cast<size_t>(config.integer("localize.k"));
+  args.level = config.str("localize.level");
+  args.policy = config.str("localize.policy");
+  args.epsilon = config.number("localize.epsilon");
+  args.r = static_cast<size_t>(config.integer("localize.r"));
+  args.similarity_floor = config.number("localize.similarity_floor");
+  if (args.k < 1) return fail(config.get("localize.k").source + ": localize.k must be at least 1");
+  if (args.r < 1) return fail(config.get("localize.r").source + ": localize.r must be at least 1");
+  Level level;
+  if (!parse_level(args.level, level))
+    return fail(config.get("localize.level").source + ": unknown level \"" + args.level + "\"");
+  args.mode = config.str("llm.mode");
+  if (auto m = parse_mode(args.mode); !m) return fail(config.get("llm.mode").source + ": " + m.error().message);
+  args.template_path = config.str("llm.template");
+  args.require_llm = config.boolean("llm.require");
+  args.seed = static_cast<uint64_t>(config.integer("llm.seed"));
+  if (!config.is_set("llm.base_url")) {
+    args.llm.reset();
+    return {};
+  }
+  LlmOptions o;
+  o.base_url = config.str("llm.base_url");
+  if (!o.base_url.starts_with("http://") && !o.base_url.starts_with("https://"))
+    return fail(config.get("llm.base_url").source + ": llm.base_url must start with http:// or https://, not \"" + o.base_url + "\"");
+  o.model = config.str("llm.model");
+  if (o.model.empty())
+    return fail("llm.base_url is set (" + config.get("llm.base_url").source +
+                ") but no model: set SPARK_LLM_MODEL, --model or llm.model");
+  o.api_key = config.str("llm.api_key");
+  o.temperature = config.number("llm.temperature");
+  o.max_tokens = static_cast<int>(config.integer("llm.max_tokens"));
+  if (config.is_set("llm.seed")) o.seed = config.integer("llm.seed");
+  o.structured = config.boolean("llm.structured");
+  o.concurrency = static_cast<size_t>(std::max(1LL, config.integer("llm.concurrency")));
+  o.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
+  o.http.connect_timeout_ms = static_cast<long>(config.number("llm.connect_timeout") * 1000);
+  o.http.timeout_ms = static_cast<long>(config.number("llm.timeout") * 1000);
+  o.retry.max_retries = static_cast<int>(config.integer("llm.retries"));
+  o.retry.initial_delay_s = config.number("llm.retry_delay");
+  if (o.max_tokens < 1) return fail(config.get("llm.max_tokens").source + ": llm.max_tokens must be at least 1");
+  args.llm = o;
+  return {};
+}
+
 int cmd_localize(const Common& common, const LocalizeArgs& args) {
   // Missing arguments are usage errors (exit 2), like those the parser itself finds.
   std::string usage;
-  if (!args.case_file.empty() && args.case_id.empty()) usage = "--case needs --id";
+  if (!args.case_id.empty() && args.case_file.empty()) usage = "--id needs --case";
   else if (args.case_file.empty() && args.tests.empty())
-    usage = "give the failing test's file with --test (or a case with --case and --id)";
+    usage = "give the failing test's file with --test (or a cases file with --case [--id])";
   else if (args.case_file.empty() && args.error.empty())
     usage = "give the failure output with --error FILE (or --error - for standard input)";
   if (!usage.empty()) {
     std::fprintf(stderr, "spark: error: %s\n", usage.c_str());
     return 2;
   }
-  auto query = query_from_args(args);
-  if (!query) return report_error(query.error());
+  std::vector<Case> queries;
+  if (!args.case_file.empty()) {
+    auto q = queries_from_case_file(args);
+    if (!q) return report_error(q.error());
+    queries = std::move(*q);
+  } else {
+    auto q = query_from_args(args);
+    if (!q) return report_error(q.error());
+    queries.push_back(std::move(*q));
+  }
   LocalizeOptions options;
   auto policy = parse_policy(args.policy);
   if (!policy) return report_error(policy.error());
@@ -235,7 +320,25 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
   options.epsilon = args.epsilon;
   options.k = args.k;
   options.similarity_floor = args.similarity_floor;
+  options.seed = args.seed;
   parse_level(args.level, options.level);
+
+  LlmStageOptions stage;
+  stage.mode = *parse_mode(args.mode);
+  stage.keep_prompt = args.show_prompt;
+  stage.redactor = common.redactor;
+  if (!args.template_path.empty()) {
+    auto t = read_file(args.template_path);
+    if (!t) return report_error(t.error());
+    if (auto s = check_template(*t, args.template_path); !s) return report_error(s.error());
+    stage.template_text = std::move(*t);
+  }
+  const bool wants_llm = stage.mode != Mode::builtin;
+  if (wants_llm && !args.llm && args.require_llm) {
+    std::fprintf(stderr, "spark: error: --require-llm: no LLM configured (set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL, "
+                         "or llm.base_url and llm.model in .spark.toml)\n");
+    return 1;
+  }
 
   std::vector<std::string> notes;
   std::unique_ptr<KnowledgeBase> kb;
@@ -255,27 +358,72 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
     notes.push_back("no knowledge base at " + common.kb_dir);
   }
   Localizer localizer(kb.get(), engine.get());
-  auto result = localizer.localize(*query, options);
-  if (!result) return report_error(result.error());
-  for (const auto& n : notes) note(n);
-  for (const auto& n : result->notes) note(n);
-  if (!result->ranked.empty() && result->ranker.find("prior") != std::string::npos)
-    note("ranker: built-in, prior weights (the knowledge base has too few labelled cases to learn from)");
-  note("no LLM configured: ranked by spark's built-in ranker");
+  std::optional<LlmClient> client;
+  if (args.llm && wants_llm) client.emplace(*args.llm);
+  StructureCache cache;
+  LlmStage llm_stage(localizer, cache, client ? &*client : nullptr, stage);
+  const bool interactive = ::isatty(STDERR_FILENO);
+  const auto progress = [&](size_t done, size_t total) {
+    if (total < 2) return;
+    if (interactive) std::fprintf(stderr, "\rspark: LLM %zu/%zu", done, total);
+    else if (done == total || done % 10 == 0) std::fprintf(stderr, "spark: LLM %zu/%zu\n", done, total);
+    if (interactive && done == total) std::fprintf(stderr, "\n");
+  };
+  auto results = llm_stage.run(queries, options, progress);
 
+  for (const auto& n : notes) note(n);
   ReportContext ctx{options.policy.name, options.level, options.k, options.epsilon, SPARK_VERSION};
   std::string out;
-  if (args.format == "json") out = report_json(*result, ctx);
-  else if (args.format == "sarif") out = report_sarif(*result, ctx);
-  else if (args.format == "github") out = report_github(*result, ctx);
-  else {
-    const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
-    out = report_text(*result, ctx, color);
-    if (args.show_annotated) out += "\nannotated test code (as a model would see it):\n" +
-                                    Localizer::render_annotated(*query, result->annotations);
+  int status = 0;
+  bool llm_failed = false;
+  nlohmann::json sarif;
+  nlohmann::json json_all = nlohmann::json::array();
+  const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string who = queries.size() > 1 ? queries[i].id + ": " : "";
+    if (!results[i]) {
+      std::fprintf(stderr, "spark: error: %s%s\n", who.c_str(), results[i].error().message.c_str());
+      status = 1;
+      continue;
+    }
+    const Localization& r = *results[i];
+    for (const auto& n : r.notes) note(who + n);
+    if (!r.ranked.empty() && r.ranker.find("prior") != std::string::npos && i == 0)
+      note("ranker: built-in, prior weights (the knowledge base has too few labelled cases to learn from)");
+    if (!client && i == 0)
+      note(wants_llm ? "no LLM configured: ranked by spark's built-in ranker"
+                     : "mode builtin: ranked by spark's built-in ranker");
+    if (r.llm && client && !r.llm->used) llm_failed = true;
+    if (r.llm && r.llm->redactions.size() && i == 0) {
+      size_t n = 0;
+      for (const auto& [rule, count] : r.llm->redactions) n += count;
+      note(who + "redacted " + std::to_string(n) + " secret(s) from the prompt");
+    }
+    if (args.format == "json") {
+      json_all.push_back(nlohmann::json::parse(report_json(r, ctx)));
+    } else if (args.format == "sarif") {
+      auto doc = nlohmann::json::parse(report_sarif(r, ctx));
+      if (sarif.is_null()) sarif = std::move(doc);
+      else for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
+    } else if (args.format == "github") {
+      out += report_github(r, ctx);
+    } else {
+      if (queries.size() > 1) out += (i ? "\n" : "") + std::string("== ") + queries[i].id + " (" + queries[i].test_id + ")\n";
+      out += report_text(r, ctx, color);
+      if (args.show_annotated)
+        out += "\nannotated test code (as a model would see it):\n" + Localizer::render_annotated(queries[i], r.annotations);
+      if (args.show_prompt && r.llm) out += "\nprompt:\n" + r.llm->prompt + "\n";
+    }
+  }
+  if (args.format == "json") out = (json_all.size() == 1 ? json_all[0].dump(2) : json_all.dump(2)) + "\n";
+  if (args.format == "sarif" && !sarif.is_null()) out = sarif.dump(2) + "\n";
+  if (llm_failed && args.require_llm) {
+    std::fprintf(stderr, "spark: error: --require-llm: the LLM could not be used (see above)\n");
+    return 1;
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  if (std::fflush(stdout) != 0) return 1;
+  return status;
 }
 
 }  // namespace spark::cli

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
+#include "llm_client.h"
 #include "localizer.h"
 
 namespace spark::cli {
@@ -13,7 +15,14 @@ namespace spark::cli {
 struct Common {
   std::string kb_dir = ".spark";
   EmbedderConfig embedder;
+  std::shared_ptr<const Redactor> redactor;  // null when redaction is off (--no-redact, redact.enabled = false)
 };
+
+// Fills Common from the effective configuration (the OpenAI embedder gets the redactor).
+Status common_from_config(const Config& config, Common& common);
+
+// `spark config`: the effective configuration, secrets hidden.
+int cmd_config(const Config& config);
 
 struct ImportArgs {
   std::vector<std::string> files;
@@ -48,7 +57,17 @@ struct LocalizeArgs {
   double similarity_floor = 0.10;
   bool show_annotated = false;
   std::string color = "auto";
+  // The LLM stage.
+  std::string mode = "default";
+  std::string template_path;
+  bool show_prompt = false;
+  bool require_llm = false;
+  std::optional<LlmOptions> llm;  // absent: no LLM configured (llm.base_url unset)
+  uint64_t seed = 0;              // random mode's draw
 };
+
+// The localize settings from the effective configuration (flags already applied to it).
+Status localize_from_config(const Config& config, LocalizeArgs& args);
 int cmd_localize(const Common& common, const LocalizeArgs& args);
 
 // Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.

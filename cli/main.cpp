@@ -3,15 +3,19 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
 
 #include "commands.h"
 
 namespace {
 
-std::string env(const char* name, std::string fallback = {}) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
+// A flag that sets a configuration key: flags win over the environment and the configuration file.
+struct Binding {
+  CLI::Option* option;
+  std::string key;
+  std::string* text;
+};
 
 }  // namespace
 
@@ -20,12 +24,17 @@ int main(int argc, char** argv) {
   CLI::App app{"spark — localize the faulty lines of a failing test from similar failures fixed before"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("spark ") + SPARK_VERSION);
-  Common common;
-  common.kb_dir = env("SPARK_KB", ".spark");
-  common.embedder.openai.base_url = env("SPARK_EMBED_BASE_URL");
-  common.embedder.openai.model = env("SPARK_EMBED_MODEL", "bge-m3");
-  common.embedder.openai.api_key = env("SPARK_EMBED_API_KEY", env("OPENAI_API_KEY"));
-  app.add_option("--kb", common.kb_dir, "knowledge base folder (env SPARK_KB; default .spark)");
+  std::map<std::string, std::string> text;  // key → flag text (stable addresses)
+  std::vector<Binding> bindings;
+  const auto bind = [&](CLI::App* sub, const std::string& names, const std::string& key, const std::string& help) {
+    std::string* slot = &text[key + "@" + sub->get_name()];
+    CLI::Option* o = sub->add_option(names, *slot, help);
+    bindings.push_back({o, key, slot});
+    return o;
+  };
+  std::string config_path;
+  app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
+  bind(&app, "--kb", "kb", "knowledge base folder (env SPARK_KB; default .spark)");
 
   ImportArgs import_args;
   auto* import = app.add_subcommand("import", "import labelled cases (JSON Lines) into the knowledge base");
@@ -37,38 +46,59 @@ int main(int argc, char** argv) {
   exp->add_option("-o,--output", export_args.output, "file to write atomically (default: standard output)");
 
   IndexArgs index_args;
+  size_t dimension = 0;
   auto* index = app.add_subcommand("index", "embed the cases, build the vector index, learn the ranker");
   index->add_flag("--rebuild", index_args.rebuild, "rebuild from scratch even when the index is up to date");
-  index->add_option("--embedder", common.embedder.kind, "builtin (default) or openai")
-      ->check(CLI::IsMember({"builtin", "openai"}));
-  index->add_option("--dimension", common.embedder.builtin.dimension, "built-in embedder dimension (default 1024)")
-      ->check(CLI::Range(16, 65536));
-  index->add_option("--embed-url", common.embedder.openai.base_url, "OpenAI-compatible base URL (env SPARK_EMBED_BASE_URL)");
-  index->add_option("--embed-model", common.embedder.openai.model, "embedding model (env SPARK_EMBED_MODEL; default bge-m3)");
+  bind(index, "--embedder", "embedder.kind", "builtin (default) or openai")->check(CLI::IsMember({"builtin", "openai"}));
+  index->add_option("--dimension", dimension, "built-in embedder dimension (default 1024)")->check(CLI::Range(16, 65536));
+  bind(index, "--embed-url", "embedder.base_url", "OpenAI-compatible base URL (env SPARK_EMBED_BASE_URL)");
+  bind(index, "--embed-model", "embedder.model", "embedding model (env SPARK_EMBED_MODEL; default bge-m3)");
 
   LocalizeArgs loc;
+  bool no_redact = false, structured = false, require_llm = false;
   auto* localize = app.add_subcommand("localize", "rank the suspicious lines of a failing test");
   localize->add_option("--test", loc.tests, "the failing test's file(s); the first holds the test")->check(CLI::ExistingFile);
   localize->add_option("--error", loc.error, "file with the failure output (traceback + message), or - for stdin");
   localize->add_option("--test-id", loc.test_id, "pytest node id (default: from the traceback)");
   localize->add_option("--time", loc.time, "failure time, ISO-8601 (default: now)");
   localize->add_option("--case", loc.case_file, "take the query from this cases.jsonl (labels are ignored)")->check(CLI::ExistingFile);
-  localize->add_option("--id", loc.case_id, "with --case: the case's id");
-  localize->add_option("-k", loc.k, "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
-  localize->add_option("--level", loc.level, "line | statement | block | function")
+  localize->add_option("--id", loc.case_id, "with --case: the case's id (default: every case of the file)");
+  bind(localize, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
+  bind(localize, "--level", "localize.level", "line | statement | block | function")
       ->check(CLI::IsMember({"line", "statement", "block", "function"}));
-  localize->add_option("--policy", loc.policy, "all | all-preceding | closest-by-time | closest-time-preceding");
+  bind(localize, "--policy", "localize.policy", "all | all-preceding | closest-by-time | closest-time-preceding");
   localize->add_option("--window-fraction", loc.window_fraction, "closest-* policies: share of the corpus (default 0.10)")
       ->check(CLI::Range(0.0, 1.0));
   localize->add_option("--window", loc.window, "closest-* policies: exact number of cases (overrides the fraction)");
-  localize->add_option("-r", loc.r, "similar cases to retrieve (default 1)")->check(CLI::Range(1, 1000));
-  localize->add_option("--epsilon", loc.epsilon, "annotation threshold, normalized Levenshtein (default 0.05)")
+  bind(localize, "-r", "localize.r", "similar cases to retrieve (default 1)")->check(CLI::Range(1, 1000));
+  bind(localize, "--epsilon", "localize.epsilon", "annotation threshold, normalized Levenshtein (default 0.05)")
       ->check(CLI::Range(0.0, 1.0));
-  localize->add_option("--similarity-floor", loc.similarity_floor, "ignore retrieved cases below this cosine (default 0.10)");
+  bind(localize, "--similarity-floor", "localize.similarity_floor", "ignore retrieved cases below this cosine (default 0.10)");
   localize->add_option("--format", loc.format, "text | json | sarif | github")
       ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
   localize->add_flag("--show-annotated", loc.show_annotated, "also print the annotated test code (text format)");
   localize->add_option("--color", loc.color, "auto | always | never")->check(CLI::IsMember({"auto", "always", "never"}));
+  bind(localize, "--mode", "llm.mode", "builtin | baseline | default | random | annotation-free | directive | naive-rag")
+      ->check(CLI::IsMember({"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag"}));
+  bind(localize, "--llm-url", "llm.base_url", "OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (env SPARK_LLM_BASE_URL)");
+  bind(localize, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
+  bind(localize, "--llm-api-key", "llm.api_key", "API key (prefer env SPARK_LLM_API_KEY: flags show in process lists)");
+  bind(localize, "--template", "llm.template", "prompt template file replacing the mode's built-in one");
+  bind(localize, "--temperature", "llm.temperature", "sampling temperature (default 0)")->check(CLI::Range(0.0, 2.0));
+  bind(localize, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
+  bind(localize, "--seed", "llm.seed", "seed sent to the server and for random mode's draw");
+  bind(localize, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
+  bind(localize, "--context-tokens", "llm.context_tokens", "the model's context window (default 32768)")->check(CLI::Range(256, 10000000));
+  bind(localize, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
+  bind(localize, "--connect-timeout", "llm.connect_timeout", "seconds to connect (default 10)")->check(CLI::Range(0.1, 3600.0));
+  bind(localize, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")->check(CLI::Range(0, 100));
+  bind(localize, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")->check(CLI::Range(0.0, 600.0));
+  auto* structured_flag = localize->add_flag("--structured", structured, "ask for a JSON answer (response_format json_schema)");
+  auto* require_flag = localize->add_flag("--require-llm", require_llm, "exit 1 when the LLM cannot be used, instead of falling back");
+  auto* no_redact_flag = localize->add_flag("--no-redact", no_redact, "send text as it is (secrets are redacted by default)");
+  localize->add_flag("--show-prompt", loc.show_prompt, "print the prompt (and put it into --format json)");
+
+  auto* config_cmd = app.add_subcommand("config", "print the effective configuration (secrets hidden)");
 
   try {
     app.parse(argc, argv);
@@ -76,9 +106,48 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+
+  std::optional<std::filesystem::path> file;
+  if (!config_path.empty()) {
+    if (!std::filesystem::is_regular_file(config_path)) {
+      std::fprintf(stderr, "spark: error: --config %s: no such file\n", config_path.c_str());
+      return 2;
+    }
+    file = config_path;
+  } else {
+    file = spark::Config::discover(std::filesystem::current_path());
+  }
+  auto config = spark::Config::load(file);
+  if (!config) {
+    std::fprintf(stderr, "spark: error: %s\n", config.error().message.c_str());
+    return 1;
+  }
+  for (const auto& b : bindings)
+    if (b.option->count() > 0)
+      if (auto s = config->set(b.key, *b.text, "flag " + b.option->get_name()); !s) {
+        std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
+        return 2;
+      }
+  if (structured_flag->count() > 0) (void)config->set("llm.structured", "true", "flag --structured");
+  if (require_flag->count() > 0) (void)config->set("llm.require", "true", "flag --require-llm");
+  if (no_redact_flag->count() > 0) (void)config->set("redact.enabled", "false", "flag --no-redact");
+
+  if (config_cmd->parsed()) return cmd_config(*config);
+  Common common;
+  if (auto s = common_from_config(*config, common); !s) {
+    std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
+    return 1;
+  }
+  if (dimension) common.embedder.builtin.dimension = dimension;
   if (import->parsed()) return cmd_import(common, import_args);
   if (exp->parsed()) return cmd_export(common, export_args);
   if (index->parsed()) return cmd_index(common, index_args);
-  if (localize->parsed()) return cmd_localize(common, loc);
+  if (localize->parsed()) {
+    if (auto s = localize_from_config(*config, loc); !s) {
+      std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
+      return 2;
+    }
+    return cmd_localize(common, loc);
+  }
   return 2;
 }

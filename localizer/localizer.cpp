@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 
 #include "error_message.h"
@@ -459,7 +460,26 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
 
   // S = search(τ_f, D', r)
   std::vector<SearchHit> similar;
-  if (!kb_subset.empty()) {
+  if (options.retrieval == Retrieval::none) {
+    // The baseline: no knowledge is used.
+  } else if (options.retrieval == Retrieval::random && !kb_subset.empty()) {
+    std::vector<int64_t> labelled;
+    std::unordered_set<int64_t> is_labelled;
+    for (const auto& e : *entries_)
+      if (e.labelled) is_labelled.insert(e.rowid);
+    for (int64_t id : kb_subset)
+      if (is_labelled.contains(id)) labelled.push_back(id);
+    std::mt19937_64 rng(options.seed ^ fnv1a64(query.id.empty() ? query.test_id : query.id));
+    std::shuffle(labelled.begin(), labelled.end(), rng);
+    auto qv = engine_->embed(query);
+    if (!qv) return std::unexpected(qv.error());
+    for (size_t i = 0; i < std::min(options.r, labelled.size()); ++i) {
+      const auto v = engine_->index().vector(labelled[i]);
+      double dot = 0;
+      for (size_t d = 0; d < v.size() && d < qv->size(); ++d) dot += static_cast<double>(v[d]) * (*qv)[d];
+      similar.push_back({labelled[i], static_cast<float>(dot)});
+    }
+  } else if (!kb_subset.empty()) {
     auto qv = engine_->embed(query);
     if (!qv) return std::unexpected(qv.error());
     const bool everything = kb_subset.size() + excluded.size() >= engine_->index().size() &&

@@ -7,6 +7,7 @@
 //   L  = rank(τ', k)            the built-in ranker here; the LLM (a later issue) takes τ' as its prompt
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -127,6 +128,10 @@ Status for_each_held_out(KnowledgeBase& kb, const std::vector<CaseEntry>& entrie
 // Embeds every case, fits the built-in embedder's statistics, builds and saves the vector index, learns the ranker.
 Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options);
 
+// How S = search(τ_f, D', r) picks cases: by similarity (Algorithm 1), at random from D' (the paper's Random mode,
+// seeded per query), or not at all (the baseline).
+enum class Retrieval { similar, random, none };
+
 struct LocalizeOptions {
   Policy policy;
   size_t r = 1;
@@ -134,6 +139,8 @@ struct LocalizeOptions {
   size_t k = 5;
   Level level = Level::line;
   double similarity_floor = 0.10;  // retrieved cases below this cosine similarity are not used
+  Retrieval retrieval = Retrieval::similar;
+  uint64_t seed = 0;               // Retrieval::random: the draw is a function of (seed, query id)
 };
 
 struct RetrievedCase {
@@ -160,6 +167,26 @@ struct RankedElement {
   std::string code;   // the element's first line
   bool annotated = false;
   std::vector<std::string> reasons;
+  std::string source = "builtin";  // builtin | llm | filled (the LLM gave fewer than k usable ids)
+};
+
+// What the LLM stage did for one failure (absent when no LLM was asked).
+struct LlmReport {
+  std::string mode, model, endpoint;
+  bool used = false;               // the answer ranked the elements (false: the built-in ranker's, see error)
+  std::string error;               // why the LLM's answer was not used
+  size_t prompt_tokens = 0, completion_tokens = 0;
+  bool usage_reported = false;     // false: estimated (src/tokens.h)
+  double seconds = 0;
+  int attempts = 0;
+  bool structured = false;
+  std::string raw_answer;          // for audit (--format json)
+  std::string answer_format;       // json | text | none
+  size_t from_llm = 0, filled = 0, out_of_range = 0, duplicates = 0, not_code = 0;
+  size_t shown_lines = 0, total_lines = 0;
+  bool truncated = false;
+  std::map<std::string, size_t> redactions;
+  std::string prompt;              // kept when asked (--show-prompt)
 };
 
 struct Localization {
@@ -172,6 +199,7 @@ struct Localization {
   std::string ranker;              // "builtin (trained on N labelled cases)" …
   bool degraded = false;           // no usable similar case: baseline behaviour, no annotations
   std::vector<std::string> notes;  // said on stderr by the command line
+  std::optional<LlmReport> llm;
 };
 
 class Localizer {
@@ -187,6 +215,8 @@ class Localizer {
   // The annotated test code τ' as the model sees it: "<line>: <code>  # !!! … !!!", blank lines hidden,
   // the file's own line numbers.
   static std::string render_annotated(const Case& query, const std::vector<Annotation>& annotations);
+
+  KnowledgeBase* knowledge_base() const { return kb_; }
 
  private:
   KnowledgeBase* kb_;

@@ -42,11 +42,23 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
       out += "    its faulty line " + std::to_string(rc.faulty_lines[i].line) + ": " + std::string(trim(rc.faulty_text[i])) + "\n";
   }
   out += "  annotated lines (normalized Levenshtein <= " + fixed(ctx.epsilon, 2) + "): " +
-         std::to_string(loc.annotations.size()) + "\n\n";
+         std::to_string(loc.annotations.size()) + "\n";
+  if (loc.llm && !loc.llm->model.empty()) {
+    const LlmReport& l = *loc.llm;
+    out += "  LLM: " + l.model + ", mode " + l.mode + (l.used ? "" : " — not used: " + l.error) + "\n";
+    if (l.attempts > 0)
+      out += "       " + std::to_string(l.prompt_tokens) + " prompt + " + std::to_string(l.completion_tokens) +
+             " answer tokens" + (l.usage_reported ? "" : " (estimated)") + ", " + fixed(l.seconds, 2) + " s, " +
+             std::to_string(l.attempts) + " attempt(s)" + (l.truncated ? ", code cut to " + std::to_string(l.shown_lines) +
+             " of " + std::to_string(l.total_lines) + " lines" : "") + "\n";
+  }
+  out += "\n";
   size_t rank = 0;
   for (const auto& e : loc.ranked) {
     ++rank;
-    out += paint("1", std::to_string(rank) + ". " + location(e)) + "  score " + fixed(e.score, 3) +
+    out += paint("1", std::to_string(rank) + ". " + location(e)) +
+           (e.source == "llm" ? "  (LLM)" : e.source == "filled" ? "  (filled, built-in score " + fixed(e.score, 3) + ")"
+                                                                 : "  score " + fixed(e.score, 3)) +
            (e.annotated ? "  " + paint("33", std::string(kAnnotationMarker)) : "") + "\n";
     out += "     " + paint("36", clip(e.code, 160)) + "\n";
     for (const auto& r : e.reasons) out += "     - " + r + "\n";
@@ -85,8 +97,30 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
   size_t rank = 0;
   for (const auto& e : loc.ranked)
     j["ranked"].push_back({{"rank", ++rank}, {"path", e.path}, {"line", e.line}, {"end_line", e.end_line},
-                           {"score", e.score}, {"code", e.code}, {"annotated", e.annotated}, {"reasons", e.reasons}});
+                           {"score", e.score}, {"code", e.code}, {"annotated", e.annotated}, {"source", e.source},
+                           {"reasons", e.reasons}});
   j["notes"] = loc.notes;
+  if (loc.llm) {
+    const LlmReport& l = *loc.llm;
+    json redactions = json::object();
+    for (const auto& [rule, n] : l.redactions) redactions[rule] = n;
+    j["llm"] = {{"mode", l.mode},
+                {"model", l.model.empty() ? json(nullptr) : json(l.model)},
+                {"endpoint", l.endpoint.empty() ? json(nullptr) : json(l.endpoint)},
+                {"used", l.used},
+                {"error", l.error.empty() ? json(nullptr) : json(l.error)},
+                {"tokens", {{"prompt", l.prompt_tokens}, {"answer", l.completion_tokens},
+                            {"estimated", !l.usage_reported}}},
+                {"seconds", l.seconds},
+                {"attempts", l.attempts},
+                {"structured", l.structured},
+                {"answer", {{"raw", l.raw_answer}, {"format", l.answer_format}, {"from_llm", l.from_llm},
+                            {"filled", l.filled}, {"out_of_range", l.out_of_range}, {"duplicates", l.duplicates},
+                            {"not_code", l.not_code}}},
+                {"code_lines", {{"shown", l.shown_lines}, {"total", l.total_lines}, {"truncated", l.truncated}}},
+                {"redactions", redactions}};
+    if (!l.prompt.empty()) j["llm"]["prompt"] = l.prompt;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -116,7 +150,7 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
                                       {{"artifactLocation", {{"uri", e.path}}},
                                        {"region", {{"startLine", e.line}, {"endLine", e.end_line}}}}}}})},
          {"partialFingerprints", {{"sparkTestLine/v1", fingerprint}}},
-         {"properties", {{"rank", rank}, {"score", e.score}, {"annotated", e.annotated}}}});
+         {"properties", {{"rank", rank}, {"score", e.score}, {"annotated", e.annotated}, {"source", e.source}}}});
   }
   json sarif = {
       {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},

@@ -265,8 +265,9 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::request(const std::vecto
   nlohmann::json body = {{"model", options_.model}, {"input", texts}};
   std::vector<std::string> headers;
   if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);
-  auto resp = http_post_json(url, body.dump(), headers, options_.http);
-  if (!resp) return std::unexpected(resp.error());
+  auto outcome = http_post_json_retrying(url, body.dump(), headers, options_.http, options_.retry);
+  if (!outcome) return std::unexpected(outcome.error());
+  const HttpResponse* resp = &outcome->response;
   if (resp->status != 200)
     return fail("POST " + url + ": HTTP " + std::to_string(resp->status) + ": " + clip(resp->body, 300));
   nlohmann::json answer;
@@ -306,7 +307,11 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::embed(const std::vector<
   std::vector<std::pair<size_t, double>> owner;  // input index, weight (chunk length)
   const size_t overlap = static_cast<size_t>(static_cast<double>(options_.chunk_tokens) * options_.chunk_overlap);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string text = inputs[i].error_message + "\n" + inputs[i].code;
+    std::string text = inputs[i].error_message + "\n" + inputs[i].code;
+    if (options_.redactor) {
+      std::map<std::string, size_t> counts;
+      redacted_ += options_.redactor->redact(text, counts);
+    }
     for (auto& chunk : chunk_text(text, options_.chunk_tokens, overlap)) {
       owner.emplace_back(i, static_cast<double>(chunk.size()));
       pieces.push_back(std::move(chunk));

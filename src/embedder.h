@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -18,6 +19,7 @@
 
 #include "result.h"
 #include "http_client.h"
+#include "redact.h"
 
 namespace spark {
 
@@ -87,6 +89,8 @@ struct OpenAiEmbedderOptions {
   double chunk_overlap = 0.10;      // the paper: 10 % of the window
   size_t batch = 16;                // inputs per request
   HttpOptions http;
+  RetryPolicy retry;
+  std::shared_ptr<const Redactor> redactor;  // secrets are redacted before texts leave the machine; null = off
 };
 
 class OpenAiEmbedder final : public Embedder {
@@ -95,11 +99,13 @@ class OpenAiEmbedder final : public Embedder {
   std::string identity() const override;
   size_t dimension() const override { return dimension_; }
   Result<std::vector<std::vector<float>>> embed(const std::vector<EmbedText>& inputs) override;
+  size_t redacted() const { return redacted_; }  // secrets redacted from the texts sent so far
 
  private:
   Result<std::vector<std::vector<float>>> request(const std::vector<std::string>& texts);
   OpenAiEmbedderOptions options_;
   size_t dimension_ = 0;
+  size_t redacted_ = 0;
 };
 
 // Splits text into windows of at most `window` tokens overlapping by `overlap` tokens. Tokens are approximated as

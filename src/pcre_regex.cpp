@@ -90,4 +90,10 @@ std::string Regex::replace_all(std::string_view subject, std::string_view replac
   return out;
 }
 
+int Regex::group_number(std::string_view name) const {
+  const std::string n(name);
+  const int rc = pcre2_substring_number_from_name(impl_->code, reinterpret_cast<PCRE2_SPTR>(n.c_str()));
+  return rc < 0 ? -1 : rc;
+}
+
 }  // namespace spark

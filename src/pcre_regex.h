@@ -23,6 +23,8 @@ class Regex {
   void for_each_match(std::string_view subject, const std::function<void(const std::vector<std::string_view>&)>& fn) const;
   // Replaces every match with `replacement` (literal text).
   std::string replace_all(std::string_view subject, std::string_view replacement) const;
+  // The number of the named group `name`, or -1.
+  int group_number(std::string_view name) const;
 
  private:
   struct Impl;

@@ -211,7 +211,7 @@ TEST(cli, usage_errors_exit_with_2) {
   write_file(dir / "e.txt", "E   boom\n");
   auto no_test = run_spark({"localize", "--error", "e.txt"}, dir.path());
   EXPECT_EQ(no_test.exit_code, 2);
-  EXPECT_EQ(no_test.err, "spark: error: give the failing test's file with --test (or a case with --case and --id)\n");
+  EXPECT_EQ(no_test.err, "spark: error: give the failing test's file with --test (or a cases file with --case [--id])\n");
   EXPECT_EQ(run_spark({"localize", "--test", "e.txt"}, dir.path()).exit_code, 2);
   EXPECT_EQ(run_spark({"--version"}, dir.path()).exit_code, 0);
 }

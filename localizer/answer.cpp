@@ -1,0 +1,185 @@
+#include "answer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <set>
+
+#include "localizer.h"
+#include "pcre_regex.h"
+#include "text.h"
+
+namespace spark {
+
+namespace {
+
+constexpr int kMaxRange = 50;  // "lines 1-100000" names no lines in particular
+
+struct Collector {
+  int max_id;
+  const std::function<bool(int)>& is_element;
+  ParsedAnswer& out;
+  std::set<int> seen;
+
+  void add(long long id) {
+    if (id < 1 || id > max_id) {
+      ++out.out_of_range;
+      return;
+    }
+    const int i = static_cast<int>(id);
+    if (!is_element(i)) {
+      ++out.not_code;
+      return;
+    }
+    if (!seen.insert(i).second) {
+      ++out.duplicates;
+      return;
+    }
+    out.ids.push_back(i);
+  }
+  void add_range(long long a, long long b) {
+    if (b < a || b - a >= kMaxRange) {
+      add(a);
+      return;
+    }
+    for (long long i = a; i <= b; ++i) add(i);
+  }
+};
+
+long long to_int(std::string_view s) {
+  long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() ? v : -1;
+}
+
+// Free text, line by line: "line 12", "Line 12: code", "12: code", "12-14", "L12", "[3, 7, 9]", "1. line 12".
+bool parse_text(std::string_view text, Collector& c, const std::function<std::optional<int>(std::string_view)>& id_of_code) {
+  static const Regex numbering = Regex::must(R"(^\s*(?:[-*•>]+|\(?\d{1,3}[.)](?=\s)|#+)\s*)");
+  static const Regex line_ref = Regex::must(
+      R"((?i)\b(?:lines?|ln|l)(?:[\s_]*(?:numbers?|no\.?|#))?["']?\s*[:#=]?\s*(\d+)(?:\s*(?:-|–|—|to|through)\s*(?:lines?\s*)?(\d+))?)");
+  static const Regex leading = Regex::must(R"(^\s*[`*\[]*(\d+)(?:\s*(?:-|–)\s*(\d+))?[`*\]]*\s*(?:[:|)\].,-]|$))");
+  static const Regex numbers_only = Regex::must(R"(^[\s\d,;\[\]\-–()]+$)");
+  static const Regex number = Regex::must(R"((\d+)(?:\s*(?:-|–)\s*(\d+))?)");
+  const size_t before = c.out.ids.size() + c.out.out_of_range + c.out.duplicates + c.out.not_code;
+  for (std::string_view raw : split_lines(text)) {
+    std::string line(raw);
+    if (auto at = line.find(kAnnotationMarker); at != std::string::npos) line.erase(at, kAnnotationMarker.size());
+    if (is_blank(line)) continue;
+    // A list's own numbering goes ("1. line 12"), unless the number is all the line holds ("12. assert x").
+    const std::string stripped = numbering.replace_all(line, "");
+    const auto numeric = [&](const std::string& t) {
+      bool found = false;
+      const auto take = [&](const std::vector<std::string_view>& g) {
+        if (g.size() > 2 && !g[2].empty()) c.add_range(to_int(g[1]), to_int(g[2]));
+        else c.add(to_int(g[1]));
+      };
+      line_ref.for_each_match(t, [&](const std::vector<std::string_view>& g) {
+        found = true;
+        take(g);
+      });
+      if (found) return true;
+      bool only = false;
+      numbers_only.for_each_match(t, [&](const std::vector<std::string_view>&) { only = true; });
+      if (only) {
+        number.for_each_match(t, [&](const std::vector<std::string_view>& g) { take(g); });
+        return true;
+      }
+      leading.for_each_match(t, [&](const std::vector<std::string_view>& g) {
+        if (!found) take(g);
+        found = true;
+      });
+      return found;
+    };
+    const auto by_code = [&](const std::string& t) {
+      if (!id_of_code) return false;
+      std::string code(trim(t));
+      while (!code.empty() && (code.front() == '`' || code.front() == '"')) code.erase(0, 1);
+      while (!code.empty() && (code.back() == '`' || code.back() == '"' || code.back() == ',')) code.pop_back();
+      auto id = id_of_code(trim(code));
+      if (id) c.add(*id);
+      return id.has_value();
+    };
+    if (numeric(stripped) || by_code(stripped) || (stripped != line && numeric(line))) continue;
+  }
+  return c.out.ids.size() + c.out.out_of_range + c.out.duplicates + c.out.not_code > before;
+}
+
+void walk_json(const nlohmann::json& j, Collector& c, const std::function<std::optional<int>(std::string_view)>& id_of_code,
+               int depth) {
+  if (depth > 8) return;
+  static const char* kKeys[] = {"line", "line_number", "lineno", "line_no", "id", "ID", "element_id", "element",
+                                "number", "index"};
+  if (j.is_number_integer()) {
+    c.add(j.get<long long>());
+  } else if (j.is_number_float()) {
+    c.add(static_cast<long long>(j.get<double>()));
+  } else if (j.is_string()) {
+    parse_text(j.get<std::string>(), c, id_of_code);
+  } else if (j.is_array()) {
+    for (const auto& x : j) walk_json(x, c, id_of_code, depth + 1);
+  } else if (j.is_object()) {
+    for (const char* k : kKeys)
+      if (j.contains(k) && (j[k].is_number() || j[k].is_string())) {
+        walk_json(j[k], c, id_of_code, depth + 1);
+        return;
+      }
+    if (j.contains("code") && j["code"].is_string() && id_of_code) {
+      std::string code = j["code"].get<std::string>();
+      if (auto at = code.find(kAnnotationMarker); at != std::string::npos) code.erase(at);
+      if (auto id = id_of_code(trim(code))) c.add(*id);
+      return;
+    }
+    // {"faulty_lines": [...]} or any other wrapper: its arrays, in order.
+    for (const auto& [key, value] : j.items())
+      if (value.is_array() || value.is_object()) walk_json(value, c, id_of_code, depth + 1);
+  }
+}
+
+std::string strip_thinking(std::string_view answer) {
+  std::string s(answer);
+  for (;;) {
+    const size_t open = s.find("<think>");
+    if (open == std::string::npos) break;
+    const size_t close = s.find("</think>", open);
+    s.erase(open, close == std::string::npos ? std::string::npos : close + 8 - open);
+  }
+  return s;
+}
+
+}  // namespace
+
+ParsedAnswer parse_answer(std::string_view answer, int max_id, const std::function<bool(int)>& is_element,
+                          const std::function<std::optional<int>(std::string_view)>& id_of_code) {
+  ParsedAnswer out;
+  Collector c{max_id, is_element, out, {}};
+  const std::string text = strip_thinking(answer);
+  // JSON: the whole answer, a fenced block, or the span from the first { or [ to the last } or ].
+  std::vector<std::string> tries;
+  tries.emplace_back(trim(text));
+  if (auto f = text.find("```"); f != std::string::npos) {
+    const size_t body = text.find('\n', f);
+    const size_t end = body == std::string::npos ? std::string::npos : text.find("```", body);
+    if (end != std::string::npos) tries.push_back(text.substr(body + 1, end - body - 1));
+  }
+  const size_t first = text.find_first_of("{[");
+  const size_t last = text.find_last_of("}]");
+  if (first != std::string::npos && last != std::string::npos && last > first)
+    tries.push_back(text.substr(first, last - first + 1));
+  for (const auto& t : tries) {
+    if (t.empty() || (t.front() != '{' && t.front() != '[')) continue;
+    auto j = nlohmann::json::parse(t, nullptr, false);
+    if (j.is_discarded()) continue;
+    walk_json(j, c, id_of_code, 0);
+    if (!out.ids.empty() || out.out_of_range + out.duplicates + out.not_code > 0) {
+      out.format = "json";
+      return out;
+    }
+  }
+  std::string plain = text;
+  // Fence lines carry no ids.
+  for (size_t at; (at = plain.find("```")) != std::string::npos;) plain.erase(at, 3);
+  if (parse_text(plain, c, id_of_code)) out.format = "text";
+  return out;
+}
+
+}  // namespace spark

@@ -1,0 +1,194 @@
+#include "llm_stage.h"
+
+#include <set>
+#include <unordered_map>
+
+#include "structure_cache.h"
+#include "text.h"
+
+namespace spark {
+
+namespace {
+
+struct UnitSpan {
+  int key = 0, first = 0, last = 0;
+};
+
+// The unit `line` belongs to at `level`, with its first and last line.
+UnitSpan unit_span(const PythonStructure& s, Level level, int line, size_t line_count) {
+  if (level == Level::line) return {line, line, line};
+  const int u = unit_of(s, level, line);
+  UnitSpan span{u, line, line};
+  while (span.first > 1 && unit_of(s, level, span.first - 1) == u) --span.first;
+  while (static_cast<size_t>(span.last) < line_count && unit_of(s, level, span.last + 1) == u) ++span.last;
+  return span;
+}
+
+}  // namespace
+
+std::vector<RankedElement> merge_answer(const Case& query, const Prompt& prompt, const ParsedAnswer& answer,
+                                        const std::vector<RankedElement>& builtin, Level level, size_t k,
+                                        StructureCache& cache) {
+  std::vector<RankedElement> out;
+  std::set<std::pair<std::string, int>> taken;  // (path, first line of the element)
+  std::map<std::pair<std::string, int>, const RankedElement*> by_first;
+  for (const auto& e : builtin) by_first[{e.path, e.line}] = &e;
+  size_t rank = 0;
+  for (int id : answer.ids) {
+    if (out.size() >= k) break;
+    ++rank;
+    const LineRef& ref = prompt.elements[static_cast<size_t>(id)];
+    const SourceFile* file = nullptr;
+    for (const auto& f : query.files)
+      if (f.path == ref.path) file = &f;
+    if (!file) continue;
+    const auto lines = split_lines(file->content);
+    const auto structure = cache.get(file->content, file->path);
+    const UnitSpan span = unit_span(*structure, level, ref.line, lines.size());
+    if (!taken.insert({ref.path, span.first}).second) continue;  // two lines of one unit
+    RankedElement e;
+    auto known = by_first.find({ref.path, span.first});
+    if (known != by_first.end()) e = *known->second;
+    e.source = "llm";
+    e.path = ref.path;
+    e.line = span.first;
+    e.end_line = span.last;
+    if (known == by_first.end()) {
+      e.score = 0;
+      e.code = std::string(trim(lines[static_cast<size_t>(span.first - 1)]));
+    }
+    e.reasons.insert(e.reasons.begin(), "ranked #" + std::to_string(rank) + " by the LLM" +
+                                            (level == Level::line ? "" : " (its line " + std::to_string(ref.line) + ")"));
+    out.push_back(std::move(e));
+  }
+  for (const auto& b : builtin) {
+    if (out.size() >= k) break;
+    if (!taken.insert({b.path, b.line}).second) continue;
+    RankedElement e = b;
+    e.source = "filled";
+    e.reasons.insert(e.reasons.begin(), "filled in from the built-in ranker (the LLM gave fewer than k usable ids)");
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries, LocalizeOptions options,
+                                                const std::function<void(size_t, size_t)>& progress) {
+  const size_t k = options.k;
+  options.retrieval = mode_retrieval(options_.mode);
+  const bool ask = client_ && options_.mode != Mode::builtin;
+  const bool want_prompt = ask || options_.keep_prompt;
+  if (want_prompt) options.k = 2 * k + 2;  // the built-in ranking to fill from
+  std::vector<Result<Localization>> results;
+  std::vector<Prompt> prompts(queries.size());
+  std::vector<ChatRequest> requests;
+  std::vector<size_t> request_of(queries.size(), static_cast<size_t>(-1));
+  PromptOptions popts;
+  popts.mode = options_.mode;
+  popts.k = k;
+  popts.template_text = options_.template_text;
+  popts.redactor = options_.redactor.get();
+  if (client_) {
+    popts.context_tokens = client_->options().context_tokens;
+    popts.answer_tokens = static_cast<size_t>(std::max(1, client_->options().max_tokens));
+  }
+  for (size_t i = 0; i < queries.size(); ++i) {
+    auto loc = localizer_.localize(queries[i], options);
+    if (loc && want_prompt && options_.mode != Mode::builtin) {
+      std::optional<Case> similar;
+      if (options_.mode == Mode::naive_rag && !loc->retrieved.empty() && localizer_.knowledge_base()) {
+        auto c = localizer_.knowledge_base()->load(loc->retrieved.front().rowid);
+        if (!c) {
+          results.push_back(std::unexpected(c.error()));
+          continue;
+        }
+        similar = std::move(*c);
+      }
+      QueryView view = make_query_view(queries[i], cache_);
+      auto p = build_prompt(queries[i], view, loc->annotations, loc->retrieved, similar ? &*similar : nullptr, cache_, popts);
+      if (!p) {
+        results.push_back(std::unexpected(p.error()));
+        continue;
+      }
+      prompts[i] = std::move(*p);
+      if (ask) {
+        request_of[i] = requests.size();
+        requests.push_back({prompts[i].text, prompts[i].schema});
+      }
+    }
+    results.push_back(std::move(loc));
+  }
+  std::vector<Result<ChatAnswer>> answers;
+  if (!requests.empty()) answers = client_->complete_all(requests, progress);
+
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (!results[i]) continue;
+    Localization& loc = *results[i];
+    const Prompt& p = prompts[i];
+    if (options_.mode != Mode::builtin && want_prompt) {
+      LlmReport r;
+      r.mode = std::string(mode_name(options_.mode));
+      if (client_) {
+        r.model = client_->options().model;
+        r.endpoint = client_->endpoint();
+      }
+      r.shown_lines = p.shown_lines;
+      r.total_lines = p.total_lines;
+      r.truncated = p.truncated;
+      r.redactions = p.redactions;
+      if (options_.keep_prompt) r.prompt = p.text;
+      r.prompt_tokens = p.estimated_tokens;
+      for (const auto& n : p.notes) loc.notes.push_back(n);
+      if (request_of[i] != static_cast<size_t>(-1)) {
+        auto& a = answers[request_of[i]];
+        if (a) {
+          r.prompt_tokens = a->prompt_tokens;
+          r.completion_tokens = a->completion_tokens;
+          r.usage_reported = a->usage_reported;
+          r.seconds = a->seconds;
+          r.attempts = a->attempts;
+          r.structured = a->structured;
+          r.raw_answer = a->content;
+          for (const auto& n : a->notes) loc.notes.push_back("LLM: " + n);
+          std::unordered_map<std::string, int> id_by_code;
+          for (size_t id = 1; id < p.elements.size(); ++id) {
+            if (!p.shown[id]) continue;
+            for (const auto& f : queries[i].files)
+              if (f.path == p.elements[id].path) {
+                const auto lines = split_lines(f.content);
+                id_by_code.emplace(std::string(trim(lines[static_cast<size_t>(p.elements[id].line - 1)])), static_cast<int>(id));
+              }
+          }
+          const ParsedAnswer parsed = parse_answer(
+              a->content, p.max_element_id,
+              [&](int id) { return static_cast<size_t>(id) < p.shown.size() && p.shown[static_cast<size_t>(id)]; },
+              [&](std::string_view code) -> std::optional<int> {
+                auto it = id_by_code.find(std::string(code));
+                return it == id_by_code.end() ? std::nullopt : std::optional<int>(it->second);
+              });
+          r.answer_format = parsed.format;
+          r.out_of_range = parsed.out_of_range;
+          r.duplicates = parsed.duplicates;
+          r.not_code = parsed.not_code;
+          loc.ranked = merge_answer(queries[i], p, parsed, loc.ranked, options.level, k, cache_);
+          for (const auto& e : loc.ranked) (e.source == "llm" ? r.from_llm : r.filled)++;
+          r.used = r.from_llm > 0;
+          if (!r.used) r.error = "the answer named no usable " + std::string(level_name(options.level)) + " id";
+          if (r.filled > 0)
+            loc.notes.push_back("the LLM's answer gave " + std::to_string(r.from_llm) + " usable id(s) of " +
+                                std::to_string(k) + "; " + std::to_string(r.filled) + " filled in from the built-in ranker" +
+                                (parsed.out_of_range ? " (" + std::to_string(parsed.out_of_range) + " out of range dropped)" : ""));
+          loc.ranker = r.used ? "llm " + r.model + " (" + r.mode + " mode)" : loc.ranker;
+        } else {
+          r.error = a.error().message;
+          loc.notes.push_back("the LLM could not be used (" + r.error + "): ranked by spark's built-in ranker");
+        }
+      }
+      loc.llm = std::move(r);
+    }
+    if (loc.ranked.size() > k) loc.ranked.resize(k);
+  }
+  return results;
+}
+
+}  // namespace spark

@@ -1,0 +1,50 @@
+// The LLM stage of SPARK: L = LLM(τ', k). For each failure the localizer retrieves and annotates (per the mode),
+// the prompt is built from the mode's template, the model answers, and its ids become the ranking. Ids the answer
+// lacks are filled from the built-in ranker (marked "filled"); when the model cannot be reached or its answer is
+// unusable, the built-in ranker's answer stands and the report says why.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "answer.h"
+#include "llm_client.h"
+#include "localizer.h"
+#include "prompt.h"
+
+namespace spark {
+
+struct LlmStageOptions {
+  Mode mode = Mode::standard;
+  std::string template_text;      // a user's template (--template); "" = the mode's built-in one
+  bool keep_prompt = false;       // put the prompt into the report (--show-prompt)
+  std::shared_ptr<const Redactor> redactor;  // null = --no-redact
+};
+
+// Ranked elements from a parsed answer: the model's ids in its order (mapped to units above line level), then the
+// built-in ranking `builtin` (longer than k) for the rest, up to k.
+std::vector<RankedElement> merge_answer(const Case& query, const Prompt& prompt, const ParsedAnswer& answer,
+                                        const std::vector<RankedElement>& builtin, Level level, size_t k,
+                                        StructureCache& cache);
+
+class LlmStage {
+ public:
+  // `client` null: no LLM configured — the built-in ranker answers (prompts are still built for --show-prompt).
+  LlmStage(Localizer& localizer, StructureCache& cache, LlmClient* client, LlmStageOptions options)
+      : localizer_(localizer), cache_(cache), client_(client), options_(std::move(options)) {}
+
+  // Localizes every query; the model is asked for all of them at once (the client's concurrency), results in
+  // input order. An error is per query (bad input); a model failure is not an error (see LlmReport::error).
+  std::vector<Result<Localization>> run(const std::vector<Case>& queries, LocalizeOptions options,
+                                        const std::function<void(size_t, size_t)>& progress = {});
+
+ private:
+  Localizer& localizer_;
+  StructureCache& cache_;
+  LlmClient* client_;
+  LlmStageOptions options_;
+};
+
+}  // namespace spark

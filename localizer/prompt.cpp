@@ -1,0 +1,377 @@
+#include "prompt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "error_message.h"
+#include "structure_cache.h"
+#include "test_scope.h"
+#include "text.h"
+#include "tokens.h"
+
+namespace spark {
+
+namespace {
+
+const std::map<std::string, std::string_view, std::less<>>& templates() {
+  static const std::map<std::string, std::string_view, std::less<>> t = {
+#include "templates.inc"
+  };
+  return t;
+}
+
+struct ModeInfo {
+  Mode mode;
+  std::string_view name;
+  Retrieval retrieval;
+  bool annotates;
+  std::string_view template_name;
+};
+
+constexpr ModeInfo kModes[] = {
+    {Mode::builtin, "builtin", Retrieval::similar, true, "baseline"},
+    {Mode::baseline, "baseline", Retrieval::none, false, "baseline"},
+    {Mode::standard, "default", Retrieval::similar, true, "baseline"},
+    {Mode::random, "random", Retrieval::random, true, "baseline"},
+    {Mode::annotation_free, "annotation-free", Retrieval::similar, false, "annotation-free"},
+    {Mode::directive, "directive", Retrieval::similar, true, "directive"},
+    {Mode::naive_rag, "naive-rag", Retrieval::similar, false, "naive-rag"},
+};
+
+const ModeInfo& info(Mode m) {
+  for (const auto& i : kModes)
+    if (i.mode == m) return i;
+  return kModes[0];
+}
+
+// One file's lines as candidates for the prompt.
+struct Candidate {
+  size_t file = 0;
+  int line = 0;       // 1-based, in the file
+  int id = 0;         // element id
+  std::string text;   // rendered, with newline
+  size_t tokens = 0;
+  int tier = 0;       // lower = kept first when the code must be cut
+  int distance = 0;   // within a tier, nearer first
+};
+
+// Chooses which candidates fit in `budget` tokens, by (tier, distance, line); returns how many tokens they use.
+size_t choose(std::vector<Candidate>& lines, size_t budget, std::vector<bool>& keep) {
+  keep.assign(lines.size(), false);
+  size_t total = 0;
+  for (const auto& c : lines) total += c.tokens;
+  if (total <= budget) {
+    keep.assign(lines.size(), true);
+    return total;
+  }
+  std::vector<size_t> order(lines.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (lines[a].tier != lines[b].tier) return lines[a].tier < lines[b].tier;
+    return lines[a].distance < lines[b].distance;
+  });
+  size_t used = 0;
+  for (size_t i : order) {
+    if (used + lines[i].tokens > budget) continue;  // a shorter line further down may still fit
+    keep[i] = true;
+    used += lines[i].tokens;
+  }
+  return used;
+}
+
+// Renders the kept lines in file order, with a header per file and a note when lines were left out.
+std::string render(const std::vector<Candidate>& lines, const std::vector<bool>& keep,
+                   const std::vector<std::string>& file_paths, size_t kept_count) {
+  std::string out;
+  if (kept_count < lines.size())
+    out += "# (" + std::to_string(kept_count) + " of " + std::to_string(lines.size()) +
+           " lines shown: the rest did not fit the model's context)\n";
+  size_t file = static_cast<size_t>(-1);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!keep[i]) continue;
+    if (lines[i].file != file) {
+      file = lines[i].file;
+      if (file_paths.size() > 1) out += "# file: " + file_paths[file] + "\n";
+    }
+    out += lines[i].text;
+  }
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+int tier_of_role(ScopeRole r) {
+  switch (r) {
+    case ScopeRole::own: return 2;
+    case ScopeRole::support: return 3;
+    case ScopeRole::module: return 4;
+    case ScopeRole::outside: return 5;
+  }
+  return 5;
+}
+
+// Cuts an over-long error message to `max_tokens`: a quarter from its head, the rest from its tail (the exception
+// and the deepest frames are at the end), with a marker saying how much was cut.
+std::string cut_error(const std::string& message, size_t max_tokens, size_t& cut_chars) {
+  const size_t tokens = estimate_tokens(message);
+  cut_chars = 0;
+  if (tokens <= max_tokens) return message;
+  const double chars_per_token = static_cast<double>(message.size()) / static_cast<double>(std::max<size_t>(1, tokens));
+  const size_t keep = static_cast<size_t>(static_cast<double>(max_tokens) * chars_per_token * 0.95);
+  size_t head = keep / 4, tail = keep - head;
+  while (head > 0 && (static_cast<unsigned char>(message[head]) & 0xC0) == 0x80) --head;
+  size_t tail_start = message.size() - std::min(tail, message.size());
+  while (tail_start < message.size() && (static_cast<unsigned char>(message[tail_start]) & 0xC0) == 0x80) ++tail_start;
+  cut_chars = tail_start - head;
+  return message.substr(0, head) + "\n[… " + std::to_string(cut_chars) + " characters cut …]\n" +
+         message.substr(tail_start);
+}
+
+struct CodeView {
+  std::vector<Candidate> lines;
+  std::vector<std::string> paths;
+};
+
+// The candidates of a case's files: ids, tiers and distances per the cutting rule.
+CodeView candidates(const Case& c, const QueryView& view, const std::set<std::pair<std::string, int>>& marked,
+                    const std::set<std::pair<std::string, int>>& anchors, const Redactor* redactor,
+                    std::map<std::string, size_t>& redactions, std::vector<LineRef>* elements) {
+  CodeView cv;
+  int offset = 0;
+  if (elements) elements->assign(1, LineRef{});
+  for (size_t f = 0; f < view.files.size(); ++f) {
+    const SourceFile& src = *view.files[f].source;
+    cv.paths.push_back(src.path);
+    std::string content = src.content;
+    if (redactor) redactor->redact(content, redactions);
+    const auto lines = split_lines(content);
+    const auto& role = view.files[f].scope.role;
+    // Anchors in this file: the traceback's lines (query) or the faulty lines (a retrieved case).
+    std::vector<int> anchor_lines;
+    for (const auto& [path, line] : anchors)
+      if (path == src.path) anchor_lines.push_back(line);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const int line = static_cast<int>(i) + 1;
+      if (elements) elements->push_back({src.path, line});
+      if (is_blank(lines[i])) continue;
+      Candidate cand;
+      cand.file = f;
+      cand.line = line;
+      cand.id = offset + line;
+      cand.text = std::to_string(cand.id) + ": " + std::string(lines[i]);
+      if (marked.contains({src.path, line})) cand.text += "  " + std::string(kAnnotationMarker);
+      cand.text += "\n";
+      cand.tokens = estimate_tokens(cand.text);
+      int nearest = 1 << 30;
+      for (int a : anchor_lines) nearest = std::min(nearest, std::abs(a - line));
+      if (nearest <= 2) cand.tier = 0;
+      else if (marked.contains({src.path, line})) cand.tier = 1;
+      else cand.tier = i < role.size() ? tier_of_role(role[i]) : 5;
+      cand.distance = nearest == (1 << 30) ? line : nearest;
+      cv.lines.push_back(std::move(cand));
+    }
+    offset += static_cast<int>(lines.size());
+  }
+  (void)c;
+  return cv;
+}
+
+std::set<std::pair<std::string, int>> traceback_anchors(const QueryView& view) {
+  std::set<std::pair<std::string, int>> out;
+  for (const auto& fr : view.frames)
+    for (const auto& f : view.files)
+      if (same_file(fr.path, f.source->path)) out.insert({f.source->path, fr.line});
+  return out;
+}
+
+}  // namespace
+
+Result<Mode> parse_mode(std::string_view name) {
+  for (const auto& i : kModes)
+    if (i.name == name) return i.mode;
+  std::string known;
+  for (const auto& i : kModes) known += (known.empty() ? "" : ", ") + std::string(i.name);
+  return fail("unknown mode \"" + std::string(name) + "\" (known: " + known + ")");
+}
+
+std::string_view mode_name(Mode mode) { return info(mode).name; }
+Retrieval mode_retrieval(Mode mode) { return info(mode).retrieval; }
+bool mode_annotates(Mode mode) { return info(mode).annotates; }
+std::string_view mode_template(Mode mode) { return info(mode).template_name; }
+
+std::optional<std::string_view> builtin_template(std::string_view name) {
+  auto it = templates().find(name);
+  if (it == templates().end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> builtin_template_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, text] : templates()) out.push_back(name);
+  return out;
+}
+
+Status check_template(std::string_view text, const std::string& origin) {
+  for (const char* needed : {"{test_code}", "{err_msg}"})
+    if (text.find(needed) == std::string_view::npos)
+      return fail(origin + ": the template has no " + needed + " placeholder");
+  return {};
+}
+
+std::string output_template() {
+  return R"({"faulty_lines": [{"line": <line number>, "code": "<the code of that line>"}, ...]})";
+}
+
+std::string fill_template(std::string_view text, const std::map<std::string, std::string>& values) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == '{') {
+      const size_t close = text.find('}', i + 1);
+      if (close != std::string_view::npos && close - i <= 40) {
+        auto it = values.find(std::string(text.substr(i + 1, close - i - 1)));
+        if (it != values.end()) {
+          out += it->second;
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    out += text[i++];
+  }
+  return out;
+}
+
+Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std::vector<Annotation>& annotations,
+                            const std::vector<RetrievedCase>& retrieved, const Case* similar_case,
+                            StructureCache& cache, const PromptOptions& options) {
+  Prompt p;
+  std::string_view tpl = options.template_text;
+  if (tpl.empty()) {
+    auto t = builtin_template(mode_template(options.mode));
+    if (!t) return fail("no built-in template \"" + std::string(mode_template(options.mode)) + "\"");
+    tpl = *t;
+  }
+  std::set<std::pair<std::string, int>> marked;
+  if (mode_annotates(options.mode))
+    for (const auto& a : annotations) marked.insert({a.line.path, a.line.line});
+
+  // The query's lines, with ids, and the retrieved context, redacted before anything is measured.
+  CodeView code = candidates(query, view, marked, traceback_anchors(view), options.redactor, p.redactions, &p.elements);
+  p.max_element_id = static_cast<int>(p.elements.size()) - 1;
+  p.total_lines = code.lines.size();
+  std::string error = query.error_message;
+  if (options.redactor) options.redactor->redact(error, p.redactions);
+
+  std::string similar_lines;
+  if (options.mode == Mode::annotation_free || options.mode == Mode::naive_rag) {
+    for (const auto& rc : retrieved)
+      for (const auto& t : rc.faulty_text) similar_lines += std::string(trim(t)) + "\n";
+    if (!similar_lines.empty()) similar_lines.pop_back();
+    if (options.redactor) options.redactor->redact(similar_lines, p.redactions);
+  }
+  std::optional<QueryView> similar_view;
+  CodeView similar_code;
+  std::string similar_error;
+  if (options.mode == Mode::naive_rag && similar_case) {
+    similar_view = make_query_view(*similar_case, cache);
+    std::set<std::pair<std::string, int>> faulty;
+    for (const auto& fl : similar_case->faulty_lines) faulty.insert({fl.path, fl.line});
+    similar_code = candidates(*similar_case, *similar_view, {}, faulty, options.redactor, p.redactions, nullptr);
+    similar_error = similar_case->error_message;
+    if (options.redactor) options.redactor->redact(similar_error, p.redactions);
+  }
+
+  std::map<std::string, std::string> values = {
+      {"programming_language", query.language == "python" ? "Python" : query.language},
+      {"element", "line"},
+      {"k", std::to_string(options.k)},
+      {"ID", "line number"},
+      {"max_element_id", std::to_string(p.max_element_id)},
+      {"output_template", output_template()},
+      {"marker", std::string(kAnnotationMarker)},
+      {"similar_faulty_lines", similar_lines},
+      {"err_msg", ""},
+      {"test_code", ""},
+      {"similar_err_msg", ""},
+      {"similar_test_code", ""},
+  };
+
+  // The budget: context minus the answer, the fixed text and the (possibly cut) error messages.
+  const size_t fixed = estimate_tokens(fill_template(tpl, values));
+  if (fixed + options.answer_tokens + 64 > options.context_tokens)
+    return fail("the context window (" + std::to_string(options.context_tokens) + " tokens) cannot hold the template (" +
+                std::to_string(fixed) + " tokens) and an answer of " + std::to_string(options.answer_tokens) + " tokens");
+  const size_t room = options.context_tokens - options.answer_tokens - fixed;
+  const bool rag = options.mode == Mode::naive_rag && similar_case;
+  const size_t error_cap = room * (rag ? 2 : 3) / 10;  // at most 30 % of the room (20 % each with naive RAG)
+  values["err_msg"] = cut_error(error, error_cap, p.error_chars_cut);
+  size_t code_room = room - std::min(room, estimate_tokens(values["err_msg"]));
+  if (rag) {
+    size_t cut = 0;
+    values["similar_err_msg"] = cut_error(similar_error, error_cap, cut);
+    code_room -= std::min(code_room, estimate_tokens(values["similar_err_msg"]));
+  }
+
+  // Token estimates of pieces do not add up exactly (pieces merge at their seams), and the cut note costs a few
+  // tokens: the whole prompt is measured, and the code's room shrinks by the overshoot until it fits.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    p.notes.clear();
+    if (p.error_chars_cut)
+      p.notes.push_back("the error message was cut by " + std::to_string(p.error_chars_cut) + " characters to fit the context");
+    std::vector<bool> keep;
+    size_t query_need = 0;
+    for (const auto& c : code.lines) query_need += c.tokens;
+    // Naive RAG: the query's code first; the retrieved case gets what is left, but at least 40 % when both are long.
+    size_t query_room = code_room;
+    if (rag) {
+      size_t similar_need = 0;
+      for (const auto& c : similar_code.lines) similar_need += c.tokens;
+      if (query_need + similar_need > code_room)
+        query_room = std::max(code_room * 6 / 10, code_room - std::min(code_room, similar_need));
+    }
+    const size_t used = choose(code.lines, query_room, keep);
+    p.shown_lines = static_cast<size_t>(std::count(keep.begin(), keep.end(), true));
+    p.truncated = p.shown_lines < p.total_lines;
+    values["test_code"] = render(code.lines, keep, code.paths, p.shown_lines);
+    p.shown.assign(p.elements.size(), false);
+    for (size_t i = 0; i < code.lines.size(); ++i)
+      if (keep[i]) p.shown[static_cast<size_t>(code.lines[i].id)] = true;
+    if (p.truncated)
+      p.notes.push_back("the test code was cut to " + std::to_string(p.shown_lines) + " of " + std::to_string(p.total_lines) +
+                        " lines to fit the context (" + std::to_string(options.context_tokens) + " tokens)");
+    if (rag) {
+      std::vector<bool> keep2;
+      choose(similar_code.lines, code_room - std::min(code_room, used), keep2);
+      const size_t shown2 = static_cast<size_t>(std::count(keep2.begin(), keep2.end(), true));
+      values["similar_test_code"] = render(similar_code.lines, keep2, similar_code.paths, shown2);
+      if (shown2 < similar_code.lines.size())
+        p.notes.push_back("the similar case's code was cut to " + std::to_string(shown2) + " of " +
+                          std::to_string(similar_code.lines.size()) + " lines to fit the context");
+    }
+    p.text = fill_template(tpl, values);
+    p.estimated_tokens = estimate_tokens(p.text);
+    const size_t limit = options.context_tokens - options.answer_tokens;
+    if (p.estimated_tokens <= limit) break;
+    const size_t over = p.estimated_tokens - limit + 8;
+    code_room -= std::min(code_room, over);
+    if (attempt == 3 || code_room == 0)
+      return fail("the prompt does not fit the context window (" + std::to_string(options.context_tokens) + " tokens)");
+  }
+
+  const nlohmann::json item = {{"type", "object"},
+                               {"properties",
+                                {{"line", {{"type", "integer"}, {"minimum", 1}, {"maximum", p.max_element_id}}},
+                                 {"code", {{"type", "string"}}}}},
+                               {"required", {"line", "code"}},
+                               {"additionalProperties", false}};
+  p.schema = {{"type", "object"},
+              {"properties",
+               {{"faulty_lines", {{"type", "array"}, {"items", item}, {"minItems", options.k}, {"maxItems", options.k}}}}},
+              {"required", {"faulty_lines"}},
+              {"additionalProperties", false}};
+  return p;
+}
+
+}  // namespace spark

@@ -1,0 +1,75 @@
+// Prompts for the LLM stage: the paper's templates (Fig. 2, 7, 8, and naive RAG) filled for one failing test.
+//
+// The test code is shown with the file's own line numbers and blank lines hidden (the paper's preprocessing); the
+// element ids the model answers with are those line numbers. A case with several files numbers them one after the
+// other (the second file's line 1 is the first file's last line + 1), with a "# file:" header per file.
+// When the prompt would not fit the model's context, the test code is cut to the lines nearest the failure by the
+// rule in docs/LLM.md, and the prompt says so.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "case.h"
+#include "line_features.h"
+#include "localizer.h"
+#include "redact.h"
+
+namespace spark {
+
+enum class Mode { builtin, baseline, standard, random, annotation_free, directive, naive_rag };
+
+Result<Mode> parse_mode(std::string_view name);  // builtin | baseline | default | random | annotation-free | …
+std::string_view mode_name(Mode mode);
+// What each mode retrieves and whether it marks lines (the paper's Table 11).
+Retrieval mode_retrieval(Mode mode);
+bool mode_annotates(Mode mode);
+std::string_view mode_template(Mode mode);  // the built-in template's name
+
+// The built-in template texts (localizer/templates/*.txt, compiled in).
+std::optional<std::string_view> builtin_template(std::string_view name);
+std::vector<std::string> builtin_template_names();
+// Checks a user's template: it must show the test code and the error message.
+Status check_template(std::string_view text, const std::string& origin);
+
+struct PromptOptions {
+  Mode mode = Mode::standard;
+  size_t k = 5;
+  std::string template_text;        // "" = the mode's built-in template
+  size_t context_tokens = 32768;    // the model's window: prompt + answer must fit
+  size_t answer_tokens = 512;       // reserved for the answer (max_tokens)
+  const Redactor* redactor = nullptr;  // null: nothing redacted
+};
+
+struct Prompt {
+  std::string text;
+  int max_element_id = 0;
+  std::vector<LineRef> elements;    // element id → line of the query; index 0 unused
+  std::vector<bool> shown;          // element id → shown in the prompt
+  size_t total_lines = 0, shown_lines = 0;  // non-blank lines of the query
+  size_t error_chars_cut = 0;
+  bool truncated = false;
+  size_t estimated_tokens = 0;      // estimate_tokens(text)
+  std::map<std::string, size_t> redactions;
+  nlohmann::json schema;            // the answer's JSON schema (structured output)
+  std::vector<std::string> notes;
+};
+
+// Builds the prompt. `retrieved`: the similar cases as the localizer retrieved them (their faulty lines' text is
+// the annotation-free context); `similar_case`: the most similar case in full (naive RAG), or null.
+Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std::vector<Annotation>& annotations,
+                            const std::vector<RetrievedCase>& retrieved, const Case* similar_case,
+                            StructureCache& cache, const PromptOptions& options);
+
+// The answer format the prompt asks for ({output_template}).
+std::string output_template();
+
+// Fills {name} placeholders in one pass (values are never scanned again); unknown {…} stay as written.
+std::string fill_template(std::string_view text, const std::map<std::string, std::string>& values);
+
+}  // namespace spark

@@ -1,0 +1,124 @@
+#include "llm_client.h"
+
+#include <mutex>
+#include <thread>
+
+#include "text.h"
+#include "tokens.h"
+
+namespace spark {
+
+LlmClient::LlmClient(LlmOptions options) : options_(std::move(options)) {
+  while (options_.base_url.ends_with('/')) options_.base_url.pop_back();
+  if (options_.base_url.ends_with("/chat/completions"))
+    options_.base_url.resize(options_.base_url.size() - std::string_view("/chat/completions").size());
+  if (options_.concurrency == 0) options_.concurrency = 1;
+}
+
+std::string LlmClient::endpoint() const { return options_.base_url + "/chat/completions"; }
+
+nlohmann::json LlmClient::body(const ChatRequest& request, bool structured) const {
+  nlohmann::json b = {{"model", options_.model},
+                      {"messages", nlohmann::json::array({{{"role", "user"}, {"content", request.prompt}}})},
+                      {"temperature", options_.temperature},
+                      {"max_tokens", options_.max_tokens},
+                      {"stream", false}};
+  if (options_.seed) b["seed"] = *options_.seed;
+  if (structured)
+    b["response_format"] = {{"type", "json_schema"},
+                            {"json_schema", {{"name", "faulty_elements"}, {"strict", true}, {"schema", request.schema}}}};
+  return b;
+}
+
+Result<ChatAnswer> LlmClient::complete(const ChatRequest& request) {
+  const std::string url = endpoint();
+  std::vector<std::string> headers;
+  if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);
+  ChatAnswer answer;
+  bool structured = options_.structured && !request.schema.is_null() && !structured_rejected_.load();
+  HttpOutcome outcome;
+  for (;;) {
+    auto got = http_post_json_retrying(url, body(request, structured).dump(), headers, options_.http, options_.retry);
+    if (!got) return std::unexpected(got.error());
+    outcome = std::move(*got);
+    answer.attempts += outcome.attempts;
+    answer.seconds += outcome.seconds;
+    for (auto& n : outcome.notes) answer.notes.push_back(std::move(n));
+    const long st = outcome.response.status;
+    if (structured && (st == 400 || st == 404 || st == 415 || st == 422 || st == 501)) {
+      structured_rejected_ = true;
+      structured = false;
+      answer.notes.push_back("the server rejected response_format (HTTP " + std::to_string(st) + ": " +
+                             clip(outcome.response.body, 160) + "); asking again for plain text");
+      continue;
+    }
+    break;
+  }
+  const HttpResponse& resp = outcome.response;
+  const std::string where = "POST " + url + ": ";
+  const std::string tries = answer.attempts > 1 ? " (after " + std::to_string(answer.attempts) + " attempts)" : "";
+  if (resp.status != 200)
+    return fail(where + "HTTP " + std::to_string(resp.status) + tries + ": " + clip(resp.body, 300));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(resp.body);
+  } catch (const nlohmann::json::exception& e) {
+    const std::string what = resp.content_type.find("html") != std::string::npos
+                                 ? "an HTML page, not JSON"
+                                 : "not valid JSON (" + std::string(e.what()) + ")";
+    return fail(where + "the answer is " + what + ": " + clip(resp.body, 160));
+  }
+  if (!j.is_object()) return fail(where + "the answer is not a JSON object: " + clip(resp.body, 160));
+  if (j.contains("error") && !j["error"].is_null())
+    return fail(where + "the server reported an error: " + clip(j["error"].dump(), 300));
+  if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
+    return fail(where + "the answer has no choices: " + clip(resp.body, 160));
+  const auto& choice = j["choices"][0];
+  if (!choice.is_object() || !choice.contains("message") || !choice["message"].is_object())
+    return fail(where + "choices[0] has no message: " + clip(choice.dump(), 160));
+  const auto& message = choice["message"];
+  if (message.contains("content") && message["content"].is_string()) answer.content = message["content"].get<std::string>();
+  else if (message.contains("refusal") && message["refusal"].is_string())
+    return fail(where + "the model refused: " + clip(message["refusal"].get<std::string>(), 200));
+  if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
+    answer.finish_reason = choice["finish_reason"].get<std::string>();
+  if (answer.finish_reason == "length")
+    answer.notes.push_back("the answer was cut off at max_tokens (" + std::to_string(options_.max_tokens) + ")");
+  answer.structured = structured;
+  const auto& usage = j.contains("usage") && j["usage"].is_object() ? j["usage"] : nlohmann::json();
+  if (usage.is_object() && usage.contains("prompt_tokens") && usage["prompt_tokens"].is_number_unsigned() &&
+      usage.contains("completion_tokens") && usage["completion_tokens"].is_number_unsigned()) {
+    answer.prompt_tokens = usage["prompt_tokens"].get<size_t>();
+    answer.completion_tokens = usage["completion_tokens"].get<size_t>();
+    answer.usage_reported = true;
+  } else {
+    answer.prompt_tokens = estimate_tokens(request.prompt);
+    answer.completion_tokens = estimate_tokens(answer.content);
+  }
+  return answer;
+}
+
+std::vector<Result<ChatAnswer>> LlmClient::complete_all(const std::vector<ChatRequest>& requests,
+                                                        const std::function<void(size_t, size_t)>& progress) {
+  std::vector<Result<ChatAnswer>> results(requests.size(), fail("not run"));
+  std::atomic<size_t> next{0};
+  size_t done = 0;
+  std::mutex mu;
+  const auto worker = [&] {
+    for (size_t i = next++; i < requests.size(); i = next++) {
+      auto r = complete(requests[i]);
+      std::lock_guard lock(mu);
+      results[i] = std::move(r);
+      ++done;
+      if (progress) progress(done, requests.size());
+    }
+  };
+  const size_t n = std::min(options_.concurrency, requests.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  return results;
+}
+
+}  // namespace spark

@@ -1,0 +1,43 @@
+// Secret redaction: nothing that looks like a credential leaves the machine (LLM prompts, embedding requests).
+//
+// Each rule is a PCRE2 pattern; the text its `secret` group (or the whole match) covers is replaced by
+// "[REDACTED:<rule>]". Line structure is kept: a multi-line secret (a private key block) keeps its line breaks, so
+// line numbers shown to a model stay the file's own. Users add rules in the configuration ([redact] patterns).
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pcre_regex.h"
+#include "result.h"
+
+namespace spark {
+
+struct RedactionRule {
+  std::string name;
+  std::string pattern;  // PCRE2; a named group (?<secret>…) limits the replacement to that part
+};
+
+// The built-in rules (docs/LLM.md lists them).
+const std::vector<RedactionRule>& builtin_redaction_rules();
+
+class Redactor {
+ public:
+  // Compiles the built-in rules plus `extra` (user rules, named "custom-N" when unnamed). A bad user pattern is an
+  // error naming it.
+  static Result<Redactor> make(const std::vector<RedactionRule>& extra = {});
+
+  // Redacts `text` in place; adds per-rule counts to `counts`. Returns how many secrets were replaced.
+  size_t redact(std::string& text, std::map<std::string, size_t>& counts) const;
+
+ private:
+  struct Compiled {
+    std::string name;
+    Regex regex;
+  };
+  std::vector<Compiled> rules_;
+};
+
+}  // namespace spark

@@ -1,0 +1,91 @@
+// An in-process OpenAI-compatible chat-completions server (cpp-httplib) for tests and benchmarks: each test scripts
+// what it answers. It speaks the real protocol over real sockets; the client under test is never stubbed.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace spark::testing {
+
+class ChatServer {
+ public:
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&, int call)>;
+
+  explicit ChatServer(Handler handler, size_t threads = 8) : handler_(std::move(handler)) {
+    server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      int call;
+      {
+        std::lock_guard lock(mu_);
+        bodies_.push_back(req.body);
+        authorization_.push_back(req.get_header_value("Authorization"));
+        call = static_cast<int>(bodies_.size()) - 1;
+      }
+      handler_(req, res, call);
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~ChatServer() {
+    server_.stop();
+    thread_.join();
+  }
+  ChatServer(const ChatServer&) = delete;
+  ChatServer& operator=(const ChatServer&) = delete;
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  int port() const { return port_; }
+  std::vector<std::string> bodies() const {
+    std::lock_guard lock(mu_);
+    return bodies_;
+  }
+  std::vector<std::string> authorizations() const {
+    std::lock_guard lock(mu_);
+    return authorization_;
+  }
+  size_t calls() const {
+    std::lock_guard lock(mu_);
+    return bodies_.size();
+  }
+
+  // The prompt (first user message) of a request body.
+  static std::string prompt_of(const std::string& body) {
+    return nlohmann::json::parse(body)["messages"][0]["content"].get<std::string>();
+  }
+
+  // A chat.completion answer as vLLM and OpenAI send it.
+  static std::string completion(const std::string& content, const std::string& finish_reason = "stop",
+                                bool usage = true, size_t prompt_tokens = 100, size_t completion_tokens = 20) {
+    nlohmann::json j = {{"id", "chatcmpl-test"},
+                        {"object", "chat.completion"},
+                        {"created", 1763700000},
+                        {"model", "test-model"},
+                        {"choices", {{{"index", 0},
+                                      {"message", {{"role", "assistant"}, {"content", content}}},
+                                      {"finish_reason", finish_reason}}}}};
+    if (usage)
+      j["usage"] = {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
+                    {"total_tokens", prompt_tokens + completion_tokens}};
+    return j.dump();
+  }
+
+ private:
+  Handler handler_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::vector<std::string> bodies_, authorization_;
+};
+
+}  // namespace spark::testing
