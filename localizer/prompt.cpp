@@ -261,13 +261,29 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
   CodeView code = candidates(query, view, marked, traceback_anchors(view), options.redactor, p.redactions, &p.elements);
   p.max_element_id = static_cast<int>(p.elements.size()) - 1;
   p.total_lines = code.lines.size();
-  std::string error = query.error_message;
+  // Trailing blank lines of runner output carry nothing.
+  const auto rstrip = [](std::string t) {
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) t.pop_back();
+    return t;
+  };
+  std::string error = rstrip(query.error_message);
   if (options.redactor) options.redactor->redact(error, p.redactions);
 
   std::string similar_lines;
-  if (options.mode == Mode::annotation_free || options.mode == Mode::naive_rag) {
+  if (options.mode == Mode::annotation_free) {
     for (const auto& rc : retrieved)
       for (const auto& t : rc.faulty_text) similar_lines += std::string(trim(t)) + "\n";
+    if (!similar_lines.empty()) similar_lines.pop_back();
+    if (options.redactor) options.redactor->redact(similar_lines, p.redactions);
+  } else if (options.mode == Mode::naive_rag && similar_case) {
+    // The labelled faulty elements of the similar case, with their line numbers as its code shows them.
+    for (const auto& fl : similar_case->faulty_lines)
+      for (const auto& f : similar_case->files)
+        if (f.path == fl.path) {
+          const auto lines = split_lines(f.content);
+          if (fl.line >= 1 && static_cast<size_t>(fl.line) <= lines.size())
+            similar_lines += std::to_string(fl.line) + ": " + std::string(lines[static_cast<size_t>(fl.line - 1)]) + "\n";
+        }
     if (!similar_lines.empty()) similar_lines.pop_back();
     if (options.redactor) options.redactor->redact(similar_lines, p.redactions);
   }
@@ -279,7 +295,7 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     std::set<std::pair<std::string, int>> faulty;
     for (const auto& fl : similar_case->faulty_lines) faulty.insert({fl.path, fl.line});
     similar_code = candidates(*similar_case, *similar_view, {}, faulty, options.redactor, p.redactions, nullptr);
-    similar_error = similar_case->error_message;
+    similar_error = rstrip(similar_case->error_message);
     if (options.redactor) options.redactor->redact(similar_error, p.redactions);
   }
 

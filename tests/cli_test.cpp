@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+
+#include "chat_server.h"
 #include "test_util.h"
 
 namespace spark {
@@ -214,6 +217,141 @@ TEST(cli, usage_errors_exit_with_2) {
   EXPECT_EQ(no_test.err, "spark: error: give the failing test's file with --test (or a cases file with --case [--id])\n");
   EXPECT_EQ(run_spark({"localize", "--test", "e.txt"}, dir.path()).exit_code, 2);
   EXPECT_EQ(run_spark({"--version"}, dir.path()).exit_code, 0);
+}
+
+// --- with an LLM: the real binary against the scripted in-process server -------------------------------------
+
+TEST(cli, localize_with_an_llm_reports_its_answer_usage_and_raw_text) {
+  Workspace w;
+  testing::ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
+    res.set_content(testing::ChatServer::completion(R"J({"faulty_lines": [{"line": 9, "code": "expected = 5"}, {"line": 10, "code": "x"}]})J",
+                                                    "stop", true, 250, 30),
+                    "application/json");
+  });
+  auto r = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "-k", "3", "--format", "json",
+                      "--llm-url", server.url(), "--model", "qwen2.5-72b", "--show-prompt"},
+                     w.dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  EXPECT_EQ(j["ranked"][0]["line"], 9);
+  EXPECT_EQ(j["ranked"][0]["source"], "llm");
+  EXPECT_EQ(j["ranked"][1]["line"], 10);
+  EXPECT_EQ(j["ranked"][2]["source"], "filled");
+  EXPECT_EQ(j["llm"]["model"], "qwen2.5-72b");
+  EXPECT_EQ(j["llm"]["mode"], "default");
+  EXPECT_EQ(j["llm"]["tokens"]["prompt"], 250);
+  EXPECT_FALSE(j["llm"]["tokens"]["estimated"].get<bool>());
+  EXPECT_EQ(j["llm"]["answer"]["from_llm"], 2);
+  EXPECT_NE(j["llm"]["answer"]["raw"].get<std::string>().find("expected = 5"), std::string::npos);
+  // The annotated line (9 resembles the retrieved faulty line) carries the marker in the prompt sent.
+  const std::string prompt = testing::ChatServer::prompt_of(server.bodies().at(0));
+  EXPECT_NE(prompt.find("9:     expected = 5  # !!! high likelihood of being faulty !!!"), std::string::npos) << prompt;
+  EXPECT_EQ(j["llm"]["prompt"], prompt);
+  EXPECT_EQ(r.err.find("no LLM configured"), std::string::npos);
+}
+
+TEST(cli, an_unreachable_llm_falls_back_unless_required) {
+  Workspace w;
+  int port;
+  {
+    testing::ChatServer gone([](const httplib::Request&, httplib::Response&, int) {});
+    port = gone.port();
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  std::vector<std::string> args = {"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--format", "json",
+                                   "--llm-url", url, "--model", "m", "--retries", "1", "--retry-delay", "0.01"};
+  auto r = run_spark(args, w.dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("the LLM could not be used"), std::string::npos) << r.err;
+  EXPECT_FALSE(json::parse(r.out)["llm"]["used"].get<bool>());
+  EXPECT_EQ(json::parse(r.out)["ranked"][0]["source"], "builtin");
+  args.push_back("--require-llm");
+  auto strict = run_spark(args, w.dir.path());
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_TRUE(strict.out.empty());
+  EXPECT_NE(strict.err.find("--require-llm"), std::string::npos);
+  auto none = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--require-llm"}, w.dir.path());
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("no LLM configured"), std::string::npos);
+}
+
+TEST(cli, a_cases_file_is_localized_as_a_batch_in_input_order) {
+  Workspace w;
+  testing::ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    res.set_content(testing::ChatServer::completion("line 10"), "application/json");
+  });
+  auto r = run_spark({"localize", "--case", "cases.jsonl", "--format", "json", "-k", "2", "--llm-url", server.url(),
+                      "--model", "m", "--concurrency", "4"},
+                     w.dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 8u);
+  for (const auto& doc : j) EXPECT_EQ(doc["ranked"][0]["line"], 10);
+  EXPECT_EQ(server.calls(), 8u);
+  // Each query's own labels and meta are hidden: no prompt mentions the meta note.
+  for (const auto& b : server.bodies()) EXPECT_EQ(b.find("\"note\""), std::string::npos);
+}
+
+TEST(cli, modes_random_and_baseline_retrieve_as_the_paper_says) {
+  Workspace w;
+  testing::ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
+    res.set_content(testing::ChatServer::completion("line 10"), "application/json");
+  });
+  const auto run = [&](const std::string& mode, const std::string& seed) {
+    auto r = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--format", "json", "--mode",
+                        mode, "--seed", seed, "--llm-url", server.url(), "--model", "m"},
+                       w.dir.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out);
+  };
+  const auto baseline = run("baseline", "1");
+  EXPECT_TRUE(baseline["retrieved"].empty());
+  EXPECT_EQ(testing::ChatServer::prompt_of(server.bodies().back()).find("!!!"), std::string::npos);
+  const auto a = run("random", "7"), b = run("random", "7");
+  ASSERT_EQ(a["retrieved"].size(), 1u);
+  EXPECT_EQ(a["retrieved"][0]["id"], b["retrieved"][0]["id"]);  // seeded
+  std::set<std::string> drawn;
+  for (int seed = 0; seed < 12; ++seed) drawn.insert(run("random", std::to_string(seed))["retrieved"][0]["id"]);
+  EXPECT_GT(drawn.size(), 1u);  // not the similarity order
+}
+
+TEST(cli, configuration_file_env_and_flags_in_priority_order_and_secrets_hidden) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / ".git");
+  write_file(dir / ".spark.toml",
+             "kb = \"store\"\n[llm]\nmodel = \"from-file\"\napi_key = \"sk-file-secret-123\"\nconcurrency = 8\n"
+             "[localize]\nk = 7\n[redact]\npatterns = [\"EMP-[0-9]{6}\"]\n");
+  std::filesystem::create_directories(dir / "sub");
+  auto r = run_spark({"config"}, dir / "sub");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("model = \"from-file\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".spark.toml:3"), std::string::npos);
+  EXPECT_NE(r.out.find("k = 7"), std::string::npos);
+  EXPECT_NE(r.out.find("EMP-[0-9]{6}"), std::string::npos);
+  EXPECT_EQ(r.out.find("sk-file-secret-123"), std::string::npos);
+  EXPECT_NE(r.out.find("api_key = # set (hidden)"), std::string::npos);
+  ::setenv("SPARK_LLM_MODEL", "from-env", 1);
+  auto env = run_spark({"config"}, dir.path());
+  auto flag = run_spark({"config"}, dir.path());
+  ::unsetenv("SPARK_LLM_MODEL");
+  EXPECT_NE(env.out.find("model = \"from-env\"    # from env SPARK_LLM_MODEL"), std::string::npos) << env.out;
+  auto over = run_spark({"--kb", "elsewhere", "config"}, dir.path());
+  EXPECT_NE(over.out.find("kb = \"elsewhere\"    # from flag --kb"), std::string::npos) << over.out;
+
+  write_file(dir / "bad.toml", "[llm]\nconcurrency = \"many\"\n");
+  auto bad = run_spark({"--config", "bad.toml", "config"}, dir.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad.toml:2: llm.concurrency must be an integer"), std::string::npos) << bad.err;
+  write_file(dir / "unknown.toml", "[llm]\nmodle = \"x\"\n");
+  auto unknown = run_spark({"--config", "unknown.toml", "config"}, dir.path());
+  EXPECT_NE(unknown.err.find("unknown.toml:2: unknown setting llm.modle"), std::string::npos) << unknown.err;
+  write_file(dir / "broken.toml", "[llm\nmodel = 1\n");
+  auto broken = run_spark({"--config", "broken.toml", "config"}, dir.path());
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_NE(broken.err.find("broken.toml:1"), std::string::npos) << broken.err;
+  EXPECT_EQ(run_spark({"--config", "missing.toml", "config"}, dir.path()).exit_code, 2);
 }
 
 }  // namespace spark
