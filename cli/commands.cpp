@@ -260,6 +260,8 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
   args.template_path = config.str("llm.template");
   args.require_llm = config.boolean("llm.require");
   args.seed = static_cast<uint64_t>(config.integer("llm.seed"));
+  args.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
+  args.answer_tokens = static_cast<size_t>(std::max(1LL, config.integer("llm.max_tokens")));
   if (!config.is_set("llm.base_url")) {
     args.llm.reset();
     return {};
@@ -327,6 +329,8 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
   stage.mode = *parse_mode(args.mode);
   stage.keep_prompt = args.show_prompt;
   stage.redactor = common.redactor;
+  stage.context_tokens = args.context_tokens;
+  stage.answer_tokens = args.answer_tokens;
   if (!args.template_path.empty()) {
     auto t = read_file(args.template_path);
     if (!t) return report_error(t.error());

@@ -64,6 +64,8 @@ struct LocalizeArgs {
   bool require_llm = false;
   std::optional<LlmOptions> llm;  // absent: no LLM configured (llm.base_url unset)
   uint64_t seed = 0;              // random mode's draw
+  size_t context_tokens = 32768;  // prompt bounds, also without an LLM (--show-prompt)
+  size_t answer_tokens = 512;
 };
 
 // The localize settings from the effective configuration (flags already applied to it).

@@ -21,6 +21,9 @@ struct LlmStageOptions {
   std::string template_text;      // a user's template (--template); "" = the mode's built-in one
   bool keep_prompt = false;       // put the prompt into the report (--show-prompt)
   std::shared_ptr<const Redactor> redactor;  // null = --no-redact
+  // The prompt's bounds when no client gives them (prompts built for --show-prompt or measurement).
+  size_t context_tokens = 32768;
+  size_t answer_tokens = 512;
 };
 
 // Ranked elements from a parsed answer: the model's ids in its order (mapped to units above line level), then the
