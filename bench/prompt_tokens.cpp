@@ -1,7 +1,7 @@
 // Prompt sizes per mode on a corpus (the paper's Table 1 and Table 4 analogues), without an LLM: every case in turn
 // is the query against the rest of the corpus (leave-one-out), the prompt of each mode is built as `spark localize`
 // would send it, and its tokens are estimated (src/tokens.h). Usage:
-//   spark_prompt_tokens [--context N] CASES.jsonl...
+//   spark_prompt_tokens [--context N] [--test-scope] CASES.jsonl...
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,13 +43,15 @@ struct Stats {
 
 int main(int argc, char** argv) {
   size_t context = 32768;
+  bool test_scope = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--context") == 0 && i + 1 < argc) context = std::stoul(argv[++i]);
+    else if (std::strcmp(argv[i], "--test-scope") == 0) test_scope = true;
     else files.push_back(argv[i]);
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: spark_prompt_tokens [--context N] CASES.jsonl...\n");
+    std::fprintf(stderr, "usage: spark_prompt_tokens [--context N] [--test-scope] CASES.jsonl...\n");
     return 2;
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
     o.keep_prompt = true;
     o.redactor = std::make_shared<const Redactor>(*Redactor::make());
     o.context_tokens = context;
+    o.test_scope_only = test_scope;
     LlmStage stage(localizer, cache, nullptr, o);
     LocalizeOptions lo;
     lo.k = 5;
@@ -115,8 +118,8 @@ int main(int argc, char** argv) {
         }
     }
   }
-  std::printf("# prompt tokens per mode (estimated, src/tokens.h), leave-one-out over %zu cases, k = 5, context %zu tokens\n\n",
-              cases.size(), context);
+  std::printf("# prompt tokens per mode (estimated, src/tokens.h), leave-one-out over %zu cases, k = 5, context %zu tokens, "
+              "prompt scope %s\n\n", cases.size(), context, test_scope ? "test" : "file");
   std::printf("| project | cases | query code+error (mean) | mode | mean | median | vs baseline (mean) | cut to fit | annotated lines / case |\n");
   std::printf("|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
   for (const auto& [project, per_mode] : by_project) {

@@ -262,6 +262,10 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
   args.seed = static_cast<uint64_t>(config.integer("llm.seed"));
   args.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
   args.answer_tokens = static_cast<size_t>(std::max(1LL, config.integer("llm.max_tokens")));
+  const std::string scope = config.str("llm.prompt_scope");
+  if (scope != "file" && scope != "test")
+    return fail(config.get("llm.prompt_scope").source + ": llm.prompt_scope is file or test, not \"" + scope + "\"");
+  args.test_scope_only = scope == "test";
   if (!config.is_set("llm.base_url")) {
     args.llm.reset();
     return {};
@@ -331,6 +335,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
   stage.redactor = common.redactor;
   stage.context_tokens = args.context_tokens;
   stage.answer_tokens = args.answer_tokens;
+  stage.test_scope_only = args.test_scope_only;
   if (!args.template_path.empty()) {
     auto t = read_file(args.template_path);
     if (!t) return report_error(t.error());

@@ -66,6 +66,7 @@ struct LocalizeArgs {
   uint64_t seed = 0;              // random mode's draw
   size_t context_tokens = 32768;  // prompt bounds, also without an LLM (--show-prompt)
   size_t answer_tokens = 512;
+  bool test_scope_only = false;
 };
 
 // The localize settings from the effective configuration (flags already applied to it).

@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
   bind(localize, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
   bind(localize, "--llm-api-key", "llm.api_key", "API key (prefer env SPARK_LLM_API_KEY: flags show in process lists)");
   bind(localize, "--template", "llm.template", "prompt template file replacing the mode's built-in one");
+  bind(localize, "--prompt-scope", "llm.prompt_scope", "file (default, as the paper) | test: only the failing test's reach")
+      ->check(CLI::IsMember({"file", "test"}));
   bind(localize, "--temperature", "llm.temperature", "sampling temperature (default 0)")->check(CLI::Range(0.0, 2.0));
   bind(localize, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
   bind(localize, "--seed", "llm.seed", "seed sent to the server and for random mode's draw");

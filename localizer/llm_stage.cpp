@@ -90,6 +90,7 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
   popts.redactor = options_.redactor.get();
   popts.context_tokens = options_.context_tokens;
   popts.answer_tokens = options_.answer_tokens;
+  popts.test_scope_only = options_.test_scope_only;
   if (client_) {
     popts.context_tokens = client_->options().context_tokens;
     popts.answer_tokens = static_cast<size_t>(std::max(1, client_->options().max_tokens));

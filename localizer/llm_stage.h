@@ -24,6 +24,7 @@ struct LlmStageOptions {
   // The prompt's bounds when no client gives them (prompts built for --show-prompt or measurement).
   size_t context_tokens = 32768;
   size_t answer_tokens = 512;
+  bool test_scope_only = false;   // show only the failing test's reach (--prompt-scope test)
 };
 
 // Ranked elements from a parsed answer: the model's ids in its order (mapped to units above line level), then the

@@ -135,7 +135,7 @@ struct CodeView {
 // The candidates of a case's files: ids, tiers and distances per the cutting rule.
 CodeView candidates(const Case& c, const QueryView& view, const std::set<std::pair<std::string, int>>& marked,
                     const std::set<std::pair<std::string, int>>& anchors, const Redactor* redactor,
-                    std::map<std::string, size_t>& redactions, std::vector<LineRef>* elements) {
+                    std::map<std::string, size_t>& redactions, std::vector<LineRef>* elements, bool scope_only) {
   CodeView cv;
   int offset = 0;
   if (elements) elements->assign(1, LineRef{});
@@ -168,6 +168,7 @@ CodeView candidates(const Case& c, const QueryView& view, const std::set<std::pa
       else if (marked.contains({src.path, line})) cand.tier = 1;
       else cand.tier = i < role.size() ? tier_of_role(role[i]) : 5;
       cand.distance = nearest == (1 << 30) ? line : nearest;
+      if (scope_only && view.files[f].scope.found && cand.tier == 5) continue;  // another test's line
       cv.lines.push_back(std::move(cand));
     }
     offset += static_cast<int>(lines.size());
@@ -258,9 +259,17 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     for (const auto& a : annotations) marked.insert({a.line.path, a.line.line});
 
   // The query's lines, with ids, and the retrieved context, redacted before anything is measured.
-  CodeView code = candidates(query, view, marked, traceback_anchors(view), options.redactor, p.redactions, &p.elements);
+  CodeView code = candidates(query, view, marked, traceback_anchors(view), options.redactor, p.redactions, &p.elements,
+                             options.test_scope_only);
   p.max_element_id = static_cast<int>(p.elements.size()) - 1;
   p.total_lines = code.lines.size();
+  if (options.test_scope_only) {
+    size_t all = 0;
+    for (const auto& f : view.files)
+      for (auto l : split_lines(f.source->content)) all += is_blank(l) ? 0 : 1;
+    if (all > p.total_lines)
+      p.notes.push_back("prompt scope test: " + std::to_string(all - p.total_lines) + " line(s) of other tests left out");
+  }
   // Trailing blank lines of runner output carry nothing.
   const auto rstrip = [](std::string t) {
     while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) t.pop_back();
@@ -294,7 +303,8 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     similar_view = make_query_view(*similar_case, cache);
     std::set<std::pair<std::string, int>> faulty;
     for (const auto& fl : similar_case->faulty_lines) faulty.insert({fl.path, fl.line});
-    similar_code = candidates(*similar_case, *similar_view, {}, faulty, options.redactor, p.redactions, nullptr);
+    similar_code = candidates(*similar_case, *similar_view, {}, faulty, options.redactor, p.redactions, nullptr,
+                              options.test_scope_only);
     similar_error = rstrip(similar_case->error_message);
     if (options.redactor) options.redactor->redact(similar_error, p.redactions);
   }

@@ -44,6 +44,9 @@ struct PromptOptions {
   size_t context_tokens = 32768;    // the model's window: prompt + answer must fit
   size_t answer_tokens = 512;       // reserved for the answer (max_tokens)
   const Redactor* redactor = nullptr;  // null: nothing redacted
+  // What code the prompt shows: the whole test file(s), as the paper does, or only the failing test's reach (its own
+  // lines, set-up, fixtures and helpers it uses, module-level code): other tests' lines are left out.
+  bool test_scope_only = false;
 };
 
 struct Prompt {

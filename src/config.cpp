@@ -21,6 +21,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"llm.mode", T::string, "default", {}, false,
        "builtin | baseline | default | random | annotation-free | directive | naive-rag"},
       {"llm.template", T::string, "", {}, false, "a prompt template file replacing the mode's built-in one"},
+      {"llm.prompt_scope", T::string, "file", {}, false,
+       "file: the whole test file(s), as the paper; test: only the failing test's reach"},
       {"llm.temperature", T::number, "0", {}, false, "sampling temperature"},
       {"llm.max_tokens", T::integer, "512", {}, false, "answer length limit"},
       {"llm.seed", T::integer, "", {}, false, "sampling seed sent to the server"},

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -137,6 +138,8 @@ TEST(OpenAiEmbedder, reports_http_errors_bad_answers_and_unreachable_servers_wit
   });
   OpenAiEmbedderOptions o;
   o.base_url = failing.url();
+  o.retry.initial_delay_s = 0.01;  // a 500 is retried (http_client.h); quickly here
+  o.retry.max_retries = 2;
   auto err = OpenAiEmbedder(o).embed({{"E", "x", ""}});
   ASSERT_FALSE(err);
   EXPECT_NE(err.error().message.find("POST " + failing.url() + "/embeddings: HTTP 500"), std::string::npos);
@@ -152,6 +155,37 @@ TEST(OpenAiEmbedder, reports_http_errors_bad_answers_and_unreachable_servers_wit
   auto refused = OpenAiEmbedder(o).embed({{"E", "x", ""}});
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("POST http://127.0.0.1:1/v1/embeddings"), std::string::npos);
+}
+
+TEST(OpenAiEmbedder, secrets_are_redacted_before_texts_leave_and_5xx_is_retried) {
+  std::atomic<int> requests{0}, inputs{0};
+  std::mutex mu;
+  std::string seen;
+  EmbeddingServer server([&](const httplib::Request& req, httplib::Response& res) {
+    if (requests.load() == 0) {
+      ++requests;
+      res.status = 503;
+      return;
+    }
+    {
+      std::lock_guard lock(mu);
+      seen += req.body;
+    }
+    answer_embeddings(req, res, requests, inputs);
+  });
+  OpenAiEmbedderOptions o;
+  o.base_url = server.url();
+  o.retry.initial_delay_s = 0.01;
+  o.redactor = std::make_shared<const Redactor>(*Redactor::make());
+  OpenAiEmbedder e(o);
+  auto v = e.embed({{"E   401 Unauthorized for token ghp_0123456789abcdefghijABCDEFGHIJ012345",
+                     "def test_login():\n    login('admin', password='Tr0ub4dor&3')\n", ""}});
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_EQ(requests.load(), 2);
+  EXPECT_EQ(seen.find("ghp_0123456789"), std::string::npos);
+  EXPECT_EQ(seen.find("Tr0ub4dor"), std::string::npos);
+  EXPECT_NE(seen.find("REDACTED"), std::string::npos);
+  EXPECT_EQ(e.redacted(), 2u);
 }
 
 }  // namespace spark

@@ -114,6 +114,24 @@ TEST(prompt, a_user_template_replaces_the_builtin_one_and_must_show_code_and_err
             std::string::npos);
 }
 
+TEST(prompt, test_scope_leaves_other_tests_out) {
+  StructureCache cache;
+  Case q = query();
+  q.files[0].content += "\n\ndef test_other():\n    assert other() == 1\n";
+  const QueryView view = make_query_view(q, cache);
+  PromptOptions o;
+  o.k = 2;
+  auto whole = build_prompt(q, view, {}, {}, nullptr, cache, o);
+  o.test_scope_only = true;
+  auto scoped = build_prompt(q, view, {}, {}, nullptr, cache, o);
+  ASSERT_TRUE(whole && scoped);
+  EXPECT_NE(whole->text.find("def test_other"), std::string::npos);
+  EXPECT_EQ(scoped->text.find("def test_other"), std::string::npos);
+  EXPECT_NE(scoped->text.find("8:     assert result == 6"), std::string::npos);
+  EXPECT_NE(scoped->text.find("1: from shapes import area"), std::string::npos);  // module level stays
+  EXPECT_EQ(scoped->max_element_id, whole->max_element_id);  // ids stay the file's line numbers
+}
+
 TEST(prompt, placeholders_inside_the_values_are_not_filled_again) {
   EXPECT_EQ(fill_template("{a} and {b}", {{"a", "{b}"}, {"b", "x"}}), "{b} and x");
   EXPECT_EQ(fill_template("{ not a placeholder } {}", {}), "{ not a placeholder } {}");
