@@ -168,7 +168,9 @@ CodeView candidates(const Case& c, const QueryView& view, const std::set<std::pa
       else if (marked.contains({src.path, line})) cand.tier = 1;
       else cand.tier = i < role.size() ? tier_of_role(role[i]) : 5;
       cand.distance = nearest == (1 << 30) ? line : nearest;
-      if (scope_only && view.files[f].scope.found && cand.tier == 5) continue;  // another test's line
+      // Another test's line, annotated or not, cannot have caused this failure; a line the traceback names stays.
+      if (scope_only && view.files[f].scope.found && cand.tier != 0 && i < role.size() && role[i] == ScopeRole::outside)
+        continue;
       cv.lines.push_back(std::move(cand));
     }
     offset += static_cast<int>(lines.size());

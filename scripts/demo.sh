@@ -33,3 +33,8 @@ echo
 "$spark" --kb ../.spark localize --test tests/test_shapes.py --error failure.txt -k 5 --show-annotated
 echo
 echo "== the line that was really broken: $(cat truth.json)"
+echo
+echo "== the prompt spark would send an LLM in the paper's default mode (set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL"
+echo "   to send it; docs/LLM.md)"
+"$spark" --kb ../.spark localize --test tests/test_shapes.py --error failure.txt -k 5 --format json --show-prompt \
+  2>/dev/null | "$py" -c 'import json, sys; print(json.load(sys.stdin)["llm"]["prompt"])'
