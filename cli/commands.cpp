@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "error_message.h"
+#include "junit.h"
 #include "knowledge_base.h"
 #include "llm_stage.h"
 #include "prompt.h"
@@ -162,6 +163,66 @@ Result<std::vector<Case>> queries_from_case_file(const LocalizeArgs& args) {
   return out;
 }
 
+bool looks_like_test_file(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  return name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py") || name == "conftest.py" ||
+                                   path.find("tests/") != std::string::npos || path.find("test/") != std::string::npos);
+}
+
+// Every failed or erroring test of a JUnit report, with its test file (and the repository's other test files its
+// traceback names) read from the repository root; nothing outside the root is read.
+Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
+  auto report = read_junit(args.junit, args.root);
+  if (!report) return std::unexpected(report.error());
+  for (const auto& w : report->warnings) note(w);
+  std::vector<Case> out;
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& o : report->outcomes) {
+    if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
+    const std::string where = args.junit + ":" + std::to_string(o.report_line) + ": " + o.test_id;
+    if (o.file.empty()) {
+      note(where + ": its test file is not in " + args.root + "; not localized");
+      continue;
+    }
+    Case q;
+    q.id = o.test_id;
+    q.test_id = o.test_id;
+    q.language = "python";
+    q.error_message = sanitize_utf8(o.message);
+    q.failure_epoch = now;
+    if (o.time) {
+      auto t = parse_iso8601(*o.time);
+      if (!t) t = parse_iso8601(*o.time + "Z");  // pytest writes local time without a zone
+      if (t) q.failure_epoch = *t;
+    }
+    q.failure_time = format_iso8601(q.failure_epoch);
+    std::vector<std::string> paths = {o.file};
+    for (const auto& fr : parse_traceback(o.message)) {
+      std::string p = normalize_path(fr.path);
+      if (std::find(paths.begin(), paths.end(), p) == paths.end() && looks_like_test_file(p) && inside_root(args.root, p))
+        paths.push_back(p);
+    }
+    bool ok = true;
+    for (const auto& p : paths) {
+      auto full = inside_root(args.root, p);
+      if (!full) continue;
+      auto content = read_test_file(full->string());
+      if (!content) {
+        if (p == o.file) {
+          note(where + ": " + content.error().message + "; not localized");
+          ok = false;
+          break;
+        }
+        continue;
+      }
+      q.files.push_back({p, std::move(*content)});
+    }
+    if (ok) out.push_back(std::move(q));
+  }
+  return out;
+}
+
 Result<Case> query_from_args(const LocalizeArgs& args) {
   Case q;
   for (const auto& t : args.tests) {
@@ -298,16 +359,28 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
   // Missing arguments are usage errors (exit 2), like those the parser itself finds.
   std::string usage;
   if (!args.case_id.empty() && args.case_file.empty()) usage = "--id needs --case";
-  else if (args.case_file.empty() && args.tests.empty())
+  else if (!args.junit.empty() && (!args.case_file.empty() || !args.tests.empty()))
+    usage = "--junit takes the failures from the report: not with --test or --case";
+  else if (!args.junit.empty()) usage = "";
+  else if (args.case_file.empty() && args.tests.empty() && args.junit.empty())
     usage = "give the failing test's file with --test (or a cases file with --case [--id])";
-  else if (args.case_file.empty() && args.error.empty())
+  else if (args.case_file.empty() && args.junit.empty() && args.error.empty())
     usage = "give the failure output with --error FILE (or --error - for standard input)";
   if (!usage.empty()) {
     std::fprintf(stderr, "spark: error: %s\n", usage.c_str());
     return 2;
   }
   std::vector<Case> queries;
-  if (!args.case_file.empty()) {
+  if (!args.junit.empty()) {
+    auto q = queries_from_junit(args);
+    if (!q) return report_error(q.error());
+    if (q->empty()) {
+      note(args.junit + ": no failed or erroring test to localize");
+      if (args.format == "json") std::printf("[]\n");
+      return 0;
+    }
+    queries = std::move(*q);
+  } else if (!args.case_file.empty()) {
     auto q = queries_from_case_file(args);
     if (!q) return report_error(q.error());
     queries = std::move(*q);
@@ -417,14 +490,18 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
     } else if (args.format == "github") {
       out += report_github(r, ctx);
     } else {
-      if (queries.size() > 1) out += (i ? "\n" : "") + std::string("== ") + queries[i].id + " (" + queries[i].test_id + ")\n";
+      if (queries.size() > 1)
+        out += (i ? "\n" : "") + std::string("== ") + queries[i].id +
+               (queries[i].id == queries[i].test_id ? "" : " (" + queries[i].test_id + ")") + "\n";
       out += report_text(r, ctx, color);
       if (args.show_annotated)
         out += "\nannotated test code (as a model would see it):\n" + Localizer::render_annotated(queries[i], r.annotations);
       if (args.show_prompt && r.llm) out += "\nprompt:\n" + r.llm->prompt + "\n";
     }
   }
-  if (args.format == "json") out = (json_all.size() == 1 ? json_all[0].dump(2) : json_all.dump(2)) + "\n";
+  // Many failures (--junit, --case without --id) always give an array, even of one.
+  const bool batch = !args.junit.empty() || (!args.case_file.empty() && args.case_id.empty());
+  if (args.format == "json") out = (batch ? json_all.dump(2) : json_all.empty() ? std::string("null") : json_all[0].dump(2)) + "\n";
   if (args.format == "sarif" && !sarif.is_null()) out = sarif.dump(2) + "\n";
   if (llm_failed && args.require_llm) {
     std::fprintf(stderr, "spark: error: --require-llm: the LLM could not be used (see above)\n");

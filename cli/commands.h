@@ -46,6 +46,8 @@ struct LocalizeArgs {
   std::string test_id;
   std::string time;
   std::string case_file, case_id;
+  std::string junit;        // a JUnit XML report: every failed or erroring test in it is a query
+  std::string root = ".";   // with --junit: the repository the report's test files are in
   std::string policy = "all";
   double window_fraction = 0.10;
   size_t window = 0;

@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   localize->add_option("--time", loc.time, "failure time, ISO-8601 (default: now)");
   localize->add_option("--case", loc.case_file, "take the query from this cases.jsonl (labels are ignored)")->check(CLI::ExistingFile);
   localize->add_option("--id", loc.case_id, "with --case: the case's id (default: every case of the file)");
+  localize->add_option("--junit", loc.junit, "a JUnit XML report: localize every failed or erroring test in it")
+      ->check(CLI::ExistingFile);
+  localize->add_option("--root", loc.root, "with --junit: the repository its test files are in (default .)")
+      ->check(CLI::ExistingDirectory);
   bind(localize, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
   bind(localize, "--level", "localize.level", "line | statement | block | function")
       ->check(CLI::IsMember({"line", "statement", "block", "function"}));

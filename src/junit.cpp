@@ -1,0 +1,182 @@
+#include "junit.h"
+
+#include <pugixml.hpp>
+
+#include <functional>
+
+#include "case.h"
+#include "text.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+std::string_view outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::passed: return "passed";
+    case Outcome::failed: return "failed";
+    case Outcome::error: return "error";
+    case Outcome::skipped: return "skipped";
+  }
+  return "passed";
+}
+
+std::optional<fs::path> inside_root(const fs::path& root, const std::string& relative) {
+  if (relative.empty()) return std::nullopt;
+  const fs::path rel(relative);
+  if (rel.is_absolute()) return std::nullopt;
+  std::error_code ec;
+  const fs::path base = fs::weakly_canonical(root, ec);
+  if (ec) return std::nullopt;
+  const fs::path full = fs::weakly_canonical(base / rel, ec);
+  if (ec) return std::nullopt;
+  // Inside: `base` is a prefix of `full`, component by component (also after following symbolic links).
+  auto b = base.begin(), f = full.begin();
+  for (; b != base.end(); ++b, ++f)
+    if (f == full.end() || *b != *f) return std::nullopt;
+  if (!fs::is_regular_file(full, ec)) return std::nullopt;
+  return full;
+}
+
+namespace {
+
+size_t line_at(const std::string& text, ptrdiff_t offset) {
+  size_t line = 1;
+  for (ptrdiff_t i = 0; i < offset && static_cast<size_t>(i) < text.size(); ++i) line += text[static_cast<size_t>(i)] == '\n';
+  return line;
+}
+
+std::vector<std::string> split_dots(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t dot = s.find('.', start);
+    out.push_back(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& parts, size_t from, size_t to, const std::string& sep) {
+  std::string out;
+  for (size_t i = from; i < to; ++i) out += (i > from ? sep : "") + parts[i];
+  return out;
+}
+
+}  // namespace
+
+Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {
+  auto text = read_file(report);
+  if (!text) return std::unexpected(text.error());
+  pugi::xml_document doc;
+  const pugi::xml_parse_result parsed = doc.load_buffer(text->data(), text->size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
+  const std::string name = report.string();
+  if (!parsed)
+    return fail(name + ":" + std::to_string(line_at(*text, parsed.offset)) + ": not a readable JUnit report: " +
+                parsed.description());
+  // Element offsets, to name the line of each <testcase>.
+  const auto line_of = [&](const pugi::xml_node& n) { return line_at(*text, n.offset_debug()); };
+  const pugi::xml_node top = doc.document_element();
+  const std::string top_name = top.name();
+  if (top_name != "testsuites" && top_name != "testsuite")
+    return fail(name + ":" + std::to_string(line_of(top)) + ": not a JUnit report: the root element is <" + top_name +
+                ">, not <testsuites> or <testsuite>");
+  JunitReport out;
+  std::vector<pugi::xml_node> suites;
+  if (top_name == "testsuite") suites.push_back(top);
+  // Suites may nest (some runners); walk them all.
+  const std::function<void(const pugi::xml_node&)> collect = [&](const pugi::xml_node& n) {
+    for (pugi::xml_node s : n.children("testsuite")) {
+      suites.push_back(s);
+      collect(s);
+    }
+  };
+  collect(top);
+  for (const pugi::xml_node& suite : suites) {
+    std::optional<std::string> time;
+    if (const char* ts = suite.attribute("timestamp").as_string(nullptr); ts && *ts) time = ts;
+    for (pugi::xml_node tc : suite.children("testcase")) {
+      TestOutcome o;
+      o.time = time;
+      o.report_line = line_of(tc);
+      const std::string where = name + ":" + std::to_string(o.report_line) + ": ";
+      const std::string classname = tc.attribute("classname").as_string();
+      const std::string test_name = tc.attribute("name").as_string();
+      const std::string file_attr = tc.attribute("file").as_string();
+      if (test_name.empty() && classname.empty()) {
+        out.warnings.push_back(where + "a <testcase> without classname and name; skipped");
+        continue;
+      }
+      const pugi::xml_node failure = tc.child("failure"), error = tc.child("error"), skipped = tc.child("skipped");
+      pugi::xml_node detail;
+      if (failure) o.outcome = Outcome::failed, detail = failure;
+      else if (error) o.outcome = Outcome::error, detail = error;
+      else if (skipped) o.outcome = Outcome::skipped, detail = skipped;
+      if (detail) {
+        const std::string message = detail.attribute("message").as_string();
+        const std::string body = detail.text().as_string();
+        o.message = body.empty() ? message : body;
+        if (!message.empty() && !body.empty() && body.find(message) == std::string::npos) o.message = message + "\n" + body;
+      }
+      // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
+      if (classname.empty()) {
+        o.collection_error = true;
+        const auto parts = split_dots(test_name);
+        const std::string path = file_attr.empty() ? join(parts, 0, parts.size(), "/") + ".py" : file_attr;
+        if (inside_root(root, path)) o.file = path;
+        else out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " + root.string());
+        o.test_id = o.file.empty() ? test_name : o.file;
+        out.outcomes.push_back(std::move(o));
+        continue;
+      }
+      const auto parts = split_dots(classname);
+      std::string path;
+      size_t module_end = 0;  // parts[0, module_end) name the module
+      if (!file_attr.empty()) {
+        path = file_attr;
+        while (path.starts_with("./")) path.erase(0, 2);
+        std::string dotted = path.ends_with(".py") ? path.substr(0, path.size() - 3) : path;
+        for (auto& ch : dotted) ch = ch == '/' ? '.' : ch;
+        module_end = classname.starts_with(dotted) ? split_dots(dotted).size() : parts.size();
+        if (!classname.starts_with(dotted)) {
+          // classname may omit the package ("test_a.TestA" for tests/test_a.py): match its module part by file stem.
+          const std::string stem = fs::path(path).stem().string();
+          module_end = 0;
+          for (size_t i = 0; i < parts.size(); ++i)
+            if (parts[i] == stem) module_end = i + 1;
+          if (module_end == 0) module_end = parts.size();
+        }
+      } else {
+        for (size_t k = parts.size(); k >= 1; --k) {
+          const std::string candidate = join(parts, 0, k, "/") + ".py";
+          if (inside_root(root, candidate)) {
+            path = candidate;
+            module_end = k;
+            break;
+          }
+        }
+      }
+      if (!path.empty() && !inside_root(root, path)) {
+        const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;
+        out.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + root.string() +
+                               "; not read");
+        path.clear();
+      }
+      if (path.empty()) {
+        if (file_attr.empty())
+          out.warnings.push_back(where + "no test file for " + classname + " under " + root.string());
+        o.test_id = classname + "::" + test_name;
+      } else {
+        o.file = path;
+        o.test_id = path;
+        for (size_t i = module_end; i < parts.size(); ++i) o.test_id += "::" + parts[i];
+        o.test_id += "::" + test_name;
+      }
+      out.outcomes.push_back(std::move(o));
+    }
+  }
+  return out;
+}
+
+}  // namespace spark

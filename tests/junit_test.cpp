@@ -1,0 +1,156 @@
+// JUnit XML as real runners write it: real pytest runs (Debian's python3-pytest) in both JUnit families, and the
+// variants and damage other runners and accidents produce.
+#include "junit.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "chat_server.h"
+#include "test_util.h"
+
+namespace spark {
+namespace {
+
+using testing::TempDir;
+using testing::write_file;
+
+const char* kTests =
+    "import pytest\n\n\nclass TestShapes:\n    def test_area(self):\n        assert 2 * 3 == 7\n\n\n"
+    "@pytest.mark.parametrize('v', [1, 2])\ndef test_param(v):\n    assert v == 1\n\n\ndef test_ok():\n    pass\n\n\n"
+    "@pytest.mark.skip(reason='later')\ndef test_skipped():\n    pass\n\n\n"
+    "@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture failed')\n\n\ndef test_uses_broken(broken):\n    pass\n";
+
+// Runs pytest in `dir` writing `report` in JUnit family `family`; returns pytest's exit status.
+int run_pytest(const TempDir& dir, const std::string& report, const std::string& family) {
+  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors -o junit_family=" +
+                          family + " --junitxml=" + report + " tests > pytest.log 2>&1";
+  return std::system(cmd.c_str());
+}
+
+const TestOutcome* find(const JunitReport& r, const std::string& id) {
+  for (const auto& o : r.outcomes)
+    if (o.test_id == id) return &o;
+  return nullptr;
+}
+
+TEST(junit, real_pytest_reports_in_both_families_map_to_node_ids) {
+  TempDir dir;
+  write_file(dir / "tests" / "__init__.py", "");
+  write_file(dir / "tests" / "test_shapes.py", kTests);
+  write_file(dir / "tests" / "test_broken.py", "import no_such_module\n\ndef test_never():\n    pass\n");
+  for (const std::string family : {"xunit2", "xunit1"}) {
+    run_pytest(dir, family + ".xml", family);
+    auto r = read_junit(dir / (family + ".xml"), dir.path());
+    ASSERT_TRUE(r) << r.error().message;
+    const auto* area = find(*r, "tests/test_shapes.py::TestShapes::test_area");
+    ASSERT_TRUE(area) << family;
+    EXPECT_EQ(area->outcome, Outcome::failed);
+    EXPECT_NE(area->message.find("assert 2 * 3 == 7"), std::string::npos);
+    EXPECT_NE(area->message.find("tests/test_shapes.py:6: AssertionError"), std::string::npos);
+    EXPECT_EQ(area->file, "tests/test_shapes.py");
+    ASSERT_TRUE(area->time);
+    const auto* p2 = find(*r, "tests/test_shapes.py::test_param[2]");
+    ASSERT_TRUE(p2) << family;
+    EXPECT_EQ(p2->outcome, Outcome::failed);
+    EXPECT_EQ(find(*r, "tests/test_shapes.py::test_param[1]")->outcome, Outcome::passed);
+    EXPECT_EQ(find(*r, "tests/test_shapes.py::test_ok")->outcome, Outcome::passed);
+    EXPECT_EQ(find(*r, "tests/test_shapes.py::test_skipped")->outcome, Outcome::skipped);
+    const auto* fixture = find(*r, "tests/test_shapes.py::test_uses_broken");
+    ASSERT_TRUE(fixture);
+    EXPECT_EQ(fixture->outcome, Outcome::error);
+    EXPECT_NE(fixture->message.find("fixture failed"), std::string::npos);
+    const auto* collection = find(*r, "tests/test_broken.py");
+    ASSERT_TRUE(collection) << family;
+    EXPECT_TRUE(collection->collection_error);
+    EXPECT_EQ(collection->outcome, Outcome::error);
+    EXPECT_NE(collection->message.find("no_such_module"), std::string::npos);
+    EXPECT_TRUE(r->warnings.empty()) << r->warnings.front();
+  }
+}
+
+TEST(junit, other_runners_variants) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_x.py", "def test_a():\n    assert False\n");
+  // unittest-xml-reporting: nested suites, classname without the package, file attribute; nose: no timestamp.
+  write_file(dir / "unittest.xml",
+             "<?xml version=\"1.0\"?>\n<testsuites>\n <testsuite name=\"outer\">\n  <testsuite name=\"test_x.T\" timestamp=\"2026-01-02T03:04:05\">\n"
+             "   <testcase classname=\"test_x.T\" name=\"test_a\" file=\"tests/test_x.py\">\n"
+             "    <failure type=\"AssertionError\" message=\"False is not true\"><![CDATA[Traceback (most recent call last):\n"
+             "  File \"tests/test_x.py\", line 2, in test_a\nAssertionError: False is not true]]></failure>\n"
+             "   </testcase>\n  </testsuite>\n </testsuite>\n</testsuites>\n");
+  auto u = read_junit(dir / "unittest.xml", dir.path());
+  ASSERT_TRUE(u) << u.error().message;
+  ASSERT_EQ(u->outcomes.size(), 1u);
+  EXPECT_EQ(u->outcomes[0].test_id, "tests/test_x.py::T::test_a");
+  EXPECT_EQ(u->outcomes[0].report_line, 5u);
+  EXPECT_NE(u->outcomes[0].message.find("line 2, in test_a"), std::string::npos);
+  write_file(dir / "nose.xml",
+             "<testsuite name=\"nosetests\" tests=\"1\"><testcase classname=\"tests.test_x\" name=\"test_a\">"
+             "<error type=\"x\" message=\"boom\"/></testcase></testsuite>");
+  auto n = read_junit(dir / "nose.xml", dir.path());
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->outcomes[0].test_id, "tests/test_x.py::test_a");
+  EXPECT_EQ(n->outcomes[0].outcome, Outcome::error);
+  EXPECT_EQ(n->outcomes[0].message, "boom");
+  EXPECT_FALSE(n->outcomes[0].time);
+}
+
+TEST(junit, bad_reports_are_errors_naming_file_and_line_and_paths_outside_are_never_read) {
+  TempDir dir;
+  write_file(dir / "repo" / "tests" / "test_x.py", "def test_a():\n    assert False\n");
+  write_file(dir / "secret.py", "TOKEN = 'outside'\n");
+  write_file(dir / "cut.xml", "<testsuites>\n<testsuite>\n<testcase classname=\"tests.test_x\" name=\"test_a\">\n<failure>boo");
+  auto cut = read_junit(dir / "cut.xml", dir / "repo");
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.error().message.find("cut.xml:4: not a readable JUnit report"), std::string::npos) << cut.error().message;
+  write_file(dir / "html.xml", "<html>\n<body>502</body></html>");
+  auto html = read_junit(dir / "html.xml", dir / "repo");
+  ASSERT_FALSE(html);
+  EXPECT_NE(html.error().message.find("html.xml:1: not a JUnit report: the root element is <html>"), std::string::npos);
+  write_file(dir / "escape.xml",
+             "<testsuite>\n<testcase classname=\"secret\" name=\"t\" file=\"../secret.py\"><failure>x</failure></testcase>\n"
+             "<testcase classname=\"x\" name=\"t\" file=\"" + (dir / "secret.py").string() + "\"><failure>x</failure></testcase>\n"
+             "</testsuite>");
+  auto esc = read_junit(dir / "escape.xml", dir / "repo");
+  ASSERT_TRUE(esc);
+  ASSERT_EQ(esc->outcomes.size(), 2u);
+  for (const auto& o : esc->outcomes) EXPECT_TRUE(o.file.empty()) << o.test_id;
+  ASSERT_EQ(esc->warnings.size(), 2u);
+  EXPECT_NE(esc->warnings[0].find("escape.xml:2: ../secret.py is outside the repository"), std::string::npos) << esc->warnings[0];
+  EXPECT_FALSE(inside_root(dir / "repo", "../secret.py"));
+  EXPECT_FALSE(inside_root(dir / "repo", (dir / "secret.py").string()));
+  EXPECT_TRUE(inside_root(dir / "repo", "tests/test_x.py"));
+}
+
+TEST(junit, spark_localize_junit_localizes_every_failure_of_a_real_run_with_the_llm_concurrently) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_shapes.py", kTests);
+  run_pytest(dir, "report.xml", "xunit2");
+  testing::ChatServer server([](const httplib::Request& req, httplib::Response& res, int) {
+    const std::string prompt = testing::ChatServer::prompt_of(req.body);
+    res.set_content(testing::ChatServer::completion(prompt.find("assert v == 1") != std::string::npos &&
+                                                            prompt.find("param[") == std::string::npos
+                                                        ? "line 11"
+                                                        : "line 6"),
+                    "application/json");
+  });
+  auto r = testing::run_spark({"localize", "--junit", "report.xml", "-k", "1", "--format", "json", "--llm-url",
+                               server.url(), "--model", "m", "--concurrency", "3"},
+                              dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 3u);  // test_area, test_param[2], test_uses_broken (error)
+  EXPECT_EQ(j[0]["test_id"], "tests/test_shapes.py::TestShapes::test_area");
+  EXPECT_EQ(j[1]["test_id"], "tests/test_shapes.py::test_param[2]");
+  EXPECT_EQ(j[2]["test_id"], "tests/test_shapes.py::test_uses_broken");
+  EXPECT_EQ(server.calls(), 3u);
+  for (const auto& doc : j) EXPECT_EQ(doc["ranked"][0]["source"], "llm");
+  auto none = testing::run_spark({"localize", "--junit", "report.xml", "--root", "tests"}, dir.path());
+  EXPECT_EQ(none.exit_code, 0);
+  EXPECT_NE(none.err.find("not in tests"), std::string::npos) << none.err;
+}
+
+}  // namespace
+}  // namespace spark
