@@ -5,10 +5,14 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "error_message.h"
+#include "eval_report.h"
+#include "evaluation.h"
 #include "junit.h"
+#include "llm_cache.h"
 #include "knowledge_base.h"
 #include "llm_stage.h"
 #include "prompt.h"
@@ -510,6 +514,188 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) return 1;
   return status;
+}
+
+}  // namespace spark::cli
+
+namespace spark::cli {
+
+namespace {
+
+std::string duration_text(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) % 3600) / 60);
+  return buf;
+}
+
+}  // namespace
+
+int cmd_eval(const Common& common, const EvalArgs& args) {
+  std::vector<Case> cases;
+  std::vector<CaseOrigin> origins;
+  for (const auto& file : args.corpora) {
+    auto read = read_cases_jsonl(file);
+    if (!read) return report_error(read.error());
+    for (size_t i = 0; i < read->cases.size(); ++i) {
+      origins.push_back({file + ":" + std::to_string(read->lines[i])});
+      cases.push_back(std::move(read->cases[i]));
+    }
+  }
+  // Ids must be unique across the corpora: they name the cases in the reports.
+  std::set<std::string> ids;
+  for (size_t i = 0; i < cases.size(); ++i)
+    if (!ids.insert(cases[i].id).second) return report_error(Error{origins[i].where + ": case id \"" + cases[i].id + "\" appears twice"});
+
+  EvalOptions options;
+  options.modes = args.modes;
+  options.ks = args.ks;
+  std::sort(options.ks.begin(), options.ks.end());
+  options.ks.erase(std::unique(options.ks.begin(), options.ks.end()), options.ks.end());
+  options.levels.clear();
+  for (const auto& l : args.levels) {
+    Level level;
+    parse_level(l, level);
+    options.levels.push_back(level);
+  }
+  options.policies = args.policies;
+  for (const auto& p : options.policies)
+    if (auto ok = parse_policy(p); !ok) return report_error(ok.error());
+  options.epsilons = args.epsilons;
+  options.rs = args.rs;
+  options.window_fraction = args.window_fraction;
+  options.similarity_floor = args.similarity_floor;
+  options.seed = args.llm.seed;
+  for (const auto& m : options.modes)
+    if (!is_eval_mode(m)) {
+      std::fprintf(stderr, "spark: error: --mode: unknown mode \"%s\" (known: builtin, traceback, annotation, baseline, "
+                           "default, random, annotation-free, directive, naive-rag)\n", m.c_str());
+      return 2;
+    }
+  std::vector<std::pair<std::string, std::string>> compare;
+  for (const auto& c : args.compare) {
+    const auto colon = c.find(':');
+    if (colon == std::string::npos) {
+      std::fprintf(stderr, "spark: error: --compare %s: give two modes as A:B\n", c.c_str());
+      return 2;
+    }
+    compare.push_back({c.substr(0, colon), c.substr(colon + 1)});
+  }
+
+  bool needs_llm = false;
+  for (const auto& m : options.modes) needs_llm = needs_llm || eval_mode_needs_llm(m);
+  std::optional<LlmClient> client;
+  std::unique_ptr<AnswerCache> cache;
+  if (needs_llm) {
+    if (!args.llm.llm) return report_error(Error{"the LLM modes need an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL "
+                                                 "(or llm.base_url and llm.model in .spark.toml, or --llm-url and --model)"});
+    client.emplace(*args.llm.llm);
+    const std::string cache_path = args.cache.empty() ? (fs::path(common.kb_dir) / "llm-answers.sqlite").string() : args.cache;
+    auto c = AnswerCache::open(cache_path);
+    if (!c) return report_error(c.error());
+    cache = std::move(*c);
+    client->set_cache(cache.get());
+    options.client = &*client;
+    note("LLM answers are cached in " + cache_path + " (a re-run or a resumed run asks only for what is missing)");
+  }
+  options.stage.redactor = common.redactor;
+  options.stage.context_tokens = args.llm.context_tokens;
+  options.stage.answer_tokens = args.llm.answer_tokens;
+  options.stage.test_scope_only = args.llm.test_scope_only;
+  if (!args.llm.template_path.empty()) {
+    auto t = read_file(args.llm.template_path);
+    if (!t) return report_error(t.error());
+    if (auto s = check_template(*t, args.llm.template_path); !s) return report_error(s.error());
+    options.stage.template_text = std::move(*t);
+  }
+
+  // The knowledge base: the one given with --kb, or a temporary one of the corpora (removed afterwards).
+  fs::path temp;
+  std::unique_ptr<KnowledgeBase> kb;
+  if (args.use_kb) {
+    auto opened = open_kb(common, false);
+    if (!opened) return report_error(opened.error());
+    kb = std::move(*opened);
+  } else {
+    temp = fs::temp_directory_path() / ("spark-eval-" + std::to_string(::getpid()));
+    fs::remove_all(temp);
+    auto opened = KnowledgeBase::open(temp, true);
+    if (!opened) return report_error(opened.error());
+    kb = std::move(*opened);
+    if (auto s = kb->import_cases(cases, origins, false); !s) {
+      fs::remove_all(temp);
+      return report_error(s.error());
+    }
+    note("indexing " + std::to_string(cases.size()) + " case(s) into a temporary knowledge base");
+    if (auto r = build_index(*kb, common.embedder, IndexBuildOptions{}); !r) {
+      fs::remove_all(temp);
+      return report_error(r.error());
+    }
+  }
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{temp};
+  std::vector<std::string> notes;
+  auto engine = SearchEngine::open(*kb, common.embedder, notes);
+  if (!engine) return report_error(engine.error());
+  for (const auto& n : notes) note(n);
+
+  const bool tty = ::isatty(STDERR_FILENO);
+  std::string current;
+  auto started = std::chrono::steady_clock::now();
+  size_t last_tenth = 0;
+  options.progress = [&](const std::string& label, size_t done, size_t total) {
+    if (label != current) {
+      if (tty && !current.empty()) std::fprintf(stderr, "\n");
+      current = label;
+      started = std::chrono::steady_clock::now();
+      last_tenth = 0;
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double eta = done ? elapsed / static_cast<double>(done) * static_cast<double>(total - done) : 0;
+    const size_t tenth = total ? done * 10 / total : 10;
+    if (tty) {
+      std::string bar(20, ' ');
+      for (size_t i = 0; i < 20 * done / std::max<size_t>(1, total); ++i) bar[i] = '=';
+      std::fprintf(stderr, "\rspark eval: %s [%s] %zu/%zu ETA %s   ", label.c_str(), bar.c_str(), done, total,
+                   duration_text(eta).c_str());
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (tenth > last_tenth || done == total) {
+      last_tenth = tenth;
+      std::fprintf(stderr, "spark eval: %s %zu/%zu ETA %s\n", label.c_str(), done, total, duration_text(eta).c_str());
+    }
+  };
+
+  auto evaluation = run_evaluation(*kb, **engine, cases, options);
+  if (!evaluation) return report_error(evaluation.error());
+  if (cache) note("LLM answer cache: " + std::to_string(cache->hits()) + " answer(s) reused, " +
+                  std::to_string(cache->stores()) + " new");
+  EvalReport report = make_report(*evaluation, cases, compare);
+  report.command = args.command_line;
+  const std::string out = args.format == "json" ? render_json(report, *evaluation)
+                          : args.format == "csv" ? render_csv(report)
+                                                 : render_markdown(report);
+  if (!args.html.empty()) {
+    auto page = render_html(report, *evaluation, cases);
+    if (!page) return report_error(page.error());
+    if (auto w = write_file_atomic(args.html, *page); !w) return report_error(w.error());
+    note("wrote " + args.html);
+  }
+  note("evaluated " + std::to_string(evaluation->cases.size()) + " labelled case(s) in " +
+       duration_text(evaluation->seconds) + " (" +
+       std::to_string(static_cast<int>(static_cast<double>(evaluation->cases.size() * evaluation->runs.size()) /
+                                       std::max(1e-9, evaluation->seconds))) + " case-settings/s)");
+  if (!args.output.empty()) {
+    if (auto w = write_file_atomic(args.output, out); !w) return report_error(w.error());
+    return 0;
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
 }  // namespace spark::cli

@@ -75,6 +75,27 @@ struct LocalizeArgs {
 Status localize_from_config(const Config& config, LocalizeArgs& args);
 int cmd_localize(const Common& common, const LocalizeArgs& args);
 
+struct EvalArgs {
+  std::vector<std::string> corpora;
+  std::vector<std::string> modes = {"builtin"};
+  std::vector<size_t> ks = {1, 3, 5, 10};
+  std::vector<std::string> levels = {"line"};
+  std::vector<std::string> policies = {"all"};
+  std::vector<double> epsilons = {0.05};
+  std::vector<size_t> rs = {1};
+  std::vector<std::string> compare;  // "A:B"
+  double window_fraction = 0.10;
+  double similarity_floor = 0.10;
+  std::string format = "markdown";
+  std::string output;
+  std::string html;
+  std::string cache;
+  bool use_kb = false;               // --kb given: retrieve from that knowledge base instead of a temporary one
+  std::string command_line;          // shown in the reports
+  LocalizeArgs llm;                  // LLM settings (from the configuration)
+};
+int cmd_eval(const Common& common, const EvalArgs& args);
+
 // Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.
 Result<std::string> read_test_file(const std::string& path);
 

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   using namespace spark::cli;
   CLI::App app{"spark — localize the faulty lines of a failing test from similar failures fixed before"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--kb, --config) also after the subcommand
   app.set_version_flag("--version", std::string("spark ") + SPARK_VERSION);
   std::map<std::string, std::string> text;  // key → flag text (stable addresses)
   std::vector<Binding> bindings;
@@ -106,6 +107,41 @@ int main(int argc, char** argv) {
 
   auto* config_cmd = app.add_subcommand("config", "print the effective configuration (secrets hidden)");
 
+  EvalArgs ev;
+  bool eval_structured = false;
+  auto* eval = app.add_subcommand("eval", "leave-one-out evaluation on labelled corpora: the paper's metrics and tables");
+  eval->add_option("corpora", ev.corpora, "labelled cases.jsonl files")->required()->check(CLI::ExistingFile);
+  eval->add_option("--mode", ev.modes, "modes, comma-separated: builtin, traceback, annotation, baseline, default, random, "
+                                       "annotation-free, directive, naive-rag (default builtin)")->delimiter(',');
+  eval->add_option("-k,--k", ev.ks, "k values, comma-separated (default 1,3,5,10)")->delimiter(',')->check(CLI::Range(1, 1000));
+  eval->add_option("--level", ev.levels, "levels, comma-separated: line, statement, block, function (default line)")
+      ->delimiter(',')->check(CLI::IsMember({"line", "statement", "block", "function"}));
+  eval->add_option("--policy", ev.policies, "policies, comma-separated (default all)")->delimiter(',');
+  eval->add_option("--epsilon", ev.epsilons, "annotation thresholds, comma-separated (default 0.05)")->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
+  eval->add_option("-r", ev.rs, "retrieved cases, comma-separated (default 1)")->delimiter(',')->check(CLI::Range(1, 1000));
+  eval->add_option("--compare", ev.compare, "pairs to test, A:B (repeatable; default: every mode against the first)");
+  eval->add_option("--window-fraction", ev.window_fraction, "closest-* policies: share of the corpus (default 0.10)")
+      ->check(CLI::Range(0.0, 1.0));
+  eval->add_option("--similarity-floor", ev.similarity_floor, "ignore retrieved cases below this cosine (default 0.10)");
+  eval->add_option("--format", ev.format, "markdown | csv | json")->check(CLI::IsMember({"markdown", "csv", "json"}));
+  eval->add_option("-o,--output", ev.output, "write the report here (atomically) instead of standard output");
+  eval->add_option("--html", ev.html, "also write a self-contained HTML report with plots and a per-case drill-down");
+  eval->add_option("--cache", ev.cache, "LLM answer cache (default: <kb>/llm-answers.sqlite)");
+  bind(eval, "--seed", "llm.seed", "seed: random mode's draw, sent to the server");
+  bind(eval, "--llm-url", "llm.base_url", "OpenAI-compatible base URL (env SPARK_LLM_BASE_URL)");
+  bind(eval, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
+  bind(eval, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
+  bind(eval, "--context-tokens", "llm.context_tokens", "the model's context window (default 32768)")->check(CLI::Range(256, 10000000));
+  bind(eval, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
+  bind(eval, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
+  bind(eval, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")->check(CLI::Range(0, 100));
+  bind(eval, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")->check(CLI::Range(0.0, 600.0));
+  bind(eval, "--template", "llm.template", "prompt template file replacing the modes' built-in ones");
+  bind(eval, "--prompt-scope", "llm.prompt_scope", "file | test")->check(CLI::IsMember({"file", "test"}));
+  auto* eval_structured_flag = eval->add_flag("--structured", eval_structured, "ask for JSON answers (response_format)");
+  auto* eval_no_redact = eval->add_flag("--no-redact", no_redact, "send text as it is");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -136,7 +172,9 @@ int main(int argc, char** argv) {
       }
   if (structured_flag->count() > 0) (void)config->set("llm.structured", "true", "flag --structured");
   if (require_flag->count() > 0) (void)config->set("llm.require", "true", "flag --require-llm");
-  if (no_redact_flag->count() > 0) (void)config->set("redact.enabled", "false", "flag --no-redact");
+  if (no_redact_flag->count() > 0 || eval_no_redact->count() > 0)
+    (void)config->set("redact.enabled", "false", "flag --no-redact");
+  if (eval_structured_flag->count() > 0) (void)config->set("llm.structured", "true", "flag --structured");
 
   if (config_cmd->parsed()) return cmd_config(*config);
   Common common;
@@ -148,6 +186,15 @@ int main(int argc, char** argv) {
   if (import->parsed()) return cmd_import(common, import_args);
   if (exp->parsed()) return cmd_export(common, export_args);
   if (index->parsed()) return cmd_index(common, index_args);
+  if (eval->parsed()) {
+    if (auto s = localize_from_config(*config, ev.llm); !s) {
+      std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
+      return 2;
+    }
+    ev.use_kb = config->get("kb").source != "default";
+    for (int i = 0; i < argc; ++i) ev.command_line += (i ? " " : "") + std::string(i == 0 ? "spark" : argv[i]);
+    return cmd_eval(common, ev);
+  }
   if (localize->parsed()) {
     if (auto s = localize_from_config(*config, loc); !s) {
       std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());

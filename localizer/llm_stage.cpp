@@ -96,7 +96,9 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
     popts.answer_tokens = static_cast<size_t>(std::max(1, client_->options().max_tokens));
   }
   for (size_t i = 0; i < queries.size(); ++i) {
-    auto loc = localizer_.localize(queries[i], options);
+    LocalizeOptions lq = options;
+    if (options_.ranker_for) lq.ranker = options_.ranker_for(queries[i]);
+    auto loc = localizer_.localize(queries[i], lq);
     if (loc && want_prompt && options_.mode != Mode::builtin) {
       std::optional<Case> similar;
       if (options_.mode == Mode::naive_rag && !loc->retrieved.empty() && localizer_.knowledge_base()) {
@@ -151,6 +153,7 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
           r.seconds = a->seconds;
           r.attempts = a->attempts;
           r.structured = a->structured;
+          r.cached = a->cached;
           r.raw_answer = a->content;
           for (const auto& n : a->notes) loc.notes.push_back("LLM: " + n);
           std::unordered_map<std::string, int> id_by_code;

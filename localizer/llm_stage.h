@@ -25,6 +25,8 @@ struct LlmStageOptions {
   size_t context_tokens = 32768;
   size_t answer_tokens = 512;
   bool test_scope_only = false;   // show only the failing test's reach (--prompt-scope test)
+  // The built-in ranker per query (evaluation: one that never saw the query's labels); unset = the index's.
+  std::function<const RankerModel*(const Case&)> ranker_for;
 };
 
 // Ranked elements from a parsed answer: the model's ids in its order (mapped to units above line level), then the

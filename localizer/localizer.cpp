@@ -436,7 +436,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   Localization out;
   out.test_id = query.test_id;
   StructureCache& cache = engine_ ? engine_->structures() : fallback_structures_;
-  const RankerModel model = engine_ ? engine_->ranker() : RankerModel::prior();
+  const RankerModel model = options.ranker ? *options.ranker : engine_ ? engine_->ranker() : RankerModel::prior();
   out.ranker = "builtin (" + model.origin + ")";
 
   // D' = filter(τ_f, D, p)

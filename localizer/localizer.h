@@ -141,6 +141,8 @@ struct LocalizeOptions {
   double similarity_floor = 0.10;  // retrieved cases below this cosine similarity are not used
   Retrieval retrieval = Retrieval::similar;
   uint64_t seed = 0;               // Retrieval::random: the draw is a function of (seed, query id)
+  // The built-in ranker to use instead of the index's (evaluation: a model that never saw the query's labels).
+  const RankerModel* ranker = nullptr;
 };
 
 struct RetrievedCase {
@@ -180,6 +182,7 @@ struct LlmReport {
   double seconds = 0;
   int attempts = 0;
   bool structured = false;
+  bool cached = false;             // the answer came from the answer cache (spark eval)
   std::string raw_answer;          // for audit (--format json)
   std::string answer_format;       // json | text | none
   size_t from_llm = 0, filled = 0, out_of_range = 0, duplicates = 0, not_code = 0;

@@ -30,7 +30,47 @@ nlohmann::json LlmClient::body(const ChatRequest& request, bool structured) cons
   return b;
 }
 
-Result<ChatAnswer> LlmClient::complete(const ChatRequest& request) {
+std::string LlmClient::cache_key(const ChatRequest& request) const {
+  std::string params = options_.model + "\x1f" + std::to_string(options_.temperature) + "\x1f" +
+                       std::to_string(options_.max_tokens) + "\x1f" + (options_.seed ? std::to_string(*options_.seed) : "-") +
+                       "\x1f" + (options_.structured ? request.schema.dump() : "plain");
+  // Two independent 64-bit hashes of parameters and prompt: a 128-bit key.
+  const uint64_t a = fnv1a64(request.prompt, fnv1a64(params));
+  const uint64_t b = fnv1a64(params, fnv1a64(request.prompt, 0x9e3779b97f4a7c15ULL));
+  return hex64(a) + hex64(b) + "-" + std::to_string(request.prompt.size());
+}
+
+Result<ChatAnswer> LlmClient::complete(const ChatRequest& req) {
+  if (!cache_) return request(req);
+  const std::string key = cache_key(req);
+  if (auto hit = cache_->get(key)) {
+    auto j = nlohmann::json::parse(*hit, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) {
+      ChatAnswer a;
+      a.content = j.value("content", "");
+      a.finish_reason = j.value("finish_reason", "");
+      a.prompt_tokens = j.value("prompt_tokens", size_t{0});
+      a.completion_tokens = j.value("completion_tokens", size_t{0});
+      a.usage_reported = j.value("usage_reported", false);
+      a.seconds = j.value("seconds", 0.0);
+      a.attempts = j.value("attempts", 1);
+      a.structured = j.value("structured", false);
+      a.cached = true;
+      return a;
+    }
+  }
+  auto a = request(req);
+  if (a) {
+    const nlohmann::json j = {{"content", a->content}, {"finish_reason", a->finish_reason},
+                              {"prompt_tokens", a->prompt_tokens}, {"completion_tokens", a->completion_tokens},
+                              {"usage_reported", a->usage_reported}, {"seconds", a->seconds},
+                              {"attempts", a->attempts}, {"structured", a->structured}};
+    if (auto s = cache_->put(key, options_.model, j.dump()); !s) a->notes.push_back("answer not cached: " + s.error().message);
+  }
+  return a;
+}
+
+Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   const std::string url = endpoint();
   std::vector<std::string> headers;
   if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);

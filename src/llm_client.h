@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http_client.h"
+#include "llm_cache.h"
 #include "result.h"
 
 namespace spark {
@@ -42,6 +43,7 @@ struct ChatAnswer {
   double seconds = 0;                  // wall time, all attempts and waits included
   int attempts = 0;
   bool structured = false;             // response_format was sent and accepted
+  bool cached = false;                 // from the answer cache (seconds, attempts: the original request's)
   std::vector<std::string> notes;      // retries, structured-output fallback, a cut-off answer
 };
 
@@ -53,6 +55,10 @@ struct ChatRequest {
 class LlmClient {
  public:
   explicit LlmClient(LlmOptions options);
+  // Answers are looked up in and stored to `cache` (not owned); null = no cache.
+  void set_cache(AnswerCache* cache) { cache_ = cache; }
+  // The cache key of a request: model, sampling parameters, structured schema and prompt.
+  std::string cache_key(const ChatRequest& request) const;
   const LlmOptions& options() const { return options_; }
   std::string endpoint() const;
 
@@ -65,8 +71,10 @@ class LlmClient {
 
  private:
   nlohmann::json body(const ChatRequest& request, bool structured) const;
+  Result<ChatAnswer> request(const ChatRequest& request);
   LlmOptions options_;
   std::atomic<bool> structured_rejected_{false};
+  AnswerCache* cache_ = nullptr;
 };
 
 }  // namespace spark

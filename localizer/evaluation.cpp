@@ -1,0 +1,292 @@
+#include "evaluation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "prompt.h"
+#include "structure_cache.h"
+#include "text.h"
+
+namespace spark {
+
+namespace {
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+Case as_query(const Case& c) {
+  Case q = c;
+  q.faulty_lines.clear();
+  q.record.erase("faulty_lines");
+  q.record.erase("meta");  // the localizer never reads meta; it may hold the answer
+  return q;
+}
+
+size_t non_blank_lines(const Case& c) {
+  size_t n = 0;
+  for (const auto& f : c.files)
+    for (auto l : split_lines(f.content)) n += is_blank(l) ? 0 : 1;
+  return n;
+}
+
+// The key of the element holding `ref` at `level` in case `c`: "path:line" or "path#unit".
+std::string element_key(const Case& c, const LineRef& ref, Level level, StructureCache& cache) {
+  if (level == Level::line) return ref.path + ":" + std::to_string(ref.line);
+  for (const auto& f : c.files)
+    if (f.path == ref.path) {
+      const auto s = cache.get(f.content, f.path);
+      return ref.path + "#" + std::to_string(unit_of(*s, level, ref.line));
+    }
+  return ref.path + ":" + std::to_string(ref.line);
+}
+
+size_t fold_of(const std::string& id, uint64_t seed, size_t folds) { return fnv1a64(id, seed ^ 0x5bd1e995ULL) % folds; }
+
+// Leave-one-fold-out rankers: per fold, a model learnt from the other folds' labelled cases of the knowledge base
+// (their held-out features at this ε and r, and their statement-kind counts).
+Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& engine, size_t folds, uint64_t seed,
+                                             double epsilon, size_t r, double floor) {
+  auto entries = kb.entries();
+  if (!entries) return std::unexpected(entries.error());
+  std::vector<int64_t> rowids;
+  std::map<int64_t, size_t> fold;
+  for (const auto& e : *entries)
+    if (e.labelled) {
+      rowids.push_back(e.rowid);
+      fold[e.rowid] = fold_of(e.id, seed, folds);
+    }
+  struct Row {
+    size_t fold;
+    TrainingCase tc;
+    std::vector<std::string> kinds;
+  };
+  std::vector<Row> rows;
+  std::vector<KindCounts> counts(folds);
+  StructureCache cache;
+  const KindPrior none;
+  auto status = for_each_held_out(
+      kb, *entries, rowids, engine.index(),
+      [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return engine.index().vector(rowid); },
+      HeldOutOptions{r, floor}, cache, [&](const HeldOut& h) -> Status {
+        int64_t rowid = 0;
+        for (const auto& e : *entries)
+          if (e.id == h.held_out.id) rowid = e.rowid;
+        const size_t f = fold.at(rowid);
+        counts[f].add(h.view, h.held_out.faulty_lines);
+        compute_features(h.view, h.faulty, h.similarity, epsilon, none, h.held_out.error_message);
+        std::set<std::pair<std::string, int>> truth;
+        for (const auto& fl : h.held_out.faulty_lines) truth.insert({fl.path, fl.line});
+        Row row{f, {}, {}};
+        for (const auto& ql : h.view.lines) {
+          row.tc.rows.push_back(ql.x);
+          row.tc.faulty.push_back(truth.contains({h.view.files[ql.file].source->path, ql.line}) ? 1 : 0);
+          row.kinds.push_back(h.view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)]);
+        }
+        rows.push_back(std::move(row));
+        return {};
+      });
+  if (!status) return std::unexpected(status.error());
+  std::vector<RankerModel> models;
+  for (size_t f = 0; f < folds; ++f) {
+    KindCounts others;
+    for (size_t g = 0; g < folds; ++g)
+      if (g != f)
+        for (const auto& [k, v] : counts[g].faulty) others.faulty[k] += v;
+    for (size_t g = 0; g < folds; ++g)
+      if (g != f)
+        for (const auto& [k, v] : counts[g].reach) others.reach[k] += v;
+    const KindPrior prior = others.prior();
+    std::vector<TrainingCase> training;
+    for (const auto& row : rows) {
+      if (row.fold == f) continue;
+      TrainingCase tc = row.tc;
+      for (size_t i = 0; i < tc.rows.size(); ++i) tc.rows[i][kKindPrior] = prior.get(row.kinds[i]);
+      training.push_back(std::move(tc));
+    }
+    models.push_back(train_ranker(training, prior, TrainingOptions{}));
+  }
+  return models;
+}
+
+}  // namespace
+
+std::string EvalSetting::label() const {
+  return mode + " eps=" + fmt(epsilon) + " " + policy + " r=" + std::to_string(r);
+}
+
+bool eval_mode_needs_llm(const std::string& mode) {
+  return mode != "builtin" && mode != "traceback" && mode != "annotation";
+}
+
+bool is_eval_mode(const std::string& mode) {
+  return !eval_mode_needs_llm(mode) || static_cast<bool>(parse_mode(mode));
+}
+
+Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const std::vector<Case>& cases,
+                                  const EvalOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Evaluation e;
+  e.options = options;
+  std::vector<Case> queries;
+  std::vector<const Case*> labelled;
+  for (const auto& c : cases) {
+    if (c.faulty_lines.empty()) continue;
+    labelled.push_back(&c);
+    queries.push_back(as_query(c));
+    e.cases.push_back({c.id, c.project.empty() ? "corpus" : c.project, c.test_id, c.faulty_lines, non_blank_lines(c)});
+  }
+  if (queries.empty()) return fail("no labelled case to evaluate");
+  for (const auto& m : options.modes) {
+    if (!is_eval_mode(m)) return fail("unknown mode \"" + m + "\"");
+    if (eval_mode_needs_llm(m) && !options.client)
+      return fail("mode " + m + " needs an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL (or llm.base_url, llm.model)");
+  }
+  const size_t k_max = *std::max_element(options.ks.begin(), options.ks.end());
+  StructureCache cache;
+  size_t settings_done = 0;
+  const size_t per_config = options.modes.size();
+  const size_t settings_total = options.policies.size() * options.epsilons.size() * options.rs.size() * per_config;
+  for (const auto& policy_name : options.policies) {
+    auto policy = parse_policy(policy_name);
+    if (!policy) return std::unexpected(policy.error());
+    policy->window_fraction = options.window_fraction;
+    for (double epsilon : options.epsilons)
+      for (size_t r : options.rs) {
+        LocalizeOptions lo;
+        lo.policy = *policy;
+        lo.epsilon = epsilon;
+        lo.r = r;
+        lo.similarity_floor = options.similarity_floor;
+        lo.seed = options.seed;
+        lo.level = Level::line;
+        lo.k = k_max;
+        std::vector<RankerModel> models;
+        if (options.ranker_folds > 1) {
+          auto m = fold_rankers(kb, engine, options.ranker_folds, options.seed, epsilon, r, options.similarity_floor);
+          if (!m) return std::unexpected(m.error());
+          models = std::move(*m);
+          if (e.ranker_origins.empty())
+            for (size_t f = 0; f < models.size(); ++f)
+              e.ranker_origins.push_back("fold " + std::to_string(f) + ": " + models[f].origin);
+        }
+        const auto ranker_for = [&](const Case& q) -> const RankerModel* {
+          return models.empty() ? nullptr : &models[fold_of(q.id, options.seed, models.size())];
+        };
+        // builtin, traceback and annotation come from one localization per case.
+        std::vector<std::string> offline;
+        for (const auto& m : options.modes)
+          if (!eval_mode_needs_llm(m)) offline.push_back(m);
+        if (!offline.empty()) {
+          const auto ts = std::chrono::steady_clock::now();
+          std::map<std::string, SettingRun> runs;
+          for (const auto& m : offline) runs[m].setting = {m, policy_name, epsilon, r};
+          Localizer localizer(&kb, &engine);
+          for (size_t i = 0; i < queries.size(); ++i) {
+            LocalizeOptions lq = lo;
+            lq.ranker = ranker_for(queries[i]);
+            auto loc = localizer.localize(queries[i], lq);
+            if (!loc) return std::unexpected(with_context(queries[i].id + ": ", loc.error()));
+            CaseOutcome base;
+            base.annotated = loc->annotations.size();
+            for (const auto& an : loc->annotations) base.annotated_lines.push_back(an.line);
+            base.kb_size = loc->filtered_size;
+            for (const auto& m : offline) {
+              CaseOutcome o = base;
+              if (m == "builtin") {
+                for (const auto& el : loc->ranked) o.predicted.push_back({el.path, el.line});
+              } else if (m == "annotation") {
+                auto a = loc->annotations;
+                std::stable_sort(a.begin(), a.end(), [](const Annotation& x, const Annotation& y) { return x.distance < y.distance; });
+                for (const auto& an : a) o.predicted.push_back(an.line);
+              } else {  // traceback: the test files' frames, deepest first
+                const QueryView view = make_query_view(queries[i], cache);
+                std::set<std::pair<std::string, int>> seen;
+                for (auto it = view.frames.rbegin(); it != view.frames.rend(); ++it)
+                  for (const auto& f : view.files)
+                    if (same_file(it->path, f.source->path) && seen.insert({f.source->path, it->line}).second)
+                      o.predicted.push_back({f.source->path, it->line});
+              }
+              runs[m].outcomes.push_back(std::move(o));
+            }
+            if (options.progress)
+              options.progress("builtin/reference" + EvalSetting{"", policy_name, epsilon, r}.label(), i + 1, queries.size());
+          }
+          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+          for (const auto& m : offline) {
+            runs[m].wall_seconds = wall;
+            e.runs.push_back(std::move(runs[m]));
+            ++settings_done;
+          }
+        }
+        for (const auto& m : options.modes) {
+          if (!eval_mode_needs_llm(m)) continue;
+          for (size_t k : options.ks) {
+            const auto ts = std::chrono::steady_clock::now();
+            SettingRun run;
+            run.setting = {m, policy_name, epsilon, r};
+            run.k_requested = k;
+            LlmStageOptions so = options.stage;
+            so.mode = *parse_mode(m);
+            so.ranker_for = ranker_for;
+            Localizer localizer(&kb, &engine);
+            LlmStage stage(localizer, cache, options.client, so);
+            LocalizeOptions lk = lo;
+            lk.k = k;
+            const std::string label = run.setting.label() + " k=" + std::to_string(k);
+            auto results = stage.run(queries, lk, [&](size_t done, size_t total) {
+              if (options.progress) options.progress(label, done, total);
+            });
+            for (size_t i = 0; i < results.size(); ++i) {
+              if (!results[i]) return std::unexpected(with_context(queries[i].id + ": ", results[i].error()));
+              CaseOutcome o;
+              o.annotated = mode_annotates(so.mode) ? results[i]->annotations.size() : 0;
+              if (mode_annotates(so.mode))
+                for (const auto& an : results[i]->annotations) o.annotated_lines.push_back(an.line);
+              o.kb_size = results[i]->filtered_size;
+              for (const auto& el : results[i]->ranked) o.predicted.push_back({el.path, el.line});
+              if (results[i]->llm) {
+                const LlmReport& l = *results[i]->llm;
+                o.tokens_in = l.prompt_tokens;
+                o.tokens_out = l.completion_tokens;
+                o.tokens_estimated = !l.usage_reported;
+                o.seconds = l.seconds;
+                o.llm_used = l.used;
+                o.filled = l.filled;
+                o.error = l.error;
+                o.cached = l.cached;
+              }
+              run.outcomes.push_back(std::move(o));
+            }
+            run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+            e.runs.push_back(std::move(run));
+          }
+          ++settings_done;
+        }
+      }
+  }
+  (void)settings_done;
+  (void)settings_total;
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return e;
+}
+
+std::vector<CaseMetrics> run_case_metrics(const Evaluation& e, const SettingRun& run, Level level, size_t k,
+                                          StructureCache& cache, const std::vector<Case>& cases) {
+  std::map<std::string, const Case*> by_id;
+  for (const auto& c : cases) by_id[c.id] = &c;
+  std::vector<CaseMetrics> out;
+  for (size_t i = 0; i < e.cases.size(); ++i) {
+    const Case& c = *by_id.at(e.cases[i].id);
+    std::vector<std::string> predicted, faulty;
+    for (const auto& p : run.outcomes[i].predicted) predicted.push_back(element_key(c, p, level, cache));
+    for (const auto& f : e.cases[i].faulty) faulty.push_back(element_key(c, f, level, cache));
+    out.push_back(case_metrics(predicted, faulty, k));
+  }
+  return out;
+}
+
+}  // namespace spark

@@ -1,0 +1,92 @@
+// `spark eval`: the paper's experiments (§5.2-5.3, §6) on any labelled corpus. Leave-one-out: each labelled case in
+// turn is the query, its labels hidden, itself and its exact duplicates excluded from its knowledge base, everything
+// else per the chosen policy. Predictions are made at line level and mapped to statements, CFG blocks or functions
+// afterwards, as the paper does. Deterministic given the seed (and, for LLM modes, the cached answers).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "knowledge_base.h"
+#include "llm_stage.h"
+#include "localizer.h"
+#include "metrics.h"
+
+namespace spark {
+
+// The settings one experiment runs with: a mode (an LLM mode, `builtin`, or a reference: `traceback` = the lines
+// the traceback names in the test code, deepest first; `annotation` = the annotated lines, closest first).
+struct EvalSetting {
+  std::string mode;
+  std::string policy = "all";
+  double epsilon = 0.05;
+  size_t r = 1;
+  std::string label() const;  // "default eps=0.05 all r=1"
+};
+
+bool is_eval_mode(const std::string& mode);   // an LLM mode, builtin, traceback or annotation
+bool eval_mode_needs_llm(const std::string& mode);
+
+struct EvalOptions {
+  std::vector<std::string> modes = {"builtin"};
+  std::vector<size_t> ks = {1, 3, 5, 10};
+  std::vector<Level> levels = {Level::line};
+  std::vector<std::string> policies = {"all"};
+  std::vector<double> epsilons = {0.05};
+  std::vector<size_t> rs = {1};
+  double window_fraction = 0.10;
+  double similarity_floor = 0.10;
+  uint64_t seed = 0;
+  // The built-in ranker's weights and statement-kind prior are learnt from the knowledge base, which holds the query's
+  // own labels. So each query is ranked by a model learnt without its fold: cases are split into this many folds by
+  // a hash of their id, and each fold's model is trained on the others (leave-one-fold-out). 0 or 1 = the index's.
+  size_t ranker_folds = 5;
+  LlmStageOptions stage;          // templates, redaction, context bounds for the LLM modes
+  LlmClient* client = nullptr;    // required for LLM modes
+  // Progress: the setting being run, cases done, cases in all.
+  std::function<void(const std::string&, size_t, size_t)> progress;
+};
+
+struct EvalCase {
+  std::string id, dataset, test_id;
+  std::vector<LineRef> faulty;
+  size_t lines = 0;  // non-blank lines of its files
+};
+
+// One case under one setting (and, for LLM modes, one requested k).
+struct CaseOutcome {
+  std::vector<LineRef> predicted;  // line level, best first
+  std::vector<LineRef> annotated_lines;
+  size_t annotated = 0, kb_size = 0;
+  size_t tokens_in = 0, tokens_out = 0, filled = 0;
+  bool tokens_estimated = false, llm_used = false, cached = false;
+  double seconds = 0;
+  std::string error;               // why the LLM's answer was not used
+};
+
+struct SettingRun {
+  EvalSetting setting;
+  size_t k_requested = 0;          // LLM modes ask for exactly k; 0 = one ranking serves every k
+  std::vector<CaseOutcome> outcomes;  // parallel to Evaluation::cases
+  double wall_seconds = 0;
+};
+
+struct Evaluation {
+  std::vector<std::string> ranker_origins;  // how each fold's ranker was learnt
+  std::vector<EvalCase> cases;
+  std::vector<SettingRun> runs;
+  EvalOptions options;
+  double seconds = 0;
+};
+
+// Runs every setting over the labelled `cases` against the knowledge base (which holds them, indexed).
+Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const std::vector<Case>& cases,
+                                  const EvalOptions& options);
+
+// Per-case metrics of a run at a level and k (the run's requested k, or any k for a one-ranking run).
+std::vector<CaseMetrics> run_case_metrics(const Evaluation& e, const SettingRun& run, Level level, size_t k,
+                                          StructureCache& cache, const std::vector<Case>& cases);
+
+}  // namespace spark
