@@ -85,15 +85,14 @@ std::vector<EvalSetting> settings(const Evaluation& e) {
 }
 
 struct MetricsCache {
-  MetricsCache(const Evaluation& ev, const std::vector<Case>& cs) : e(ev), cases(cs) {}
+  MetricsCache(const Evaluation& ev, const std::vector<Case>& cs) : e(ev), keys(ev, cs) {}
   const Evaluation& e;
-  const std::vector<Case>& cases;
-  StructureCache structures;
+  ElementKeys keys;
   std::map<std::tuple<const SettingRun*, int, size_t>, std::vector<CaseMetrics>> memo;
   const std::vector<CaseMetrics>& get(const SettingRun* run, Level level, size_t k) {
     auto key = std::make_tuple(run, static_cast<int>(level), k);
     auto it = memo.find(key);
-    if (it == memo.end()) it = memo.emplace(key, run_case_metrics(e, *run, level, k, structures, cases)).first;
+    if (it == memo.end()) it = memo.emplace(key, run_case_metrics(e, *run, level, k, keys)).first;
     return it->second;
   }
 };

@@ -33,16 +33,6 @@ size_t non_blank_lines(const Case& c) {
   return n;
 }
 
-// The key of the element holding `ref` at `level` in case `c`: "path:line" or "path#unit".
-std::string element_key(const Case& c, const LineRef& ref, Level level, StructureCache& cache) {
-  if (level == Level::line) return ref.path + ":" + std::to_string(ref.line);
-  for (const auto& f : c.files)
-    if (f.path == ref.path) {
-      const auto s = cache.get(f.content, f.path);
-      return ref.path + "#" + std::to_string(unit_of(*s, level, ref.line));
-    }
-  return ref.path + ":" + std::to_string(ref.line);
-}
 
 size_t fold_of(const std::string& id, uint64_t seed, size_t folds) { return fnv1a64(id, seed ^ 0x5bd1e995ULL) % folds; }
 
@@ -274,16 +264,49 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
   return e;
 }
 
-std::vector<CaseMetrics> run_case_metrics(const Evaluation& e, const SettingRun& run, Level level, size_t k,
-                                          StructureCache& cache, const std::vector<Case>& cases) {
+ElementKeys::ElementKeys(const Evaluation& e, const std::vector<Case>& cases) {
   std::map<std::string, const Case*> by_id;
   for (const auto& c : cases) by_id[c.id] = &c;
+  for (const auto& ec : e.cases) cases_.push_back(by_id.at(ec.id));
+}
+
+const ElementKeys::Units* ElementKeys::units(size_t case_index, const std::string& path) {
+  for (const auto& f : cases_[case_index]->files) {
+    if (f.path != path) continue;
+    const uint64_t h = fnv1a64(f.content, fnv1a64(f.path)) ^ f.content.size();
+    auto it = by_content_.find(h);
+    if (it == by_content_.end()) {
+      const auto s = structures_.get(f.content, f.path);
+      Units u;
+      const size_t n = split_lines(f.content).size();
+      for (size_t i = 1; i <= n; ++i) {
+        u.statement.push_back(unit_of(*s, Level::statement, static_cast<int>(i)));
+        u.block.push_back(unit_of(*s, Level::block, static_cast<int>(i)));
+        u.function.push_back(unit_of(*s, Level::function, static_cast<int>(i)));
+      }
+      it = by_content_.emplace(h, std::move(u)).first;
+    }
+    return &it->second;
+  }
+  return nullptr;
+}
+
+std::string ElementKeys::key(size_t case_index, const LineRef& ref, Level level) {
+  if (level == Level::line) return ref.path + ":" + std::to_string(ref.line);
+  const Units* u = units(case_index, ref.path);
+  const size_t i = static_cast<size_t>(ref.line - 1);
+  if (!u || ref.line < 1 || i >= u->statement.size()) return ref.path + ":" + std::to_string(ref.line);
+  const auto& v = level == Level::statement ? u->statement : level == Level::block ? u->block : u->function;
+  return ref.path + "#" + std::to_string(v[i]);
+}
+
+std::vector<CaseMetrics> run_case_metrics(const Evaluation& e, const SettingRun& run, Level level, size_t k,
+                                          ElementKeys& keys) {
   std::vector<CaseMetrics> out;
   for (size_t i = 0; i < e.cases.size(); ++i) {
-    const Case& c = *by_id.at(e.cases[i].id);
     std::vector<std::string> predicted, faulty;
-    for (const auto& p : run.outcomes[i].predicted) predicted.push_back(element_key(c, p, level, cache));
-    for (const auto& f : e.cases[i].faulty) faulty.push_back(element_key(c, f, level, cache));
+    for (const auto& p : run.outcomes[i].predicted) predicted.push_back(keys.key(i, p, level));
+    for (const auto& f : e.cases[i].faulty) faulty.push_back(keys.key(i, f, level));
     out.push_back(case_metrics(predicted, faulty, k));
   }
   return out;

@@ -13,6 +13,7 @@
 #include "llm_stage.h"
 #include "localizer.h"
 #include "metrics.h"
+#include "structure_cache.h"
 
 namespace spark {
 
@@ -85,8 +86,25 @@ struct Evaluation {
 Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const std::vector<Case>& cases,
                                   const EvalOptions& options);
 
+// Element keys of the cases' lines at each level ("path:line", or "path#unit"). Each distinct file version is parsed
+// once, for all levels, the first time a level above line is asked for.
+class ElementKeys {
+ public:
+  ElementKeys(const Evaluation& e, const std::vector<Case>& cases);
+  std::string key(size_t case_index, const LineRef& ref, Level level);
+
+ private:
+  struct Units {
+    std::vector<int> statement, block, function;  // by line - 1
+  };
+  const Units* units(size_t case_index, const std::string& path);
+  std::vector<const Case*> cases_;                // parallel to Evaluation::cases
+  std::unordered_map<uint64_t, Units> by_content_;
+  StructureCache structures_{4};
+};
+
 // Per-case metrics of a run at a level and k (the run's requested k, or any k for a one-ranking run).
 std::vector<CaseMetrics> run_case_metrics(const Evaluation& e, const SettingRun& run, Level level, size_t k,
-                                          StructureCache& cache, const std::vector<Case>& cases);
+                                          ElementKeys& keys);
 
 }  // namespace spark

@@ -3,6 +3,7 @@
 # tree-sitter Python grammar. Idempotent: a second run with everything present only checks.
 #
 #   scripts/setup.sh            # as root (or with sudo available)
+#   scripts/setup.sh --tests    # also what only the tests need (Debian's chromium, for the HTML report check)
 #
 # Environment: SPARK_SKIP_APT=1 skips the Debian packages (for machines set up by hand).
 set -euo pipefail
@@ -15,7 +16,10 @@ grammar_sha1=807e50c415a761c613614f902432f563e85b51b6
 packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev
           libtree-sitter-dev libcli11-dev libsqlite3-dev libpugixml-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake g++
-          python3 python3-pytest git ca-certificates)
+          python3 python3-pytest git ca-certificates gnuplot-nox)
+if [ "${1:-}" = --tests ]; then
+    packages+=(chromium)
+fi
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 
