@@ -140,6 +140,8 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
   size_t settings_done = 0;
   const size_t per_config = options.modes.size();
   const size_t settings_total = options.policies.size() * options.epsilons.size() * options.rs.size() * per_config;
+  std::map<std::pair<double, size_t>, std::vector<RankerModel>> fold_models;
+  const std::vector<RankerModel> no_models;
   for (const auto& policy_name : options.policies) {
     auto policy = parse_policy(policy_name);
     if (!policy) return std::unexpected(policy.error());
@@ -154,15 +156,18 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
         lo.seed = options.seed;
         lo.level = Level::line;
         lo.k = k_max;
-        std::vector<RankerModel> models;
-        if (options.ranker_folds > 1) {
+        // The fold models depend on ε and r, not on the policy (the ranker learns from all labelled cases, as at
+        // `spark index`): learnt once per (ε, r).
+        const auto model_key = std::make_pair(epsilon, r);
+        if (options.ranker_folds > 1 && !fold_models.contains(model_key)) {
           auto m = fold_rankers(kb, engine, options.ranker_folds, options.seed, epsilon, r, options.similarity_floor);
           if (!m) return std::unexpected(m.error());
-          models = std::move(*m);
           if (e.ranker_origins.empty())
-            for (size_t f = 0; f < models.size(); ++f)
-              e.ranker_origins.push_back("fold " + std::to_string(f) + ": " + models[f].origin);
+            for (size_t f = 0; f < m->size(); ++f) e.ranker_origins.push_back("fold " + std::to_string(f) + ": " + (*m)[f].origin);
+          fold_models[model_key] = std::move(*m);
         }
+        const std::vector<RankerModel>& models =
+            options.ranker_folds > 1 ? fold_models.at(model_key) : no_models;
         const auto ranker_for = [&](const Case& q) -> const RankerModel* {
           return models.empty() ? nullptr : &models[fold_of(q.id, options.seed, models.size())];
         };

@@ -81,7 +81,10 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
   if (want_prompt) options.k = 2 * k + 2;  // the built-in ranking to fill from
   std::vector<Result<Localization>> results;
   std::vector<Prompt> prompts(queries.size());
-  std::vector<ChatRequest> requests;
+  // Requests go out while later failures are still being retrieved and annotated.
+  std::optional<RequestPool> pool;
+  if (ask) pool.emplace(*client_, queries.size(), progress);
+  size_t asked = 0;
   std::vector<size_t> request_of(queries.size(), static_cast<size_t>(-1));
   PromptOptions popts;
   popts.mode = options_.mode;
@@ -117,14 +120,14 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
       }
       prompts[i] = std::move(*p);
       if (ask) {
-        request_of[i] = requests.size();
-        requests.push_back({prompts[i].text, prompts[i].schema});
+        request_of[i] = asked;
+        pool->submit(asked++, {prompts[i].text, prompts[i].schema});
       }
     }
     results.push_back(std::move(loc));
   }
   std::vector<Result<ChatAnswer>> answers;
-  if (!requests.empty()) answers = client_->complete_all(requests, progress);
+  if (pool) answers = pool->finish();
 
   for (size_t i = 0; i < queries.size(); ++i) {
     if (!results[i]) continue;

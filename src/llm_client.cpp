@@ -138,26 +138,67 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   return answer;
 }
 
+RequestPool::RequestPool(LlmClient& client, size_t expected, std::function<void(size_t, size_t)> progress)
+    : client_(client), progress_(std::move(progress)), expected_(expected) {
+  for (size_t i = 0; i < std::max<size_t>(1, std::min(expected, client.options().concurrency)); ++i)
+    workers_.emplace_back([this] { work(); });
+}
+
+RequestPool::~RequestPool() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();
+}
+
+void RequestPool::submit(size_t index, ChatRequest request) {
+  {
+    std::lock_guard lock(mu_);
+    if (results_.size() <= index) results_.resize(index + 1, fail("not asked"));
+    queue_.emplace_back(index, std::move(request));
+    ++submitted_;
+  }
+  cv_.notify_one();
+}
+
+void RequestPool::work() {
+  for (;;) {
+    std::pair<size_t, ChatRequest> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    auto r = client_.complete(job.second);
+    std::lock_guard lock(mu_);
+    results_[job.first] = std::move(r);
+    ++done_;
+    if (progress_) progress_(done_, std::max(expected_, submitted_));
+  }
+}
+
+std::vector<Result<ChatAnswer>> RequestPool::finish() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+  return std::move(results_);
+}
+
 std::vector<Result<ChatAnswer>> LlmClient::complete_all(const std::vector<ChatRequest>& requests,
                                                         const std::function<void(size_t, size_t)>& progress) {
-  std::vector<Result<ChatAnswer>> results(requests.size(), fail("not run"));
-  std::atomic<size_t> next{0};
-  size_t done = 0;
-  std::mutex mu;
-  const auto worker = [&] {
-    for (size_t i = next++; i < requests.size(); i = next++) {
-      auto r = complete(requests[i]);
-      std::lock_guard lock(mu);
-      results[i] = std::move(r);
-      ++done;
-      if (progress) progress(done, requests.size());
-    }
-  };
-  const size_t n = std::min(options_.concurrency, requests.size());
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  RequestPool pool(*this, requests.size(), progress);
+  for (size_t i = 0; i < requests.size(); ++i) pool.submit(i, requests[i]);
+  auto results = pool.finish();
+  results.resize(requests.size(), fail("not asked"));
   return results;
 }
 

@@ -7,6 +7,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -50,6 +54,32 @@ struct ChatAnswer {
 struct ChatRequest {
   std::string prompt;
   nlohmann::json schema;  // the answer's JSON schema, used when structured output is on; may be null
+};
+
+class LlmClient;
+
+// Requests sent while more are being prepared: up to the client's concurrency in flight, each answer stored under
+// the index it was submitted with. finish() waits for all and returns them in index order.
+class RequestPool {
+ public:
+  // `expected`: how many requests will come (for the worker count and the progress total).
+  RequestPool(LlmClient& client, size_t expected, std::function<void(size_t, size_t)> progress = {});
+  ~RequestPool();
+  void submit(size_t index, ChatRequest request);
+  // Answers for indexes never submitted are errors.
+  std::vector<Result<ChatAnswer>> finish();
+
+ private:
+  void work();
+  LlmClient& client_;
+  std::function<void(size_t, size_t)> progress_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<size_t, ChatRequest>> queue_;
+  std::vector<Result<ChatAnswer>> results_;
+  size_t expected_ = 0, submitted_ = 0, done_ = 0;
+  bool closed_ = false;
+  std::vector<std::thread> workers_;
 };
 
 class LlmClient {
