@@ -144,7 +144,8 @@ TEST(eval, llm_modes_are_cached_and_a_rerun_or_a_resumed_run_asks_only_for_what_
   EXPECT_NE(third.err.find(", 0 new"), std::string::npos) << third.err;
   EXPECT_EQ(*table(json::parse(third.out), "effectiveness"), *table(json::parse(second.out), "effectiveness"));
   // The model answered 9, 10, 11: Hit@3 is 100 % in default mode once every answer is in.
-  for (const auto& row : table(json::parse(third.out), "effectiveness")->at("rows"))
+  const json final_report = json::parse(third.out);
+  for (const auto& row : table(final_report, "effectiveness")->at("rows"))
     if (row["dataset"] == "all" && row["k"] == "3") {
       EXPECT_EQ(row["Hit@k"], "100.0") << row.dump();
     }
