@@ -127,6 +127,43 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
         }
   report.tables.push_back(std::move(eff));
 
+  // The same numbers in the paper's layout: one row per dataset × level × k, each metric a group of columns with one
+  // column per setting (Table 3 has Baseline | SPARK under each metric).
+  Table wide{"effectiveness_paper", "Effectiveness (%) in the paper's layout: each metric, one column per setting", {}, {}};
+  wide.headers = {"dataset", "level", "k"};
+  std::vector<std::string> names;
+  for (const auto& s : sets) {
+    bool only_mode_differs = true;
+    for (const auto& t : sets)
+      only_mode_differs = only_mode_differs && t.policy == s.policy && t.epsilon == s.epsilon && t.r == s.r;
+    names.push_back(only_mode_differs ? s.mode : s.label());
+  }
+  for (const char* metric : {"P@k", "R@k", "Hit@k", "MAP@k", "MRR@k"})
+    for (const auto& n : names) wide.headers.push_back(std::string(metric) + " " + n);
+  for (const auto& d : ds)
+    for (Level level : e.options.levels)
+      for (size_t k : e.options.ks) {
+        std::vector<CaseMetrics> means;
+        for (const auto& s : sets) {
+          const SettingRun* run = run_for(e, s, k);
+          CaseMetrics m;
+          if (run) {
+            const auto& per = mc.get(run, level, k);
+            std::vector<CaseMetrics> sel;
+            for (size_t i = 0; i < e.cases.size(); ++i)
+              if (in_dataset(e.cases[i], d)) sel.push_back(per[i]);
+            m = mean_metrics(sel);
+          }
+          means.push_back(m);
+        }
+        std::vector<std::string> row = {d, std::string(level_name(level)), std::to_string(k)};
+        for (double CaseMetrics::*field : {&CaseMetrics::precision, &CaseMetrics::recall, &CaseMetrics::hit,
+                                           &CaseMetrics::ap_paper, &CaseMetrics::rr})
+          for (const auto& m : means) row.push_back(pct(m.*field));
+        wide.rows.push_back(std::move(row));
+      }
+  report.tables.push_back(std::move(wide));
+
   Table cost{"efficiency", "Tokens and time per case (the paper's Tables 4, 7, 10, 13)",
              {"dataset", "mode", "policy", "epsilon", "r", "k", "cases", "tokens in (mean)", "tokens out (mean)",
               "tokens", "time/case (s)", "time sum (s)", "LLM used (%)", "filled ids", "cached"},
@@ -256,7 +293,8 @@ std::string render_markdown(const EvalReport& r) {
     out += "|";
     for (const auto& h : t.headers) out += " " + h + " |";
     out += "\n|";
-    for (size_t i = 0; i < t.headers.size(); ++i) out += i < 8 && t.id != "significance" ? "---|" : "---:|";
+    const size_t text_columns = t.id == "effectiveness_paper" ? 3 : t.id == "significance" ? 0 : 8;
+    for (size_t i = 0; i < t.headers.size(); ++i) out += i < text_columns ? "---|" : "---:|";
     out += "\n";
     for (const auto& row : t.rows) {
       out += "|";
@@ -391,7 +429,7 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
           "href=\"#knowledge_base\">knowledge base</a> · <a href=\"#significance\">significance</a> · <a "
           "href=\"#cases\">cases</a></nav>\n";
   for (const auto& t : r.tables)
-    if (t.id == "effectiveness") body += html_table(t);
+    if (t.id == "effectiveness_paper" || t.id == "effectiveness") body += html_table(t);
 
   // Plots: Hit@k and MAP@k against k per setting, first level, all cases.
   body += "<h2 id=\"plots\">Hit@k and MAP@k by k (all cases, level " + std::string(level_name(e.options.levels.front())) + ")</h2>\n";
@@ -430,7 +468,7 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
   body += "<div class=\"plots\"><figure>" + plot("Hit@k", true) + "<figcaption>Hit@k</figcaption></figure><figure>" +
           plot("MAP@k", false) + "<figcaption>MAP@k (the paper's AP)</figcaption></figure></div>\n";
   for (const auto& t : r.tables)
-    if (t.id != "effectiveness") body += html_table(t);
+    if (t.id != "effectiveness" && t.id != "effectiveness_paper") body += html_table(t);
 
   // Annotated-lines histogram of the first annotating run.
   for (const auto& run : e.runs) {
