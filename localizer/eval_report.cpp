@@ -333,6 +333,7 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
   j["schema"] = "spark.eval/1";
   j["command"] = r.command;
   j["seconds"] = e.seconds;
+  j["rankers"] = e.ranker_origins;  // the leave-one-fold-out built-in rankers
   j["tables"] = nlohmann::json::array();
   for (const auto& t : r.tables) {
     nlohmann::json rows = nlohmann::json::array();
