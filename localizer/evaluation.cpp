@@ -137,9 +137,6 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
   }
   const size_t k_max = *std::max_element(options.ks.begin(), options.ks.end());
   StructureCache cache;
-  size_t settings_done = 0;
-  const size_t per_config = options.modes.size();
-  const size_t settings_total = options.policies.size() * options.epsilons.size() * options.rs.size() * per_config;
   std::map<std::pair<double, size_t>, std::vector<RankerModel>> fold_models;
   const std::vector<RankerModel> no_models;
   for (const auto& policy_name : options.policies) {
@@ -214,7 +211,6 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
           for (const auto& m : offline) {
             runs[m].wall_seconds = wall;
             e.runs.push_back(std::move(runs[m]));
-            ++settings_done;
           }
         }
         for (const auto& m : options.modes) {
@@ -259,12 +255,9 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
             run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
             e.runs.push_back(std::move(run));
           }
-          ++settings_done;
         }
       }
   }
-  (void)settings_done;
-  (void)settings_total;
   e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return e;
 }

@@ -133,7 +133,7 @@ struct CodeView {
 };
 
 // The candidates of a case's files: ids, tiers and distances per the cutting rule.
-CodeView candidates(const Case& c, const QueryView& view, const std::set<std::pair<std::string, int>>& marked,
+CodeView candidates(const QueryView& view, const std::set<std::pair<std::string, int>>& marked,
                     const std::set<std::pair<std::string, int>>& anchors, const Redactor* redactor,
                     std::map<std::string, size_t>& redactions, std::vector<LineRef>* elements, bool scope_only) {
   CodeView cv;
@@ -175,7 +175,6 @@ CodeView candidates(const Case& c, const QueryView& view, const std::set<std::pa
     }
     offset += static_cast<int>(lines.size());
   }
-  (void)c;
   return cv;
 }
 
@@ -261,7 +260,7 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     for (const auto& a : annotations) marked.insert({a.line.path, a.line.line});
 
   // The query's lines, with ids, and the retrieved context, redacted before anything is measured.
-  CodeView code = candidates(query, view, marked, traceback_anchors(view), options.redactor, p.redactions, &p.elements,
+  CodeView code = candidates(view, marked, traceback_anchors(view), options.redactor, p.redactions, &p.elements,
                              options.test_scope_only);
   p.max_element_id = static_cast<int>(p.elements.size()) - 1;
   p.total_lines = code.lines.size();
@@ -305,7 +304,7 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     similar_view = make_query_view(*similar_case, cache);
     std::set<std::pair<std::string, int>> faulty;
     for (const auto& fl : similar_case->faulty_lines) faulty.insert({fl.path, fl.line});
-    similar_code = candidates(*similar_case, *similar_view, {}, faulty, options.redactor, p.redactions, nullptr,
+    similar_code = candidates(*similar_view, {}, faulty, options.redactor, p.redactions, nullptr,
                               options.test_scope_only);
     similar_error = rstrip(similar_case->error_message);
     if (options.redactor) options.redactor->redact(similar_error, p.redactions);
