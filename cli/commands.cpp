@@ -44,6 +44,19 @@ size_t line_of_offset(std::string_view text, size_t offset) {
   return line;
 }
 
+// Every case of `files`, with "file:line" origins; the first bad file is the error.
+Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& cases, std::vector<CaseOrigin>& origins) {
+  for (const auto& file : files) {
+    auto read = read_cases_jsonl(file);
+    if (!read) return std::unexpected(read.error());
+    for (size_t i = 0; i < read->cases.size(); ++i) {
+      origins.push_back({file + ":" + std::to_string(read->lines[i])});
+      cases.push_back(std::move(read->cases[i]));
+    }
+  }
+  return {};
+}
+
 std::string normalize_path(std::string p) {
   while (p.starts_with("./")) p.erase(0, 2);
   return p;
@@ -67,14 +80,7 @@ int cmd_import(const Common& common, const ImportArgs& args) {
   // Validate every file first: a bad file imports nothing, and neither does the command.
   std::vector<Case> cases;
   std::vector<CaseOrigin> origins;
-  for (const auto& file : args.files) {
-    auto read = read_cases_jsonl(file);
-    if (!read) return report_error(read.error());
-    for (size_t i = 0; i < read->cases.size(); ++i) {
-      origins.push_back({file + ":" + std::to_string(read->lines[i])});
-      cases.push_back(std::move(read->cases[i]));
-    }
-  }
+  if (auto s = read_corpora(args.files, cases, origins); !s) return report_error(s.error());
   auto kb = open_kb(common, true);
   if (!kb) return report_error(kb.error());
   auto summary = (*kb)->import_cases(cases, origins, args.replace);
@@ -535,14 +541,7 @@ std::string duration_text(double s) {
 int cmd_eval(const Common& common, const EvalArgs& args) {
   std::vector<Case> cases;
   std::vector<CaseOrigin> origins;
-  for (const auto& file : args.corpora) {
-    auto read = read_cases_jsonl(file);
-    if (!read) return report_error(read.error());
-    for (size_t i = 0; i < read->cases.size(); ++i) {
-      origins.push_back({file + ":" + std::to_string(read->lines[i])});
-      cases.push_back(std::move(read->cases[i]));
-    }
-  }
+  if (auto s = read_corpora(args.corpora, cases, origins); !s) return report_error(s.error());
   // Ids must be unique across the corpora: they name the cases in the reports.
   std::set<std::string> ids;
   for (size_t i = 0; i < cases.size(); ++i)

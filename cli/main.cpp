@@ -33,6 +33,22 @@ int main(int argc, char** argv) {
     bindings.push_back({o, key, slot});
     return o;
   };
+  // The LLM settings `spark localize` and `spark eval` share.
+  const auto bind_llm_flags = [&](CLI::App* sub) {
+    bind(sub, "--llm-url", "llm.base_url", "OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (env SPARK_LLM_BASE_URL)");
+    bind(sub, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
+    bind(sub, "--template", "llm.template", "prompt template file replacing the mode's built-in one");
+    bind(sub, "--prompt-scope", "llm.prompt_scope", "file (default, as the paper) | test: only the failing test's reach")
+        ->check(CLI::IsMember({"file", "test"}));
+    bind(sub, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
+    bind(sub, "--seed", "llm.seed", "seed sent to the server and for random mode's draw");
+    bind(sub, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
+    bind(sub, "--context-tokens", "llm.context_tokens", "the model's context window (default 32768)")
+        ->check(CLI::Range(256, 10000000));
+    bind(sub, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
+    bind(sub, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")->check(CLI::Range(0, 100));
+    bind(sub, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")->check(CLI::Range(0.0, 600.0));
+  };
   std::string config_path;
   app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
   bind(&app, "--kb", "kb", "knowledge base folder (env SPARK_KB; default .spark)");
@@ -85,21 +101,10 @@ int main(int argc, char** argv) {
   localize->add_option("--color", loc.color, "auto | always | never")->check(CLI::IsMember({"auto", "always", "never"}));
   bind(localize, "--mode", "llm.mode", "builtin | baseline | default | random | annotation-free | directive | naive-rag")
       ->check(CLI::IsMember({"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag"}));
-  bind(localize, "--llm-url", "llm.base_url", "OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (env SPARK_LLM_BASE_URL)");
-  bind(localize, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
+  bind_llm_flags(localize);
   bind(localize, "--llm-api-key", "llm.api_key", "API key (prefer env SPARK_LLM_API_KEY: flags show in process lists)");
-  bind(localize, "--template", "llm.template", "prompt template file replacing the mode's built-in one");
-  bind(localize, "--prompt-scope", "llm.prompt_scope", "file (default, as the paper) | test: only the failing test's reach")
-      ->check(CLI::IsMember({"file", "test"}));
   bind(localize, "--temperature", "llm.temperature", "sampling temperature (default 0)")->check(CLI::Range(0.0, 2.0));
-  bind(localize, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
-  bind(localize, "--seed", "llm.seed", "seed sent to the server and for random mode's draw");
-  bind(localize, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
-  bind(localize, "--context-tokens", "llm.context_tokens", "the model's context window (default 32768)")->check(CLI::Range(256, 10000000));
-  bind(localize, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
   bind(localize, "--connect-timeout", "llm.connect_timeout", "seconds to connect (default 10)")->check(CLI::Range(0.1, 3600.0));
-  bind(localize, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")->check(CLI::Range(0, 100));
-  bind(localize, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")->check(CLI::Range(0.0, 600.0));
   auto* structured_flag = localize->add_flag("--structured", structured, "ask for a JSON answer (response_format json_schema)");
   auto* require_flag = localize->add_flag("--require-llm", require_llm, "exit 1 when the LLM cannot be used, instead of falling back");
   auto* no_redact_flag = localize->add_flag("--no-redact", no_redact, "send text as it is (secrets are redacted by default)");
@@ -128,17 +133,7 @@ int main(int argc, char** argv) {
   eval->add_option("-o,--output", ev.output, "write the report here (atomically) instead of standard output");
   eval->add_option("--html", ev.html, "also write a self-contained HTML report with plots and a per-case drill-down");
   eval->add_option("--cache", ev.cache, "LLM answer cache (default: <kb>/llm-answers.sqlite)");
-  bind(eval, "--seed", "llm.seed", "seed: random mode's draw, sent to the server");
-  bind(eval, "--llm-url", "llm.base_url", "OpenAI-compatible base URL (env SPARK_LLM_BASE_URL)");
-  bind(eval, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
-  bind(eval, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
-  bind(eval, "--context-tokens", "llm.context_tokens", "the model's context window (default 32768)")->check(CLI::Range(256, 10000000));
-  bind(eval, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
-  bind(eval, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
-  bind(eval, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")->check(CLI::Range(0, 100));
-  bind(eval, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")->check(CLI::Range(0.0, 600.0));
-  bind(eval, "--template", "llm.template", "prompt template file replacing the modes' built-in ones");
-  bind(eval, "--prompt-scope", "llm.prompt_scope", "file | test")->check(CLI::IsMember({"file", "test"}));
+  bind_llm_flags(eval);
   auto* eval_structured_flag = eval->add_flag("--structured", eval_structured, "ask for JSON answers (response_format)");
   auto* eval_no_redact = eval->add_flag("--no-redact", no_redact, "send text as it is");
 
