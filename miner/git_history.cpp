@@ -1,0 +1,136 @@
+#include "git_history.h"
+
+#include <git2.h>
+
+#include <mutex>
+#include <set>
+
+#include "text.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void init_libgit2() {
+  static std::once_flag once;
+  std::call_once(once, [] { git_libgit2_init(); });
+}
+
+std::string last_error(const std::string& what) {
+  const git_error* e = git_error_last();
+  return what + ": " + (e && e->message ? e->message : "libgit2 error");
+}
+
+template <class T, void (*Free)(T*)>
+struct Owned {
+  T* p = nullptr;
+  ~Owned() {
+    if (p) Free(p);
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<GitRepository>> GitRepository::open(const fs::path& path) {
+  init_libgit2();
+  git_repository* repo = nullptr;
+  if (git_repository_open_ext(&repo, path.c_str(), 0, nullptr) != 0)
+    return fail(path.string() + ": not a git repository (" + last_error("open") + ")");
+  const char* wd = git_repository_workdir(repo);
+  return std::unique_ptr<GitRepository>(new GitRepository(repo, wd ? fs::path(wd) : path));
+}
+
+GitRepository::~GitRepository() { git_repository_free(repo_); }
+
+bool GitRepository::shallow() const { return git_repository_is_shallow(repo_) == 1; }
+
+Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::optional<int64_t> since,
+                                                       std::optional<int64_t> until) const {
+  Owned<git_revwalk, git_revwalk_free> walk;
+  if (git_revwalk_new(&walk.p, repo_) != 0) return fail(last_error(workdir_.string()));
+  git_revwalk_sorting(walk.p, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
+  if (git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
+  if (first_parent) git_revwalk_simplify_first_parent(walk.p);
+  std::vector<CommitInfo> out;
+  git_oid oid;
+  while (git_revwalk_next(&oid, walk.p) == 0) {
+    Owned<git_commit, git_commit_free> commit;
+    if (git_commit_lookup(&commit.p, repo_, &oid) != 0) return fail(last_error(workdir_.string()));
+    CommitInfo c;
+    char hex[GIT_OID_HEXSZ + 1];
+    git_oid_tostr(hex, sizeof hex, &oid);
+    c.sha = hex;
+    c.time = static_cast<int64_t>(git_commit_time(commit.p));
+    const char* summary = git_commit_summary(commit.p);
+    c.summary = summary ? summary : "";
+    if (since && c.time < *since) continue;
+    if (until && c.time > *until) continue;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<std::string> GitRepository::resolve(const std::string& rev) const {
+  Owned<git_object, git_object_free> obj;
+  if (git_revparse_single(&obj.p, repo_, rev.c_str()) != 0)
+    return fail(workdir_.string() + ": no commit \"" + rev + "\" in this repository" +
+                (shallow() ? " (it is a shallow clone: fetch more history, e.g. git fetch --unshallow)" : ""));
+  Owned<git_object, git_object_free> commit;
+  if (git_object_peel(&commit.p, obj.p, GIT_OBJECT_COMMIT) != 0)
+    return fail(workdir_.string() + ": \"" + rev + "\" is not a commit");
+  char hex[GIT_OID_HEXSZ + 1];
+  git_oid_tostr(hex, sizeof hex, git_object_id(commit.p));
+  return std::string(hex);
+}
+
+Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha, const std::string& path) const {
+  git_oid oid;
+  if (git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");
+  Owned<git_commit, git_commit_free> commit;
+  if (git_commit_lookup(&commit.p, repo_, &oid) != 0)
+    return fail(workdir_.string() + ": no commit " + sha + " in this repository" +
+                (shallow() ? " (shallow clone: the commit may be beyond its depth)" : ""));
+  Owned<git_tree, git_tree_free> tree;
+  if (git_commit_tree(&tree.p, commit.p) != 0) return fail(last_error(sha));
+  Owned<git_tree_entry, git_tree_entry_free> entry;
+  if (git_tree_entry_bypath(&entry.p, tree.p, path.c_str()) != 0) return std::optional<std::string>();
+  if (git_tree_entry_type(entry.p) != GIT_OBJECT_BLOB) return std::optional<std::string>();
+  Owned<git_blob, git_blob_free> blob;
+  if (git_blob_lookup(&blob.p, repo_, git_tree_entry_id(entry.p)) != 0) return fail(last_error(path + " at " + sha));
+  const auto* data = static_cast<const char*>(git_blob_rawcontent(blob.p));
+  std::string content(data, static_cast<size_t>(git_blob_rawsize(blob.p)));
+  if (content.find('\0') != std::string::npos)
+    return fail(path + " at " + sha.substr(0, 10) + ": a binary file, not test code");
+  return std::optional<std::string>(std::move(content));
+}
+
+Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, const std::string& fixed,
+                                                   const std::string& path) {
+  init_libgit2();
+  git_diff_options opts;
+  git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+  opts.context_lines = 0;
+  opts.flags |= GIT_DIFF_FORCE_TEXT;
+  struct Collect {
+    std::set<int> lines;
+    const std::vector<std::string_view>* faulty_lines;
+  };
+  const auto faulty_split = split_lines(faulty);
+  Collect c{{}, &faulty_split};
+  const auto line_cb = [](const git_diff_delta*, const git_diff_hunk*, const git_diff_line* line, void* payload) -> int {
+    auto* col = static_cast<Collect*>(payload);
+    if (line->origin == GIT_DIFF_LINE_DELETION && line->old_lineno > 0) {
+      const size_t i = static_cast<size_t>(line->old_lineno - 1);
+      if (i < col->faulty_lines->size() && !is_blank((*col->faulty_lines)[i])) col->lines.insert(line->old_lineno);
+    }
+    return 0;
+  };
+  if (git_diff_buffers(faulty.data(), faulty.size(), path.c_str(), fixed.data(), fixed.size(), path.c_str(), &opts,
+                       nullptr, nullptr, nullptr, line_cb, &c) != 0)
+    return fail(last_error("diff of " + path));
+  return std::vector<int>(c.lines.begin(), c.lines.end());
+}
+
+}  // namespace spark
