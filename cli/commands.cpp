@@ -13,6 +13,7 @@
 #include "evaluation.h"
 #include "junit.h"
 #include "llm_cache.h"
+#include "miner.h"
 #include "knowledge_base.h"
 #include "llm_stage.h"
 #include "prompt.h"
@@ -689,6 +690,58 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
        duration_text(evaluation->seconds) + " (" +
        std::to_string(static_cast<int>(static_cast<double>(evaluation->cases.size() * evaluation->runs.size()) /
                                        std::max(1e-9, evaluation->seconds))) + " case-settings/s)");
+  if (!args.output.empty()) {
+    if (auto w = write_file_atomic(args.output, out); !w) return report_error(w.error());
+    return 0;
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+}  // namespace spark::cli
+
+namespace spark::cli {
+
+int cmd_mine(const MineArgs& args) {
+  auto repo = GitRepository::open(args.repo);
+  if (!repo) return report_error(repo.error());
+  std::vector<RecordedOutcome> outcomes;
+  for (const auto& file : args.outcomes) {
+    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, (*repo)->workdir())
+                                       : read_outcomes_jsonl(file);
+    if (!read) return report_error(read.error());
+    for (auto& o : *read) outcomes.push_back(std::move(o));
+  }
+  MineOptions options;
+  options.first_parent = !args.all_parents;
+  options.sigma = args.sigma;
+  options.project = args.project;
+  for (const auto& [text, slot] : {std::pair{args.since, &options.since}, std::pair{args.until, &options.until}}) {
+    if (text.empty()) continue;
+    auto t = parse_iso8601(text);
+    if (!t) return report_error(Error{"--since/--until \"" + text + "\": " + t.error().message});
+    *slot = *t;
+  }
+  auto report = mine(**repo, outcomes, options);
+  if (!report) return report_error(report.error());
+  for (const auto& w : report->warnings) note(w);
+  const auto jsonl = [](const std::vector<Case>& cases) {
+    std::string out;
+    for (const auto& c : cases) out += case_to_json(c).dump() + "\n";
+    return out;
+  };
+  char rule[160];
+  std::snprintf(rule, sizeof rule, "mean %.2f + %.1f x sd %.2f = %.2f faulty lines", report->mean, args.sigma, report->sd,
+                report->threshold);
+  note("mined " + std::to_string(report->failures) + " failure(s): " + std::to_string(report->cases.size()) +
+       " labelled case(s), " + std::to_string(report->quarantined.size()) + " quarantined (above " + rule + "), " +
+       std::to_string(report->not_test_fault) + " fixed outside the test code, " +
+       std::to_string(report->only_additions) + " fixed by additions only, " + std::to_string(report->never_fixed) +
+       " not fixed yet, " + std::to_string(report->not_in_history) + " outcome(s) not on the history, " +
+       std::to_string(report->missing_file) + " without their test file");
+  if (!args.quarantine.empty())
+    if (auto w = write_file_atomic(args.quarantine, jsonl(report->quarantined)); !w) return report_error(w.error());
+  const std::string out = jsonl(report->cases);
   if (!args.output.empty()) {
     if (auto w = write_file_atomic(args.output, out); !w) return report_error(w.error());
     return 0;

@@ -96,6 +96,19 @@ struct EvalArgs {
 };
 int cmd_eval(const Common& common, const EvalArgs& args);
 
+struct MineArgs {
+  std::string repo = ".";
+  std::vector<std::string> outcomes;
+  std::string commit;        // for JUnit reports not named <sha>.xml
+  bool all_parents = false;
+  std::string since, until;  // ISO-8601
+  double sigma = 3.0;
+  std::string project;
+  std::string output;        // cases.jsonl ("" = standard output)
+  std::string quarantine;    // quarantined cases ("" = not written, only counted)
+};
+int cmd_mine(const MineArgs& args);
+
 // Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.
 Result<std::string> read_test_file(const std::string& path);
 

@@ -112,6 +112,21 @@ int main(int argc, char** argv) {
 
   auto* config_cmd = app.add_subcommand("config", "print the effective configuration (secrets hidden)");
 
+  MineArgs mine_args;
+  auto* mine = app.add_subcommand("mine", "label failures from git history: each failure's first later passing commit is its fix");
+  mine->add_option("--repo", mine_args.repo, "the git repository (default .)")->check(CLI::ExistingDirectory);
+  mine->add_option("--outcomes", mine_args.outcomes, "outcome files: JSON Lines (.jsonl) or JUnit XML (<sha>.xml)")
+      ->required()->check(CLI::ExistingFile);
+  mine->add_option("--commit", mine_args.commit, "the commit of JUnit reports not named <sha>.xml");
+  mine->add_flag("--all-parents", mine_args.all_parents, "walk every parent, not only the first-parent line");
+  mine->add_option("--since", mine_args.since, "only commits from this time (ISO-8601)");
+  mine->add_option("--until", mine_args.until, "only commits up to this time (ISO-8601)");
+  mine->add_option("--sigma", mine_args.sigma, "outlier rule: quarantine above mean + SIGMA * sd faulty lines (default 3)")
+      ->check(CLI::Range(0.0, 100.0));
+  mine->add_option("--project", mine_args.project, "the cases' project (default: the repository folder's name)");
+  mine->add_option("-o,--output", mine_args.output, "write the labelled cases here (atomically; default standard output)");
+  mine->add_option("--quarantine", mine_args.quarantine, "write the quarantined outliers here, for audit");
+
   EvalArgs ev;
   bool eval_structured = false;
   auto* eval = app.add_subcommand("eval", "leave-one-out evaluation on labelled corpora: the paper's metrics and tables");
@@ -172,6 +187,7 @@ int main(int argc, char** argv) {
   if (eval_structured_flag->count() > 0) (void)config->set("llm.structured", "true", "flag --structured");
 
   if (config_cmd->parsed()) return cmd_config(*config);
+  if (mine->parsed()) return cmd_mine(mine_args);
   Common common;
   if (auto s = common_from_config(*config, common); !s) {
     std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());

@@ -1,5 +1,6 @@
 // The miner's git layer on real repositories the test makes with git itself.
 #include "git_history.h"
+#include "miner.h"
 
 #include <gtest/gtest.h>
 
@@ -99,6 +100,141 @@ TEST(labelling_diff, removed_and_modified_lines_of_the_faulty_version_only) {
   // Several hunks, in line order.
   EXPECT_EQ(*removed_or_modified_lines("a\nb\nc\nd\ne\n", "A\nb\nc\nD\ne\n", "t.py"), (std::vector<int>{1, 4}));
   EXPECT_TRUE(removed_or_modified_lines("same\n", "same\n", "t.py")->empty());
+}
+
+}  // namespace
+}  // namespace spark
+
+namespace spark {
+namespace {
+
+std::string head_sha(const TempDir& dir) {
+  auto repo = GitRepository::open(dir.path());
+  return *(*repo)->resolve("HEAD");
+}
+
+// Runs real pytest at the current commit and keeps its JUnit report as reports/<sha>.xml.
+void record_run(const TempDir& dir) {
+  const std::string sha = head_sha(dir);
+  std::filesystem::create_directories(dir / "reports");
+  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -m pytest -q -p no:cacheprovider " +
+                          "--junitxml=reports/" + sha + ".xml tests > /dev/null 2>&1";
+  (void)std::system(cmd.c_str());
+  ASSERT_TRUE(std::filesystem::exists(dir / "reports" / (sha + ".xml")));
+}
+
+TEST(spark_mine, labels_real_pytest_failures_by_their_fix_and_counts_fixes_outside_the_tests) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / ".gitignore", "reports/\n__pycache__/\n");
+  write_file(dir / "shapes.py", "def area(w, h):\n    return w * h\n");
+  const std::string good = "from shapes import area\n\n\ndef test_area():\n    w, h = 2, 3\n    assert area(w, h) == 6\n\n\n"
+                           "def test_other():\n    assert area(1, 1) == 1\n";
+  write_file(dir / "tests" / "test_shapes.py", good);
+  git(dir, "add -A");
+  git(dir, "commit -m start", "2026-01-01T10:00:00Z");
+  record_run(dir);
+  // A test breaks (its input changes), and is fixed two commits later.
+  std::string broken = good;
+  broken.replace(broken.find("w, h = 2, 3"), 11, "w, h = 2, 4");
+  write_file(dir / "tests" / "test_shapes.py", broken);
+  git(dir, "commit -am break-test", "2026-01-02T10:00:00Z");
+  record_run(dir);
+  write_file(dir / "README", "docs\n");
+  git(dir, "add -A");
+  git(dir, "commit -m docs", "2026-01-03T10:00:00Z");
+  record_run(dir);
+  write_file(dir / "tests" / "test_shapes.py", good);
+  git(dir, "commit -am fix-test", "2026-01-04T10:00:00Z");
+  record_run(dir);
+  // The system under test breaks test_other and is fixed: not a test-code fault.
+  write_file(dir / "shapes.py", "def area(w, h):\n    return w * h + (1 if w == 1 else 0)\n");
+  git(dir, "commit -am break-sut", "2026-01-05T10:00:00Z");
+  record_run(dir);
+  write_file(dir / "shapes.py", "def area(w, h):\n    return w * h\n");
+  git(dir, "commit -am fix-sut", "2026-01-06T10:00:00Z");
+  record_run(dir);
+
+  std::vector<std::string> args = {"mine", "--repo", ".", "--project", "demo/shapes", "-o", "mined.jsonl", "--outcomes"};
+  for (const auto& e : std::filesystem::directory_iterator(dir / "reports")) args.push_back("reports/" + e.path().filename().string());
+  auto r = testing::run_spark(args, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 labelled case(s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 fixed outside the test code"), std::string::npos) << r.err;
+  auto cases = read_cases_jsonl(dir / "mined.jsonl");
+  ASSERT_TRUE(cases) << cases.error().message;
+  // test_area failed at break-test and at docs; each failure is labelled by the same fix.
+  ASSERT_EQ(cases->cases.size(), 2u);
+  for (const auto& c : cases->cases) {
+    EXPECT_EQ(c.test_id, "tests/test_shapes.py::test_area");
+    ASSERT_EQ(c.faulty_lines.size(), 1u);
+    EXPECT_EQ(c.faulty_lines[0].line, 5);  // "w, h = 2, 4"
+    EXPECT_EQ(c.source, "history");
+    EXPECT_NE(c.error_message.find("assert 8 == 6"), std::string::npos) << c.error_message;
+    EXPECT_EQ(c.project, "demo/shapes");
+  }
+  // The cases import as they are.
+  auto imp = testing::run_spark({"--kb", "kb", "import", "mined.jsonl"}, dir.path());
+  EXPECT_EQ(imp.exit_code, 0) << imp.err;
+
+  // Bad input: not a repository, a report whose commit is unknown, a malformed outcome line.
+  TempDir empty;
+  write_file(empty / "o.jsonl", "");
+  auto not_repo = testing::run_spark({"mine", "--repo", empty.path().string(), "--outcomes", (empty / "o.jsonl").string()},
+                                     dir.path());
+  EXPECT_EQ(not_repo.exit_code, 1);
+  EXPECT_NE(not_repo.err.find("not a git repository"), std::string::npos);
+  write_file(dir / "bad.jsonl", "{\"commit\": \"zz\", \"test_id\": \"t\", \"outcome\": \"failed\"}\n");
+  auto bad = testing::run_spark({"mine", "--outcomes", "bad.jsonl"}, dir.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad.jsonl:1: commit \"zz\" is not a hex sha"), std::string::npos) << bad.err;
+  write_file(dir / "unknown.jsonl",
+             "{\"commit\": \"0123456789abcdef0123456789abcdef01234567\", \"test_id\": \"t\", \"outcome\": \"failed\"}\n");
+  auto unknown = testing::run_spark({"mine", "--outcomes", "unknown.jsonl"}, dir.path());
+  EXPECT_EQ(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("unknown.jsonl:1: commit 0123456789ab"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("1 outcome(s) not on the history"), std::string::npos);
+}
+
+TEST(spark_mine, the_three_sigma_rule_quarantines_outlying_fixes) {
+  // Twelve fixes of one line and one that rewrote thirty: mean + 3 sd lies between them.
+  TempDir dir;
+  git(dir, "init");
+  std::string outcomes;
+  std::string content;
+  for (int i = 0; i < 40; ++i) content += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+  write_file(dir / "tests" / "test_m.py", content);
+  git(dir, "add -A");
+  git(dir, "commit -m base", "2026-01-01T00:00:00Z");
+  int day = 2;
+  for (int n = 0; n < 13; ++n) {
+    const bool big = n == 12;
+    const std::string test = "tests/test_m.py::test_" + std::to_string(n);
+    std::string next = content;
+    for (int l = 0; l < (big ? 30 : 1); ++l) {
+      const std::string from = "x" + std::to_string(l) + " = ";
+      const size_t at = next.find(from);
+      next.insert(at + from.size(), "1 + ");
+    }
+    const std::string date = "2026-01-" + std::string(day < 10 ? "0" : "") + std::to_string(day) + "T00:00:00Z";
+    outcomes += "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test + "\", \"outcome\": \"failed\", \"message\": \"E boom\"}\n";
+    write_file(dir / "tests" / "test_m.py", next);
+    git(dir, "commit -am fix" + std::to_string(n), date);
+    outcomes += "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test + "\", \"outcome\": \"passed\"}\n";
+    content = next;
+    ++day;
+  }
+  write_file(dir / "outcomes.jsonl", outcomes);
+  auto r = testing::run_spark({"mine", "--outcomes", "outcomes.jsonl", "-o", "cases.jsonl", "--quarantine", "q.jsonl"},
+                              dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto kept = read_cases_jsonl(dir / "cases.jsonl");
+  auto quarantined = read_cases_jsonl(dir / "q.jsonl");
+  ASSERT_TRUE(kept && quarantined);
+  EXPECT_EQ(kept->cases.size(), 12u);
+  ASSERT_EQ(quarantined->cases.size(), 1u);
+  EXPECT_EQ(quarantined->cases[0].faulty_lines.size(), 30u);
+  EXPECT_NE(r.err.find("1 quarantined (above mean"), std::string::npos) << r.err;
 }
 
 }  // namespace
