@@ -58,6 +58,16 @@ Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& ca
   return {};
 }
 
+// Writes a command's result to `path` atomically, or to standard output when `path` is empty; the exit code.
+int write_output(const std::string& path, const std::string& text) {
+  if (!path.empty()) {
+    if (auto w = write_file_atomic(path, text); !w) return report_error(w.error());
+    return 0;
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : report_error(Error{"cannot write to standard output"});
+}
+
 std::string normalize_path(std::string p) {
   while (p.starts_with("./")) p.erase(0, 2);
   return p;
@@ -523,10 +533,6 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
   return status;
 }
 
-}  // namespace spark::cli
-
-namespace spark::cli {
-
 namespace {
 
 std::string duration_text(double s) {
@@ -690,17 +696,8 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
        duration_text(evaluation->seconds) + " (" +
        std::to_string(static_cast<int>(static_cast<double>(evaluation->cases.size() * evaluation->runs.size()) /
                                        std::max(1e-9, evaluation->seconds))) + " case-settings/s)");
-  if (!args.output.empty()) {
-    if (auto w = write_file_atomic(args.output, out); !w) return report_error(w.error());
-    return 0;
-  }
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  return write_output(args.output, out);
 }
-
-}  // namespace spark::cli
-
-namespace spark::cli {
 
 int cmd_mine(const MineArgs& args) {
   auto repo = GitRepository::open(args.repo);
@@ -742,12 +739,7 @@ int cmd_mine(const MineArgs& args) {
   if (!args.quarantine.empty())
     if (auto w = write_file_atomic(args.quarantine, jsonl(report->quarantined)); !w) return report_error(w.error());
   const std::string out = jsonl(report->cases);
-  if (!args.output.empty()) {
-    if (auto w = write_file_atomic(args.output, out); !w) return report_error(w.error());
-    return 0;
-  }
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  return write_output(args.output, out);
 }
 
 }  // namespace spark::cli

@@ -76,8 +76,9 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
                                                 const std::function<void(size_t, size_t)>& progress) {
   const size_t k = options.k;
   options.retrieval = mode_retrieval(options_.mode);
-  const bool ask = client_ && options_.mode != Mode::builtin;
-  const bool want_prompt = ask || options_.keep_prompt;
+  // A prompt is built for the LLM modes when it is sent or shown; the builtin mode has none.
+  const bool want_prompt = options_.mode != Mode::builtin && (client_ || options_.keep_prompt);
+  const bool ask = want_prompt && client_;
   if (want_prompt) options.k = 2 * k + 2;  // the built-in ranking to fill from
   std::vector<Result<Localization>> results;
   std::vector<Prompt> prompts(queries.size());
@@ -102,7 +103,7 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
     LocalizeOptions lq = options;
     if (options_.ranker_for) lq.ranker = options_.ranker_for(queries[i]);
     auto loc = localizer_.localize(queries[i], lq);
-    if (loc && want_prompt && options_.mode != Mode::builtin) {
+    if (loc && want_prompt) {
       std::optional<Case> similar;
       if (options_.mode == Mode::naive_rag && !loc->retrieved.empty() && localizer_.knowledge_base()) {
         auto c = localizer_.knowledge_base()->load(loc->retrieved.front().rowid);
@@ -133,7 +134,7 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
     if (!results[i]) continue;
     Localization& loc = *results[i];
     const Prompt& p = prompts[i];
-    if (options_.mode != Mode::builtin && want_prompt) {
+    if (want_prompt) {
       LlmReport r;
       r.mode = std::string(mode_name(options_.mode));
       if (client_) {

@@ -133,6 +133,15 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
     } catch (const toml::parse_error& e) {
       return fail(file->string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
     }
+    // A known key's value from the file, with its file:line as the source.
+    const auto take = [&](const std::string& key, const toml::node& node) -> Status {
+      const ConfigKey* k = find_key(key);
+      if (!k) return fail(where(*file, node) + ": unknown setting " + key);
+      auto text = text_of(*k, node, *file);
+      if (!text) return std::unexpected(text.error());
+      c.values_[key] = {*text, where(*file, node)};
+      return {};
+    };
     Status status;
     table.for_each([&](const toml::key& name, const toml::node& node) {
       if (!status) return;
@@ -159,31 +168,11 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
             }
             return;
           }
-          const ConfigKey* k = find_key(key);
-          if (!k) {
-            status = fail(where(*file, value) + ": unknown setting " + key);
-            return;
-          }
-          auto text = text_of(*k, value, *file);
-          if (!text) {
-            status = std::unexpected(text.error());
-            return;
-          }
-          c.values_[key] = {*text, where(*file, value)};
+          status = take(key, value);
         });
         return;
       }
-      const ConfigKey* k = find_key(top);
-      if (!k) {
-        status = fail(where(*file, node) + ": unknown setting " + top);
-        return;
-      }
-      auto text = text_of(*k, node, *file);
-      if (!text) {
-        status = std::unexpected(text.error());
-        return;
-      }
-      c.values_[top] = {*text, where(*file, node)};
+      status = take(top, node);
     });
     if (!status) return std::unexpected(status.error());
   }

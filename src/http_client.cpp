@@ -148,13 +148,6 @@ double parse_retry_after(const std::string& value) {
   return std::max(0.0, std::difftime(when, std::time(nullptr)));
 }
 
-Result<HttpResponse> http_post_json(const std::string& url, const std::string& body,
-                                    const std::vector<std::string>& headers, const HttpOptions& options) {
-  Attempt a = post_once(url, body, headers, options);
-  if (!a.response) return fail(a.error);
-  return std::move(*a.response);
-}
-
 Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::string& body,
                                             const std::vector<std::string>& headers, const HttpOptions& options,
                                             const RetryPolicy& retry) {

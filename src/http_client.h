@@ -31,11 +31,6 @@ struct RetryPolicy {
   double max_retry_after_s = 120.0;  // a longer Retry-After is cut to this
 };
 
-// POSTs a JSON body once. Transport failures (refused, DNS, timeout) are errors naming the URL; any HTTP status is a
-// response (callers decide). Never logs headers: they may carry an API key.
-Result<HttpResponse> http_post_json(const std::string& url, const std::string& body,
-                                    const std::vector<std::string>& headers, const HttpOptions& options);
-
 struct HttpOutcome {
   HttpResponse response;            // the last attempt's (status may still be 429/5xx when retries ran out)
   int attempts = 0;
