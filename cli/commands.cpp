@@ -26,8 +26,6 @@ namespace spark::cli {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 int report_error(const Error& e) {
   std::fprintf(stderr, "spark: error: %s\n", e.message.c_str());
   return 1;
@@ -38,6 +36,18 @@ void note(const std::string& message) { std::fprintf(stderr, "spark: %s\n", mess
 Result<std::unique_ptr<KnowledgeBase>> open_kb(const Common& common, bool create) {
   return KnowledgeBase::open(common.kb_dir, create);
 }
+
+// Writes a command's result to `path` atomically, or to standard output when `path` is empty; the exit code.
+int write_output(const std::string& path, const std::string& text) {
+  if (!path.empty() && path != "-") {
+    if (auto w = write_file_atomic(path, text); !w) return report_error(w.error());
+    return 0;
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : report_error(Error{"cannot write to standard output"});
+}
+
+namespace {
 
 size_t line_of_offset(std::string_view text, size_t offset) {
   size_t line = 1;
@@ -56,16 +66,6 @@ Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& ca
     }
   }
   return {};
-}
-
-// Writes a command's result to `path` atomically, or to standard output when `path` is empty; the exit code.
-int write_output(const std::string& path, const std::string& text) {
-  if (!path.empty()) {
-    if (auto w = write_file_atomic(path, text); !w) return report_error(w.error());
-    return 0;
-  }
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : report_error(Error{"cannot write to standard output"});
 }
 
 std::string normalize_path(std::string p) {
@@ -410,6 +410,11 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
     if (!q) return report_error(q.error());
     queries.push_back(std::move(*q));
   }
+  const bool batch = !args.junit.empty() || (!args.case_file.empty() && args.case_id.empty());
+  return localize_queries(common, args, std::move(queries), batch);
+}
+
+int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch) {
   LocalizeOptions options;
   auto policy = parse_policy(args.policy);
   if (!policy) return report_error(policy.error());
@@ -520,8 +525,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
       if (args.show_prompt && r.llm) out += "\nprompt:\n" + r.llm->prompt + "\n";
     }
   }
-  // Many failures (--junit, --case without --id) always give an array, even of one.
-  const bool batch = !args.junit.empty() || (!args.case_file.empty() && args.case_id.empty());
+  // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
   if (args.format == "json") out = (batch ? json_all.dump(2) : json_all.empty() ? std::string("null") : json_all[0].dump(2)) + "\n";
   if (args.format == "sarif" && !sarif.is_null()) out = sarif.dump(2) + "\n";
   if (llm_failed && args.require_llm) {
@@ -696,49 +700,6 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
        duration_text(evaluation->seconds) + " (" +
        std::to_string(static_cast<int>(static_cast<double>(evaluation->cases.size() * evaluation->runs.size()) /
                                        std::max(1e-9, evaluation->seconds))) + " case-settings/s)");
-  return write_output(args.output, out);
-}
-
-int cmd_mine(const MineArgs& args) {
-  auto repo = GitRepository::open(args.repo);
-  if (!repo) return report_error(repo.error());
-  std::vector<RecordedOutcome> outcomes;
-  for (const auto& file : args.outcomes) {
-    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, (*repo)->workdir())
-                                       : read_outcomes_jsonl(file);
-    if (!read) return report_error(read.error());
-    for (auto& o : *read) outcomes.push_back(std::move(o));
-  }
-  MineOptions options;
-  options.first_parent = !args.all_parents;
-  options.sigma = args.sigma;
-  options.project = args.project;
-  for (const auto& [text, slot] : {std::pair{args.since, &options.since}, std::pair{args.until, &options.until}}) {
-    if (text.empty()) continue;
-    auto t = parse_iso8601(text);
-    if (!t) return report_error(Error{"--since/--until \"" + text + "\": " + t.error().message});
-    *slot = *t;
-  }
-  auto report = mine(**repo, outcomes, options);
-  if (!report) return report_error(report.error());
-  for (const auto& w : report->warnings) note(w);
-  const auto jsonl = [](const std::vector<Case>& cases) {
-    std::string out;
-    for (const auto& c : cases) out += case_to_json(c).dump() + "\n";
-    return out;
-  };
-  char rule[160];
-  std::snprintf(rule, sizeof rule, "mean %.2f + %.1f x sd %.2f = %.2f faulty lines", report->mean, args.sigma, report->sd,
-                report->threshold);
-  note("mined " + std::to_string(report->failures) + " failure(s): " + std::to_string(report->cases.size()) +
-       " labelled case(s), " + std::to_string(report->quarantined.size()) + " quarantined (above " + rule + "), " +
-       std::to_string(report->not_test_fault) + " fixed outside the test code, " +
-       std::to_string(report->only_additions) + " fixed by additions only, " + std::to_string(report->never_fixed) +
-       " not fixed yet, " + std::to_string(report->not_in_history) + " outcome(s) not on the history, " +
-       std::to_string(report->missing_file) + " without their test file");
-  if (!args.quarantine.empty())
-    if (auto w = write_file_atomic(args.quarantine, jsonl(report->quarantined)); !w) return report_error(w.error());
-  const std::string out = jsonl(report->cases);
   return write_output(args.output, out);
 }
 

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "llm_client.h"
+#include "knowledge_base.h"
 #include "localizer.h"
 
 namespace spark::cli {
@@ -74,6 +75,8 @@ struct LocalizeArgs {
 // The localize settings from the effective configuration (flags already applied to it).
 Status localize_from_config(const Config& config, LocalizeArgs& args);
 int cmd_localize(const Common& common, const LocalizeArgs& args);
+// Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
+int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch);
 
 struct EvalArgs {
   std::vector<std::string> corpora;
@@ -96,18 +99,71 @@ struct EvalArgs {
 };
 int cmd_eval(const Common& common, const EvalArgs& args);
 
-struct MineArgs {
+// The miner and the CI lifecycle (cli/lifecycle.cpp).
+struct HistoryArgs {
   std::string repo = ".";
-  std::vector<std::string> outcomes;
-  std::string commit;        // for JUnit reports not named <sha>.xml
   bool all_parents = false;
   std::string since, until;  // ISO-8601
   double sigma = 3.0;
   std::string project;
-  std::string output;        // cases.jsonl ("" = standard output)
-  std::string quarantine;    // quarantined cases ("" = not written, only counted)
+  bool test_only_fixes = false;
 };
-int cmd_mine(const MineArgs& args);
+
+struct MineArgs {
+  HistoryArgs history;
+  std::vector<std::string> outcomes;
+  std::string commit;        // for JUnit reports not named <sha>.xml
+  std::string output;        // also write this run's labelled cases here ("-" = standard output)
+  std::string quarantine;    // also write this run's quarantined cases here
+  // --run: find the fix by running the tests (no recorded outcomes).
+  std::string run;           // "CMD {test_id}"
+  std::vector<std::string> tests;
+  std::string from;          // the failing commit
+  std::string to = "HEAD";
+  double timeout = 600;
+};
+int cmd_mine(const Common& common, const MineArgs& args);
+
+struct RecordArgs {
+  HistoryArgs history;
+  std::string junit;
+  std::string commit;        // default HEAD
+  bool localize = true;
+  LocalizeArgs localize_args;
+};
+int cmd_record(const Common& common, const RecordArgs& args);
+
+struct AuditArgs {
+  std::string action = "list";  // list | show | accept | reject | trim
+  std::string id;
+  std::vector<std::string> keep;  // trim: "12", "path:12", "12-14"
+  std::string author;             // default: git config user
+  std::string reason;
+  bool all = false;               // list: decided ones too
+  std::string format = "text";    // list: text | json
+  std::string html;
+  std::string repo = ".";         // for the author from git config
+  double sigma = 3.0;
+  std::string color = "auto";
+};
+int cmd_audit(const Common& common, const AuditArgs& args);
+
+struct HooksArgs {
+  std::string action;  // install | uninstall | post-commit
+  std::string repo = ".";
+  std::string test_command;  // post-commit: "CMD {junit} {tests}"
+  double timeout = 1800;
+  std::string spark_path;    // install: the spark binary the hook calls
+  HistoryArgs history;
+};
+int cmd_hooks(const Common& common, const HooksArgs& args);
+
+// Shared by the commands: "spark: error: …" (returns 1), "spark: …" on stderr, the knowledge base, and a result
+// written atomically to a file or to standard output ("" or "-").
+int report_error(const Error& e);
+void note(const std::string& message);
+Result<std::unique_ptr<KnowledgeBase>> open_kb(const Common& common, bool create);
+int write_output(const std::string& path, const std::string& text);
 
 // Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.
 Result<std::string> read_test_file(const std::string& path);

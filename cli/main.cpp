@@ -112,20 +112,78 @@ int main(int argc, char** argv) {
 
   auto* config_cmd = app.add_subcommand("config", "print the effective configuration (secrets hidden)");
 
+  // The history options `mine`, `record` and `hooks post-commit` share.
+  const auto add_history = [&](CLI::App* sub, HistoryArgs& h) {
+    sub->add_option("--repo", h.repo, "the git repository (default .)")->check(CLI::ExistingDirectory);
+    sub->add_flag("--all-parents", h.all_parents, "walk every parent, not only the first-parent line");
+    sub->add_option("--since", h.since, "only commits from this time (ISO-8601)");
+    sub->add_option("--until", h.until, "only commits up to this time (ISO-8601)");
+    bind(sub, "--sigma", "mine.sigma", "outlier rule: quarantine above mean + SIGMA * sd faulty lines (default 3)")
+        ->check(CLI::Range(0.0, 100.0));
+    sub->add_option("--project", h.project, "the cases' project (default: the repository folder's name)");
+  };
+  bool test_only_fixes = false;
   MineArgs mine_args;
-  auto* mine = app.add_subcommand("mine", "label failures from git history: each failure's first later passing commit is its fix");
-  mine->add_option("--repo", mine_args.repo, "the git repository (default .)")->check(CLI::ExistingDirectory);
+  auto* mine = app.add_subcommand("mine", "label failures from git history into the knowledge base: each failure's "
+                                          "first later passing commit is its fix");
+  add_history(mine, mine_args.history);
   mine->add_option("--outcomes", mine_args.outcomes, "outcome files: JSON Lines (.jsonl) or JUnit XML (<sha>.xml)")
-      ->required()->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile);
   mine->add_option("--commit", mine_args.commit, "the commit of JUnit reports not named <sha>.xml");
-  mine->add_flag("--all-parents", mine_args.all_parents, "walk every parent, not only the first-parent line");
-  mine->add_option("--since", mine_args.since, "only commits from this time (ISO-8601)");
-  mine->add_option("--until", mine_args.until, "only commits up to this time (ISO-8601)");
-  mine->add_option("--sigma", mine_args.sigma, "outlier rule: quarantine above mean + SIGMA * sd faulty lines (default 3)")
-      ->check(CLI::Range(0.0, 100.0));
-  mine->add_option("--project", mine_args.project, "the cases' project (default: the repository folder's name)");
-  mine->add_option("-o,--output", mine_args.output, "write the labelled cases here (atomically; default standard output)");
-  mine->add_option("--quarantine", mine_args.quarantine, "write the quarantined outliers here, for audit");
+  auto* mine_test_only = mine->add_flag("--test-only-fixes", test_only_fixes,
+                                        "label only fixes that changed nothing but test code");
+  mine->add_option("-o,--output", mine_args.output, "also write the mined corpus (every labelled case) as JSON Lines "
+                                                    "(- = standard output)");
+  mine->add_option("--quarantine", mine_args.quarantine, "also write the quarantined cases as JSON Lines");
+  mine->add_option("--run", mine_args.run, "no recorded outcomes: run this command per commit, e.g. "
+                                           "\"python3 -m pytest {test_id}\" (exit 0 = passed)");
+  mine->add_option("--test", mine_args.tests, "with --run: a test that fails at --from");
+  mine->add_option("--from", mine_args.from, "with --run: the commit the tests fail at");
+  mine->add_option("--to", mine_args.to, "with --run: the end of the range searched for the fix (default HEAD)");
+  mine->add_option("--run-timeout", mine_args.timeout, "with --run: seconds per run (default 600)")
+      ->check(CLI::Range(0.1, 86400.0));
+
+  RecordArgs rec;
+  auto* record = app.add_subcommand("record", "CI post-failure step: record a JUnit report's outcomes at a commit, "
+                                              "localize its failures, label the failures its passes fix");
+  add_history(record, rec.history);
+  record->add_option("--junit", rec.junit, "the JUnit XML report of the test run")->required()->check(CLI::ExistingFile);
+  record->add_option("--commit", rec.commit, "the commit tested (default HEAD)");
+  auto* record_test_only = record->add_flag("--test-only-fixes", test_only_fixes,
+                                            "label only fixes that changed nothing but test code");
+  bool no_localize_flag = false;
+  record->add_flag("--no-localize", no_localize_flag, "only record; do not localize the failures");
+  record->add_option("--format", rec.localize_args.format, "text | json | sarif | github")
+      ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
+  bind(record, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
+  bind(record, "--mode", "llm.mode", "builtin | baseline | default | random | annotation-free | directive | naive-rag")
+      ->check(CLI::IsMember({"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag"}));
+  bind_llm_flags(record);
+
+  AuditArgs audit_args;
+  auto* audit = app.add_subcommand("audit", "review quarantined mined cases: list, show, accept, reject, trim");
+  audit->add_option("action", audit_args.action, "list (default) | show | accept | reject | trim")
+      ->check(CLI::IsMember({"list", "show", "accept", "reject", "trim"}));
+  audit->add_option("id", audit_args.id, "the mined case's id (or a unique prefix)");
+  audit->add_option("--keep", audit_args.keep, "trim: the true faulty lines (12, 12-14, path:12; comma-separated)")
+      ->delimiter(',');
+  audit->add_option("--author", audit_args.author, "who decides (default: git config user.name <user.email>)");
+  audit->add_option("--reason", audit_args.reason, "why (stored with the decision)");
+  audit->add_flag("--all", audit_args.all, "list: every mined case, not only the quarantine");
+  audit->add_option("--format", audit_args.format, "list: text | json")->check(CLI::IsMember({"text", "json"}));
+  audit->add_option("--html", audit_args.html, "list: also write a self-contained HTML report with side-by-side diffs");
+  audit->add_option("--repo", audit_args.repo, "the repository whose git config names the author (default .)");
+  audit->add_option("--color", audit_args.color, "auto | always | never")->check(CLI::IsMember({"auto", "always", "never"}));
+  bind(audit, "--sigma", "mine.sigma", "the outlier rule shown (default 3)")->check(CLI::Range(0.0, 100.0));
+
+  HooksArgs hooks_args;
+  auto* hooks = app.add_subcommand("hooks", "git hooks: install | uninstall the post-commit hook; post-commit runs it");
+  hooks->add_option("action", hooks_args.action, "install | uninstall | post-commit")
+      ->required()->check(CLI::IsMember({"install", "uninstall", "post-commit"}));
+  add_history(hooks, hooks_args.history);
+  hooks->add_option("--spark", hooks_args.spark_path, "install: the spark binary the hook runs (default: this one)");
+  bind(hooks, "--test-command", "record.test_command",
+       "post-commit: re-runs tests, {tests} = test ids, {junit} = report path");
 
   EvalArgs ev;
   bool eval_structured = false;
@@ -187,13 +245,42 @@ int main(int argc, char** argv) {
   if (eval_structured_flag->count() > 0) (void)config->set("llm.structured", "true", "flag --structured");
 
   if (config_cmd->parsed()) return cmd_config(*config);
-  if (mine->parsed()) return cmd_mine(mine_args);
   Common common;
   if (auto s = common_from_config(*config, common); !s) {
     std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
     return 1;
   }
   if (dimension) common.embedder.builtin.dimension = dimension;
+  if (mine_test_only->count() > 0 || record_test_only->count() > 0)
+    (void)config->set("mine.test_only_fixes", "true", "flag --test-only-fixes");
+  for (HistoryArgs* h : {&mine_args.history, &rec.history, &hooks_args.history}) {
+    h->sigma = config->number("mine.sigma");
+    h->test_only_fixes = config->boolean("mine.test_only_fixes");
+  }
+  audit_args.sigma = config->number("mine.sigma");
+  if (mine->parsed()) return cmd_mine(common, mine_args);
+  if (audit->parsed()) return cmd_audit(common, audit_args);
+  if (record->parsed()) {
+    const std::string format = rec.localize_args.format;
+    if (auto s = localize_from_config(*config, rec.localize_args); !s) {
+      std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
+      return 2;
+    }
+    rec.localize_args.format = format;
+    rec.localize = !no_localize_flag;
+    return cmd_record(common, rec);
+  }
+  if (hooks->parsed()) {
+    hooks_args.test_command = config->str("record.test_command");
+    hooks_args.timeout = config->number("record.timeout");
+    if (hooks_args.spark_path.empty()) {
+      std::error_code ec;
+      auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      hooks_args.spark_path = ec ? std::string("spark") : self.string();
+    }
+    hooks_args.repo = hooks_args.history.repo;
+    return cmd_hooks(common, hooks_args);
+  }
   if (import->parsed()) return cmd_import(common, import_args);
   if (exp->parsed()) return cmd_export(common, export_args);
   if (index->parsed()) return cmd_index(common, index_args);

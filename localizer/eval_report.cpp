@@ -369,21 +369,6 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
 
 namespace {
 
-std::string html_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string html_table(const Table& t) {
   std::string out = "<h2 id=\"" + t.id + "\">" + html_escape(t.title) + "</h2>\n";
   if (t.rows.empty()) return out + "<p>(nothing to show for this run)</p>\n";

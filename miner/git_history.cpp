@@ -47,11 +47,19 @@ GitRepository::~GitRepository() { git_repository_free(repo_); }
 bool GitRepository::shallow() const { return git_repository_is_shallow(repo_) == 1; }
 
 Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::optional<int64_t> since,
-                                                       std::optional<int64_t> until) const {
+                                                       std::optional<int64_t> until, const std::string& tip) const {
   Owned<git_revwalk, git_revwalk_free> walk;
   if (git_revwalk_new(&walk.p, repo_) != 0) return fail(last_error(workdir_.string()));
   git_revwalk_sorting(walk.p, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
-  if (git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
+  if (tip.empty()) {
+    if (git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
+  } else {
+    auto sha = resolve(tip);
+    if (!sha) return std::unexpected(sha.error());
+    git_oid oid;
+    git_oid_fromstr(&oid, sha->c_str());
+    if (git_revwalk_push(walk.p, &oid) != 0) return fail(workdir_.string() + ": " + last_error(tip));
+  }
   if (first_parent) git_revwalk_simplify_first_parent(walk.p);
   std::vector<CommitInfo> out;
   git_oid oid;
@@ -104,6 +112,142 @@ Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha
   if (content.find('\0') != std::string::npos)
     return fail(path + " at " + sha.substr(0, 10) + ": a binary file, not test code");
   return std::optional<std::string>(std::move(content));
+}
+
+namespace {
+
+Result<git_tree*> tree_of(git_repository* repo, const std::string& sha, const fs::path& where) {
+  git_oid oid;
+  if (git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");
+  Owned<git_commit, git_commit_free> commit;
+  if (git_commit_lookup(&commit.p, repo, &oid) != 0)
+    return fail(where.string() + ": no commit " + sha + " in this repository");
+  git_tree* tree = nullptr;
+  if (git_commit_tree(&tree, commit.p) != 0) return fail(last_error(sha));
+  return tree;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> GitRepository::changed_paths(const std::string& from_sha,
+                                                              const std::string& to_sha) const {
+  auto a = tree_of(repo_, from_sha, workdir_);
+  if (!a) return std::unexpected(a.error());
+  Owned<git_tree, git_tree_free> from{*a};
+  auto b = tree_of(repo_, to_sha, workdir_);
+  if (!b) return std::unexpected(b.error());
+  Owned<git_tree, git_tree_free> to{*b};
+  Owned<git_diff, git_diff_free> diff;
+  if (git_diff_tree_to_tree(&diff.p, repo_, from.p, to.p, nullptr) != 0) return fail(last_error("diff"));
+  std::set<std::string> paths;
+  for (size_t i = 0; i < git_diff_num_deltas(diff.p); ++i) {
+    const git_diff_delta* d = git_diff_get_delta(diff.p, i);
+    if (d->old_file.path) paths.insert(d->old_file.path);
+    if (d->new_file.path) paths.insert(d->new_file.path);
+  }
+  return std::vector<std::string>(paths.begin(), paths.end());
+}
+
+Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
+                                     const std::function<Status(const CommitInfo&, std::string_view)>& fn) const {
+  Owned<git_revwalk, git_revwalk_free> walk;
+  if (git_revwalk_new(&walk.p, repo_) != 0) return fail(last_error(workdir_.string()));
+  git_revwalk_sorting(walk.p, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
+  if (git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
+  git_revwalk_simplify_first_parent(walk.p);
+  std::vector<char*> specs;
+  for (const auto& p : prefixes) specs.push_back(const_cast<char*>(p.c_str()));
+  git_diff_options opts;
+  git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+  opts.pathspec.strings = specs.data();
+  opts.pathspec.count = specs.size();
+  git_oid oid;
+  while (git_revwalk_next(&oid, walk.p) == 0) {
+    Owned<git_commit, git_commit_free> commit;
+    if (git_commit_lookup(&commit.p, repo_, &oid) != 0) return fail(last_error(workdir_.string()));
+    Owned<git_tree, git_tree_free> tree, parent_tree;
+    if (git_commit_tree(&tree.p, commit.p) != 0) return fail(last_error("tree"));
+    if (git_commit_parentcount(commit.p) > 0) {
+      Owned<git_commit, git_commit_free> parent;
+      if (git_commit_parent(&parent.p, commit.p, 0) != 0) return fail(last_error("parent"));
+      if (git_commit_tree(&parent_tree.p, parent.p) != 0) return fail(last_error("tree"));
+    }
+    Owned<git_diff, git_diff_free> diff;
+    if (git_diff_tree_to_tree(&diff.p, repo_, parent_tree.p, tree.p, &opts) != 0) return fail(last_error("diff"));
+    if (git_diff_num_deltas(diff.p) == 0) continue;
+    git_buf buf = GIT_BUF_INIT;
+    if (git_diff_to_buf(&buf, diff.p, GIT_DIFF_FORMAT_PATCH) != 0) return fail(last_error("patch"));
+    CommitInfo info;
+    char hex[GIT_OID_HEXSZ + 1];
+    git_oid_tostr(hex, sizeof hex, &oid);
+    info.sha = hex;
+    info.time = static_cast<int64_t>(git_commit_time(commit.p));
+    const char* summary = git_commit_summary(commit.p);
+    info.summary = summary ? summary : "";
+    Status s = fn(info, std::string_view(buf.ptr, buf.size));
+    git_buf_dispose(&buf);
+    if (!s) return s;
+  }
+  return {};
+}
+
+Status GitRepository::materialize(const std::string& sha, const fs::path& dir) const {
+  auto t = tree_of(repo_, sha, workdir_);
+  if (!t) return std::unexpected(t.error());
+  Owned<git_tree, git_tree_free> tree{*t};
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
+  const std::string target = dir.string();
+  git_checkout_options opts;
+  git_checkout_options_init(&opts, GIT_CHECKOUT_OPTIONS_VERSION);
+  opts.checkout_strategy = GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX | GIT_CHECKOUT_DONT_WRITE_INDEX;
+  opts.target_directory = target.c_str();
+  if (git_checkout_tree(repo_, reinterpret_cast<git_object*>(tree.p), &opts) != 0)
+    return fail(last_error("checkout of " + sha.substr(0, 10) + " into " + target));
+  return {};
+}
+
+fs::path GitRepository::hooks_dir() const {
+  Owned<git_config, git_config_free> config;
+  if (git_repository_config_snapshot(&config.p, repo_) == 0) {
+    const char* path = nullptr;
+    if (git_config_get_string(&path, config.p, "core.hooksPath") == 0 && path && *path) {
+      fs::path p(path);
+      return p.is_absolute() ? p : workdir_ / p;
+    }
+  }
+  return fs::path(git_repository_path(repo_)) / "hooks";
+}
+
+std::string GitRepository::configured_author() const {
+  Owned<git_config, git_config_free> config;
+  if (git_repository_config_snapshot(&config.p, repo_) != 0) return "";
+  const char* name = nullptr;
+  const char* email = nullptr;
+  git_config_get_string(&name, config.p, "user.name");
+  git_config_get_string(&email, config.p, "user.email");
+  std::string out = name ? name : "";
+  if (email && *email) out += (out.empty() ? "<" : " <") + std::string(email) + ">";
+  return out;
+}
+
+Result<std::string> unified_diff(const std::string& before, const std::string& after, const std::string& path,
+                                 int context) {
+  init_libgit2();
+  git_diff_options opts;
+  git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+  opts.context_lines = static_cast<uint32_t>(context);
+  opts.flags |= GIT_DIFF_FORCE_TEXT;
+  Owned<git_patch, git_patch_free> patch;
+  if (git_patch_from_buffers(&patch.p, before.data(), before.size(), path.c_str(), after.data(), after.size(),
+                             path.c_str(), &opts) != 0)
+    return fail(last_error("diff of " + path));
+  git_buf buf = GIT_BUF_INIT;
+  if (git_patch_to_buf(&buf, patch.p) != 0) return fail(last_error("diff of " + path));
+  std::string out(buf.ptr, buf.size);
+  git_buf_dispose(&buf);
+  return out;
 }
 
 Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, const std::string& fixed,

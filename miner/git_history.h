@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,16 +34,36 @@ class GitRepository {
   GitRepository(const GitRepository&) = delete;
   GitRepository& operator=(const GitRepository&) = delete;
 
-  // The history from HEAD, oldest first: first-parent only by default, else every reachable commit in topological
-  // order. `since`/`until` (epoch seconds) bound the committer time when set.
+  // The history from `tip` (default HEAD), oldest first: first-parent only by default, else every reachable commit
+  // in topological order. `since`/`until` (epoch seconds) bound the committer time when set.
   Result<std::vector<CommitInfo>> history(bool first_parent = true, std::optional<int64_t> since = std::nullopt,
-                                          std::optional<int64_t> until = std::nullopt) const;
+                                          std::optional<int64_t> until = std::nullopt,
+                                          const std::string& tip = "") const;
+
+  // Paths that differ between the trees of two commits (added, removed, modified, renamed: both names).
+  Result<std::vector<std::string>> changed_paths(const std::string& from_sha, const std::string& to_sha) const;
+
+  // Streams the history from HEAD (oldest first, first parent only) with each commit's diff against its first
+  // parent, limited to paths under `prefixes` (all paths when empty). `fn` gets the commit and the unified patch
+  // text of the commits that touch those paths; one commit's patch is in memory at a time.
+  Status for_each_patch(const std::vector<std::string>& prefixes,
+                        const std::function<Status(const CommitInfo&, std::string_view patch)>& fn) const;
+
+  // Writes the tree of commit `sha` into `dir` (which must not exist or be empty), without touching the
+  // repository's own work tree, index or HEAD: a throw-away work tree for running tests at that commit.
+  Status materialize(const std::string& sha, const std::filesystem::path& dir) const;
+
+  // The configured author, "Name <email>" from git config (the repository's, then the user's); empty when unset.
+  std::string configured_author() const;
 
   // The full sha of `rev` (a sha, a prefix, a branch or tag name). An unknown revision is an error naming it.
   Result<std::string> resolve(const std::string& rev) const;
 
   // `path`'s content at `sha`; nullopt when the file does not exist there. Binary content (a NUL byte) is an error.
   Result<std::optional<std::string>> file_at(const std::string& sha, const std::string& path) const;
+
+  // Where git looks for hooks: core.hooksPath when set (relative to the work tree), else GIT_DIR/hooks.
+  std::filesystem::path hooks_dir() const;
 
   const std::filesystem::path& workdir() const { return workdir_; }
   bool shallow() const;
@@ -52,6 +73,10 @@ class GitRepository {
   git_repository* repo_;
   std::filesystem::path workdir_;
 };
+
+// A unified diff (`context` lines around each change) of two versions of one file, as `git diff` prints it.
+Result<std::string> unified_diff(const std::string& before, const std::string& after, const std::string& path,
+                                 int context = 3);
 
 // Lines of `faulty` (1-based) that `fixed` removed or modified; blank removed lines are not counted.
 Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, const std::string& fixed,

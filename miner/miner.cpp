@@ -99,6 +99,167 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, c
   return out;
 }
 
+std::string status_name(FailureStatus s) {
+  switch (s) {
+    case FailureStatus::open: return "open";
+    case FailureStatus::labelled: return "labelled";
+    case FailureStatus::quarantined: return "quarantined";
+    case FailureStatus::accepted: return "accepted";
+    case FailureStatus::rejected: return "rejected";
+    case FailureStatus::trimmed: return "trimmed";
+    case FailureStatus::not_test_fault: return "not_test_fault";
+    case FailureStatus::only_additions: return "only_additions";
+    case FailureStatus::mixed_fix: return "mixed_fix";
+    case FailureStatus::missing_file: return "missing_file";
+    case FailureStatus::flaky: return "flaky";
+  }
+  return "open";
+}
+
+std::optional<FailureStatus> parse_status(const std::string& s) {
+  for (int i = 0; i <= static_cast<int>(FailureStatus::flaky); ++i)
+    if (status_name(static_cast<FailureStatus>(i)) == s) return static_cast<FailureStatus>(i);
+  return std::nullopt;
+}
+
+bool is_mined(FailureStatus s) {
+  return s == FailureStatus::labelled || s == FailureStatus::quarantined || s == FailureStatus::accepted ||
+         s == FailureStatus::rejected || s == FailureStatus::trimmed;
+}
+
+bool is_test_path(const std::string& path) {
+  if (!path.ends_with(".py")) return false;
+  if (looks_like_test_file(path)) return true;
+  return path.starts_with("test/") || path.starts_with("tests/") || path.find("/test/") != std::string::npos ||
+         path.find("/tests/") != std::string::npos;
+}
+
+std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message) {
+  std::vector<std::string> paths = {parse_test_id(test_id).path};
+  for (const auto& fr : parse_traceback(message)) {
+    std::string p = fr.path;
+    while (p.starts_with("./")) p.erase(0, 2);
+    if (looks_like_test_file(p) && std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
+  }
+  return paths;
+}
+
+std::string default_project(const GitRepository& repo) {
+  fs::path wd = repo.workdir();
+  if (!wd.has_filename()) wd = wd.parent_path();  // "…/name/" → "…/name"
+  if (wd.filename() == ".git" || wd.filename() == "repo") wd = wd.parent_path();
+  return wd.filename().string();
+}
+
+Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
+                                const CommitInfo& fixed, const LabelOptions& options) {
+  Labelling out;
+  const std::vector<std::string> paths = failure_paths(failure.test_id, failure.message);
+  if (options.test_only_fixes) {
+    auto changed = repo.changed_paths(faulty.sha, fixed.sha);
+    if (!changed) return std::unexpected(changed.error());
+    for (const auto& p : *changed)
+      if (!is_test_path(p)) {
+        out.status = FailureStatus::mixed_fix;
+        out.detail = "the fix also changed " + p;
+        return out;
+      }
+  }
+  std::vector<SourceFile> files;
+  std::vector<LineRef> faulty_lines;
+  bool changed = false, have_main = false;
+  for (const auto& p : paths) {
+    std::optional<std::string> before;
+    if (failure.snapshot) {
+      for (const auto& f : *failure.snapshot)
+        if (f.path == p) before = f.content;
+    } else {
+      auto b = repo.file_at(faulty.sha, p);
+      if (!b) {
+        if (p == paths.front()) return std::unexpected(Error{failure.origin + ": " + b.error().message});
+        continue;  // a helper the traceback names that cannot be read (binary): not part of the case
+      }
+      before = std::move(*b);
+    }
+    if (!before) continue;  // not a file of the repository at that commit
+    if (p == paths.front()) have_main = true;
+    auto after = repo.file_at(fixed.sha, p);
+    if (!after) return std::unexpected(after.error());
+    if (*after && **after != *before) {
+      changed = true;
+      auto lines = removed_or_modified_lines(*before, **after, p);
+      if (!lines) return std::unexpected(lines.error());
+      for (int l : *lines) faulty_lines.push_back({p, l});
+      out.fixed_files.push_back({p, **after});
+    } else if (!*after) {
+      // The fix deleted the file: every line of it was removed.
+      changed = true;
+      const auto lines = split_lines(*before);
+      for (size_t i = 0; i < lines.size(); ++i)
+        if (!is_blank(lines[i])) faulty_lines.push_back({p, static_cast<int>(i + 1)});
+      out.fixed_files.push_back({p, ""});
+    }
+    files.push_back({p, std::move(*before)});
+  }
+  if (!have_main) {
+    out.status = FailureStatus::missing_file;
+    out.detail = paths.front() + " is not in commit " + faulty.sha.substr(0, 10);
+    return out;
+  }
+  if (!changed) {
+    out.status = FailureStatus::not_test_fault;
+    out.detail = "no test file changed between " + faulty.sha.substr(0, 10) + " and " + fixed.sha.substr(0, 10);
+    return out;
+  }
+  if (faulty_lines.empty()) {
+    out.status = FailureStatus::only_additions;
+    out.detail = "the fix only added lines";
+    return out;
+  }
+  // Through the interchange format's reader: the case is validated like an imported one.
+  nlohmann::json record = {
+      {"id", options.project + "-" + faulty.sha.substr(0, 10) + "-" + hex64(fnv1a64(failure.test_id)).substr(0, 8)},
+      {"project", options.project},
+      {"test_id", failure.test_id},
+      {"language", "python"},
+      {"failure_time", format_iso8601(failure.time.value_or(faulty.time))},
+      {"error_message", sanitize_utf8(failure.message)},
+      {"faulty_commit", faulty.sha},
+      {"fixed_commit", fixed.sha},
+      {"source", "history"}};
+  record["files"] = nlohmann::json::array();
+  for (const auto& f : files) record["files"].push_back({{"path", f.path}, {"content", f.content}});
+  record["faulty_lines"] = nlohmann::json::array();
+  for (const auto& fl : faulty_lines) record["faulty_lines"].push_back({{"path", fl.path}, {"line", fl.line}});
+  auto built = case_from_json(std::move(record));
+  if (!built) return std::unexpected(Error{failure.origin + ": " + built.error().message});
+  out.status = FailureStatus::labelled;
+  out.labelled = std::move(*built);
+  return out;
+}
+
+OutlierRule outlier_rule(const std::vector<size_t>& counts, double sigma) {
+  OutlierRule rule;
+  rule.sigma = sigma;
+  rule.n = counts.size();
+  if (counts.empty()) return rule;
+  double sum = 0;
+  for (size_t n : counts) sum += static_cast<double>(n);
+  rule.mean = sum / static_cast<double>(counts.size());
+  double var = 0;
+  for (size_t n : counts) var += std::pow(static_cast<double>(n) - rule.mean, 2);
+  rule.sd = std::sqrt(var / static_cast<double>(counts.size()));
+  rule.threshold = rule.mean + sigma * rule.sd;
+  return rule;
+}
+
+std::string OutlierRule::describe() const {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "mean %.2f + %.1f x sd %.2f = %.2f faulty lines (over %zu mined case%s)", mean, sigma,
+                sd, threshold, n, n == 1 ? "" : "s");
+  return buf;
+}
+
 Result<MineReport> mine(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                         const MineOptions& options) {
   MineReport report;
@@ -106,7 +267,8 @@ Result<MineReport> mine(const GitRepository& repo, const std::vector<RecordedOut
   if (!history) return std::unexpected(history.error());
   std::map<std::string, size_t> position;
   for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
-  const std::string project = options.project.empty() ? repo.workdir().parent_path().filename().string() : options.project;
+  const LabelOptions label_options{options.project.empty() ? default_project(repo) : options.project,
+                                   options.test_only_fixes};
 
   // Each test's outcomes along the history.
   struct At {
@@ -125,7 +287,7 @@ Result<MineReport> mine(const GitRepository& repo, const std::vector<RecordedOut
     }
     by_test[o.test_id].push_back({it->second, &o});
   }
-  std::vector<std::pair<Case, size_t>> mined;
+  std::vector<Case> mined;
   for (auto& [test_id, list] : by_test) {
     std::stable_sort(list.begin(), list.end(), [](const At& a, const At& b) { return a.pos < b.pos; });
     for (size_t i = 0; i < list.size(); ++i) {
@@ -139,86 +301,29 @@ Result<MineReport> mine(const GitRepository& repo, const std::vector<RecordedOut
         ++report.never_fixed;
         continue;
       }
-      const CommitInfo& faulty_commit = (*history)[list[i].pos];
-      const CommitInfo& fixed_commit = (*history)[fix->pos];
-      // The test's own file, and the repository's test files the traceback names.
-      std::vector<std::string> paths = {parse_test_id(test_id).path};
-      for (const auto& fr : parse_traceback(o.message)) {
-        std::string p = fr.path;
-        while (p.starts_with("./")) p.erase(0, 2);
-        if (looks_like_test_file(p) && std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
-      }
-      Case c;
-      bool changed = false, have_main = false;
-      for (const auto& p : paths) {
-        auto before = repo.file_at(faulty_commit.sha, p);
-        if (!before) {
-          report.warnings.push_back(o.origin + ": " + before.error().message);
-          continue;
-        }
-        if (!*before) continue;  // not a file of the repository at that commit
-        if (p == paths.front()) have_main = true;
-        auto after = repo.file_at(fixed_commit.sha, p);
-        if (!after) return std::unexpected(after.error());
-        if (!*after || **after == **before) {
-          c.files.push_back({p, **before});
-          continue;
-        }
-        changed = true;
-        auto lines = removed_or_modified_lines(**before, **after, p);
-        if (!lines) return std::unexpected(lines.error());
-        for (int l : *lines) c.faulty_lines.push_back({p, l});
-        c.files.push_back({p, **before});
-      }
-      if (!have_main) {
+      FailureInput input{test_id, o.message, o.time, o.origin, std::nullopt};
+      auto labelled = label_failure(repo, input, (*history)[list[i].pos], (*history)[fix->pos], label_options);
+      if (!labelled) {
+        report.warnings.push_back(labelled.error().message);
         ++report.missing_file;
-        report.warnings.push_back(o.origin + ": " + paths.front() + " is not in commit " + faulty_commit.sha.substr(0, 10));
         continue;
       }
-      if (!changed) {
-        ++report.not_test_fault;
-        continue;
+      switch (labelled->status) {
+        case FailureStatus::labelled: mined.push_back(std::move(*labelled->labelled)); break;
+        case FailureStatus::not_test_fault: ++report.not_test_fault; break;
+        case FailureStatus::only_additions: ++report.only_additions; break;
+        case FailureStatus::mixed_fix: ++report.mixed_fix; break;
+        default:
+          ++report.missing_file;
+          report.warnings.push_back(o.origin + ": " + labelled->detail);
       }
-      if (c.faulty_lines.empty()) {
-        ++report.only_additions;
-        continue;
-      }
-      // Through the interchange format's reader: the case is validated like an imported one.
-      nlohmann::json record = {
-          {"id", project + "-" + faulty_commit.sha.substr(0, 10) + "-" + hex64(fnv1a64(test_id)).substr(0, 8)},
-          {"project", project},
-          {"test_id", test_id},
-          {"language", "python"},
-          {"failure_time", format_iso8601(o.time.value_or(faulty_commit.time))},
-          {"error_message", o.message},
-          {"faulty_commit", faulty_commit.sha},
-          {"fixed_commit", fixed_commit.sha},
-          {"source", "history"}};
-      record["files"] = nlohmann::json::array();
-      for (const auto& f : c.files) record["files"].push_back({{"path", f.path}, {"content", f.content}});
-      record["faulty_lines"] = nlohmann::json::array();
-      for (const auto& fl : c.faulty_lines) record["faulty_lines"].push_back({{"path", fl.path}, {"line", fl.line}});
-      auto built = case_from_json(std::move(record));
-      if (!built) {
-        report.warnings.push_back(o.origin + ": " + built.error().message);
-        continue;
-      }
-      const size_t n = built->faulty_lines.size();
-      c = std::move(*built);
-      mined.emplace_back(std::move(c), n);
     }
   }
-  // The 3-sigma rule over the faulty-line counts of everything mined.
-  if (!mined.empty()) {
-    double sum = 0;
-    for (const auto& [c, n] : mined) sum += static_cast<double>(n);
-    report.mean = sum / static_cast<double>(mined.size());
-    double var = 0;
-    for (const auto& [c, n] : mined) var += std::pow(static_cast<double>(n) - report.mean, 2);
-    report.sd = std::sqrt(var / static_cast<double>(mined.size()));
-    report.threshold = report.mean + options.sigma * report.sd;
-  }
-  for (auto& [c, n] : mined) (static_cast<double>(n) > report.threshold && report.sd > 0 ? report.quarantined : report.cases).push_back(std::move(c));
+  std::vector<size_t> counts;
+  for (const auto& c : mined) counts.push_back(c.faulty_lines.size());
+  report.rule = outlier_rule(counts, options.sigma);
+  for (auto& c : mined)
+    (report.rule.outlier(c.faulty_lines.size()) ? report.quarantined : report.cases).push_back(std::move(c));
   return report;
 }
 

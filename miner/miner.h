@@ -33,11 +33,65 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const std::filesystem::
 Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::path& path, const std::string& commit,
                                                           const std::filesystem::path& repo_root);
 
+// What became of a recorded failure. `open` until a later passing outcome of the same test is seen; then the fix
+// decides: `labelled` (a case in the corpus), `quarantined` (an outlier for a person to audit), or one of the
+// reasons it labels nothing. `accepted`, `rejected` and `trimmed` are a person's audit decisions. `flaky`: the test
+// also passed at the failing commit itself.
+enum class FailureStatus {
+  open, labelled, quarantined, accepted, rejected, trimmed, not_test_fault, only_additions, mixed_fix, missing_file, flaky
+};
+std::string status_name(FailureStatus s);
+std::optional<FailureStatus> parse_status(const std::string& s);
+// Statuses whose failure was labelled by a diff (their faulty-line counts make up the outlier rule's sample).
+bool is_mined(FailureStatus s);
+
+struct LabelOptions {
+  std::string project;          // the cases' `project`
+  bool test_only_fixes = false;  // a fix range that also changed non-test files labels nothing (`mixed_fix`)
+};
+
+// A failure to label: the test, its failure output, and (when recorded in CI) the test files as they were.
+struct FailureInput {
+  std::string test_id;
+  std::string message;
+  std::optional<int64_t> time;
+  std::string origin;
+  std::optional<std::vector<SourceFile>> snapshot;  // else read from git objects at the failing commit
+};
+
+struct Labelling {
+  FailureStatus status = FailureStatus::open;  // labelled, not_test_fault, only_additions, mixed_fix, missing_file
+  std::optional<Case> labelled;                // when labelled
+  std::vector<SourceFile> fixed_files;           // the fixed versions of the case's files (for the audit's diffs)
+  std::string detail;                          // why it labels nothing
+};
+
+// The test files of a failure: the test's own file, then the repository's test files its traceback names.
+std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message);
+
+// Whether a repository path is test code (test_*.py, *_test.py, conftest.py, or a .py file under test/ or tests/).
+bool is_test_path(const std::string& path);
+
+// Labels one failure by the diff between the failing commit and its fix (the paper's §5.1 rule; see git_history.h).
+Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
+                                const CommitInfo& fixed, const LabelOptions& options);
+
+// The 3-sigma rule over faulty-line counts: outliers lie above mean + sigma * sd (population sd). With fewer than
+// two counts, or all equal, nothing is an outlier.
+struct OutlierRule {
+  size_t n = 0;
+  double mean = 0, sd = 0, sigma = 3, threshold = 0;
+  bool outlier(size_t count) const { return n > 1 && sd > 0 && static_cast<double>(count) > threshold; }
+  std::string describe() const;  // "mean 6.21 + 3.0 x sd 5.95 = 24.07 faulty lines (over 19 mined cases)"
+};
+OutlierRule outlier_rule(const std::vector<size_t>& counts, double sigma);
+
 struct MineOptions {
   bool first_parent = true;
   std::optional<int64_t> since, until;
   double sigma = 3.0;
   std::string project;  // the cases' `project` (default: the repository folder's name)
+  bool test_only_fixes = false;
 };
 
 struct MineReport {
@@ -47,12 +101,19 @@ struct MineReport {
   size_t never_fixed = 0;         // no later passing outcome
   size_t not_test_fault = 0;      // the test code did not change between failure and fix (SUT or environment)
   size_t only_additions = 0;      // the fix only added lines: nothing to label
+  size_t mixed_fix = 0;           // with test_only_fixes: the fix also changed code that is not test code
   size_t not_in_history = 0;      // the outcome's commit is not on the walked history
   size_t missing_file = 0;        // the test file is not in the faulty commit
-  double mean = 0, sd = 0, threshold = 0;  // the 3-sigma rule's numbers
+  OutlierRule rule;
   std::vector<std::string> warnings;
 };
 
+// The project name of a repository: its work tree folder's name (a bare mirror's parent folder).
+std::string default_project(const GitRepository& repo);
+
+// Mines in memory, without a knowledge base: every failure with a later passing outcome is labelled, and the
+// outlier rule runs over this run's cases only. (`spark mine` keeps its state in the knowledge base instead:
+// mining_store.h.)
 Result<MineReport> mine(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                         const MineOptions& options);
 

@@ -45,6 +45,12 @@ const std::vector<ConfigKey>& config_keys() {
       {"localize.r", T::integer, "1", {}, false, "similar cases to retrieve"},
       {"localize.similarity_floor", T::number, "0.10", {}, false, "ignore retrieved cases below this cosine"},
       {"redact.enabled", T::boolean, "true", {}, false, "redact secrets before text leaves the machine"},
+      {"mine.sigma", T::number, "3", {}, false, "outlier rule: quarantine above mean + sigma * sd faulty lines"},
+      {"mine.test_only_fixes", T::boolean, "false", {}, false,
+       "label only fixes that changed nothing but test code"},
+      {"record.test_command", T::string, "", {"SPARK_TEST_COMMAND"}, false,
+       "re-runs tests for the post-commit hook: {tests} = test ids, {junit} = the report to write"},
+      {"record.timeout", T::number, "1800", {}, false, "seconds the post-commit hook's test run may take"},
   };
   return keys;
 }

@@ -1,5 +1,9 @@
 #include "knowledge_base.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <unordered_map>
 
@@ -38,6 +42,36 @@ CREATE TABLE IF NOT EXISTS embeddings(
   embedder TEXT NOT NULL,
   vector BLOB NOT NULL);
 INSERT OR IGNORE INTO settings(key, value) VALUES ('generation', '0');
+CREATE TABLE IF NOT EXISTS outcomes(
+  commit_sha TEXT NOT NULL,
+  test_id TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  time INTEGER,
+  message TEXT NOT NULL,
+  origin TEXT NOT NULL,
+  recorded_at INTEGER NOT NULL,
+  PRIMARY KEY(commit_sha, test_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS outcomes_test ON outcomes(test_id);
+CREATE TABLE IF NOT EXISTS failures(
+  commit_sha TEXT NOT NULL,
+  test_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  time INTEGER,
+  message TEXT NOT NULL,
+  origin TEXT NOT NULL,
+  snapshot TEXT,
+  fixed_commit TEXT,
+  case_id TEXT,
+  faulty_count INTEGER,
+  record TEXT,
+  fixed_files TEXT,
+  decided_by TEXT,
+  decided_at INTEGER,
+  reason TEXT,
+  kept TEXT,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY(commit_sha, test_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS failures_status ON failures(status);
 )sql";
 
 std::string blob_sha(std::string_view content) {
@@ -65,6 +99,18 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& dir, 
     fs::create_directories(dir, ec);
     if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
   }
+  // Creating the file and its schema is serialized between processes (two CI jobs recording into a new store at
+  // once): SQLite's switch to WAL and the first schema write can fail with "database is locked" otherwise.
+  struct CreationLock {
+    int fd = -1;
+    ~CreationLock() {
+      if (fd >= 0) ::close(fd);  // closing releases the flock
+    }
+  } lock;
+  if (create) {
+    lock.fd = ::open((dir / "kb.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock.fd >= 0) ::flock(lock.fd, LOCK_EX);
+  }
   auto db = SqliteDb::open(db_file, create, busy_timeout_ms);
   if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
   std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
@@ -85,7 +131,7 @@ Status KnowledgeBase::migrate() {
   if (version == 0) {
     // A new file, or an SQLite file that is not ours.
     auto tables = db_->prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT IN "
-                               "('settings','blobs','cases','case_files','embeddings')");
+                               "('settings','blobs','cases','case_files','embeddings','outcomes','failures')");
     if (!tables) return std::unexpected(tables.error());
     if (auto r = tables->step(); !r) return std::unexpected(r.error());
     if (tables->int64(0) > 0)
@@ -152,6 +198,27 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       return std::unexpected(s.error());
   if (auto s = tx->commit(); !s) return std::unexpected(s.error());
   return summary;
+}
+
+Result<size_t> KnowledgeBase::remove_cases(const std::vector<std::string>& ids) {
+  auto tx = SqliteTransaction::begin(*db_);
+  if (!tx) return std::unexpected(tx.error());
+  auto del = db_->prepare("DELETE FROM cases WHERE id = ?");
+  if (!del) return std::unexpected(del.error());
+  size_t removed = 0;
+  for (const auto& id : ids) {
+    if (auto s = del->bind(1, id).run(); !s) return std::unexpected(s.error());
+    removed += static_cast<size_t>(sqlite3_changes(db_->handle()));
+  }
+  if (removed > 0) {
+    // Blobs no case refers to any more go too.
+    if (auto s = db_->exec("DELETE FROM blobs WHERE sha NOT IN (SELECT blob_sha FROM case_files)"); !s)
+      return std::unexpected(s.error());
+    if (auto s = db_->exec("UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"); !s)
+      return std::unexpected(s.error());
+  }
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  return removed;
 }
 
 Result<std::vector<CaseEntry>> KnowledgeBase::entries() {

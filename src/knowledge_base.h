@@ -20,7 +20,8 @@ namespace spark {
 
 class SqliteDb;
 
-inline constexpr int kSchemaVersion = 1;
+// 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state).
+inline constexpr int kSchemaVersion = 2;
 
 // Where a case came from, for error messages ("cases.jsonl:12").
 struct CaseOrigin {
@@ -76,6 +77,13 @@ class KnowledgeBase {
                         size_t dimension);
   Result<std::vector<std::pair<int64_t, std::vector<float>>>> embeddings(const std::string& embedder);
   Status clear_embeddings();
+
+  // Removes the cases with these ids (absent ids are ignored), in one transaction. Returns how many were removed.
+  Result<size_t> remove_cases(const std::vector<std::string>& ids);
+
+  // The store's connection, for stores layered on the same file and transactions (the miner's outcomes and
+  // failures, miner/mining_store.h). Tables are created here, by the schema migration.
+  SqliteDb& database() { return *db_; }
 
   Result<std::optional<std::string>> setting(const std::string& key);
   Status set_setting(const std::string& key, const std::string& value);

@@ -96,16 +96,25 @@ Status SqliteDb::exec(const std::string& sql) {
 }
 
 Result<SqliteTransaction> SqliteTransaction::begin(SqliteDb& db) {
+  if (sqlite3_get_autocommit(db.handle()) == 0) {
+    static int counter = 0;
+    std::string name = "spark_sp" + std::to_string(++counter);
+    if (auto s = db.exec("SAVEPOINT " + name); !s) return std::unexpected(s.error());
+    return SqliteTransaction(&db, std::move(name));
+  }
   if (auto s = db.exec("BEGIN IMMEDIATE"); !s) return std::unexpected(s.error());
-  return SqliteTransaction(&db);
+  return SqliteTransaction(&db, "");
 }
 
 SqliteTransaction::~SqliteTransaction() {
-  if (db_) (void)db_->exec("ROLLBACK");
+  if (!db_) return;
+  if (savepoint_.empty()) (void)db_->exec("ROLLBACK");
+  else (void)db_->exec("ROLLBACK TO " + savepoint_ + "; RELEASE " + savepoint_);
 }
 
 Status SqliteTransaction::commit() {
   SqliteDb* db = std::exchange(db_, nullptr);
+  if (!savepoint_.empty()) return db->exec("RELEASE " + savepoint_);
   if (auto s = db->exec("COMMIT"); !s) {
     (void)db->exec("ROLLBACK");
     return s;

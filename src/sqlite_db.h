@@ -65,18 +65,22 @@ class SqliteDb {
 };
 
 // A write transaction (BEGIN IMMEDIATE: takes the write lock up front, waiting up to the busy timeout).
-// Rolls back on destruction unless committed.
+// Inside an open transaction it is a savepoint instead, so a step that is atomic on its own (an import) can also be
+// one part of a larger atomic change (recording outcomes and the cases they label). Rolls back on destruction
+// unless committed.
 class SqliteTransaction {
  public:
   static Result<SqliteTransaction> begin(SqliteDb& db);
-  SqliteTransaction(SqliteTransaction&& o) noexcept : db_(std::exchange(o.db_, nullptr)) {}
+  SqliteTransaction(SqliteTransaction&& o) noexcept
+      : db_(std::exchange(o.db_, nullptr)), savepoint_(std::move(o.savepoint_)) {}
   SqliteTransaction(const SqliteTransaction&) = delete;
   ~SqliteTransaction();
   Status commit();
 
  private:
-  explicit SqliteTransaction(SqliteDb* db) : db_(db) {}
+  SqliteTransaction(SqliteDb* db, std::string savepoint) : db_(db), savepoint_(std::move(savepoint)) {}
   SqliteDb* db_;
+  std::string savepoint_;  // empty: the outermost transaction
 };
 
 }  // namespace spark

@@ -40,4 +40,7 @@ std::string hex64(uint64_t value);
 // Clips text for messages: the first `max_chars` bytes (on a UTF-8 boundary) and "…" when cut.
 std::string clip(std::string_view text, size_t max_chars);
 
+// Text for HTML element content and attribute values (both quote styles).
+std::string html_escape(std::string_view s);
+
 }  // namespace spark

@@ -1,0 +1,619 @@
+// `spark mine`, `spark record`, `spark audit`, `spark hooks`: the miner and the CI lifecycle over the knowledge base.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "error_message.h"
+#include "git_history.h"
+#include "miner.h"
+#include "mining_store.h"
+#include "test_runner.h"
+#include "text.h"
+
+namespace spark::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Result<SyncOptions> sync_options(const HistoryArgs& h) {
+  SyncOptions o;
+  o.first_parent = !h.all_parents;
+  o.sigma = h.sigma;
+  o.project = h.project;
+  o.test_only_fixes = h.test_only_fixes;
+  for (const auto& [text, slot] : {std::pair{h.since, &o.since}, std::pair{h.until, &o.until}}) {
+    if (text.empty()) continue;
+    auto t = parse_iso8601(text);
+    if (!t) return fail("--since/--until \"" + text + "\": " + t.error().message);
+    *slot = *t;
+  }
+  return o;
+}
+
+std::string plural(size_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// The sync's summary on stderr: what was stored, what was settled and how, the rule.
+void print_summary(const SyncReport& r, const std::string& verb) {
+  for (const auto& w : r.warnings) note(w);
+  note(verb + " " + plural(r.outcomes, "outcome") + " (new or changed); opened " + plural(r.opened, "failure") +
+       (r.closed_flaky ? "; " + plural(r.closed_flaky, "failure") + " closed as flaky (passed at the same commit)" : ""));
+  const std::pair<FailureStatus, const char*> order[] = {
+      {FailureStatus::labelled, "labelled into the corpus"},
+      {FailureStatus::quarantined, "quarantined for audit"},
+      {FailureStatus::not_test_fault, "fixed outside the test code"},
+      {FailureStatus::only_additions, "fixed by additions only"},
+      {FailureStatus::mixed_fix, "fixed together with non-test code (--test-only-fixes)"},
+      {FailureStatus::missing_file, "without their test file"}};
+  std::string settled;
+  size_t total = 0;
+  for (const auto& [status, text] : order)
+    if (auto it = r.settled.find(status); it != r.settled.end() && it->second) {
+      settled += (settled.empty() ? "" : ", ") + std::to_string(it->second) + " " + text;
+      total += it->second;
+    }
+  note("settled " + plural(total, "failure") + (settled.empty() ? "" : ": " + settled) + "; " +
+       std::to_string(r.still_open) + " still open (not fixed yet)" +
+       (r.not_on_history ? ", " + std::to_string(r.not_on_history) + " of them not on the walked history" : ""));
+  note("outlier rule: quarantine above " + r.rule.describe());
+  if (r.rule.n > 0 && r.rule.n <= 10 && r.rule.sigma >= 3)
+    note("  (with 10 or fewer mined cases no count can lie 3 sd above the mean: the rule starts to bite later)");
+  for (const auto& id : r.moved_to_quarantine) note("  moved to quarantine by the recomputed rule: " + id);
+  for (const auto& id : r.released) note("  back in the corpus by the recomputed rule: " + id);
+  if (!r.quarantined_ids.empty() || !r.moved_to_quarantine.empty())
+    note("review the quarantine with `spark audit`");
+}
+
+std::string cases_jsonl(const std::vector<StoredFailure>& failures) {
+  std::string out;
+  for (const auto& f : failures)
+    if (f.labelled) out += case_to_json(*f.labelled).dump() + "\n";
+  return out;
+}
+
+int write_exports(MiningStore& store, const std::string& output, const std::string& quarantine) {
+  if (!output.empty()) {
+    auto corpus = store.failures({FailureStatus::labelled, FailureStatus::accepted, FailureStatus::trimmed});
+    if (!corpus) return report_error(corpus.error());
+    if (int rc = write_output(output, cases_jsonl(*corpus)); rc != 0) return rc;
+  }
+  if (!quarantine.empty()) {
+    auto q = store.failures({FailureStatus::quarantined});
+    if (!q) return report_error(q.error());
+    if (int rc = write_output(quarantine, cases_jsonl(*q)); rc != 0) return rc;
+  }
+  return 0;
+}
+
+std::string author_or_default(const std::string& given, const std::string& repo_path) {
+  if (!given.empty()) return given;
+  if (auto repo = GitRepository::open(repo_path)) {
+    std::string a = (*repo)->configured_author();
+    if (!a.empty()) return a;
+  }
+  const char* user = std::getenv("USER");
+  return user && *user ? user : "unknown";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// spark mine
+
+int cmd_mine(const Common& common, const MineArgs& args) {
+  if (args.run.empty() == args.outcomes.empty()) {
+    std::fprintf(stderr, "spark: error: give --outcomes FILE... (recorded outcomes) or --run \"CMD {test_id}\" "
+                         "--test ID --from SHA (run the tests to find the fix), not both\n");
+    return 2;
+  }
+  if (!args.run.empty() && (args.tests.empty() || args.from.empty())) {
+    std::fprintf(stderr, "spark: error: --run needs the failing tests (--test ID) and the commit they fail at (--from)\n");
+    return 2;
+  }
+  if (!args.run.empty() && args.run.find("{test_id}") == std::string::npos &&
+      args.run.find("{tests}") == std::string::npos) {
+    std::fprintf(stderr, "spark: error: --run: the command must name the test with {test_id}\n");
+    return 2;
+  }
+  auto repo = GitRepository::open(args.history.repo);
+  if (!repo) return report_error(repo.error());
+  auto options = sync_options(args.history);
+  if (!options) return report_error(options.error());
+  std::vector<RecordedOutcome> outcomes;
+  for (const auto& file : args.outcomes) {
+    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, (*repo)->workdir())
+                                       : read_outcomes_jsonl(file);
+    if (!read) return report_error(read.error());
+    for (auto& o : *read) outcomes.push_back(std::move(o));
+  }
+  if (!args.run.empty()) {
+    options->tip = args.to;
+    BisectOptions bisect;
+    bisect.command = args.run;
+    bisect.timeout = args.timeout;
+    bisect.first_parent = options->first_parent;
+    bisect.progress = [](const std::string& line) { note("run: " + line); };
+    for (const auto& test : args.tests) {
+      auto found = bisect_fix(**repo, test, args.from, args.to, bisect);
+      if (!found) return report_error(found.error());
+      note(test + ": " +
+           (found->fix ? "first passing commit " + found->fix->substr(0, 10) : "no fix (" + found->note + ")") +
+           " after " + plural(found->runs, "run") + (found->flaky ? "; FLAKY: the range is not monotonic, found by a "
+                                                                    "linear scan" : ""));
+      for (auto& o : found->outcomes) outcomes.push_back(std::move(o));
+    }
+  }
+  auto kb = open_kb(common, true);
+  if (!kb) return report_error(kb.error());
+  MiningStore store(**kb);
+  auto report = store.sync(**repo, outcomes, *options);
+  if (!report) return report_error(report.error());
+  print_summary(*report, "stored");
+  return write_exports(store, args.output, args.quarantine);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// spark record
+
+int cmd_record(const Common& common, const RecordArgs& args) {
+  auto repo = GitRepository::open(args.history.repo);
+  if (!repo) return report_error(repo.error());
+  auto commit = (*repo)->resolve(args.commit.empty() ? "HEAD" : args.commit);
+  if (!commit) return report_error(commit.error());
+  auto outcomes = read_outcomes_junit(args.junit, *commit, (*repo)->workdir());
+  if (!outcomes) return report_error(outcomes.error());
+  auto options = sync_options(args.history);
+  if (!options) return report_error(options.error());
+  options->tip = *commit;
+  options->snapshot = true;
+  {
+    auto kb = open_kb(common, true);
+    if (!kb) return report_error(kb.error());
+    MiningStore store(**kb);
+    auto report = store.sync(**repo, *outcomes, *options);
+    if (!report) return report_error(report.error());
+    print_summary(*report, "recorded");
+  }
+  if (!args.localize) return 0;
+  // This report's failures, localized at once: test code from git objects at the commit, as recorded.
+  std::vector<Case> queries;
+  for (const auto& o : *outcomes) {
+    if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
+    Case q;
+    q.id = o.test_id;
+    q.test_id = o.test_id;
+    q.language = "python";
+    q.error_message = sanitize_utf8(o.message);
+    q.failure_epoch = o.time.value_or(std::chrono::duration_cast<std::chrono::seconds>(
+                                          std::chrono::system_clock::now().time_since_epoch()).count());
+    q.failure_time = format_iso8601(q.failure_epoch);
+    for (const auto& p : failure_paths(o.test_id, o.message)) {
+      auto content = (*repo)->file_at(*commit, p);
+      if (content && *content) q.files.push_back({p, std::move(**content)});
+    }
+    if (q.files.empty() || q.files.front().path != parse_test_id(o.test_id).path) {
+      note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) + "; not localized");
+      continue;
+    }
+    queries.push_back(std::move(q));
+  }
+  if (queries.empty()) {
+    if (args.localize_args.format == "json") std::printf("[]\n");
+    return 0;
+  }
+  return localize_queries(common, args.localize_args, std::move(queries), true);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// spark audit
+
+namespace {
+
+struct DiffFile {
+  std::string path;
+  std::string before, after;
+  bool deleted = false;
+};
+
+std::vector<DiffFile> diff_files(const StoredFailure& f) {
+  std::vector<DiffFile> out;
+  if (!f.labelled) return out;
+  for (const auto& fixed : f.fixed_files) {
+    const SourceFile* before = f.labelled->file(fixed.path);
+    if (before) out.push_back({fixed.path, before->content, fixed.content, fixed.content.empty()});
+  }
+  return out;
+}
+
+std::string colorize(const std::string& patch, bool color) {
+  if (!color) return patch;
+  std::string out;
+  for (std::string_view line : split_lines(patch)) {
+    const char* c = line.starts_with("@@") ? "\033[36m"
+                    : line.starts_with("---") || line.starts_with("+++") ? "\033[1m"
+                    : line.starts_with("-") ? "\033[31m"
+                    : line.starts_with("+") ? "\033[32m"
+                    : nullptr;
+    out += c ? std::string(c) + std::string(line) + "\033[0m\n" : std::string(line) + "\n";
+  }
+  return out;
+}
+
+std::string date_text(std::optional<int64_t> t) { return t ? format_iso8601(*t) : "-"; }
+
+// "tests/test_a.py: 3, 7-9; tests/helpers.py: 2"
+std::string lines_text(const std::vector<LineRef>& lines) {
+  std::string out, path;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].path != path) {
+      path = lines[i].path;
+      out += (out.empty() ? "" : "; ") + path + ": ";
+    } else {
+      out += ", ";
+    }
+    size_t j = i;
+    while (j + 1 < lines.size() && lines[j + 1].path == path && lines[j + 1].line == lines[j].line + 1) ++j;
+    out += std::to_string(lines[i].line) + (j > i ? "-" + std::to_string(lines[j].line) : "");
+    i = j;
+  }
+  return out;
+}
+
+json failure_json(const StoredFailure& f) {
+  json j = {{"id", f.case_id},
+            {"status", status_name(f.status)},
+            {"test_id", f.test_id},
+            {"faulty_commit", f.commit},
+            {"fixed_commit", f.fixed_commit},
+            {"faulty_lines_mined", f.faulty_count ? json(*f.faulty_count) : json()},
+            {"faulty_lines", json::array()}};
+  if (f.labelled)
+    for (const auto& l : f.labelled->faulty_lines) j["faulty_lines"].push_back({{"path", l.path}, {"line", l.line}});
+  if (f.decided_at) {
+    j["decided_by"] = f.decided_by;
+    j["decided_at"] = format_iso8601(*f.decided_at);
+    j["reason"] = f.reason;
+  }
+  return j;
+}
+
+// One side-by-side table per file: the fix's hunks (3 lines of context), removed lines left, added lines right.
+std::string side_by_side_html(const DiffFile& d, const std::set<int>& faulty) {
+  auto patch = unified_diff(d.before, d.after, d.path, 3);
+  if (!patch) return "<p class=err>" + html_escape(patch.error().message) + "</p>";
+  std::string out = "<table class=diff><caption>" + html_escape(d.path) + (d.deleted ? " (deleted by the fix)" : "") +
+                    "</caption><colgroup><col class=n><col><col class=n><col></colgroup>";
+  std::vector<std::pair<int, std::string>> minus, plus;
+  const auto flush = [&] {
+    const size_t n = std::max(minus.size(), plus.size());
+    for (size_t i = 0; i < n; ++i) {
+      out += "<tr>";
+      if (i < minus.size()) {
+        const bool f = faulty.count(minus[i].first) > 0;
+        out += "<td class=n>" + std::to_string(minus[i].first) + "</td><td class='del" + (f ? " faulty" : "") + "'>" +
+               html_escape(minus[i].second) + "</td>";
+      } else {
+        out += "<td class=n></td><td class=empty></td>";
+      }
+      if (i < plus.size())
+        out += "<td class=n>" + std::to_string(plus[i].first) + "</td><td class=add>" + html_escape(plus[i].second) +
+               "</td>";
+      else
+        out += "<td class=n></td><td class=empty></td>";
+      out += "</tr>";
+    }
+    minus.clear();
+    plus.clear();
+  };
+  int old_line = 0, new_line = 0;
+  for (std::string_view line : split_lines(*patch)) {
+    if (line.starts_with("---") || line.starts_with("+++") || line.starts_with("diff ") || line.starts_with("index "))
+      continue;
+    if (line.starts_with("@@")) {
+      flush();
+      std::sscanf(std::string(line).c_str(), "@@ -%d%*[^+]+%d", &old_line, &new_line);
+      out += "<tr class=hunk><td colspan=4>" + html_escape(std::string(line)) + "</td></tr>";
+      continue;
+    }
+    if (line.starts_with("\\")) continue;  // "\ No newline at end of file"
+    const std::string text = line.empty() ? "" : std::string(line.substr(1));
+    if (line.starts_with("-")) {
+      minus.emplace_back(old_line++, text);
+    } else if (line.starts_with("+")) {
+      plus.emplace_back(new_line++, text);
+    } else {
+      flush();
+      out += "<tr><td class=n>" + std::to_string(old_line++) + "</td><td>" + html_escape(text) + "</td><td class=n>" +
+             std::to_string(new_line++) + "</td><td>" + html_escape(text) + "</td></tr>";
+    }
+  }
+  flush();
+  return out + "</table>";
+}
+
+std::string audit_html(const std::vector<StoredFailure>& failures, const OutlierRule& rule, const std::string& kb) {
+  std::string out =
+      "<!doctype html><html lang=en><head><meta charset=utf-8><title>spark audit</title><style>"
+      "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}h1{font-size:1.4em}"
+      "section{border-top:1px solid #ccc;margin-top:2em;padding-top:1em}"
+      ".meta td{padding:0 1em 0 0}.badge{padding:1px 6px;border-radius:3px;background:#eee}"
+      ".quarantined{background:#fde2b8}.accepted,.labelled{background:#d4f4d4}.rejected{background:#f8d0d0}"
+      ".trimmed{background:#d8e4fb}table.diff{border-collapse:collapse;width:100%;font:12px/1.35 monospace;"
+      "table-layout:fixed;margin:.5em 0}table.diff caption{text-align:left;font-weight:bold;padding:.3em 0}"
+      "table.diff td{padding:0 .4em;white-space:pre-wrap;word-break:break-all;vertical-align:top}"
+      "col.n{width:3.5em}td.n{color:#888;text-align:right}td.del{background:#fdd}td.add{background:#dfd}"
+      "td.faulty{outline:2px solid #c00}td.empty{background:#f4f4f4}tr.hunk td{background:#eef;color:#446}"
+      "pre.cmd{background:#f6f6f6;padding:.5em}</style></head><body><h1>spark audit: " +
+      std::to_string(failures.size()) + " mined case(s)</h1><p>Knowledge base <code>" + html_escape(kb) +
+      "</code>. Outlier rule: quarantine above " + html_escape(rule.describe()) +
+      ". Lines outlined in red are the mined faulty lines (removed or modified by the fix).</p>";
+  for (const auto& f : failures) {
+    out += "<section id='" + html_escape(f.case_id) + "'><h2>" + html_escape(f.case_id) + " <span class='badge " +
+           status_name(f.status) + "'>" + status_name(f.status) + "</span></h2><table class=meta>";
+    out += "<tr><td>test</td><td><code>" + html_escape(f.test_id) + "</code></td></tr>";
+    out += "<tr><td>failing commit</td><td><code>" + f.commit + "</code></td></tr>";
+    out += "<tr><td>fix</td><td><code>" + f.fixed_commit + "</code></td></tr>";
+    out += "<tr><td>faulty lines</td><td>" + (f.faulty_count ? std::to_string(*f.faulty_count) : "-") + " mined" +
+           (f.status == FailureStatus::trimmed && f.labelled
+                ? ", " + std::to_string(f.labelled->faulty_lines.size()) + " kept"
+                : "") +
+           "</td></tr>";
+    if (f.decided_at)
+      out += "<tr><td>decision</td><td>" + html_escape(f.decided_by) + ", " + date_text(f.decided_at) +
+             (f.reason.empty() ? "" : ": " + html_escape(f.reason)) + "</td></tr>";
+    out += "</table>";
+    if (!f.message.empty())
+      out += "<details><summary>error message</summary><pre>" + html_escape(f.message.substr(0, 20000)) +
+             "</pre></details>";
+    for (const auto& d : diff_files(f)) {
+      std::set<int> faulty;
+      if (f.labelled)
+        for (const auto& l : f.labelled->faulty_lines)
+          if (l.path == d.path) faulty.insert(l.line);
+      out += side_by_side_html(d, faulty);
+    }
+    out += "<pre class=cmd>spark audit accept " + html_escape(f.case_id) + "\nspark audit reject " +
+           html_escape(f.case_id) + " --reason \"…\"\nspark audit trim " + html_escape(f.case_id) +
+           " --keep LINE[,LINE…]</pre></section>";
+  }
+  return out + "</body></html>\n";
+}
+
+// "12", "12-14", "path:12", "path:12-14" → line refs (a bare number is in the test's own file).
+Result<std::vector<LineRef>> parse_keep(const std::vector<std::string>& specs, const std::string& default_path) {
+  std::vector<LineRef> out;
+  for (const auto& spec : specs) {
+    std::string path = default_path, range = spec;
+    if (auto colon = spec.rfind(':'); colon != std::string::npos) {
+      path = spec.substr(0, colon);
+      range = spec.substr(colon + 1);
+    }
+    int a = 0, b = 0;
+    char tail = 0;
+    const int n = std::sscanf(range.c_str(), "%d-%d%c", &a, &b, &tail);
+    if (n == 1) b = a;
+    if (n < 1 || n > 2 || a < 1 || b < a) return fail("--keep \"" + spec + "\": not a line or range (12, 12-14, path:12)");
+    for (int l = a; l <= b; ++l) out.push_back({path, l});
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_audit(const Common& common, const AuditArgs& args) {
+  const bool needs_id = args.action != "list";
+  if (needs_id && args.id.empty()) {
+    std::fprintf(stderr, "spark: error: audit %s: give the case id\n", args.action.c_str());
+    return 2;
+  }
+  if (args.action == "trim" && args.keep.empty()) {
+    std::fprintf(stderr, "spark: error: audit trim: give the true faulty lines with --keep\n");
+    return 2;
+  }
+  auto kb = open_kb(common, false);
+  if (!kb) return report_error(kb.error());
+  MiningStore store(**kb);
+  const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
+  if (args.action == "list") {
+    std::vector<FailureStatus> statuses = {FailureStatus::quarantined};
+    if (args.all)
+      statuses = {FailureStatus::quarantined, FailureStatus::accepted, FailureStatus::rejected, FailureStatus::trimmed,
+                  FailureStatus::labelled};
+    auto list = store.failures(statuses);
+    if (!list) return report_error(list.error());
+    auto rule = store.rule(args.sigma);
+    if (!rule) return report_error(rule.error());
+    if (!args.html.empty())
+      if (auto w = write_file_atomic(args.html, audit_html(*list, *rule, (*kb)->dir().string())); !w)
+        return report_error(w.error());
+    if (args.format == "json") {
+      json j = {{"rule", {{"n", rule->n}, {"mean", rule->mean}, {"sd", rule->sd}, {"sigma", rule->sigma},
+                          {"threshold", rule->threshold}}},
+                {"cases", json::array()}};
+      for (const auto& f : *list) j["cases"].push_back(failure_json(f));
+      return write_output("", j.dump(2) + "\n");
+    }
+    std::string out = "outlier rule: quarantine above " + rule->describe() + "\n";
+    if (list->empty()) out += args.all ? "no mined cases\n" : "the quarantine is empty\n";
+    for (const auto& f : *list) {
+      char line[512];
+      std::snprintf(line, sizeof line, "%-34s %-11s %4s lines  %s  %.10s..%.10s", f.case_id.c_str(),
+                    status_name(f.status).c_str(), f.faulty_count ? std::to_string(*f.faulty_count).c_str() : "-",
+                    f.test_id.c_str(), f.commit.c_str(), f.fixed_commit.c_str());
+      out += line;
+      if (f.decided_at) out += "  [" + f.decided_by + ", " + date_text(f.decided_at) + "]";
+      out += "\n";
+    }
+    return write_output("", out);
+  }
+  if (args.action == "show") {
+    auto f = store.failure_by_case(args.id);
+    if (!f) return report_error(f.error());
+    std::string out = f->case_id + "  " + status_name(f->status) + "\n  test:     " + f->test_id +
+                      "\n  failing:  " + f->commit + "\n  fix:      " + f->fixed_commit + "\n  faulty lines: ";
+    if (f->labelled) out += lines_text(f->labelled->faulty_lines);
+    out += "\n";
+    if (f->decided_at)
+      out += "  decided:  " + f->decided_by + ", " + date_text(f->decided_at) +
+             (f->reason.empty() ? "" : ": " + f->reason) + "\n";
+    out += "\n";
+    for (const auto& d : diff_files(*f)) {
+      auto patch = unified_diff(d.before, d.after, d.path, 3);
+      if (!patch) return report_error(patch.error());
+      out += colorize(*patch, color);
+    }
+    return write_output("", out);
+  }
+  const Decision decision = args.action == "accept" ? Decision::accept
+                            : args.action == "reject" ? Decision::reject
+                                                      : Decision::trim;
+  std::vector<LineRef> keep;
+  if (decision == Decision::trim) {
+    auto f = store.failure_by_case(args.id);
+    if (!f) return report_error(f.error());
+    auto parsed = parse_keep(args.keep, parse_test_id(f->test_id).path);
+    if (!parsed) return report_error(parsed.error());
+    keep = std::move(*parsed);
+  }
+  auto decided = store.decide(args.id, decision, author_or_default(args.author, args.repo), args.reason, keep);
+  if (!decided) return report_error(decided.error());
+  note(decided->case_id + ": " + status_name(decided->status) + " by " + decided->decided_by +
+       (decision == Decision::reject ? " (kept out of the corpus)"
+                                     : " (in the corpus with " + plural(decided->labelled->faulty_lines.size(),
+                                                                         "faulty line") + ")"));
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// spark hooks
+
+namespace {
+
+constexpr const char* kHookMarker = "# spark post-commit hook";
+
+std::string hook_script(const std::string& spark) {
+  return std::string("#!/bin/sh\n") + kHookMarker +
+         " (installed by `spark hooks install`; `spark hooks uninstall` removes it)\n"
+         "# Runs the hook that was here before, then re-runs the tests with open failures and records the outcome.\n"
+         "hook_dir=$(dirname \"$0\")\n"
+         "status=0\n"
+         "if [ -x \"$hook_dir/post-commit.spark-chained\" ]; then\n"
+         "  \"$hook_dir/post-commit.spark-chained\" \"$@\" || status=$?\n"
+         "fi\n"
+         "spark=" + shell_quote(spark) + "\n"
+         "[ -x \"$spark\" ] || spark=spark\n"
+         "\"$spark\" hooks post-commit || echo \"spark: post-commit hook failed (the commit is made)\" >&2\n"
+         "exit $status\n";
+}
+
+int hooks_install(const HooksArgs& args, const GitRepository& repo) {
+  const fs::path dir = repo.hooks_dir();
+  const fs::path hook = dir / "post-commit", chained = dir / "post-commit.spark-chained";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (fs::exists(hook)) {
+    auto text = read_file(hook);
+    if (!text) return report_error(text.error());
+    if (text->find(kHookMarker) != std::string::npos) {
+      // Installed already: rewrite (the spark path may have changed), keep what is chained.
+      if (auto w = write_file_atomic(hook, hook_script(args.spark_path)); !w) return report_error(w.error());
+      ::chmod(hook.c_str(), 0755);
+      note("post-commit hook already installed in " + dir.string() + " (refreshed)");
+      return 0;
+    }
+    if (fs::exists(chained))
+      return report_error(Error{chained.string() + " exists already and " + hook.string() +
+                                " is not spark's: move one of them away first"});
+    fs::rename(hook, chained, ec);
+    if (ec) return report_error(Error{hook.string() + ": cannot move to " + chained.string() + ": " + ec.message()});
+    note("kept your post-commit hook as " + chained.string() + "; spark's hook runs it first");
+  }
+  if (auto w = write_file_atomic(hook, hook_script(args.spark_path)); !w) return report_error(w.error());
+  ::chmod(hook.c_str(), 0755);
+  note("installed " + hook.string() + ": after each commit, tests with open failures are re-run (record.test_command)");
+  return 0;
+}
+
+int hooks_uninstall(const GitRepository& repo) {
+  const fs::path dir = repo.hooks_dir();
+  const fs::path hook = dir / "post-commit", chained = dir / "post-commit.spark-chained";
+  auto text = read_file(hook);
+  if (!text || text->find(kHookMarker) == std::string::npos) {
+    note("no spark post-commit hook in " + dir.string());
+    return 0;
+  }
+  std::error_code ec;
+  fs::remove(hook, ec);
+  if (fs::exists(chained)) fs::rename(chained, hook, ec);
+  if (ec) return report_error(Error{hook.string() + ": " + ec.message()});
+  note("removed spark's post-commit hook" + std::string(fs::exists(hook) ? "; your earlier hook is back" : ""));
+  return 0;
+}
+
+// After a commit: the tests with open failures run again (record.test_command), and their outcomes are recorded.
+int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepository& repo) {
+  if (!fs::exists(fs::path(common.kb_dir) / "kb.sqlite")) return 0;  // nothing recorded yet
+  std::vector<std::string> tests;
+  {
+    auto kb = open_kb(common, false);
+    if (!kb) return report_error(kb.error());
+    MiningStore store(**kb);
+    auto open = store.failures({FailureStatus::open});
+    if (!open) return report_error(open.error());
+    std::set<std::string> seen;
+    for (const auto& f : *open)
+      if (seen.insert(f.test_id).second) tests.push_back(f.test_id);
+  }
+  if (tests.empty()) return 0;
+  if (args.test_command.empty()) {
+    note(plural(tests.size(), "test") + " with open failures; set record.test_command in .spark.toml (e.g. "
+         "\"python3 -m pytest --junitxml={junit} {tests}\") to re-run them after each commit");
+    return 0;
+  }
+  std::string tmpl = (fs::temp_directory_path() / "spark-hook-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) return report_error(Error{"cannot make a temporary folder"});
+  const fs::path tmp = tmpl;
+  const fs::path junit = tmp / "report.xml";
+  note("re-running " + plural(tests.size(), "test") + " with open failures");
+  auto run = run_command(expand_command(args.test_command, tests, junit.string()), repo.workdir(), args.timeout);
+  int rc = 0;
+  if (!run) {
+    rc = report_error(run.error());
+  } else if (!fs::exists(junit)) {
+    rc = report_error(Error{"record.test_command wrote no JUnit report to {junit} (" + run->describe() + "):\n" +
+                            run->output.substr(run->output.size() > 2000 ? run->output.size() - 2000 : 0)});
+  } else {
+    RecordArgs record;
+    record.history = args.history;
+    record.history.repo = repo.workdir().string();
+    record.junit = junit.string();
+    record.localize = false;
+    rc = cmd_record(common, record);
+  }
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  return rc;
+}
+
+}  // namespace
+
+int cmd_hooks(const Common& common, const HooksArgs& args) {
+  auto repo = GitRepository::open(args.repo);
+  if (!repo) return report_error(repo.error());
+  if (args.action == "install") return hooks_install(args, **repo);
+  if (args.action == "uninstall") return hooks_uninstall(**repo);
+  return hooks_post_commit(common, args, **repo);
+}
+
+}  // namespace spark::cli

@@ -1,0 +1,450 @@
+#include "mining_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "sqlite_db.h"
+#include "text.h"
+
+namespace spark {
+
+using nlohmann::json;
+
+namespace {
+
+int64_t now_epoch() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string outcome_text(Outcome o) {
+  switch (o) {
+    case Outcome::passed: return "passed";
+    case Outcome::failed: return "failed";
+    case Outcome::error: return "error";
+    case Outcome::skipped: return "skipped";
+  }
+  return "skipped";
+}
+
+json files_json(const std::vector<SourceFile>& files) {
+  json a = json::array();
+  for (const auto& f : files) a.push_back({{"path", f.path}, {"content", f.content}});
+  return a;
+}
+
+std::vector<SourceFile> files_from(const std::string& text) {
+  std::vector<SourceFile> out;
+  auto a = json::parse(text, nullptr, false);
+  if (!a.is_array()) return out;
+  for (const auto& f : a) out.push_back({f.value("path", ""), f.value("content", "")});
+  return out;
+}
+
+json lines_json(const std::vector<LineRef>& lines) {
+  json a = json::array();
+  for (const auto& l : lines) a.push_back({{"path", l.path}, {"line", l.line}});
+  return a;
+}
+
+const char* kColumns =
+    "commit_sha, test_id, status, time, message, origin, snapshot, fixed_commit, case_id, faulty_count, record, "
+    "fixed_files, decided_by, decided_at, reason, kept";
+
+Result<StoredFailure> read_row(const SqliteStmt& st, const std::filesystem::path& db) {
+  StoredFailure f;
+  f.commit = st.text(0);
+  f.test_id = st.text(1);
+  f.status = parse_status(st.text(2)).value_or(FailureStatus::open);
+  if (!st.is_null(3)) f.time = st.int64(3);
+  f.message = st.text(4);
+  f.origin = st.text(5);
+  if (!st.is_null(6)) f.snapshot = files_from(st.text(6));
+  f.fixed_commit = st.text(7);
+  f.case_id = st.text(8);
+  if (!st.is_null(9)) f.faulty_count = static_cast<size_t>(st.int64(9));
+  if (!st.is_null(10)) {
+    auto record = json::parse(st.text(10), nullptr, false);
+    if (record.is_discarded()) return fail(db.string() + ": failure " + f.case_id + " has a damaged record");
+    if (!st.is_null(15)) {
+      auto kept = json::parse(st.text(15), nullptr, false);
+      if (kept.is_array()) record["faulty_lines"] = kept;
+    }
+    auto c = case_from_json(std::move(record));
+    if (!c) return fail(db.string() + ": failure " + f.case_id + ": " + c.error().message);
+    f.labelled = std::move(*c);
+  }
+  if (!st.is_null(11)) f.fixed_files = files_from(st.text(11));
+  f.decided_by = st.text(12);
+  if (!st.is_null(13)) f.decided_at = st.int64(13);
+  f.reason = st.text(14);
+  return f;
+}
+
+// The statuses whose case belongs in the corpus.
+bool in_corpus(FailureStatus s) {
+  return s == FailureStatus::labelled || s == FailureStatus::accepted || s == FailureStatus::trimmed;
+}
+
+}  // namespace
+
+Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
+                                     const SyncOptions& options) {
+  SyncReport report;
+  SqliteDb& db = kb_.database();
+  const int64_t now = now_epoch();
+
+  // 1. Outcomes in. Commits are stored as full shas; one the repository does not have is named and skipped.
+  struct Resolved {
+    const RecordedOutcome* o;
+    std::string sha;
+    std::optional<std::vector<SourceFile>> snapshot;
+  };
+  std::vector<Resolved> resolved;
+  std::map<std::string, std::string> sha_of;
+  for (const auto& o : outcomes) {
+    auto it = sha_of.find(o.commit);
+    if (it == sha_of.end()) {
+      auto sha = repo.resolve(o.commit);
+      if (!sha) {
+        report.warnings.push_back(o.origin + ": " + sha.error().message);
+        sha_of[o.commit] = "";
+        continue;
+      }
+      it = sha_of.emplace(o.commit, *sha).first;
+    }
+    if (it->second.empty()) continue;
+    Resolved r{&o, it->second, std::nullopt};
+    if (options.snapshot && (o.outcome == Outcome::failed || o.outcome == Outcome::error)) {
+      std::vector<SourceFile> files;
+      for (const auto& p : failure_paths(o.test_id, o.message)) {
+        auto content = repo.file_at(r.sha, p);
+        if (!content) {
+          report.warnings.push_back(o.origin + ": " + content.error().message);
+          continue;
+        }
+        if (*content) files.push_back({p, std::move(**content)});
+      }
+      r.snapshot = std::move(files);
+    }
+    resolved.push_back(std::move(r));
+  }
+  {
+    auto tx = SqliteTransaction::begin(db);
+    if (!tx) return std::unexpected(tx.error());
+    auto put = db.prepare(
+        "INSERT INTO outcomes(commit_sha, test_id, outcome, time, message, origin, recorded_at) VALUES (?,?,?,?,?,?,?) "
+        "ON CONFLICT(commit_sha, test_id) DO UPDATE SET outcome = excluded.outcome, time = excluded.time, "
+        "message = excluded.message, origin = excluded.origin, recorded_at = excluded.recorded_at "
+        "WHERE outcome != excluded.outcome OR message != excluded.message");
+    auto open = db.prepare(
+        "INSERT OR IGNORE INTO failures(commit_sha, test_id, status, time, message, origin, snapshot, updated_at) "
+        "VALUES (?,?,'open',?,?,?,?,?)");
+    auto flaky = db.prepare(
+        "UPDATE failures SET status = 'flaky', updated_at = ? WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
+    for (auto* st : {&put, &open, &flaky})
+      if (!*st) return std::unexpected(st->error());
+    for (const auto& r : resolved) {
+      const RecordedOutcome& o = *r.o;
+      put->bind(1, r.sha).bind(2, o.test_id).bind(3, outcome_text(o.outcome));
+      if (o.time) put->bind(4, *o.time);
+      else put->bind_null(4);
+      put->bind(5, o.message).bind(6, o.origin).bind(7, now);
+      if (auto s = put->run(); !s) return std::unexpected(s.error());
+      report.outcomes += static_cast<size_t>(sqlite3_changes(db.handle()));
+      if (o.outcome == Outcome::failed || o.outcome == Outcome::error) {
+        open->bind(1, r.sha).bind(2, o.test_id);
+        if (o.time) open->bind(3, *o.time);
+        else open->bind_null(3);
+        open->bind(4, sanitize_utf8(o.message)).bind(5, o.origin);
+        if (r.snapshot) open->bind(6, files_json(*r.snapshot).dump());
+        else open->bind_null(6);
+        open->bind(7, now);
+        if (auto s = open->run(); !s) return std::unexpected(s.error());
+        report.opened += static_cast<size_t>(sqlite3_changes(db.handle()));
+      } else if (o.outcome == Outcome::passed) {
+        if (auto s = flaky->bind(1, now).bind(2, r.sha).bind(3, o.test_id).run(); !s) return std::unexpected(s.error());
+        report.closed_flaky += static_cast<size_t>(sqlite3_changes(db.handle()));
+      }
+    }
+    if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  }
+
+  // 2. Label the open failures whose test passed later on the history. No write lock is held meanwhile.
+  auto open_failures = failures({FailureStatus::open});
+  if (!open_failures) return std::unexpected(open_failures.error());
+  struct Settled {
+    const StoredFailure* f;
+    std::string fixed;
+    Labelling labelling;
+  };
+  std::vector<Settled> settled;
+  if (!open_failures->empty()) {
+    auto history = repo.history(options.first_parent, options.since, options.until, options.tip);
+    if (!history) return std::unexpected(history.error());
+    std::unordered_map<std::string, size_t> position;
+    for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
+    const LabelOptions label_options{options.project.empty() ? default_project(repo) : options.project,
+                                     options.test_only_fixes};
+    auto passes = db.prepare("SELECT commit_sha FROM outcomes WHERE test_id = ? AND outcome = 'passed'");
+    if (!passes) return std::unexpected(passes.error());
+    std::map<std::string, std::vector<size_t>> passes_of;  // test id → positions of its passes, sorted
+    for (const auto& f : *open_failures) {
+      auto at = position.find(f.commit);
+      if (at == position.end()) {
+        ++report.not_on_history;
+        continue;
+      }
+      auto [it, fresh] = passes_of.try_emplace(f.test_id);
+      if (fresh) {
+        passes->bind(1, f.test_id);
+        for (;;) {
+          auto row = passes->step();
+          if (!row) return std::unexpected(row.error());
+          if (!*row) break;
+          if (auto p = position.find(passes->text(0)); p != position.end()) it->second.push_back(p->second);
+        }
+        passes->reset();
+        std::sort(it->second.begin(), it->second.end());
+      }
+      auto next = std::upper_bound(it->second.begin(), it->second.end(), at->second);
+      if (next == it->second.end()) continue;  // not fixed yet
+      FailureInput input{f.test_id, f.message, f.time, f.origin, f.snapshot};
+      auto labelling = label_failure(repo, input, (*history)[at->second], (*history)[*next], label_options);
+      if (!labelling) {
+        report.warnings.push_back(labelling.error().message);
+        Labelling missing;
+        missing.status = FailureStatus::missing_file;
+        missing.detail = labelling.error().message;
+        labelling = std::move(missing);
+      }
+      settled.push_back({&f, (*history)[*next].sha, std::move(*labelling)});
+    }
+  }
+
+  // 3. Settle what is still open, recompute the rule, bring the corpus in line: one transaction.
+  auto tx = SqliteTransaction::begin(db);
+  if (!tx) return std::unexpected(tx.error());
+  auto update = db.prepare(
+      "UPDATE failures SET status = ?, fixed_commit = ?, case_id = ?, faulty_count = ?, record = ?, fixed_files = ?, "
+      "reason = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
+  if (!update) return std::unexpected(update.error());
+  for (auto& s : settled) {
+    const Labelling& l = s.labelling;
+    update->bind(1, status_name(l.status)).bind(2, s.fixed);
+    if (l.labelled) {
+      update->bind(3, l.labelled->id).bind(4, static_cast<int64_t>(l.labelled->faulty_lines.size()));
+      update->bind(5, case_to_json(*l.labelled).dump()).bind(6, files_json(l.fixed_files).dump());
+    } else {
+      update->bind_null(3).bind_null(4).bind_null(5).bind_null(6);
+    }
+    update->bind(7, l.detail).bind(8, now).bind(9, s.f->commit).bind(10, s.f->test_id);
+    if (auto st = update->run(); !st) return std::unexpected(st.error());
+    if (sqlite3_changes(db.handle()) == 0) continue;  // another process settled it first
+    ++report.settled[l.status];
+    if (l.labelled) report.labelled_ids.push_back(l.labelled->id);
+  }
+  if (auto s = reconcile(options.sigma, &report); !s) return std::unexpected(s.error());
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  auto counts = status_counts();
+  if (!counts) return std::unexpected(counts.error());
+  report.still_open = (*counts)["open"];
+  return report;
+}
+
+Status MiningStore::reconcile(double sigma, SyncReport* report) {
+  SqliteDb& db = kb_.database();
+  auto all = failures({FailureStatus::labelled, FailureStatus::quarantined, FailureStatus::accepted,
+                       FailureStatus::rejected, FailureStatus::trimmed});
+  if (!all) return std::unexpected(all.error());
+  std::vector<size_t> counts;
+  for (const auto& f : *all)
+    if (f.faulty_count) counts.push_back(*f.faulty_count);
+  const OutlierRule rule = outlier_rule(counts, sigma);
+  if (report) report->rule = rule;
+  std::set<std::string> fresh;
+  if (report) fresh.insert(report->labelled_ids.begin(), report->labelled_ids.end());
+  auto set_status = db.prepare("UPDATE failures SET status = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
+  if (!set_status) return std::unexpected(set_status.error());
+  std::vector<Case> to_import;
+  std::vector<CaseOrigin> origins;
+  std::vector<std::string> to_remove;
+  for (const auto& f : *all) {
+    if (f.status != FailureStatus::labelled && f.status != FailureStatus::quarantined) continue;
+    const FailureStatus want =
+        rule.outlier(f.faulty_count.value_or(0)) ? FailureStatus::quarantined : FailureStatus::labelled;
+    const bool is_fresh = fresh.count(f.case_id) > 0;
+    if (want != f.status) {
+      set_status->bind(1, status_name(want)).bind(2, now_epoch()).bind(3, f.commit).bind(4, f.test_id);
+      if (auto s = set_status->run(); !s) return s;
+      if (report && !is_fresh)
+        (want == FailureStatus::quarantined ? report->moved_to_quarantine : report->released).push_back(f.case_id);
+    }
+    if (report && is_fresh && want == FailureStatus::quarantined) report->quarantined_ids.push_back(f.case_id);
+    if (!f.labelled) continue;
+    if (want == FailureStatus::labelled && (is_fresh || want != f.status)) {
+      to_import.push_back(*f.labelled);
+      origins.push_back({"failure " + f.commit.substr(0, 10) + " " + f.test_id});
+    } else if (want == FailureStatus::quarantined && want != f.status) {
+      to_remove.push_back(f.case_id);
+    }
+  }
+  if (report) {
+    // This sync's new cases that went to quarantine are reported as quarantined, not as labelled.
+    std::erase_if(report->labelled_ids, [&](const std::string& id) {
+      return std::find(report->quarantined_ids.begin(), report->quarantined_ids.end(), id) !=
+             report->quarantined_ids.end();
+    });
+    report->settled[FailureStatus::quarantined] += report->quarantined_ids.size();
+    report->settled[FailureStatus::labelled] -= std::min(report->settled[FailureStatus::labelled],
+                                                         report->quarantined_ids.size());
+    if (report->settled[FailureStatus::labelled] == 0) report->settled.erase(FailureStatus::labelled);
+    if (report->settled[FailureStatus::quarantined] == 0) report->settled.erase(FailureStatus::quarantined);
+  }
+  if (!to_remove.empty())
+    if (auto r = kb_.remove_cases(to_remove); !r) return std::unexpected(r.error());
+  if (!to_import.empty())
+    if (auto r = kb_.import_cases(to_import, origins, /*replace=*/true); !r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<std::vector<StoredFailure>> MiningStore::failures(const std::vector<FailureStatus>& statuses) {
+  SqliteDb& db = kb_.database();
+  std::string sql = std::string("SELECT ") + kColumns + " FROM failures";
+  if (!statuses.empty()) {
+    sql += " WHERE status IN (";
+    for (size_t i = 0; i < statuses.size(); ++i) sql += (i ? ",'" : "'") + status_name(statuses[i]) + "'";
+    sql += ")";
+  }
+  sql += " ORDER BY coalesce(time, updated_at), commit_sha, test_id";
+  auto st = db.prepare(sql);
+  if (!st) return std::unexpected(st.error());
+  std::vector<StoredFailure> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    auto f = read_row(*st, db.path());
+    if (!f) return std::unexpected(f.error());
+    out.push_back(std::move(*f));
+  }
+  return out;
+}
+
+Result<StoredFailure> MiningStore::failure_by_case(const std::string& case_id) {
+  SqliteDb& db = kb_.database();
+  auto st = db.prepare(std::string("SELECT ") + kColumns + " FROM failures WHERE case_id = ? OR substr(case_id, 1, ?) = ?");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, case_id).bind(2, static_cast<int64_t>(case_id.size())).bind(3, case_id);
+  std::vector<StoredFailure> found;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    auto f = read_row(*st, db.path());
+    if (!f) return std::unexpected(f.error());
+    if (f->case_id == case_id) return std::move(*f);
+    found.push_back(std::move(*f));
+  }
+  if (found.empty()) return fail("no mined case \"" + case_id + "\" in " + kb_.db_path().string());
+  if (found.size() > 1)
+    return fail("\"" + case_id + "\" names " + std::to_string(found.size()) + " mined cases (" + found[0].case_id +
+                ", " + found[1].case_id + (found.size() > 2 ? ", …" : "") + "); give more of the id");
+  return std::move(found.front());
+}
+
+Result<std::map<std::string, size_t>> MiningStore::status_counts() {
+  auto st = kb_.database().prepare("SELECT status, count(*) FROM failures GROUP BY status");
+  if (!st) return std::unexpected(st.error());
+  std::map<std::string, size_t> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    out[st->text(0)] = static_cast<size_t>(st->int64(1));
+  }
+  return out;
+}
+
+Result<size_t> MiningStore::outcome_count() {
+  auto st = kb_.database().prepare("SELECT count(*) FROM outcomes");
+  if (!st) return std::unexpected(st.error());
+  if (auto row = st->step(); !row) return std::unexpected(row.error());
+  return static_cast<size_t>(st->int64(0));
+}
+
+Result<OutlierRule> MiningStore::rule(double sigma) {
+  auto all = failures({FailureStatus::labelled, FailureStatus::quarantined, FailureStatus::accepted,
+                       FailureStatus::rejected, FailureStatus::trimmed});
+  if (!all) return std::unexpected(all.error());
+  std::vector<size_t> counts;
+  for (const auto& f : *all)
+    if (f.faulty_count) counts.push_back(*f.faulty_count);
+  return outlier_rule(counts, sigma);
+}
+
+Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision decision, const std::string& author,
+                                          const std::string& reason, const std::vector<LineRef>& keep) {
+  SqliteDb& db = kb_.database();
+  auto tx = SqliteTransaction::begin(db);
+  if (!tx) return std::unexpected(tx.error());
+  auto found = failure_by_case(case_id);
+  if (!found) return std::unexpected(found.error());
+  StoredFailure f = std::move(*found);
+  if (!is_mined(f.status) || !f.labelled)
+    return fail(f.case_id + " is " + status_name(f.status) + ": only mined cases can be audited");
+  // The case as mined: the stored record without any earlier trim.
+  auto original = db.prepare("SELECT record FROM failures WHERE commit_sha = ? AND test_id = ?");
+  if (!original) return std::unexpected(original.error());
+  original->bind(1, f.commit).bind(2, f.test_id);
+  if (auto row = original->step(); !row) return std::unexpected(row.error());
+  auto mined = case_from_json(json::parse(original->text(0)));
+  if (!mined) return std::unexpected(mined.error());
+  FailureStatus status = FailureStatus::accepted;
+  std::optional<std::string> kept;
+  Case effective = *mined;
+  if (decision == Decision::reject) status = FailureStatus::rejected;
+  if (decision == Decision::trim) {
+    status = FailureStatus::trimmed;
+    if (keep.empty()) return fail("trim: give the lines to keep (--keep)");
+    std::vector<LineRef> lines;
+    for (const auto& k : keep) {
+      if (std::find(mined->faulty_lines.begin(), mined->faulty_lines.end(), k) == mined->faulty_lines.end())
+        return fail("trim: " + k.path + ":" + std::to_string(k.line) + " is not one of " + f.case_id +
+                    "'s mined faulty lines");
+      if (std::find(lines.begin(), lines.end(), k) == lines.end()) lines.push_back(k);
+    }
+    std::sort(lines.begin(), lines.end());
+    effective.faulty_lines = lines;
+    effective.record["faulty_lines"] = lines_json(lines);
+    kept = lines_json(lines).dump();
+  }
+  auto set = db.prepare(
+      "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, kept = ?, updated_at = ? "
+      "WHERE commit_sha = ? AND test_id = ?");
+  if (!set) return std::unexpected(set.error());
+  const int64_t now = now_epoch();
+  set->bind(1, status_name(status)).bind(2, author).bind(3, now).bind(4, reason);
+  if (kept) set->bind(5, *kept);
+  else set->bind_null(5);
+  set->bind(6, now).bind(7, f.commit).bind(8, f.test_id);
+  if (auto s = set->run(); !s) return std::unexpected(s.error());
+  if (in_corpus(status)) {
+    auto r = kb_.import_cases({effective}, {{"audit of " + f.case_id}}, /*replace=*/true);
+    if (!r) return std::unexpected(r.error());
+  } else if (auto r = kb_.remove_cases({f.case_id}); !r) {
+    return std::unexpected(r.error());
+  }
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  f.status = status;
+  f.decided_by = author;
+  f.decided_at = now;
+  f.reason = reason;
+  f.labelled = std::move(effective);
+  return f;
+}
+
+}  // namespace spark

@@ -1,0 +1,92 @@
+// The miner's state in the knowledge base: every recorded outcome, keyed by (commit, test id), and every failure
+// with what became of it (open, labelled, quarantined, an audit decision, or why it labels nothing).
+//
+// `sync` is the one way state changes after new outcomes arrive (from `spark mine` or `spark record`):
+//   1. in one transaction: store the outcomes; a failing outcome opens a failure unless it is known already;
+//   2. without holding the write lock: label every open failure whose test later passed on the history (reading git
+//      objects, no checkout);
+//   3. in one transaction: settle those failures that are still open (another process may have settled them
+//      meanwhile: it wins, nothing is done twice), recompute the 3-sigma rule over every mined case, and bring the
+//      corpus in line: labelled cases are in the knowledge base, quarantined ones are not; a case the recomputed rule
+//      now calls an outlier moves to quarantine and one it no longer does moves back. A person's decisions (accept,
+//      reject, trim) are never changed.
+// An interrupted sync leaves the store as it was before step 1 or 3; running it again finishes the work.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "knowledge_base.h"
+#include "miner.h"
+
+namespace spark {
+
+struct SyncOptions {
+  bool first_parent = true;
+  std::optional<int64_t> since, until;
+  std::string tip;          // the history is walked from here (default HEAD)
+  double sigma = 3.0;
+  std::string project;      // default: the repository's folder name
+  bool test_only_fixes = false;
+  bool snapshot = false;    // keep each new failure's test files (from git objects) with it: `spark record`
+};
+
+struct SyncReport {
+  size_t outcomes = 0;           // outcomes stored (new or changed)
+  size_t opened = 0;             // failures this sync opened
+  size_t closed_flaky = 0;       // failures whose test passed at the same commit
+  std::map<FailureStatus, size_t> settled;  // failures this sync settled, by status
+  std::vector<std::string> labelled_ids, quarantined_ids;  // this sync's new cases
+  std::vector<std::string> moved_to_quarantine, released;  // earlier cases the recomputed rule moved
+  size_t still_open = 0;         // failures with no later pass yet (over the whole store)
+  size_t not_on_history = 0;     // open failures whose commit is not on the walked history
+  OutlierRule rule;              // over every mined case, after this sync
+  std::vector<std::string> warnings;
+};
+
+struct StoredFailure {
+  std::string commit, test_id;
+  FailureStatus status = FailureStatus::open;
+  std::optional<int64_t> time;
+  std::string message, origin;
+  std::optional<std::vector<SourceFile>> snapshot;
+  std::string fixed_commit;
+  std::string case_id;
+  std::optional<size_t> faulty_count;  // as mined (before any trim)
+  std::optional<Case> labelled;        // the case as it is (trimmed when trimmed)
+  std::vector<SourceFile> fixed_files;
+  std::string decided_by, reason;
+  std::optional<int64_t> decided_at;
+};
+
+enum class Decision { accept, reject, trim };
+
+class MiningStore {
+ public:
+  explicit MiningStore(KnowledgeBase& kb) : kb_(kb) {}
+
+  Result<SyncReport> sync(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
+                          const SyncOptions& options);
+
+  // Failures with any of these statuses (all when empty), oldest first.
+  Result<std::vector<StoredFailure>> failures(const std::vector<FailureStatus>& statuses = {});
+  // The failure whose mined case has this id (or a unique prefix of it).
+  Result<StoredFailure> failure_by_case(const std::string& case_id);
+  Result<std::map<std::string, size_t>> status_counts();
+  Result<size_t> outcome_count();
+  Result<OutlierRule> rule(double sigma);
+
+  // A person's audit decision on a mined case (normally a quarantined one; a decision can be changed). accept: the
+  // case joins the corpus as mined; reject: it never does (the fix was a refactoring, not a fault); trim: it joins
+  // with only `keep` as its faulty lines, which must be some of the mined ones. Stored with author and time.
+  Result<StoredFailure> decide(const std::string& case_id, Decision decision, const std::string& author,
+                               const std::string& reason, const std::vector<LineRef>& keep = {});
+
+ private:
+  Status reconcile(double sigma, SyncReport* report);
+  KnowledgeBase& kb_;
+};
+
+}  // namespace spark

@@ -1,0 +1,250 @@
+#include "test_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "text.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+std::string CommandResult::describe() const {
+  if (timed_out) return "timed out after " + std::to_string(static_cast<long long>(seconds + 0.5)) + " s";
+  if (signal) return std::string("killed by signal ") + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  return "exit " + std::to_string(exit_code);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string expand_command(const std::string& command, const std::vector<std::string>& tests,
+                           const std::string& junit) {
+  std::string quoted;
+  for (const auto& t : tests) quoted += (quoted.empty() ? "" : " ") + shell_quote(t);
+  std::string out;
+  for (size_t i = 0; i < command.size();) {
+    if (command.compare(i, 9, "{test_id}") == 0) {
+      out += quoted;
+      i += 9;
+    } else if (command.compare(i, 7, "{tests}") == 0) {
+      out += quoted;
+      i += 7;
+    } else if (command.compare(i, 7, "{junit}") == 0) {
+      out += shell_quote(junit);
+      i += 7;
+    } else {
+      out += command[i++];
+    }
+  }
+  return out;
+}
+
+Result<CommandResult> run_command(const std::string& command, const fs::path& cwd, double timeout_seconds,
+                                  size_t max_output) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return fail(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    if (::chdir(cwd.c_str()) != 0) {
+      std::fprintf(stderr, "spark: cannot enter %s: %s\n", cwd.c_str(), std::strerror(errno));
+      ::_exit(127);
+    }
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no race with the child's own call
+  ::close(fds[1]);
+  CommandResult result;
+  std::string out;
+  const auto deadline = start + std::chrono::duration<double>(timeout_seconds);
+  bool open = true;
+  int status = 0;
+  bool reaped = false;
+  while (open) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 200)));
+    if (n > 0) {
+      char buf[8192];
+      const ssize_t got = ::read(fds[0], buf, sizeof buf);
+      if (got <= 0) open = false;
+      else {
+        out.append(buf, static_cast<size_t>(got));
+        if (out.size() > 2 * max_output) out.erase(0, out.size() - max_output);
+      }
+    }
+    // A grandchild may keep the pipe open after the command is gone: the command's end is the end.
+    if (!reaped && ::waitpid(pid, &status, WNOHANG) == pid) {
+      reaped = true;
+      // Drain what is already written, then stop.
+      ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+      char buf[8192];
+      ssize_t got;
+      while ((got = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(got));
+      open = false;
+    }
+  }
+  ::kill(-pid, SIGKILL);  // the command's whole process group: nothing it started outlives it
+  if (!reaped) ::waitpid(pid, &status, 0);
+  ::close(fds[0]);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!result.timed_out) {
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  }
+  if (out.size() > max_output) out = "[…]\n" + out.substr(out.size() - max_output);
+  result.output = sanitize_utf8(out);
+  return result;
+}
+
+namespace {
+
+// Throw-away work trees, one per commit, removed with the session.
+class Worktrees {
+ public:
+  explicit Worktrees(const GitRepository& repo) : repo_(repo) {}
+  ~Worktrees() {
+    std::error_code ec;
+    if (!root_.empty()) fs::remove_all(root_, ec);
+  }
+  Result<fs::path> at(const std::string& sha) {
+    if (root_.empty()) {
+      std::string tmpl = (fs::temp_directory_path() / "spark-run-XXXXXX").string();
+      if (!::mkdtemp(tmpl.data())) return fail(std::string("cannot make a temporary folder: ") + std::strerror(errno));
+      root_ = tmpl;
+    }
+    const fs::path dir = root_ / sha.substr(0, 12);
+    if (fs::exists(dir)) return dir;
+    if (auto s = repo_.materialize(sha, dir); !s) return std::unexpected(s.error());
+    return dir;
+  }
+
+ private:
+  const GitRepository& repo_;
+  fs::path root_;
+};
+
+}  // namespace
+
+Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& test_id, const std::string& from,
+                                const std::string& to, const BisectOptions& options) {
+  BisectResult result;
+  result.test_id = test_id;
+  auto from_sha = repo.resolve(from);
+  if (!from_sha) return std::unexpected(from_sha.error());
+  auto to_sha = repo.resolve(to);
+  if (!to_sha) return std::unexpected(to_sha.error());
+  auto history = repo.history(options.first_parent, std::nullopt, std::nullopt, *to_sha);
+  if (!history) return std::unexpected(history.error());
+  size_t f = history->size();
+  for (size_t i = 0; i < history->size(); ++i)
+    if ((*history)[i].sha == *from_sha) f = i;
+  if (f == history->size())
+    return fail(from + " is not on the " + std::string(options.first_parent ? "first-parent " : "") + "history of " + to);
+  const size_t t = history->size() - 1;
+  Worktrees trees(repo);
+  std::map<size_t, CommandResult> last;
+  const auto run = [&](size_t i) -> Result<bool> {
+    const CommitInfo& c = (*history)[i];
+    auto dir = trees.at(c.sha);
+    if (!dir) return std::unexpected(dir.error());
+    auto r = run_command(expand_command(options.command, {test_id}), *dir, options.timeout);
+    if (!r) return std::unexpected(r.error());
+    ++result.runs;
+    if (options.progress)
+      options.progress(test_id + " at " + c.sha.substr(0, 10) + ": " + (r->passed() ? "passed" : "failed") + " (" +
+                       r->describe() + ", " + std::to_string(static_cast<int>(r->seconds * 1000)) + " ms)");
+    last[i] = std::move(*r);
+    return last[i].passed();
+  };
+  const auto record = [&](size_t i) {
+    const CommandResult& r = last.at(i);
+    RecordedOutcome o;
+    o.commit = (*history)[i].sha;
+    o.time = (*history)[i].time;
+    o.test_id = test_id;
+    o.outcome = r.passed() ? Outcome::passed : Outcome::failed;
+    if (!r.passed())
+      o.message = r.output + (r.timed_out || r.signal ? "\n[spark: " + r.describe() + "]\n" : std::string());
+    o.origin = "run at " + o.commit.substr(0, 10);
+    result.outcomes.push_back(std::move(o));
+  };
+  auto at_from = run(f);
+  if (!at_from) return std::unexpected(at_from.error());
+  record(f);
+  if (*at_from) {
+    result.note = "passes at " + from_sha->substr(0, 10) + ": nothing to fix";
+    return result;
+  }
+  if (f == t) {
+    result.note = "fails at " + to + ", the end of the range";
+    return result;
+  }
+  auto at_to = run(t);
+  if (!at_to) return std::unexpected(at_to.error());
+  if (!*at_to) {
+    record(t);
+    result.note = "still fails at " + to + " (" + to_sha->substr(0, 10) + ")";
+    return result;
+  }
+  size_t lo = f, hi = t;  // fails at lo, passes at hi
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    auto passed = run(mid);
+    if (!passed) return std::unexpected(passed.error());
+    (*passed ? hi : lo) = mid;
+  }
+  // The boundary, checked by running both sides again.
+  auto lo_again = run(lo);
+  if (!lo_again) return std::unexpected(lo_again.error());
+  auto hi_again = run(hi);
+  if (!hi_again) return std::unexpected(hi_again.error());
+  // Only the failure at `from` and its fix are recorded: the failing commits in between would each become a case of
+  // their own, the same fault again.
+  if (!*lo_again && *hi_again) {
+    record(hi);
+    result.fix = (*history)[hi].sha;
+    return result;
+  }
+  // Not monotonic: a flaky test or a range that broke and mended again. Scan it in order instead.
+  result.flaky = true;
+  for (size_t i = f + 1; i <= t; ++i) {
+    auto passed = run(i);
+    if (!passed) return std::unexpected(passed.error());
+    if (*passed) {
+      record(i);
+      result.fix = (*history)[i].sha;
+      return result;
+    }
+  }
+  result.note = "flaky: no passing commit found by the linear scan";
+  return result;
+}
+
+}  // namespace spark

@@ -1,0 +1,60 @@
+// Running a user's test command, and finding a failure's fix by running it (for repositories without recorded
+// outcomes): each commit needed is written into a throw-away work tree from git objects, the command runs there
+// with a timeout, and the first passing commit is found by bisection with a check of the boundary found.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "git_history.h"
+#include "miner.h"
+
+namespace spark {
+
+struct CommandResult {
+  int exit_code = -1;   // when it exited
+  int signal = 0;       // when a signal ended it (it killed itself, or was killed)
+  bool timed_out = false;
+  std::string output;   // standard output and error interleaved; the tail when long
+  double seconds = 0;
+  bool passed() const { return exit_code == 0 && !timed_out && signal == 0; }
+  std::string describe() const;  // "exit 1", "timed out after 5 s", "killed by signal 9"
+};
+
+// Runs `command` with /bin/sh in `cwd`. On timeout the whole process group is killed. Keeps the last
+// `max_output` bytes of output.
+Result<CommandResult> run_command(const std::string& command, const std::filesystem::path& cwd, double timeout_seconds,
+                                  size_t max_output = 64 * 1024);
+
+// A word for /bin/sh: single-quoted.
+std::string shell_quote(const std::string& s);
+
+// `command` with {test_id} (or {tests}) replaced by the shell-quoted test id(s) and {junit} by the quoted path.
+std::string expand_command(const std::string& command, const std::vector<std::string>& tests,
+                           const std::string& junit = "");
+
+struct BisectOptions {
+  std::string command;  // "CMD {test_id}"
+  double timeout = 600;
+  bool first_parent = true;
+  std::function<void(const std::string&)> progress;  // one line per run
+};
+
+struct BisectResult {
+  std::string test_id;
+  std::optional<std::string> fix;        // the first passing commit
+  bool flaky = false;                    // the range was not monotonic: found by a linear scan instead
+  size_t runs = 0;
+  std::vector<RecordedOutcome> outcomes;  // the failure at `from` and the fix's pass, for the mining store
+  std::string note;                       // why there is no fix
+};
+
+// For a test failing at `from`, the first commit after it on the history up to `to` where it passes. Runs the
+// command O(log n) times (plus the boundary check); a non-monotonic range falls back to a linear scan, flagged.
+Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& test_id, const std::string& from,
+                                const std::string& to, const BisectOptions& options);
+
+}  // namespace spark

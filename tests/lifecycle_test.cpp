@@ -1,0 +1,482 @@
+// The miner's lifecycle on real repositories the tests make: mining into the knowledge base (incremental, resumable
+// after a kill), the recomputed 3-sigma rule, the audit, `spark record` in CI (also two at once), the post-commit
+// hook, and `--run` bisection with real pytest.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "case.h"
+#include "git_history.h"
+#include "knowledge_base.h"
+#include "mining_store.h"
+#include "test_runner.h"
+#include "test_util.h"
+
+namespace spark {
+namespace {
+
+using testing::run_spark;
+using testing::TempDir;
+using testing::write_file;
+
+void git(const TempDir& dir, const std::string& args, const std::string& date = "2026-01-01T00:00:00Z") {
+  const std::string cmd = "cd '" + dir.path().string() + "' && GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t " +
+                          "GIT_COMMITTER_EMAIL=t@x GIT_AUTHOR_DATE=" + date + " GIT_COMMITTER_DATE=" + date +
+                          " git -c init.defaultBranch=main -c commit.gpgsign=false " + args + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+std::string head_sha(const TempDir& dir) {
+  auto repo = GitRepository::open(dir.path());
+  return *(*repo)->resolve("HEAD");
+}
+
+std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
+
+// A history of `n` test fixes: fix i rewrites `sizes[i]` lines of tests/test_m.py; outcomes say test_i failed
+// before fix i and passed after it. Returns the outcome lines (JSONL), one string per fix.
+std::vector<std::string> fix_history(const TempDir& dir, const std::vector<int>& sizes) {
+  git(dir, "init");
+  std::string content;
+  for (int i = 0; i < 40; ++i) content += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+  write_file(dir / "tests" / "test_m.py", content);
+  git(dir, "add -A");
+  git(dir, "commit -m base", day(1));
+  std::vector<std::string> out;
+  for (size_t n = 0; n < sizes.size(); ++n) {
+    const std::string test = "tests/test_m.py::test_" + std::to_string(n);
+    std::string lines = "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test +
+                        "\", \"outcome\": \"failed\", \"message\": \"E boom " + std::to_string(n) + "\"}\n";
+    for (int l = 0; l < sizes[n]; ++l) {
+      const std::string from = "x" + std::to_string(l) + " = ";
+      content.insert(content.find(from) + from.size(), "1 + ");
+    }
+    write_file(dir / "tests" / "test_m.py", content);
+    git(dir, "commit -am fix" + std::to_string(n), day(static_cast<int>(n) + 2));
+    lines += "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test + "\", \"outcome\": \"passed\"}\n";
+    out.push_back(lines);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v, size_t from, size_t to) {
+  std::string s;
+  for (size_t i = from; i < to && i < v.size(); ++i) s += v[i];
+  return s;
+}
+
+size_t stored_cases(const TempDir& dir) {
+  auto kb = KnowledgeBase::open(dir / ".spark", false);
+  if (!kb) return 0;
+  return *(*kb)->count();
+}
+
+TEST(spark_mine_store, incremental_runs_and_the_rule_recomputed_as_the_corpus_grows) {
+  TempDir dir;
+  std::vector<int> sizes(12, 1);
+  sizes.push_back(30);
+  const auto outcomes = fix_history(dir, sizes);
+  // Twelve one-line fixes: all equal, nothing is an outlier.
+  write_file(dir / "o1.jsonl", joined(outcomes, 0, 12));
+  auto r1 = run_spark({"mine", "--outcomes", "o1.jsonl"}, dir.path());
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("stored 24 outcomes"), std::string::npos) << r1.err;
+  EXPECT_NE(r1.err.find("12 labelled into the corpus"), std::string::npos) << r1.err;
+  EXPECT_EQ(stored_cases(dir), 12u);
+  // The same file again: nothing new.
+  auto again = run_spark({"mine", "--outcomes", "o1.jsonl"}, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("stored 0 outcomes (new or changed); opened 0 failures"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("settled 0 failures"), std::string::npos) << again.err;
+  // The thirty-line rewrite arrives: the rule over all thirteen quarantines it.
+  write_file(dir / "o2.jsonl", joined(outcomes, 12, 13));
+  auto r2 = run_spark({"mine", "--outcomes", "o2.jsonl"}, dir.path());
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("1 quarantined for audit"), std::string::npos) << r2.err;
+  EXPECT_NE(r2.err.find("(over 13 mined cases)"), std::string::npos) << r2.err;
+  EXPECT_EQ(stored_cases(dir), 12u);
+  // A looser rule releases it into the corpus; the default rule moves it back.
+  auto loose = run_spark({"mine", "--outcomes", "o2.jsonl", "--sigma", "10"}, dir.path());
+  ASSERT_EQ(loose.exit_code, 0) << loose.err;
+  EXPECT_NE(loose.err.find("back in the corpus by the recomputed rule"), std::string::npos) << loose.err;
+  EXPECT_EQ(stored_cases(dir), 13u);
+  auto strict = run_spark({"mine", "--outcomes", "o2.jsonl", "-o", "-", "--quarantine", "q.jsonl"}, dir.path());
+  ASSERT_EQ(strict.exit_code, 0) << strict.err;
+  EXPECT_NE(strict.err.find("moved to quarantine by the recomputed rule"), std::string::npos) << strict.err;
+  EXPECT_EQ(stored_cases(dir), 12u);
+  // -o - writes the mined corpus (all twelve), --quarantine the quarantine.
+  size_t lines = 0;
+  for (char c : strict.out) lines += c == '\n';
+  EXPECT_EQ(lines, 12u);
+  EXPECT_NE(testing::slurp(dir / "q.jsonl").find("\"tests/test_m.py::test_12\""), std::string::npos);
+}
+
+TEST(spark_mine_store, a_killed_mine_leaves_a_consistent_store_and_resumes) {
+  TempDir dir;
+  std::vector<int> sizes;
+  for (int i = 0; i < 36; ++i) sizes.push_back(1 + i % 3);
+  const auto outcomes = fix_history(dir, sizes);
+  write_file(dir / "all.jsonl", joined(outcomes, 0, outcomes.size()));
+  // A reference run in a copy of the knowledge base folder.
+  auto ref = run_spark({"--kb", "ref", "mine", "--outcomes", "all.jsonl", "-o", "ref.jsonl"}, dir.path());
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  // Kill -9 at varying moments; after each, the store is consistent: every case in the corpus belongs to a
+  // settled failure, and no failure is settled without its case.
+  for (int delay_ms : {2, 5, 10, 20, 40}) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (chdir(dir.path().c_str()) != 0) _exit(127);
+      execl(SPARK_BINARY, SPARK_BINARY, "mine", "--outcomes", "all.jsonl", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    auto kb = KnowledgeBase::open(dir / ".spark", true);
+    ASSERT_TRUE(kb) << kb.error().message;
+    MiningStore store(**kb);
+    auto labelled = store.failures({FailureStatus::labelled});
+    ASSERT_TRUE(labelled);
+    EXPECT_EQ(*(*kb)->count(), labelled->size()) << "after a kill at " << delay_ms << " ms";
+  }
+  auto done = run_spark({"mine", "--outcomes", "all.jsonl", "-o", "resumed.jsonl"}, dir.path());
+  ASSERT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_EQ(testing::slurp(dir / "resumed.jsonl"), testing::slurp(dir / "ref.jsonl"));
+  EXPECT_EQ(stored_cases(dir), 36u);
+}
+
+TEST(spark_audit, lists_shows_and_records_decisions_with_author_and_time) {
+  TempDir dir;
+  std::vector<int> sizes(12, 1);
+  sizes.push_back(30);
+  const auto outcomes = fix_history(dir, sizes);
+  git(dir, "config user.name Auditor");
+  git(dir, "config user.email audit@example.org");
+  write_file(dir / "all.jsonl", joined(outcomes, 0, outcomes.size()));
+  ASSERT_EQ(run_spark({"mine", "--outcomes", "all.jsonl"}, dir.path()).exit_code, 0);
+  auto list = run_spark({"audit", "--format", "json"}, dir.path());
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto j = nlohmann::json::parse(list.out);
+  ASSERT_EQ(j["cases"].size(), 1u);
+  const std::string id = j["cases"][0]["id"];
+  EXPECT_EQ(j["cases"][0]["status"], "quarantined");
+  EXPECT_EQ(j["cases"][0]["faulty_lines_mined"], 30);
+  EXPECT_NEAR(j["rule"]["threshold"].get<double>(), 26.41, 0.01);
+  // show: the fix's diff, git's format.
+  auto show = run_spark({"audit", "show", id.substr(0, id.size() - 3), "--color", "never"}, dir.path());
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("--- a/tests/test_m.py"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("-x0 = 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 0"), std::string::npos) << show.out;
+  // HTML with side-by-side diffs.
+  ASSERT_EQ(run_spark({"audit", "--html", "audit.html"}, dir.path()).exit_code, 0);
+  const std::string html = testing::slurp(dir / "audit.html");
+  EXPECT_NE(html.find("<table class=diff>"), std::string::npos);
+  EXPECT_NE(html.find("class='del faulty'"), std::string::npos);
+  // trim: only lines the fix touched may be kept.
+  auto bad_trim = run_spark({"audit", "trim", id, "--keep", "35"}, dir.path());
+  EXPECT_EQ(bad_trim.exit_code, 1);
+  EXPECT_NE(bad_trim.err.find("tests/test_m.py:35 is not one of"), std::string::npos) << bad_trim.err;
+  auto trim = run_spark({"audit", "trim", id, "--keep", "1-2,tests/test_m.py:5", "--reason", "only the first matter"},
+                        dir.path());
+  ASSERT_EQ(trim.exit_code, 0) << trim.err;
+  EXPECT_NE(trim.err.find("trimmed by Auditor <audit@example.org>"), std::string::npos) << trim.err;
+  EXPECT_EQ(stored_cases(dir), 13u);
+  auto exported = run_spark({"export"}, dir.path());
+  EXPECT_NE(exported.out.find("\"faulty_lines\":[{\"line\":1,\"path\":\"tests/test_m.py\"},{\"line\":2,"),
+            std::string::npos);
+  // A person's decision survives a re-mine with any rule; a rejection takes the case out of the corpus.
+  ASSERT_EQ(run_spark({"mine", "--outcomes", "all.jsonl", "--sigma", "1"}, dir.path()).exit_code, 0);
+  auto after = nlohmann::json::parse(run_spark({"audit", "--all", "--format", "json"}, dir.path()).out);
+  bool found = false;
+  for (const auto& c : after["cases"])
+    if (c["id"] == id) {
+      found = true;
+      EXPECT_EQ(c["status"], "trimmed");
+      EXPECT_EQ(c["faulty_lines"].size(), 3u);
+      EXPECT_EQ(c["reason"], "only the first matter");
+    }
+  EXPECT_TRUE(found);
+  auto reject = run_spark({"audit", "reject", id, "--author", "Reviewer", "--reason", "refactoring"}, dir.path());
+  ASSERT_EQ(reject.exit_code, 0) << reject.err;
+  EXPECT_NE(reject.err.find("rejected by Reviewer"), std::string::npos);
+  auto kb = KnowledgeBase::open(dir / ".spark", false);
+  ASSERT_TRUE(kb);
+  EXPECT_FALSE(*(*kb)->find(id));
+  // Bad input: an unknown id, a missing --keep.
+  auto unknown = run_spark({"audit", "accept", "nope"}, dir.path());
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("no mined case \"nope\""), std::string::npos);
+  EXPECT_EQ(run_spark({"audit", "trim", id}, dir.path()).exit_code, 2);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// spark record, with real pytest.
+
+const char* kGood = "def test_sum():\n    values = [1, 2, 3]\n    assert sum(values) == 6\n\n\ndef test_len():\n"
+                    "    assert len('abc') == 3\n";
+
+void pytest(const TempDir& dir, const std::string& report, const std::string& tests = "tests") {
+  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -m pytest -q -p no:cacheprovider " +
+                          "--junitxml=" + report + " " + tests + " > /dev/null 2>&1";
+  (void)std::system(cmd.c_str());
+  ASSERT_TRUE(std::filesystem::exists(dir / report)) << cmd;
+}
+
+TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  std::string broken = kGood;
+  broken.replace(broken.find("[1, 2, 3]"), 9, "[1, 2, 4]");
+  write_file(dir / "tests" / "test_calc.py", broken);
+  git(dir, "add -A");
+  git(dir, "commit -m broken", day(1));
+  pytest(dir, "r1.xml");
+  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("recorded 2 outcomes"), std::string::npos) << r1.err;
+  EXPECT_NE(r1.err.find("opened 1 failure"), std::string::npos) << r1.err;
+  const auto loc = nlohmann::json::parse(r1.out);
+  ASSERT_TRUE(loc.is_array());
+  ASSERT_EQ(loc.size(), 1u);
+  EXPECT_EQ(loc[0]["test_id"], "tests/test_calc.py::test_sum") << r1.out;
+  // The failure stays open while the test is not fixed.
+  write_file(dir / "NOTES", "x\n");
+  git(dir, "add -A");
+  git(dir, "commit -m notes", day(2));
+  pytest(dir, "r2.xml");
+  auto r2 = run_spark({"record", "--junit", "r2.xml", "--no-localize"}, dir.path());
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("opened 1 failure\n"), std::string::npos) << r2.err;  // the same test, failing at a new commit
+  // The fix: the first passing run labels the failure(s) at once.
+  write_file(dir / "tests" / "test_calc.py", kGood);
+  git(dir, "commit -am fix", day(3));
+  pytest(dir, "r3.xml");
+  auto r3 = run_spark({"record", "--junit", "r3.xml"}, dir.path());
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  EXPECT_NE(r3.err.find("settled 2 failures: 2 labelled into the corpus"), std::string::npos) << r3.err;
+  auto exported = run_spark({"export"}, dir.path());
+  ASSERT_EQ(exported.exit_code, 0);
+  EXPECT_NE(exported.out.find("\"faulty_lines\":[{\"line\":2,\"path\":\"tests/test_calc.py\"}]"), std::string::npos)
+      << exported.out;
+  EXPECT_NE(exported.out.find("assert 7 == 6"), std::string::npos);
+  EXPECT_EQ(stored_cases(dir), 2u);
+  // Bad input: a truncated report is an error naming it, and nothing stored is lost.
+  write_file(dir / "cut.xml", testing::slurp(dir / "r3.xml").substr(0, 120));
+  auto cut = run_spark({"record", "--junit", "cut.xml"}, dir.path());
+  EXPECT_EQ(cut.exit_code, 1);
+  EXPECT_NE(cut.err.find("cut.xml"), std::string::npos) << cut.err;
+  EXPECT_EQ(stored_cases(dir), 2u);
+  auto bad_commit = run_spark({"record", "--junit", "r3.xml", "--commit", "feedfacefeedface"}, dir.path());
+  EXPECT_EQ(bad_commit.exit_code, 1);
+  EXPECT_NE(bad_commit.err.find("no commit \"feedfacefeedface\""), std::string::npos) << bad_commit.err;
+}
+
+TEST(spark_record, two_processes_at_once_lose_and_duplicate_nothing) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  std::string tests;
+  for (int i = 0; i < 30; ++i)
+    tests += "def test_" + std::to_string(i) + "():\n    assert " + std::to_string(i) + " % 3 != 0\n\n\n";
+  write_file(dir / "tests" / "test_many.py", tests);
+  git(dir, "add -A");
+  git(dir, "commit -m many", day(1));
+  pytest(dir, "a.xml", "tests/test_many.py -k 'test_1 or test_2'");
+  pytest(dir, "b.xml", "tests/test_many.py");
+  // Four recorders at once, two of them on the same report.
+  std::string cmd = "cd '" + dir.path().string() + "'";
+  int n = 0;
+  for (const char* r : {"a.xml", "b.xml", "b.xml", "a.xml"}) {
+    ++n;
+    cmd += "\n(" SPARK_BINARY " record --no-localize --junit " + std::string(r) + " 2> err" + std::to_string(n) +
+           "; echo $? > rc" + std::to_string(n) + ") &";
+  }
+  cmd += "\nwait";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  for (int i = 1; i <= 4; ++i)
+    EXPECT_EQ(testing::slurp(dir / ("rc" + std::to_string(i))), "0\n") << testing::slurp(dir / ("err" + std::to_string(i)));
+  auto kb = KnowledgeBase::open(dir / ".spark", false);
+  ASSERT_TRUE(kb) << kb.error().message;
+  MiningStore store(**kb);
+  EXPECT_EQ(*store.outcome_count(), 30u);
+  auto open = store.failures({FailureStatus::open});
+  ASSERT_TRUE(open);
+  EXPECT_EQ(open->size(), 10u);  // 0, 3, …, 27: once each
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The post-commit hook.
+
+TEST(spark_hooks, install_chains_an_existing_hook_and_records_after_each_commit) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\nhook-ran\n");
+  write_file(dir / ".spark.toml",
+             "[record]\ntest_command = \"/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml={junit} {tests}\"\n");
+  std::string broken = kGood;
+  broken.replace(broken.find("[1, 2, 3]"), 9, "[1, 2, 4]");
+  write_file(dir / "tests" / "test_calc.py", broken);
+  git(dir, "add -A");
+  git(dir, "commit -m broken", day(1));
+  // The user's own hook, which must survive.
+  const auto hooks = dir / ".git" / "hooks";
+  write_file(hooks / "post-commit", "#!/bin/sh\necho ran >> hook-ran\n");
+  ASSERT_EQ(std::system(("chmod +x '" + (hooks / "post-commit").string() + "'").c_str()), 0);
+  auto install = run_spark({"hooks", "install"}, dir.path());
+  ASSERT_EQ(install.exit_code, 0) << install.err;
+  EXPECT_NE(install.err.find("kept your post-commit hook"), std::string::npos) << install.err;
+  auto twice = run_spark({"hooks", "install"}, dir.path());
+  ASSERT_EQ(twice.exit_code, 0) << twice.err;
+  EXPECT_NE(twice.err.find("already installed"), std::string::npos) << twice.err;
+  EXPECT_NE(testing::slurp(hooks / "post-commit.spark-chained").find("echo ran"), std::string::npos);
+  // CI recorded the failure; the fix is committed locally; the hook re-runs the test and labels the failure.
+  pytest(dir, "r1.xml");
+  ASSERT_EQ(run_spark({"record", "--junit", "r1.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  write_file(dir / "tests" / "test_calc.py", kGood);
+  git(dir, "commit -am fix", day(2));
+  EXPECT_NE(testing::slurp(dir / "hook-ran").find("ran"), std::string::npos);  // the chained hook ran
+  EXPECT_EQ(stored_cases(dir), 1u);
+  // Uninstall puts the user's hook back.
+  ASSERT_EQ(run_spark({"hooks", "uninstall"}, dir.path()).exit_code, 0);
+  EXPECT_NE(testing::slurp(hooks / "post-commit").find("echo ran"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(hooks / "post-commit.spark-chained"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Running tests: the command runner and --run bisection.
+
+TEST(test_runner, exit_codes_timeouts_and_signals) {
+  TempDir dir;
+  auto ok = run_command("echo hello; echo world >&2", dir.path(), 10);
+  ASSERT_TRUE(ok);
+  EXPECT_TRUE(ok->passed());
+  EXPECT_NE(ok->output.find("hello\nworld"), std::string::npos);
+  auto failed = run_command("echo nope; exit 3", dir.path(), 10);
+  ASSERT_TRUE(failed);
+  EXPECT_FALSE(failed->passed());
+  EXPECT_EQ(failed->describe(), "exit 3");
+  auto hang = run_command("echo start; sleep 30", dir.path(), 0.5);
+  ASSERT_TRUE(hang);
+  EXPECT_TRUE(hang->timed_out);
+  EXPECT_LT(hang->seconds, 5.0);
+  EXPECT_NE(hang->output.find("start"), std::string::npos);
+  auto killed = run_command("kill -9 $$", dir.path(), 10);
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(killed->signal, 9);
+  EXPECT_NE(killed->describe().find("killed by signal 9"), std::string::npos);
+  // A background child holding the output open does not keep the run alive.
+  auto bg = run_command("sleep 30 & echo done", dir.path(), 10);
+  ASSERT_TRUE(bg);
+  EXPECT_TRUE(bg->passed());
+  EXPECT_LT(bg->seconds, 5.0);
+  EXPECT_EQ(expand_command("pytest {test_id}", {"tests/a b.py::t"}), "pytest 'tests/a b.py::t'");
+  EXPECT_EQ(expand_command("x {tests} --junitxml={junit}", {"a", "it's"}, "/r.xml"),
+            "x 'a' 'it'\\''s' --junitxml='/r.xml'");
+}
+
+TEST(spark_mine_run, bisects_to_the_first_passing_commit_with_real_pytest) {
+  TempDir dir;
+  git(dir, "init");
+  std::string broken = kGood;
+  broken.replace(broken.find("[1, 2, 3]"), 9, "[1, 2, 4]");
+  write_file(dir / "tests" / "test_calc.py", broken);
+  git(dir, "add -A");
+  git(dir, "commit -m broken", day(1));
+  const std::string from = head_sha(dir);
+  for (int i = 2; i <= 6; ++i) {
+    write_file(dir / ("notes" + std::to_string(i)), "x\n");
+    git(dir, "add -A");
+    git(dir, "commit -m notes" + std::to_string(i), day(i));
+  }
+  write_file(dir / "tests" / "test_calc.py", kGood);
+  git(dir, "commit -am fix", day(7));
+  const std::string fix = head_sha(dir);
+  for (int i = 8; i <= 12; ++i) {
+    write_file(dir / ("more" + std::to_string(i)), "x\n");
+    git(dir, "add -A");
+    git(dir, "commit -m more" + std::to_string(i), day(i));
+  }
+  auto r = run_spark({"mine", "--run", "/usr/bin/python3 -m pytest -q -p no:cacheprovider {test_id}", "--test",
+                      "tests/test_calc.py::test_sum", "--from", from.substr(0, 10), "-o", "cases.jsonl"},
+                     dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("first passing commit " + fix.substr(0, 10)), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("FLAKY"), std::string::npos) << r.err;
+  // 12 commits after `from`: 2 ends + ceil(log2 12) = 4 probes + 2 checks at most.
+  size_t runs = 0;
+  for (size_t at = r.err.find("spark: run: "); at != std::string::npos; at = r.err.find("spark: run: ", at + 1)) ++runs;
+  EXPECT_LE(runs, 8u) << r.err;
+  auto cases = read_cases_jsonl(dir / "cases.jsonl");
+  ASSERT_TRUE(cases) << cases.error().message;
+  ASSERT_EQ(cases->cases.size(), 1u);
+  EXPECT_EQ(cases->cases[0].faulty_lines.at(0).line, 2);
+  EXPECT_EQ(*cases->cases[0].fixed_commit, fix);
+  EXPECT_NE(cases->cases[0].error_message.find("assert 7 == 6"), std::string::npos);  // the run's output
+  // The repository's own work tree was not touched.
+  EXPECT_EQ(testing::slurp(dir / "tests" / "test_calc.py"), kGood);
+}
+
+TEST(spark_mine_run, a_flaky_range_falls_back_to_a_linear_scan_and_is_flagged) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / "state", "0\n");
+  git(dir, "add -A");
+  git(dir, "commit -m c1", day(1));
+  const std::string from = head_sha(dir);
+  std::string fix;
+  for (int i = 2; i <= 8; ++i) {
+    if (i == 6) write_file(dir / "ok", "yes\n");  // passes from commit 6 on
+    if (i == 5) write_file(dir / "flaky", "yes\n");  // commit 5 passes only the first time it runs
+    if (i == 6) std::filesystem::remove(dir / "flaky");
+    write_file(dir / "state", std::to_string(i) + "\n");
+    git(dir, "add -A");
+    git(dir, "commit -m c" + std::to_string(i), day(i));
+    if (i == 6) fix = head_sha(dir);
+  }
+  const std::string seen = (dir / "seen").string();
+  const std::string cmd = "test -f ok && exit 0; if test -f flaky && ! test -f '" + seen + "'; then touch '" + seen +
+                          "'; exit 0; fi; echo failing {test_id}; exit 1";
+  auto r = run_spark({"mine", "--run", cmd, "--test", "tests/test_x.py::test_x", "--from", from}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("FLAKY"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("first passing commit " + fix.substr(0, 10)), std::string::npos) << r.err;
+  // Bad input: --run without the tests, a --from that is not a commit, a command that hangs.
+  EXPECT_EQ(run_spark({"mine", "--run", "true {test_id}"}, dir.path()).exit_code, 2);
+  auto bad = run_spark({"mine", "--run", "true {test_id}", "--test", "t", "--from", "nope"}, dir.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("no commit \"nope\""), std::string::npos) << bad.err;
+  auto hang = run_spark({"mine", "--run", "sleep 30 # {test_id}", "--test", "t", "--from", from, "--run-timeout", "0.3"},
+                        dir.path());
+  EXPECT_EQ(hang.exit_code, 0) << hang.err;
+  EXPECT_NE(hang.err.find("timed out after"), std::string::npos) << hang.err;
+  EXPECT_NE(hang.err.find("still fails at HEAD"), std::string::npos) << hang.err;
+}
+
+TEST(spark_mine, a_shallow_clone_names_the_missing_history) {
+  TempDir dir;
+  std::vector<int> sizes(3, 1);
+  const auto outcomes = fix_history(dir, sizes);
+  TempDir clone;
+  const std::string cmd = "git clone -q --depth 1 'file://" + dir.path().string() + "' '" + (clone / "c").string() +
+                          "' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  write_file(clone / "o.jsonl", joined(outcomes, 0, 3));
+  auto r = run_spark({"mine", "--repo", "c", "--outcomes", "o.jsonl"}, clone.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("shallow clone"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("git fetch --unshallow"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace spark
