@@ -2,7 +2,7 @@
 // HEAD with each commit's patch under a path prefix (libgit2, GitRepository::for_each_patch) versus
 // `git log -p --first-parent -- PREFIX > /dev/null`. Prints each run, the medians and the ratio, and peak memory.
 //
-//   spark_history_walk REPO [--prefix test/] [--runs 3]
+//   spark_history_walk REPO [--prefix test/] [--runs 3] [--threads N (default: one per core)]
 //
 // Target (issue 4): spark's wall time ≤ 1.5 × git's, memory bounded (one commit's patch in memory at a time).
 #include <sys/resource.h>
@@ -58,14 +58,16 @@ std::pair<double, long> run_git(const std::string& repo, const std::vector<std::
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: spark_history_walk REPO [--prefix test/] [--runs 3]\n");
+    std::fprintf(stderr, "usage: spark_history_walk REPO [--prefix test/] [--runs 3] [--threads N]\n");
     return 2;
   }
   std::string repo_path = argv[1], prefix = "test/";
   int runs = 3;
+  size_t threads = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--prefix") == 0) prefix = argv[i + 1];
     else if (std::strcmp(argv[i], "--runs") == 0) runs = std::max(1, std::atoi(argv[i + 1]));
+    else if (std::strcmp(argv[i], "--threads") == 0) threads = static_cast<size_t>(std::max(1, std::atoi(argv[i + 1])));
   }
   auto repo = spark::GitRepository::open(repo_path);
   if (!repo) {
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
         bytes += patch.size();
         largest = std::max(largest, patch.size());
         return {};
-      });
+      }, threads);
       if (!s) {
         std::fprintf(stderr, "%s\n", s.error().message.c_str());
         std::exit(1);
@@ -113,6 +115,7 @@ int main(int argc, char** argv) {
   rusage self{};
   getrusage(RUSAGE_SELF, &self);
   const double s = median(spark_s), g = median(git_s), gnr = median(git_nr_s);
+  std::printf("patch workers: %s\n", threads ? std::to_string(threads).c_str() : "one per core");
   std::printf("commits touching %s: %zu; patch text %.1f MB in all, largest %.1f MB\n", prefix.c_str(), commits,
               static_cast<double>(bytes) / 1e6, static_cast<double>(largest) / 1e6);
   std::printf("median of %d: spark %.2f s, git log -p %.2f s (ratio %.2f), git log -p --no-renames %.2f s (ratio %.2f)\n",
