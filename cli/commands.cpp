@@ -509,13 +509,15 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     }
     if (args.format == "json") {
       json_all.push_back(nlohmann::json::parse(report_json(r, ctx)));
-    } else if (args.format == "sarif") {
+    }
+    if (args.format == "sarif" || !args.sarif_output.empty()) {
       auto doc = nlohmann::json::parse(report_sarif(r, ctx));
       if (sarif.is_null()) sarif = std::move(doc);
       else for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
-    } else if (args.format == "github") {
+    }
+    if (args.format == "github") {
       out += report_github(r, ctx);
-    } else {
+    } else if (args.format == "text") {
       if (queries.size() > 1)
         out += (i ? "\n" : "") + std::string("== ") + queries[i].id +
                (queries[i].id == queries[i].test_id ? "" : " (" + queries[i].test_id + ")") + "\n";
@@ -528,6 +530,8 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
   if (args.format == "json") out = (batch ? json_all.dump(2) : json_all.empty() ? std::string("null") : json_all[0].dump(2)) + "\n";
   if (args.format == "sarif" && !sarif.is_null()) out = sarif.dump(2) + "\n";
+  if (!args.sarif_output.empty() && !sarif.is_null())
+    if (auto w = write_file_atomic(args.sarif_output, sarif.dump(2) + "\n"); !w) return report_error(w.error());
   if (llm_failed && args.require_llm) {
     std::fprintf(stderr, "spark: error: --require-llm: the LLM could not be used (see above)\n");
     return 1;

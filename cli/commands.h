@@ -57,6 +57,7 @@ struct LocalizeArgs {
   size_t k = 5;
   std::string level = "line";
   std::string format = "text";
+  std::string sarif_output;  // also write SARIF here (any --format)
   double similarity_floor = 0.10;
   bool show_annotated = false;
   std::string color = "auto";

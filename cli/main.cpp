@@ -155,6 +155,8 @@ int main(int argc, char** argv) {
   record->add_flag("--no-localize", no_localize_flag, "only record; do not localize the failures");
   record->add_option("--format", rec.localize_args.format, "text | json | sarif | github")
       ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
+  std::string record_sarif;
+  record->add_option("--sarif", record_sarif, "also write the localization as SARIF to this file (code scanning)");
   bind(record, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
   bind(record, "--mode", "llm.mode", "builtin | baseline | default | random | annotation-free | directive | naive-rag")
       ->check(CLI::IsMember({"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag"}));
@@ -267,6 +269,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     rec.localize_args.format = format;
+    rec.localize_args.sarif_output = record_sarif;
     rec.localize = !no_localize_flag;
     return cmd_record(common, rec);
   }

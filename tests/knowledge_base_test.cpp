@@ -1,4 +1,5 @@
 #include "knowledge_base.h"
+#include "sqlite_db.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -90,6 +91,28 @@ TEST(KnowledgeBase, refuses_a_newer_schema_a_foreign_database_and_a_corrupt_file
   auto missing = KnowledgeBase::open(dir / "none", false);
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("no knowledge base at"), std::string::npos);
+}
+
+TEST(KnowledgeBase, a_schema_1_store_is_upgraded_in_place_keeping_its_cases) {
+  TempDir dir;
+  {
+    auto kb = KnowledgeBase::open(dir / "kb", true);
+    ASSERT_TRUE(kb);
+    ASSERT_TRUE((*kb)->import_cases({make("old", 1)}, {}, false));
+  }
+  // What a schema-1 store looked like: no miner tables.
+  sqlite3* db = nullptr;
+  sqlite3_open((dir / "kb" / "kb.sqlite").c_str(), &db);
+  sqlite3_exec(db, "DROP TABLE outcomes; DROP TABLE failures; PRAGMA user_version=1", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto kb = KnowledgeBase::open(dir / "kb", false);
+  ASSERT_TRUE(kb) << kb.error().message;
+  EXPECT_TRUE((*kb)->find("old")->has_value());
+  auto st = (*kb)->database().prepare("SELECT count(*) FROM failures");
+  ASSERT_TRUE(st) << st.error().message;
+  auto version = (*kb)->database().prepare("PRAGMA user_version");
+  ASSERT_TRUE(version && *version->step());
+  EXPECT_EQ(version->int64(0), kSchemaVersion);
 }
 
 TEST(KnowledgeBase, concurrent_writers_wait_instead_of_failing) {

@@ -480,3 +480,39 @@ TEST(spark_mine, a_shallow_clone_names_the_missing_history) {
 
 }  // namespace
 }  // namespace spark
+
+namespace spark {
+namespace {
+
+TEST(ci_post_failure_script, records_localizes_for_github_and_writes_sarif) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / ".gitignore", "*.xml\n*.sarif\n.spark/\n__pycache__/\n");
+  std::string broken = kGood;
+  broken.replace(broken.find("[1, 2, 3]"), 9, "[1, 2, 4]");
+  write_file(dir / "tests" / "test_calc.py", broken);
+  git(dir, "add -A");
+  git(dir, "commit -m broken", day(1));
+  pytest(dir, "report.xml");
+  const std::string script = std::string(SPARK_SOURCE_DIR) + "/hooks/ci-post-failure.sh";
+  const std::string cmd = "cd '" + dir.path().string() + "' && SPARK=" SPARK_BINARY " GITHUB_ACTIONS=true GITHUB_SHA=" +
+                          head_sha(dir) + " sh '" + script + "' report.xml spark.sarif > out.txt 2> err.txt";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string out = testing::slurp(dir / "out.txt");
+  EXPECT_NE(out.find("::"), std::string::npos) << out << testing::slurp(dir / "err.txt");
+  EXPECT_NE(out.find("tests/test_calc.py"), std::string::npos) << out;
+  const auto sarif = nlohmann::json::parse(testing::slurp(dir / "spark.sarif"));
+  EXPECT_FALSE(sarif["runs"][0]["results"].empty());
+  auto kb = KnowledgeBase::open(dir / ".spark", false);
+  ASSERT_TRUE(kb) << kb.error().message;
+  MiningStore store(**kb);
+  EXPECT_EQ(store.failures({FailureStatus::open})->size(), 1u);
+  // No report (the test step died before writing it): a message, and the job is not failed by spark.
+  const std::string none = "cd '" + dir.path().string() + "' && SPARK=" SPARK_BINARY " sh '" + script +
+                           "' missing.xml 2> err2.txt";
+  EXPECT_EQ(std::system(none.c_str()), 0);
+  EXPECT_NE(testing::slurp(dir / "err2.txt").find("no JUnit report at missing.xml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spark
