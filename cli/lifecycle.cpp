@@ -132,8 +132,10 @@ int cmd_mine(const Common& common, const MineArgs& args) {
   if (!options) return report_error(options.error());
   std::vector<RecordedOutcome> outcomes;
   for (const auto& file : args.outcomes) {
-    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, (*repo)->workdir())
+    std::vector<std::string> warnings;
+    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, (*repo)->workdir(), &warnings)
                                        : read_outcomes_jsonl(file);
+    for (const auto& w : warnings) note(w);
     if (!read) return report_error(read.error());
     for (auto& o : *read) outcomes.push_back(std::move(o));
   }
@@ -171,7 +173,9 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   if (!repo) return report_error(repo.error());
   auto commit = (*repo)->resolve(args.commit.empty() ? "HEAD" : args.commit);
   if (!commit) return report_error(commit.error());
-  auto outcomes = read_outcomes_junit(args.junit, *commit, (*repo)->workdir());
+  std::vector<std::string> warnings;
+  auto outcomes = read_outcomes_junit(args.junit, *commit, (*repo)->workdir(), &warnings);
+  for (const auto& w : warnings) note(w);
   if (!outcomes) return report_error(outcomes.error());
   auto options = sync_options(args.history);
   if (!options) return report_error(options.error());

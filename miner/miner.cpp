@@ -72,7 +72,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
 }
 
 Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, const std::string& commit,
-                                                          const fs::path& repo_root) {
+                                                          const fs::path& repo_root, std::vector<std::string>* warnings) {
   std::string sha = commit;
   if (sha.empty()) {
     sha = path.stem().string();
@@ -81,6 +81,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, c
   }
   auto report = read_junit(path, repo_root);
   if (!report) return std::unexpected(report.error());
+  if (warnings) warnings->insert(warnings->end(), report->warnings.begin(), report->warnings.end());
   std::vector<RecordedOutcome> out;
   for (const auto& t : report->outcomes) {
     RecordedOutcome o;

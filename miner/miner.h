@@ -29,9 +29,11 @@ struct RecordedOutcome {
 // Every rule violation is an error naming the file and line.
 Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const std::filesystem::path& path);
 
-// A JUnit report's outcomes at `commit` (or, when empty, the commit the file's name spells: "<sha>.xml").
+// A JUnit report's outcomes at `commit` (or, when empty, the commit the file's name spells: "<sha>.xml"). The
+// reader's warnings (test files outside the repository, testcases it skipped) go to `warnings` when given.
 Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::path& path, const std::string& commit,
-                                                          const std::filesystem::path& repo_root);
+                                                          const std::filesystem::path& repo_root,
+                                                          std::vector<std::string>* warnings = nullptr);
 
 // What became of a recorded failure. `open` until a later passing outcome of the same test is seen; then the fix
 // decides: `labelled` (a case in the corpus), `quarantined` (an outlier for a person to audit), or one of the

@@ -277,6 +277,16 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   EXPECT_EQ(cut.exit_code, 1);
   EXPECT_NE(cut.err.find("cut.xml"), std::string::npos) << cut.err;
   EXPECT_EQ(stored_cases(dir), 2u);
+  // A report naming a test file outside the repository: warned about, never read.
+  write_file(dir / "outside" / "test_evil.py", "def test_x():\n    assert False\n");
+  write_file(dir / "evil.xml",
+             "<?xml version=\"1.0\"?><testsuites><testsuite name=\"pytest\" tests=\"1\">"
+             "<testcase classname=\"x\" name=\"test_x\" file=\"../outside/test_evil.py\" line=\"1\">"
+             "<failure message=\"boom\">E boom</failure></testcase></testsuite></testsuites>");
+  auto evil = run_spark({"record", "--junit", "evil.xml", "--format", "json"}, dir.path());
+  EXPECT_EQ(evil.exit_code, 0) << evil.err;
+  EXPECT_NE(evil.err.find("outside the repository"), std::string::npos) << evil.err;
+  EXPECT_EQ(evil.out.find("test_evil"), std::string::npos) << evil.out;
   auto bad_commit = run_spark({"record", "--junit", "r3.xml", "--commit", "feedfacefeedface"}, dir.path());
   EXPECT_EQ(bad_commit.exit_code, 1);
   EXPECT_NE(bad_commit.err.find("no commit \"feedfacefeedface\""), std::string::npos) << bad_commit.err;
