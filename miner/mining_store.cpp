@@ -84,6 +84,30 @@ Result<StoredFailure> read_row(const SqliteStmt& st, const std::filesystem::path
   return f;
 }
 
+Result<std::vector<StoredFailure>> read_rows(SqliteStmt& st, const std::filesystem::path& db) {
+  std::vector<StoredFailure> out;
+  for (;;) {
+    auto row = st.step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    auto f = read_row(st, db);
+    if (!f) return std::unexpected(f.error());
+    out.push_back(std::move(*f));
+  }
+  return out;
+}
+
+const std::vector<FailureStatus> kMinedStatuses = {FailureStatus::labelled, FailureStatus::quarantined,
+                                                   FailureStatus::accepted, FailureStatus::rejected,
+                                                   FailureStatus::trimmed};
+
+OutlierRule rule_over(const std::vector<StoredFailure>& mined, double sigma) {
+  std::vector<size_t> counts;
+  for (const auto& f : mined)
+    if (f.faulty_count) counts.push_back(*f.faulty_count);
+  return outlier_rule(counts, sigma);
+}
+
 // The statuses whose case belongs in the corpus.
 bool in_corpus(FailureStatus s) {
   return s == FailureStatus::labelled || s == FailureStatus::accepted || s == FailureStatus::trimmed;
@@ -257,13 +281,9 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
 
 Status MiningStore::reconcile(double sigma, SyncReport* report) {
   SqliteDb& db = kb_.database();
-  auto all = failures({FailureStatus::labelled, FailureStatus::quarantined, FailureStatus::accepted,
-                       FailureStatus::rejected, FailureStatus::trimmed});
+  auto all = failures(kMinedStatuses);
   if (!all) return std::unexpected(all.error());
-  std::vector<size_t> counts;
-  for (const auto& f : *all)
-    if (f.faulty_count) counts.push_back(*f.faulty_count);
-  const OutlierRule rule = outlier_rule(counts, sigma);
+  const OutlierRule rule = rule_over(*all, sigma);
   if (report) report->rule = rule;
   std::set<std::string> fresh;
   if (report) fresh.insert(report->labelled_ids.begin(), report->labelled_ids.end());
@@ -322,16 +342,7 @@ Result<std::vector<StoredFailure>> MiningStore::failures(const std::vector<Failu
   sql += " ORDER BY coalesce(time, updated_at), commit_sha, test_id";
   auto st = db.prepare(sql);
   if (!st) return std::unexpected(st.error());
-  std::vector<StoredFailure> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) break;
-    auto f = read_row(*st, db.path());
-    if (!f) return std::unexpected(f.error());
-    out.push_back(std::move(*f));
-  }
-  return out;
+  return read_rows(*st, db.path());
 }
 
 Result<StoredFailure> MiningStore::failure_by_case(const std::string& case_id) {
@@ -339,16 +350,11 @@ Result<StoredFailure> MiningStore::failure_by_case(const std::string& case_id) {
   auto st = db.prepare(std::string("SELECT ") + kColumns + " FROM failures WHERE case_id = ? OR substr(case_id, 1, ?) = ?");
   if (!st) return std::unexpected(st.error());
   st->bind(1, case_id).bind(2, static_cast<int64_t>(case_id.size())).bind(3, case_id);
-  std::vector<StoredFailure> found;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) break;
-    auto f = read_row(*st, db.path());
-    if (!f) return std::unexpected(f.error());
-    if (f->case_id == case_id) return std::move(*f);
-    found.push_back(std::move(*f));
-  }
+  auto rows = read_rows(*st, db.path());
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<StoredFailure> found = std::move(*rows);
+  for (auto& f : found)
+    if (f.case_id == case_id) return std::move(f);
   if (found.empty()) return fail("no mined case \"" + case_id + "\" in " + kb_.db_path().string());
   if (found.size() > 1)
     return fail("\"" + case_id + "\" names " + std::to_string(found.size()) + " mined cases (" + found[0].case_id +
@@ -377,13 +383,9 @@ Result<size_t> MiningStore::outcome_count() {
 }
 
 Result<OutlierRule> MiningStore::rule(double sigma) {
-  auto all = failures({FailureStatus::labelled, FailureStatus::quarantined, FailureStatus::accepted,
-                       FailureStatus::rejected, FailureStatus::trimmed});
+  auto all = failures(kMinedStatuses);
   if (!all) return std::unexpected(all.error());
-  std::vector<size_t> counts;
-  for (const auto& f : *all)
-    if (f.faulty_count) counts.push_back(*f.faulty_count);
-  return outlier_rule(counts, sigma);
+  return rule_over(*all, sigma);
 }
 
 Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision decision, const std::string& author,

@@ -27,17 +27,8 @@ using testing::run_spark;
 using testing::TempDir;
 using testing::write_file;
 
-void git(const TempDir& dir, const std::string& args, const std::string& date = "2026-01-01T00:00:00Z") {
-  const std::string cmd = "cd '" + dir.path().string() + "' && GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t " +
-                          "GIT_COMMITTER_EMAIL=t@x GIT_AUTHOR_DATE=" + date + " GIT_COMMITTER_DATE=" + date +
-                          " git -c init.defaultBranch=main -c commit.gpgsign=false " + args + " > /dev/null 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-}
-
-std::string head_sha(const TempDir& dir) {
-  auto repo = GitRepository::open(dir.path());
-  return *(*repo)->resolve("HEAD");
-}
+using testing::git;
+using testing::head_sha;
 
 std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
 
@@ -232,15 +223,21 @@ void pytest(const TempDir& dir, const std::string& report, const std::string& te
   ASSERT_TRUE(std::filesystem::exists(dir / report)) << cmd;
 }
 
-TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
-  TempDir dir;
+// A repository whose first commit breaks test_sum (its input sums to 7, not 6) on line 2 of tests/test_calc.py.
+// `ignore` is the .gitignore (empty: none); the sums are fixed by writing kGood.
+void broken_calc_repo(const TempDir& dir, const std::string& ignore) {
   git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  if (!ignore.empty()) write_file(dir / ".gitignore", ignore);
   std::string broken = kGood;
   broken.replace(broken.find("[1, 2, 3]"), 9, "[1, 2, 4]");
   write_file(dir / "tests" / "test_calc.py", broken);
   git(dir, "add -A");
   git(dir, "commit -m broken", day(1));
+}
+
+TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
+  TempDir dir;
+  broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
   pytest(dir, "r1.xml");
   auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
@@ -330,15 +327,11 @@ TEST(spark_record, two_processes_at_once_lose_and_duplicate_nothing) {
 
 TEST(spark_hooks, install_chains_an_existing_hook_and_records_after_each_commit) {
   TempDir dir;
-  git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\nhook-ran\n");
+  broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\nhook-ran\n");
   write_file(dir / ".spark.toml",
              "[record]\ntest_command = \"/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml={junit} {tests}\"\n");
-  std::string broken = kGood;
-  broken.replace(broken.find("[1, 2, 3]"), 9, "[1, 2, 4]");
-  write_file(dir / "tests" / "test_calc.py", broken);
   git(dir, "add -A");
-  git(dir, "commit -m broken", day(1));
+  git(dir, "commit -m config", day(1));
   // The user's own hook, which must survive.
   const auto hooks = dir / ".git" / "hooks";
   write_file(hooks / "post-commit", "#!/bin/sh\necho ran >> hook-ran\n");
@@ -397,12 +390,7 @@ TEST(test_runner, exit_codes_timeouts_and_signals) {
 
 TEST(spark_mine_run, bisects_to_the_first_passing_commit_with_real_pytest) {
   TempDir dir;
-  git(dir, "init");
-  std::string broken = kGood;
-  broken.replace(broken.find("[1, 2, 3]"), 9, "[1, 2, 4]");
-  write_file(dir / "tests" / "test_calc.py", broken);
-  git(dir, "add -A");
-  git(dir, "commit -m broken", day(1));
+  broken_calc_repo(dir, "");
   const std::string from = head_sha(dir);
   for (int i = 2; i <= 6; ++i) {
     write_file(dir / ("notes" + std::to_string(i)), "x\n");
@@ -496,13 +484,7 @@ namespace {
 
 TEST(ci_post_failure_script, records_localizes_for_github_and_writes_sarif) {
   TempDir dir;
-  git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n*.sarif\n.spark/\n__pycache__/\n");
-  std::string broken = kGood;
-  broken.replace(broken.find("[1, 2, 3]"), 9, "[1, 2, 4]");
-  write_file(dir / "tests" / "test_calc.py", broken);
-  git(dir, "add -A");
-  git(dir, "commit -m broken", day(1));
+  broken_calc_repo(dir, "*.xml\n*.sarif\n.spark/\n__pycache__/\n");
   pytest(dir, "report.xml");
   const std::string script = std::string(SPARK_SOURCE_DIR) + "/hooks/ci-post-failure.sh";
   const std::string cmd = "cd '" + dir.path().string() + "' && SPARK=" SPARK_BINARY " GITHUB_ACTIONS=true GITHUB_SHA=" +

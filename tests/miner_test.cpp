@@ -14,13 +14,8 @@ namespace {
 using testing::TempDir;
 using testing::write_file;
 
-// Runs git in `dir` with fixed identities and the given commit time.
-void git(const TempDir& dir, const std::string& args, const std::string& date = "2026-01-01T00:00:00Z") {
-  const std::string cmd = "cd '" + dir.path().string() + "' && GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t " +
-                          "GIT_COMMITTER_EMAIL=t@x GIT_AUTHOR_DATE=" + date + " GIT_COMMITTER_DATE=" + date +
-                          " git -c init.defaultBranch=main -c commit.gpgsign=false " + args + " > /dev/null 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-}
+using testing::git;
+using testing::head_sha;
 
 const char* kFaulty =
     "import pytest\n\n\ndef test_area():\n    shape = 'square'\n    assert area(shape, 2, 3) == 6\n";
@@ -108,10 +103,8 @@ TEST(labelling_diff, removed_and_modified_lines_of_the_faulty_version_only) {
 namespace spark {
 namespace {
 
-std::string head_sha(const TempDir& dir) {
-  auto repo = GitRepository::open(dir.path());
-  return *(*repo)->resolve("HEAD");
-}
+using testing::git;
+using testing::head_sha;
 
 // Runs real pytest at the current commit and keeps its JUnit report as reports/<sha>.xml.
 void record_run(const TempDir& dir) {

@@ -99,4 +99,23 @@ fs::path dev_data() {
   return fs::exists(p / "MANIFEST.md", ec) ? fs::canonical(p) : fs::path();
 }
 
+void git(const TempDir& dir, const std::string& args, const std::string& date) {
+  const std::string cmd = "cd '" + dir.path().string() + "' && GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t " +
+                          "GIT_COMMITTER_EMAIL=t@x GIT_AUTHOR_DATE=" + date + " GIT_COMMITTER_DATE=" + date +
+                          " git -c init.defaultBranch=main -c commit.gpgsign=false " + args + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+std::string head_sha(const TempDir& dir) {
+  const std::string cmd = "git -C '" + dir.path().string() + "' rev-parse HEAD";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return "";
+  char buf[64] = {0};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  ::pclose(p);
+  std::string sha(buf, n);
+  while (!sha.empty() && (sha.back() == '\n' || sha.back() == '\r')) sha.pop_back();
+  return sha;
+}
+
 }  // namespace spark::testing

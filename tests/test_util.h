@@ -34,6 +34,11 @@ RunResult run_spark(const std::vector<std::string>& args, const std::filesystem:
 nlohmann::json sample_case(const std::string& id, const std::string& content, int faulty_line,
                            const std::string& error = "E   assert 1 == 2", const std::string& time = "2026-01-01T00:00:00Z");
 
+// Runs git in `dir` with fixed identities and commit time (a failing git command fails the test).
+void git(const TempDir& dir, const std::string& args, const std::string& date = "2026-01-01T00:00:00Z");
+// The full sha of HEAD in the repository at `dir`.
+std::string head_sha(const TempDir& dir);
+
 // The development corpus folder (../shared/data/dev), or "" when absent (a plain clone).
 std::filesystem::path dev_data();
 
