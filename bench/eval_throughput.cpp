@@ -31,13 +31,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<Case> cases;
-  for (const auto& f : files) {
-    auto read = read_cases_jsonl(f);
-    if (!read) {
-      std::fprintf(stderr, "%s\n", read.error().message.c_str());
-      return 1;
-    }
-    for (auto& c : read->cases) cases.push_back(std::move(c));
+  std::vector<CaseOrigin> origins;
+  if (auto s = read_corpora(files, cases, origins); !s) {
+    std::fprintf(stderr, "%s\n", s.error().message.c_str());
+    return 1;
   }
   const fs::path dir = fs::temp_directory_path() / ("spark-evalbench-" + std::to_string(::getpid()));
   fs::remove_all(dir);

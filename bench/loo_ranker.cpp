@@ -78,13 +78,9 @@ int main(int argc, char** argv) {
   fs::remove_all(dir);
   std::vector<Case> cases;
   std::vector<CaseOrigin> origins;
-  for (int i = 1; i < argc; ++i) {
-    auto read = read_cases_jsonl(argv[i]);
-    if (!read) {
-      std::fprintf(stderr, "spark_loo: %s\n", read.error().message.c_str());
-      return 1;
-    }
-    for (auto& c : read->cases) cases.push_back(std::move(c));
+  if (auto s = read_corpora({argv + 1, argv + argc}, cases, origins); !s) {
+    std::fprintf(stderr, "spark_loo: %s\n", s.error().message.c_str());
+    return 1;
   }
   auto kb = KnowledgeBase::open(dir, true);
   if (!kb || !(*kb)->import_cases(cases, origins, false)) return 1;

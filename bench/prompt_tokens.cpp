@@ -58,13 +58,10 @@ int main(int argc, char** argv) {
   const fs::path dir = fs::temp_directory_path() / ("spark-tokens-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   std::vector<Case> cases;
-  for (const auto& f : files) {
-    auto read = read_cases_jsonl(f);
-    if (!read) {
-      std::fprintf(stderr, "spark_prompt_tokens: %s\n", read.error().message.c_str());
-      return 1;
-    }
-    for (auto& c : read->cases) cases.push_back(std::move(c));
+  std::vector<CaseOrigin> origins;
+  if (auto s = read_corpora(files, cases, origins); !s) {
+    std::fprintf(stderr, "spark_prompt_tokens: %s\n", s.error().message.c_str());
+    return 1;
   }
   auto kb = KnowledgeBase::open(dir, true);
   if (!kb || !(*kb)->import_cases(cases, {}, false)) return 1;

@@ -70,13 +70,10 @@ int main(int argc, char** argv) {
   const size_t queries = std::stoul(argv[2]);
   new_version_share = std::stod(argv[3]);
   std::vector<Case> corpus;
-  for (int i = 4; i < argc; ++i) {
-    auto read = read_cases_jsonl(argv[i]);
-    if (!read) {
-      std::fprintf(stderr, "%s\n", read.error().message.c_str());
-      return 1;
-    }
-    for (auto& c : read->cases) corpus.push_back(std::move(c));
+  std::vector<CaseOrigin> origins;
+  if (auto s = read_corpora({argv + 4, argv + argc}, corpus, origins); !s) {
+    std::fprintf(stderr, "%s\n", s.error().message.c_str());
+    return 1;
   }
   std::mt19937 rng(42);
   const fs::path dir = fs::temp_directory_path() / ("spark-scale-" + std::to_string(::getpid()));

@@ -55,19 +55,6 @@ size_t line_of_offset(std::string_view text, size_t offset) {
   return line;
 }
 
-// Every case of `files`, with "file:line" origins; the first bad file is the error.
-Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& cases, std::vector<CaseOrigin>& origins) {
-  for (const auto& file : files) {
-    auto read = read_cases_jsonl(file);
-    if (!read) return std::unexpected(read.error());
-    for (size_t i = 0; i < read->cases.size(); ++i) {
-      origins.push_back({file + ":" + std::to_string(read->lines[i])});
-      cases.push_back(std::move(read->cases[i]));
-    }
-  }
-  return {};
-}
-
 std::string normalize_path(std::string p) {
   while (p.starts_with("./")) p.erase(0, 2);
   return p;
@@ -85,6 +72,19 @@ Result<std::string> read_test_file(const std::string& path) {
     return fail(path + ":" + std::to_string(line_of_offset(*text, *bad)) + ": invalid UTF-8 at byte " +
                 std::to_string(*bad) + " (spark reads test code as UTF-8; convert the file, e.g. with iconv)");
   return text;
+}
+
+Case failure_query(const std::string& test_id, const std::string& message, std::optional<int64_t> time,
+                   std::vector<SourceFile> files) {
+  Case q;
+  q.id = test_id;
+  q.test_id = test_id;
+  q.language = "python";
+  q.error_message = sanitize_utf8(message);
+  q.failure_epoch = time.value_or(now_epoch());
+  q.failure_time = format_iso8601(q.failure_epoch);
+  q.files = std::move(files);
+  return q;
 }
 
 int cmd_import(const Common& common, const ImportArgs& args) {
@@ -184,12 +184,6 @@ Result<std::vector<Case>> queries_from_case_file(const LocalizeArgs& args) {
   return out;
 }
 
-bool looks_like_test_file(const std::string& path) {
-  const std::string name = fs::path(path).filename().string();
-  return name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py") || name == "conftest.py" ||
-                                   path.find("tests/") != std::string::npos || path.find("test/") != std::string::npos);
-}
-
 // Every failed or erroring test of a JUnit report, with its test file (and the repository's other test files its
 // traceback names) read from the repository root; nothing outside the root is read.
 Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
@@ -197,8 +191,6 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
   if (!report) return std::unexpected(report.error());
   for (const auto& w : report->warnings) note(w);
   std::vector<Case> out;
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& o : report->outcomes) {
     if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
     const std::string where = args.junit + ":" + std::to_string(o.report_line) + ": " + o.test_id;
@@ -206,26 +198,9 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
       note(where + ": its test file is not in " + args.root + "; not localized");
       continue;
     }
-    Case q;
-    q.id = o.test_id;
-    q.test_id = o.test_id;
-    q.language = "python";
-    q.error_message = sanitize_utf8(o.message);
-    q.failure_epoch = now;
-    if (o.time) {
-      auto t = parse_iso8601(*o.time);
-      if (!t) t = parse_iso8601(*o.time + "Z");  // pytest writes local time without a zone
-      if (t) q.failure_epoch = *t;
-    }
-    q.failure_time = format_iso8601(q.failure_epoch);
-    std::vector<std::string> paths = {o.file};
-    for (const auto& fr : parse_traceback(o.message)) {
-      std::string p = normalize_path(fr.path);
-      if (std::find(paths.begin(), paths.end(), p) == paths.end() && looks_like_test_file(p) && inside_root(args.root, p))
-        paths.push_back(p);
-    }
+    std::vector<SourceFile> files;
     bool ok = true;
-    for (const auto& p : paths) {
+    for (const auto& p : failure_paths(o.test_id, o.message)) {
       auto full = inside_root(args.root, p);
       if (!full) continue;
       auto content = read_test_file(full->string());
@@ -237,9 +212,9 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
         }
         continue;
       }
-      q.files.push_back({p, std::move(*content)});
+      files.push_back({p, std::move(*content)});
     }
-    if (ok) out.push_back(std::move(q));
+    if (ok) out.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
   }
   return out;
 }
@@ -271,8 +246,7 @@ Result<Case> query_from_args(const LocalizeArgs& args) {
   q.language = "python";
   q.project = "";
   if (args.time.empty()) {
-    q.failure_epoch = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+    q.failure_epoch = now_epoch();
     q.failure_time = format_iso8601(q.failure_epoch);
   } else {
     auto epoch = parse_iso8601(args.time);

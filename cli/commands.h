@@ -76,6 +76,10 @@ struct LocalizeArgs {
 // The localize settings from the effective configuration (flags already applied to it).
 Status localize_from_config(const Config& config, LocalizeArgs& args);
 int cmd_localize(const Common& common, const LocalizeArgs& args);
+// A failure as a query for the localizer: id = test id, the message (invalid UTF-8 replaced), its time (default now)
+// and its test files, the test's own first.
+Case failure_query(const std::string& test_id, const std::string& message, std::optional<int64_t> time,
+                   std::vector<SourceFile> files);
 // Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
 int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch);
 

@@ -194,23 +194,12 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   std::vector<Case> queries;
   for (const auto& o : *outcomes) {
     if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
-    Case q;
-    q.id = o.test_id;
-    q.test_id = o.test_id;
-    q.language = "python";
-    q.error_message = sanitize_utf8(o.message);
-    q.failure_epoch = o.time.value_or(std::chrono::duration_cast<std::chrono::seconds>(
-                                          std::chrono::system_clock::now().time_since_epoch()).count());
-    q.failure_time = format_iso8601(q.failure_epoch);
-    for (const auto& p : failure_paths(o.test_id, o.message)) {
-      auto content = (*repo)->file_at(*commit, p);
-      if (content && *content) q.files.push_back({p, std::move(**content)});
-    }
-    if (q.files.empty() || q.files.front().path != parse_test_id(o.test_id).path) {
+    auto files = failure_files(**repo, *commit, o.test_id, o.message);
+    if (files.empty() || files.front().path != parse_test_id(o.test_id).path) {
       note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) + "; not localized");
       continue;
     }
-    queries.push_back(std::move(q));
+    queries.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
   }
   if (queries.empty()) {
     if (args.localize_args.format == "json") std::printf("[]\n");
@@ -585,9 +574,9 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
          "\"python3 -m pytest --junitxml={junit} {tests}\") to re-run them after each commit");
     return 0;
   }
-  std::string tmpl = (fs::temp_directory_path() / "spark-hook-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) return report_error(Error{"cannot make a temporary folder"});
-  const fs::path tmp = tmpl;
+  auto made = make_temp_dir("spark-hook");
+  if (!made) return report_error(made.error());
+  const fs::path tmp = *made;
   const fs::path junit = tmp / "report.xml";
   note("re-running " + plural(tests.size(), "test") + " with open failures");
   auto run = run_command(expand_command(args.test_command, tests, junit.string()), repo.workdir(), args.timeout);

@@ -89,11 +89,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, c
     o.test_id = t.test_id;
     o.outcome = t.outcome;
     o.message = t.message;
-    if (t.time) {
-      auto tm = parse_iso8601(*t.time);
-      if (!tm) tm = parse_iso8601(*t.time + "Z");
-      if (tm) o.time = *tm;
-    }
+    o.time = t.time;
     o.origin = path.string() + ":" + std::to_string(t.report_line);
     out.push_back(std::move(o));
   }
@@ -140,9 +136,23 @@ std::vector<std::string> failure_paths(const std::string& test_id, const std::st
   for (const auto& fr : parse_traceback(message)) {
     std::string p = fr.path;
     while (p.starts_with("./")) p.erase(0, 2);
-    if (looks_like_test_file(p) && std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
+    if (is_test_path(p) && std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
   }
   return paths;
+}
+
+std::vector<SourceFile> failure_files(const GitRepository& repo, const std::string& sha, const std::string& test_id,
+                                      const std::string& message, std::vector<std::string>* warnings) {
+  std::vector<SourceFile> files;
+  for (const auto& p : failure_paths(test_id, message)) {
+    auto content = repo.file_at(sha, p);
+    if (!content) {
+      if (warnings) warnings->push_back(content.error().message);
+      continue;
+    }
+    if (*content) files.push_back({p, std::move(**content)});
+  }
+  return files;
 }
 
 std::string default_project(const GitRepository& repo) {
@@ -259,73 +269,6 @@ std::string OutlierRule::describe() const {
   std::snprintf(buf, sizeof buf, "mean %.2f + %.1f x sd %.2f = %.2f faulty lines (over %zu mined case%s)", mean, sigma,
                 sd, threshold, n, n == 1 ? "" : "s");
   return buf;
-}
-
-Result<MineReport> mine(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
-                        const MineOptions& options) {
-  MineReport report;
-  auto history = repo.history(options.first_parent, options.since, options.until);
-  if (!history) return std::unexpected(history.error());
-  std::map<std::string, size_t> position;
-  for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
-  const LabelOptions label_options{options.project.empty() ? default_project(repo) : options.project,
-                                   options.test_only_fixes};
-
-  // Each test's outcomes along the history.
-  struct At {
-    size_t pos;
-    const RecordedOutcome* o;
-  };
-  std::map<std::string, std::vector<At>> by_test;
-  for (const auto& o : outcomes) {
-    auto sha = repo.resolve(o.commit);
-    auto it = sha ? position.find(*sha) : position.end();
-    if (it == position.end()) {
-      ++report.not_in_history;
-      report.warnings.push_back(o.origin + ": commit " + o.commit.substr(0, 12) +
-                                (sha ? " is not on the walked history" : ": " + sha.error().message));
-      continue;
-    }
-    by_test[o.test_id].push_back({it->second, &o});
-  }
-  std::vector<Case> mined;
-  for (auto& [test_id, list] : by_test) {
-    std::stable_sort(list.begin(), list.end(), [](const At& a, const At& b) { return a.pos < b.pos; });
-    for (size_t i = 0; i < list.size(); ++i) {
-      const RecordedOutcome& o = *list[i].o;
-      if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
-      ++report.failures;
-      const At* fix = nullptr;
-      for (size_t j = i + 1; j < list.size() && !fix; ++j)
-        if (list[j].pos > list[i].pos && list[j].o->outcome == Outcome::passed) fix = &list[j];
-      if (!fix) {
-        ++report.never_fixed;
-        continue;
-      }
-      FailureInput input{test_id, o.message, o.time, o.origin, std::nullopt};
-      auto labelled = label_failure(repo, input, (*history)[list[i].pos], (*history)[fix->pos], label_options);
-      if (!labelled) {
-        report.warnings.push_back(labelled.error().message);
-        ++report.missing_file;
-        continue;
-      }
-      switch (labelled->status) {
-        case FailureStatus::labelled: mined.push_back(std::move(*labelled->labelled)); break;
-        case FailureStatus::not_test_fault: ++report.not_test_fault; break;
-        case FailureStatus::only_additions: ++report.only_additions; break;
-        case FailureStatus::mixed_fix: ++report.mixed_fix; break;
-        default:
-          ++report.missing_file;
-          report.warnings.push_back(o.origin + ": " + labelled->detail);
-      }
-    }
-  }
-  std::vector<size_t> counts;
-  for (const auto& c : mined) counts.push_back(c.faulty_lines.size());
-  report.rule = outlier_rule(counts, options.sigma);
-  for (auto& c : mined)
-    (report.rule.outlier(c.faulty_lines.size()) ? report.quarantined : report.cases).push_back(std::move(c));
-  return report;
 }
 
 }  // namespace spark

@@ -1,7 +1,7 @@
 // Mining labelled cases from history (the paper's §5.1): for each recorded failure of a test, the first later
 // commit where that test passes is its fix; the test code's diff between the two labels the faulty lines; cases whose
 // fix touched an outlying number of lines (mean + σ·sd of the mined cases, σ = 3) go to quarantine for a person to
-// audit instead of into the corpus.
+// audit instead of into the corpus. This file has the pieces; mining_store.h keeps the state and runs them.
 #pragma once
 
 #include <filesystem>
@@ -71,6 +71,11 @@ struct Labelling {
 // The test files of a failure: the test's own file, then the repository's test files its traceback names.
 std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message);
 
+// Those files as they are at commit `sha`, read from git objects. Files not in that commit are left out; unreadable
+// ones (binary) are named in `warnings`.
+std::vector<SourceFile> failure_files(const GitRepository& repo, const std::string& sha, const std::string& test_id,
+                                      const std::string& message, std::vector<std::string>* warnings = nullptr);
+
 // Whether a repository path is test code (test_*.py, *_test.py, conftest.py, or a .py file under test/ or tests/).
 bool is_test_path(const std::string& path);
 
@@ -88,35 +93,7 @@ struct OutlierRule {
 };
 OutlierRule outlier_rule(const std::vector<size_t>& counts, double sigma);
 
-struct MineOptions {
-  bool first_parent = true;
-  std::optional<int64_t> since, until;
-  double sigma = 3.0;
-  std::string project;  // the cases' `project` (default: the repository folder's name)
-  bool test_only_fixes = false;
-};
-
-struct MineReport {
-  std::vector<Case> cases;        // labelled, kept
-  std::vector<Case> quarantined;  // outliers by faulty-line count, for audit
-  size_t failures = 0;            // failing outcomes considered
-  size_t never_fixed = 0;         // no later passing outcome
-  size_t not_test_fault = 0;      // the test code did not change between failure and fix (SUT or environment)
-  size_t only_additions = 0;      // the fix only added lines: nothing to label
-  size_t mixed_fix = 0;           // with test_only_fixes: the fix also changed code that is not test code
-  size_t not_in_history = 0;      // the outcome's commit is not on the walked history
-  size_t missing_file = 0;        // the test file is not in the faulty commit
-  OutlierRule rule;
-  std::vector<std::string> warnings;
-};
-
 // The project name of a repository: its work tree folder's name (a bare mirror's parent folder).
 std::string default_project(const GitRepository& repo);
-
-// Mines in memory, without a knowledge base: every failure with a later passing outcome is labelled, and the
-// outlier rule runs over this run's cases only. (`spark mine` keeps its state in the knowledge base instead:
-// mining_store.h.)
-Result<MineReport> mine(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
-                        const MineOptions& options);
 
 }  // namespace spark

@@ -1,7 +1,6 @@
 #include "mining_store.h"
 
 #include <algorithm>
-#include <chrono>
 #include <set>
 #include <unordered_map>
 
@@ -15,20 +14,6 @@ namespace spark {
 using nlohmann::json;
 
 namespace {
-
-int64_t now_epoch() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string outcome_text(Outcome o) {
-  switch (o) {
-    case Outcome::passed: return "passed";
-    case Outcome::failed: return "failed";
-    case Outcome::error: return "error";
-    case Outcome::skipped: return "skipped";
-  }
-  return "skipped";
-}
 
 json files_json(const std::vector<SourceFile>& files) {
   json a = json::array();
@@ -143,16 +128,9 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
     if (it->second.empty()) continue;
     Resolved r{&o, it->second, std::nullopt};
     if (options.snapshot && (o.outcome == Outcome::failed || o.outcome == Outcome::error)) {
-      std::vector<SourceFile> files;
-      for (const auto& p : failure_paths(o.test_id, o.message)) {
-        auto content = repo.file_at(r.sha, p);
-        if (!content) {
-          report.warnings.push_back(o.origin + ": " + content.error().message);
-          continue;
-        }
-        if (*content) files.push_back({p, std::move(**content)});
-      }
-      r.snapshot = std::move(files);
+      std::vector<std::string> unreadable;
+      r.snapshot = failure_files(repo, r.sha, o.test_id, o.message, &unreadable);
+      for (const auto& w : unreadable) report.warnings.push_back(o.origin + ": " + w);
     }
     resolved.push_back(std::move(r));
   }
@@ -173,7 +151,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
       if (!*st) return std::unexpected(st->error());
     for (const auto& r : resolved) {
       const RecordedOutcome& o = *r.o;
-      put->bind(1, r.sha).bind(2, o.test_id).bind(3, outcome_text(o.outcome));
+      put->bind(1, r.sha).bind(2, o.test_id).bind(3, outcome_name(o.outcome));
       if (o.time) put->bind(4, *o.time);
       else put->bind_null(4);
       put->bind(5, o.message).bind(6, o.origin).bind(7, now);

@@ -22,6 +22,12 @@ std::string CommandResult::describe() const {
   return "exit " + std::to_string(exit_code);
 }
 
+Result<fs::path> make_temp_dir(const std::string& prefix) {
+  std::string tmpl = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data())) return fail(std::string("cannot make a temporary folder: ") + std::strerror(errno));
+  return fs::path(tmpl);
+}
+
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -135,9 +141,9 @@ class Worktrees {
   }
   Result<fs::path> at(const std::string& sha) {
     if (root_.empty()) {
-      std::string tmpl = (fs::temp_directory_path() / "spark-run-XXXXXX").string();
-      if (!::mkdtemp(tmpl.data())) return fail(std::string("cannot make a temporary folder: ") + std::strerror(errno));
-      root_ = tmpl;
+      auto dir = make_temp_dir("spark-run");
+      if (!dir) return std::unexpected(dir.error());
+      root_ = *dir;
     }
     const fs::path dir = root_ / sha.substr(0, 12);
     if (fs::exists(dir)) return dir;

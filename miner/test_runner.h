@@ -29,6 +29,9 @@ struct CommandResult {
 Result<CommandResult> run_command(const std::string& command, const std::filesystem::path& cwd, double timeout_seconds,
                                   size_t max_output = 64 * 1024);
 
+// A new, empty folder under the system's temporary directory ("/tmp/<prefix>-XXXXXX").
+Result<std::filesystem::path> make_temp_dir(const std::string& prefix);
+
 // A word for /bin/sh: single-quoted.
 std::string shell_quote(const std::string& s);
 

@@ -86,6 +86,10 @@ Result<int64_t> parse_iso8601(std::string_view s) {
   return static_cast<int64_t>(days) * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
 }
 
+int64_t now_epoch() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::string format_iso8601(int64_t epoch) {
   const auto days = std::chrono::floor<std::chrono::days>(std::chrono::sys_seconds{std::chrono::seconds{epoch}});
   const std::chrono::year_month_day ymd{days};

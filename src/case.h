@@ -50,6 +50,8 @@ struct Case {
 // Parses an ISO-8601 time ("2026-08-13T23:46:43Z", optional fraction, "Z" or "±HH:MM") into Unix seconds.
 Result<int64_t> parse_iso8601(std::string_view text);
 std::string format_iso8601(int64_t epoch);
+// Now, in seconds since 1970-01-01 UTC.
+int64_t now_epoch();
 
 // Builds a case from one JSON record and checks every rule of the format: required keys and their types, valid
 // UTF-8, a time that parses, each faulty line in a listed file, in range and not blank. The error message is the

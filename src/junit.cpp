@@ -94,8 +94,12 @@ Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {
   };
   collect(top);
   for (const pugi::xml_node& suite : suites) {
-    std::optional<std::string> time;
-    if (const char* ts = suite.attribute("timestamp").as_string(nullptr); ts && *ts) time = ts;
+    std::optional<int64_t> time;
+    if (const char* ts = suite.attribute("timestamp").as_string(nullptr); ts && *ts) {
+      auto t = parse_iso8601(ts);
+      if (!t) t = parse_iso8601(std::string(ts) + "Z");  // pytest writes local time without a zone
+      if (t) time = *t;
+    }
     for (pugi::xml_node tc : suite.children("testcase")) {
       TestOutcome o;
       o.time = time;

@@ -22,7 +22,7 @@ struct TestOutcome {
   Outcome outcome = Outcome::passed;
   std::string message;       // the <failure>/<error> message attribute and text, as the runner printed it
   std::string file;          // the test file relative to the root; "" when it could not be found there
-  std::optional<std::string> time;  // the suite's timestamp, ISO-8601
+  std::optional<int64_t> time;  // the suite's timestamp, seconds since the epoch (zone-less, as pytest writes it: UTC)
   size_t report_line = 0;    // where the <testcase> is in the report
   bool collection_error = false;
 };

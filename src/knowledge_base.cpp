@@ -87,6 +87,18 @@ std::string record_hash(const Case& c) {
 
 }  // namespace
 
+Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& cases, std::vector<CaseOrigin>& origins) {
+  for (const auto& file : files) {
+    auto read = read_cases_jsonl(file);
+    if (!read) return std::unexpected(read.error());
+    for (size_t i = 0; i < read->cases.size(); ++i) {
+      origins.push_back({file + ":" + std::to_string(read->lines[i])});
+      cases.push_back(std::move(read->cases[i]));
+    }
+  }
+  return {};
+}
+
 KnowledgeBase::KnowledgeBase(fs::path dir, std::unique_ptr<SqliteDb> db) : dir_(std::move(dir)), db_(std::move(db)) {}
 KnowledgeBase::~KnowledgeBase() = default;
 

@@ -28,6 +28,9 @@ struct CaseOrigin {
   std::string where;
 };
 
+// Every case of these JSON Lines files, in order, with "file:line" origins; the first bad file is the error.
+Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& cases, std::vector<CaseOrigin>& origins);
+
 struct ImportSummary {
   size_t added = 0;
   size_t unchanged = 0;  // same id, same record: re-importing a file is harmless

@@ -1,7 +1,6 @@
 #include "llm_cache.h"
 
-#include <chrono>
-
+#include "case.h"
 #include "sqlite_db.h"
 
 namespace spark {
@@ -36,7 +35,7 @@ Status AnswerCache::put(const std::string& key, const std::string& model, const 
   std::lock_guard lock(mu_);
   auto st = db_->prepare("INSERT OR REPLACE INTO answers (key, model, created, answer) VALUES (?, ?, ?, ?)");
   if (!st) return std::unexpected(st.error());
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t now = now_epoch();
   st->bind(1, key).bind(2, model).bind(3, now).bind(4, answer_json);
   if (auto s = st->run(); !s) return s;
   ++stores_;

@@ -4,15 +4,14 @@
 
 #include <httplib.h>
 
-#include <atomic>
-#include <chrono>
 #include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "local_server.h"
 
 namespace spark::testing {
 
@@ -20,31 +19,25 @@ class ChatServer {
  public:
   using Handler = std::function<void(const httplib::Request&, httplib::Response&, int call)>;
 
-  explicit ChatServer(Handler handler, size_t threads = 8) : handler_(std::move(handler)) {
-    server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      int call;
-      {
-        std::lock_guard lock(mu_);
-        bodies_.push_back(req.body);
-        authorization_.push_back(req.get_header_value("Authorization"));
-        call = static_cast<int>(bodies_.size()) - 1;
-      }
-      handler_(req, res, call);
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~ChatServer() {
-    server_.stop();
-    thread_.join();
-  }
+  explicit ChatServer(Handler handler, size_t threads = 8)
+      : handler_(std::move(handler)),
+        server_([this](httplib::Server& s) {
+          s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+            int call;
+            {
+              std::lock_guard lock(mu_);
+              bodies_.push_back(req.body);
+              authorization_.push_back(req.get_header_value("Authorization"));
+              call = static_cast<int>(bodies_.size()) - 1;
+            }
+            handler_(req, res, call);
+          });
+        }, threads) {}
   ChatServer(const ChatServer&) = delete;
   ChatServer& operator=(const ChatServer&) = delete;
 
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
-  int port() const { return port_; }
+  std::string url() const { return server_.url(); }
+  int port() const { return server_.port(); }
   std::vector<std::string> bodies() const {
     std::lock_guard lock(mu_);
     return bodies_;
@@ -81,11 +74,9 @@ class ChatServer {
 
  private:
   Handler handler_;
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
   mutable std::mutex mu_;
   std::vector<std::string> bodies_, authorization_;
+  LocalServer server_;  // last: it stops before the members its handler uses go away
 };
 
 }  // namespace spark::testing

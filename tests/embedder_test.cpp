@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "local_server.h"
 #include "test_util.h"
 
 namespace spark {
@@ -22,25 +23,10 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
   return s;
 }
 
-// An in-process server speaking the OpenAI embeddings protocol; each input's vector is derived from its text.
-class EmbeddingServer {
- public:
-  explicit EmbeddingServer(std::function<void(const httplib::Request&, httplib::Response&)> handler) {
-    server_.Post("/v1/embeddings", std::move(handler));
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~EmbeddingServer() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
+// An in-process server speaking the OpenAI embeddings protocol; each test scripts its answers.
+struct EmbeddingServer : testing::LocalServer {
+  explicit EmbeddingServer(std::function<void(const httplib::Request&, httplib::Response&)> handler)
+      : LocalServer([&handler](httplib::Server& s) { s.Post("/v1/embeddings", std::move(handler)); }) {}
 };
 
 void answer_embeddings(const httplib::Request& req, httplib::Response& res, std::atomic<int>& requests,
