@@ -420,9 +420,7 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
   const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
   if (args.action == "list") {
     std::vector<FailureStatus> statuses = {FailureStatus::quarantined};
-    if (args.all)
-      statuses = {FailureStatus::quarantined, FailureStatus::accepted, FailureStatus::rejected, FailureStatus::trimmed,
-                  FailureStatus::labelled};
+    if (args.all) statuses = mined_statuses();
     auto list = store.failures(statuses);
     if (!list) return report_error(list.error());
     auto rule = store.rule(args.sigma);

@@ -124,6 +124,13 @@ bool is_mined(FailureStatus s) {
          s == FailureStatus::rejected || s == FailureStatus::trimmed;
 }
 
+std::vector<FailureStatus> mined_statuses() {
+  std::vector<FailureStatus> out;
+  for (int i = 0; i <= static_cast<int>(FailureStatus::flaky); ++i)
+    if (is_mined(static_cast<FailureStatus>(i))) out.push_back(static_cast<FailureStatus>(i));
+  return out;
+}
+
 bool is_test_path(const std::string& path) {
   if (!path.ends_with(".py")) return false;
   if (looks_like_test_file(path)) return true;

@@ -46,6 +46,7 @@ std::string status_name(FailureStatus s);
 std::optional<FailureStatus> parse_status(const std::string& s);
 // Statuses whose failure was labelled by a diff (their faulty-line counts make up the outlier rule's sample).
 bool is_mined(FailureStatus s);
+std::vector<FailureStatus> mined_statuses();
 
 struct LabelOptions {
   std::string project;          // the cases' `project`

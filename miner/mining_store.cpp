@@ -82,15 +82,12 @@ Result<std::vector<StoredFailure>> read_rows(SqliteStmt& st, const std::filesyst
   return out;
 }
 
-const std::vector<FailureStatus> kMinedStatuses = {FailureStatus::labelled, FailureStatus::quarantined,
-                                                   FailureStatus::accepted, FailureStatus::rejected,
-                                                   FailureStatus::trimmed};
-
-OutlierRule rule_over(const std::vector<StoredFailure>& mined, double sigma) {
-  std::vector<size_t> counts;
-  for (const auto& f : mined)
-    if (f.faulty_count) counts.push_back(*f.faulty_count);
-  return outlier_rule(counts, sigma);
+// " WHERE status IN ('a','b')", or "" for every status.
+std::string status_filter(const std::vector<FailureStatus>& statuses) {
+  if (statuses.empty()) return "";
+  std::string sql = " WHERE status IN (";
+  for (size_t i = 0; i < statuses.size(); ++i) sql += (i ? ",'" : "'") + status_name(statuses[i]) + "'";
+  return sql + ")";
 }
 
 // The statuses whose case belongs in the corpus.
@@ -246,10 +243,11 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
     update->bind(7, l.detail).bind(8, now).bind(9, s.f->commit).bind(10, s.f->test_id);
     if (auto st = update->run(); !st) return std::unexpected(st.error());
     if (sqlite3_changes(db.handle()) == 0) continue;  // another process settled it first
-    ++report.settled[l.status];
+    // Labelled ones are counted by the reconciliation, which decides between corpus and quarantine.
     if (l.labelled) report.labelled_ids.push_back(l.labelled->id);
+    else ++report.settled[l.status];
   }
-  if (auto s = reconcile(options.sigma, &report); !s) return std::unexpected(s.error());
+  if (auto s = reconcile(options.sigma, report); !s) return std::unexpected(s.error());
   if (auto s = tx->commit(); !s) return std::unexpected(s.error());
   auto counts = status_counts();
   if (!counts) return std::unexpected(counts.error());
@@ -257,51 +255,64 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
   return report;
 }
 
-Status MiningStore::reconcile(double sigma, SyncReport* report) {
+Result<std::vector<MiningStore::Mined>> MiningStore::mined() {
+  auto st = kb_.database().prepare("SELECT commit_sha, test_id, status, faulty_count, case_id FROM failures" +
+                                   status_filter(mined_statuses()) + " ORDER BY commit_sha, test_id");
+  if (!st) return std::unexpected(st.error());
+  std::vector<Mined> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    out.push_back({st->text(0), st->text(1), parse_status(st->text(2)).value_or(FailureStatus::open),
+                   static_cast<size_t>(st->int64(3)), st->text(4)});
+  }
+  return out;
+}
+
+Status MiningStore::reconcile(double sigma, SyncReport& report) {
   SqliteDb& db = kb_.database();
-  auto all = failures(kMinedStatuses);
+  // Only ids, statuses and counts: the records are read for the cases that enter the corpus.
+  auto all = mined();
   if (!all) return std::unexpected(all.error());
-  const OutlierRule rule = rule_over(*all, sigma);
-  if (report) report->rule = rule;
-  std::set<std::string> fresh;
-  if (report) fresh.insert(report->labelled_ids.begin(), report->labelled_ids.end());
+  std::vector<size_t> counts;
+  for (const auto& m : *all) counts.push_back(m.faulty_count);
+  report.rule = outlier_rule(counts, sigma);
+  const std::set<std::string> fresh(report.labelled_ids.begin(), report.labelled_ids.end());
+  report.labelled_ids.clear();
   auto set_status = db.prepare("UPDATE failures SET status = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
-  if (!set_status) return std::unexpected(set_status.error());
+  auto record = db.prepare("SELECT record FROM failures WHERE commit_sha = ? AND test_id = ?");
+  for (auto* st : {&set_status, &record})
+    if (!*st) return std::unexpected(st->error());
   std::vector<Case> to_import;
   std::vector<CaseOrigin> origins;
   std::vector<std::string> to_remove;
-  for (const auto& f : *all) {
-    if (f.status != FailureStatus::labelled && f.status != FailureStatus::quarantined) continue;
-    const FailureStatus want =
-        rule.outlier(f.faulty_count.value_or(0)) ? FailureStatus::quarantined : FailureStatus::labelled;
-    const bool is_fresh = fresh.count(f.case_id) > 0;
-    if (want != f.status) {
-      set_status->bind(1, status_name(want)).bind(2, now_epoch()).bind(3, f.commit).bind(4, f.test_id);
+  for (const auto& m : *all) {
+    if (m.status != FailureStatus::labelled && m.status != FailureStatus::quarantined) continue;
+    const FailureStatus want = report.rule.outlier(m.faulty_count) ? FailureStatus::quarantined : FailureStatus::labelled;
+    const bool is_fresh = fresh.count(m.case_id) > 0;
+    if (want != m.status) {
+      set_status->bind(1, status_name(want)).bind(2, now_epoch()).bind(3, m.commit).bind(4, m.test_id);
       if (auto s = set_status->run(); !s) return s;
-      if (report && !is_fresh)
-        (want == FailureStatus::quarantined ? report->moved_to_quarantine : report->released).push_back(f.case_id);
     }
-    if (report && is_fresh && want == FailureStatus::quarantined) report->quarantined_ids.push_back(f.case_id);
-    if (!f.labelled) continue;
-    if (want == FailureStatus::labelled && (is_fresh || want != f.status)) {
-      to_import.push_back(*f.labelled);
-      origins.push_back({"failure " + f.commit.substr(0, 10) + " " + f.test_id});
-    } else if (want == FailureStatus::quarantined && want != f.status) {
-      to_remove.push_back(f.case_id);
+    if (is_fresh) (want == FailureStatus::quarantined ? report.quarantined_ids : report.labelled_ids).push_back(m.case_id);
+    else if (want != m.status)
+      (want == FailureStatus::quarantined ? report.moved_to_quarantine : report.released).push_back(m.case_id);
+    if (want == FailureStatus::quarantined) {
+      if (!is_fresh && want != m.status) to_remove.push_back(m.case_id);
+    } else if (is_fresh || want != m.status) {
+      record->bind(1, m.commit).bind(2, m.test_id);
+      auto row = record->step();
+      if (!row) return std::unexpected(row.error());
+      auto c = case_from_json(json::parse(record->text(0), nullptr, false));
+      record->reset();
+      if (!c) return fail(db.path().string() + ": failure " + m.case_id + ": " + c.error().message);
+      to_import.push_back(std::move(*c));
+      origins.push_back({"failure " + m.commit.substr(0, 10) + " " + m.test_id});
     }
   }
-  if (report) {
-    // This sync's new cases that went to quarantine are reported as quarantined, not as labelled.
-    std::erase_if(report->labelled_ids, [&](const std::string& id) {
-      return std::find(report->quarantined_ids.begin(), report->quarantined_ids.end(), id) !=
-             report->quarantined_ids.end();
-    });
-    report->settled[FailureStatus::quarantined] += report->quarantined_ids.size();
-    report->settled[FailureStatus::labelled] -= std::min(report->settled[FailureStatus::labelled],
-                                                         report->quarantined_ids.size());
-    if (report->settled[FailureStatus::labelled] == 0) report->settled.erase(FailureStatus::labelled);
-    if (report->settled[FailureStatus::quarantined] == 0) report->settled.erase(FailureStatus::quarantined);
-  }
+  if (!report.labelled_ids.empty()) report.settled[FailureStatus::labelled] = report.labelled_ids.size();
+  if (!report.quarantined_ids.empty()) report.settled[FailureStatus::quarantined] = report.quarantined_ids.size();
   if (!to_remove.empty())
     if (auto r = kb_.remove_cases(to_remove); !r) return std::unexpected(r.error());
   if (!to_import.empty())
@@ -311,14 +322,8 @@ Status MiningStore::reconcile(double sigma, SyncReport* report) {
 
 Result<std::vector<StoredFailure>> MiningStore::failures(const std::vector<FailureStatus>& statuses) {
   SqliteDb& db = kb_.database();
-  std::string sql = std::string("SELECT ") + kColumns + " FROM failures";
-  if (!statuses.empty()) {
-    sql += " WHERE status IN (";
-    for (size_t i = 0; i < statuses.size(); ++i) sql += (i ? ",'" : "'") + status_name(statuses[i]) + "'";
-    sql += ")";
-  }
-  sql += " ORDER BY coalesce(time, updated_at), commit_sha, test_id";
-  auto st = db.prepare(sql);
+  auto st = db.prepare(std::string("SELECT ") + kColumns + " FROM failures" + status_filter(statuses) +
+                       " ORDER BY coalesce(time, updated_at), commit_sha, test_id");
   if (!st) return std::unexpected(st.error());
   return read_rows(*st, db.path());
 }
@@ -361,9 +366,11 @@ Result<size_t> MiningStore::outcome_count() {
 }
 
 Result<OutlierRule> MiningStore::rule(double sigma) {
-  auto all = failures(kMinedStatuses);
+  auto all = mined();
   if (!all) return std::unexpected(all.error());
-  return rule_over(*all, sigma);
+  std::vector<size_t> counts;
+  for (const auto& m : *all) counts.push_back(m.faulty_count);
+  return outlier_rule(counts, sigma);
 }
 
 Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision decision, const std::string& author,

@@ -85,7 +85,15 @@ class MiningStore {
                                const std::string& reason, const std::vector<LineRef>& keep = {});
 
  private:
-  Status reconcile(double sigma, SyncReport* report);
+  // What the rule needs of a mined failure (its record stays on disk).
+  struct Mined {
+    std::string commit, test_id;
+    FailureStatus status;
+    size_t faulty_count;  // as mined, before any trim: the rule's sample
+    std::string case_id;
+  };
+  Result<std::vector<Mined>> mined();
+  Status reconcile(double sigma, SyncReport& report);
   KnowledgeBase& kb_;
 };
 

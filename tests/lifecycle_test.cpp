@@ -121,6 +121,7 @@ TEST(spark_mine_store, a_killed_mine_leaves_a_consistent_store_and_resumes) {
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   // Kill -9 at varying moments; after each, the store is consistent: every case in the corpus belongs to a
   // settled failure, and no failure is settled without its case.
+  int killed = 0;  // runs the kill really interrupted (not ones that had finished)
   for (int delay_ms : {2, 5, 10, 20, 40}) {
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
@@ -133,6 +134,7 @@ TEST(spark_mine_store, a_killed_mine_leaves_a_consistent_store_and_resumes) {
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
+    killed += WIFSIGNALED(status) ? 1 : 0;
     auto kb = KnowledgeBase::open(dir / ".spark", true);
     ASSERT_TRUE(kb) << kb.error().message;
     MiningStore store(**kb);
@@ -140,6 +142,7 @@ TEST(spark_mine_store, a_killed_mine_leaves_a_consistent_store_and_resumes) {
     ASSERT_TRUE(labelled);
     EXPECT_EQ(*(*kb)->count(), labelled->size()) << "after a kill at " << delay_ms << " ms";
   }
+  EXPECT_GE(killed, 1);
   auto done = run_spark({"mine", "--outcomes", "all.jsonl", "-o", "resumed.jsonl"}, dir.path());
   ASSERT_EQ(done.exit_code, 0) << done.err;
   EXPECT_EQ(testing::slurp(dir / "resumed.jsonl"), testing::slurp(dir / "ref.jsonl"));
