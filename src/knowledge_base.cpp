@@ -107,7 +107,7 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& dir, 
   std::error_code ec;
   if (!fs::exists(db_file, ec)) {
     if (!create)
-      return fail("no knowledge base at " + dir.string() + " (run `spark import` first, or pass --kb DIR)");
+      return fail("no knowledge base at " + dir.string() + " (make one with `spark import`, `spark mine` or `spark record`, or pass --kb DIR)");
     fs::create_directories(dir, ec);
     if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
   }
