@@ -15,7 +15,7 @@ grammar_sha1=807e50c415a761c613614f902432f563e85b51b6
 
 packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev
           libtree-sitter-dev libcli11-dev libsqlite3-dev libpugixml-dev libcpp-httplib-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake g++
+          libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake make g++
           python3 python3-pytest git ca-certificates gnuplot-nox)
 if [ "${1:-}" = --tests ]; then
     packages+=(chromium)
