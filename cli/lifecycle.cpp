@@ -55,7 +55,8 @@ void print_summary(const SyncReport& r, const std::string& verb) {
       {FailureStatus::not_test_fault, "fixed outside the test code"},
       {FailureStatus::only_additions, "fixed by additions only"},
       {FailureStatus::mixed_fix, "fixed together with non-test code (--test-only-fixes)"},
-      {FailureStatus::missing_file, "without their test file"}};
+      {FailureStatus::missing_file, "without their test file"},
+      {FailureStatus::duplicate, "the same fault as an earlier failure (same test, test code and fix: counted behind its case)"}};
   std::string settled;
   size_t total = 0;
   for (const auto& [status, text] : order)
@@ -263,6 +264,17 @@ std::string lines_text(const std::vector<LineRef>& lines) {
   return out;
 }
 
+// Every failing commit behind a mined case: meta.occurrences when the fault merge put it there, else the one failure.
+json occurrences_of(const StoredFailure& f) {
+  if (f.labelled) {
+    const json& meta = f.labelled->record.contains("meta") ? f.labelled->record["meta"] : json();
+    if (meta.is_object() && meta.contains("occurrences")) return meta["occurrences"];
+  }
+  json o = {{"count", 1}, {"first_commit", f.commit}, {"last_commit", f.commit}, {"commits", json::array({f.commit})}};
+  if (f.time) o["first_time"] = o["last_time"] = format_iso8601(*f.time);
+  return o;
+}
+
 json failure_json(const StoredFailure& f) {
   json j = {{"id", f.case_id},
             {"status", status_name(f.status)},
@@ -270,7 +282,8 @@ json failure_json(const StoredFailure& f) {
             {"faulty_commit", f.commit},
             {"fixed_commit", f.fixed_commit},
             {"faulty_lines_mined", f.faulty_count ? json(*f.faulty_count) : json()},
-            {"faulty_lines", json::array()}};
+            {"faulty_lines", json::array()},
+            {"occurrences", occurrences_of(f)}};
   if (f.labelled)
     for (const auto& l : f.labelled->faulty_lines) j["faulty_lines"].push_back({{"path", l.path}, {"line", l.line}});
   if (f.decided_at) {
@@ -444,6 +457,8 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
                     f.test_id.c_str(), f.commit.c_str(), f.fixed_commit.c_str());
       out += line;
       if (f.decided_at) out += "  [" + f.decided_by + ", " + date_text(f.decided_at) + "]";
+      if (const size_t n = occurrences_of(f).value("count", size_t{1}); n > 1)
+        out += "  (failed at " + std::to_string(n) + " commits)";
       out += "\n";
     }
     return write_output("", out);
@@ -455,6 +470,10 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
                       "\n  failing:  " + f->commit + "\n  fix:      " + f->fixed_commit + "\n  faulty lines: ";
     if (f->labelled) out += lines_text(f->labelled->faulty_lines);
     out += "\n";
+    if (const json o = occurrences_of(*f); o.value("count", 1) > 1)
+      out += "  failed at " + std::to_string(o.value("count", 1)) + " commits, " +
+             o.value("first_commit", "").substr(0, 10) + " (" + o.value("first_time", "?") + ") to " +
+             o.value("last_commit", "").substr(0, 10) + " (" + o.value("last_time", "?") + ")\n";
     if (f->decided_at)
       out += "  decided:  " + f->decided_by + ", " + date_text(f->decided_at) +
              (f->reason.empty() ? "" : ": " + f->reason) + "\n";

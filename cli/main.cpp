@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     sub->add_option("--until", h.until, "only commits up to this time (ISO-8601)");
     bind(sub, "--sigma", "mine.sigma", "outlier rule: quarantine above mean + SIGMA * sd faulty lines (default 3)")
         ->check(CLI::Range(0.0, 100.0));
-    sub->add_option("--project", h.project, "the cases' project (default: the repository folder's name)");
+    bind(sub, "--project", "project", "the cases' project (default: the origin URL normalised, else the root commit)");
   };
   bool test_only_fixes = false;
   MineArgs mine_args;
@@ -258,6 +258,7 @@ int main(int argc, char** argv) {
   for (HistoryArgs* h : {&mine_args.history, &rec.history, &hooks_args.history}) {
     h->sigma = config->number("mine.sigma");
     h->test_only_fixes = config->boolean("mine.test_only_fixes");
+    h->project = config->str("project");
   }
   audit_args.sigma = config->number("mine.sigma");
   if (mine->parsed()) return cmd_mine(common, mine_args);

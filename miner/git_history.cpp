@@ -362,6 +362,27 @@ std::string GitRepository::configured_author() const {
   return out;
 }
 
+std::string GitRepository::config_string(const std::string& key) const {
+  Owned<git_config, git_config_free> config;
+  if (git_repository_config_snapshot(&config.p, repo_) != 0) return "";
+  const char* value = nullptr;
+  if (git_config_get_string(&value, config.p, key.c_str()) != 0 || !value) return "";
+  return value;
+}
+
+std::string GitRepository::root_commit() const {
+  Owned<git_revwalk, git_revwalk_free> walk;
+  if (git_revwalk_new(&walk.p, repo_) != 0 || git_revwalk_push_head(walk.p) != 0) return "";
+  git_revwalk_simplify_first_parent(walk.p);
+  git_oid oid, last;
+  bool any = false;
+  while (git_revwalk_next(&oid, walk.p) == 0) {
+    last = oid;
+    any = true;
+  }
+  return any ? git_oid_tostr_s(&last) : "";
+}
+
 Result<std::string> unified_diff(const std::string& before, const std::string& after, const std::string& path,
                                  int context) {
   init_libgit2();

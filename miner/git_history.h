@@ -58,6 +58,12 @@ class GitRepository {
   // The configured author, "Name <email>" from git config (the repository's, then the user's); empty when unset.
   std::string configured_author() const;
 
+  // A git config value (the repository's, then the user's); empty when unset.
+  std::string config_string(const std::string& key) const;
+
+  // The oldest commit on HEAD's first-parent line; empty in a repository with no commits.
+  std::string root_commit() const;
+
   // The full sha of `rev` (a sha, a prefix, a branch or tag name). An unknown revision is an error naming it.
   Result<std::string> resolve(const std::string& rev) const;
 

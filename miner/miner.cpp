@@ -109,12 +109,13 @@ std::string status_name(FailureStatus s) {
     case FailureStatus::mixed_fix: return "mixed_fix";
     case FailureStatus::missing_file: return "missing_file";
     case FailureStatus::flaky: return "flaky";
+    case FailureStatus::duplicate: return "duplicate";
   }
   return "open";
 }
 
 std::optional<FailureStatus> parse_status(const std::string& s) {
-  for (int i = 0; i <= static_cast<int>(FailureStatus::flaky); ++i)
+  for (int i = 0; i <= static_cast<int>(FailureStatus::duplicate); ++i)
     if (status_name(static_cast<FailureStatus>(i)) == s) return static_cast<FailureStatus>(i);
   return std::nullopt;
 }
@@ -126,7 +127,7 @@ bool is_mined(FailureStatus s) {
 
 std::vector<FailureStatus> mined_statuses() {
   std::vector<FailureStatus> out;
-  for (int i = 0; i <= static_cast<int>(FailureStatus::flaky); ++i)
+  for (int i = 0; i <= static_cast<int>(FailureStatus::duplicate); ++i)
     if (is_mined(static_cast<FailureStatus>(i))) out.push_back(static_cast<FailureStatus>(i));
   return out;
 }
@@ -162,11 +163,31 @@ std::vector<SourceFile> failure_files(const GitRepository& repo, const std::stri
   return files;
 }
 
+std::string normalize_remote_url(std::string url) {
+  // scheme://[user@]host[:port]/path, or scp-like [user@]host:path; a local path stays a path.
+  if (auto scheme = url.find("://"); scheme != std::string::npos) url = url.substr(scheme + 3);
+  else if (auto colon = url.find(':'); colon != std::string::npos && url.find('/') > colon) url[colon] = '/';
+  if (auto slash = url.find('/'), at = url.find('@'); at != std::string::npos && at < slash) url = url.substr(at + 1);
+  if (auto slash = url.find('/'), port = url.find(':'); port != std::string::npos && port < slash)
+    url.erase(port, slash - port);  // host:port/path → host/path
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  if (url.size() > 4 && url.compare(url.size() - 4, 4, ".git") == 0) url.resize(url.size() - 4);
+  std::transform(url.begin(), url.begin() + static_cast<std::ptrdiff_t>(std::min(url.find('/'), url.size())),
+                 url.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return url;
+}
+
 std::string default_project(const GitRepository& repo) {
-  fs::path wd = repo.workdir();
-  if (!wd.has_filename()) wd = wd.parent_path();  // "…/name/" → "…/name"
-  if (wd.filename() == ".git" || wd.filename() == "repo") wd = wd.parent_path();
+  if (auto url = normalize_remote_url(repo.config_string("remote.origin.url")); !url.empty()) return url;
+  if (auto root = repo.root_commit(); !root.empty()) return "git-" + root.substr(0, 12);
+  fs::path wd = repo.workdir();  // an empty repository: nothing better than its folder
+  if (!wd.has_filename()) wd = wd.parent_path();
   return wd.filename().string();
+}
+
+std::string project_slug(const std::string& project) {
+  auto slash = project.find_last_of('/');
+  return slash == std::string::npos ? project : project.substr(slash + 1);
 }
 
 Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
@@ -236,7 +257,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
   }
   // Through the interchange format's reader: the case is validated like an imported one.
   nlohmann::json record = {
-      {"id", options.project + "-" + faulty.sha.substr(0, 10) + "-" + hex64(fnv1a64(failure.test_id)).substr(0, 8)},
+      {"id", project_slug(options.project) + "-" + faulty.sha.substr(0, 10) + "-" + hex64(fnv1a64(failure.test_id)).substr(0, 8)},
       {"project", options.project},
       {"test_id", failure.test_id},
       {"language", "python"},

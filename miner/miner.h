@@ -38,9 +38,11 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::
 // What became of a recorded failure. `open` until a later passing outcome of the same test is seen; then the fix
 // decides: `labelled` (a case in the corpus), `quarantined` (an outlier for a person to audit), or one of the
 // reasons it labels nothing. `accepted`, `rejected` and `trimmed` are a person's audit decisions. `flaky`: the test
-// also passed at the failing commit itself.
+// also passed at the failing commit itself. `duplicate`: the same fault as an earlier failure (the same test, test
+// code and fix), which keeps the one case (KnowledgeBase::merge_same_faults).
 enum class FailureStatus {
-  open, labelled, quarantined, accepted, rejected, trimmed, not_test_fault, only_additions, mixed_fix, missing_file, flaky
+  open, labelled, quarantined, accepted, rejected, trimmed, not_test_fault, only_additions, mixed_fix, missing_file, flaky,
+  duplicate
 };
 std::string status_name(FailureStatus s);
 std::optional<FailureStatus> parse_status(const std::string& s);
@@ -94,7 +96,12 @@ struct OutlierRule {
 };
 OutlierRule outlier_rule(const std::vector<size_t>& counts, double sigma);
 
-// The project name of a repository: its work tree folder's name (a bare mirror's parent folder).
+// The project of a repository, the same from every clone, worktree or CI checkout of it: the origin remote's URL
+// normalised (scheme, user, port and ".git" dropped: "github.com/pallets/click"), else "git-" and its root commit's
+// first 12 hex digits. `project` in .spark.toml (SPARK_PROJECT, --project) overrides it.
 std::string default_project(const GitRepository& repo);
+std::string normalize_remote_url(std::string url);
+// The last path part of a project ("click" of "github.com/pallets/click"): the prefix of mined case ids.
+std::string project_slug(const std::string& project);
 
 }  // namespace spark

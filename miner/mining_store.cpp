@@ -37,7 +37,7 @@ json lines_json(const std::vector<LineRef>& lines) {
 
 const char* kColumns =
     "commit_sha, test_id, status, time, message, origin, snapshot, fixed_commit, case_id, faulty_count, record, "
-    "fixed_files, decided_by, decided_at, reason, kept";
+    "fixed_files, decided_by, decided_at, reason, kept, duplicate_of";
 
 Result<StoredFailure> read_row(const SqliteStmt& st, const std::filesystem::path& db) {
   StoredFailure f;
@@ -66,6 +66,7 @@ Result<StoredFailure> read_row(const SqliteStmt& st, const std::filesystem::path
   f.decided_by = st.text(12);
   if (!st.is_null(13)) f.decided_at = st.int64(13);
   f.reason = st.text(14);
+  f.duplicate_of = st.text(16);
   return f;
 }
 
@@ -229,7 +230,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
   if (!tx) return std::unexpected(tx.error());
   auto update = db.prepare(
       "UPDATE failures SET status = ?, fixed_commit = ?, case_id = ?, faulty_count = ?, record = ?, fixed_files = ?, "
-      "reason = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
+      "reason = ?, updated_at = ?, fault_key = ? WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
   if (!update) return std::unexpected(update.error());
   for (auto& s : settled) {
     const Labelling& l = s.labelling;
@@ -240,13 +241,21 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
     } else {
       update->bind_null(3).bind_null(4).bind_null(5).bind_null(6);
     }
-    update->bind(7, l.detail).bind(8, now).bind(9, s.f->commit).bind(10, s.f->test_id);
+    update->bind(7, l.detail).bind(8, now);
+    if (l.labelled) update->bind(9, fault_key(*l.labelled));
+    else update->bind_null(9);
+    update->bind(10, s.f->commit).bind(11, s.f->test_id);
     if (auto st = update->run(); !st) return std::unexpected(st.error());
     if (sqlite3_changes(db.handle()) == 0) continue;  // another process settled it first
     // Labelled ones are counted by the reconciliation, which decides between corpus and quarantine.
     if (l.labelled) report.labelled_ids.push_back(l.labelled->id);
     else ++report.settled[l.status];
   }
+  // One case per fault: failures of the same test with the same test code and fix are counted behind the earliest.
+  auto merge = kb_.merge_same_faults();
+  if (!merge) return std::unexpected(merge.error());
+  report.merged = merge->merged;
+  if (merge->merged) report.settled[FailureStatus::duplicate] = merge->merged;
   if (auto s = reconcile(options.sigma, report); !s) return std::unexpected(s.error());
   if (auto s = tx->commit(); !s) return std::unexpected(s.error());
   auto counts = status_counts();
@@ -299,7 +308,8 @@ Status MiningStore::reconcile(double sigma, SyncReport& report) {
     else if (want != m.status)
       (want == FailureStatus::quarantined ? report.moved_to_quarantine : report.released).push_back(m.case_id);
     if (want == FailureStatus::quarantined) {
-      if (!is_fresh && want != m.status) to_remove.push_back(m.case_id);
+      // A fresh case may have been put in by the fault merge (its occurrences changed): it leaves too.
+      if (is_fresh || want != m.status) to_remove.push_back(m.case_id);
     } else if (is_fresh || want != m.status) {
       record->bind(1, m.commit).bind(2, m.test_id);
       auto row = record->step();

@@ -37,6 +37,7 @@ struct SyncReport {
   size_t outcomes = 0;           // outcomes stored (new or changed)
   size_t opened = 0;             // failures this sync opened
   size_t closed_flaky = 0;       // failures whose test passed at the same commit
+  size_t merged = 0;             // settled failures that were the same fault as another: counted behind its case
   std::map<FailureStatus, size_t> settled;  // failures this sync settled, by status
   std::vector<std::string> labelled_ids, quarantined_ids;  // this sync's new cases
   std::vector<std::string> moved_to_quarantine, released;  // earlier cases the recomputed rule moved
@@ -59,6 +60,7 @@ struct StoredFailure {
   std::vector<SourceFile> fixed_files;
   std::string decided_by, reason;
   std::optional<int64_t> decided_at;
+  std::string duplicate_of;  // a duplicate's kept case
 };
 
 enum class Decision { accept, reject, trim };

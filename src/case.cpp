@@ -226,6 +226,16 @@ std::string content_key(const Case& c) {
   return hex64(h);
 }
 
+std::string fault_key(const Case& c) {
+  uint64_t h = fnv1a64(c.test_id);
+  h = fnv1a64(c.fixed_commit.value_or(""), h ^ 0x9e3779b97f4a7c15ULL);
+  for (const auto& f : c.files) {
+    h = fnv1a64(f.path, h ^ 0x9e3779b97f4a7c15ULL);
+    h = fnv1a64(f.content, h ^ 0x85ebca6b0b3e5d2bULL);
+  }
+  return hex64(h);
+}
+
 Result<std::string> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail(path.string() + ": cannot open: " + std::strerror(errno));

@@ -65,6 +65,10 @@ nlohmann::json case_to_json(const Case& c);
 // exact duplicates out of its own search.
 std::string content_key(const Case& c);
 
+// A key for "the same fault": the same test, the same faulty test code (files, path and content) and the same fix
+// commit. A test that fails at several commits with unchanged test code until one fix is one fault, one case.
+std::string fault_key(const Case& c);
+
 // The cases of a JSON Lines file, with the line each came from (for messages about them later).
 struct CasesFile {
   std::vector<Case> cases;

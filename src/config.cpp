@@ -45,6 +45,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"localize.r", T::integer, "1", {}, false, "similar cases to retrieve"},
       {"localize.similarity_floor", T::number, "0.10", {}, false, "ignore retrieved cases below this cosine"},
       {"redact.enabled", T::boolean, "true", {}, false, "redact secrets before text leaves the machine"},
+      {"project", T::string, "", {"SPARK_PROJECT"}, false,
+       "the mined cases' project (default: the origin remote's URL normalised, else the root commit)"},
       {"mine.sigma", T::number, "3", {}, false, "outlier rule: quarantine above mean + sigma * sd faulty lines"},
       {"mine.test_only_fixes", T::boolean, "false", {}, false,
        "label only fixes that changed nothing but test code"},

@@ -21,7 +21,7 @@ namespace spark {
 class SqliteDb;
 
 // 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state).
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // Where a case came from, for error messages ("cases.jsonl:12").
 struct CaseOrigin {
@@ -83,6 +83,17 @@ class KnowledgeBase {
 
   // Removes the cases with these ids (absent ids are ignored), in one transaction. Returns how many were removed.
   Result<size_t> remove_cases(const std::vector<std::string>& ids);
+
+  // One case per fault. Mined failures with the same fault key (failures.fault_key: the same test, faulty test code
+  // and fix) are one fault: the earliest failure (by failure time, then commit) keeps the case; the others become
+  // `duplicate` failures pointing at it (duplicate_of) and their cases leave the corpus; a person's decision on any
+  // of them carries over to the one kept. The kept case's record gets meta.occurrences: count, first and last
+  // commit and time, and every failing commit. Runs inside the caller's transaction when there is one.
+  struct FaultMerge {
+    size_t merged = 0;                  // failures that became duplicates in this call
+    std::vector<std::string> kept_ids;  // the cases whose occurrences changed (re-imported when in the corpus)
+  };
+  Result<FaultMerge> merge_same_faults();
 
   // The store's connection, for stores layered on the same file and transactions (the miner's outcomes and
   // failures, miner/mining_store.h). Tables are created here, by the schema migration.

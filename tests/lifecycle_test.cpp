@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "case.h"
 #include "git_history.h"
@@ -264,19 +265,31 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   pytest(dir, "r3.xml");
   auto r3 = run_spark({"record", "--junit", "r3.xml"}, dir.path());
   ASSERT_EQ(r3.exit_code, 0) << r3.err;
-  EXPECT_NE(r3.err.find("settled 2 failures: 2 labelled into the corpus"), std::string::npos) << r3.err;
+  // It failed at two commits with the same test code, and one fix mended it: one fault, one case, both commits behind it.
+  EXPECT_NE(r3.err.find("settled 2 failures: 1 labelled into the corpus, 1 the same fault as an earlier failure"),
+            std::string::npos) << r3.err;
   auto exported = run_spark({"export"}, dir.path());
   ASSERT_EQ(exported.exit_code, 0);
   EXPECT_NE(exported.out.find("\"faulty_lines\":[{\"line\":2,\"path\":\"tests/test_calc.py\"}]"), std::string::npos)
       << exported.out;
   EXPECT_NE(exported.out.find("assert 7 == 6"), std::string::npos);
-  EXPECT_EQ(stored_cases(dir), 2u);
+  EXPECT_EQ(stored_cases(dir), 1u);
+  const auto occurrences = nlohmann::json::parse(exported.out)["meta"]["occurrences"];
+  EXPECT_EQ(occurrences["count"], 2) << exported.out;
+  EXPECT_EQ(occurrences["commits"].size(), 2u);
+  EXPECT_EQ(occurrences["first_commit"], occurrences["commits"][0]);
+  EXPECT_NE(occurrences["first_commit"], occurrences["last_commit"]);
+  auto audit = run_spark({"audit", "--all", "--format", "json"}, dir.path());
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  const auto listed = nlohmann::json::parse(audit.out)["cases"];
+  ASSERT_EQ(listed.size(), 1u) << audit.out;
+  EXPECT_EQ(listed[0]["occurrences"]["count"], 2);
   // Bad input: a truncated report is an error naming it, and nothing stored is lost.
   write_file(dir / "cut.xml", testing::slurp(dir / "r3.xml").substr(0, 120));
   auto cut = run_spark({"record", "--junit", "cut.xml"}, dir.path());
   EXPECT_EQ(cut.exit_code, 1);
   EXPECT_NE(cut.err.find("cut.xml"), std::string::npos) << cut.err;
-  EXPECT_EQ(stored_cases(dir), 2u);
+  EXPECT_EQ(stored_cases(dir), 1u);
   // A report naming a test file outside the repository: warned about, never read.
   write_file(dir / "outside" / "test_evil.py", "def test_x():\n    assert False\n");
   write_file(dir / "evil.xml",
@@ -290,6 +303,93 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   auto bad_commit = run_spark({"record", "--junit", "r3.xml", "--commit", "feedfacefeedface"}, dir.path());
   EXPECT_EQ(bad_commit.exit_code, 1);
   EXPECT_NE(bad_commit.err.find("no commit \"feedfacefeedface\""), std::string::npos) << bad_commit.err;
+}
+
+// Runs SQL on a store with SQLite directly (the test's way to make what an older spark left behind).
+void sql(const std::filesystem::path& db_file, const std::string& statements) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_file.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, statements.c_str(), nullptr, nullptr, &error);
+  const std::string message = error ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << message << "\n" << statements;
+}
+
+TEST(spark_record, a_schema_2_store_with_one_fault_twice_is_upgraded_to_one_case_losing_nothing) {
+  TempDir dir;
+  broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
+  pytest(dir, "r1.xml");
+  ASSERT_EQ(run_spark({"record", "--junit", "r1.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  write_file(dir / "NOTES", "x\n");
+  git(dir, "add -A");
+  git(dir, "commit -m notes", day(2));
+  pytest(dir, "r2.xml");
+  ASSERT_EQ(run_spark({"record", "--junit", "r2.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  write_file(dir / "tests" / "test_calc.py", kGood);
+  git(dir, "commit -am fix", day(3));
+  pytest(dir, "r3.xml");
+  ASSERT_EQ(run_spark({"record", "--junit", "r3.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  ASSERT_EQ(stored_cases(dir), 1u);
+  // Turn the store into what schema 2 made of this history: two labelled failures, two cases in the corpus, no
+  // occurrences; a person had accepted the later one.
+  std::string later_record;
+  {
+    auto kb = KnowledgeBase::open(dir / ".spark", false);
+    ASSERT_TRUE(kb);
+    MiningStore store(**kb);
+    auto dups = store.failures({FailureStatus::duplicate});
+    ASSERT_TRUE(dups);
+    ASSERT_EQ(dups->size(), 1u);
+    ASSERT_TRUE((*dups)[0].labelled);
+    ASSERT_TRUE((*kb)->import_cases({*(*dups)[0].labelled}, {}, false));
+    auto kept = store.failures({FailureStatus::labelled});
+    ASSERT_TRUE(kept);
+    ASSERT_EQ(kept->size(), 1u);
+    Case without_occurrences = *(*kept)[0].labelled;
+    without_occurrences.record.erase("meta");
+    ASSERT_TRUE((*kb)->import_cases({without_occurrences}, {}, true));
+  }
+  const auto db = dir / ".spark" / "kb.sqlite";
+  sql(db,
+      "UPDATE failures SET record = json_remove(record, '$.meta') WHERE record IS NOT NULL;"
+      "UPDATE failures SET status = 'accepted', decided_by = 'Reviewer', decided_at = 1770000000, reason = 'real', "
+      "duplicate_of = NULL WHERE status = 'duplicate';"
+      "DROP INDEX failures_fault; ALTER TABLE failures DROP COLUMN fault_key; "
+      "ALTER TABLE failures DROP COLUMN duplicate_of; PRAGMA user_version = 2;");
+  {  // Before the upgrade (opening the store would upgrade it): two cases.
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT count(*) FROM cases", -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int(st, 0), 2);
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+  }
+  // Any command upgrades the store: one case, both failing commits behind it, the decision carried over.
+  auto exported = run_spark({"export"}, dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const auto c = nlohmann::json::parse(exported.out);
+  EXPECT_EQ(c["meta"]["occurrences"]["count"], 2) << exported.out;
+  EXPECT_EQ(stored_cases(dir), 1u);
+  auto audit = run_spark({"audit", "--all", "--format", "json"}, dir.path());
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  const auto listed = nlohmann::json::parse(audit.out)["cases"];
+  ASSERT_EQ(listed.size(), 1u) << audit.out;
+  EXPECT_EQ(listed[0]["status"], "accepted");
+  EXPECT_EQ(listed[0]["decided_by"], "Reviewer");
+  EXPECT_EQ(listed[0]["id"], c["id"]);
+  // Nothing is lost: both failures are still stored, the later one pointing at the case kept.
+  auto kb = KnowledgeBase::open(dir / ".spark", false);
+  ASSERT_TRUE(kb);
+  MiningStore store(**kb);
+  auto all = store.failures();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[1].status, FailureStatus::duplicate);
+  EXPECT_EQ((*all)[1].duplicate_of, c["id"].get<std::string>());
 }
 
 TEST(spark_record, two_processes_at_once_lose_and_duplicate_nothing) {

@@ -152,12 +152,19 @@ TEST(spark_mine, labels_real_pytest_failures_by_their_fix_and_counts_fixes_outsi
   for (const auto& e : std::filesystem::directory_iterator(dir / "reports")) args.push_back("reports/" + e.path().filename().string());
   auto r = testing::run_spark(args, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("2 labelled into the corpus"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 labelled into the corpus"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 the same fault as an earlier failure"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1 fixed outside the test code"), std::string::npos) << r.err;
   auto cases = read_cases_jsonl(dir / "mined.jsonl");
   ASSERT_TRUE(cases) << cases.error().message;
-  // test_area failed at break-test and at docs; each failure is labelled by the same fix.
-  ASSERT_EQ(cases->cases.size(), 2u);
+  // test_area failed at break-test and at docs with the same test code, and one fix mended it: one fault, one case,
+  // the earliest failure's, with both failing commits behind it.
+  ASSERT_EQ(cases->cases.size(), 1u);
+  const auto& occurrences = cases->cases[0].record["meta"]["occurrences"];
+  EXPECT_EQ(occurrences["count"], 2);
+  EXPECT_EQ(occurrences["first_commit"], cases->cases[0].faulty_commit.value_or(""));
+  EXPECT_NE(occurrences["last_commit"], occurrences["first_commit"]);
+  EXPECT_LE(occurrences["first_time"].get<std::string>(), occurrences["last_time"].get<std::string>());
   for (const auto& c : cases->cases) {
     EXPECT_EQ(c.test_id, "tests/test_shapes.py::test_area");
     ASSERT_EQ(c.faulty_lines.size(), 1u);
