@@ -432,6 +432,13 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     auto count = kb->count();
     if (!count) return report_error(count.error());
     if (*count > 0) {
+      // No index yet (the first case was just learned, say by `spark record`): build it, as `spark index` would.
+      if (!fs::exists(kb->index_dir() / "manifest.json")) {
+        auto built = build_index(*kb, common.embedder, IndexBuildOptions{});
+        if (!built) return report_error(built.error());
+        notes.push_back("the knowledge base had no vector index: built it over " + std::to_string(*count) +
+                        " case(s), as `spark index` does");
+      }
       auto e = SearchEngine::open(*kb, common.embedder, notes);
       if (!e) return report_error(e.error());
       engine = std::move(*e);

@@ -206,7 +206,9 @@ int cmd_record(const Common& common, const RecordArgs& args) {
     if (args.localize_args.format == "json") std::printf("[]\n");
     return 0;
   }
-  return localize_queries(common, args.localize_args, std::move(queries), true);
+  const int localized = localize_queries(common, args.localize_args, std::move(queries), true);
+  if (localized != 0) note("the outcomes were recorded (see the summary above); only localizing the failures failed");
+  return localized;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

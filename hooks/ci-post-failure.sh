@@ -24,7 +24,10 @@ format=text
 if [ -n "${GITHUB_ACTIONS:-}" ]; then format=github; fi
 set -- record --junit "$report" --commit "$commit" --format "$format"
 if [ -n "$sarif" ]; then set -- "$@" --sarif "$sarif"; fi
-if ! "$spark" "$@"; then
-  echo "spark: recording the test outcomes failed (see above); the knowledge base is unchanged" >&2
+"$spark" "$@"
+rc=$?
+if [ "$rc" -ne 0 ]; then
+  # spark's own messages above say what was stored (its summary) and what failed; this step never fails the job.
+  echo "spark: 'spark record' exited with status $rc (see its messages above); the CI job is not failed by spark" >&2
 fi
 exit 0

@@ -490,8 +490,11 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     if (similar.empty() && before > 0)
       out.notes.push_back("no case in the knowledge base is similar enough (best cosine below the floor " +
                           fmt(options.similarity_floor) + "): baseline behaviour, no annotations");
-  } else if (!kb_ || !engine_ || out.knowledge_base_size == 0) {
-    out.notes.push_back("the knowledge base is empty or missing: baseline behaviour, no annotations");
+  } else if (!kb_) {
+    out.notes.push_back("no knowledge base yet: baseline behaviour, no annotations");
+  } else if (!engine_ || out.knowledge_base_size == 0) {
+    out.notes.push_back("the knowledge base has no labelled case yet (it learns one when a failing test is fixed): "
+                        "baseline behaviour, no annotations");
   } else {
     out.notes.push_back("the policy " + options.policy.name + " leaves no case for this failure: baseline behaviour, no annotations");
   }

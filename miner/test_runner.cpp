@@ -129,6 +129,76 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
   return result;
 }
 
+RunClassification classify_run(const CommandResult& r, const std::string& test_id) {
+  if (r.passed()) return {RunVerdict::passed, ""};
+  if (r.timed_out || r.signal) return {RunVerdict::failed, ""};  // a hang or a crash can be the test's own fault
+  const std::string& out = r.output;
+  const auto has = [&](std::string_view s) { return out.find(s) != std::string::npos; };
+  if (r.exit_code == 127 || has(": not found\n") || has("command not found")) {
+    // dash: "sh: 1: python3: not found"; bash: "bash: python3: command not found".
+    std::string tool;
+    for (std::string_view line : split_lines(out)) {
+      const size_t end = line.rfind(": not found") != std::string_view::npos ? line.rfind(": not found")
+                                                                            : line.rfind(": command not found");
+      if (end == std::string_view::npos) continue;
+      const size_t start = line.rfind(": ", end - 1);
+      tool = std::string(line.substr(start == std::string_view::npos ? 0 : start + 2,
+                                     end - (start == std::string_view::npos ? 0 : start + 2)));
+    }
+    return {RunVerdict::environment, (tool.empty() ? "a command" : "\"" + tool + "\"") +
+                                         " was not found on PATH (exit " + std::to_string(r.exit_code) + ")"};
+  }
+  if (r.exit_code == 126) return {RunVerdict::environment, "the command is not executable (exit 126)"};
+  if (has("No module named pytest") || has("No module named 'pytest'"))
+    return {RunVerdict::environment, "the test runner is not installed: No module named pytest"};
+  if (has("INTERNALERROR")) return {RunVerdict::environment, "the test runner failed internally (INTERNALERROR)"};
+  if (has("ERROR: file or directory not found") || has("ERROR: not found:"))
+    return {RunVerdict::environment, "the test runner did not find the test " + test_id};
+  if (has("no tests ran")) return {RunVerdict::environment, "no tests ran"};
+  if (has("ERROR collecting ")) {
+    // A collection error in the test's own file (a syntax error, a bad import there) is the test code's fault.
+    const std::string own = test_id.substr(0, test_id.find("::"));
+    if (!own.empty() && has("ERROR collecting " + own)) return {RunVerdict::failed, ""};
+    return {RunVerdict::environment, "a collection error outside " + own};
+  }
+  return {RunVerdict::failed, ""};
+}
+
+std::string failure_section(const std::string& output) {
+  // pytest: "==== FAILURES ====" (or ERRORS) up to "short test summary info" or the final "==== N failed ..." line.
+  size_t start = std::string::npos;
+  for (const char* header : {" FAILURES =", " ERRORS ="}) {
+    const size_t at = output.find(header);
+    if (at != std::string::npos && at < start) start = at;
+  }
+  if (start == std::string::npos) return output;
+  start = output.find('\n', start);
+  if (start == std::string::npos) return output;
+  ++start;
+  size_t end = output.size();
+  for (const char* footer : {"short test summary info", "\n===="}) {
+    size_t at = output.find(footer, start);
+    if (at == std::string::npos) continue;
+    at = output.rfind('\n', at);  // the start of that line
+    if (at != std::string::npos && at >= start && at < end) end = at;
+  }
+  std::string section = output.substr(start, end - start);
+  while (!section.empty() && (section.back() == '\n' || section.back() == ' ')) section.pop_back();
+  return section.empty() ? output : section + "\n";
+}
+
+std::string tail_lines(const std::string& text, size_t lines) {
+  size_t at = text.size();
+  while (at > 0 && (text[at - 1] == '\n')) --at;
+  const size_t end = at;
+  for (size_t n = 0; n < lines && at > 0; ++n) {
+    const size_t nl = text.rfind('\n', at - 1);
+    at = nl == std::string::npos ? 0 : nl;
+  }
+  if (at > 0) ++at;
+  return text.substr(at, end - at);
+}
+
 namespace {
 
 // Throw-away work trees, one per commit, removed with the session.
@@ -176,6 +246,7 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
   const size_t t = history->size() - 1;
   Worktrees trees(repo);
   std::map<size_t, CommandResult> last;
+  // A run that could not run the test at all stops the search: it says nothing about the test's code.
   const auto run = [&](size_t i) -> Result<bool> {
     const CommitInfo& c = (*history)[i];
     auto dir = trees.at(c.sha);
@@ -183,9 +254,17 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
     auto r = run_command(expand_command(options.command, {test_id}), *dir, options.timeout);
     if (!r) return std::unexpected(r.error());
     ++result.runs;
+    const RunClassification verdict = classify_run(*r, test_id);
+    const char* word = verdict.verdict == RunVerdict::passed ? "passed"
+                       : verdict.verdict == RunVerdict::failed ? "failed" : "could not run the test";
     if (options.progress)
-      options.progress(test_id + " at " + c.sha.substr(0, 10) + ": " + (r->passed() ? "passed" : "failed") + " (" +
-                       r->describe() + ", " + std::to_string(static_cast<int>(r->seconds * 1000)) + " ms)");
+      options.progress(test_id + " at " + c.sha.substr(0, 10) + ": " + word + " (" + r->describe() + ", " +
+                       std::to_string(static_cast<int>(r->seconds * 1000)) + " ms)" +
+                       (verdict.verdict == RunVerdict::passed ? "" : "; its output ends:\n" + tail_lines(r->output, 8)));
+    if (verdict.verdict == RunVerdict::environment)
+      return fail("--run: the command could not run " + test_id + " at " + c.sha.substr(0, 10) + ": " +
+                  verdict.reason + "; nothing is labelled from it (fix the command or the environment). Its output "
+                  "ends:\n" + tail_lines(r->output, 8));
     last[i] = std::move(*r);
     return last[i].passed();
   };
@@ -197,7 +276,8 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
     o.test_id = test_id;
     o.outcome = r.passed() ? Outcome::passed : Outcome::failed;
     if (!r.passed())
-      o.message = r.output + (r.timed_out || r.signal ? "\n[spark: " + r.describe() + "]\n" : std::string());
+      o.message = failure_section(r.output) +
+                  (r.timed_out || r.signal ? "\n[spark: " + r.describe() + "]\n" : std::string());
     o.origin = "run at " + o.commit.substr(0, 10);
     result.outcomes.push_back(std::move(o));
   };

@@ -24,6 +24,24 @@ struct CommandResult {
   std::string describe() const;  // "exit 1", "timed out after 5 s", "killed by signal 9"
 };
 
+// What a run of a test command says about the test. `environment`: the command could not run the test at all
+// (command not found or not executable, the test runner not importable, pytest's usage errors, "no tests ran", a
+// test id it cannot find, an internal error, or a collection error in a file that is not the test's own). Such a
+// run says nothing about the test's code, so nothing is labelled from it.
+enum class RunVerdict { passed, failed, environment };
+struct RunClassification {
+  RunVerdict verdict = RunVerdict::failed;
+  std::string reason;  // for `environment`: what went wrong, in a few words
+};
+RunClassification classify_run(const CommandResult& r, const std::string& test_id);
+
+// The part of a test run's output that explains the failure: pytest's FAILURES (or ERRORS) section without its
+// progress lines and summary; the whole output when there is no such section.
+std::string failure_section(const std::string& output);
+
+// The last `lines` lines of `text`.
+std::string tail_lines(const std::string& text, size_t lines);
+
 // Runs `command` with /bin/sh in `cwd`. On timeout the whole process group is killed. Keeps the last
 // `max_output` bytes of output.
 Result<CommandResult> run_command(const std::string& command, const std::filesystem::path& cwd, double timeout_seconds,
@@ -55,8 +73,11 @@ struct BisectResult {
   std::string note;                       // why there is no fix
 };
 
+
 // For a test failing at `from`, the first commit after it on the history up to `to` where it passes. Runs the
 // command O(log n) times (plus the boundary check); a non-monotonic range falls back to a linear scan, flagged.
+// A run that could not run the test (classify_run: environment) is an error naming the commit, the reason and the
+// tail of the output; nothing is recorded then.
 Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& test_id, const std::string& from,
                                 const std::string& to, const BisectOptions& options);
 

@@ -524,8 +524,82 @@ TEST(spark_mine_run, bisects_to_the_first_passing_commit_with_real_pytest) {
   EXPECT_EQ(cases->cases[0].faulty_lines.at(0).line, 2);
   EXPECT_EQ(*cases->cases[0].fixed_commit, fix);
   EXPECT_NE(cases->cases[0].error_message.find("assert 7 == 6"), std::string::npos);  // the run's output
+  // Only pytest's failure section is kept: no progress line, no summary.
+  EXPECT_EQ(cases->cases[0].error_message.find("[100%]"), std::string::npos) << cases->cases[0].error_message;
+  EXPECT_EQ(cases->cases[0].error_message.find("1 failed"), std::string::npos) << cases->cases[0].error_message;
   // The repository's own work tree was not touched.
   EXPECT_EQ(testing::slurp(dir / "tests" / "test_calc.py"), kGood);
+}
+
+TEST(classify_run, tells_a_test_failure_from_a_run_that_could_not_run_the_test) {
+  const auto verdict = [](int exit_code, const std::string& output) {
+    CommandResult r;
+    r.exit_code = exit_code;
+    r.output = output;
+    return classify_run(r, "tests/test_x.py::test_f");
+  };
+  EXPECT_EQ(verdict(0, "").verdict, RunVerdict::passed);
+  EXPECT_EQ(verdict(1, "F [100%]\nE assert 1 == 2\n1 failed").verdict, RunVerdict::failed);
+  const auto missing = verdict(127, "sh: 1: python3: not found\n");
+  EXPECT_EQ(missing.verdict, RunVerdict::environment);
+  EXPECT_NE(missing.reason.find("\"python3\" was not found"), std::string::npos) << missing.reason;
+  EXPECT_NE(verdict(127, "bash: line 1: pytest: command not found\n").reason.find("\"pytest\""), std::string::npos);
+  EXPECT_EQ(verdict(1, "/usr/bin/python3: No module named pytest\n").verdict, RunVerdict::environment);
+  EXPECT_EQ(verdict(4, "ERROR: file or directory not found: tests/test_x.py\n").verdict, RunVerdict::environment);
+  EXPECT_EQ(verdict(5, "\nno tests ran in 0.01s\n").verdict, RunVerdict::environment);
+  // A collection error in the test's own file is the test code's fault; in another file (conftest), not.
+  EXPECT_EQ(verdict(2, "ERROR collecting tests/test_x.py\nSyntaxError").verdict, RunVerdict::failed);
+  EXPECT_EQ(verdict(2, "ERROR collecting tests/conftest.py\nImportError").verdict, RunVerdict::environment);
+  CommandResult hung;
+  hung.timed_out = true;
+  EXPECT_EQ(classify_run(hung, "t").verdict, RunVerdict::failed);
+}
+
+TEST(failure_section, keeps_pytests_failure_section_only) {
+  const std::string out =
+      "F                                                                        [100%]\n"
+      "=================================== FAILURES ===================================\n"
+      "___________________________________ test_f ____________________________________\n"
+      "    def test_f():\n>       assert 1 == 2\nE       assert 1 == 2\n\ntests/test_x.py:2: AssertionError\n"
+      "=========================== short test summary info ============================\n"
+      "FAILED tests/test_x.py::test_f - assert 1 == 2\n1 failed in 0.01s\n";
+  const std::string section = failure_section(out);
+  EXPECT_EQ(section.find("[100%]"), std::string::npos) << section;
+  EXPECT_EQ(section.find("short test summary"), std::string::npos) << section;
+  EXPECT_NE(section.find("___ test_f ___"), std::string::npos) << section;
+  EXPECT_NE(section.find("tests/test_x.py:2: AssertionError"), std::string::npos) << section;
+  EXPECT_EQ(failure_section("plain output\n"), "plain output\n");
+  EXPECT_EQ(tail_lines("a\nb\nc\nd\n", 2), "c\nd");
+}
+
+TEST(spark_mine_run, a_run_that_cannot_run_the_test_labels_nothing_and_says_why) {
+  TempDir dir;
+  broken_calc_repo(dir, ".spark/\n");
+  const std::string from = head_sha(dir);
+  write_file(dir / "tests" / "test_calc.py", kGood);
+  git(dir, "commit -am fix", day(2));
+  // A tool missing from PATH: named.
+  auto missing = run_spark({"mine", "--run", "no-such-tool-xyz -q {test_id}", "--test", "tests/test_calc.py::test_sum",
+                            "--from", from},
+                           dir.path());
+  EXPECT_EQ(missing.exit_code, 1) << missing.err;
+  EXPECT_NE(missing.err.find("\"no-such-tool-xyz\" was not found on PATH"), std::string::npos) << missing.err;
+  // A python3 without pytest (-S: no site packages): every run "fails", but none is a test failure.
+  auto no_pytest = run_spark({"mine", "--run", "/usr/bin/python3 -S -m pytest -q {test_id}", "--test",
+                              "tests/test_calc.py::test_sum", "--from", from},
+                             dir.path());
+  EXPECT_EQ(no_pytest.exit_code, 1) << no_pytest.err;
+  EXPECT_NE(no_pytest.err.find("No module named pytest"), std::string::npos) << no_pytest.err;
+  EXPECT_NE(no_pytest.err.find("nothing is labelled"), std::string::npos) << no_pytest.err;
+  // Nothing was opened or stored.
+  if (std::filesystem::exists(dir / ".spark")) {
+    auto kb = KnowledgeBase::open(dir / ".spark", false);
+    ASSERT_TRUE(kb);
+    MiningStore store(**kb);
+    auto all = store.failures();
+    ASSERT_TRUE(all);
+    EXPECT_TRUE(all->empty());
+  }
 }
 
 TEST(spark_mine_run, a_flaky_range_falls_back_to_a_linear_scan_and_is_flagged) {

@@ -86,6 +86,42 @@ TEST(git_history, bad_input_names_what_is_wrong) {
   EXPECT_NE(binary.error().message.find("a binary file"), std::string::npos);
 }
 
+TEST(normalize_remote_url, one_name_for_every_spelling_of_a_remote) {
+  for (const char* url : {"https://github.com/pallets/click.git", "https://user@GitHub.com/pallets/click",
+                          "git@github.com:pallets/click.git", "ssh://git@github.com:22/pallets/click.git/",
+                          "http://github.com/pallets/click/"})
+    EXPECT_EQ(normalize_remote_url(url), "github.com/pallets/click") << url;
+  EXPECT_EQ(normalize_remote_url("/srv/git/calc.git"), "/srv/git/calc");
+  EXPECT_EQ(project_slug("github.com/pallets/click"), "click");
+  EXPECT_EQ(project_slug("git-0123456789ab"), "git-0123456789ab");
+}
+
+TEST(default_project, the_same_from_a_clone_a_worktree_and_the_original) {
+  TempDir dir;
+  TempDir repo_dir;  // the repository itself
+  git(repo_dir, "init -q");
+  write_file(repo_dir / "tests" / "test_a.py", "def test_a():\n    assert True\n");
+  git(repo_dir, "add -A");
+  git(repo_dir, "commit -q -m one");
+  const std::string root = head_sha(repo_dir);
+  git(repo_dir, "worktree add -q '" + (dir / "wtAC-1").string() + "'");
+  git(dir, "clone -q '" + repo_dir.path().string() + "' user2-clone");
+  auto original = GitRepository::open(repo_dir.path());
+  auto worktree = GitRepository::open(dir / "wtAC-1");
+  ASSERT_TRUE(original && worktree);
+  // No remote: the root commit names the project, whatever the folder.
+  EXPECT_EQ(default_project(**original), "git-" + root.substr(0, 12));
+  EXPECT_EQ(default_project(**worktree), default_project(**original));
+  // With a remote: its URL, normalised; a clone of it gets the same.
+  git(repo_dir, "remote add origin https://github.com/acme/calc.git");
+  git(dir, "-C user2-clone remote set-url origin git@github.com:acme/calc.git");
+  auto with_remote = GitRepository::open(repo_dir.path());
+  auto clone = GitRepository::open(dir / "user2-clone");
+  ASSERT_TRUE(with_remote && clone);
+  EXPECT_EQ(default_project(**with_remote), "github.com/acme/calc");
+  EXPECT_EQ(default_project(**clone), "github.com/acme/calc");
+}
+
 TEST(labelling_diff, removed_and_modified_lines_of_the_faulty_version_only) {
   EXPECT_EQ(*removed_or_modified_lines(kFaulty, kFixed, "t.py"), (std::vector<int>{5}));  // modified
   // Pure additions label nothing.
