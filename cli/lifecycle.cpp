@@ -444,7 +444,7 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
       if (auto w = write_file_atomic(args.html, audit_html(*list, *rule, (*kb)->dir().string())); !w)
         return report_error(w.error());
     if (args.format == "json") {
-      json j = {{"rule", {{"n", rule->n}, {"mean", rule->mean}, {"sd", rule->sd}, {"sigma", rule->sigma},
+      json j = {{"schema", "spark.audit/1"}, {"rule", {{"n", rule->n}, {"mean", rule->mean}, {"sd", rule->sd}, {"sigma", rule->sigma},
                           {"threshold", rule->threshold}}},
                 {"cases", json::array()}};
       for (const auto& f : *list) j["cases"].push_back(failure_json(f));

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -328,9 +329,32 @@ std::string render_csv(const EvalReport& r) {
   return out;
 }
 
+namespace {
+
+// A table cell as JSON: numbers as numbers, "-" (nothing to show) and "all" (every k) as null, "N (P%)" as N with
+// the percentage under "<header> (%)"; labels stay strings.
+void put_cell(nlohmann::json& row, const std::string& header, const std::string& text) {
+  static const std::regex number(R"(-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)");
+  static const std::regex with_percent(R"((-?[0-9]+(?:\.[0-9]+)?) \((-?[0-9]+(?:\.[0-9]+)?)%\))");
+  std::smatch m;
+  if (text == "-" || text.empty() || (header == "k" && text == "all")) {
+    row[header] = nullptr;
+  } else if (std::regex_match(text, number)) {
+    row[header] = std::stod(text);
+    if (text.find_first_of(".eE") == std::string::npos) row[header] = std::stoll(text);
+  } else if (std::regex_match(text, m, with_percent)) {
+    row[header] = std::stod(m[1].str());
+    row[header + " (%)"] = std::stod(m[2].str());
+  } else {
+    row[header] = text;
+  }
+}
+
+}  // namespace
+
 std::string render_json(const EvalReport& r, const Evaluation& e) {
   nlohmann::json j;
-  j["schema"] = "spark.eval/1";
+  j["schema"] = "spark.eval/2";
   j["command"] = r.command;
   j["seconds"] = e.seconds;
   j["rankers"] = e.ranker_origins;  // the leave-one-fold-out built-in rankers
@@ -339,7 +363,7 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : t.rows) {
       nlohmann::json o = nlohmann::json::object();
-      for (size_t i = 0; i < t.headers.size() && i < row.size(); ++i) o[t.headers[i]] = row[i];
+      for (size_t i = 0; i < t.headers.size() && i < row.size(); ++i) put_cell(o, t.headers[i], row[i]);
       rows.push_back(std::move(o));
     }
     j["tables"].push_back({{"id", t.id}, {"title", t.title}, {"rows", rows}});
@@ -354,8 +378,9 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
       const auto& o = run.outcomes[i];
       nlohmann::json pr = nlohmann::json::array();
       for (const auto& p : o.predicted) pr.push_back({{"path", p.path}, {"line", p.line}});
-      nlohmann::json x = {{"setting", run.setting.label()}, {"k", run.k_requested}, {"predicted", pr},
-                          {"annotated", o.annotated}, {"knowledge_base", o.kb_size}};
+      nlohmann::json x = {{"setting", run.setting.label()}, {"predicted", pr}, {"annotated", o.annotated},
+                          {"knowledge_base", o.kb_size}};
+      if (run.k_requested > 0) x["k"] = run.k_requested;  // the k asked of the LLM; built-in runs rank every line
       if (run.k_requested > 0)
         x["llm"] = {{"used", o.llm_used}, {"tokens_in", o.tokens_in}, {"tokens_out", o.tokens_out},
                     {"estimated", o.tokens_estimated}, {"seconds", o.seconds}, {"filled", o.filled},

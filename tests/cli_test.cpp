@@ -7,6 +7,7 @@
 #include <set>
 
 #include "chat_server.h"
+#include "json_schema.h"
 #include "test_util.h"
 
 namespace spark {
@@ -109,6 +110,8 @@ TEST(cli, localize_prints_ranked_lines_with_reasons_as_json) {
                      w.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
+  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+    ADD_FAILURE() << problem;
   EXPECT_EQ(j["test_id"], "tests/test_x.py::test_add");  // inferred from the traceback
   ASSERT_EQ(j["ranked"].size(), 3u);
   EXPECT_EQ(j["retrieved"].size(), 1u);
@@ -233,6 +236,8 @@ TEST(cli, localize_with_an_llm_reports_its_answer_usage_and_raw_text) {
                      w.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
+  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+    ADD_FAILURE() << problem;  // with the llm object
   EXPECT_EQ(j["ranked"][0]["line"], 9);
   EXPECT_EQ(j["ranked"][0]["source"], "llm");
   EXPECT_EQ(j["ranked"][1]["line"], 10);

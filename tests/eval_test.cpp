@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "chat_server.h"
+#include "json_schema.h"
 #include "test_util.h"
 
 namespace spark {
@@ -43,6 +44,22 @@ const json* table(const json& report, const std::string& id) {
   return nullptr;
 }
 
+TEST(validate_json, reports_strings_for_numbers_missing_keys_and_unknown_keywords) {
+  const json schema = testing::schema_file("eval.schema.json");
+  json doc = {{"schema", "spark.eval/2"}, {"command", "spark eval"}, {"seconds", 1.5}, {"rankers", json::array()},
+              {"tables", json::array({{{"id", "effectiveness"}, {"title", "t"},
+                                       {"rows", json::array({{{"Hit@k", 72.7}, {"k", 1}}})}}})},
+              {"cases", json::array()}};
+  EXPECT_TRUE(testing::validate_json(doc, schema).empty());
+  doc["tables"][0]["rows"][0]["Hit@k"] = "72.7";  // the old form
+  doc.erase("command");
+  const auto problems = testing::validate_json(doc, schema);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("missing \"command\""), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("Hit@k"), std::string::npos) << problems[1];
+  EXPECT_FALSE(testing::validate_json(1, json{{"type", "integer"}, {"format", "x"}}).empty());
+}
+
 TEST(eval, leave_one_out_tables_for_builtin_and_the_references) {
   TempDir dir;
   write_file(dir / "corpus.jsonl", corpus());
@@ -51,17 +68,27 @@ TEST(eval, leave_one_out_tables_for_builtin_and_the_references) {
                      dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
-  EXPECT_EQ(j["schema"], "spark.eval/1");
+  EXPECT_EQ(j["schema"], "spark.eval/2");
+  // The output conforms to its schema, and no number hides in a string.
+  for (const auto& problem : testing::validate_json(j, testing::schema_file("eval.schema.json"))) ADD_FAILURE() << problem;
+  const std::regex numeric(R"(-?[0-9.]+%?( \(.*\))?)");
+  for (const auto& t : j["tables"])
+    for (const auto& row : t["rows"])
+      for (const auto& [column, value] : row.items()) {
+        if (value.is_string()) {
+          EXPECT_FALSE(std::regex_match(value.get<std::string>(), numeric)) << column << ": " << value;
+        }
+      }
   const json* eff = table(j, "effectiveness");
   ASSERT_TRUE(eff);
   // 3 datasets (two projects and all) × 2 levels × 2 k × 3 modes × 2 policies.
   EXPECT_EQ((*eff)["rows"].size(), 3u * 2 * 2 * 3 * 2);
   for (const auto& row : (*eff)["rows"]) {
-    if (row["mode"] == "traceback" && row["level"] == "line" && row["k"] == "1" && row["dataset"] == "all") {
-      EXPECT_EQ(row["Hit@k"], "0.0");  // the traceback names line 11; the faults are on 9 and 10
+    if (row["mode"] == "traceback" && row["level"] == "line" && row["k"] == 1 && row["dataset"] == "all") {
+      EXPECT_EQ(row["Hit@k"], 0.0);  // the traceback names line 11; the faults are on 9 and 10
     }
-    if (row["level"] == "function" && row["dataset"] == "all" && row["k"] == "1" && row["mode"] != "annotation") {
-      EXPECT_EQ(row["Hit@k"], "100.0");  // every line is in the one test function
+    if (row["level"] == "function" && row["dataset"] == "all" && row["k"] == 1 && row["mode"] != "annotation") {
+      EXPECT_EQ(row["Hit@k"], 100.0);  // every line is in the one test function
     }
   }
   // Leave-one-out: with policy all each query sees the 11 others; all-preceding sees 0 to 11.
@@ -70,10 +97,10 @@ TEST(eval, leave_one_out_tables_for_builtin_and_the_references) {
   for (const auto& row : (*kb)["rows"])
     if (row["dataset"] == "all") {
       if (row["policy"] == "all") {
-        EXPECT_EQ(row["max"], "11");
-        EXPECT_EQ(row["min"], "11");
+        EXPECT_EQ(row["max"], 11);
+        EXPECT_EQ(row["min"], 11);
       } else {
-        EXPECT_EQ(row["min"], "0");
+        EXPECT_EQ(row["min"], 0);
       }
     }
   ASSERT_EQ(j["cases"].size(), 12u);
@@ -146,8 +173,8 @@ TEST(eval, llm_modes_are_cached_and_a_rerun_or_a_resumed_run_asks_only_for_what_
   // The model answered 9, 10, 11: Hit@3 is 100 % in default mode once every answer is in.
   const json final_report = json::parse(third.out);
   for (const auto& row : table(final_report, "effectiveness")->at("rows"))
-    if (row["dataset"] == "all" && row["k"] == "3") {
-      EXPECT_EQ(row["Hit@k"], "100.0") << row.dump();
+    if (row["dataset"] == "all" && row["k"] == 3) {
+      EXPECT_EQ(row["Hit@k"], 100.0) << row.dump();
     }
 }
 

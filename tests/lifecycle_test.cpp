@@ -19,6 +19,7 @@
 #include "knowledge_base.h"
 #include "mining_store.h"
 #include "test_runner.h"
+#include "json_schema.h"
 #include "test_util.h"
 
 namespace spark {
@@ -249,6 +250,9 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   EXPECT_NE(r1.err.find("opened 1 failure"), std::string::npos) << r1.err;
   const auto loc = nlohmann::json::parse(r1.out);
   ASSERT_TRUE(loc.is_array());
+  for (const auto& one : loc)
+    for (const auto& problem : testing::validate_json(one, testing::schema_file("localize.schema.json")))
+      ADD_FAILURE() << problem;
   ASSERT_EQ(loc.size(), 1u);
   EXPECT_EQ(loc[0]["test_id"], "tests/test_calc.py::test_sum") << r1.out;
   // The failure stays open while the test is not fixed.
@@ -281,6 +285,9 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   EXPECT_NE(occurrences["first_commit"], occurrences["last_commit"]);
   auto audit = run_spark({"audit", "--all", "--format", "json"}, dir.path());
   ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  for (const auto& problem :
+       testing::validate_json(nlohmann::json::parse(audit.out), testing::schema_file("audit.schema.json")))
+    ADD_FAILURE() << problem;
   const auto listed = nlohmann::json::parse(audit.out)["cases"];
   ASSERT_EQ(listed.size(), 1u) << audit.out;
   EXPECT_EQ(listed[0]["occurrences"]["count"], 2);
