@@ -134,7 +134,7 @@ int cmd_mine(const Common& common, const MineArgs& args) {
   std::vector<RecordedOutcome> outcomes;
   for (const auto& file : args.outcomes) {
     std::vector<std::string> warnings;
-    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, (*repo)->workdir(), &warnings)
+    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, **repo, &warnings)
                                        : read_outcomes_jsonl(file);
     for (const auto& w : warnings) note(w);
     if (!read) return report_error(read.error());
@@ -175,7 +175,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   auto commit = (*repo)->resolve(args.commit.empty() ? "HEAD" : args.commit);
   if (!commit) return report_error(commit.error());
   std::vector<std::string> warnings;
-  auto outcomes = read_outcomes_junit(args.junit, *commit, (*repo)->workdir(), &warnings);
+  auto outcomes = read_outcomes_junit(args.junit, *commit, **repo, &warnings);
   for (const auto& w : warnings) note(w);
   if (!outcomes) return report_error(outcomes.error());
   auto options = sync_options(args.history);

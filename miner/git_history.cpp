@@ -54,6 +54,8 @@ Result<std::unique_ptr<GitRepository>> GitRepository::open(const fs::path& path)
 
 GitRepository::~GitRepository() { git_repository_free(repo_); }
 
+bool GitRepository::bare() const { return git_repository_is_bare(repo_) == 1; }
+
 bool GitRepository::shallow() const { return git_repository_is_shallow(repo_) == 1; }
 
 Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::optional<int64_t> since,

@@ -73,7 +73,9 @@ class GitRepository {
   // Where git looks for hooks: core.hooksPath when set (relative to the work tree), else GIT_DIR/hooks.
   std::filesystem::path hooks_dir() const;
 
+  // The work tree; for a bare repository, its folder.
   const std::filesystem::path& workdir() const { return workdir_; }
+  bool bare() const;
   bool shallow() const;
 
  private:

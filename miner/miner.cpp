@@ -72,14 +72,14 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
 }
 
 Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, const std::string& commit,
-                                                          const fs::path& repo_root, std::vector<std::string>* warnings) {
+                                                          const GitRepository& repo, std::vector<std::string>* warnings) {
   std::string sha = commit;
   if (sha.empty()) {
     sha = path.stem().string();
     if (!is_hex_sha(sha))
       return fail(path.string() + ": which commit is this report of? Name the file <sha>.xml or give --commit");
   }
-  auto report = read_junit(path, repo_root);
+  auto report = read_junit(path, test_files_at(repo, sha));
   if (!report) return std::unexpected(report.error());
   if (warnings) warnings->insert(warnings->end(), report->warnings.begin(), report->warnings.end());
   std::vector<RecordedOutcome> out;
@@ -94,6 +94,27 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, c
     out.push_back(std::move(o));
   }
   return out;
+}
+
+TestFiles test_files_at(const GitRepository& repo, const std::string& commit) {
+  const auto full = repo.resolve(commit);
+  const bool bare = repo.bare();
+  const fs::path workdir = repo.workdir();
+  std::string name = full ? "commit " + full->substr(0, 10) + " of " + workdir.string() : workdir.string();
+  if (full && !bare) name += " (or its work tree)";
+  const std::string sha = full ? *full : "";
+  return {[&repo, sha, bare, workdir](const std::string& relative) {
+            const fs::path rel(relative);
+            if (relative.empty() || rel.is_absolute()) return false;
+            for (const auto& part : rel)
+              if (part == "..") return false;
+            if (!sha.empty())
+              if (auto content = repo.file_at(sha, rel.lexically_normal().generic_string()); content && *content)
+                return true;
+            // A test file not committed yet (a CI run of a work tree) is found in the work tree.
+            return !bare && inside_root(workdir, relative).has_value();
+          },
+          name};
 }
 
 std::string status_name(FailureStatus s) {

@@ -29,10 +29,16 @@ struct RecordedOutcome {
 // Every rule violation is an error naming the file and line.
 Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const std::filesystem::path& path);
 
-// A JUnit report's outcomes at `commit` (or, when empty, the commit the file's name spells: "<sha>.xml"). The
-// reader's warnings (test files outside the repository, testcases it skipped) go to `warnings` when given.
+// The test files of a repository at `commit`, for the JUnit reader: looked up in git objects (so a bare clone, or a
+// report of another commit than the checkout's, maps classnames to files), then in the work tree when there is one.
+// `repo` must outlive the result.
+TestFiles test_files_at(const GitRepository& repo, const std::string& commit);
+
+// A JUnit report's outcomes at `commit` (or, when empty, the commit the file's name spells: "<sha>.xml"). Test files
+// are looked up with test_files_at. The reader's warnings (test files outside the repository or absent at that
+// commit, testcases it skipped) go to `warnings` when given.
 Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::path& path, const std::string& commit,
-                                                          const std::filesystem::path& repo_root,
+                                                          const GitRepository& repo,
                                                           std::vector<std::string>* warnings = nullptr);
 
 // What became of a recorded failure. `open` until a later passing outcome of the same test is seen; then the fix

@@ -66,7 +66,13 @@ std::string join(const std::vector<std::string>& parts, size_t from, size_t to, 
 
 }  // namespace
 
-Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {
+TestFiles files_under(const fs::path& root) {
+  return {[root](const std::string& relative) { return inside_root(root, relative).has_value(); }, root.string()};
+}
+
+Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) { return read_junit(report, files_under(root)); }
+
+Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
   auto text = read_file(report);
   if (!text) return std::unexpected(text.error());
   pugi::xml_document doc;
@@ -128,8 +134,8 @@ Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {
         o.collection_error = true;
         const auto parts = split_dots(test_name);
         const std::string path = file_attr.empty() ? join(parts, 0, parts.size(), "/") + ".py" : file_attr;
-        if (inside_root(root, path)) o.file = path;
-        else out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " + root.string());
+        if (files.exists(path)) o.file = path;
+        else out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " + files.name);
         o.test_id = o.file.empty() ? test_name : o.file;
         out.outcomes.push_back(std::move(o));
         continue;
@@ -154,22 +160,22 @@ Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {
       } else {
         for (size_t k = parts.size(); k >= 1; --k) {
           const std::string candidate = join(parts, 0, k, "/") + ".py";
-          if (inside_root(root, candidate)) {
+          if (files.exists(candidate)) {
             path = candidate;
             module_end = k;
             break;
           }
         }
       }
-      if (!path.empty() && !inside_root(root, path)) {
+      if (!path.empty() && !files.exists(path)) {
         const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;
-        out.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + root.string() +
+        out.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + files.name +
                                "; not read");
         path.clear();
       }
       if (path.empty()) {
         if (file_attr.empty())
-          out.warnings.push_back(where + "no test file for " + classname + " under " + root.string());
+          out.warnings.push_back(where + "no test file for " + classname + " under " + files.name);
         o.test_id = classname + "::" + test_name;
       } else {
         o.file = path;

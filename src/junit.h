@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,8 +33,19 @@ struct JunitReport {
   std::vector<std::string> warnings;  // "report.xml:12: tests/x.py is outside the repository; not read"
 };
 
-// Reads `report`; `root` is the repository the test files live in. A file that is not XML (or is cut off) or whose
-// root element is not <testsuites>/<testsuite> is an error naming the file and line.
+// Where the test files a report names are looked for: `exists(relative)` says whether that relative path is a test
+// file there (never true for an absolute path or one that leaves the place); `name` is how warnings name the place
+// ("/work/repo", "commit 1a2b3c4d5e of /srv/repo.git").
+struct TestFiles {
+  std::function<bool(const std::string& relative)> exists;
+  std::string name;
+};
+// The files under a folder (inside_root).
+TestFiles files_under(const std::filesystem::path& root);
+
+// Reads `report`; test files are looked up in `files`. A file that is not XML (or is cut off) or whose root element
+// is not <testsuites>/<testsuite> is an error naming the file and line.
+Result<JunitReport> read_junit(const std::filesystem::path& report, const TestFiles& files);
 Result<JunitReport> read_junit(const std::filesystem::path& report, const std::filesystem::path& root);
 
 // `relative` resolved under `root`, or nullopt when it is absolute, escapes the root (.., symbolic links) or does not

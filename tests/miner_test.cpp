@@ -233,6 +233,42 @@ TEST(spark_mine, labels_real_pytest_failures_by_their_fix_and_counts_fixes_outsi
   EXPECT_NE(unknown.err.find("stored 0 outcomes"), std::string::npos) << unknown.err;
 }
 
+TEST(read_outcomes_junit, a_bare_clone_maps_classnames_to_files_from_git_objects) {
+  TempDir dir;
+  git(dir, "init -q");
+  write_file(dir / ".gitignore", "reports/\n__pycache__/\n");
+  write_file(dir / "tests" / "test_shapes.py", "class TestArea:\n    def test_one(self):\n        assert 1 == 2\n");
+  git(dir, "add -A");
+  git(dir, "commit -q -m start");
+  record_run(dir);  // pytest's default xunit2: no file attributes, only classname "tests.test_shapes.TestArea"
+  const std::string sha = head_sha(dir);
+  TempDir bare_dir;
+  git(bare_dir, "clone -q --bare '" + dir.path().string() + "' repo.git");
+  auto bare = GitRepository::open(bare_dir / "repo.git");
+  ASSERT_TRUE(bare) << bare.error().message;
+  EXPECT_TRUE((*bare)->bare());
+  std::vector<std::string> warnings;
+  auto outcomes = read_outcomes_junit(dir / "reports" / (sha + ".xml"), "", **bare, &warnings);
+  ASSERT_TRUE(outcomes) << outcomes.error().message;
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].test_id, "tests/test_shapes.py::TestArea::test_one");
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  // A report naming a test file that is not in that commit: a warning naming the file and the commit.
+  write_file(dir / "gone.xml",
+             "<?xml version=\"1.0\"?><testsuites><testsuite name=\"pytest\" tests=\"1\">"
+             "<testcase classname=\"tests.test_gone\" name=\"test_x\" file=\"tests/test_gone.py\" line=\"1\">"
+             "<failure message=\"boom\">E boom</failure></testcase></testsuite></testsuites>");
+  warnings.clear();
+  auto gone = read_outcomes_junit(dir / "gone.xml", sha, **bare, &warnings);
+  ASSERT_TRUE(gone) << gone.error().message;
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("tests/test_gone.py is not in commit " + sha.substr(0, 10)), std::string::npos)
+      << warnings[0];
+  // A path that leaves the repository is never looked up, in git objects or elsewhere.
+  EXPECT_FALSE(test_files_at(**bare, sha).exists("../repo.git/config"));
+  EXPECT_FALSE(test_files_at(**bare, sha).exists("/etc/passwd"));
+}
+
 TEST(spark_mine, the_three_sigma_rule_quarantines_outlying_fixes) {
   // Twelve fixes of one line and one that rewrote thirty: mean + 3 sd lies between them.
   TempDir dir;
