@@ -558,7 +558,15 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   const auto distance_to_stop = [&](const Group* g) {
     return view.stop_file == static_cast<int>(g->best->file) ? std::abs(g->best->line - view.stop_line) : 1 << 30;
   };
+  // A comment cannot be the faulty line: comment-only elements come after every code element unless a similar case's
+  // faulty line resembles them (then the evidence says otherwise).
+  // (Tree-sitter puts a comment that opens a block into that block's statement, so the text decides.)
+  const auto comment_only = [&](const Group* g) {
+    return (options.level == Level::line || options.level == Level::statement) && !g->annotated &&
+           trim(g->best->text).starts_with('#');
+  };
   std::stable_sort(order.begin(), order.end(), [&](const Group* a, const Group* b) {
+    if (comment_only(a) != comment_only(b)) return comment_only(b);
     if (a->score != b->score) return a->score > b->score;
     if (a->annotated != b->annotated) return a->annotated;
     return distance_to_stop(a) < distance_to_stop(b);
@@ -575,6 +583,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     e.annotated = g->annotated;
     e.reasons = explain(ql, model, out.retrieved, faulty,
                         view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)], options.epsilon);
+    if (comment_only(g)) e.reasons.push_back("a comment: ranked after every code line");
     out.ranked.push_back(std::move(e));
   }
   return out;

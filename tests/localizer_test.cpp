@@ -89,6 +89,28 @@ TEST(Localizer, follows_algorithm_1_retrieves_annotates_and_ranks) {
             "4:     value = d['alpah']  # !!! high likelihood of being faulty !!!\n5:     assert value == 1\n");
 }
 
+TEST(Localizer, comment_lines_come_after_every_code_line) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  // Comments next to the failing line that repeat the error's words: without the rule they would rank high.
+  const std::string code = "def test_lookup_new():\n    # alpah is the KeyError we expect\n    d = {'alpha': 1}\n"
+                           "    # value d alpah\n    value = d['alpah']\n    assert value == 1\n";
+  nlohmann::json j = testing::sample_case("q", code, 5, "tests/test_x.py:5: in test_lookup_new\n    value = d['alpah']\n"
+                                          "E   KeyError: 'alpah'", "2026-03-01T00:00:00Z");
+  j["test_id"] = "tests/test_x.py::test_lookup_new";
+  j.erase("faulty_lines");
+  LocalizeOptions o;
+  o.k = 10;
+  auto loc = localizer.localize(*case_from_json(j), o);
+  ASSERT_TRUE(loc) << loc.error().message;
+  ASSERT_EQ(loc->ranked.size(), 6u);  // every non-blank line
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(loc->ranked[i].code.rfind("#", 0), std::string::npos) << loc->ranked[i].code;
+  for (size_t i = 4; i < 6; ++i) {
+    EXPECT_EQ(loc->ranked[i].code.rfind("#", 0), 0u) << loc->ranked[i].code;
+    EXPECT_EQ(loc->ranked[i].reasons.back(), "a comment: ranked after every code line");
+  }
+}
+
 TEST(Localizer, never_retrieves_the_query_itself_and_honours_r_and_the_policy) {
   Fixture f;
   Localizer localizer(f.kb.get(), f.engine.get());
