@@ -379,7 +379,8 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
       nlohmann::json pr = nlohmann::json::array();
       for (const auto& p : o.predicted) pr.push_back({{"path", p.path}, {"line", p.line}});
       nlohmann::json x = {{"setting", run.setting.label()}, {"predicted", pr}, {"annotated", o.annotated},
-                          {"knowledge_base", o.kb_size}};
+                          {"knowledge_base", o.kb_size},
+                          {"similarity", o.similarity ? nlohmann::json(*o.similarity) : nlohmann::json()}};
       if (run.k_requested > 0) x["k"] = run.k_requested;  // the k asked of the LLM; built-in runs rank every line
       if (run.k_requested > 0)
         x["llm"] = {{"used", o.llm_used}, {"tokens_in", o.tokens_in}, {"tokens_out", o.tokens_out},

@@ -186,6 +186,7 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
             base.annotated = loc->annotations.size();
             for (const auto& an : loc->annotations) base.annotated_lines.push_back(an.line);
             base.kb_size = loc->filtered_size;
+            if (!loc->retrieved.empty()) base.similarity = loc->retrieved.front().similarity;
             for (const auto& m : offline) {
               CaseOutcome o = base;
               if (m == "builtin") {
@@ -238,6 +239,7 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
               if (mode_annotates(so.mode))
                 for (const auto& an : results[i]->annotations) o.annotated_lines.push_back(an.line);
               o.kb_size = results[i]->filtered_size;
+              if (!results[i]->retrieved.empty()) o.similarity = results[i]->retrieved.front().similarity;
               for (const auto& el : results[i]->ranked) o.predicted.push_back({el.path, el.line});
               if (results[i]->llm) {
                 const LlmReport& l = *results[i]->llm;

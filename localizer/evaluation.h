@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@ struct CaseOutcome {
   std::vector<LineRef> predicted;  // line level, best first
   std::vector<LineRef> annotated_lines;
   size_t annotated = 0, kb_size = 0;
+  std::optional<double> similarity;  // the most similar retrieved case's cosine (none retrieved: nullopt)
   size_t tokens_in = 0, tokens_out = 0, filled = 0;
   bool tokens_estimated = false, llm_used = false, cached = false;
   double seconds = 0;

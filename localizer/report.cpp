@@ -35,6 +35,11 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
   out += "  knowledge base: " + std::to_string(loc.knowledge_base_size) + " labelled case(s), " +
          std::to_string(loc.filtered_size) + " after policy " + ctx.policy + "\n";
   for (const auto& rc : loc.retrieved) {
+    if (rc.similarity < kShowSimilarFloor) {
+      out += "  closest case: " + rc.id + ", similarity " + fixed(rc.similarity, 2) + ", below " +
+             fixed(kShowSimilarFloor, 2) + ": not shown (a case this far away is not a similar failure)\n";
+      continue;
+    }
     out += "  similar case: " + rc.id + " (" + rc.test_id + "), similarity " + fixed(rc.similarity, 2);
     if (rc.fixed_commit) out += ", fixed in " + rc.fixed_commit->substr(0, 10);
     out += "\n";

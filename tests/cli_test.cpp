@@ -56,6 +56,30 @@ struct Workspace {
 
 }  // namespace
 
+TEST(cli, a_distant_closest_case_is_named_but_not_shown_as_a_similar_one) {
+  Workspace w;
+  write_file(w.dir / "tests" / "test_far.py",
+             "import json\n\n\ndef test_parse_payload():\n    payload = json.loads('{\"zeta\": [9, 8]}')\n"
+             "    assert payload['zeta'][0] == 7\n");
+  write_file(w.dir / "far.txt", "tests/test_far.py:6: in test_parse_payload\n    assert payload['zeta'][0] == 7\n"
+                                "E   assert 9 == 7\n");
+  auto json_run = run_spark({"localize", "--test", "tests/test_far.py", "--error", "far.txt", "--format", "json",
+                             "--similarity-floor", "0"},
+                            w.dir.path());
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
+  const auto j = json::parse(json_run.out);
+  ASSERT_EQ(j["retrieved"].size(), 1u);
+  const double similarity = j["retrieved"][0]["similarity"];
+  ASSERT_LT(similarity, 0.5);  // the corpus is about add(); this test parses JSON
+  auto text = run_spark({"localize", "--test", "tests/test_far.py", "--error", "far.txt", "--similarity-floor", "0"},
+                        w.dir.path());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("closest case: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("below 0.50: not shown"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("similar case: "), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("its faulty line"), std::string::npos) << text.out;
+}
+
 TEST(cli, import_export_round_trip_is_lossless) {
   Workspace w;
   auto out = run_spark({"export"}, w.dir.path());
