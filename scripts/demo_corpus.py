@@ -167,7 +167,7 @@ def run_pytest(project, test_source, node):
     with open(os.path.join(project, "tests", "test_shapes.py"), "w") as f:
         f.write(test_source)
     junit = os.path.join(project, "report.xml")
-    cmd = [sys.executable, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", f"--junitxml={junit}",
+    cmd = [sys.executable, "-B", "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", f"--junitxml={junit}",
            f"tests/test_shapes.py::{node}" if node else "tests/test_shapes.py"]
     env = dict(os.environ, PYTHONPATH=project, PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)

@@ -23,7 +23,7 @@ const char* kTests =
 
 // Runs pytest in `dir` writing `report` in JUnit family `family`; returns pytest's exit status.
 int run_pytest(const TempDir& dir, const std::string& report, const std::string& family) {
-  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors -o junit_family=" +
+  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -B -m pytest -q -p no:cacheprovider --continue-on-collection-errors -o junit_family=" +
                           family + " --junitxml=" + report + " tests > pytest.log 2>&1";
   return std::system(cmd.c_str());
 }

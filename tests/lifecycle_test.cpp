@@ -222,7 +222,7 @@ const char* kGood = "def test_sum():\n    values = [1, 2, 3]\n    assert sum(val
                     "    assert len('abc') == 3\n";
 
 void pytest(const TempDir& dir, const std::string& report, const std::string& tests = "tests") {
-  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -m pytest -q -p no:cacheprovider " +
+  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -B -m pytest -q -p no:cacheprovider " +
                           "--junitxml=" + report + " " + tests + " > /dev/null 2>&1";
   (void)std::system(cmd.c_str());
   ASSERT_TRUE(std::filesystem::exists(dir / report)) << cmd;
@@ -439,7 +439,7 @@ TEST(spark_hooks, install_chains_an_existing_hook_and_records_after_each_commit)
   TempDir dir;
   broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\nhook-ran\n");
   write_file(dir / ".spark.toml",
-             "[record]\ntest_command = \"/usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml={junit} {tests}\"\n");
+             "[record]\ntest_command = \"/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --junitxml={junit} {tests}\"\n");
   git(dir, "add -A");
   git(dir, "commit -m config", day(1));
   // The user's own hook, which must survive.
@@ -515,7 +515,7 @@ TEST(spark_mine_run, bisects_to_the_first_passing_commit_with_real_pytest) {
     git(dir, "add -A");
     git(dir, "commit -m more" + std::to_string(i), day(i));
   }
-  auto r = run_spark({"mine", "--run", "/usr/bin/python3 -m pytest -q -p no:cacheprovider {test_id}", "--test",
+  auto r = run_spark({"mine", "--run", "/usr/bin/python3 -B -m pytest -q -p no:cacheprovider {test_id}", "--test",
                       "tests/test_calc.py::test_sum", "--from", from.substr(0, 10), "-o", "cases.jsonl"},
                      dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;

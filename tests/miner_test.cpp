@@ -146,7 +146,7 @@ using testing::head_sha;
 void record_run(const TempDir& dir) {
   const std::string sha = head_sha(dir);
   std::filesystem::create_directories(dir / "reports");
-  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -m pytest -q -p no:cacheprovider " +
+  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -B -m pytest -q -p no:cacheprovider " +
                           "--junitxml=reports/" + sha + ".xml tests > /dev/null 2>&1";
   (void)std::system(cmd.c_str());
   ASSERT_TRUE(std::filesystem::exists(dir / "reports" / (sha + ".xml")));
