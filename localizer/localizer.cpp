@@ -558,15 +558,29 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   const auto distance_to_stop = [&](const Group* g) {
     return view.stop_file == static_cast<int>(g->best->file) ? std::abs(g->best->line - view.stop_line) : 1 << 30;
   };
-  // A comment cannot be the faulty line: comment-only elements come after every code element unless a similar case's
-  // faulty line resembles them (then the evidence says otherwise).
-  // (Tree-sitter puts a comment that opens a block into that block's statement, so the text decides.)
-  const auto comment_only = [&](const Group* g) {
-    return (options.level == Level::line || options.level == Level::statement) && !g->annotated &&
-           trim(g->best->text).starts_with('#');
+  // Lines that cannot be the fault come after every other element unless evidence says otherwise (a similar case's
+  // faulty line resembles them, the traceback names them, or the error repeats their names or values): comments,
+  // `def`/`class` header lines, imports, docstrings and `pass`. Decorators are not among them: a parametrize list
+  // holds test data that can be wrong. (Tree-sitter puts a comment that opens a block into that block's statement,
+  // so a comment is told by its text.)
+  const auto cannot_be_faulty = [&](const Group* g) -> const char* {
+    if (options.level != Level::line && options.level != Level::statement) return nullptr;
+    const QueryLine& ql = *g->best;
+    if (g->annotated || ql.x[kTracebackLine] > 0 || ql.x[kTracebackFrame] > 0 || ql.x[kErrorOverlap] > 0) return nullptr;
+    const std::string_view text = trim(ql.text);
+    if (text.starts_with('#')) return "a comment";
+    const std::string& kind = view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)];
+    if (((kind == "def" || kind == "function") && (text.starts_with("def ") || text.starts_with("async def "))) ||
+        (kind == "class" && text.starts_with("class ")))
+      return "a definition's header";
+    if (kind == "import" || kind == "import_from" || kind == "future_import") return "an import";
+    if (kind == "docstring") return "a docstring";
+    if (kind == "pass") return "a pass statement";
+    return nullptr;
   };
   std::stable_sort(order.begin(), order.end(), [&](const Group* a, const Group* b) {
-    if (comment_only(a) != comment_only(b)) return comment_only(b);
+    const bool a_last = cannot_be_faulty(a) != nullptr, b_last = cannot_be_faulty(b) != nullptr;
+    if (a_last != b_last) return b_last;
     if (a->score != b->score) return a->score > b->score;
     if (a->annotated != b->annotated) return a->annotated;
     return distance_to_stop(a) < distance_to_stop(b);
@@ -583,7 +597,8 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     e.annotated = g->annotated;
     e.reasons = explain(ql, model, out.retrieved, faulty,
                         view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)], options.epsilon);
-    if (comment_only(g)) e.reasons.push_back("a comment: ranked after every code line");
+    if (const char* what = cannot_be_faulty(g))
+      e.reasons.push_back(std::string(what) + " with no evidence against it: ranked after the lines that can be faulty");
     out.ranked.push_back(std::move(e));
   }
   return out;
