@@ -459,6 +459,12 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     if (interactive && done == total) std::fprintf(stderr, "\n");
   };
   auto results = llm_stage.run(queries, options, progress);
+  // Cases learned since the index was built were embedded for this run: keep them, so no manual `spark index` is
+  // needed (the statistics and the ranker are refitted only by `spark index --rebuild`).
+  if (engine && engine->added_since_load() > 0) {
+    if (auto s = engine->persist(*kb); !s) notes.push_back("the vector index was not updated: " + s.error().message);
+    else notes.push_back("kept them in the vector index");
+  }
 
   for (const auto& n : notes) note(n);
   ReportContext ctx{options.policy.name, options.level, options.k, options.epsilon, SPARK_VERSION};

@@ -142,7 +142,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     engine->added_vectors_ = std::move(flat);
     if (!missing.empty())
       notes.push_back("the index lacked " + std::to_string(missing.size()) +
-                      " case(s) added since `spark index`; embedded them for this run (run `spark index` to keep them)");
+                      " case(s) added since it was built; embedded them for this run");
   }
   return engine;
 }

@@ -1,5 +1,9 @@
 #include "vector_index.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/impl/AuxIndexStructures.h>
@@ -175,9 +179,18 @@ Status VectorIndex::save(const fs::path& dir, const std::string& embedder, int64
   fs::create_directories(dir, ec);
   if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
   const fs::path vec = dir / "vectors.faiss", ids = dir / "ids.bin", man = dir / "manifest.json";
+  // Two processes saving at once (CI jobs recording into one store) take turns: their files must not interleave.
+  struct SaveLock {
+    int fd = -1;
+    ~SaveLock() {
+      if (fd >= 0) ::close(fd);  // releases the flock
+    }
+  } lock;
+  lock.fd = ::open((dir / "save.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock.fd >= 0) ::flock(lock.fd, LOCK_EX);
   // The manifest goes first (removed), then the data, then the new manifest: a crash leaves no valid-looking mix.
   fs::remove(man, ec);
-  const fs::path vec_tmp = vec.string() + ".tmp";
+  const fs::path vec_tmp = vec.string() + ".tmp." + std::to_string(::getpid());
   try {
     faiss::write_index(index_.get(), vec_tmp.c_str());
   } catch (const faiss::FaissException& e) {

@@ -291,6 +291,21 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   const auto listed = nlohmann::json::parse(audit.out)["cases"];
   ASSERT_EQ(listed.size(), 1u) << audit.out;
   EXPECT_EQ(listed[0]["occurrences"]["count"], 2);
+  // The first learned case and no vector index yet: the next failure's record builds the index and uses the case
+  // (no manual `spark index`).
+  EXPECT_FALSE(std::filesystem::exists(dir / ".spark" / "index" / "manifest.json"));
+  std::string again = kGood;
+  again.replace(again.find("[1, 2, 3]"), 9, "[1, 2, 5]");
+  write_file(dir / "tests" / "test_calc.py", again);
+  git(dir, "commit -am again", day(4));
+  pytest(dir, "r4.xml");
+  auto r4 = run_spark({"record", "--junit", "r4.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r4.exit_code, 0) << r4.err;
+  EXPECT_NE(r4.err.find("no vector index: built it over 1 case(s)"), std::string::npos) << r4.err;
+  const auto loc4 = nlohmann::json::parse(r4.out);
+  ASSERT_EQ(loc4.size(), 1u);
+  EXPECT_EQ(loc4[0]["retrieved"].size(), 1u) << r4.out;
+  EXPECT_TRUE(std::filesystem::exists(dir / ".spark" / "index" / "manifest.json"));
   // Bad input: a truncated report is an error naming it, and nothing stored is lost.
   write_file(dir / "cut.xml", testing::slurp(dir / "r3.xml").substr(0, 120));
   auto cut = run_spark({"record", "--junit", "cut.xml"}, dir.path());
