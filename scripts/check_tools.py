@@ -100,6 +100,16 @@ def calls():
                 yield m.group(1), f"{f.relative_to(ROOT)}:{n}"
 
 
+def self_installed():
+    """file → the packages that file installs itself (`apt-get install ... PKG`): tools only that script needs."""
+    out = {}
+    for f in files(SHELL_FILES):
+        for m in re.finditer(r"apt-get install([^\n;|&)]*)", f.read_text()):
+            words = [w for w in m.group(1).split() if not w.startswith(("-", ">", "$", "/")) and w != "install"]
+            out.setdefault(str(f.relative_to(ROOT)), set()).update(words)
+    return out
+
+
 def setup_packages():
     text = (ROOT / "scripts/setup.sh").read_text()
     out = set()
@@ -163,6 +173,7 @@ def main():
         found.setdefault(word, []).append(why)
     setup = setup_packages()
     covered = closure(setup)
+    own = self_installed()
     bad, unresolved = [], []
     for word in sorted(found):
         path = word if word.startswith("/") else shutil.which(word, path=DEBIAN_PATH)
@@ -181,6 +192,8 @@ def main():
             why = "setup.sh"
         elif pkg in covered:
             why = "a dependency of setup.sh's packages"
+        elif all(pkg in own.get(where.split(":")[0], set()) for where in found[word]):
+            why = "installed by the only script that calls it"
         else:
             bad.append(f"{word} comes from {pkg}, which setup.sh does not install; called at "
                        f"{', '.join(found[word][:3])}")
