@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "structure_cache.h"
+#include "data_flow.h"
 #include "text.h"
 
 namespace spark {
@@ -14,7 +15,7 @@ namespace spark {
 std::string_view feature_name(size_t f) {
   static constexpr std::array<std::string_view, kFeatureCount> names = {
       "bias",     "annotated", "resembles", "traceback_line", "traceback_frame", "not_reached",
-      "near_failure", "own_body", "support", "module_level", "kind_prior", "error_overlap"};
+      "near_failure", "own_body", "support", "module_level", "kind_prior", "error_overlap", "slice"};
   return f < names.size() ? names[f] : "?";
 }
 
@@ -128,7 +129,13 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
     }
   }
   int stop_stmt_first = 0;
-  if (v.stop_file >= 0) stop_stmt_first = v.files[static_cast<size_t>(v.stop_file)].structure->statement_span(v.stop_line).first;
+  std::map<int, int> slice;  // statement first line → hops back from the failing statement, in the stopping file
+  if (v.stop_file >= 0) {
+    const auto& stop = v.files[static_cast<size_t>(v.stop_file)];
+    stop_stmt_first = stop.structure->statement_span(v.stop_line).first;
+    slice = backward_slice(*stop.structure, stop.lines, v.stop_line,
+                           stop.scope.found ? stop.scope.role : std::vector<ScopeRole>{});
+  }
   // In each function a frame passes through, the frame's line is where execution was when the test failed: lines
   // after it never ran, lines before it ran most recently. Keyed by (file, function def line) -> frame line.
   std::map<std::pair<size_t, int>, int> frame_in_function;
@@ -185,6 +192,8 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
     x[kModuleLevel] = role == ScopeRole::module ? 1.0 : 0.0;
 
     x[kKindPrior] = prior.get(s.kind[li]);
+    if (v.stop_file == static_cast<int>(ql.file) && s.statement[li] != 0)
+      if (auto it = slice.find(s.statement[li]); it != slice.end()) x[kSlice] = 1.0 / it->second;
 
     const auto toks = line_tokens(ql.text);
     if (!toks.empty() && !err_tokens.empty()) {

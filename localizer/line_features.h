@@ -42,6 +42,7 @@ enum Feature : size_t {
   kModuleLevel,     // module-level and class-body lines
   kKindPrior,       // log-likelihood ratio of the statement kind being faulty (learnt from the knowledge base)
   kErrorOverlap,    // share of the line's literals and names that the error lines repeat
+  kSlice,           // sets a value the failing statement uses (backward data-flow slice, data_flow.h): 1 / hops
   kFeatureCount
 };
 std::string_view feature_name(size_t f);

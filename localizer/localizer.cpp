@@ -423,6 +423,9 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model, 
                                             " often faulty than others in this knowledge base");
   if (ql.x[kErrorOverlap] > 0)
     r.emplace_back(contrib(kErrorOverlap), "shares " + fmt(100 * ql.x[kErrorOverlap], 0) + "% of its names and values with the error");
+  if (ql.x[kSlice] > 0)
+    r.emplace_back(contrib(kSlice), "sets a value the failing line uses (data flow, " +
+                                        std::to_string(static_cast<int>(std::lround(1.0 / ql.x[kSlice]))) + " step(s) back)");
   std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> out;
   for (auto& [w, s] : r) out.push_back(std::move(s));

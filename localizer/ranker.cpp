@@ -29,6 +29,7 @@ RankerModel RankerModel::prior() {
   m.weights[kModuleLevel] = 1.5;
   m.weights[kKindPrior] = 0.5;
   m.weights[kErrorOverlap] = 1.0;
+  m.weights[kSlice] = 1.5;  // setting a value the failing line uses: evidence like a traceback frame on the way
   m.origin = "prior";
   return m;
 }
@@ -61,7 +62,9 @@ Result<RankerModel> RankerModel::load(const std::filesystem::path& path) {
     m.origin = j.at("origin").get<std::string>();
     m.training_cases = j.at("training_cases").get<size_t>();
     m.training_rows = j.at("training_rows").get<size_t>();
-    for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = j.at("weights").at(std::string(feature_name(i))).get<double>();
+    // A model saved before a feature existed weighs it 0 (`spark index` learns it anew).
+    for (size_t i = 0; i < kFeatureCount; ++i)
+      m.weights[i] = j.at("weights").value(std::string(feature_name(i)), 0.0);
     for (const auto& [k, v] : j.at("kind_prior").items()) m.kind_prior.llr[k] = v.get<double>();
     return m;
   } catch (const nlohmann::json::exception& e) {

@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.h"
 
 namespace spark {
@@ -51,6 +53,19 @@ TEST(RankerModel, saves_and_loads) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->weights, m.weights);
   EXPECT_DOUBLE_EQ(back->kind_prior.get("assert"), 1.25);
+}
+
+TEST(RankerModel, a_model_saved_before_a_feature_existed_weighs_it_zero) {
+  testing::TempDir dir;
+  RankerModel m = RankerModel::prior();
+  ASSERT_TRUE(m.save(dir / "ranker.json"));
+  auto j = nlohmann::json::parse(testing::slurp(dir / "ranker.json"));
+  j["weights"].erase("slice");  // what a spark before the data-flow feature wrote
+  testing::write_file(dir / "old.json", j.dump());
+  auto old = RankerModel::load(dir / "old.json");
+  ASSERT_TRUE(old) << old.error().message;
+  EXPECT_EQ(old->weights[kSlice], 0.0);
+  EXPECT_EQ(old->weights[kTracebackLine], m.weights[kTracebackLine]);
 }
 
 }  // namespace spark

@@ -1,0 +1,256 @@
+#include "data_flow.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <unordered_set>
+
+#include "text.h"
+
+namespace spark {
+
+namespace {
+
+bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+const std::unordered_set<std::string_view>& keywords() {
+  static const std::unordered_set<std::string_view> k = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
+      "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield"};
+  return k;
+}
+
+// The statement without comments and string literals (replaced by a blank: their words are not names).
+std::string code_only(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+      out += '\n';
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      const bool triple = i + 2 < text.size() && text[i + 1] == c && text[i + 2] == c;
+      const std::string quote = triple ? std::string(3, c) : std::string(1, c);
+      size_t end = i + quote.size();
+      while (end < text.size() && text.compare(end, quote.size(), quote) != 0) end += text[end] == '\\' ? 2 : 1;
+      i = std::min(text.size(), end + quote.size()) - 1;
+      out += " \"\" ";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Dotted names in `code` ("self.inventory.total", "shape"), keywords left out.
+std::vector<std::string> dotted_names(std::string_view code) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < code.size()) {
+    if (!name_start(code[i]) || (i > 0 && (name_char(code[i - 1]) || code[i - 1] == '.'))) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    for (;;) {
+      while (end < code.size() && name_char(code[end])) ++end;
+      if (end + 1 < code.size() && code[end] == '.' && name_start(code[end + 1])) {
+        ++end;
+        continue;
+      }
+      break;
+    }
+    std::string name(code.substr(i, end - i));
+    i = end;
+    if (keywords().contains(name)) continue;
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
+// Where the assignment's `=` is: depth 0, not part of ==, <=, >=, != or a keyword argument. npos when none.
+size_t assignment_at(std::string_view code, bool& augmented) {
+  int depth = 0;
+  augmented = false;
+  for (size_t i = 0; i < code.size(); ++i) {
+    const char c = code[i];
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    else if (c == ')' || c == ']' || c == '}') --depth;
+    else if (c == '=' && depth == 0) {
+      const char before = i > 0 ? code[i - 1] : ' ';
+      const char after = i + 1 < code.size() ? code[i + 1] : ' ';
+      if (after == '=') {
+        ++i;
+        continue;
+      }
+      if (before == '=' || before == '<' || before == '>' || before == '!') continue;
+      if (std::string_view("+-*/%&|^@").find(before) != std::string_view::npos ||
+          (i >= 2 && (code.substr(i - 2, 2) == "//" || code.substr(i - 2, 2) == "**" || code.substr(i - 2, 2) == ">>" ||
+                      code.substr(i - 2, 2) == "<<")))
+        augmented = true;
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// "x[i]" → "x"; "self.a.b" stays.
+std::string target_base(std::string_view target) {
+  std::string t(trim(target));
+  if (auto b = t.find('['); b != std::string::npos) t.resize(b);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '*')) t.pop_back();
+  while (!t.empty() && t.front() == '*') t.erase(0, 1);
+  return t;
+}
+
+void add_all(std::vector<std::string>& to, const std::vector<std::string>& from) { to.insert(to.end(), from.begin(), from.end()); }
+
+}  // namespace
+
+DefUse def_use(std::string_view statement) {
+  DefUse du;
+  const std::string code = code_only(statement);
+  const std::string_view c = trim(code);
+  if (c.starts_with("for ")) {
+    const size_t in = c.find(" in ");
+    if (in != std::string_view::npos) {
+      add_all(du.defs, dotted_names(c.substr(4, in - 4)));
+      add_all(du.uses, dotted_names(c.substr(in + 4)));
+      return du;
+    }
+  }
+  if (c.starts_with("with ") || c.starts_with("async with ")) {
+    // with A as x, B as y:
+    std::string_view rest = c.substr(c.find("with ") + 5);
+    size_t at = 0;
+    while ((at = rest.find(" as ")) != std::string_view::npos) {
+      add_all(du.uses, dotted_names(rest.substr(0, at)));
+      rest = rest.substr(at + 4);
+      size_t end = 0;
+      while (end < rest.size() && (name_char(rest[end]) || rest[end] == '.')) ++end;
+      du.defs.emplace_back(rest.substr(0, end));
+      rest = rest.substr(end);
+    }
+    add_all(du.uses, dotted_names(rest));
+    return du;
+  }
+  bool augmented = false;
+  const size_t eq = assignment_at(c, augmented);
+  if (eq != std::string_view::npos && !c.starts_with("assert") && !c.starts_with("if ") && !c.starts_with("return")) {
+    const std::string_view lhs = c.substr(0, augmented ? eq - 1 : eq);
+    // Targets: "a, b", "x[i]", "self.y", "a = b = 3" (chained: every part but the last is a target).
+    std::string_view rest = c.substr(eq + 1);
+    std::vector<std::string_view> targets = {lhs};
+    bool more = false;
+    while (true) {
+      const size_t next = assignment_at(rest, more);
+      if (next == std::string_view::npos) break;
+      targets.push_back(rest.substr(0, next));
+      rest = rest.substr(next + 1);
+    }
+    for (auto t : targets) {
+      size_t start = 0;
+      int depth = 0;
+      for (size_t i = 0; i <= t.size(); ++i) {
+        const char ch = i < t.size() ? t[i] : ',';
+        if (ch == '(' || ch == '[') ++depth;
+        else if (ch == ')' || ch == ']') --depth;
+        else if (ch == ',' && depth == 0) {
+          const std::string base = target_base(t.substr(start, i - start));
+          if (!base.empty() && name_start(base.front())) du.defs.push_back(base);
+          // Subscripts' indices are uses: x[i] = … uses i.
+          if (auto b = t.substr(start, i - start).find('['); b != std::string_view::npos)
+            add_all(du.uses, dotted_names(t.substr(start + b, i - start - b)));
+          start = i + 1;
+        }
+      }
+    }
+    add_all(du.uses, dotted_names(rest));
+    if (augmented) add_all(du.uses, du.defs);
+    return du;
+  }
+  // A call on an object as a statement of its own may change that object: x.append(1), self.inventory.add(…).
+  du.uses = dotted_names(c);
+  const auto names = dotted_names(c.substr(0, std::min(c.size(), c.find('('))));
+  if (!names.empty() && c.find('(') != std::string_view::npos && !c.starts_with("assert") &&
+      names.front().find('.') != std::string::npos) {
+    const std::string& callee = names.front();
+    du.defs.push_back(callee.substr(0, callee.rfind('.')));
+  }
+  return du;
+}
+
+std::map<int, int> backward_slice(const PythonStructure& s, const std::vector<std::string_view>& lines, int stop_line,
+                                  const std::vector<ScopeRole>& roles) {
+  std::map<int, int> out;
+  if (stop_line < 1 || stop_line > s.line_count) return out;
+  const auto text_of = [&](int first, int last) {
+    std::string t;
+    for (int l = first; l <= last && l <= static_cast<int>(lines.size()); ++l) {
+      t += lines[static_cast<size_t>(l - 1)];
+      t += '\n';
+    }
+    return t;
+  };
+  const auto [stop_first, stop_last] = s.statement_span(stop_line);
+  // wanted name → the hop of the statement that needs it (0: the failing statement).
+  std::map<std::string, int> wanted;
+  const auto want = [&](const std::vector<std::string>& names, int hop) {
+    for (const auto& n : names) {
+      if (n == "self" || n == "cls") continue;
+      for (size_t dot = n.size(); dot != std::string::npos && dot > 0; dot = n.rfind('.', dot - 1)) {
+        const std::string prefix = n.substr(0, dot);
+        if (prefix == "self" || prefix == "cls") break;
+        auto [it, fresh] = wanted.emplace(prefix, hop);
+        if (!fresh) it->second = std::min(it->second, hop);
+        if (dot == 0) break;
+      }
+    }
+  };
+  want(def_use(text_of(stop_first, stop_last)).uses, 0);
+  // The statements of the failing function before the failing one, last first.
+  const int fn = s.function[static_cast<size_t>(stop_first - 1)];
+  std::vector<std::pair<int, int>> before;
+  for (int l = 1; l < stop_first; ++l) {
+    const auto i = static_cast<size_t>(l - 1);
+    if (s.statement[i] != l || s.kind[i] == "comment" || s.kind[i] == "def" || s.kind[i] == "docstring") continue;
+    if (fn != 0 && s.function[i] != fn) continue;
+    if (fn == 0 && s.function[i] != 0) continue;
+    before.push_back(s.statement_span(l));
+  }
+  const auto defines_wanted = [&](const DefUse& du) {
+    int hop = -1;
+    for (const auto& d : du.defs)
+      if (auto it = wanted.find(d); it != wanted.end() && (hop < 0 || it->second < hop)) hop = it->second;
+    return hop;
+  };
+  for (auto it = before.rbegin(); it != before.rend(); ++it) {
+    const DefUse du = def_use(text_of(it->first, it->second));
+    const int need = defines_wanted(du);
+    if (need < 0) continue;
+    out[it->first] = need + 1;
+    want(du.uses, need + 1);
+  }
+  // Set-up lines (setup_method, fixtures, helpers) that define a self. attribute or a name the slice needs.
+  if (!roles.empty())
+    for (int l = 1; l <= s.line_count; ++l) {
+      const auto i = static_cast<size_t>(l - 1);
+      if (i >= roles.size() || roles[i] != ScopeRole::support || s.statement[i] != l || s.kind[i] == "comment" ||
+          s.kind[i] == "def")
+        continue;
+      const auto [first, last] = s.statement_span(l);
+      const DefUse du = def_use(text_of(first, last));
+      bool self_attr = false;
+      for (const auto& d : du.defs) self_attr = self_attr || d.starts_with("self.");
+      if (!self_attr) continue;
+      if (const int need = defines_wanted(du); need >= 0) out.emplace(first, need + 1);
+    }
+  return out;
+}
+
+}  // namespace spark
