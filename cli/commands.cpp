@@ -401,6 +401,18 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   options.similarity_floor = args.similarity_floor;
   options.seed = args.seed;
   parse_level(args.level, options.level);
+  if (!args.explain.empty()) {
+    const size_t colon = args.explain.rfind(':');
+    const std::string number = colon == std::string::npos ? args.explain : args.explain.substr(colon + 1);
+    char* end = nullptr;
+    const long line = std::strtol(number.c_str(), &end, 10);
+    if (number.empty() || *end != '\0' || line < 1) {
+      std::fprintf(stderr, "spark: error: --explain \"%s\": give a line number (12) or a path and line (tests/t.py:12)\n",
+                   args.explain.c_str());
+      return 2;
+    }
+    options.explain = LineRef{colon == std::string::npos ? "" : args.explain.substr(0, colon), static_cast<int>(line)};
+  }
 
   LlmStageOptions stage;
   stage.mode = *parse_mode(args.mode);

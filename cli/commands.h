@@ -71,6 +71,7 @@ struct LocalizeArgs {
   size_t context_tokens = 32768;  // prompt bounds, also without an LLM (--show-prompt)
   size_t answer_tokens = 512;
   bool test_scope_only = false;
+  std::string explain;            // --explain LINE or PATH:LINE: every feature of that line
 };
 
 // The localize settings from the effective configuration (flags already applied to it).

@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
   auto* require_flag = localize->add_flag("--require-llm", require_llm, "exit 1 when the LLM cannot be used, instead of falling back");
   auto* no_redact_flag = localize->add_flag("--no-redact", no_redact, "send text as it is (secrets are redacted by default)");
   localize->add_flag("--show-prompt", loc.show_prompt, "print the prompt (and put it into --format json)");
+  localize->add_option("--explain", loc.explain, "print every feature value and contribution of one line "
+                                                 "(LINE, or PATH:LINE)");
 
   auto* config_cmd = app.add_subcommand("config", "print the effective configuration (secrets hidden)");
 

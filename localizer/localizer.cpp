@@ -588,6 +588,32 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     if (a->annotated != b->annotated) return a->annotated;
     return distance_to_stop(a) < distance_to_stop(b);
   });
+  if (options.explain) {
+    LineExplanation ex;
+    ex.line = *options.explain;
+    if (ex.line.path.empty() && !view.files.empty()) ex.line.path = view.files.front().source->path;
+    const QueryLine* found = nullptr;
+    for (const auto& ql : view.lines)
+      if (ql.line == ex.line.line && same_file(view.files[ql.file].source->path, ex.line.path)) found = &ql;
+    if (!found) {
+      ex.note = ex.line.path + ":" + std::to_string(ex.line.line) +
+                " is not a non-blank line of the test files: blank lines and lines outside them are not ranked";
+    } else {
+      ex.code = std::string(trim(found->text));
+      double z = 0;
+      for (size_t f = 0; f < kFeatureCount; ++f) {
+        const double c = model.weights[f] * found->x[f];
+        ex.terms.push_back({std::string(feature_name(f)), found->x[f], model.weights[f], c});
+        z += c;
+      }
+      ex.score = 1.0 / (1.0 + std::exp(-z));
+      for (size_t i = 0; i < order.size(); ++i)
+        if (order[i]->best->file == found->file && order[i]->first <= found->line && found->line <= order[i]->last &&
+            (options.level != Level::line || order[i]->best == found))
+          ex.rank = i + 1;
+    }
+    out.explanation = std::move(ex);
+  }
   if (order.size() > options.k) order.resize(options.k);
   for (const Group* g : order) {
     const QueryLine& ql = *g->best;

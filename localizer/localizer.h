@@ -143,6 +143,9 @@ struct LocalizeOptions {
   uint64_t seed = 0;               // Retrieval::random: the draw is a function of (seed, query id)
   // The built-in ranker to use instead of the index's (evaluation: a model that never saw the query's labels).
   const RankerModel* ranker = nullptr;
+  // Explain one line (`spark localize --explain`): every feature's value and contribution. An empty path means the
+  // test's own file.
+  std::optional<LineRef> explain;
 };
 
 struct RetrievedCase {
@@ -192,8 +195,23 @@ struct LlmReport {
   std::string prompt;              // kept when asked (--show-prompt)
 };
 
+// One line's score taken apart: score = sigmoid(Σ weight × value) over the ranker's features.
+struct LineExplanation {
+  LineRef line;
+  std::string code;
+  struct Term {
+    std::string feature;
+    double value = 0, weight = 0, contribution = 0;
+  };
+  std::vector<Term> terms;  // every feature, in the model's order
+  double score = 0;         // the line's own score (an element's is its best line's)
+  size_t rank = 0;          // its element's rank among all elements (1 = first); 0 when it is not ranked
+  std::string note;         // why it could not be explained, when it could not
+};
+
 struct Localization {
   std::string test_id;
+  std::optional<LineExplanation> explanation;
   size_t knowledge_base_size = 0;  // labelled cases
   size_t filtered_size = 0;        // after the policy
   std::vector<RetrievedCase> retrieved;

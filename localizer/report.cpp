@@ -69,6 +69,24 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
     for (const auto& r : e.reasons) out += "     - " + r + "\n";
   }
   if (loc.ranked.empty()) out += "  (the test code has no non-blank line to rank)\n";
+  if (loc.explanation) {
+    const LineExplanation& ex = *loc.explanation;
+    out += "\n" + paint("1", "explain " + ex.line.path + ":" + std::to_string(ex.line.line)) + "\n";
+    if (!ex.note.empty()) {
+      out += "  " + ex.note + "\n";
+    } else {
+      out += "  " + clip(ex.code, 160) + "\n  score " + fixed(ex.score, 3) + " = sigmoid(sum of weight x value); " +
+             (ex.rank ? "its element's rank: " + std::to_string(ex.rank) : std::string("not ranked")) + "\n";
+      char row[160];
+      std::snprintf(row, sizeof row, "  %-16s %9s %9s %13s\n", "feature", "value", "weight", "contribution");
+      out += row;
+      for (const auto& t : ex.terms) {
+        std::snprintf(row, sizeof row, "  %-16s %9.3f %9.3f %13.3f\n", t.feature.c_str(), t.value, t.weight,
+                      t.contribution);
+        out += row;
+      }
+    }
+  }
   return out;
 }
 
@@ -105,6 +123,22 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
                            {"score", e.score}, {"code", e.code}, {"annotated", e.annotated}, {"source", e.source},
                            {"reasons", e.reasons}});
   j["notes"] = loc.notes;
+  if (loc.explanation) {
+    const LineExplanation& ex = *loc.explanation;
+    json e = {{"path", ex.line.path}, {"line", ex.line.line}};
+    if (!ex.note.empty()) {
+      e["note"] = ex.note;
+    } else {
+      e["code"] = ex.code;
+      e["score"] = ex.score;
+      e["rank"] = ex.rank ? json(ex.rank) : json(nullptr);
+      e["features"] = json::array();
+      for (const auto& t : ex.terms)
+        e["features"].push_back(
+            {{"feature", t.feature}, {"value", t.value}, {"weight", t.weight}, {"contribution", t.contribution}});
+    }
+    j["explain"] = std::move(e);
+  }
   if (loc.llm) {
     const LlmReport& l = *loc.llm;
     json redactions = json::object();

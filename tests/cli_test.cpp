@@ -1,5 +1,7 @@
 // End-to-end: the real `spark` binary on data the test makes, asserting on --format json and exit codes.
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <sqlite3.h>
 
 #include <nlohmann/json.hpp>
@@ -78,6 +80,50 @@ TEST(cli, a_distant_closest_case_is_named_but_not_shown_as_a_similar_one) {
   EXPECT_NE(text.out.find("below 0.50: not shown"), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find("similar case: "), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find("its faulty line"), std::string::npos) << text.out;
+}
+
+TEST(cli, explain_takes_one_lines_score_apart) {
+  Workspace w;
+  auto r = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--format", "json",
+                      "--explain", "9"},
+                     w.dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+    ADD_FAILURE() << problem;
+  const auto& ex = j["explain"];
+  EXPECT_EQ(ex["line"], 9);
+  EXPECT_EQ(ex["code"], "expected = 5");
+  // The contributions add up to the score, and the line's rank is where the ranking puts it.
+  double z = 0;
+  bool annotated = false;
+  for (const auto& f : ex["features"]) {
+    EXPECT_DOUBLE_EQ(f["contribution"].get<double>(), f["weight"].get<double>() * f["value"].get<double>());
+    z += f["contribution"].get<double>();
+    if (f["feature"] == "annotated") annotated = f["value"].get<double>() > 0;
+  }
+  EXPECT_NEAR(ex["score"].get<double>(), 1.0 / (1.0 + std::exp(-z)), 1e-9);
+  EXPECT_TRUE(annotated);  // line 9 is the retrieved cases' faulty line
+  bool ranked_there = false;
+  for (const auto& e : j["ranked"]) ranked_there = ranked_there || (e["line"] == 9 && e["rank"] == ex["rank"]);
+  EXPECT_TRUE(ranked_there) << r.out;
+  // Text: a table of every feature.
+  auto text = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--explain",
+                         "tests/test_x.py:10"},
+                        w.dir.path());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("explain tests/test_x.py:10"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("traceback_line"), std::string::npos) << text.out;
+  // A blank line is explained as not ranked; a line that is no number is a usage error.
+  auto blank = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--format", "json",
+                          "--explain", "2"},
+                         w.dir.path());
+  ASSERT_EQ(blank.exit_code, 0) << blank.err;
+  EXPECT_NE(json::parse(blank.out)["explain"]["note"].get<std::string>().find("not a non-blank line"), std::string::npos);
+  auto bad = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--explain", "x:y"},
+                       w.dir.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--explain \"x:y\""), std::string::npos) << bad.err;
 }
 
 TEST(cli, import_export_round_trip_is_lossless) {
