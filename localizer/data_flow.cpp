@@ -208,7 +208,6 @@ std::map<int, int> backward_slice(const PythonStructure& s, const std::vector<st
         if (prefix == "self" || prefix == "cls") break;
         auto [it, fresh] = wanted.emplace(prefix, hop);
         if (!fresh) it->second = std::min(it->second, hop);
-        if (dot == 0) break;
       }
     }
   };

@@ -298,7 +298,6 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
     else as_kept->bind(5, kept_lines);
     as_kept->bind(6, record.dump()).bind(7, now).bind(8, kept.commit).bind(9, kept.test_id);
     if (auto st = as_kept->run(); !st) return std::unexpected(st.error());
-    out.kept_ids.push_back(kept.case_id);
     if (corpus_status(status)) {
       json effective = record;
       if (!kept_lines.empty())

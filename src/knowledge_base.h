@@ -90,8 +90,7 @@ class KnowledgeBase {
   // of them carries over to the one kept. The kept case's record gets meta.occurrences: count, first and last
   // commit and time, and every failing commit. Runs inside the caller's transaction when there is one.
   struct FaultMerge {
-    size_t merged = 0;                  // failures that became duplicates in this call
-    std::vector<std::string> kept_ids;  // the cases whose occurrences changed (re-imported when in the corpus)
+    size_t merged = 0;  // failures that became duplicates in this call
   };
   Result<FaultMerge> merge_same_faults();
 
