@@ -573,7 +573,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     const std::string_view text = trim(ql.text);
     if (text.starts_with('#')) return "a comment";
     const std::string& kind = view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)];
-    if (((kind == "def" || kind == "function") && (text.starts_with("def ") || text.starts_with("async def "))) ||
+    if ((kind == "def" && (text.starts_with("def ") || text.starts_with("async def "))) ||
         (kind == "class" && text.starts_with("class ")))
       return "a definition's header";
     if (kind == "import" || kind == "import_from" || kind == "future_import") return "an import";
