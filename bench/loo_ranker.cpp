@@ -37,6 +37,7 @@ struct HeldCase {
   bool retrieved_same_project = false;
   size_t annotated = 0, annotated_true = 0;
   std::vector<LineRow> rows;
+  TrainingCase tc;  // the rows' features, the gate's inputs and labels
   std::vector<size_t> traceback_order, plain_order;
 };
 
@@ -69,8 +70,29 @@ struct Tally {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: spark_loo CASES.jsonl...\n");
+  // Options: --objective pointwise|pairwise (the ranker's training objective), --ablate (each feature group
+  // removed in turn, per subset).
+  TrainingOptions training;
+  bool ablate = false;
+  size_t r_option = 1;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--objective" && i + 1 < argc) {
+      const std::string o = argv[++i];
+      training.objective = o == "pairwise" ? Objective::pairwise : o == "gated" ? Objective::gated : Objective::pointwise;
+    } else if (a == "--lambda-passes" && i + 1 < argc) {
+      training.lambda_passes = static_cast<size_t>(std::stoul(argv[++i]));
+    } else if (a == "--r" && i + 1 < argc) {
+      r_option = static_cast<size_t>(std::stoul(argv[++i]));
+    } else if (a == "--ablate") {
+      ablate = true;
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.empty()) {
+    std::fprintf(stderr, "usage: spark_loo [--objective pointwise|pairwise] [--ablate] CASES.jsonl...\n");
     return 2;
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -78,13 +100,15 @@ int main(int argc, char** argv) {
   fs::remove_all(dir);
   std::vector<Case> cases;
   std::vector<CaseOrigin> origins;
-  if (auto s = read_corpora({argv + 1, argv + argc}, cases, origins); !s) {
+  if (auto s = read_corpora(files, cases, origins); !s) {
     std::fprintf(stderr, "spark_loo: %s\n", s.error().message.c_str());
     return 1;
   }
   auto kb = KnowledgeBase::open(dir, true);
   if (!kb || !(*kb)->import_cases(cases, origins, false)) return 1;
   IndexBuildOptions build;
+  build.training = training;
+  build.r = r_option;
   auto report = build_index(**kb, {}, build);
   if (!report) {
     std::fprintf(stderr, "spark_loo: %s\n", report.error().message.c_str());
@@ -110,6 +134,7 @@ int main(int argc, char** argv) {
         HeldCase hc;
         hc.id = h.held_out.id;
         hc.project = h.held_out.project;
+        hc.tc = training_case(h.view, h.held_out.faulty_lines);
         // meta is read here for analysis only (which subset a case belongs to); the localizer never reads it.
         const auto& meta = h.held_out.record.contains("meta") ? h.held_out.record["meta"] : nlohmann::json::object();
         hc.subset = h.held_out.source.value_or("") == "history" ? "history"
@@ -174,7 +199,20 @@ int main(int argc, char** argv) {
   // Ranker weights: per project fold (trained on the other projects), and in-sample (trained on everything).
   std::set<std::string> projects;
   for (const auto& h : held) projects.insert(h.project);
-  const auto train = [&](const std::function<bool(const HeldCase&)>& use) {
+  // A feature group removed: its line features and gate inputs are zero in training and in ranking.
+  struct Mask {
+    std::string name;
+    std::vector<size_t> features, gate_inputs;
+  };
+  const auto masked = [](const Mask& m, FeatureVector x) {
+    for (size_t f : m.features) x[f] = 0.0;
+    return x;
+  };
+  const auto masked_gate = [](const Mask& m, GateVector g) {
+    for (size_t f : m.gate_inputs) g[f] = 0.0;
+    return g;
+  };
+  const auto train = [&](const std::function<bool(const HeldCase&)>& use, const Mask& mask) {
     KindCounts counts;
     for (const auto& h : held)
       if (use(h))
@@ -183,24 +221,24 @@ int main(int argc, char** argv) {
     std::vector<TrainingCase> tcs;
     for (const auto& h : held) {
       if (!use(h)) continue;
-      TrainingCase tc;
-      for (const auto& r : h.rows) {
-        FeatureVector x = r.x;
-        x[kKindPrior] = prior.get(r.kind);
-        tc.rows.push_back(x);
-        tc.faulty.push_back(r.faulty);
+      TrainingCase tc = h.tc;
+      for (size_t i = 0; i < tc.rows.size(); ++i) {
+        tc.rows[i][kKindPrior] = prior.get(h.rows[i].kind);
+        tc.rows[i] = masked(mask, tc.rows[i]);
       }
+      tc.gate = masked_gate(mask, tc.gate);
       tcs.push_back(std::move(tc));
     }
     return train_ranker(tcs, prior, build.training);
   };
-  const auto ranker_order = [](const HeldCase& h, const RankerModel& m) {
+  const auto ranker_order = [&](const HeldCase& h, const RankerModel& m, const Mask& mask) {
+    std::vector<FeatureVector> rows = h.tc.rows;
+    for (size_t i = 0; i < rows.size(); ++i) rows[i][kKindPrior] = m.kind_prior.get(h.rows[i].kind);
+    if (h.tc.has_stop) apply_gate(m.gate, masked_gate(mask, h.tc.gate), rows);
+    for (auto& x : rows) x = masked(mask, x);
+    const auto prob = m.probabilities(rows, h.tc.has_stop, masked_gate(mask, h.tc.gate));
     std::vector<std::pair<double, size_t>> scored;
-    for (size_t i = 0; i < h.rows.size(); ++i) {
-      FeatureVector x = h.rows[i].x;
-      x[kKindPrior] = m.kind_prior.get(h.rows[i].kind);
-      scored.emplace_back(m.score(x), i);
-    }
+    for (size_t i = 0; i < h.rows.size(); ++i) scored.emplace_back(prob[i], i);
     // Ties keep the traceback order, as the localizer breaks ties by distance to the stopping line.
     std::vector<size_t> pos(h.rows.size());
     for (size_t i = 0; i < h.traceback_order.size(); ++i) pos[h.traceback_order[i]] = i;
@@ -208,16 +246,68 @@ int main(int argc, char** argv) {
       return a.first != b.first ? a.first > b.first : pos[a.second] < pos[b.second];
     });
     std::vector<size_t> order;
-    for (const auto& [s, i] : scored) order.push_back(i);
+    for (const auto& [sc, i] : scored) order.push_back(i);
     return order;
   };
+  const Mask none{"full model", {}, {}};
+  const auto subsets_of = [](const HeldCase& h) {
+    return std::vector<std::string>{"all", h.names_faulty_line ? "leak" : "no-leak", h.subset};
+  };
+  if (ablate) {
+    const std::vector<Mask> masks = {
+        none,
+        {"- retrieval (annotated, resembles)", {kAnnotated, kResembles}, {kGateStopAnnotated, kGateOtherAnnotated}},
+        {"- traceback (line, frame, not reached, near)", {kTracebackLine, kTracebackFrame, kNotReached, kNearFailure, kGate}, {}},
+        {"- scope (own body, support, module)", {kOwnBody, kSupport, kModuleLevel}, {}},
+        {"- kind prior", {kKindPrior}, {}},
+        {"- error overlap", {kErrorOverlap}, {}},
+        {"- data-flow slice", {kSlice}, {}},
+        {"- failure form (values, names)", {kValueMatch, kNameMatch},
+         {kGateAssertion, kGateType, kGateName, kGateLookup, kGateValue, kGateRaisedInTest, kGateStopValue,
+          kGateOtherValue, kGateStopName, kGateOtherName, kGateStopIsAssert}},
+        {"- gate", {kGate}, {}},
+    };
+    const std::vector<std::string> cols = {"all", "leak", "no-leak", "seeded", "campaign", "history"};
+    std::printf("# Ablation, leave-one-project-out, line level (Hit@1 / Hit@5 in %%), objective %s\n\n",
+                training.objective == Objective::pairwise ? "pairwise" : training.objective == Objective::gated ? "gated" : "pointwise");
+    std::printf("| model |");
+    for (const auto& c : cols) std::printf(" %s |", c.c_str());
+    std::printf("\n|---|");
+    for (size_t i = 0; i < cols.size(); ++i) std::printf("---|");
+    std::printf("\n");
+    std::set<std::string> projects_;
+    for (const auto& h : held) projects_.insert(h.project);
+    for (const auto& m : masks) {
+      std::map<std::string, RankerModel> fm;
+      for (const auto& p : projects_) fm[p] = train([&](const HeldCase& h) { return h.project != p; }, m);
+      std::map<std::string, Tally> t;
+      for (const auto& h : held) {
+        const size_t r = first_hit(h, ranker_order(h, fm[h.project], m));
+        for (const auto& k : subsets_of(h)) t[k].add(r);
+      }
+      std::printf("| %s |", m.name.c_str());
+      for (const auto& c : cols) {
+        const auto& x = t[c];
+        std::printf(" %.1f / %.1f |", x.n ? 100.0 * x.hits[0] / x.n : 0.0, x.n ? 100.0 * x.hits[2] / x.n : 0.0);
+      }
+      std::printf("\n");
+    }
+    std::printf("\nn:");
+    std::map<std::string, size_t> n;
+    for (const auto& h : held)
+      for (const auto& k : subsets_of(h)) ++n[k];
+    for (const auto& c : cols) std::printf(" %s=%zu", c.c_str(), n[c]);
+    std::printf("\n");
+    fs::remove_all(dir);
+    return 0;
+  }
   std::map<std::string, RankerModel> fold_model;
-  for (const auto& p : projects) fold_model[p] = train([&](const HeldCase& h) { return h.project != p; });
-  const RankerModel all_model = train([](const HeldCase&) { return true; });
+  for (const auto& p : projects) fold_model[p] = train([&](const HeldCase& h) { return h.project != p; }, none);
+  const RankerModel all_model = train([](const HeldCase&) { return true; }, none);
   const RankerModel prior_model = [&] {
     RankerModel m = RankerModel::prior();
     m.kind_prior = all_model.kind_prior;
-    return m;
+    return m;  // the prior's own gate
   }();
 
   struct Row {
@@ -226,13 +316,14 @@ int main(int argc, char** argv) {
   std::map<std::string, Row> table;
   size_t annotated = 0, annotated_true = 0, cases_with_true_annotation = 0, same_project = 0;
   for (const auto& h : held) {
-    const size_t r1 = first_hit(h, ranker_order(h, fold_model[h.project]));
-    const size_t r2 = first_hit(h, ranker_order(h, all_model));
-    const size_t r3 = first_hit(h, ranker_order(h, prior_model));
+    const size_t r1 = first_hit(h, ranker_order(h, fold_model[h.project], none));
+    const size_t r2 = first_hit(h, ranker_order(h, all_model, none));
+    const size_t r3 = first_hit(h, ranker_order(h, prior_model, none));
     const size_t rt = first_hit(h, h.traceback_order);
     const size_t rp = first_hit(h, h.plain_order);
     for (const std::string& key : {std::string("all"), "project: " + h.project, "subset: " + h.subset,
-                                   std::string(h.names_faulty_line ? "error names a faulty line" : "error names no faulty line")}) {
+                                   std::string(h.names_faulty_line ? "error names a faulty line" : "error names no faulty line"),
+                                   std::string(h.names_faulty_line ? "leak" : "no-leak") + ", project: " + h.project}) {
       auto& row = table[key];
       row.ranker.add(r1);
       row.in_sample.add(r2);
@@ -263,6 +354,68 @@ int main(int argc, char** argv) {
   }
   std::printf("Weights learnt on all cases:");
   for (size_t i = 0; i < kFeatureCount; ++i) std::printf(" %s=%.2f", std::string(feature_name(i)).c_str(), all_model.weights[i]);
+  if (std::getenv("SPARK_LOO_DIAG")) {
+    size_t n = 0, stop_first = 0, hit_wo_stop = 0, hit5_wo_stop = 0;
+    for (const auto& h : held) {
+      if (h.names_faulty_line || !h.tc.has_stop) continue;
+      ++n;
+      auto order = ranker_order(h, fold_model[h.project], none);
+      stop_first += h.tc.rows[order[0]][kTracebackLine] > 0;
+      std::erase_if(order, [&](size_t i) { return h.tc.rows[i][kTracebackLine] > 0; });
+      const size_t r = first_hit(h, order);
+      hit_wo_stop += r == 1;
+      hit5_wo_stop += r >= 1 && r <= 5;
+    }
+    if (FILE* out = std::fopen("/tmp/spark_loo_gate.tsv", "w")) {
+      for (const auto& h : held) {
+        if (!h.tc.has_stop) continue;
+        std::fprintf(out, "%s\t%s\t%d\t%.3f", h.id.c_str(), h.subset.c_str(), h.tc.gate_label ? 1 : 0,
+                     fold_model[h.project].gate.probability(h.tc.gate));
+        for (double g : h.tc.gate) std::fprintf(out, "\t%.2f", g);
+        std::fprintf(out, "\n");
+      }
+      std::fclose(out);
+    }
+    if (FILE* out = std::fopen("/tmp/spark_loo_top.tsv", "w")) {
+      for (const auto& h : held) {
+        auto order = ranker_order(h, fold_model[h.project], none);
+        const size_t r = first_hit(h, order);
+        if (r == 1) continue;
+        std::fprintf(out, "%s\t%d\t%zu", h.id.c_str(), h.names_faulty_line ? 1 : 0, r);
+        for (size_t k : {order[0], r ? order[r - 1] : order[0]}) {
+          std::fprintf(out, "\t%d", h.rows[k].line);
+          for (size_t f = 1; f < kFeatureCount; ++f)
+            if (h.tc.rows[k][f] != 0) std::fprintf(out, " %s=%.2f", std::string(feature_name(f)).c_str(), h.tc.rows[k][f]);
+        }
+        std::fprintf(out, "\n");
+      }
+      std::fclose(out);
+    }
+    std::printf("\nno-leak with a failing statement: %zu; it ranks first in %zu; without it Hit@1 %zu, Hit@5 %zu\n", n,
+                stop_first, hit_wo_stop, hit5_wo_stop);
+  }
+  // The gate on its own, cross-project: does it tell the cases where the failing statement is the fault?
+  {
+    size_t n = 0, right = 0, tp = 0, fp = 0, pos = 0;
+    double brier = 0;
+    for (const auto& h : held) {
+      if (!h.tc.has_stop) continue;
+      const double p = fold_model[h.project].gate.probability(h.tc.gate);
+      ++n;
+      pos += h.tc.gate_label;
+      right += (p >= 0.5) == h.tc.gate_label;
+      tp += p >= 0.5 && h.tc.gate_label;
+      fp += p >= 0.5 && !h.tc.gate_label;
+      brier += (p - h.tc.gate_label) * (p - h.tc.gate_label);
+    }
+    std::printf("\nGate (cross-project) on %zu cases with a failing statement (%zu of them faulty there): accuracy at "
+                "0.5 %.1f%%, recall %.1f%%, precision %.1f%%, Brier score %.3f\n",
+                n, pos, 100.0 * right / std::max<size_t>(1, n), 100.0 * tp / std::max<size_t>(1, pos),
+                100.0 * tp / std::max<size_t>(1, tp + fp), brier / std::max<size_t>(1, n));
+  }
+  std::printf("\nGate learnt on all cases:");
+  for (size_t i = 0; i < kGateCount; ++i)
+    std::printf(" %s=%.2f", std::string(gate_feature_name(i)).c_str(), all_model.gate.weights[i]);
   std::printf("\n");
   fs::remove_all(dir);
   return 0;

@@ -68,14 +68,9 @@ Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& e
         const size_t f = fold.at(rowid);
         counts[f].add(h.view, h.held_out.faulty_lines);
         compute_features(h.view, h.faulty, h.similarity, epsilon, none, h.held_out.error_message);
-        std::set<std::pair<std::string, int>> truth;
-        for (const auto& fl : h.held_out.faulty_lines) truth.insert({fl.path, fl.line});
-        Row row{f, {}, {}};
-        for (const auto& ql : h.view.lines) {
-          row.tc.rows.push_back(ql.x);
-          row.tc.faulty.push_back(truth.contains({h.view.files[ql.file].source->path, ql.line}) ? 1 : 0);
+        Row row{f, training_case(h.view, h.held_out.faulty_lines), {}};
+        for (const auto& ql : h.view.lines)
           row.kinds.push_back(h.view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)]);
-        }
         rows.push_back(std::move(row));
         return {};
       });

@@ -15,7 +15,16 @@ namespace spark {
 std::string_view feature_name(size_t f) {
   static constexpr std::array<std::string_view, kFeatureCount> names = {
       "bias",     "annotated", "resembles", "traceback_line", "traceback_frame", "not_reached",
-      "near_failure", "own_body", "support", "module_level", "kind_prior", "error_overlap", "slice"};
+      "near_failure", "own_body", "support", "module_level", "kind_prior", "error_overlap", "slice",
+      "value_match", "name_match", "gate", "named_line", "same_test"};
+  return f < names.size() ? names[f] : "?";
+}
+
+std::string_view gate_feature_name(size_t f) {
+  static constexpr std::array<std::string_view, kGateCount> names = {
+      "bias",       "assertion",       "type_error",      "name_error",          "lookup_error",
+      "value_error", "raised_in_test", "stop_value",      "other_value",         "stop_name",
+      "other_name", "stop_annotated",  "other_annotated", "stop_is_assertion", "generic_check"};
   return f < names.size() ? names[f] : "?";
 }
 
@@ -23,7 +32,7 @@ void append_faulty_lines(const Case& c, size_t case_index, std::vector<Retrieved
   for (const auto& fl : c.faulty_lines) {
     const auto lines = split_lines(c.file(fl.path)->content);
     const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
-    out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text)});
+    out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), false, c.test_id});
   }
 }
 
@@ -34,6 +43,7 @@ double KindPrior::get(const std::string& kind) const {
 
 QueryView make_query_view(const Case& query, StructureCache& cache) {
   QueryView v;
+  v.test_id = query.test_id;
   for (const auto& f : query.files) {
     QueryView::File file;
     file.source = &f;
@@ -103,12 +113,81 @@ std::unordered_set<std::string> error_tokens(std::string_view message) {
   return out;
 }
 
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// How much of a line is a value the failure shows: 1 when the line holds a whole compared value (≥ 4 characters,
+// canonical form), else the share of its literals (strings, numbers of ≥ 2 characters) found among the values'.
+struct ValueMatcher {
+  std::vector<std::string> whole;
+  std::unordered_set<std::string> literals;
+  explicit ValueMatcher(const FailureForm& f) {
+    for (const auto& v : f.values) {
+      std::string c = lower(canonical_code(v));
+      if (c.empty()) continue;
+      for (auto& t : literal_tokens(c)) literals.insert(std::move(t));
+      // pytest prints a string's diff lines without quotes: the bare text as a string literal.
+      if (c.front() != '\'' && c.front() != '[' && c.front() != '(' && c.front() != '{') literals.insert("'" + c + "'");
+      if (c.size() >= 4) whole.push_back(std::move(c));
+    }
+  }
+  double operator()(std::string_view line) const {
+    if (whole.empty() && literals.empty()) return 0.0;
+    const auto hash = line.find('#');
+    const std::string code = lower(canonical_code(line.substr(0, hash)));
+    for (const auto& w : whole)
+      if (code.find(w) != std::string::npos) return 1.0;
+    const auto lits = literal_tokens(code);
+    if (lits.empty()) return 0.0;
+    size_t hit = 0;
+    for (const auto& l : lits) hit += literals.contains(l) ? 1 : 0;
+    return static_cast<double>(hit) / static_cast<double>(lits.size());
+  }
+};
+
+// 1 when the line uses one of the names the failure quotes (as a name, an attribute or a keyword argument).
+bool uses_name(std::string_view line, const std::vector<std::string>& names) {
+  if (names.empty()) return false;
+  size_t i = 0;
+  while (i < line.size()) {
+    if (line[i] == '#') break;
+    if (line[i] == '\'' || line[i] == '"') {  // inside string literals names are not uses
+      const char q = line[i++];
+      while (i < line.size() && line[i] != q) i += line[i] == '\\' ? 2 : 1;
+      ++i;
+      continue;
+    }
+    if (!word_char(static_cast<unsigned char>(line[i]))) {
+      ++i;
+      continue;
+    }
+    const size_t s = i;
+    while (i < line.size() && word_char(static_cast<unsigned char>(line[i]))) ++i;
+    const auto w = line.substr(s, i - s);
+    for (const auto& n : names)
+      if (w == n) return true;
+  }
+  return false;
+}
+
+bool is_assertion(std::string_view text) {
+  text = trim(text);
+  return text.starts_with("assert ") || text.starts_with("assert(") || text.starts_with("self.assert") ||
+         text.starts_with("with pytest.raises") || text.starts_with("pytest.raises") || text.starts_with("self.fail");
+}
+
 }  // namespace
 
 void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faulty,
                       const std::vector<double>& case_similarity, double epsilon, const KindPrior& prior,
                       std::string_view error_message) {
   const auto err_tokens = error_tokens(error_message);
+  v.form = parse_failure_form(error_message);
+  const ValueMatcher value_match(v.form);
+  if (!v.frames.empty())
+    for (const auto& f : v.files) v.raised_in_test = v.raised_in_test || same_file(v.frames.back().path, f.source->path);
   // Frames inside the test files (other than the stopping one).
   std::set<std::pair<size_t, int>> frame_lines;
   for (const auto& fr : v.frames)
@@ -167,11 +246,14 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
       const double sim = std::max(0.0, case_similarity[faulty[j].case_index]);
       if (d <= epsilon) x[kAnnotated] = std::max(x[kAnnotated], sim);
       if (d <= 0.5) x[kResembles] = std::max(x[kResembles], sim * (1.0 - d / 0.5));
+      if (d <= 0.5 && !v.test_id.empty() && faulty[j].test_id == v.test_id)
+        x[kSameTest] = std::max(x[kSameTest], sim * (1.0 - d / 0.5));
     }
 
     // Traceback.
     const bool at_stop = v.stop_file == static_cast<int>(ql.file) &&
                          s.statement[li] != 0 && s.statement[li] == stop_stmt_first;
+    if (frame_lines.contains({ql.file, ql.line})) x[kNamedLine] = 1.0;
     if (at_stop) x[kTracebackLine] = 1.0;
     else if (frame_lines.contains({ql.file, ql.line})) x[kTracebackFrame] = 1.0;
     if (auto it = frame_in_function.find({ql.file, s.function[li]}); it != frame_in_function.end() && s.statement[li] != 0) {
@@ -195,11 +277,48 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
     if (v.stop_file == static_cast<int>(ql.file) && s.statement[li] != 0)
       if (auto it = slice.find(s.statement[li]); it != slice.end()) x[kSlice] = 1.0 / it->second;
 
+    x[kValueMatch] = value_match(ql.text);
+    x[kNameMatch] = uses_name(ql.text, v.form.names) ? 1.0 : 0.0;
+
     const auto toks = line_tokens(ql.text);
     if (!toks.empty() && !err_tokens.empty()) {
       size_t hit = 0;
       for (auto t : toks) hit += err_tokens.contains(std::string(t)) ? 1 : 0;
       x[kErrorOverlap] = static_cast<double>(hit) / static_cast<double>(toks.size());
+    }
+  }
+
+  // The gate's inputs: the failure's form, and the evidence on the failing statement against the best elsewhere.
+  v.gate.fill(0.0);
+  v.has_stop = false;
+  for (const auto& ql : v.lines) v.has_stop = v.has_stop || ql.x[kTracebackLine] > 0;
+  if (!v.has_stop) return;
+  GateVector& g = v.gate;
+  g[kGateBias] = 1.0;
+  switch (v.form.group) {
+    case ExceptionGroup::assertion: g[kGateAssertion] = 1.0; break;
+    case ExceptionGroup::type: g[kGateType] = 1.0; break;
+    case ExceptionGroup::name: g[kGateName] = 1.0; break;
+    case ExceptionGroup::lookup: g[kGateLookup] = 1.0; break;
+    case ExceptionGroup::value: g[kGateValue] = 1.0; break;
+    default: break;
+  }
+  g[kGateRaisedInTest] = v.raised_in_test ? 1.0 : 0.0;
+  g[kGateGenericCheck] = v.form.generic_check ? 1.0 : 0.0;
+  for (const auto& ql : v.lines) {
+    const auto& file = v.files[ql.file];
+    const auto li = static_cast<size_t>(ql.line - 1);
+    const bool reach = !file.scope.found || file.scope.role[li] == ScopeRole::own || file.scope.role[li] == ScopeRole::support;
+    const double resemble = std::max(ql.x[kAnnotated], ql.x[kResembles]);
+    if (ql.x[kTracebackLine] > 0) {
+      g[kGateStopValue] = std::max(g[kGateStopValue], ql.x[kValueMatch]);
+      g[kGateStopName] = std::max(g[kGateStopName], ql.x[kNameMatch]);
+      g[kGateStopAnnotated] = std::max(g[kGateStopAnnotated], resemble);
+      g[kGateStopIsAssert] = std::max(g[kGateStopIsAssert], is_assertion(ql.text) ? 1.0 : 0.0);
+    } else if (reach && ql.x[kNotReached] == 0) {
+      g[kGateOtherValue] = std::max(g[kGateOtherValue], ql.x[kValueMatch]);
+      g[kGateOtherName] = std::max(g[kGateOtherName], ql.x[kNameMatch]);
+      g[kGateOtherAnnotated] = std::max(g[kGateOtherAnnotated], resemble);
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include "case.h"
 #include "error_message.h"
+#include "failure_form.h"
 #include "levenshtein.h"
 #include "python_structure.h"
 #include "test_scope.h"
@@ -24,6 +25,8 @@ struct RetrievedFaultyLine {
   int line = 0;
   std::string text;
   PreparedLine prepared{""};
+  bool same_test = false;  // the retrieved case failed in the same test as the query (set by compute_features)
+  std::string test_id;     // the retrieved case's test
 };
 
 // retrieve(S) for one case: appends the contents of `c`'s faulty lines to `out`, tagged with `case_index`.
@@ -43,6 +46,11 @@ enum Feature : size_t {
   kKindPrior,       // log-likelihood ratio of the statement kind being faulty (learnt from the knowledge base)
   kErrorOverlap,    // share of the line's literals and names that the error lines repeat
   kSlice,           // sets a value the failing statement uses (backward data-flow slice, data_flow.h): 1 / hops
+  kValueMatch,      // holds a value the failure shows (a compared value, a diff line, a missing key): failure_form.h
+  kNameMatch,       // uses a name the failure quotes (undefined name, missing attribute, unexpected keyword)
+  kGate,            // on the failing statement: the gate's log-odds that the failing statement itself is the fault
+  kNamedLine,       // the very line a traceback frame in the test files prints (not another line of its statement)
+  kSameTest,        // graded resemblance to a faulty line of a retrieved case of the same test (trust: same test)
   kFeatureCount
 };
 std::string_view feature_name(size_t f);
@@ -60,6 +68,28 @@ struct QueryLine {
   double best_distance = 1.0;
 };
 
+// What the gate weighs: the failure's form and how the evidence divides between the failing statement and the rest.
+enum GateFeature : size_t {
+  kGateBias,
+  kGateAssertion,       // exception groups (failure_form.h); "other" and "none" are the baseline
+  kGateType,
+  kGateName,
+  kGateLookup,
+  kGateValue,
+  kGateRaisedInTest,    // the deepest frame of the whole traceback is in the test files (not beneath, in the code under test)
+  kGateStopValue,       // value match on the failing statement
+  kGateOtherValue,      // best value match on another line the test reaches
+  kGateStopName,        // name match on the failing statement
+  kGateOtherName,       // best name match elsewhere
+  kGateStopAnnotated,   // resemblance of the failing statement to a retrieved faulty line
+  kGateOtherAnnotated,  // best resemblance elsewhere
+  kGateStopIsAssert,    // the failing statement is an assertion (`assert`, `self.assert…`, `pytest.raises`)
+  kGateGenericCheck,    // the assertion checks truth or compares with None/True/False/0/1/empty (failure_form.h)
+  kGateCount
+};
+std::string_view gate_feature_name(size_t f);
+using GateVector = std::array<double, kGateCount>;
+
 struct QueryView {
   struct File {
     const SourceFile* source = nullptr;
@@ -68,9 +98,14 @@ struct QueryView {
     TestScope scope;
   };
   std::vector<File> files;
+  std::string test_id;
   std::vector<TracebackFrame> frames;
   int stop_file = -1, stop_line = 0;  // the deepest traceback frame inside the test files
   std::vector<QueryLine> lines;       // every non-blank line of every file
+  FailureForm form;                   // read from the error message by compute_features
+  bool raised_in_test = false;        // the deepest frame of the traceback is in the test files
+  bool has_stop = false;              // some line is the failing statement (x[kTracebackLine] > 0)
+  GateVector gate{};                  // filled by compute_features when has_stop
 };
 
 // Prepares the view: structures, scope of the failing test, traceback frames, one QueryLine per non-blank line.

@@ -242,14 +242,7 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
       kb, entries, rowids, index, [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return vector_of(rowid); },
       HeldOutOptions{options.r, options.similarity_floor}, cache, [&](const HeldOut& h) -> Status {
         compute_features(h.view, h.faulty, h.similarity, options.epsilon, prior, h.held_out.error_message);
-        std::set<std::pair<std::string, int>> truth;
-        for (const auto& fl : h.held_out.faulty_lines) truth.insert({fl.path, fl.line});
-        TrainingCase tc;
-        for (const auto& ql : h.view.lines) {
-          tc.rows.push_back(ql.x);
-          tc.faulty.push_back(truth.contains({h.view.files[ql.file].source->path, ql.line}) ? 1 : 0);
-        }
-        training.push_back(std::move(tc));
+        training.push_back(training_case(h.view, h.held_out.faulty_lines));
         return {};
       });
   if (!status) return std::unexpected(status.error());
@@ -397,7 +390,8 @@ std::string fmt(double v, int digits = 2) {
 
 // Why a line ranks where it does, strongest contribution first.
 std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model, const std::vector<RetrievedCase>& retrieved,
-                                 const std::vector<RetrievedFaultyLine>& faulty, const std::string& kind, double epsilon) {
+                                 const std::vector<RetrievedFaultyLine>& faulty, const std::string& kind, double epsilon,
+                                 const std::optional<GateReport>& gate) {
   std::vector<std::pair<double, std::string>> r;
   const auto contrib = [&](Feature f) { return model.weights[f] * ql.x[f]; };
   if (ql.best_match >= 0 && ql.best_distance <= 0.5) {
@@ -426,6 +420,19 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model, 
   if (ql.x[kSlice] > 0)
     r.emplace_back(contrib(kSlice), "sets a value the failing line uses (data flow, " +
                                         std::to_string(static_cast<int>(std::lround(1.0 / ql.x[kSlice]))) + " step(s) back)");
+  if (ql.x[kValueMatch] > 0)
+    r.emplace_back(contrib(kValueMatch), ql.x[kValueMatch] >= 1.0 ? "holds a value the failure shows"
+                                                                  : "holds " + fmt(100 * ql.x[kValueMatch], 0) +
+                                                                        "% of its literals among the values the failure shows");
+  if (ql.x[kNameMatch] > 0) r.emplace_back(contrib(kNameMatch), "uses a name the error quotes");
+  if (ql.x[kSameTest] > 0)
+    r.emplace_back(contrib(kSameTest), "resembles a faulty line of an earlier failure of this same test (trust learnt: " +
+                                           std::string(model.weights[kSameTest] >= 0 ? "more" : "less") + ")");
+  if (ql.x[kTracebackLine] > 0 && gate)
+    r.emplace_back(contrib(kGate), "the failure's form (" + (gate->exception.empty() ? std::string("no exception read") : gate->exception) +
+                                       (gate->raised_in_test ? ", raised in the test's code" : ", raised beneath the test") +
+                                       (gate->generic_check ? ", a generic check" : "") +
+                                       ") makes this statement the fault with probability " + fmt(gate->probability));
   std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> out;
   for (auto& [w, s] : r) out.push_back(std::move(s));
@@ -528,6 +535,24 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   // τ' = annotate(τ_f, X, ε), and the features the ranker weighs
   QueryView view = make_query_view(query, cache);
   compute_features(view, faulty, sims, options.epsilon, model.kind_prior, query.error_message);
+  apply_gate(model.gate, view);
+  if (view.has_stop) {
+    GateReport g;
+    g.line = {view.files[static_cast<size_t>(view.stop_file)].source->path, view.stop_line};
+    g.probability = model.gate.probability(view.gate);
+    g.exception = view.form.exception;
+    g.form = std::string(exception_group_name(view.form.group));
+    g.raised_in_test = view.raised_in_test;
+    g.generic_check = view.form.generic_check;
+    out.gate = g;
+  }
+  std::vector<double> probability;
+  {
+    std::vector<FeatureVector> rows;
+    rows.reserve(view.lines.size());
+    for (const auto& ql : view.lines) rows.push_back(ql.x);
+    probability = model.probabilities(rows, view.has_stop, view.gate);
+  }
   for (const auto& ql : view.lines)
     if (ql.best_match >= 0 && ql.best_distance <= options.epsilon) {
       const auto& fl = faulty[static_cast<size_t>(ql.best_match)];
@@ -543,11 +568,12 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     bool annotated = false;
   };
   std::map<std::pair<size_t, int>, Group> groups;
-  for (const auto& ql : view.lines) {
+  for (size_t li = 0; li < view.lines.size(); ++li) {
+    const QueryLine& ql = view.lines[li];
     const auto& s = *view.files[ql.file].structure;
     const int unit = unit_of(s, options.level, ql.line);
     Group& g = groups[{ql.file, options.level == Level::line ? ql.line : unit}];
-    const double score = model.score(ql.x);
+    const double score = probability[li];
     if (!g.best || score > g.score) {
       g.best = &ql;
       g.score = score;
@@ -600,13 +626,11 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
                 " is not a non-blank line of the test files: blank lines and lines outside them are not ranked";
     } else {
       ex.code = std::string(trim(found->text));
-      double z = 0;
       for (size_t f = 0; f < kFeatureCount; ++f) {
         const double c = model.weights[f] * found->x[f];
         ex.terms.push_back({std::string(feature_name(f)), found->x[f], model.weights[f], c});
-        z += c;
       }
-      ex.score = 1.0 / (1.0 + std::exp(-z));
+      ex.score = probability[static_cast<size_t>(found - view.lines.data())];
       for (size_t i = 0; i < order.size(); ++i)
         if (order[i]->best->file == found->file && order[i]->first <= found->line && found->line <= order[i]->last &&
             (options.level != Level::line || order[i]->best == found))
@@ -621,11 +645,11 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     e.path = view.files[ql.file].source->path;
     e.line = options.level == Level::line ? ql.line : g->first;
     e.end_line = options.level == Level::line ? ql.line : g->last;
-    e.score = 1.0 / (1.0 + std::exp(-g->score));
+    e.score = g->score;
     e.code = std::string(trim(view.files[ql.file].lines[static_cast<size_t>(e.line - 1)]));
     e.annotated = g->annotated;
     e.reasons = explain(ql, model, out.retrieved, faulty,
-                        view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)], options.epsilon);
+                        view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)], options.epsilon, out.gate);
     if (const char* what = cannot_be_faulty(g))
       e.reasons.push_back(std::string(what) + " with no evidence against it: ranked after the lines that can be faulty");
     out.ranked.push_back(std::move(e));

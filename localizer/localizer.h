@@ -195,7 +195,8 @@ struct LlmReport {
   std::string prompt;              // kept when asked (--show-prompt)
 };
 
-// One line's score taken apart: score = sigmoid(Σ weight × value) over the ranker's features.
+// One line's score taken apart: the ranker's features, each weight × value (log-odds). `score` is the line's
+// probability of being faulty (the gate's on the failing statement when the model is gated).
 struct LineExplanation {
   LineRef line;
   std::string code;
@@ -209,8 +210,19 @@ struct LineExplanation {
   std::string note;         // why it could not be explained, when it could not
 };
 
+// The gate's verdict on the failing statement (absent when no traceback frame lies in the test files).
+struct GateReport {
+  LineRef line;                  // the failing statement's line (the deepest frame in the test files)
+  double probability = 0;        // that the failing statement itself is the fault
+  std::string exception;         // the failure's exception class ("" if none was read)
+  std::string form;              // its group: assertion | type | name | lookup | value | other | none
+  bool raised_in_test = false;   // raised in the test's own code, not beneath it in the code under test
+  bool generic_check = false;    // the assertion checks truth or a None/True/False/0/1/empty value
+};
+
 struct Localization {
   std::string test_id;
+  std::optional<GateReport> gate;
   std::optional<LineExplanation> explanation;
   size_t knowledge_base_size = 0;  // labelled cases
   size_t filtered_size = 0;        // after the policy

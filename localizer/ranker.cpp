@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -30,8 +32,89 @@ RankerModel RankerModel::prior() {
   m.weights[kKindPrior] = 0.5;
   m.weights[kErrorOverlap] = 1.0;
   m.weights[kSlice] = 1.5;  // setting a value the failing line uses: evidence like a traceback frame on the way
+  m.weights[kValueMatch] = 1.5;  // holding a value the failure shows, or a name it quotes: direct evidence
+  m.weights[kNameMatch] = 1.5;
+  m.weights[kGate] = 1.0;   // the gate's log-odds move the failing statement up or down
+  m.weights[kNamedLine] = 0.5;  // of a multi-line statement, the line the traceback prints
+  m.gate = GateModel::prior();
   m.origin = "prior";
   return m;
+}
+
+std::vector<double> RankerModel::probabilities(const std::vector<FeatureVector>& rows, bool has_stop,
+                                               const GateVector& g) const {
+  std::vector<double> out(rows.size(), 0.0);
+  if (!gated) {
+    for (size_t i = 0; i < rows.size(); ++i) out[i] = 1.0 / (1.0 + std::exp(-score(rows[i])));
+    return out;
+  }
+  const double p = has_stop ? gate.probability(g) : 0.0;
+  double top = -1e300;
+  std::vector<double> s(rows.size(), 0.0);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i][kTracebackLine] <= 0) top = std::max(top, s[i] = score(rows[i]));
+  double z = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i][kTracebackLine] <= 0) z += s[i] = std::exp(s[i] - top);
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = rows[i][kTracebackLine] > 0 ? p : (1.0 - p) * s[i] / z;
+  return out;
+}
+
+GateModel GateModel::prior() {
+  // Hand-set log-odds that the failing statement is itself the fault, used until the knowledge base can teach better.
+  // A type or name error raised in the test's own code is most often the statement's own mistake; an assertion that
+  // fails says only that some value differs, so evidence elsewhere (a line holding the compared value, a line like a
+  // similar case's faulty line) moves the blame away from it.
+  GateModel g;
+  g.weights.fill(0.0);
+  g.weights[kGateBias] = 0.5;
+  g.weights[kGateAssertion] = -1.0;
+  g.weights[kGateType] = 1.0;
+  g.weights[kGateName] = 1.5;
+  g.weights[kGateRaisedInTest] = 0.5;
+  g.weights[kGateStopValue] = 1.0;
+  g.weights[kGateOtherValue] = -1.5;
+  g.weights[kGateStopName] = 1.5;
+  g.weights[kGateOtherName] = -1.0;
+  g.weights[kGateStopAnnotated] = 1.5;
+  g.weights[kGateOtherAnnotated] = -1.0;
+  g.origin = "prior";
+  return g;
+}
+
+double GateModel::log_odds(const GateVector& g) const {
+  double z = 0;
+  for (size_t i = 0; i < kGateCount; ++i) z += weights[i] * g[i];
+  return std::clamp(z, -6.0, 6.0);
+}
+
+double GateModel::probability(const GateVector& g) const { return 1.0 / (1.0 + std::exp(-log_odds(g))); }
+
+void apply_gate(const GateModel& gate, const GateVector& g, std::vector<FeatureVector>& rows) {
+  const double z = gate.log_odds(g);
+  for (auto& x : rows) x[kGate] = x[kTracebackLine] > 0 ? z : 0.0;
+}
+
+void apply_gate(const GateModel& gate, QueryView& view) {
+  const double z = view.has_stop ? gate.log_odds(view.gate) : 0.0;
+  for (auto& ql : view.lines) ql.x[kGate] = ql.x[kTracebackLine] > 0 ? z : 0.0;
+}
+
+TrainingCase training_case(const QueryView& view, const std::vector<LineRef>& faulty_lines) {
+  std::set<std::pair<std::string, int>> truth;
+  for (const auto& fl : faulty_lines) truth.insert({fl.path, fl.line});
+  TrainingCase tc;
+  bool stop_faulty = false;
+  for (const auto& ql : view.lines) {
+    tc.rows.push_back(ql.x);
+    const bool f = truth.contains({view.files[ql.file].source->path, ql.line});
+    tc.faulty.push_back(f ? 1 : 0);
+    stop_faulty = stop_faulty || (f && ql.x[kTracebackLine] > 0);
+  }
+  tc.has_stop = view.has_stop;
+  tc.gate = view.gate;
+  tc.gate_label = stop_faulty;
+  return tc;
 }
 
 double RankerModel::score(const FeatureVector& x) const {
@@ -44,9 +127,12 @@ Status RankerModel::save(const std::filesystem::path& path) const {
   nlohmann::json j;
   j["format"] = 1;
   j["origin"] = origin;
+  j["objective"] = gated ? "gated" : "logistic";
   j["training_cases"] = training_cases;
   j["training_rows"] = training_rows;
   for (size_t i = 0; i < kFeatureCount; ++i) j["weights"][std::string(feature_name(i))] = weights[i];
+  j["gate"]["origin"] = gate.origin;
+  for (size_t i = 0; i < kGateCount; ++i) j["gate"]["weights"][std::string(gate_feature_name(i))] = gate.weights[i];
   j["kind_prior"] = nlohmann::json::object();
   for (const auto& [k, v] : kind_prior.llr) j["kind_prior"][k] = v;
   return write_file_atomic(path, j.dump(2) + "\n");
@@ -60,12 +146,20 @@ Result<RankerModel> RankerModel::load(const std::filesystem::path& path) {
     if (j.at("format").get<int>() != 1) return fail(path.string() + ": unknown ranker format");
     RankerModel m;
     m.origin = j.at("origin").get<std::string>();
+    m.gated = j.value("objective", std::string("logistic")) == "gated";
     m.training_cases = j.at("training_cases").get<size_t>();
     m.training_rows = j.at("training_rows").get<size_t>();
     // A model saved before a feature existed weighs it 0 (`spark index` learns it anew).
     for (size_t i = 0; i < kFeatureCount; ++i)
       m.weights[i] = j.at("weights").value(std::string(feature_name(i)), 0.0);
     for (const auto& [k, v] : j.at("kind_prior").items()) m.kind_prior.llr[k] = v.get<double>();
+    // A model saved before the gate existed uses the gate's prior.
+    m.gate = GateModel::prior();
+    if (j.contains("gate")) {
+      m.gate.origin = j["gate"].at("origin").get<std::string>();
+      for (size_t i = 0; i < kGateCount; ++i)
+        m.gate.weights[i] = j["gate"].at("weights").value(std::string(gate_feature_name(i)), 0.0);
+    }
     return m;
   } catch (const nlohmann::json::exception& e) {
     return fail(path.string() + ": damaged ranker model (" + e.what() + ")");
@@ -102,67 +196,36 @@ bool solve(std::vector<double> a, std::vector<double> b, size_t n, std::vector<d
 
 }  // namespace
 
-RankerModel train_ranker(const std::vector<TrainingCase>& cases, const KindPrior& prior, const TrainingOptions& options) {
-  std::vector<const FeatureVector*> rows;
-  std::vector<double> y, w;
-  size_t used = 0;
-  for (size_t c = 0; c < cases.size(); ++c) {
-    const auto& tc = cases[c];
-    size_t pos = 0;
-    std::vector<size_t> neg;
-    for (size_t i = 0; i < tc.rows.size(); ++i) {
-      if (tc.faulty[i]) ++pos;
-      else neg.push_back(i);
-    }
-    if (pos == 0 || neg.empty()) continue;
-    // Deterministic subsample of negatives: order by a hash of (case, line).
-    if (neg.size() > options.negatives_per_case) {
-      std::stable_sort(neg.begin(), neg.end(), [c](size_t a, size_t b) {
-        return fnv1a64(std::to_string(c) + ":" + std::to_string(a)) < fnv1a64(std::to_string(c) + ":" + std::to_string(b));
-      });
-      neg.resize(options.negatives_per_case);
-    }
-    ++used;
-    for (size_t i = 0; i < tc.rows.size(); ++i)
-      if (tc.faulty[i]) {
-        rows.push_back(&tc.rows[i]);
-        y.push_back(1.0);
-        w.push_back(0.5 / static_cast<double>(pos));
-      }
-    for (size_t i : neg) {
-      rows.push_back(&tc.rows[i]);
-      y.push_back(0.0);
-      w.push_back(0.5 / static_cast<double>(neg.size()));
-    }
-  }
-  if (used < options.min_training_cases) {
-    RankerModel m = RankerModel::prior();
-    m.kind_prior = prior;
-    return m;
-  }
-  const size_t n = kFeatureCount;
+namespace {
+
+// Weighted logistic regression by Newton's method with a ridge on every weight but `free` (the bias; none when
+// free >= n). Rows are n-vectors.
+std::vector<double> fit_logistic(const std::vector<const double*>& rows, const std::vector<double>& y,
+                                 const std::vector<double>& w, size_t n, double lambda, size_t free) {
   std::vector<double> beta(n, 0.0);
   for (int iter = 0; iter < 50; ++iter) {
     std::vector<double> grad(n, 0.0), hess(n * n, 0.0);
     for (size_t r = 0; r < rows.size(); ++r) {
-      const auto& x = *rows[r];
+      const double* x = rows[r];
       double z = 0;
       for (size_t i = 0; i < n; ++i) z += beta[i] * x[i];
       const double p = 1.0 / (1.0 + std::exp(-z));
       const double g = w[r] * (y[r] - p);
       const double h = w[r] * p * (1.0 - p);
       for (size_t i = 0; i < n; ++i) {
+        if (x[i] == 0.0) continue;
         grad[i] += g * x[i];
         for (size_t j = 0; j < n; ++j) hess[i * n + j] += h * x[i] * x[j];
       }
     }
-    // Ridge on every weight but the bias (scaled to the total weight, which is one per case).
-    const double lambda = options.l2 / static_cast<double>(used);
-    for (size_t i = 1; i < n; ++i) {
+    for (size_t i = 0; i < n; ++i) {
+      if (i == free) {
+        hess[i * n + i] += 1e-9;
+        continue;
+      }
       grad[i] -= lambda * beta[i];
       hess[i * n + i] += lambda;
     }
-    hess[0] += 1e-9;
     std::vector<double> step;
     if (!solve(hess, grad, n, step)) break;
     double change = 0;
@@ -172,9 +235,293 @@ RankerModel train_ranker(const std::vector<TrainingCase>& cases, const KindPrior
     }
     if (change < 1e-6) break;
   }
+  return beta;
+}
+
+// The gate fitted on `cases` (those with a failing statement), or its prior when fewer than `min_cases`.
+GateModel fit_gate(const std::vector<const TrainingCase*>& cases, size_t min_cases, double l2) {
+  std::vector<const double*> rows;
+  std::vector<double> y, w;
+  size_t pos = 0;
+  for (const auto* tc : cases) pos += tc->gate_label ? 1 : 0;
+  const size_t neg = cases.size() - pos;
+  if (cases.size() < min_cases || pos == 0 || neg == 0) return GateModel::prior();
+  for (const auto* tc : cases) {
+    rows.push_back(tc->gate.data());
+    y.push_back(tc->gate_label ? 1.0 : 0.0);
+    w.push_back(1.0);
+  }
+  const auto beta = fit_logistic(rows, y, w, kGateCount, l2, kGateBias);
+  GateModel g;
+  for (size_t i = 0; i < kGateCount; ++i) g.weights[i] = beta[i];
+  g.origin = "trained on " + std::to_string(cases.size()) + " failing statements";
+  return g;
+}
+
+// The listwise line model: a conditional logit (softmax over one case's candidate lines) fitted by Newton's method.
+// Each case: its positives and sampled negatives, the negatives weighted up to stand for all of them in the softmax's
+// denominator. Returns the weights; the bias cancels and stays 0.
+struct ListCase {
+  std::vector<const double*> pos, cand;  // cand holds the positives too
+  std::vector<double> cand_weight;
+};
+std::vector<double> fit_listwise(const std::vector<ListCase>& cases, double lambda) {
+  const size_t n = kFeatureCount;
+  // Penalised log-likelihood, and (when asked) its gradient and the negative Hessian.
+  const auto evaluate = [&](const std::vector<double>& beta, std::vector<double>* grad, std::vector<double>* hess) {
+    double ll = 0;
+    for (const auto& c : cases) {
+      std::vector<double> s(c.cand.size());
+      double top = -1e300;
+      for (size_t j = 0; j < c.cand.size(); ++j) {
+        double z = 0;
+        for (size_t i = 1; i < n; ++i) z += beta[i] * c.cand[j][i];
+        top = std::max(top, s[j] = z);
+      }
+      double zsum = 0;
+      for (size_t j = 0; j < c.cand.size(); ++j) zsum += c.cand_weight[j] * std::exp(s[j] - top);
+      const double log_z = top + std::log(zsum);
+      for (const double* x : c.pos) {
+        double z = 0;
+        for (size_t i = 1; i < n; ++i) z += beta[i] * x[i];
+        ll += (z - log_z) / static_cast<double>(c.pos.size());
+      }
+      if (!grad) continue;
+      std::vector<double> mu(n, 0.0), p(c.cand.size());
+      for (size_t j = 0; j < c.cand.size(); ++j) {
+        p[j] = c.cand_weight[j] * std::exp(s[j] - log_z);
+        for (size_t i = 1; i < n; ++i) mu[i] += p[j] * c.cand[j][i];
+      }
+      for (const double* x : c.pos)
+        for (size_t i = 1; i < n; ++i) (*grad)[i] += (x[i] - mu[i]) / static_cast<double>(c.pos.size());
+      for (size_t j = 0; j < c.cand.size(); ++j)
+        for (size_t a = 1; a < n; ++a) {
+          const double da = c.cand[j][a] - mu[a];
+          if (da == 0.0) continue;
+          for (size_t b = 1; b < n; ++b) (*hess)[a * n + b] += p[j] * da * (c.cand[j][b] - mu[b]);
+        }
+    }
+    for (size_t i = 1; i < n; ++i) ll -= 0.5 * lambda * beta[i] * beta[i];
+    return ll;
+  };
+  std::vector<double> beta(n, 0.0);
+  double current = evaluate(beta, nullptr, nullptr);
+  for (int iter = 0; iter < 50; ++iter) {
+    std::vector<double> grad(n, 0.0), hess(n * n, 0.0);
+    evaluate(beta, &grad, &hess);
+    for (size_t i = 0; i < n; ++i) {
+      grad[i] -= lambda * beta[i];
+      hess[i * n + i] += lambda + (i == 0 ? 1.0 : 0.0);
+    }
+    std::vector<double> step;
+    if (!solve(hess, grad, n, step)) break;
+    // Damped Newton: halve the step until the likelihood rises (a softmax is far from quadratic).
+    double t = 1.0, next = current;
+    std::vector<double> trial(n);
+    for (int h = 0; h < 30; ++h, t *= 0.5) {
+      for (size_t i = 0; i < n; ++i) trial[i] = beta[i] + t * step[i];
+      next = evaluate(trial, nullptr, nullptr);
+      if (next >= current) break;
+    }
+    if (next < current) break;
+    double change = 0;
+    for (size_t i = 0; i < n; ++i) change = std::max(change, std::fabs(trial[i] - beta[i]));
+    beta = trial;
+    current = next;
+    if (change < 1e-6) break;
+  }
+  beta[0] = 0.0;
+  return beta;
+}
+
+}  // namespace
+
+RankerModel train_ranker(const std::vector<TrainingCase>& input, const KindPrior& prior, const TrainingOptions& options) {
+  // The gate first. The ranker learns from gate values each case's own label did not shape (cross-fitted), so it
+  // learns how far to trust the gate on cases it has not seen; the saved gate is fitted on all of them.
+  std::vector<TrainingCase> cases = input;
+  std::vector<const TrainingCase*> with_stop;
+  for (const auto& tc : cases)
+    if (tc.has_stop) with_stop.push_back(&tc);
+  const GateModel gate = fit_gate(with_stop, options.min_training_cases, options.l2);
+  {
+    std::vector<GateModel> folds;
+    const size_t k = std::max<size_t>(2, options.gate_folds);
+    for (size_t f = 0; f < k; ++f) {
+      std::vector<const TrainingCase*> rest;
+      for (size_t i = 0; i < with_stop.size(); ++i)
+        if (i % k != f) rest.push_back(with_stop[i]);
+      folds.push_back(fit_gate(rest, options.min_training_cases, options.l2));
+    }
+    size_t i = 0;
+    for (auto& tc : cases)
+      if (tc.has_stop) apply_gate(folds[i++ % k], tc.gate, tc.rows);
+  }
+
+  if (options.objective == Objective::gated) {
+    // The lines other than the failing statement, on the cases whose fault lies among them.
+    std::vector<ListCase> lists;
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const auto& tc = cases[c];
+      ListCase lc;
+      std::vector<size_t> neg;
+      for (size_t i = 0; i < tc.rows.size(); ++i) {
+        if (tc.rows[i][kTracebackLine] > 0) continue;
+        if (tc.faulty[i]) {
+          lc.pos.push_back(tc.rows[i].data());
+          lc.cand.push_back(tc.rows[i].data());
+          lc.cand_weight.push_back(1.0);
+        } else {
+          neg.push_back(i);
+        }
+      }
+      if (lc.pos.empty() || neg.empty()) continue;
+      const double total = static_cast<double>(neg.size());
+      if (neg.size() > options.negatives_per_case) {
+        std::stable_sort(neg.begin(), neg.end(), [c](size_t a, size_t b) {
+          return fnv1a64(std::to_string(c) + ":" + std::to_string(a)) < fnv1a64(std::to_string(c) + ":" + std::to_string(b));
+        });
+        neg.resize(options.negatives_per_case);
+      }
+      for (size_t i : neg) {
+        lc.cand.push_back(tc.rows[i].data());
+        lc.cand_weight.push_back(total / static_cast<double>(neg.size()));
+      }
+      lists.push_back(std::move(lc));
+    }
+    RankerModel m = RankerModel::prior();
+    m.kind_prior = prior;
+    m.gate = gate;
+    m.gated = true;
+    if (lists.size() < options.min_training_cases) {
+      m.weights[kGate] = 0.0;
+      return m;
+    }
+    const auto beta = fit_listwise(lists, options.l2 / static_cast<double>(lists.size()));
+    for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = beta[i];
+    m.training_cases = lists.size();
+    for (const auto& l : lists) m.training_rows += l.cand.size();
+    m.origin = "trained on " + std::to_string(with_stop.size()) + " labelled cases (gate) and " +
+               std::to_string(lists.size()) + " (lines)";
+    return m;
+  }
+
+  std::vector<const double*> rows;
+  std::vector<double> y, w;
+  // pairwise: (case, faulty row, non-faulty row); their differences are kept alive for `rows`
+  struct Pair {
+    size_t c, p, q;
+  };
+  std::vector<Pair> pairs;
+  std::vector<FeatureVector> diffs;
+  size_t used = 0;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const auto& tc = cases[c];
+    std::vector<size_t> pos, neg;
+    for (size_t i = 0; i < tc.rows.size(); ++i) (tc.faulty[i] ? pos : neg).push_back(i);
+    if (pos.empty() || neg.empty()) continue;
+    // Deterministic subsample of negatives: order by a hash of (case, line).
+    if (neg.size() > options.negatives_per_case) {
+      std::stable_sort(neg.begin(), neg.end(), [c](size_t a, size_t b) {
+        return fnv1a64(std::to_string(c) + ":" + std::to_string(a)) < fnv1a64(std::to_string(c) + ":" + std::to_string(b));
+      });
+      neg.resize(options.negatives_per_case);
+    }
+    ++used;
+    if (options.objective == Objective::pairwise) {
+      for (size_t p : pos)
+        for (size_t q : neg) pairs.push_back({c, p, q});
+      continue;
+    }
+    for (size_t i : pos) {
+      rows.push_back(tc.rows[i].data());
+      y.push_back(1.0);
+      w.push_back(0.5 / static_cast<double>(pos.size()));
+    }
+    for (size_t i : neg) {
+      rows.push_back(tc.rows[i].data());
+      y.push_back(0.0);
+      w.push_back(0.5 / static_cast<double>(neg.size()));
+    }
+  }
+  if (used < options.min_training_cases) {
+    RankerModel m = RankerModel::prior();
+    m.kind_prior = prior;
+    m.gate = gate;
+    return m;
+  }
+  const double lambda = options.l2 / static_cast<double>(used);
+  std::vector<double> beta;
+  if (options.objective == Objective::pairwise) {
+    // RankNet on pair differences, then LambdaRank's reweighting: each pair weighs |ΔDCG| of swapping its two lines
+    // in the first model's ranking, so pairs near the top count most. Each case's pairs carry a total weight of one.
+    // The bias cancels in a difference: it is fitted afterwards, with the scale, on the lines (Platt scaling), so
+    // scores stay probabilities.
+    for (const auto& pr : pairs) {
+      FeatureVector d;
+      for (size_t i = 0; i < kFeatureCount; ++i) d[i] = cases[pr.c].rows[pr.p][i] - cases[pr.c].rows[pr.q][i];
+      diffs.push_back(d);
+    }
+    for (const auto& d : diffs) rows.push_back(d.data());
+    y.assign(rows.size(), 1.0);
+    std::vector<double> pair_weight(pairs.size(), 1.0);
+    for (size_t pass = 0; pass <= options.lambda_passes; ++pass) {
+      // Normalise per case.
+      std::map<size_t, double> total;
+      for (size_t i = 0; i < pairs.size(); ++i) total[pairs[i].c] += pair_weight[i];
+      w.assign(pairs.size(), 0.0);
+      for (size_t i = 0; i < pairs.size(); ++i) w[i] = total[pairs[i].c] > 0 ? pair_weight[i] / total[pairs[i].c] : 0.0;
+      beta = fit_logistic(rows, y, w, kFeatureCount, lambda, kFeatureCount);
+      if (pass == options.lambda_passes) break;
+      // Ranks under this model, per case, of the rows in pairs.
+      std::map<size_t, std::vector<size_t>> rank_of;
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        auto& ranks = rank_of[pairs[i].c];
+        if (!ranks.empty()) continue;
+        const auto& tc = cases[pairs[i].c];
+        std::vector<std::pair<double, size_t>> sc;
+        for (size_t r = 0; r < tc.rows.size(); ++r) {
+          double z = 0;
+          for (size_t f = 1; f < kFeatureCount; ++f) z += beta[f] * tc.rows[r][f];
+          sc.emplace_back(-z, r);
+        }
+        std::sort(sc.begin(), sc.end());
+        ranks.assign(tc.rows.size(), 0);
+        for (size_t k = 0; k < sc.size(); ++k) ranks[sc[k].second] = k + 1;
+      }
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        const auto& ranks = rank_of[pairs[i].c];
+        const double gp = 1.0 / std::log2(1.0 + static_cast<double>(ranks[pairs[i].p]));
+        const double gq = 1.0 / std::log2(1.0 + static_cast<double>(ranks[pairs[i].q]));
+        pair_weight[i] = std::fabs(gp - gq) + 1e-3;
+      }
+    }
+    std::vector<std::array<double, 2>> platt;
+    std::vector<const double*> prow;
+    std::vector<double> py, pw;
+    for (const auto& tc : cases) {
+      size_t np = 0;
+      for (char f : tc.faulty) np += f ? 1 : 0;
+      if (np == 0 || np == tc.faulty.size()) continue;
+      for (size_t i = 0; i < tc.rows.size(); ++i) {
+        double s = 0;
+        for (size_t f = 1; f < kFeatureCount; ++f) s += beta[f] * tc.rows[i][f];
+        platt.push_back({1.0, s});
+        py.push_back(tc.faulty[i] ? 1.0 : 0.0);
+        pw.push_back(tc.faulty[i] ? 0.5 / static_cast<double>(np) : 0.5 / static_cast<double>(tc.faulty.size() - np));
+      }
+    }
+    for (const auto& p : platt) prow.push_back(p.data());
+    const auto ab = fit_logistic(prow, py, pw, 2, 0.0, 0);
+    beta[kBias] = ab[0];
+    for (size_t f = 1; f < kFeatureCount; ++f) beta[f] *= ab[1];
+  } else {
+    beta = fit_logistic(rows, y, w, kFeatureCount, lambda, kBias);
+  }
   RankerModel m;
-  for (size_t i = 0; i < n; ++i) m.weights[i] = beta[i];
+  for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = beta[i];
   m.kind_prior = prior;
+  m.gate = gate;
   m.training_cases = used;
   m.training_rows = rows.size();
   m.origin = "trained on " + std::to_string(used) + " labelled cases";

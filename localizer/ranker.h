@@ -15,15 +15,36 @@
 
 namespace spark {
 
+// The gate: a logistic model of P(the failing statement itself is the fault | the failure's form), learnt from the
+// knowledge base's labelled cases that have a failing statement; below the minimum, documented prior weights.
+struct GateModel {
+  GateVector weights{};
+  std::string origin = "prior";
+  static GateModel prior();
+  double log_odds(const GateVector& g) const;
+  double probability(const GateVector& g) const;
+};
+
+// Sets x[kGate] on the failing statement's rows (x[kTracebackLine] > 0): the gate's log-odds, clamped to ±6.
+void apply_gate(const GateModel& gate, const GateVector& g, std::vector<FeatureVector>& rows);
+void apply_gate(const GateModel& gate, QueryView& view);
+
 struct RankerModel {
   FeatureVector weights{};
+  GateModel gate;
   KindPrior kind_prior;
   std::string origin = "prior";  // "prior" or "trained on N cases"
   size_t training_cases = 0;
   size_t training_rows = 0;
 
+  // gated: P(line) = gate p on the failing statement, (1 - p) · softmax(w·x) over the other lines (ListNet-style,
+  // learnt on the cases whose fault is not the failing statement). Otherwise P(line) = sigmoid(w·x).
+  bool gated = false;
+
   static RankerModel prior();
   double score(const FeatureVector& x) const;
+  // Each row's probability of being a faulty line (see `gated`). `has_stop`/`gate` as in QueryView.
+  std::vector<double> probabilities(const std::vector<FeatureVector>& rows, bool has_stop, const GateVector& gate) const;
 
   Status save(const std::filesystem::path& path) const;
   static Result<RankerModel> load(const std::filesystem::path& path);
@@ -33,12 +54,27 @@ struct RankerModel {
 struct TrainingCase {
   std::vector<FeatureVector> rows;
   std::vector<char> faulty;
+  bool has_stop = false;  // the gate's material: its inputs, and whether the failing statement holds a faulty line
+  GateVector gate{};
+  bool gate_label = false;
+};
+
+// The case's training material from a featured view and its labels.
+TrainingCase training_case(const QueryView& view, const std::vector<LineRef>& faulty_lines);
+
+enum class Objective {
+  pointwise,  // logistic regression on lines, each case's positives and negatives balanced
+  pairwise,   // logistic regression on (faulty, non-faulty) pairs of one case: RankNet with a linear scorer
+  gated,      // the gate decides the failing statement; a listwise (softmax) model ranks the other lines
 };
 
 struct TrainingOptions {
   size_t min_training_cases = 20;
   size_t negatives_per_case = 300;  // deterministic subsample of the non-faulty lines
   double l2 = 1.0;                  // ridge penalty on the non-bias weights
+  Objective objective = Objective::pairwise;
+  size_t lambda_passes = 0;         // pairwise: LambdaRank reweighting passes after the first fit (measured: no gain)
+  size_t gate_folds = 5;            // the ranker learns from gate values cross-fitted over this many folds
 };
 
 // Fits the weights (balanced per case: each case's positives and negatives carry equal total weight), by Newton's

@@ -46,6 +46,11 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
     for (size_t i = 0; i < rc.faulty_lines.size(); ++i)
       out += "    its faulty line " + std::to_string(rc.faulty_lines[i].line) + ": " + std::string(trim(rc.faulty_text[i])) + "\n";
   }
+  if (loc.gate)
+    out += "  failing statement " + loc.gate->line.path + ":" + std::to_string(loc.gate->line.line) + ": the fault itself with probability " +
+           fixed(loc.gate->probability, 2) + " (" + (loc.gate->exception.empty() ? "no exception read" : loc.gate->exception) +
+           (loc.gate->raised_in_test ? ", raised in the test's code" : ", raised beneath the test") +
+           (loc.gate->generic_check ? ", a generic check" : "") + ")\n";
   out += "  annotated lines (normalized Levenshtein <= " + fixed(ctx.epsilon, 2) + "): " +
          std::to_string(loc.annotations.size()) + "\n";
   if (loc.llm && !loc.llm->model.empty()) {
@@ -123,6 +128,11 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
                            {"score", e.score}, {"code", e.code}, {"annotated", e.annotated}, {"source", e.source},
                            {"reasons", e.reasons}});
   j["notes"] = loc.notes;
+  if (loc.gate)
+    j["gate"] = {{"path", loc.gate->line.path},           {"line", loc.gate->line.line},
+                 {"probability", loc.gate->probability},   {"exception", loc.gate->exception},
+                 {"form", loc.gate->form},                 {"raised_in_test", loc.gate->raised_in_test},
+                 {"generic_check", loc.gate->generic_check}};
   if (loc.explanation) {
     const LineExplanation& ex = *loc.explanation;
     json e = {{"path", ex.line.path}, {"line", ex.line.line}};

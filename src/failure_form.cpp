@@ -40,11 +40,16 @@ bool exception_header(std::string_view s, std::string& name, std::string& messag
   while (i < s.size() && ident_char(s[i])) ++i;
   std::string_view n = s.substr(0, i);
   if (i < s.size() && s[i] != ':') return false;
-  if (const size_t dot = n.rfind('.'); dot != std::string_view::npos) n = n.substr(dot + 1);
+  bool qualified = false;  // module-qualified class names (click.exceptions.NoSuchOption) are exceptions
+  if (const size_t dot = n.rfind('.'); dot != std::string_view::npos) {
+    n = n.substr(dot + 1);
+    qualified = i < s.size();
+  }
   if (n.empty() || !std::isupper(static_cast<unsigned char>(n[0]))) return false;
   static constexpr std::array<std::string_view, 9> endings = {"Error", "Exception", "Exit", "Warning", "Iteration",
                                                               "Interrupt", "Failed", "Failure", "Timeout"};
-  if (std::none_of(endings.begin(), endings.end(), [&](std::string_view e) { return n.ends_with(e); })) return false;
+  if (!qualified && std::none_of(endings.begin(), endings.end(), [&](std::string_view e) { return n.ends_with(e); }))
+    return false;
   name = std::string(n);
   message = i < s.size() ? std::string(strip(s.substr(i + 1))) : std::string();
   return true;
@@ -190,12 +195,38 @@ FailureForm parse_failure_form(std::string_view message) {
 
   // Compared values.
   std::string_view expr = f.message;
+  if (f.group == ExceptionGroup::assertion && !expr.starts_with("assert"))
+    // `assert x == y, message`: pytest prints the message first, the failed expression on a later line.
+    for (size_t i = header + 1; i < block.size(); ++i)
+      if (const auto s = strip(block[i]); s.starts_with("assert ")) {
+        f.message = std::string(s.substr(0, FailureForm::kMaxValueLength * 2));
+        expr = f.message;
+        break;
+      }
   if (expr.starts_with("assert ")) expr.remove_prefix(7);
   if (const size_t differ = expr.find(" differ: "); differ != std::string_view::npos && differ < 40)
     expr.remove_prefix(differ + 9);
+  const auto generic = [](std::string_view v) {
+    static constexpr std::array<std::string_view, 13> g = {"None", "True", "False", "0", "1", "-1", "''", "\"\"",
+                                                           "[]", "{}", "()", "set()", "b''"};
+    return std::find(g.begin(), g.end(), strip(v)) != g.end();
+  };
   if (std::string_view l, r; f.group == ExceptionGroup::assertion && split_comparison(expr, l, r)) {
     add_value(f, l);
     add_value(f, r);
+    f.generic_check = generic(l) || generic(r);
+  } else if (f.group == ExceptionGroup::assertion) {
+    // No comparison: a truth test (`assert x`, `assert not x`), or unittest's "False is not true", "unexpectedly None".
+    const std::string_view m = f.message;
+    f.generic_check = m.starts_with("assert") || m.find(" is not true") != std::string_view::npos ||
+                      m.find(" is not false") != std::string_view::npos || m.find("unexpectedly None") != std::string_view::npos;
+  }
+  {
+    // Quoted strings of the message: "No such option '--foo'", "'meh' is not one of …".
+    static const Regex quoted_text = Regex::must(R"re('([^'\n]{1,200})')re");
+    quoted_text.for_each_match(std::string_view(f.message).substr(0, 4096), [&](const std::vector<std::string_view>& g) {
+      if (g.size() > 1 && g[0].size() >= 3) add_value(f, g[0]);
+    });
   }
   static const Regex where = Regex::must(R"re(^\+\s*(?:where|and)\s+(.+?) = )re");
   for (size_t i = header + 1; i < block.size(); ++i) {
@@ -235,6 +266,11 @@ FailureForm parse_failure_form(std::string_view message) {
         if (g.size() > 1) add_name(f.names, g[1]);
       });
   }
+  static const Regex in_repr = Regex::must(R"re(\w+(?:Error|Exception)\('([A-Za-z_][A-Za-z0-9_.]*)')re");
+  for (size_t i = header; i < block.size(); ++i)
+    in_repr.for_each_match(block[i].substr(0, 4096), [&](const std::vector<std::string_view>& g) {
+      if (g.size() > 1) add_name(f.names, g[1]);
+    });
   for (size_t i = header; i < block.size(); ++i)
     mean.for_each_match(block[i].substr(0, 1024), [&](const std::vector<std::string_view>& g) {
       if (g.size() > 1) add_name(f.suggestions, g[1]);

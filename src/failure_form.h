@@ -25,13 +25,18 @@ struct FailureForm {
   ExceptionGroup group = ExceptionGroup::none;
   std::string message;    // its message (the text after "Name: ", or the failed `assert …` expression)
   // Values the message shows: both sides of a failed comparison (`assert 21 == 20`, `[1, 2] != [1, 3]`), pytest's
-  // `where` values, the `-`/`+` lines of its diffs, unittest's "First differing element" lines, a missing key.
+  // `where` values, the `-`/`+` lines of its diffs, unittest's "First differing element" lines, a missing key, and
+  // the quoted strings (≥ 3 characters) of the exception's message.
   // At most kMaxValues, each at most kMaxValueLength characters (longer ones are cut).
   std::vector<std::string> values;
   // Identifiers the message quotes: the undefined name, the missing attribute, the unexpected keyword argument, the
-  // function a TypeError names, the name an import could not find, a missing key that looks like an identifier.
+  // function a TypeError names, the name an import could not find, a missing key that looks like an identifier, and
+  // names inside an exception's repr anywhere in the last block (`<Result AttributeError('echo_line')>`).
   std::vector<std::string> names;
   std::vector<std::string> suggestions;  // "Did you mean: 'x'?"
+  // The assertion checks a generic expectation: truthiness (`assert x`, `assert not x`, "False is not true") or a
+  // comparison with None, True, False, 0, 1, -1 or an empty literal. Such a check is rarely itself the mistake.
+  bool generic_check = false;
 
   static constexpr size_t kMaxValues = 32;
   static constexpr size_t kMaxValueLength = 4096;

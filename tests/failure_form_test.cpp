@@ -54,7 +54,7 @@ TEST(failure_form, unittest_lists_differ_and_first_differing_element) {
 
 TEST(failure_form, comparison_inside_brackets_and_quotes_is_not_split) {
   const auto f = parse_failure_form("E   assert ['a == b', (1 != 2)] == []\n");
-  ASSERT_EQ(f.values.size(), 2u);
+  ASSERT_EQ(f.values.size(), 3u);  // the two sides, and the quoted string
   EXPECT_EQ(f.values[0], "['a == b', (1 != 2)]");
   EXPECT_EQ(f.values[1], "[]");
 }
@@ -124,6 +124,27 @@ TEST(failure_form, literal_tokens_and_canonical_code) {
   EXPECT_EQ(canonical_code("  x  =  \"a\"\t+ 'b' "), "x = 'a' + 'b'");
   const auto t = literal_tokens("record = Record((\"1234\", '45'), 7, 12.5, x2)  # '99'");
   EXPECT_EQ(t, (std::vector<std::string>{"'1234'", "'45'", "12.5"}));
+}
+
+}  // namespace
+}  // namespace spark
+
+namespace spark {
+namespace {
+
+TEST(failure_form, generic_checks_and_names_in_reprs) {
+  auto none = parse_failure_form("E   assert None is not None\n");
+  EXPECT_TRUE(none.generic_check);
+  auto exit = parse_failure_form(
+      "E   AssertionError: \nE   assert 1 == 0\nE    +  where 1 = <Result AttributeError('echo_line')>.exit_code\n");
+  EXPECT_TRUE(exit.generic_check);
+  EXPECT_TRUE(has(exit.names, "echo_line"));
+  auto truth = parse_failure_form("E   assert not [1]\n");
+  EXPECT_TRUE(truth.generic_check);
+  auto specific = parse_failure_form("E   assert 21 == 20\n");
+  EXPECT_FALSE(specific.generic_check);
+  auto quoted = parse_failure_form("E   click.exceptions.NoSuchOption: No such option '--foo'.\n");
+  EXPECT_TRUE(has(quoted.values, "'--foo'"));
 }
 
 }  // namespace

@@ -69,3 +69,85 @@ TEST(RankerModel, a_model_saved_before_a_feature_existed_weighs_it_zero) {
 }
 
 }  // namespace spark
+
+namespace spark {
+
+TEST(train_ranker, both_objectives_learn_the_separating_feature) {
+  std::mt19937 rng(5);
+  std::vector<TrainingCase> cases;
+  for (int c = 0; c < 60; ++c) {
+    TrainingCase tc;
+    const int faulty = static_cast<int>(rng() % 20);
+    for (int l = 0; l < 20; ++l) {
+      FeatureVector x{};
+      x[kBias] = 1;
+      x[kSlice] = l == faulty || rng() % 5 == 0 ? 1 : 0;  // on the faulty line, and on a fifth of the others
+      x[kModuleLevel] = rng() % 2;                         // noise
+      tc.rows.push_back(x);
+      tc.faulty.push_back(l == faulty ? 1 : 0);
+    }
+    cases.push_back(std::move(tc));
+  }
+  for (auto objective : {Objective::pointwise, Objective::pairwise}) {
+    TrainingOptions o;
+    o.objective = objective;
+    const RankerModel m = train_ranker(cases, {}, o);
+    EXPECT_GT(m.weights[kSlice], 1.0);
+    EXPECT_LT(std::abs(m.weights[kModuleLevel]), 0.5);
+    // Scores stay probabilities: the faulty line's is well above a line without the feature.
+    FeatureVector on{}, off{};
+    on[kBias] = off[kBias] = 1;
+    on[kSlice] = 1;
+    const auto p = m.probabilities({on, off}, false, {});
+    EXPECT_GT(p[0], p[1]);
+    EXPECT_GT(p[0], 0.0);
+    EXPECT_LT(p[0], 1.0);
+  }
+}
+
+TEST(train_ranker, the_gate_learns_when_the_failing_statement_is_the_fault) {
+  // The failing statement (row 0) is the fault when the exception is a TypeError, else another line is.
+  std::mt19937 rng(7);
+  std::vector<TrainingCase> cases;
+  for (int c = 0; c < 80; ++c) {
+    TrainingCase tc;
+    const bool type_error = rng() % 2;
+    tc.has_stop = true;
+    tc.gate.fill(0.0);
+    tc.gate[kGateBias] = 1;
+    tc.gate[type_error ? kGateType : kGateAssertion] = 1;
+    tc.gate_label = type_error;
+    for (int l = 0; l < 10; ++l) {
+      FeatureVector x{};
+      x[kBias] = 1;
+      x[kTracebackLine] = l == 0 ? 1 : 0;
+      x[kSlice] = l == 3 ? 1 : 0;
+      tc.rows.push_back(x);
+      tc.faulty.push_back(type_error ? l == 0 : l == 3);
+    }
+    cases.push_back(std::move(tc));
+  }
+  const RankerModel m = train_ranker(cases, {}, {});
+  EXPECT_NE(m.gate.origin, "prior");
+  GateVector te{}, ae{};
+  te[kGateBias] = ae[kGateBias] = 1;
+  te[kGateType] = 1;
+  ae[kGateAssertion] = 1;
+  EXPECT_GT(m.gate.probability(te), 0.8);
+  EXPECT_LT(m.gate.probability(ae), 0.2);
+  // Ranking follows the gate: the failing statement first on a TypeError, the slice line first on an assertion.
+  for (const bool type_error : {true, false}) {
+    std::vector<FeatureVector> rows = cases[0].rows;
+    apply_gate(m.gate, type_error ? te : ae, rows);
+    const auto p = m.probabilities(rows, true, type_error ? te : ae);
+    EXPECT_EQ(std::max_element(p.begin(), p.end()) - p.begin(), type_error ? 0 : 3);
+  }
+  testing::TempDir dir;
+  ASSERT_TRUE(m.save(dir / "ranker.json"));
+  auto back = RankerModel::load(dir / "ranker.json");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->gate.weights, m.gate.weights);
+  EXPECT_EQ(back->gate.origin, m.gate.origin);
+}
+
+}  // namespace spark
