@@ -536,6 +536,24 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   QueryView view = make_query_view(query, cache);
   compute_features(view, faulty, sims, options.epsilon, model.kind_prior, query.error_message);
   apply_gate(model.gate, view);
+  // Inputs the ranker can read only in part: said in the notes, the ranking goes on.
+  for (const auto& f : view.files)
+    if (f.structure->has_syntax_errors)
+      out.notes.push_back(f.source->path + " does not parse cleanly as Python (syntax errors): its statements, blocks and "
+                          "data flow near the errors are approximate; every line is still ranked");
+  if (view.frames.empty())
+    out.notes.push_back("the error message holds no traceback: ranked without a failing statement");
+  else if (view.stop_file < 0)
+    out.notes.push_back("the traceback names no line of the test files (it ends in other code): ranked without a "
+                        "failing statement");
+  if (!query.test_id.empty() &&
+      std::none_of(view.files.begin(), view.files.end(), [](const QueryView::File& f) { return f.scope.found; }))
+    out.notes.push_back("the test id " + query.test_id + " names no function found in the test files: ranked without "
+                        "the test's scope (every line alike)");
+  if (query.error_message.size() > kErrorMessageReadLimit)
+    out.notes.push_back("the error message is " + fmt(static_cast<double>(query.error_message.size()) / (1 << 20), 1) +
+                        " MB: the ranker read its first " + std::to_string(kErrorMessageReadLimit / 4 / 1024) +
+                        " KB and its last " + std::to_string(kErrorMessageReadLimit * 3 / 4 / 1024) + " KB");
   if (view.has_stop) {
     GateReport g;
     g.line = {view.files[static_cast<size_t>(view.stop_file)].source->path, view.stop_line};

@@ -49,6 +49,15 @@ std::vector<TracebackFrame> parse_traceback(std::string_view message) {
   return out;
 }
 
+std::string bounded_error_message(std::string_view message) {
+  if (message.size() <= kErrorMessageReadLimit) return std::string(message);
+  const size_t head = kErrorMessageReadLimit / 4, tail = kErrorMessageReadLimit - head;
+  std::string out(message.substr(0, head));
+  out += "\n…\n";
+  out += message.substr(message.size() - tail);
+  return out;
+}
+
 bool same_file(std::string_view a, std::string_view b) {
   while (a.starts_with("./")) a.remove_prefix(2);
   while (b.starts_with("./")) b.remove_prefix(2);

@@ -23,6 +23,11 @@ struct TracebackFrame {
 // ("path.py:12: in test_f", "path.py:12: AssertionError") and Python's native form ('File "path.py", line 12, in f').
 std::vector<TracebackFrame> parse_traceback(std::string_view message);
 
+// What the ranker reads of a very long error message: all of it up to kErrorMessageReadLimit bytes, else its first
+// quarter of that (the outermost frames) and its last three quarters (the innermost frames and the exception).
+inline constexpr size_t kErrorMessageReadLimit = 1u << 20;
+std::string bounded_error_message(std::string_view message);
+
 // True when a traceback path names the file `file_path` (same path, or one ends with the other at a '/').
 bool same_file(std::string_view traceback_path, std::string_view file_path);
 

@@ -212,3 +212,100 @@ TEST(report_github, stays_within_ten_annotations_and_summarises_the_rest) {
 }
 
 }  // namespace spark
+
+namespace spark {
+namespace {
+
+Case bad_query(const std::string& code, const std::string& error, const std::string& test_id) {
+  nlohmann::json j = testing::sample_case("bad", code, 1, error, "2026-03-01T00:00:00Z");
+  j["test_id"] = test_id;
+  j.erase("faulty_lines");
+  return *case_from_json(j);
+}
+
+bool has_note(const Localization& loc, const std::string& part) {
+  return std::any_of(loc.notes.begin(), loc.notes.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST(Localizer, a_test_file_with_syntax_errors_still_ranks_every_line) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  const std::string code = "def test_lookup_new(:\n    d = {'alpha': 1\n    value = d['alpah']\n    assert value == 1\n";
+  LocalizeOptions o;
+  o.k = 10;
+  auto loc = localizer.localize(bad_query(code, "tests/test_x.py:3: in test_lookup_new\nE   KeyError: 'alpah'",
+                                          "tests/test_x.py::test_lookup_new"), o);
+  ASSERT_TRUE(loc) << loc.error().message;
+  EXPECT_EQ(loc->ranked.size(), 4u);
+  EXPECT_TRUE(has_note(*loc, "does not parse cleanly as Python")) << ::testing::PrintToString(loc->notes);
+  // The line the traceback names, which also quotes the missing key, is still found.
+  EXPECT_EQ(loc->ranked[0].line, 3);
+}
+
+TEST(Localizer, a_traceback_with_no_frame_in_the_test_files_ranks_without_a_failing_statement) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  const std::string code = "def test_lookup_new():\n    d = {'alpha': 1}\n    value = d['alpah']\n    assert value == 1\n";
+  auto loc = localizer.localize(bad_query(code, "lib/store.py:12: in get\n    return self.d[k]\nE   KeyError: 'alpah'",
+                                          "tests/test_x.py::test_lookup_new"), {});
+  ASSERT_TRUE(loc) << loc.error().message;
+  EXPECT_FALSE(loc->ranked.empty());
+  EXPECT_FALSE(loc->gate.has_value());
+  EXPECT_TRUE(has_note(*loc, "names no line of the test files")) << ::testing::PrintToString(loc->notes);
+  EXPECT_EQ(loc->ranked[0].line, 3);  // the line that uses the quoted key
+  auto none = localizer.localize(bad_query(code, "it broke", "tests/test_x.py::test_lookup_new"), {});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(has_note(*none, "holds no traceback"));
+}
+
+TEST(Localizer, a_ten_megabyte_error_message_is_read_in_part_and_said) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  const std::string code = "def test_lookup_new():\n    d = {'alpha': 1}\n    value = d['alpah']\n    assert value == 1\n";
+  std::string error = "tests/test_x.py:3: in test_lookup_new\n    value = d['alpah']\n";
+  while (error.size() < 10u << 20) error += "lib/noise.py:1: in spin\n    spin()\n";
+  error += "tests/test_x.py:3: in test_lookup_new\nE   KeyError: 'alpah'\n";
+  auto loc = localizer.localize(bad_query(code, error, "tests/test_x.py::test_lookup_new"), {});
+  ASSERT_TRUE(loc) << loc.error().message;
+  EXPECT_TRUE(has_note(*loc, "the ranker read its first")) << ::testing::PrintToString(loc->notes);
+  ASSERT_TRUE(loc->gate.has_value());
+  EXPECT_EQ(loc->gate->exception, "KeyError");
+  EXPECT_EQ(loc->ranked[0].line, 3);
+}
+
+TEST(Localizer, a_test_id_naming_no_function_in_the_file_ranks_without_scope) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  const std::string code = "def test_lookup_new():\n    d = {'alpha': 1}\n    value = d['alpah']\n    assert value == 1\n";
+  auto loc = localizer.localize(bad_query(code, "tests/test_x.py:3: in test_gone\nE   KeyError: 'alpah'",
+                                          "tests/test_x.py::test_gone"), {});
+  ASSERT_TRUE(loc) << loc.error().message;
+  EXPECT_FALSE(loc->ranked.empty());
+  EXPECT_TRUE(has_note(*loc, "names no function found in the test files")) << ::testing::PrintToString(loc->notes);
+}
+
+TEST(Localizer, reports_the_gate_and_explains_it_on_the_failing_statement) {
+  Fixture f;
+  Localizer localizer(f.kb.get(), f.engine.get());
+  auto loc = localizer.localize(query(), {});
+  ASSERT_TRUE(loc) << loc.error().message;
+  ASSERT_TRUE(loc->gate.has_value());
+  EXPECT_EQ(loc->gate->line.line, 4);
+  EXPECT_EQ(loc->gate->exception, "KeyError");
+  EXPECT_EQ(loc->gate->form, "lookup");
+  EXPECT_TRUE(loc->gate->raised_in_test);
+  EXPECT_GT(loc->gate->probability, 0.0);
+  EXPECT_LT(loc->gate->probability, 1.0);
+  const auto& top = loc->ranked[0];
+  ASSERT_EQ(top.line, 4);
+  EXPECT_TRUE(std::any_of(top.reasons.begin(), top.reasons.end(),
+                          [](const std::string& r) { return r.find("makes this statement the fault with probability") != std::string::npos; }))
+      << ::testing::PrintToString(top.reasons);
+  EXPECT_TRUE(std::any_of(top.reasons.begin(), top.reasons.end(),
+                          [](const std::string& r) { return r.find("holds a value the failure shows") != std::string::npos; }))
+      << ::testing::PrintToString(top.reasons);
+}
+
+}  // namespace spark
