@@ -583,7 +583,7 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
   for (const auto& m : options.modes)
     if (!is_eval_mode(m)) {
       std::fprintf(stderr, "spark: error: --mode: unknown mode \"%s\" (known: builtin, traceback, annotation, baseline, "
-                           "default, random, annotation-free, directive, naive-rag)\n", m.c_str());
+                           "default, random, annotation-free, directive, naive-rag, hybrid)\n", m.c_str());
       return 2;
     }
   std::vector<std::pair<std::string, std::string>> compare;

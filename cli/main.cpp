@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
   localize->add_flag("--show-annotated", loc.show_annotated, "also print the annotated test code (text format)");
   localize->add_option("--color", loc.color, "auto | always | never")->check(CLI::IsMember({"auto", "always", "never"}));
-  bind(localize, "--mode", "llm.mode", "builtin | baseline | default | random | annotation-free | directive | naive-rag")
-      ->check(CLI::IsMember({"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag"}));
+  bind(localize, "--mode", "llm.mode", "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid")
+      ->check(CLI::IsMember({"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag", "hybrid"}));
   bind_llm_flags(localize);
   bind(localize, "--llm-api-key", "llm.api_key", "API key (prefer env SPARK_LLM_API_KEY: flags show in process lists)");
   bind(localize, "--temperature", "llm.temperature", "sampling temperature (default 0)")->check(CLI::Range(0.0, 2.0));
@@ -160,8 +160,8 @@ int main(int argc, char** argv) {
   std::string record_sarif;
   record->add_option("--sarif", record_sarif, "also write the localization as SARIF to this file (code scanning)");
   bind(record, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
-  bind(record, "--mode", "llm.mode", "builtin | baseline | default | random | annotation-free | directive | naive-rag")
-      ->check(CLI::IsMember({"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag"}));
+  bind(record, "--mode", "llm.mode", "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid")
+      ->check(CLI::IsMember({"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag", "hybrid"}));
   bind_llm_flags(record);
 
   AuditArgs audit_args;
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval", "leave-one-out evaluation on labelled corpora: the paper's metrics and tables");
   eval->add_option("corpora", ev.corpora, "labelled cases.jsonl files")->required()->check(CLI::ExistingFile);
   eval->add_option("--mode", ev.modes, "modes, comma-separated: builtin, traceback, annotation, baseline, default, random, "
-                                       "annotation-free, directive, naive-rag (default builtin)")->delimiter(',');
+                                       "annotation-free, directive, naive-rag, hybrid (default builtin)")->delimiter(',');
   eval->add_option("-k,--k", ev.ks, "k values, comma-separated (default 1,3,5,10)")->delimiter(',')->check(CLI::Range(1, 1000));
   eval->add_option("--level", ev.levels, "levels, comma-separated: line, statement, block, function (default line)")
       ->delimiter(',')->check(CLI::IsMember({"line", "statement", "block", "function"}));

@@ -114,6 +114,11 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
         similar = std::move(*c);
       }
       QueryView view = make_query_view(queries[i], cache_);
+      if (options_.mode == Mode::hybrid) {
+        popts.ranker_top.clear();
+        for (const auto& e : loc->ranked)
+          if (popts.ranker_top.size() < k) popts.ranker_top.push_back({e.path, e.line});
+      }
       auto p = build_prompt(queries[i], view, loc->annotations, loc->retrieved, similar ? &*similar : nullptr, cache_, popts);
       if (!p) {
         results.push_back(std::unexpected(p.error()));

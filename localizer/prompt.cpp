@@ -37,6 +37,7 @@ constexpr ModeInfo kModes[] = {
     {Mode::annotation_free, "annotation-free", Retrieval::similar, false, "annotation-free"},
     {Mode::directive, "directive", Retrieval::similar, true, "directive"},
     {Mode::naive_rag, "naive-rag", Retrieval::similar, false, "naive-rag"},
+    {Mode::hybrid, "hybrid", Retrieval::similar, true, "hybrid"},
 };
 
 const ModeInfo& info(Mode m) {
@@ -135,7 +136,8 @@ struct CodeView {
 // The candidates of a case's files: ids, tiers and distances per the cutting rule.
 CodeView candidates(const QueryView& view, const std::set<std::pair<std::string, int>>& marked,
                     const std::set<std::pair<std::string, int>>& anchors, const Redactor* redactor,
-                    std::map<std::string, size_t>& redactions, std::vector<LineRef>* elements, bool scope_only) {
+                    std::map<std::string, size_t>& redactions, std::vector<LineRef>* elements, bool scope_only,
+                    const std::map<std::pair<std::string, int>, size_t>& ranker_rank = {}) {
   CodeView cv;
   int offset = 0;
   if (elements) elements->assign(1, LineRef{});
@@ -160,12 +162,14 @@ CodeView candidates(const QueryView& view, const std::set<std::pair<std::string,
       cand.id = offset + line;
       cand.text = std::to_string(cand.id) + ": " + std::string(lines[i]);
       if (marked.contains({src.path, line})) cand.text += "  " + std::string(kAnnotationMarker);
+      const auto ranked = ranker_rank.find({src.path, line});
+      if (ranked != ranker_rank.end()) cand.text += "  " + ranker_marker(ranked->second);
       cand.text += "\n";
       cand.tokens = estimate_tokens(cand.text);
       int nearest = 1 << 30;
       for (int a : anchor_lines) nearest = std::min(nearest, std::abs(a - line));
       if (nearest <= 2) cand.tier = 0;
-      else if (marked.contains({src.path, line})) cand.tier = 1;
+      else if (marked.contains({src.path, line}) || ranked != ranker_rank.end()) cand.tier = 1;
       else cand.tier = i < role.size() ? tier_of_role(role[i]) : 5;
       cand.distance = nearest == (1 << 30) ? line : nearest;
       // Another test's line, annotated or not, cannot have caused this failure; a line the traceback names stays.
@@ -195,6 +199,8 @@ Result<Mode> parse_mode(std::string_view name) {
   for (const auto& i : kModes) known += (known.empty() ? "" : ", ") + std::string(i.name);
   return fail("unknown mode \"" + std::string(name) + "\" (known: " + known + ")");
 }
+
+std::string ranker_marker(size_t rank) { return std::string(kRankerMarkerPrefix) + std::to_string(rank) + " >>>"; }
 
 std::string_view mode_name(Mode mode) { return info(mode).name; }
 Retrieval mode_retrieval(Mode mode) { return info(mode).retrieval; }
@@ -260,8 +266,12 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     for (const auto& a : annotations) marked.insert({a.line.path, a.line.line});
 
   // The query's lines, with ids, and the retrieved context, redacted before anything is measured.
+  std::map<std::pair<std::string, int>, size_t> ranker_rank;
+  if (options.mode == Mode::hybrid)
+    for (size_t i = 0; i < options.ranker_top.size(); ++i)
+      ranker_rank.emplace(std::make_pair(options.ranker_top[i].path, options.ranker_top[i].line), i + 1);
   CodeView code = candidates(view, marked, traceback_anchors(view), options.redactor, p.redactions, &p.elements,
-                             options.test_scope_only);
+                             options.test_scope_only, ranker_rank);
   p.max_element_id = static_cast<int>(p.elements.size()) - 1;
   p.total_lines = code.lines.size();
   if (options.test_scope_only) {
@@ -318,6 +328,7 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
       {"max_element_id", std::to_string(p.max_element_id)},
       {"output_template", output_template()},
       {"marker", std::string(kAnnotationMarker)},
+      {"ranker_marker", std::string(kRankerMarkerPrefix) + "N >>>"},
       {"similar_faulty_lines", similar_lines},
       {"err_msg", ""},
       {"test_code", ""},

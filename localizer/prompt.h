@@ -22,7 +22,11 @@
 
 namespace spark {
 
-enum class Mode { builtin, baseline, standard, random, annotation_free, directive, naive_rag };
+enum class Mode { builtin, baseline, standard, random, annotation_free, directive, naive_rag, hybrid };
+
+// hybrid mode's second marker, on the built-in ranker's top lines: "# <<< ranker's suspect #N >>>".
+inline constexpr std::string_view kRankerMarkerPrefix = "# <<< ranker's suspect #";
+std::string ranker_marker(size_t rank);
 
 Result<Mode> parse_mode(std::string_view name);  // builtin | baseline | default | random | annotation-free | …
 std::string_view mode_name(Mode mode);
@@ -47,6 +51,8 @@ struct PromptOptions {
   // What code the prompt shows: the whole test file(s), as the paper does, or only the failing test's reach (its own
   // lines, set-up, fixtures and helpers it uses, module-level code): other tests' lines are left out.
   bool test_scope_only = false;
+  // hybrid: the built-in ranker's top lines, best first; each gets the second marker with its rank.
+  std::vector<LineRef> ranker_top;
 };
 
 struct Prompt {

@@ -293,6 +293,40 @@ TEST(llm_stage, the_models_ranking_is_used_and_reported) {
   EXPECT_NE(prompt.find("exactly 3"), std::string::npos);
 }
 
+TEST(llm_stage, hybrid_mode_marks_the_builtin_rankers_top_lines_in_the_prompt) {
+  ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
+    res.set_content(ChatServer::completion(R"J({"faulty_lines": [{"line": 5, "code": "w, h = 2, 3"},
+        {"line": 7, "code": "assert result == 6"}, {"line": 6, "code": "result = area(shape, w, h)"}]})J"),
+                    "application/json");
+  });
+  LlmStageOptions stage;
+  stage.mode = Mode::hybrid;
+  stage.keep_prompt = true;
+  auto run = run_stage(server.url(), {query_case()}, 3, stage);
+  ASSERT_TRUE(run.results[0]);
+  const Localization& loc = *run.results[0];
+  ASSERT_TRUE(loc.llm && loc.llm->used);
+  const std::string prompt = ChatServer::prompt_of(server.bodies()[0]);
+  // The built-in ranking of the same failure (no knowledge base): its top 3 lines carry the marker with their ranks.
+  Localizer plain(nullptr, nullptr);
+  LocalizeOptions o;
+  o.k = 3;
+  auto builtin = plain.localize(query_case(), o);
+  ASSERT_TRUE(builtin);
+  for (size_t i = 0; i < builtin->ranked.size(); ++i) {
+    const auto& e = builtin->ranked[i];
+    const std::string marked = std::to_string(e.line) + ": ";
+    const size_t at = prompt.find("\n" + marked);
+    ASSERT_NE(at, std::string::npos) << prompt;
+    const std::string line = prompt.substr(at + 1, prompt.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find(ranker_marker(i + 1)), std::string::npos) << line;
+  }
+  size_t markers = 0;
+  for (size_t at = prompt.find(kRankerMarkerPrefix); at != std::string::npos; at = prompt.find(kRankerMarkerPrefix, at + 1))
+    ++markers;
+  EXPECT_EQ(markers, 3u + 1u);  // three lines, and the instruction that explains the marker
+}
+
 TEST(llm_stage, an_answer_with_only_out_of_range_ids_is_filled_from_the_builtin_ranker) {
   ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
     res.set_content(ChatServer::completion("line 40\nline 41\nline 99"), "application/json");

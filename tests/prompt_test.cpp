@@ -64,11 +64,12 @@ Result<Prompt> build(Mode mode, const std::string& template_text = {}) {
   o.mode = mode;
   o.k = 3;
   o.template_text = template_text;
+  if (mode == Mode::hybrid) o.ranker_top = {{"tests/test_shapes.py", 8}, {"tests/test_shapes.py", 6}, {"tests/test_shapes.py", 5}};
   return build_prompt(q, view, annotations, {rc}, &s, cache, o);
 }
 
 TEST(prompt, builtin_templates_match_their_golden_files) {
-  for (Mode m : {Mode::baseline, Mode::standard, Mode::annotation_free, Mode::directive, Mode::naive_rag}) {
+  for (Mode m : {Mode::baseline, Mode::standard, Mode::annotation_free, Mode::directive, Mode::naive_rag, Mode::hybrid}) {
     auto p = build(m);
     ASSERT_TRUE(p) << p.error().message;
     check_golden(std::string(mode_name(m)), p->text);
@@ -81,6 +82,14 @@ TEST(prompt, what_each_mode_shows) {
   const auto free = build(Mode::annotation_free)->text;
   const auto directive = build(Mode::directive)->text;
   const auto rag = build(Mode::naive_rag)->text;
+  const auto hybrid = build(Mode::hybrid)->text;
+  // hybrid: the paper's marker where a similar case's faulty line resembles the line, and the ranker's own marker on
+  // its top k lines with their ranks; the default mode shows no ranker marker.
+  EXPECT_NE(hybrid.find("5:     shape = 'square'  " + std::string(kAnnotationMarker) + "  # <<< ranker's suspect #3 >>>\n"),
+            std::string::npos);
+  EXPECT_NE(hybrid.find("8:     assert result == 6  # <<< ranker's suspect #1 >>>\n"), std::string::npos);
+  EXPECT_NE(hybrid.find("6:     w, h = 2, 3  # <<< ranker's suspect #2 >>>\n"), std::string::npos);
+  EXPECT_EQ(standard.find(kRankerMarkerPrefix), std::string::npos);
   const std::string marker(kAnnotationMarker);
   EXPECT_EQ(baseline.find(marker), std::string::npos);
   EXPECT_NE(standard.find("5:     shape = 'square'  " + marker), std::string::npos);
