@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
       tc.gate = masked_gate(mask, tc.gate);
       tcs.push_back(std::move(tc));
     }
-    return train_ranker(tcs, prior, build.training);
+    return train_ranker(std::move(tcs), prior, build.training);
   };
   const auto ranker_order = [&](const HeldCase& h, const RankerModel& m, const Mask& mask) {
     std::vector<FeatureVector> rows = h.tc.rows;

@@ -92,7 +92,7 @@ Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& e
       for (size_t i = 0; i < tc.rows.size(); ++i) tc.rows[i][kKindPrior] = prior.get(row.kinds[i]);
       training.push_back(std::move(tc));
     }
-    models.push_back(train_ranker(training, prior, TrainingOptions{}));
+    models.push_back(train_ranker(std::move(training), prior, TrainingOptions{}));
   }
   return models;
 }

@@ -243,10 +243,11 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
       HeldOutOptions{options.r, options.similarity_floor}, cache, [&](const HeldOut& h) -> Status {
         compute_features(h.view, h.faulty, h.similarity, options.epsilon, prior, h.held_out.error_message);
         training.push_back(training_case(h.view, h.held_out.faulty_lines));
+        thin_training_case(training.back(), training.size() - 1, options.training.negatives_per_case);
         return {};
       });
   if (!status) return std::unexpected(status.error());
-  return train_ranker(training, prior, options.training);
+  return train_ranker(std::move(training), prior, options.training);
 }
 
 }  // namespace

@@ -100,6 +100,36 @@ void apply_gate(const GateModel& gate, QueryView& view) {
   for (auto& ql : view.lines) ql.x[kGate] = ql.x[kTracebackLine] > 0 ? z : 0.0;
 }
 
+void sample_negatives(size_t case_index, std::vector<size_t>& negatives, size_t n) {
+  if (negatives.size() <= n) return;
+  // Deterministic: order by a hash of (case, line index), keep the first n.
+  std::stable_sort(negatives.begin(), negatives.end(), [case_index](size_t a, size_t b) {
+    return fnv1a64(std::to_string(case_index) + ":" + std::to_string(a)) <
+           fnv1a64(std::to_string(case_index) + ":" + std::to_string(b));
+  });
+  negatives.resize(n);
+}
+
+void thin_training_case(TrainingCase& tc, size_t case_index, size_t negatives_per_case) {
+  std::vector<size_t> neg;
+  for (size_t i = 0; i < tc.rows.size(); ++i)
+    if (!tc.faulty[i]) neg.push_back(i);
+  if (neg.size() <= negatives_per_case) return;
+  sample_negatives(case_index, neg, negatives_per_case);
+  std::vector<char> keep(tc.rows.size(), 0);
+  for (size_t i : neg) keep[i] = 1;
+  size_t w = 0;
+  for (size_t i = 0; i < tc.rows.size(); ++i)
+    if (tc.faulty[i] || keep[i]) {
+      tc.rows[w] = tc.rows[i];
+      tc.faulty[w++] = tc.faulty[i];
+    }
+  tc.rows.resize(w);
+  tc.rows.shrink_to_fit();  // the memory is the point
+  tc.faulty.resize(w);
+  tc.faulty.shrink_to_fit();
+}
+
 TrainingCase training_case(const QueryView& view, const std::vector<LineRef>& faulty_lines) {
   std::set<std::pair<std::string, int>> truth;
   for (const auto& fl : faulty_lines) truth.insert({fl.path, fl.line});
@@ -336,10 +366,9 @@ std::vector<double> fit_listwise(const std::vector<ListCase>& cases, double lamb
 
 }  // namespace
 
-RankerModel train_ranker(const std::vector<TrainingCase>& input, const KindPrior& prior, const TrainingOptions& options) {
+RankerModel train_ranker(std::vector<TrainingCase> cases, const KindPrior& prior, const TrainingOptions& options) {
   // The gate first. The ranker learns from gate values each case's own label did not shape (cross-fitted), so it
   // learns how far to trust the gate on cases it has not seen; the saved gate is fitted on all of them.
-  std::vector<TrainingCase> cases = input;
   std::vector<const TrainingCase*> with_stop;
   for (const auto& tc : cases)
     if (tc.has_stop) with_stop.push_back(&tc);
@@ -377,12 +406,7 @@ RankerModel train_ranker(const std::vector<TrainingCase>& input, const KindPrior
       }
       if (lc.pos.empty() || neg.empty()) continue;
       const double total = static_cast<double>(neg.size());
-      if (neg.size() > options.negatives_per_case) {
-        std::stable_sort(neg.begin(), neg.end(), [c](size_t a, size_t b) {
-          return fnv1a64(std::to_string(c) + ":" + std::to_string(a)) < fnv1a64(std::to_string(c) + ":" + std::to_string(b));
-        });
-        neg.resize(options.negatives_per_case);
-      }
+      sample_negatives(c, neg, options.negatives_per_case);
       for (size_t i : neg) {
         lc.cand.push_back(tc.rows[i].data());
         lc.cand_weight.push_back(total / static_cast<double>(neg.size()));
@@ -421,12 +445,7 @@ RankerModel train_ranker(const std::vector<TrainingCase>& input, const KindPrior
     for (size_t i = 0; i < tc.rows.size(); ++i) (tc.faulty[i] ? pos : neg).push_back(i);
     if (pos.empty() || neg.empty()) continue;
     // Deterministic subsample of negatives: order by a hash of (case, line).
-    if (neg.size() > options.negatives_per_case) {
-      std::stable_sort(neg.begin(), neg.end(), [c](size_t a, size_t b) {
-        return fnv1a64(std::to_string(c) + ":" + std::to_string(a)) < fnv1a64(std::to_string(c) + ":" + std::to_string(b));
-      });
-      neg.resize(options.negatives_per_case);
-    }
+    sample_negatives(c, neg, options.negatives_per_case);
     ++used;
     if (options.objective == Objective::pairwise) {
       for (size_t p : pos)
@@ -499,16 +518,24 @@ RankerModel train_ranker(const std::vector<TrainingCase>& input, const KindPrior
     std::vector<std::array<double, 2>> platt;
     std::vector<const double*> prow;
     std::vector<double> py, pw;
-    for (const auto& tc : cases) {
-      size_t np = 0;
-      for (char f : tc.faulty) np += f ? 1 : 0;
-      if (np == 0 || np == tc.faulty.size()) continue;
-      for (size_t i = 0; i < tc.rows.size(); ++i) {
-        double s = 0;
-        for (size_t f = 1; f < kFeatureCount; ++f) s += beta[f] * tc.rows[i][f];
-        platt.push_back({1.0, s});
-        py.push_back(tc.faulty[i] ? 1.0 : 0.0);
-        pw.push_back(tc.faulty[i] ? 0.5 / static_cast<double>(np) : 0.5 / static_cast<double>(tc.faulty.size() - np));
+    {
+      // On the lines the pairs were made of (each case's positives and sampled negatives, half the case's weight
+      // each), not on every line: the same lines the pointwise objective weighs.
+      std::map<size_t, std::pair<std::set<size_t>, std::set<size_t>>> lines;
+      for (const auto& pr : pairs) {
+        lines[pr.c].first.insert(pr.p);
+        lines[pr.c].second.insert(pr.q);
+      }
+      for (const auto& [c, pn] : lines) {
+        const auto& [pos, neg] = pn;
+        for (const auto* group : {&pos, &neg})
+          for (size_t i : *group) {
+            double sc = 0;
+            for (size_t f = 1; f < kFeatureCount; ++f) sc += beta[f] * cases[c].rows[i][f];
+            platt.push_back({1.0, sc});
+            py.push_back(group == &pos ? 1.0 : 0.0);
+            pw.push_back(0.5 / static_cast<double>(group->size()));
+          }
       }
     }
     for (const auto& p : platt) prow.push_back(p.data());

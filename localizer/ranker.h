@@ -62,6 +62,13 @@ struct TrainingCase {
 // The case's training material from a featured view and its labels.
 TrainingCase training_case(const QueryView& view, const std::vector<LineRef>& faulty_lines);
 
+// Deterministic subsample of `negatives` (row indices) to at most n, by a hash of (case index, row index): the sample
+// train_ranker takes of the case at `case_index`.
+void sample_negatives(size_t case_index, std::vector<size_t>& negatives, size_t n);
+// Drops the rows train_ranker would not sample (keeps every faulty row), so a training
+// set of large test files stays small. `case_index` is the case's position in the vector given to train_ranker.
+void thin_training_case(TrainingCase& tc, size_t case_index, size_t negatives_per_case);
+
 enum class Objective {
   pointwise,  // logistic regression on lines, each case's positives and negatives balanced
   pairwise,   // logistic regression on (faulty, non-faulty) pairs of one case: RankNet with a linear scorer
@@ -79,7 +86,8 @@ struct TrainingOptions {
 
 // Fits the weights (balanced per case: each case's positives and negatives carry equal total weight), by Newton's
 // method. Returns the prior when there are too few cases with positives.
-RankerModel train_ranker(const std::vector<TrainingCase>& cases, const KindPrior& prior, const TrainingOptions& options);
+// Takes the cases by value: it writes the cross-fitted gate values into their rows (move them in; they are large).
+RankerModel train_ranker(std::vector<TrainingCase> cases, const KindPrior& prior, const TrainingOptions& options);
 
 // Kind prior from labelled cases: counts of faulty kinds and of kinds of lines in the failing tests' reach.
 struct KindCounts {
