@@ -78,22 +78,37 @@ const std::unordered_set<std::string_view>& python_keywords() {
   return k;
 }
 
-// Names (≥ 3 characters, not keywords) and literals of a line.
-std::vector<std::string_view> line_tokens(std::string_view line) {
-  std::vector<std::string_view> out;
+// Calls fn(word) for each run of word characters of a line's code (up to a `#` comment); with `skip_strings`, the
+// words inside string literals are skipped.
+template <class F>
+void for_each_word(std::string_view line, bool skip_strings, F&& fn) {
   size_t i = 0;
   while (i < line.size()) {
     if (line[i] == '#') break;
+    if (skip_strings && (line[i] == '\'' || line[i] == '"')) {
+      const char q = line[i++];
+      while (i < line.size() && line[i] != q) i += line[i] == '\\' ? 2 : 1;
+      ++i;
+      continue;
+    }
     if (!word_char(static_cast<unsigned char>(line[i]))) {
       ++i;
       continue;
     }
     const size_t s = i;
     while (i < line.size() && word_char(static_cast<unsigned char>(line[i]))) ++i;
-    const auto w = line.substr(s, i - s);
+    if (fn(line.substr(s, i - s))) return;
+  }
+}
+
+// Names (≥ 3 characters, not keywords) and literals of a line.
+std::vector<std::string_view> line_tokens(std::string_view line) {
+  std::vector<std::string_view> out;
+  for_each_word(line, false, [&](std::string_view w) {
     const bool number = std::isdigit(static_cast<unsigned char>(w[0]));
     if ((number || w.size() >= 3) && !python_keywords().contains(w)) out.push_back(w);
-  }
+    return false;
+  });
   return out;
 }
 
@@ -147,29 +162,16 @@ struct ValueMatcher {
   }
 };
 
-// 1 when the line uses one of the names the failure quotes (as a name, an attribute or a keyword argument).
+// 1 when the line uses one of the names the failure quotes (as a name, an attribute or a keyword argument; not
+// inside a string literal).
 bool uses_name(std::string_view line, const std::vector<std::string>& names) {
-  if (names.empty()) return false;
-  size_t i = 0;
-  while (i < line.size()) {
-    if (line[i] == '#') break;
-    if (line[i] == '\'' || line[i] == '"') {  // inside string literals names are not uses
-      const char q = line[i++];
-      while (i < line.size() && line[i] != q) i += line[i] == '\\' ? 2 : 1;
-      ++i;
-      continue;
-    }
-    if (!word_char(static_cast<unsigned char>(line[i]))) {
-      ++i;
-      continue;
-    }
-    const size_t s = i;
-    while (i < line.size() && word_char(static_cast<unsigned char>(line[i]))) ++i;
-    const auto w = line.substr(s, i - s);
-    for (const auto& n : names)
-      if (w == n) return true;
-  }
-  return false;
+  bool found = false;
+  if (!names.empty())
+    for_each_word(line, true, [&](std::string_view w) {
+      found = std::find(names.begin(), names.end(), w) != names.end();
+      return found;
+    });
+  return found;
 }
 
 bool is_assertion(std::string_view text) {
