@@ -6,7 +6,12 @@
 // learnt from the other projects only (cross-project folds), so no case is scored by weights its own labels shaped;
 // the in-sample weights (what `spark index` learns from everything) are reported beside them.
 //
-//   build/bench/spark_loo ../shared/data/dev/*/cases.jsonl
+//   build/bench/spark_loo [--objective pointwise|pairwise|gated] [--lambda-passes N] [--r N] [--ablate] CASES.jsonl...
+//
+// Rows per subset: the error names a faulty line ("leak") or not, per project, seeded / campaign / history. --ablate
+// prints one table instead: each feature group removed in turn, per subset. SPARK_LOO_DIAG=1 adds diagnostics: the
+// gate's inputs per case (/tmp/spark_loo_gate.tsv) and the cases whose first rank is wrong with the features of the
+// first line and of the first faulty line (/tmp/spark_loo_top.tsv).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
