@@ -261,8 +261,11 @@ int main(int argc, char** argv) {
   if (ablate) {
     const std::vector<Mask> masks = {
         none,
-        {"- retrieval (annotated, resembles)", {kAnnotated, kResembles}, {kGateStopAnnotated, kGateOtherAnnotated}},
-        {"- traceback (line, frame, not reached, near)", {kTracebackLine, kTracebackFrame, kNotReached, kNearFailure, kGate}, {}},
+        {"- retrieval (annotated, resembles, same test, outside test)", {kAnnotated, kResembles, kSameTest, kOutsideTest},
+         {kGateStopAnnotated, kGateOtherAnnotated}},
+        {"- retrieval trust (same test, outside test)", {kSameTest, kOutsideTest}, {}},
+        {"- traceback (line, frame, named line, not reached, near)",
+         {kTracebackLine, kTracebackFrame, kNamedLine, kNotReached, kNearFailure, kGate}, {}},
         {"- scope (own body, support, module)", {kOwnBody, kSupport, kModuleLevel}, {}},
         {"- kind prior", {kKindPrior}, {}},
         {"- error overlap", {kErrorOverlap}, {}},

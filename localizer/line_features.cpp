@@ -16,7 +16,7 @@ std::string_view feature_name(size_t f) {
   static constexpr std::array<std::string_view, kFeatureCount> names = {
       "bias",     "annotated", "resembles", "traceback_line", "traceback_frame", "not_reached",
       "near_failure", "own_body", "support", "module_level", "kind_prior", "error_overlap", "slice",
-      "value_match", "name_match", "gate", "named_line", "same_test"};
+      "value_match", "name_match", "gate", "named_line", "same_test", "outside_test"};
   return f < names.size() ? names[f] : "?";
 }
 
@@ -28,11 +28,46 @@ std::string_view gate_feature_name(size_t f) {
   return f < names.size() ? names[f] : "?";
 }
 
+namespace {
+
+size_t indentation(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  return i;
+}
+
+// The 1-based line span of `def function(` in `lines` (its decorators excluded, its body up to the next line indented
+// no deeper than the `def`), or {0, 0} when there is no such definition. The first definition wins.
+std::pair<int, int> function_span_by_text(const std::vector<std::string_view>& lines, const std::string& function) {
+  if (function.empty()) return {0, 0};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto t = trim(lines[i]);
+    const std::string_view rest = t.starts_with("def ") ? t.substr(4) : t.starts_with("async def ") ? t.substr(10) : "";
+    if (!rest.starts_with(function) || rest.size() <= function.size() ||
+        (rest[function.size()] != '(' && rest[function.size()] != ' '))
+      continue;
+    const size_t indent = indentation(lines[i]);
+    size_t end = i;
+    for (size_t j = i + 1; j < lines.size(); ++j) {
+      if (is_blank(lines[j])) continue;
+      if (indentation(lines[j]) <= indent) break;
+      end = j;
+    }
+    return {static_cast<int>(i) + 1, static_cast<int>(end) + 1};
+  }
+  return {0, 0};
+}
+
+}  // namespace
+
 void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out) {
+  const std::string function = parse_test_id(c.test_id).function;
   for (const auto& fl : c.faulty_lines) {
     const auto lines = split_lines(c.file(fl.path)->content);
     const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
-    out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), false, c.test_id});
+    const auto [first, last] = function_span_by_text(lines, function);
+    const bool outside = first > 0 && (fl.line < first || fl.line > last);
+    out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), c.test_id, outside});
   }
 }
 
@@ -251,6 +286,7 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
       if (d <= 0.5) x[kResembles] = std::max(x[kResembles], sim * (1.0 - d / 0.5));
       if (d <= 0.5 && !v.test_id.empty() && faulty[j].test_id == v.test_id)
         x[kSameTest] = std::max(x[kSameTest], sim * (1.0 - d / 0.5));
+      if (d <= 0.5 && faulty[j].outside_test) x[kOutsideTest] = std::max(x[kOutsideTest], sim * (1.0 - d / 0.5));
     }
 
     // Traceback.

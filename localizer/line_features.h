@@ -25,11 +25,12 @@ struct RetrievedFaultyLine {
   int line = 0;
   std::string text;
   PreparedLine prepared{""};
-  bool same_test = false;  // the retrieved case failed in the same test as the query (set by compute_features)
   std::string test_id;     // the retrieved case's test
+  bool outside_test = false;  // the faulty line lies outside its case's own test function (another test, set-up…)
 };
 
-// retrieve(S) for one case: appends the contents of `c`'s faulty lines to `out`, tagged with `case_index`.
+// retrieve(S) for one case: appends the contents of `c`'s faulty lines to `out`, tagged with `case_index`, and whether
+// each lies outside the case's own test function (found by its `def` line and indentation, without parsing).
 void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out);
 
 enum Feature : size_t {
@@ -51,6 +52,7 @@ enum Feature : size_t {
   kGate,            // on the failing statement: the gate's log-odds that the failing statement itself is the fault
   kNamedLine,       // the very line a traceback frame in the test files prints (not another line of its statement)
   kSameTest,        // graded resemblance to a faulty line of a retrieved case of the same test (trust: same test)
+  kOutsideTest,     // graded resemblance to a retrieved faulty line that lay outside its case's own test function
   kFeatureCount
 };
 std::string_view feature_name(size_t f);
