@@ -216,6 +216,9 @@ TEST(report_github, stays_within_ten_annotations_and_summarises_the_rest) {
 namespace spark {
 namespace {
 
+// A test whose line 3 quotes the missing key.
+const std::string kLookupCode = "def test_lookup_new():\n    d = {'alpha': 1}\n    value = d['alpah']\n    assert value == 1\n";
+
 Case bad_query(const std::string& code, const std::string& error, const std::string& test_id) {
   nlohmann::json j = testing::sample_case("bad", code, 1, error, "2026-03-01T00:00:00Z");
   j["test_id"] = test_id;
@@ -247,15 +250,14 @@ TEST(Localizer, a_test_file_with_syntax_errors_still_ranks_every_line) {
 TEST(Localizer, a_traceback_with_no_frame_in_the_test_files_ranks_without_a_failing_statement) {
   Fixture f;
   Localizer localizer(f.kb.get(), f.engine.get());
-  const std::string code = "def test_lookup_new():\n    d = {'alpha': 1}\n    value = d['alpah']\n    assert value == 1\n";
-  auto loc = localizer.localize(bad_query(code, "lib/store.py:12: in get\n    return self.d[k]\nE   KeyError: 'alpah'",
+  auto loc = localizer.localize(bad_query(kLookupCode, "lib/store.py:12: in get\n    return self.d[k]\nE   KeyError: 'alpah'",
                                           "tests/test_x.py::test_lookup_new"), {});
   ASSERT_TRUE(loc) << loc.error().message;
   EXPECT_FALSE(loc->ranked.empty());
   EXPECT_FALSE(loc->gate.has_value());
   EXPECT_TRUE(has_note(*loc, "names no line of the test files")) << ::testing::PrintToString(loc->notes);
   EXPECT_EQ(loc->ranked[0].line, 3);  // the line that uses the quoted key
-  auto none = localizer.localize(bad_query(code, "it broke", "tests/test_x.py::test_lookup_new"), {});
+  auto none = localizer.localize(bad_query(kLookupCode, "it broke", "tests/test_x.py::test_lookup_new"), {});
   ASSERT_TRUE(none);
   EXPECT_TRUE(has_note(*none, "holds no traceback"));
 }
@@ -263,11 +265,10 @@ TEST(Localizer, a_traceback_with_no_frame_in_the_test_files_ranks_without_a_fail
 TEST(Localizer, a_ten_megabyte_error_message_is_read_in_part_and_said) {
   Fixture f;
   Localizer localizer(f.kb.get(), f.engine.get());
-  const std::string code = "def test_lookup_new():\n    d = {'alpha': 1}\n    value = d['alpah']\n    assert value == 1\n";
   std::string error = "tests/test_x.py:3: in test_lookup_new\n    value = d['alpah']\n";
   while (error.size() < 10u << 20) error += "lib/noise.py:1: in spin\n    spin()\n";
   error += "tests/test_x.py:3: in test_lookup_new\nE   KeyError: 'alpah'\n";
-  auto loc = localizer.localize(bad_query(code, error, "tests/test_x.py::test_lookup_new"), {});
+  auto loc = localizer.localize(bad_query(kLookupCode, error, "tests/test_x.py::test_lookup_new"), {});
   ASSERT_TRUE(loc) << loc.error().message;
   EXPECT_TRUE(has_note(*loc, "the ranker read its first")) << ::testing::PrintToString(loc->notes);
   ASSERT_TRUE(loc->gate.has_value());
@@ -278,8 +279,7 @@ TEST(Localizer, a_ten_megabyte_error_message_is_read_in_part_and_said) {
 TEST(Localizer, a_test_id_naming_no_function_in_the_file_ranks_without_scope) {
   Fixture f;
   Localizer localizer(f.kb.get(), f.engine.get());
-  const std::string code = "def test_lookup_new():\n    d = {'alpha': 1}\n    value = d['alpah']\n    assert value == 1\n";
-  auto loc = localizer.localize(bad_query(code, "tests/test_x.py:3: in test_gone\nE   KeyError: 'alpah'",
+  auto loc = localizer.localize(bad_query(kLookupCode, "tests/test_x.py:3: in test_gone\nE   KeyError: 'alpah'",
                                           "tests/test_x.py::test_gone"), {});
   ASSERT_TRUE(loc) << loc.error().message;
   EXPECT_FALSE(loc->ranked.empty());
