@@ -91,6 +91,12 @@ TEST(cli, explain_takes_one_lines_score_apart) {
   const auto j = json::parse(r.out);
   for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
     ADD_FAILURE() << problem;
+  // The gate's verdict on the failing statement (line 10, an assertion raised in the test's code).
+  ASSERT_TRUE(j.contains("gate")) << j.dump(2);
+  EXPECT_EQ(j["gate"]["line"], 10);
+  EXPECT_EQ(j["gate"]["exception"], "AssertionError");
+  EXPECT_EQ(j["gate"]["form"], "assertion");
+  EXPECT_TRUE(j["gate"]["raised_in_test"].get<bool>());
   const auto& ex = j["explain"];
   EXPECT_EQ(ex["line"], 9);
   EXPECT_EQ(ex["code"], "expected = 5");
