@@ -249,6 +249,49 @@ std::map<int, int> backward_slice(const PythonStructure& s, const std::vector<st
       if (!self_attr) continue;
       if (const int need = defines_wanted(du); need >= 0) out.emplace(first, need + 1);
     }
+  // Fixtures the test names as parameters and helpers it calls (functions among the support lines): a wanted name
+  // that is such a function's name gets its value from the function's `return` and `yield` statements, and the slice
+  // goes on backwards inside that function.
+  if (!roles.empty())
+    for (int l = 1; l <= s.line_count; ++l) {
+      const auto i = static_cast<size_t>(l - 1);
+      if (i >= roles.size() || i >= lines.size() || roles[i] != ScopeRole::support || s.kind[i] != "def") continue;
+      std::string_view t = lines[i];
+      while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+      if (t.starts_with("async ")) t.remove_prefix(6);
+      if (!t.starts_with("def ")) continue;
+      t.remove_prefix(4);
+      const std::string name(t.substr(0, t.find('(')));
+      const auto w = wanted.find(name);
+      if (w == wanted.end()) continue;
+      const int base = w->second + 1;  // the hop of the function's return statements
+      std::vector<std::pair<int, int>> body;
+      for (int b = l + 1; b <= s.line_count; ++b) {
+        const auto j = static_cast<size_t>(b - 1);
+        if (s.function[j] != l || s.statement[j] != b || s.kind[j] == "comment" || s.kind[j] == "docstring") continue;
+        body.push_back(s.statement_span(b));
+      }
+      std::map<std::string, int> local;  // names the function's result needs → hop
+      for (auto it = body.rbegin(); it != body.rend(); ++it) {
+        const std::string text = text_of(it->first, it->second);
+        std::string_view st = text;
+        while (!st.empty() && (st.front() == ' ' || st.front() == '\t')) st.remove_prefix(1);
+        const DefUse du = def_use(text);
+        int hop = -1;
+        if (st.starts_with("return") || st.starts_with("yield")) {
+          hop = base;
+        } else {
+          for (const auto& d : du.defs)
+            if (auto f = local.find(d); f != local.end() && (hop < 0 || f->second + 1 < hop)) hop = f->second + 1;
+        }
+        if (hop < 0) continue;
+        out.emplace(it->first, hop);
+        for (const auto& u : du.uses) {
+          auto [f, fresh] = local.emplace(u, hop);
+          if (!fresh) f->second = std::min(f->second, hop);
+        }
+      }
+    }
   return out;
 }
 

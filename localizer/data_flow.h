@@ -8,7 +8,9 @@
 //   - `for t in …` and `with … as t` targets;
 //   - a call on an object as a statement of its own (`x.append(…)`, `self.inventory.add(…)`): it may change it.
 // `self.` attributes the slice needs are also followed into the test's set-up lines (setup_method, fixtures, the
-// helpers it calls: ScopeRole::support). A heuristic over tokens, not a full parse: good enough to rank, explainable.
+// helpers it calls: ScopeRole::support), and a needed name that is a support function's name (a fixture the test
+// takes as a parameter, a helper it calls) brings in that function's `return`/`yield` statements and, backwards
+// from them, what they use. A heuristic over tokens, not a full parse: good enough to rank, explainable.
 #pragma once
 
 #include <map>

@@ -85,6 +85,32 @@ TEST(backward_slice, reaches_self_attributes_set_up_in_setup_method) {
   EXPECT_EQ(slice.count(4), 0u);
 }
 
+TEST(backward_slice, goes_into_the_fixtures_the_test_names_and_the_helpers_it_calls) {
+  const std::string source =
+      "import pytest\n"                        // 1
+      "\n"
+      "@pytest.fixture\n"                      // 3
+      "def cart():\n"                          // 4
+      "    items = ['pen', 'ink']\n"           // 5  hop 2: defines what the fixture returns
+      "    other = 3\n"                        // 6
+      "    return Cart(items)\n"               // 7  hop 1: the fixture's value, a parameter the failing line uses
+      "\n"
+      "def price_of(name):\n"                  // 9
+      "    table = {'pen': 2}\n"               // 10 hop 3
+      "    return table[name]\n"               // 11 hop 2: the helper's value
+      "\n"
+      "def test_total(cart):\n"                // 13
+      "    expected = price_of('pen')\n"       // 14 hop 1
+      "    assert cart.total() == expected\n"; // 15 the failing line
+  const auto slice = slice_of(source, 15, "tests/test_x.py::test_total");
+  EXPECT_EQ(slice.at(14), 1);
+  EXPECT_EQ(slice.at(7), 1);
+  EXPECT_EQ(slice.at(5), 2);
+  EXPECT_EQ(slice.count(6), 0u);
+  EXPECT_EQ(slice.at(11), 2);
+  EXPECT_EQ(slice.at(10), 3);
+}
+
 TEST(backward_slice, bad_input_gives_an_empty_slice_not_a_crash) {
   EXPECT_TRUE(slice_of("def test_x(:\n    assert (\n", 2).empty());  // a syntax error: nothing defines anything
   EXPECT_TRUE(slice_of("x = 1\n", 5).empty());    // a line past the end
