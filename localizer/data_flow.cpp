@@ -256,8 +256,7 @@ std::map<int, int> backward_slice(const PythonStructure& s, const std::vector<st
     for (int l = 1; l <= s.line_count; ++l) {
       const auto i = static_cast<size_t>(l - 1);
       if (i >= roles.size() || i >= lines.size() || roles[i] != ScopeRole::support || s.kind[i] != "def") continue;
-      std::string_view t = lines[i];
-      while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+      std::string_view t = trim(lines[i]);
       if (t.starts_with("async ")) t.remove_prefix(6);
       if (!t.starts_with("def ")) continue;
       t.remove_prefix(4);
@@ -274,8 +273,7 @@ std::map<int, int> backward_slice(const PythonStructure& s, const std::vector<st
       std::map<std::string, int> local;  // names the function's result needs → hop
       for (auto it = body.rbegin(); it != body.rend(); ++it) {
         const std::string text = text_of(it->first, it->second);
-        std::string_view st = text;
-        while (!st.empty() && (st.front() == ' ' || st.front() == '\t')) st.remove_prefix(1);
+        const std::string_view st = trim(text);
         const DefUse du = def_use(text);
         int hop = -1;
         if (st.starts_with("return") || st.starts_with("yield")) {

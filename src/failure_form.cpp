@@ -24,12 +24,6 @@ std::string_view exception_group_name(ExceptionGroup g) {
 
 namespace {
 
-std::string_view strip(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
 
@@ -51,7 +45,7 @@ bool exception_header(std::string_view s, std::string& name, std::string& messag
   if (!qualified && std::none_of(endings.begin(), endings.end(), [&](std::string_view e) { return n.ends_with(e); }))
     return false;
   name = std::string(n);
-  message = i < s.size() ? std::string(strip(s.substr(i + 1))) : std::string();
+  message = i < s.size() ? std::string(trim(s.substr(i + 1))) : std::string();
   return true;
 }
 
@@ -89,8 +83,8 @@ bool split_comparison(std::string_view expr, std::string_view& left, std::string
     else if (c == ' ' && depth == 0)
       for (auto op : ops)
         if (expr.substr(i, op.size()) == op) {
-          left = strip(expr.substr(0, i));
-          right = strip(expr.substr(i + op.size()));
+          left = trim(expr.substr(0, i));
+          right = trim(expr.substr(i + op.size()));
           return !left.empty() && !right.empty();
         }
   }
@@ -98,7 +92,7 @@ bool split_comparison(std::string_view expr, std::string_view& left, std::string
 }
 
 void add_value(FailureForm& f, std::string_view v) {
-  v = strip(v);
+  v = trim(v);
   if (v.empty() || f.values.size() >= FailureForm::kMaxValues) return;
   f.values.emplace_back(v.substr(0, FailureForm::kMaxValueLength));
 }
@@ -115,7 +109,7 @@ std::string canonical_code(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   bool space = false;
-  for (char c : strip(text)) {
+  for (char c : trim(text)) {
     if (std::isspace(static_cast<unsigned char>(c))) {
       space = true;
       continue;
@@ -172,7 +166,7 @@ FailureForm parse_failure_form(std::string_view message) {
     } else {
       std::string n, m;
       for (size_t i = lines.size(); i-- > 0;)
-        if (exception_header(strip(lines[i]), n, m)) {
+        if (exception_header(trim(lines[i]), n, m)) {
           for (size_t j = i; j < lines.size(); ++j) block.push_back(lines[j]);
           break;
         }
@@ -180,7 +174,7 @@ FailureForm parse_failure_form(std::string_view message) {
   }
   size_t header = block.size();
   for (size_t i = 0; i < block.size() && header == block.size(); ++i) {
-    const auto s = strip(block[i]);
+    const auto s = trim(block[i]);
     if (s == "assert" || s.starts_with("assert ")) {
       f.exception = "AssertionError";
       f.message = std::string(s.substr(0, FailureForm::kMaxValueLength * 2));
@@ -198,7 +192,7 @@ FailureForm parse_failure_form(std::string_view message) {
   if (f.group == ExceptionGroup::assertion && !expr.starts_with("assert"))
     // `assert x == y, message`: pytest prints the message first, the failed expression on a later line.
     for (size_t i = header + 1; i < block.size(); ++i)
-      if (const auto s = strip(block[i]); s.starts_with("assert ")) {
+      if (const auto s = trim(block[i]); s.starts_with("assert ")) {
         f.message = std::string(s.substr(0, FailureForm::kMaxValueLength * 2));
         expr = f.message;
         break;
@@ -209,7 +203,7 @@ FailureForm parse_failure_form(std::string_view message) {
   const auto generic = [](std::string_view v) {
     static constexpr std::array<std::string_view, 13> g = {"None", "True", "False", "0", "1", "-1", "''", "\"\"",
                                                            "[]", "{}", "()", "set()", "b''"};
-    return std::find(g.begin(), g.end(), strip(v)) != g.end();
+    return std::find(g.begin(), g.end(), trim(v)) != g.end();
   };
   if (std::string_view l, r; f.group == ExceptionGroup::assertion && split_comparison(expr, l, r)) {
     add_value(f, l);
@@ -230,7 +224,7 @@ FailureForm parse_failure_form(std::string_view message) {
   }
   static const Regex where = Regex::must(R"re(^\+\s*(?:where|and)\s+(.+?) = )re");
   for (size_t i = header + 1; i < block.size(); ++i) {
-    const auto s = strip(block[i]);
+    const auto s = trim(block[i]);
     bool matched = false;
     where.for_each_match(s, [&](const std::vector<std::string_view>& g) {
       matched = true;
