@@ -1,11 +1,14 @@
 #include "localizer.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "error_message.h"
 #include "line_features.h"
@@ -30,6 +33,24 @@ const SourceFile& test_file_of(const Case& c) {
   for (const auto& f : c.files)
     if (!parts.path.empty() && same_file(parts.path, f.path)) return f;
   return c.files.front();
+}
+
+// Runs fn(worker, i) for every i in [0, n) on up to `threads` threads; each i goes to the next free worker.
+template <class Fn>
+void parallel_for(size_t n, unsigned threads, Fn&& fn) {
+  const auto workers = static_cast<unsigned>(std::min<size_t>(threads, n));
+  if (workers <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(0u, i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  const auto work = [&](unsigned w) {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(w, i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (auto& t : pool) t.join();
 }
 
 std::unique_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
@@ -61,6 +82,28 @@ void ScopeCache::put(uint64_t key, std::string scope) {
   map_.emplace(key, std::move(scope));
 }
 
+namespace {
+
+// The failing test's own function: by the light lookup; the full structure only when that finds nothing.
+std::string scope_code_of(const std::string& test_id, const std::string& path, const std::string& content,
+                          StructureCache& cache) {
+  const TestIdParts parts = parse_test_id(test_id);
+  const auto span = cache.function_span(content, path, parts.classes.empty() ? "" : parts.classes.back(), parts.function);
+  return span ? lines_text(content, span->first, span->second)
+              : scope_text(content, estimate_scope(*cache.get(content, path), test_id));
+}
+
+// Which of a case's files is its test file: the one its test id names, else the first.
+template <class Files, class PathOf>
+size_t test_file_index(const std::string& test_id, const Files& files, PathOf&& path_of) {
+  const TestIdParts parts = parse_test_id(test_id);
+  for (size_t i = 0; i < files.size(); ++i)
+    if (!parts.path.empty() && same_file(parts.path, path_of(files[i]))) return i;
+  return 0;
+}
+
+}  // namespace
+
 EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
   EmbedText t;
   t.error_message = c.error_message;
@@ -75,14 +118,16 @@ EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
       t.scope_code = *hit;
       return t;
     }
-  // The test function's lines, by the light lookup; the full structure only when that finds nothing.
-  const TestIdParts parts = parse_test_id(c.test_id);
-  const auto span = cache.function_span(tf.content, tf.path, parts.classes.empty() ? "" : parts.classes.back(),
-                                        parts.function);
-  t.scope_code = span ? lines_text(tf.content, span->first, span->second)
-                      : scope_text(tf.content, estimate_scope(*cache.get(tf.content, tf.path), c.test_id));
+  t.scope_code = scope_code_of(c.test_id, tf.path, tf.content, cache);
   if (scopes) scopes->put(key, t.scope_code);
   return t;
+}
+
+unsigned index_threads(unsigned asked) {
+  if (asked == 0)
+    if (const char* env = std::getenv("SPARK_THREADS"); env && *env) asked = static_cast<unsigned>(std::strtoul(env, nullptr, 10));
+  if (asked == 0) asked = std::thread::hardware_concurrency();
+  return std::clamp(asked, 1u, 16u);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -139,7 +184,6 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     }
     engine->index_.add(missing, flat);
     engine->added_ids_ = missing;
-    engine->added_vectors_ = std::move(flat);
     if (!missing.empty())
       notes.push_back("the index lacked " + std::to_string(missing.size()) +
                       " case(s) added since it was built; embedded them for this run");
@@ -150,8 +194,6 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
 Status SearchEngine::persist(KnowledgeBase& kb) const {
   auto generation = kb.generation();
   if (!generation) return std::unexpected(generation.error());
-  if (!added_ids_.empty())
-    if (auto s = kb.put_embeddings(embedder_identity_, added_ids_, added_vectors_, index_.dimension()); !s) return s;
   std::vector<std::string> extra = {kRankerFile};
   if (dynamic_cast<const HashedTfidfEmbedder*>(embedder_.get())) extra.push_back(kDfFile);
   return index_.save(kb.index_dir(), embedder_identity_, *generation, extra);
@@ -229,26 +271,231 @@ std::vector<const CaseEntry*> training_sample(const std::vector<CaseEntry>& entr
   return sample;
 }
 
+// One pass over the sample: each case is parsed once, for both the statement kinds' prior and its features. The
+// prior is known only at the end, so each kept row carries its line's kind (an index into `kinds`) in the kind-prior
+// slot until then.
 Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>& entries,
-                                 const std::vector<const CaseEntry*>& labelled, const KindPrior& prior,
-                                 const VectorIndex& index,
+                                 const std::vector<const CaseEntry*>& labelled, const VectorIndex& index,
                                  const std::function<std::vector<float>(int64_t)>& vector_of,
                                  const IndexBuildOptions& options) {
   std::vector<int64_t> rowids;
   for (const auto* e : labelled) rowids.push_back(e->rowid);
   std::vector<TrainingCase> training;
   StructureCache cache;
+  KindCounts kind_counts;
+  std::vector<std::string> kinds;
+  std::unordered_map<std::string, size_t> kind_index;
+  const KindPrior no_prior;
   auto status = for_each_held_out(
       kb, entries, rowids, index, [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return vector_of(rowid); },
       HeldOutOptions{options.r, options.similarity_floor}, cache, [&](const HeldOut& h) -> Status {
-        compute_features(h.view, h.faulty, h.similarity, options.epsilon, prior, h.held_out.error_message);
+        kind_counts.add(h.view, h.held_out.faulty_lines);
+        compute_features(h.view, h.faulty, h.similarity, options.epsilon, no_prior, h.held_out.error_message);
+        for (auto& ql : h.view.lines) {
+          const auto& s = *h.view.files[ql.file].structure;
+          const std::string& kind = s.kind[static_cast<size_t>(ql.line - 1)];
+          auto [it, added] = kind_index.emplace(kind, kinds.size());
+          if (added) kinds.push_back(kind);
+          ql.x[kKindPrior] = static_cast<double>(it->second);
+        }
         training.push_back(training_case(h.view, h.held_out.faulty_lines));
         thin_training_case(training.back(), training.size() - 1, options.training.negatives_per_case);
         return {};
       });
   if (!status) return std::unexpected(status.error());
+  const KindPrior prior = kind_counts.prior();
+  std::vector<double> prior_of(kinds.size());
+  for (size_t i = 0; i < kinds.size(); ++i) prior_of[i] = prior.get(kinds[i]);
+  for (auto& tc : training)
+    for (auto& row : tc.rows) row[kKindPrior] = prior_of[static_cast<size_t>(row[kKindPrior])];
   return train_ranker(std::move(training), prior, options.training);
 }
+
+}  // namespace
+
+namespace {
+
+// The built-in embedder over a whole knowledge base, each test-file version tokenised once per pass and each failing
+// test's scope once, however many cases share them; the cases' vectors are put together from cached blocks
+// (HashedTfidfEmbedder::assemble), bit-identical to embedding each case alone. Work is spread over worker threads
+// by version. Memory: one block per distinct version and per distinct (test, version) (1 KB each at the default
+// dimension), plus the contents of one chunk of versions.
+class VersionEmbedding {
+ public:
+  VersionEmbedding(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, unsigned threads)
+      : kb_(kb), embedder_(embedder), threads_(threads), caches_(threads) {}
+
+  Status collect() {
+    std::unordered_map<std::string, size_t> version_of, scope_of;
+    auto s = kb_.for_each_sketch([&](KnowledgeBase::CaseSketch&& c) -> Status {
+      std::string vkey;
+      for (const auto& [path, key] : c.files) vkey += key + "\n";
+      auto [vit, vnew] = version_of.emplace(vkey, versions_.size());
+      if (vnew) {
+        Version v;
+        for (auto& [path, key] : c.files) {
+          v.paths.push_back(path);
+          v.keys.push_back(key);
+        }
+        versions_.push_back(std::move(v));
+      }
+      Version& v = versions_[vit->second];
+      const size_t file = test_file_index(c.test_id, v.paths, [](const std::string& p) { return p; });
+      auto [sit, snew] = scope_of.emplace(std::to_string(vit->second) + "\n" + std::to_string(file) + "\n" + c.test_id,
+                                          scopes_.size());
+      if (snew) {
+        scopes_.push_back({vit->second, file, c.test_id, 0});
+        v.scopes.push_back(sit->second);
+      }
+      ++scopes_[sit->second].cases;
+      v.cases.push_back(cases_.size());
+      cases_.push_back({c.rowid, vit->second, sit->second});
+      return {};
+    });
+    if (!s) return s;
+    // Versions of the same test file one after another: each is then parsed incrementally from the one before.
+    order_.resize(versions_.size());
+    for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+    const auto path_of = [&](size_t vi) -> const std::string& {
+      const Version& v = versions_[vi];
+      return v.paths[scopes_[v.scopes.front()].file];
+    };
+    std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) { return path_of(a) < path_of(b); });
+    return {};
+  }
+
+  size_t cases() const { return cases_.size(); }
+  size_t versions() const { return versions_.size(); }
+  size_t scopes() const { return scopes_.size(); }
+
+  // Pass 1: document frequencies.
+  Status fit() {
+    std::vector<DocumentFrequencies> df(threads_);
+    scope_text_.assign(scopes_.size(), {});
+    auto s = for_each_version_chunk([&](unsigned w, size_t vi, const std::string& code,
+                                        const std::vector<std::string>& contents,
+                                        const std::vector<std::string>& messages) {
+      const Version& v = versions_[vi];
+      HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code), static_cast<uint32_t>(v.cases.size()), df[w]);
+      for (size_t si : v.scopes) {
+        const Scope& sc = scopes_[si];
+        scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], caches_[w]);
+        HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
+      }
+      for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
+    });
+    if (!s) return s;
+    embedder_.fit_begin();
+    for (size_t w = 0; w < df.size(); ++w) {
+      embedder_.fit_merge(df[w], w == 0 ? cases_.size() : 0);
+      DocumentFrequencies().swap(df[w]);
+    }
+    embedder_.fit_end();
+    return {};
+  }
+
+  // Pass 2: the code block of each version and the scope block of each failing test in it; then the cases' vectors
+  // in rowid order, `sink` called with batches of (rowids, row-major vectors).
+  Status vectors(const std::function<Status(const std::vector<int64_t>&, const std::vector<float>&)>& sink) {
+    const auto l = embedder_.layout();
+    std::vector<float> code_blocks(versions_.size() * l.code), scope_blocks(scopes_.size() * l.scope);
+    auto s = for_each_version_chunk([&](unsigned, size_t vi, const std::string& code, const std::vector<std::string>&,
+                                        const std::vector<std::string>&) {
+      const Version& v = versions_[vi];
+      embedder_.block(HashedTfidfEmbedder::code_terms(code), code_blocks.data() + vi * l.code, l.code);
+      for (size_t si : v.scopes) {
+        embedder_.block(HashedTfidfEmbedder::scope_terms(scope_text_[si]), scope_blocks.data() + si * l.scope, l.scope);
+        std::string().swap(scope_text_[si]);
+      }
+    }, /*messages=*/false);
+    if (!s) return s;
+    const size_t dim = embedder_.dimension();
+    constexpr size_t kBatch = 1024;
+    std::vector<int64_t> rowids;
+    std::vector<float> out;
+    std::vector<std::vector<float>> error_blocks(threads_, std::vector<float>(l.error));
+    for (size_t start = 0; start < cases_.size(); start += kBatch) {
+      const size_t end = std::min(cases_.size(), start + kBatch);
+      rowids.clear();
+      for (size_t i = start; i < end; ++i) rowids.push_back(cases_[i].rowid);
+      auto messages = kb_.error_messages(rowids);
+      if (!messages) return std::unexpected(messages.error());
+      out.assign(rowids.size() * dim, 0.0f);
+      parallel_for(rowids.size(), threads_, [&](unsigned w, size_t j) {
+        const CaseRef& c = cases_[start + j];
+        float* err = error_blocks[w].data();
+        embedder_.block(embedder_.error_terms((*messages)[j]), err, l.error);
+        const auto v = embedder_.assemble(err, scope_blocks.data() + c.scope * l.scope, code_blocks.data() + c.version * l.code);
+        std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(j * dim));
+      });
+      if (auto st = sink(rowids, out); !st) return st;
+    }
+    return {};
+  }
+
+ private:
+  struct Version {
+    std::vector<std::string> paths, keys;
+    std::vector<size_t> cases;   // indices into cases_
+    std::vector<size_t> scopes;  // indices into scopes_
+  };
+  struct Scope {
+    size_t version = 0, file = 0;
+    std::string test_id;
+    uint32_t cases = 0;
+  };
+  struct CaseRef {
+    int64_t rowid = 0;
+    size_t version = 0, scope = 0;
+  };
+
+  // Loads versions in chunks (their contents, and the error messages of their cases when asked) and calls
+  // fn(worker, version, code, contents, messages) for each on the worker threads.
+  template <class Fn>
+  Status for_each_version_chunk(Fn&& fn, bool messages = true) {
+    constexpr size_t kChunk = 64;
+    for (size_t start = 0; start < order_.size(); start += kChunk) {
+      const size_t end = std::min(order_.size(), start + kChunk);
+      std::vector<std::vector<std::string>> contents(end - start), texts(end - start);
+      std::vector<std::string> codes(end - start);
+      for (size_t p = start; p < end; ++p) {
+        const Version& v = versions_[order_[p]];
+        auto got = kb_.blobs(v.keys);
+        if (!got) return std::unexpected(got.error());
+        contents[p - start] = std::move(*got);
+        for (const auto& c : contents[p - start]) {
+          codes[p - start] += c;
+          codes[p - start] += '\n';
+        }
+        if (messages) {
+          std::vector<int64_t> rowids;
+          for (size_t ci : v.cases) rowids.push_back(cases_[ci].rowid);
+          auto m = kb_.error_messages(rowids);
+          if (!m) return std::unexpected(m.error());
+          texts[p - start] = std::move(*m);
+        }
+      }
+      // Each worker takes a contiguous run of the chunk, so consecutive versions of a file stay on one parser.
+      const unsigned workers = static_cast<unsigned>(std::min<size_t>(threads_, end - start));
+      parallel_for(workers, workers, [&](unsigned w, size_t part) {
+        const size_t n = end - start;
+        for (size_t j = part * n / workers; j < (part + 1) * n / workers; ++j)
+          fn(w, order_[start + j], codes[j], contents[j], texts[j]);
+      });
+    }
+    return {};
+  }
+
+  KnowledgeBase& kb_;
+  HashedTfidfEmbedder& embedder_;
+  unsigned threads_;
+  std::vector<StructureCache> caches_;  // one per worker
+  std::vector<Version> versions_;
+  std::vector<Scope> scopes_;
+  std::vector<CaseRef> cases_;
+  std::vector<size_t> order_;  // versions in processing order
+  std::vector<std::string> scope_text_;
+};
 
 }  // namespace
 
@@ -262,90 +509,70 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   if (!entries) return std::unexpected(entries.error());
   report.cases = entries->size();
   for (const auto& e : *entries) report.labelled += e.labelled ? 1 : 0;
+  const unsigned threads = index_threads(options.threads);
+  report.threads = threads;
 
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Embedder> embedder = make_embedder(config);
-  StructureCache cache;
-  // Vectors stream into the index and the store in batches: no full copy of them is ever held (at 100k cases ×
-  // 1024 floats one copy is 400 MB). The index kind is chosen up front from the case count.
+  // Vectors stream into the index in batches: no full copy of them is ever held (at 100k cases × 1024 floats one
+  // copy is 400 MB).
   std::optional<VectorIndex> index;
-  std::vector<int64_t> batch_rowids;
-  std::vector<float> batch_vectors;
-  size_t dim = 0;
   double add_seconds = 0;
+  size_t dim = 0;
   if (auto s = kb.clear_embeddings(); !s) return std::unexpected(s.error());
-  const auto flush_vectors = [&]() -> Status {
-    if (batch_rowids.empty()) return {};
-    const auto ta = std::chrono::steady_clock::now();
-    index->add(batch_rowids, batch_vectors);
-    add_seconds += seconds_since(ta);
-    if (auto s = kb.put_embeddings(embedder->identity(), batch_rowids, batch_vectors, dim); !s) return s;
-    batch_rowids.clear();
-    batch_vectors.clear();
-    return {};
-  };
-  const auto store = [&](int64_t rowid, const std::vector<float>& v) -> Status {
+  const auto add = [&](const std::vector<int64_t>& rowids, const std::vector<float>& vectors) -> Status {
+    if (rowids.empty()) return {};
     if (!index) {
-      dim = v.size();
+      dim = vectors.size() / rowids.size();
       index.emplace(VectorIndex::for_count(dim, entries->size(), options.index));
     }
-    if (v.size() != dim) return fail("the embedder returned vectors of different dimensions");
-    batch_rowids.push_back(rowid);
-    batch_vectors.insert(batch_vectors.end(), v.begin(), v.end());
-    return batch_rowids.size() >= 1024 ? flush_vectors() : Status{};
-  };
-  const auto sample = training_sample(*entries, options.max_training_cases);
-  std::unordered_set<int64_t> in_sample;
-  for (const auto* e : sample) in_sample.insert(e->rowid);
-  KindCounts kind_counts;
-  ScopeCache scope_cache;
-  // At most one parse per case (none when its test-file version was seen): the embedding text, and the statement
-  // kinds of the ranker's training cases.
-  const auto text_of = [&](int64_t rowid, const Case& c) {
-    if (in_sample.contains(rowid)) kind_counts.add(make_query_view(c, cache), c.faulty_lines);
-    return embed_text(c, cache, &scope_cache);
+    if (vectors.size() != rowids.size() * dim) return fail("the embedder returned vectors of different dimensions");
+    const auto ta = std::chrono::steady_clock::now();
+    index->add(rowids, vectors);
+    add_seconds += seconds_since(ta);
+    return {};
   };
   if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
-    // Two streaming passes, document frequencies then vectors; the failing test's scope text is kept from the first
-    // so the second parses nothing. Memory: one case, plus the scope texts.
-    std::unordered_map<int64_t, std::string> scopes;
-    builtin->fit_begin();
-    auto pass1 = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
-      EmbedText t = text_of(rowid, c);
-      builtin->fit_add(builtin->count_terms(t));
-      scopes[rowid] = std::move(t.scope_code);
-      return {};
-    });
-    if (!pass1) return std::unexpected(pass1.error());
-    builtin->fit_end();
-    auto pass2 = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
-      EmbedText t{c.error_message, {}, std::move(scopes[rowid])};
-      for (const auto& f : c.files) t.code += f.content + "\n";
-      return store(rowid, builtin->vectorize(builtin->count_terms(t)));
-    });
-    if (!pass2) return std::unexpected(pass2.error());
-    if (auto s = flush_vectors(); !s) return std::unexpected(s.error());
+    VersionEmbedding pass(kb, *builtin, threads);
+    if (auto s = pass.collect(); !s) return std::unexpected(s.error());
+    if (pass.cases() != entries->size())
+      return fail(kb.db_path().string() + ": " + std::to_string(entries->size() - pass.cases()) +
+                  " case(s) have no files (a damaged store)");
+    report.versions = pass.versions();
+    report.scopes = pass.scopes();
+    const auto tf = std::chrono::steady_clock::now();
+    if (auto s = pass.fit(); !s) return std::unexpected(s.error());
+    const auto tv = std::chrono::steady_clock::now();
+    if (auto s = pass.vectors(add); !s) return std::unexpected(s.error());
+    if (std::getenv("SPARK_DEBUG_TIMES"))
+      std::fprintf(stderr, "collect %.2f s, fit %.2f s, vectors %.2f s\n", std::chrono::duration<double>(tf - t0).count(),
+                   std::chrono::duration<double>(tv - tf).count(), seconds_since(tv));
   } else {
     std::vector<int64_t> batch_ids;
     std::vector<EmbedText> batch;
+    StructureCache cache;
+    ScopeCache scope_cache;
     const auto flush = [&]() -> Status {
       if (batch.empty()) return {};
       auto got = embedder->embed(batch);
       if (!got) return std::unexpected(got.error());
-      for (size_t i = 0; i < batch.size(); ++i)
-        if (auto s = store(batch_ids[i], (*got)[i]); !s) return s;
+      std::vector<float> flat;
+      for (const auto& v : *got) {
+        if (!got->empty() && v.size() != got->front().size()) return fail("the embedder returned vectors of different dimensions");
+        flat.insert(flat.end(), v.begin(), v.end());
+      }
+      if (auto s = add(batch_ids, flat); !s) return s;
       batch.clear();
       batch_ids.clear();
       return {};
     };
     auto pass = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
       batch_ids.push_back(rowid);
-      batch.push_back(text_of(rowid, c));
+      batch.push_back(embed_text(c, cache, &scope_cache));
       return batch.size() >= 16 ? flush() : Status{};
     });
     if (!pass) return std::unexpected(pass.error());
     if (auto s = flush(); !s) return std::unexpected(s.error());
-    if (auto s = flush_vectors(); !s) return std::unexpected(s.error());
   }
   report.embedder = embedder->identity();
   report.embed_seconds = seconds_since(t0) - add_seconds;
@@ -356,8 +583,10 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   report.index_seconds = add_seconds + seconds_since(t1);
 
   const auto t2 = std::chrono::steady_clock::now();
+  // The ranker learns from a spread-out sample of the labelled cases; the statement kinds' prior from the same.
+  const auto sample = training_sample(*entries, options.max_training_cases);
   const auto vector_of = [&](int64_t rowid) { return index->vector(rowid); };
-  auto ranker = learn_ranker(kb, *entries, sample, kind_counts.prior(), *index, vector_of, options);
+  auto ranker = learn_ranker(kb, *entries, sample, *index, vector_of, options);
   if (!ranker) return std::unexpected(ranker.error());
   report.ranker = ranker->origin;
   report.train_seconds = seconds_since(t2);

@@ -79,8 +79,7 @@ class SearchEngine {
   RankerModel ranker_;
   StructureCache structures_;
   std::string embedder_identity_;
-  std::vector<int64_t> added_ids_;      // embedded since load, for persist()
-  std::vector<float> added_vectors_;
+  std::vector<int64_t> added_ids_;      // embedded since load
 };
 
 struct IndexReport {
@@ -90,6 +89,10 @@ struct IndexReport {
   std::string embedder;  // identity
   std::string ranker;    // origin of the ranker weights
   double embed_seconds = 0, index_seconds = 0, train_seconds = 0;
+  unsigned threads = 1;
+  size_t versions = 0;  // distinct test-code versions embedded (built-in embedder)
+  size_t scopes = 0;    // distinct (failing test, version) pairs
+  size_t vectors = 0;   // distinct vectors in the index (identical ones share an entry)
 };
 
 struct IndexBuildOptions {
@@ -99,7 +102,11 @@ struct IndexBuildOptions {
   double epsilon = 0.05;
   double similarity_floor = 0.10;
   size_t max_training_cases = 500;  // a 12-weight logistic model needs no more; bounds `spark index` time
+  unsigned threads = 0;             // worker threads for embedding; 0: SPARK_THREADS, else the machine's cores
 };
+
+// The worker threads `spark index` uses: `asked`, else SPARK_THREADS, else the machine's cores (at most 16).
+unsigned index_threads(unsigned asked);
 
 // One labelled case localized against the rest of the knowledge base: itself and its exact duplicates excluded,
 // its labels unseen by retrieval. `view` holds its lines; `faulty` the retrieved faulty lines (X) and `similarity`

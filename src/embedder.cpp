@@ -34,10 +34,10 @@ void for_each_word(std::string_view text, Fn&& fn) {
   }
 }
 
-void add(std::unordered_map<uint64_t, float>& counts, uint64_t h) { counts[h] += 1.0f; }
+void add(TermMap& counts, uint64_t h) { counts[h] += 1.0f; }
 
-std::unordered_map<uint64_t, float> code_terms(std::string_view code, uint64_t seed) {
-  std::unordered_map<uint64_t, float> counts;
+TermMap hashed_words(std::string_view code, uint64_t seed) {
+  TermMap counts;
   for_each_word(code, [&](std::string_view w) {
     if (w.size() >= 2) add(counts, fnv1a64(w, seed));
   });
@@ -69,13 +69,13 @@ std::string HashedTfidfEmbedder::identity() const {
          "," + std::to_string(options_.code_weight).substr(0, 4) + "/df=" + hex64(df_digest_);
 }
 
-TermCounts HashedTfidfEmbedder::count_terms(const EmbedText& text) {
-  TermCounts t;
-  const std::string message = normalize_error_message(limit_message(text.error_message, options_.max_error_bytes));
+TermMap HashedTfidfEmbedder::error_terms(std::string_view error_message) const {
+  TermMap t;
+  const std::string message = normalize_error_message(limit_message(error_message, options_.max_error_bytes));
   std::string_view prev;
   for_each_word(message, [&](std::string_view w) {
-    add(t.error, fnv1a64(w, kSeedError));
-    if (!prev.empty()) add(t.error, fnv1a64(w, fnv1a64(prev, kSeedBigram)));
+    add(t, fnv1a64(w, kSeedError));
+    if (!prev.empty()) add(t, fnv1a64(w, fnv1a64(prev, kSeedBigram)));
     prev = w;
   });
   // Character 4-grams over the message with white space folded: robust to small edits in messages.
@@ -87,17 +87,30 @@ TermCounts HashedTfidfEmbedder::count_terms(const EmbedText& text) {
     if (space && (folded.empty() || folded.back() == ' ')) continue;
     folded.push_back(space ? ' ' : c);
   }
-  for (size_t i = 0; i + 4 <= folded.size(); ++i) add(t.error, fnv1a64(std::string_view(folded).substr(i, 4), kSeedGram));
-  t.scope = code_terms(text.scope_code, kSeedScope);
+  for (size_t i = 0; i + 4 <= folded.size(); ++i) add(t, fnv1a64(std::string_view(folded).substr(i, 4), kSeedGram));
+  return t;
+}
+
+TermMap HashedTfidfEmbedder::scope_terms(std::string_view scope_code) { return hashed_words(scope_code, kSeedScope); }
+TermMap HashedTfidfEmbedder::code_terms(std::string_view code) { return hashed_words(code, kSeedCode); }
+
+TermCounts HashedTfidfEmbedder::count_terms(const EmbedText& text) {
+  TermCounts t;
+  t.error = error_terms(text.error_message);
+  t.scope = scope_terms(text.scope_code);
   const uint64_t code_hash = fnv1a64(text.code);
   if (auto it = code_cache_.find(code_hash); it != code_cache_.end()) {
     t.code = it->second;
   } else {
-    t.code = code_terms(text.code, kSeedCode);
+    t.code = code_terms(text.code);
     if (code_cache_.size() > 1024) code_cache_.clear();  // ~100 MB at most for large test files
     code_cache_.emplace(code_hash, t.code);
   }
   return t;
+}
+
+void HashedTfidfEmbedder::count_documents(const TermMap& part, uint32_t documents, DocumentFrequencies& df) {
+  for (const auto& [h, count] : part) df[h] += documents;
 }
 
 void HashedTfidfEmbedder::fit_begin() {
@@ -109,6 +122,12 @@ void HashedTfidfEmbedder::fit_add(const TermCounts& doc) {
   ++documents_;
   for (const auto* part : {&doc.error, &doc.scope, &doc.code})
     for (const auto& [h, count] : *part) ++df_[h];
+}
+
+void HashedTfidfEmbedder::fit_merge(const DocumentFrequencies& df, uint64_t documents) {
+  documents_ += documents;
+  if (df_.empty()) df_.reserve(df.size());
+  for (const auto& [h, c] : df) df_[h] += c;
 }
 
 void HashedTfidfEmbedder::fit_end() {
@@ -129,30 +148,45 @@ float HashedTfidfEmbedder::idf(uint64_t term) const {
   return static_cast<float>(std::log((static_cast<double>(documents_) + 1.0) / (df + 1.0)) + 1.0);
 }
 
-std::vector<float> HashedTfidfEmbedder::vectorize(const TermCounts& t) const {
+HashedTfidfEmbedder::Layout HashedTfidfEmbedder::layout() const {
   const size_t dim = options_.dimension;
-  const size_t err_dim = dim / 2, scope_dim = dim / 4, code_dim = dim - err_dim - scope_dim;
-  std::vector<float> v(dim, 0.0f);
-  const auto fill = [&](const std::unordered_map<uint64_t, float>& counts, float* out, size_t n) {
-    for (const auto& [h, count] : counts) {
-      const float w = (1.0f + std::log(count)) * idf(h);
-      const size_t bucket = static_cast<size_t>((h >> 1) % n);
-      out[bucket] += (h & 1) ? -w : w;
-    }
-    l2_normalize(out, n);
-  };
-  fill(t.error, v.data(), err_dim);
-  fill(t.scope, v.data() + err_dim, scope_dim);
-  fill(t.code, v.data() + err_dim + scope_dim, code_dim);
+  return {dim / 2, dim / 4, dim - dim / 2 - dim / 4};
+}
+
+void HashedTfidfEmbedder::block(const TermMap& counts, float* out, size_t n) const {
+  std::fill(out, out + n, 0.0f);
+  for (const auto& [h, count] : counts) {
+    const float w = (1.0f + std::log(count)) * idf(h);
+    const size_t bucket = static_cast<size_t>((h >> 1) % n);
+    out[bucket] += (h & 1) ? -w : w;
+  }
+  l2_normalize(out, n);
+}
+
+std::vector<float> HashedTfidfEmbedder::assemble(const float* error, const float* scope, const float* code) const {
+  const Layout l = layout();
+  std::vector<float> v(options_.dimension);
+  std::copy(error, error + l.error, v.data());
+  std::copy(scope, scope + l.scope, v.data() + l.error);
+  std::copy(code, code + l.code, v.data() + l.error + l.scope);
   const auto scale = [&](size_t from, size_t n, double w) {
     const auto s = static_cast<float>(std::sqrt(w));
     for (size_t i = from; i < from + n; ++i) v[i] *= s;
   };
-  scale(0, err_dim, options_.error_weight);
-  scale(err_dim, scope_dim, options_.scope_weight);
-  scale(err_dim + scope_dim, code_dim, options_.code_weight);
-  l2_normalize(v.data(), dim);
+  scale(0, l.error, options_.error_weight);
+  scale(l.error, l.scope, options_.scope_weight);
+  scale(l.error + l.scope, l.code, options_.code_weight);
+  l2_normalize(v.data(), v.size());
   return v;
+}
+
+std::vector<float> HashedTfidfEmbedder::vectorize(const TermCounts& t) const {
+  const Layout l = layout();
+  std::vector<float> blocks(options_.dimension);
+  block(t.error, blocks.data(), l.error);
+  block(t.scope, blocks.data() + l.error, l.scope);
+  block(t.code, blocks.data() + l.error + l.scope, l.code);
+  return assemble(blocks.data(), blocks.data() + l.error, blocks.data() + l.error + l.scope);
 }
 
 Result<std::vector<std::vector<float>>> HashedTfidfEmbedder::embed(const std::vector<EmbedText>& inputs) {

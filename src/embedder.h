@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -49,9 +50,12 @@ struct HashedTfidfOptions {
 };
 
 // Sparse term counts of one document, per part.
+using TermMap = std::unordered_map<uint64_t, float>;
 struct TermCounts {
-  std::unordered_map<uint64_t, float> error, scope, code;
+  TermMap error, scope, code;
 };
+// Document frequencies: term -> number of documents holding it.
+using DocumentFrequencies = std::unordered_map<uint64_t, uint32_t>;
 
 class HashedTfidfEmbedder final : public Embedder {
  public:
@@ -61,12 +65,33 @@ class HashedTfidfEmbedder final : public Embedder {
   Result<std::vector<std::vector<float>>> embed(const std::vector<EmbedText>& inputs) override;
 
   TermCounts count_terms(const EmbedText& text);
-  // Learns document frequencies, one document at a time: fit_begin, fit_add for each, fit_end.
+  // The parts counted one at a time, so a knowledge base counts each test-file version (code) and each failing test
+  // in it (scope) once, however many cases share them. Thread-safe (no state is touched).
+  TermMap error_terms(std::string_view message) const;
+  static TermMap scope_terms(std::string_view scope_code);
+  static TermMap code_terms(std::string_view code);
+  // Adds the terms of one part to `df` as if `documents` documents held it.
+  static void count_documents(const TermMap& part, uint32_t documents, DocumentFrequencies& df);
+
+  // Learns document frequencies, one document at a time: fit_begin, fit_add for each (or fit_merge of frequencies
+  // counted elsewhere, e.g. by worker threads), fit_end.
   void fit_begin();
   void fit_add(const TermCounts& doc);
+  void fit_merge(const DocumentFrequencies& df, uint64_t documents);
   void fit_end();
   std::vector<float> vectorize(const TermCounts& terms) const;
   size_t fitted_documents() const { return documents_; }
+
+  // The vector's three blocks (error message, the test's scope, the whole code), in that order.
+  struct Layout {
+    size_t error = 0, scope = 0, code = 0;
+  };
+  Layout layout() const;
+  // One block: TF-IDF weights hashed into `n` buckets, L2-normalised. Thread-safe after fit_end.
+  void block(const TermMap& terms, float* out, size_t n) const;
+  // The whole vector from its three blocks (as block() made them): weighted and L2-normalised. vectorize() is
+  // block() three times and assemble(), so vectors put together from cached blocks are bit-identical.
+  std::vector<float> assemble(const float* error, const float* scope, const float* code) const;
 
   // Document frequencies persist beside the vector index (binary, little-endian, with a header).
   Status save(const std::filesystem::path& path) const;
@@ -75,10 +100,10 @@ class HashedTfidfEmbedder final : public Embedder {
  private:
   float idf(uint64_t term) const;
   HashedTfidfOptions options_;
-  std::unordered_map<uint64_t, uint32_t> df_;
+  DocumentFrequencies df_;
   uint64_t documents_ = 0;
   uint64_t df_digest_ = 0;
-  std::unordered_map<uint64_t, std::unordered_map<uint64_t, float>> code_cache_;  // by code hash
+  std::unordered_map<uint64_t, TermMap> code_cache_;  // by code hash
 };
 
 struct OpenAiEmbedderOptions {

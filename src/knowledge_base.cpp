@@ -81,14 +81,20 @@ const char* kSchema3 = R"sql(
 CREATE INDEX IF NOT EXISTS failures_fault ON failures(fault_key);
 )sql";
 
+// Two FNV-1a hashes of the content with different seeds, in one pass (the two streams run side by side).
 std::string blob_sha(std::string_view content) {
-  return hex64(fnv1a64(content)) + hex64(fnv1a64(content, 0x84222325cbf29ce4ULL)) + "-" +
-         std::to_string(content.size());
+  uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
+  for (char ch : content) {
+    const auto c = static_cast<unsigned char>(ch);
+    a = (a ^ c) * 0x100000001b3ULL;
+    b = (b ^ c) * 0x100000001b3ULL;
+  }
+  return hex64(a) + hex64(b) + "-" + std::to_string(content.size());
 }
 
-std::string record_hash(const Case& c) {
-  uint64_t h = fnv1a64(c.record.dump());
-  h = fnv1a64(content_key(c), h);
+std::string record_hash(const std::string& record, const std::string& key) {
+  uint64_t h = fnv1a64(record);
+  h = fnv1a64(key, h);
   return hex64(h);
 }
 
@@ -329,13 +335,16 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       "INSERT INTO cases(id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash) "
       "VALUES (?,?,?,?,?,?,?,?)");
   auto ins_blob = db_->prepare("INSERT OR IGNORE INTO blobs(sha, content) VALUES (?, ?)");
+  auto has_blob = db_->prepare("SELECT 1 FROM blobs WHERE sha = ?");
   auto ins_file = db_->prepare("INSERT INTO case_files(case_rowid, ord, path, blob_sha) VALUES (?,?,?,?)");
-  for (auto* st : {&find, &del, &ins, &ins_blob, &ins_file})
+  for (auto* st : {&find, &del, &ins, &ins_blob, &has_blob, &ins_file})
     if (!*st) return std::unexpected(st->error());
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const std::string where = i < origins.size() ? origins[i].where + ": " : std::string();
-    const std::string hash = record_hash(c);
+    const std::string key = content_key(c);
+    const std::string record = c.record.dump();
+    const std::string hash = record_hash(record, key);
     find->bind(1, c.id);
     auto found = find->step();
     if (!found) return std::unexpected(found.error());
@@ -357,12 +366,18 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       ++summary.added;
     }
     ins->bind(1, c.id).bind(2, c.test_id).bind(3, c.failure_epoch).bind(4, int64_t{c.labelled() ? 1 : 0});
-    ins->bind(5, content_key(c)).bind(6, c.error_message).bind(7, c.record.dump()).bind(8, hash);
+    ins->bind(5, key).bind(6, c.error_message).bind(7, record).bind(8, hash);
     if (auto s = ins->run(); !s) return std::unexpected(s.error());
     const int64_t rowid = sqlite3_last_insert_rowid(db_->handle());
     for (size_t ord = 0; ord < c.files.size(); ++ord) {
       const std::string sha = blob_sha(c.files[ord].content);
-      if (auto s = ins_blob->bind(1, sha).bind(2, c.files[ord].content).run(); !s) return std::unexpected(s.error());
+      // Most cases share a stored version: look before binding its content.
+      has_blob->bind(1, sha);
+      auto present = has_blob->step();
+      if (!present) return std::unexpected(present.error());
+      has_blob->reset();
+      if (!*present)
+        if (auto s = ins_blob->bind(1, sha).bind(2, c.files[ord].content).run(); !s) return std::unexpected(s.error());
       ins_file->bind(1, rowid).bind(2, static_cast<int64_t>(ord)).bind(3, c.files[ord].path).bind(4, sha);
       if (auto s = ins_file->run(); !s) return std::unexpected(s.error());
     }
@@ -482,32 +497,61 @@ Result<int64_t> KnowledgeBase::generation() {
   return *v ? std::stoll(**v) : 0;
 }
 
-Status KnowledgeBase::put_embeddings(const std::string& embedder, const std::vector<int64_t>& rowids,
-                                     const std::vector<float>& vectors, size_t dimension) {
-  auto tx = SqliteTransaction::begin(*db_);
-  if (!tx) return std::unexpected(tx.error());
-  auto st = db_->prepare("INSERT OR REPLACE INTO embeddings(case_rowid, embedder, vector) VALUES (?,?,?)");
+Status KnowledgeBase::for_each_sketch(const std::function<Status(CaseSketch&&)>& fn) {
+  auto st = db_->prepare(
+      "SELECT c.rowid, c.test_id, c.labelled, f.path, f.blob_sha FROM cases c JOIN case_files f ON f.case_rowid = c.rowid "
+      "ORDER BY c.rowid, f.ord");
   if (!st) return std::unexpected(st.error());
-  for (size_t i = 0; i < rowids.size(); ++i) {
-    st->bind(1, rowids[i]).bind(2, embedder).bind_blob(3, vectors.data() + i * dimension, dimension * sizeof(float));
-    if (auto s = st->run(); !s) return s;
-  }
-  return tx->commit();
-}
-
-Result<std::vector<std::pair<int64_t, std::vector<float>>>> KnowledgeBase::embeddings(const std::string& embedder) {
-  auto st = db_->prepare("SELECT case_rowid, vector FROM embeddings WHERE embedder = ? ORDER BY case_rowid");
-  if (!st) return std::unexpected(st.error());
-  st->bind(1, embedder);
-  std::vector<std::pair<int64_t, std::vector<float>>> out;
+  CaseSketch current;
   for (;;) {
     auto r = st->step();
     if (!r) return std::unexpected(r.error());
     if (!*r) break;
-    const auto b = st->blob(1);
-    std::vector<float> v(b.size() / sizeof(float));
-    std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
-    out.emplace_back(st->int64(0), std::move(v));
+    const int64_t rowid = st->int64(0);
+    if (rowid != current.rowid && current.rowid != 0) {
+      if (auto s = fn(std::move(current)); !s) return s;
+      current = CaseSketch{};
+    }
+    if (current.rowid == 0) {
+      current.rowid = rowid;
+      current.test_id = st->text(1);
+      current.labelled = st->int64(2) != 0;
+    }
+    current.files.emplace_back(st->text(3), st->text(4));
+  }
+  if (current.rowid != 0)
+    if (auto s = fn(std::move(current)); !s) return s;
+  return {};
+}
+
+Result<std::vector<std::string>> KnowledgeBase::blobs(const std::vector<std::string>& keys) {
+  auto st = db_->prepare("SELECT content FROM blobs WHERE sha = ?");
+  if (!st) return std::unexpected(st.error());
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const auto& key : keys) {
+    st->bind(1, key);
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) return fail(db_path().string() + ": no file content with key " + key);
+    out.push_back(st->text(0));
+    st->reset();
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> KnowledgeBase::error_messages(const std::vector<int64_t>& rowids) {
+  auto st = db_->prepare("SELECT error_message FROM cases WHERE rowid = ?");
+  if (!st) return std::unexpected(st.error());
+  std::vector<std::string> out;
+  out.reserve(rowids.size());
+  for (int64_t rowid : rowids) {
+    st->bind(1, rowid);
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) return fail(db_path().string() + ": no case with rowid " + std::to_string(rowid));
+    out.push_back(st->text(0));
+    st->reset();
   }
   return out;
 }

@@ -74,11 +74,21 @@ class KnowledgeBase {
   // Bumped by every change to the cases; the vector index records the generation it was built from.
   Result<int64_t> generation();
 
-  // Embeddings are stored per case and per embedder identity (a string that changes whenever vectors would).
-  // `vectors` holds rowids.size() vectors of `dimension` floats, row-major.
-  Status put_embeddings(const std::string& embedder, const std::vector<int64_t>& rowids, const std::vector<float>& vectors,
-                        size_t dimension);
-  Result<std::vector<std::pair<int64_t, std::vector<float>>>> embeddings(const std::string& embedder);
+  // What embedding a case needs besides its error message, without reading its record or file contents: the files
+  // are named by their content's key (cases that share a test-file version share the key). In rowid order.
+  struct CaseSketch {
+    int64_t rowid = 0;
+    std::string test_id;
+    bool labelled = false;
+    std::vector<std::pair<std::string, std::string>> files;  // path, content key (see blob())
+  };
+  Status for_each_sketch(const std::function<Status(CaseSketch&&)>& fn);
+  // File contents by their keys, and error messages by rowids, in the order asked; an error naming the store when
+  // one is absent.
+  Result<std::vector<std::string>> blobs(const std::vector<std::string>& keys);
+  Result<std::vector<std::string>> error_messages(const std::vector<int64_t>& rowids);
+
+  // Stores before the vector index kept a copy of every vector here (table `embeddings`, never read): empties it.
   Status clear_embeddings();
 
   // Removes the cases with these ids (absent ids are ignored), in one transaction. Returns how many were removed.

@@ -444,11 +444,12 @@ struct PythonParser::Impl {
   struct Recent {
     std::string source;
     std::unique_ptr<TSTree, TreeDeleter> tree;
+    std::vector<size_t> starts;  // line_starts(source)
   };
   std::deque<Recent> recent;  // most recent last
   size_t keep = 4;
   std::unordered_map<std::string, Recent> by_path;  // the last version seen of each file
-  static constexpr size_t kMaxPaths = 16;
+  static constexpr size_t kMaxPaths = 64;  // trees of the last version of this many files (a few MB each at most)
 };
 
 PythonParser::PythonParser(size_t keep) : impl_(std::make_unique<Impl>()) {
@@ -459,43 +460,91 @@ PythonParser::~PythonParser() = default;
 PythonParser::PythonParser(PythonParser&&) noexcept = default;
 PythonParser& PythonParser::operator=(PythonParser&&) noexcept = default;
 
+namespace {
+
+struct ByteEdit {
+  size_t old_start = 0, old_end = 0, new_start = 0, new_end = 0;
+};
+
+std::vector<size_t> line_starts(std::string_view s) {
+  std::vector<size_t> out{0};
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] == '\n') out.push_back(i + 1);
+  if (out.back() != s.size()) out.push_back(s.size());  // the end of a last line without a newline
+  return out;
+}
+
+// The edits that turn `old` into `now`, and how many bytes of `now` they leave untouched. With the same number of
+// lines (a changed assertion, a literal, a comment), one edit per run of differing lines, so changes far apart in a
+// large file still share the rest; otherwise one edit between the common prefix and the common suffix.
+size_t diff_edits(std::string_view old, const std::vector<size_t>& a, std::string_view now, const std::vector<size_t>& b,
+                  std::vector<ByteEdit>& edits) {
+  edits.clear();
+  constexpr size_t kMaxRuns = 64;
+  if (a.size() == b.size()) {
+    size_t changed = 0;
+    const size_t lines = a.size() - 1;
+    for (size_t i = 0; i < lines && edits.size() <= kMaxRuns;) {
+      const auto same = [&](size_t l) { return old.substr(a[l], a[l + 1] - a[l]) == now.substr(b[l], b[l + 1] - b[l]); };
+      if (same(i)) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < lines && !same(j)) ++j;
+      edits.push_back({a[i], a[j], b[i], b[j]});
+      changed += b[j] - b[i];
+      i = j;
+    }
+    if (edits.size() <= kMaxRuns) return now.size() - changed;
+    edits.clear();
+  }
+  const size_t limit = std::min(old.size(), now.size());
+  size_t prefix = 0;
+  while (prefix < limit && old[prefix] == now[prefix]) ++prefix;
+  size_t suffix = 0;
+  while (suffix < limit - prefix && old[old.size() - 1 - suffix] == now[now.size() - 1 - suffix]) ++suffix;
+  edits.push_back({prefix, old.size() - suffix, prefix, now.size() - suffix});
+  return prefix + suffix;
+}
+
+}  // namespace
+
 const TSTree* PythonParser::parse(std::string_view source, std::string_view path) {
   if (!impl_->language_ok || source.size() > std::numeric_limits<uint32_t>::max()) return nullptr;
-  // Reparse incrementally from the recent version that shares the most text (common prefix + suffix), when it
-  // shares at least half: one edit spanning the difference. Same tree as a full parse, a fraction of the time.
+  // Reparse incrementally from the recent version that shares the most text, when it shares at least half: its tree
+  // edited where the texts differ (tree-sitter's ts_tree_edit). Same tree as a full parse, a fraction of the time.
   Impl::Recent* base = nullptr;
-  size_t best_shared = 0, best_prefix = 0, best_suffix = 0;
+  size_t best_shared = 0;
+  std::vector<ByteEdit> edits, best_edits;
   std::vector<Impl::Recent*> candidates;
   for (auto& r : impl_->recent) candidates.push_back(&r);
   if (!path.empty())
     if (auto it = impl_->by_path.find(std::string(path)); it != impl_->by_path.end()) candidates.push_back(&it->second);
+  std::vector<size_t> starts = line_starts(source);
   for (Impl::Recent* cand : candidates) {
-    Impl::Recent& r = *cand;
-    const std::string_view old = r.source;
-    const size_t limit = std::min(old.size(), source.size());
-    size_t prefix = 0;
-    while (prefix < limit && old[prefix] == source[prefix]) ++prefix;
-    size_t suffix = 0;
-    while (suffix < limit - prefix && old[old.size() - 1 - suffix] == source[source.size() - 1 - suffix]) ++suffix;
-    if (prefix + suffix > best_shared) {
-      best_shared = prefix + suffix;
-      best_prefix = prefix;
-      best_suffix = suffix;
-      base = &r;
+    const size_t shared = diff_edits(cand->source, cand->starts, source, starts, edits);
+    if (shared > best_shared) {
+      best_shared = shared;
+      best_edits.swap(edits);
+      base = cand;
     }
   }
   TSTree* tree = nullptr;
   if (base && best_shared * 2 >= source.size()) {
     const std::string_view old = base->source;
-    TSInputEdit edit;
-    edit.start_byte = static_cast<uint32_t>(best_prefix);
-    edit.old_end_byte = static_cast<uint32_t>(old.size() - best_suffix);
-    edit.new_end_byte = static_cast<uint32_t>(source.size() - best_suffix);
-    edit.start_point = point_at(old, edit.start_byte);
-    edit.old_end_point = point_at(old, edit.old_end_byte);
-    edit.new_end_point = point_at(source, edit.new_end_byte);
     std::unique_ptr<TSTree, TreeDeleter> edited(ts_tree_copy(base->tree.get()));
-    ts_tree_edit(edited.get(), &edit);
+    // Last edit first: the earlier ones' positions stay those of the old text.
+    for (auto it = best_edits.rbegin(); it != best_edits.rend(); ++it) {
+      TSInputEdit edit;
+      edit.start_byte = static_cast<uint32_t>(it->old_start);
+      edit.old_end_byte = static_cast<uint32_t>(it->old_end);
+      edit.new_end_byte = static_cast<uint32_t>(it->old_start + (it->new_end - it->new_start));
+      edit.start_point = point_at(old, it->old_start);
+      edit.old_end_point = point_at(old, it->old_end);
+      edit.new_end_point = point_at(source, it->new_end);
+      ts_tree_edit(edited.get(), &edit);
+    }
     tree = ts_parser_parse_string(impl_->parser.get(), edited.get(), source.data(), static_cast<uint32_t>(source.size()));
   } else {
     tree = ts_parser_parse_string(impl_->parser.get(), nullptr, source.data(), static_cast<uint32_t>(source.size()));
@@ -503,9 +552,9 @@ const TSTree* PythonParser::parse(std::string_view source, std::string_view path
   if (tree) {
     if (!path.empty()) {
       if (impl_->by_path.size() >= Impl::kMaxPaths && !impl_->by_path.contains(std::string(path))) impl_->by_path.clear();
-      impl_->by_path[std::string(path)] = {std::string(source), std::unique_ptr<TSTree, TreeDeleter>(ts_tree_copy(tree))};
+      impl_->by_path[std::string(path)] = {std::string(source), std::unique_ptr<TSTree, TreeDeleter>(ts_tree_copy(tree)), starts};
     }
-    impl_->recent.push_back({std::string(source), std::unique_ptr<TSTree, TreeDeleter>(tree)});
+    impl_->recent.push_back({std::string(source), std::unique_ptr<TSTree, TreeDeleter>(tree), std::move(starts)});
     if (impl_->recent.size() > impl_->keep) impl_->recent.pop_front();
   }
   return tree;  // owned by impl_->recent until later parses push it out

@@ -308,4 +308,47 @@ TEST(Localizer, reports_the_gate_and_explains_it_on_the_failing_statement) {
       << ::testing::PrintToString(top.reasons);
 }
 
+
+TEST(build_index, vectors_built_per_version_on_threads_equal_each_case_embedded_alone) {
+  // Cases sharing a test-file version (and a failing test) are embedded from shared blocks on several threads; each
+  // vector must be bit-identical to embedding the case alone with the same statistics.
+  TempDir dir;
+  auto kb = std::move(*KnowledgeBase::open(dir / "kb", true));
+  std::vector<Case> cases = corpus();
+  const size_t base = cases.size();
+  for (size_t i = 0; i < base; ++i)
+    for (int copy = 0; copy < 3; ++copy) {
+      nlohmann::json j = case_to_json(cases[i]);
+      j["id"] = cases[i].id + "-copy" + std::to_string(copy);
+      j["error_message"] = cases[i].error_message + "\nattempt " + std::to_string(copy);
+      cases.push_back(*case_from_json(j));
+    }
+  ASSERT_TRUE(kb->import_cases(cases, {}, false));
+  std::string identity;
+  for (unsigned threads : {1u, 3u}) {
+    IndexBuildOptions options;
+    options.threads = threads;
+    auto report = build_index(*kb, {}, options);
+    ASSERT_TRUE(report) << report.error().message;
+    EXPECT_EQ(report->threads, threads);
+    EXPECT_EQ(report->versions, base);  // every copy shares its original's version
+    EXPECT_EQ(report->scopes, base);
+    if (identity.empty()) identity = report->embedder;
+    EXPECT_EQ(report->embedder, identity);  // the statistics do not depend on the thread count
+    std::vector<std::string> notes;
+    auto engine = SearchEngine::open(*kb, {}, notes);
+    ASSERT_TRUE(engine) << engine.error().message;
+    auto entries = kb->entries();
+    ASSERT_TRUE(entries);
+    ASSERT_EQ(entries->size(), cases.size());
+    for (const auto& e : *entries) {
+      auto c = kb->load(e.rowid);
+      ASSERT_TRUE(c);
+      auto alone = (*engine)->embed(*c);
+      ASSERT_TRUE(alone);
+      EXPECT_EQ(*alone, (*engine)->index().vector(e.rowid)) << c->id;
+    }
+  }
+}
+
 }  // namespace spark

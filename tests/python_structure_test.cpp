@@ -173,3 +173,39 @@ TEST(PythonParser, function_span_agrees_with_estimate_scope) {
 }
 
 }  // namespace spark
+
+namespace spark {
+
+TEST(PythonParser, reparses_edits_far_apart_as_a_fresh_parse_would) {
+  // Two versions of a large file changed at its top and at its bottom (mutations of different tests): the reparse
+  // edits the old tree in each place; the structure must equal a fresh parse's, also when an edit opens a block or
+  // the file has no final newline.
+  std::string a;
+  for (int i = 0; i < 300; ++i)
+    a += "def test_" + std::to_string(i) + "():\n    x = " + std::to_string(i) + "\n    assert x == " + std::to_string(i) + "\n\n";
+  a += "def test_last():\n    assert True";
+  std::vector<std::string> versions;
+  std::string b = a;
+  b.replace(b.find("x = 3\n"), 5, "x = 4");
+  b.replace(b.find("x = 290\n"), 7, "if x: (");
+  versions.push_back(b);
+  std::string c = a;
+  c.replace(c.find("assert x == 10\n"), 14, "assert x == 10  # note");
+  c.replace(c.find("assert True"), 11, "assert False, 'no'");
+  versions.push_back(c);
+  versions.push_back(a);
+  PythonParser parser;
+  (void)parser.analyze(a, "tests/test_big.py");
+  for (const auto& v : versions) {
+    const auto inc = parser.analyze(v, "tests/test_big.py");
+    const auto fresh = analyze_python(v);
+    EXPECT_EQ(inc.has_syntax_errors, fresh.has_syntax_errors);
+    EXPECT_EQ(inc.statement, fresh.statement);
+    EXPECT_EQ(inc.block, fresh.block);
+    EXPECT_EQ(inc.function, fresh.function);
+    EXPECT_EQ(inc.kind, fresh.kind);
+    ASSERT_EQ(inc.functions.size(), fresh.functions.size());
+  }
+}
+
+}  // namespace spark
