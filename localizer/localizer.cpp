@@ -139,13 +139,17 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   std::error_code ec;
   if (!fs::exists(dir / "manifest.json", ec))
     return fail("no vector index in " + dir.string() + ": run `spark index`");
-  auto manifest = VectorIndex::read_manifest(dir);
-  if (!manifest) return std::unexpected(manifest.error());
+  // One manifest for everything loaded: the index verifies its files and the extra ones against it.
+  auto loaded = VectorIndex::load(dir, VectorIndexOptions{});
+  if (!loaded) return std::unexpected(loaded.error());
+  const IndexManifest* manifest = &loaded->second;
   if (config.kind.empty()) config.kind = manifest->embedder.starts_with("openai/") ? "openai" : "builtin";
   if (auto s = check_embedder_kind(config); !s) return std::unexpected(s.error());
   std::unique_ptr<Embedder> embedder = make_embedder(config);
   if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
-    if (auto s = builtin->load(dir / kDfFile); !s) return std::unexpected(s.error());
+    const std::string df = manifest->file_of(kDfFile);
+    if (df.empty()) return fail((dir / "manifest.json").string() + ": names no document frequencies (" + kDfFile + ")");
+    if (auto s = builtin->load(dir / df); !s) return std::unexpected(s.error());
   }
   if (config.kind == "builtin" && embedder->identity() != manifest->embedder)
     return fail(dir.string() + ": the index was built with embedder \"" + manifest->embedder +
@@ -153,12 +157,13 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   if (config.kind == "openai" && !manifest->embedder.starts_with(embedder->identity()))
     return fail(dir.string() + ": the index was built with embedder \"" + manifest->embedder +
                 "\", the configuration asks for \"" + embedder->identity() + "\": run `spark index --rebuild`");
-  auto loaded = VectorIndex::load(dir, VectorIndexOptions{});
-  if (!loaded) return std::unexpected(loaded.error());
-  auto ranker = RankerModel::load(dir / kRankerFile);
+  const std::string ranker_file = manifest->file_of(kRankerFile);
+  if (ranker_file.empty()) return fail((dir / "manifest.json").string() + ": names no ranker (" + kRankerFile + ")");
+  auto ranker = RankerModel::load(dir / ranker_file);
   if (!ranker) return std::unexpected(ranker.error());
   std::unique_ptr<SearchEngine> engine(new SearchEngine(std::move(embedder), std::move(loaded->first), std::move(*ranker)));
   engine->embedder_identity_ = manifest->embedder;
+  for (const auto& e : manifest->extra_files) engine->extras_.push_back({e.name, e.file});
 
   auto generation = kb.generation();
   if (!generation) return std::unexpected(generation.error());
@@ -174,15 +179,19 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
       if (!engine->index_.contains(e.rowid)) missing.push_back(e.rowid);
     if (missing.size() + engine->index_.size() != present.size())
       return fail(dir.string() + ": the index does not match the knowledge base: run `spark index --rebuild`");
+    std::unordered_map<int64_t, int64_t> group;
+    for (const auto& e : *entries) group[e.rowid] = static_cast<int64_t>(fnv1a64(e.test_id));
     std::vector<float> flat;
+    std::vector<int64_t> groups;
     for (int64_t rowid : missing) {
       auto c = kb.load(rowid);
       if (!c) return std::unexpected(c.error());
       auto v = engine->embed(*c);
       if (!v) return std::unexpected(v.error());
       flat.insert(flat.end(), v->begin(), v->end());
+      groups.push_back(group.at(rowid));
     }
-    engine->index_.add(missing, flat);
+    engine->index_.add(missing, flat, groups);
     engine->added_ids_ = missing;
     if (!missing.empty())
       notes.push_back("the index lacked " + std::to_string(missing.size()) +
@@ -194,9 +203,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
 Status SearchEngine::persist(KnowledgeBase& kb) const {
   auto generation = kb.generation();
   if (!generation) return std::unexpected(generation.error());
-  std::vector<std::string> extra = {kRankerFile};
-  if (dynamic_cast<const HashedTfidfEmbedder*>(embedder_.get())) extra.push_back(kDfFile);
-  return index_.save(kb.index_dir(), embedder_identity_, *generation, extra);
+  return index_.save(kb.index_dir(), embedder_identity_, *generation, extras_);
 }
 
 Result<std::vector<float>> SearchEngine::embed(const Case& c) {
@@ -520,6 +527,8 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   double add_seconds = 0;
   size_t dim = 0;
   if (auto s = kb.clear_embeddings(); !s) return std::unexpected(s.error());
+  std::unordered_map<int64_t, int64_t> group_of;
+  for (const auto& e : *entries) group_of[e.rowid] = static_cast<int64_t>(fnv1a64(e.test_id));
   const auto add = [&](const std::vector<int64_t>& rowids, const std::vector<float>& vectors) -> Status {
     if (rowids.empty()) return {};
     if (!index) {
@@ -527,8 +536,11 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
       index.emplace(VectorIndex::for_count(dim, entries->size(), options.index));
     }
     if (vectors.size() != rowids.size() * dim) return fail("the embedder returned vectors of different dimensions");
+    // A test's cases form one group: the HNSW search scores its near-duplicates exactly.
+    std::vector<int64_t> groups;
+    for (int64_t rowid : rowids) groups.push_back(group_of.at(rowid));
     const auto ta = std::chrono::steady_clock::now();
-    index->add(rowids, vectors);
+    index->add(rowids, vectors, groups);
     add_seconds += seconds_since(ta);
     return {};
   };
@@ -595,13 +607,15 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
-  std::vector<std::string> extra = {kRankerFile};
+  // Every file of the new state under a new name; the manifest switches to them (old or new state after a crash).
+  std::vector<VectorIndex::Extra> extra = {{kRankerFile, VectorIndex::fresh_name("ranker", ".json")}};
   if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
-    if (auto s = builtin->save(dir / kDfFile); !s) return std::unexpected(s.error());
-    extra.push_back(kDfFile);
+    extra.push_back({kDfFile, VectorIndex::fresh_name("df", ".bin")});
+    if (auto s = builtin->save(dir / extra.back().file); !s) return std::unexpected(s.error());
   }
-  if (auto s = ranker->save(dir / kRankerFile); !s) return std::unexpected(s.error());
+  if (auto s = ranker->save(dir / extra.front().file); !s) return std::unexpected(s.error());
   if (auto s = index->save(dir, report.embedder, *generation, extra); !s) return std::unexpected(s.error());
+  report.vectors = index->distinct();
   return report;
 }
 

@@ -80,6 +80,7 @@ class SearchEngine {
   StructureCache structures_;
   std::string embedder_identity_;
   std::vector<int64_t> added_ids_;      // embedded since load
+  std::vector<VectorIndex::Extra> extras_;  // the loaded state's extra files (kept by persist)
 };
 
 struct IndexReport {

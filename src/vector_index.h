@@ -1,13 +1,19 @@
 // The vector index beside the knowledge base (DIR/index/): FAISS, inner product over L2-normalised vectors (= cosine).
 //
-// Small sets use an exact IndexFlatIP; from `hnsw_threshold` vectors on, IndexHNSWFlat. A search restricted to a
-// subset (a filtering policy) that is small runs exactly over the stored vectors with an id selector, because HNSW
-// with a narrow filter returns too few results (faiss 1.7.3). Ids are knowledge-base rowids, mapped by spark itself
-// (IndexIDMap2::search with parameters throws in 1.7.3).
+// Identical vectors (a test failing the same way on the same test-file version) share one entry that lists the cases
+// behind it. Small sets use an exact IndexFlatIP; from `hnsw_threshold` distinct vectors on, IndexHNSWFlat, and then
+// each search is refined exactly: every vector of the *groups* (the caller's key per case, e.g. its test id) of the
+// best few HNSW hits is scored against the query, so near-duplicates of one test (many failures of it) cannot hide
+// the closest of them from a graph walk. A search restricted to a subset (a filtering policy) that is small runs
+// exactly over the stored vectors with an id selector, because HNSW with a narrow filter returns too few results
+// (faiss 1.7.3). Ids are knowledge-base rowids, mapped by spark itself.
 //
-// On disk: vectors.faiss, ids.bin and manifest.json, which is written last and holds the format version, the
-// embedder identity, the knowledge-base generation the index was built from, and checksums of the other two files.
+// On disk: manifest.json names the data files of one saved state (vectors.<token>.faiss, ids.<token>.bin, and the
+// caller's extra files), with the format version, the embedder identity, the knowledge-base generation the index was
+// built from, and checksums. A save writes new files under new names and then replaces the manifest atomically, so a
+// crash at any point leaves either the old or the new state; the files of the replaced state are removed after.
 // An index whose files do not match their manifest is never used.
+// Thread safety: searches of one index may run concurrently; add and save need exclusive access.
 #pragma once
 
 #include <cstdint>
@@ -28,22 +34,31 @@ struct Index;
 namespace spark {
 
 struct VectorIndexOptions {
-  size_t hnsw_threshold = 20000;  // vectors from which HNSW is built
+  size_t hnsw_threshold = 8192;  // distinct vectors from which HNSW is built (below: exact search, ≤ ~6 ms a query)
   int hnsw_m = 32;
   int ef_construction = 64;
   int ef_search = 128;
   size_t exact_subset_limit = 20000;  // a policy subset this small is searched exactly
+  size_t refine_hits = 4;             // HNSW hits whose groups are scored exactly
+  size_t refine_limit = 16384;        // at most this many vectors scored exactly per search
 };
 
 struct IndexManifest {
-  int format = 1;
+  int format = 2;
   std::string embedder;
   int64_t generation = 0;
-  size_t count = 0;
+  size_t count = 0;    // cases
+  size_t vectors = 0;  // distinct vectors
   size_t dimension = 0;
   std::string kind;  // "flat" or "hnsw"
+  std::string vectors_file = "vectors.faiss", ids_file = "ids.bin";
   std::string vectors_checksum, ids_checksum;
-  std::vector<std::pair<std::string, std::string>> extra_files;  // name, checksum
+  struct Extra {
+    std::string name, file, checksum;  // logical name, file in the index folder, checksum
+  };
+  std::vector<Extra> extra_files;
+  // The file holding the extra `name` ("" when the manifest names none).
+  std::string file_of(const std::string& name) const;
 };
 
 struct SearchHit {
@@ -54,18 +69,19 @@ struct SearchHit {
 class VectorIndex {
  public:
   VectorIndex(size_t dimension, VectorIndexOptions options);
-  // An empty index of the kind `expected_count` vectors call for (HNSW from the threshold on), so a large build adds
-  // straight into HNSW instead of converting a full flat index.
+  // Kept for callers that know the final size; the index starts flat and becomes HNSW at the threshold.
   static VectorIndex for_count(size_t dimension, size_t expected_count, VectorIndexOptions options);
   ~VectorIndex();
   VectorIndex(VectorIndex&&) noexcept;
   VectorIndex& operator=(VectorIndex&&) noexcept;
 
-  // Adds vectors (row-major, dimension floats each). Switches to HNSW when the count crosses the threshold.
-  void add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors);
+  // Adds vectors (row-major, dimension floats each); `groups` (one per rowid, or empty: each case its own group)
+  // are the keys the HNSW refinement scores together. A vector identical to a stored one joins its entry.
+  // Switches to HNSW when the distinct count crosses the threshold.
+  void add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors, const std::vector<int64_t>& groups = {});
 
-  // Top-r by cosine. `allowed` (sorted or not) restricts the candidates; nullopt means all. `excluded` are never
-  // returned (the query itself, its duplicates).
+  // Top-r by cosine; equal similarities by rowid. `allowed` (sorted or not) restricts the candidates; nullopt means
+  // all. `excluded` are never returned (the query itself, its duplicates).
   std::vector<SearchHit> search(const float* query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
                                 const std::unordered_set<int64_t>& excluded) const;
 
@@ -76,27 +92,47 @@ class VectorIndex {
 
   // HNSW's search breadth (efSearch); larger finds closer neighbours, slower. No effect on a flat index.
   void set_ef_search(int ef) { options_.ef_search = ef; }
+  // Turns the exact refinement of HNSW hits off (0) or on (the default 4): for measuring what it adds.
+  void set_refine_hits(size_t n) { options_.refine_hits = n; }
 
-  size_t size() const { return ids_.size(); }
+  size_t size() const { return position_.size(); }       // cases
+  size_t distinct() const { return members_.size(); }    // distinct vectors (index entries)
   size_t dimension() const { return dimension_; }
   bool is_hnsw() const;
   bool contains(int64_t rowid) const;
 
-  // Saves into `dir`; `extra_files` (names inside `dir`, written before) are covered by the manifest's checksums too.
+  struct Extra {
+    std::string name, file;  // logical name, file written in the index folder before save()
+  };
+  // Saves into `dir` under new file names, then the manifest; `extra_files` are covered by the manifest's checksums
+  // and named by it. Returns after removing the files of the state it replaced.
   Status save(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
-              const std::vector<std::string>& extra_files = {}) const;
-  // Loads and verifies against the manifest; errors name the file ("…/vectors.faiss: checksum mismatch").
+              const std::vector<Extra>& extra_files = {}) const;
+  // Loads and verifies against the manifest; errors name the file ("…/vectors.….faiss: checksum mismatch").
   static Result<std::pair<VectorIndex, IndexManifest>> load(const std::filesystem::path& dir,
                                                            VectorIndexOptions options);
   static Result<IndexManifest> read_manifest(const std::filesystem::path& dir);
+  // A fresh name for a file of the next saved state: "<stem>.<unique token><ext>".
+  static std::string fresh_name(const std::string& stem, const std::string& ext);
 
  private:
   void rebuild_as_hnsw();
+  const float* stored(int64_t position) const;  // the flat storage's row
+  void ensure_hashes();
+  std::vector<SearchHit> expand(const std::vector<std::pair<int64_t, float>>& positions, size_t r,
+                                const std::unordered_set<int64_t>* allowed,
+                                const std::unordered_set<int64_t>& excluded) const;
+  void refine(const float* query, std::vector<std::pair<int64_t, float>>& hits,
+              const std::unordered_set<int64_t>* allowed) const;
   size_t dimension_;
   VectorIndexOptions options_;
   std::unique_ptr<faiss::Index> index_;
-  std::vector<int64_t> ids_;  // position -> rowid
-  std::unordered_map<int64_t, int64_t> position_;
+  std::vector<std::vector<int64_t>> members_;             // position -> rowids (ascending insertion)
+  std::unordered_map<int64_t, int64_t> position_;         // rowid -> position
+  std::unordered_map<int64_t, int64_t> group_of_;         // rowid -> group
+  std::unordered_map<int64_t, std::vector<int64_t>> group_positions_;  // group -> distinct positions
+  std::unordered_multimap<uint64_t, int64_t> by_hash_;    // vector bytes' hash -> position (built on first add)
+  bool hashed_ = true;
 };
 
 // A fast 64-bit checksum of a file's bytes (streamed), as 16 hex digits.

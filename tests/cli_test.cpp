@@ -248,11 +248,13 @@ TEST(cli, bad_test_files_and_messages_get_clear_errors_or_documented_handling) {
 TEST(cli, damaged_stores_and_indexes_fail_with_the_file_named_and_stay_untouched) {
   Workspace w;
   const std::string before = slurp(w.dir / ".spark" / "kb.sqlite");
-  const std::string vectors = slurp(w.dir / ".spark" / "index" / "vectors.faiss");
-  write_file(w.dir / ".spark" / "index" / "vectors.faiss", vectors.substr(0, vectors.size() - 100));
+  const std::string vectors_file =
+      nlohmann::json::parse(slurp(w.dir / ".spark" / "index" / "manifest.json")).at("vectors_file").get<std::string>();
+  const std::string vectors = slurp(w.dir / ".spark" / "index" / vectors_file);
+  write_file(w.dir / ".spark" / "index" / vectors_file, vectors.substr(0, vectors.size() - 100));
   auto truncated = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt"}, w.dir.path());
   EXPECT_EQ(truncated.exit_code, 1);
-  EXPECT_NE(truncated.err.find(".spark/index/vectors.faiss: checksum mismatch"), std::string::npos) << truncated.err;
+  EXPECT_NE(truncated.err.find(".spark/index/" + vectors_file + ": checksum mismatch"), std::string::npos) << truncated.err;
   auto rebuilt = run_spark({"index", "--rebuild"}, w.dir.path());
   EXPECT_EQ(rebuilt.exit_code, 0) << rebuilt.err;
 

@@ -73,16 +73,108 @@ TEST(VectorIndex, round_trips_through_disk_and_refuses_damaged_files) {
   EXPECT_EQ(loaded->second.embedder, "emb-1");
   EXPECT_EQ(loaded->first.search(&v[dim], 1, std::nullopt, {})[0].rowid, 17);
 
-  const std::string bytes = testing::slurp(dir / "index" / "vectors.faiss");
-  testing::write_file(dir / "index" / "vectors.faiss", bytes.substr(0, bytes.size() / 2));
+  const std::string file = loaded->second.vectors_file;
+  EXPECT_TRUE(file.starts_with("vectors.") && file.ends_with(".faiss")) << file;
+  const std::string bytes = testing::slurp(dir / "index" / file);
+  testing::write_file(dir / "index" / file, bytes.substr(0, bytes.size() / 2));
   auto truncated = VectorIndex::load(dir / "index", {});
   ASSERT_FALSE(truncated);
-  EXPECT_NE(truncated.error().message.find("vectors.faiss: checksum mismatch"), std::string::npos);
+  EXPECT_NE(truncated.error().message.find(file + ": checksum mismatch"), std::string::npos);
 
   std::filesystem::remove(dir / "index" / "manifest.json");
   auto no_manifest = VectorIndex::load(dir / "index", {});
   ASSERT_FALSE(no_manifest);
   EXPECT_NE(no_manifest.error().message.find("manifest.json"), std::string::npos);
+}
+
+TEST(VectorIndex, identical_vectors_share_an_entry_and_all_their_cases_are_found) {
+  const size_t dim = 8;
+  auto v = random_unit_vectors(3, dim, 5);
+  std::vector<float> all;
+  for (int copy = 0; copy < 4; ++copy) all.insert(all.end(), v.begin(), v.end());  // v[0]: rowids 7, 37, 67, 97
+  VectorIndex index(dim, {});
+  index.add(ids(12), all);
+  EXPECT_EQ(index.size(), 12u);
+  EXPECT_EQ(index.distinct(), 3u);
+  const auto hits = index.search(v.data(), 3, std::nullopt, {7});
+  ASSERT_EQ(hits.size(), 3u);
+  EXPECT_EQ(hits[0].rowid, 37);  // ties by rowid; 7 excluded
+  EXPECT_EQ(hits[1].rowid, 67);
+  EXPECT_EQ(hits[2].rowid, 97);
+  const auto subset = index.search(v.data(), 1, std::vector<int64_t>{17, 97, 47}, {});
+  ASSERT_EQ(subset.size(), 1u);
+  EXPECT_EQ(subset[0].rowid, 97);
+  EXPECT_EQ(index.vector(97), index.vector(7));
+  index.add({200}, std::vector<float>(v.begin() + dim, v.begin() + 2 * dim));  // a later duplicate joins too
+  EXPECT_EQ(index.distinct(), 3u);
+}
+
+TEST(VectorIndex, hnsw_search_scores_the_groups_of_its_hits_exactly) {
+  // Many near-duplicates of few tests (groups), as a long-lived knowledge base holds: the refined HNSW search must
+  // return the exact nearest for every query.
+  const size_t dim = 32, tests = 40, copies = 60;
+  auto centres = random_unit_vectors(tests, dim, 11);
+  auto noise = random_unit_vectors(tests * copies + 50, dim, 12);
+  std::vector<float> all;
+  std::vector<int64_t> rowids, groups;
+  for (size_t i = 0; i < tests * copies; ++i) {
+    std::vector<float> x(dim);
+    double norm = 0;
+    for (size_t d = 0; d < dim; ++d) {
+      x[d] = centres[(i % tests) * dim + d] + 0.05f * noise[i * dim + d];
+      norm += x[d] * x[d];
+    }
+    for (auto& f : x) f = static_cast<float>(f / std::sqrt(norm));
+    all.insert(all.end(), x.begin(), x.end());
+    rowids.push_back(static_cast<int64_t>(i));
+    groups.push_back(static_cast<int64_t>(i % tests));
+  }
+  VectorIndexOptions o;
+  o.hnsw_threshold = 500;
+  o.ef_search = 16;
+  VectorIndex index(dim, o);
+  index.add(rowids, all, groups);
+  ASSERT_TRUE(index.is_hnsw());
+  size_t same = 0, same_unrefined = 0;
+  const size_t queries = 50;
+  for (size_t q = 0; q < queries; ++q) {
+    const float* query = all.data() + ((q * 37) % (tests * copies)) * dim;
+    std::vector<float> perturbed(query, query + dim);
+    for (size_t d = 0; d < dim; ++d) perturbed[d] += 0.02f * noise[(tests * copies + q % 50) * dim + d];
+    const auto exact = index.search_exact(perturbed.data(), 1);
+    index.set_refine_hits(4);
+    const auto refined = index.search(perturbed.data(), 1, std::nullopt, {});
+    index.set_refine_hits(0);
+    const auto plain = index.search(perturbed.data(), 1, std::nullopt, {});
+    same += refined.at(0).similarity >= exact.at(0).similarity - 1e-6f;
+    same_unrefined += plain.at(0).similarity >= exact.at(0).similarity - 1e-6f;
+  }
+  EXPECT_EQ(same, queries);
+  EXPECT_LE(same_unrefined, same);
+}
+
+TEST(VectorIndex, a_save_replaces_the_old_state_whole_and_removes_its_files) {
+  testing::TempDir dir;
+  const size_t dim = 8;
+  auto v = random_unit_vectors(20, dim, 7);
+  VectorIndex index(dim, {});
+  index.add(ids(10), std::vector<float>(v.begin(), v.begin() + 10 * dim));
+  testing::write_file(dir / "index" / "extra.1", "one");
+  ASSERT_TRUE(index.save(dir / "index", "emb", 1, {{"extra", "extra.1"}}));
+  const auto first = VectorIndex::read_manifest(dir / "index");
+  ASSERT_TRUE(first);
+  index.add({10, 11}, std::vector<float>(v.begin() + 10 * dim, v.begin() + 12 * dim));
+  testing::write_file(dir / "index" / "extra.2", "two");
+  ASSERT_TRUE(index.save(dir / "index", "emb", 2, {{"extra", "extra.2"}}));
+  auto loaded = VectorIndex::load(dir / "index", {});
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(loaded->second.generation, 2);
+  EXPECT_EQ(loaded->first.size(), 12u);
+  EXPECT_EQ(loaded->second.file_of("extra"), "extra.2");
+  EXPECT_FALSE(std::filesystem::exists(dir / "index" / first->vectors_file));
+  EXPECT_FALSE(std::filesystem::exists(dir / "index" / first->ids_file));
+  EXPECT_FALSE(std::filesystem::exists(dir / "index" / "extra.1"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "index" / loaded->second.vectors_file));
 }
 
 }  // namespace spark
