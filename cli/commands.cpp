@@ -150,6 +150,24 @@ int cmd_index(const Common& common, const IndexArgs& args) {
                   (*kb)->index_dir().c_str(), m->count, m->kind.c_str());
       return 0;
     }
+    // Stale by cases added since (an import interrupted before its index update, records from other tools): embed
+    // those with the index's statistics and add them. A full build when cases were removed or replaced, when the
+    // embedder changed, or when the added cases exceed a quarter of the indexed ones (statistics and ranker stale).
+    auto count = (*kb)->count();
+    if (m && g && count && *count >= m->count && *count - m->count <= std::max<size_t>(1, m->count / 4)) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::string> notes;
+      auto engine = SearchEngine::open(**kb, common.embedder, notes);
+      if (engine) {
+        if (auto s = (*engine)->persist(**kb); !s) return report_error(s.error());
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics and the ranker are "
+                    "kept: `spark index --rebuild` refits them)\n",
+                    (*engine)->added_since_load(), secs, (*engine)->index().size());
+        return 0;
+      }
+      note("rebuilding the vector index: " + engine.error().message);
+    }
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto report = build_index(**kb, common.embedder, IndexBuildOptions{});

@@ -130,6 +130,14 @@ unsigned index_threads(unsigned asked) {
   return std::clamp(asked, 1u, 16u);
 }
 
+namespace {
+using VectorSink = std::function<Status(const std::vector<int64_t>&, const std::vector<float>&)>;
+// Embeds the stored cases `rowids` with the built-in embedder's statistics as they are, each test-file version once,
+// on worker threads; `sink` gets batches in rowid order.
+Status embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, const std::vector<int64_t>& rowids,
+                          const VectorSink& sink);
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------------------------
 // SearchEngine
 
@@ -181,17 +189,28 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
       return fail(dir.string() + ": the index does not match the knowledge base: run `spark index --rebuild`");
     std::unordered_map<int64_t, int64_t> group;
     for (const auto& e : *entries) group[e.rowid] = static_cast<int64_t>(fnv1a64(e.test_id));
-    std::vector<float> flat;
-    std::vector<int64_t> groups;
-    for (int64_t rowid : missing) {
-      auto c = kb.load(rowid);
-      if (!c) return std::unexpected(c.error());
-      auto v = engine->embed(*c);
-      if (!v) return std::unexpected(v.error());
-      flat.insert(flat.end(), v->begin(), v->end());
-      groups.push_back(group.at(rowid));
+    const auto add = [&](const std::vector<int64_t>& rowids, const std::vector<float>& flat) -> Status {
+      if (flat.size() != rowids.size() * engine->index_.dimension())
+        return fail("the embedder returned vectors of another dimension than the index's " +
+                    std::to_string(engine->index_.dimension()));
+      std::vector<int64_t> groups;
+      for (int64_t rowid : rowids) groups.push_back(group.at(rowid));
+      engine->index_.add(rowids, flat, groups);
+      return {};
+    };
+    if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(engine->embedder_.get())) {
+      if (auto s = embed_stored_cases(kb, *builtin, missing, add); !s) return std::unexpected(s.error());
+    } else {
+      std::vector<float> flat;
+      for (int64_t rowid : missing) {
+        auto c = kb.load(rowid);
+        if (!c) return std::unexpected(c.error());
+        auto v = engine->embed(*c);
+        if (!v) return std::unexpected(v.error());
+        flat.insert(flat.end(), v->begin(), v->end());
+      }
+      if (auto s = add(missing, flat); !s) return std::unexpected(s.error());
     }
-    engine->index_.add(missing, flat, groups);
     engine->added_ids_ = missing;
     if (!missing.empty())
       notes.push_back("the index lacked " + std::to_string(missing.size()) +
@@ -332,9 +351,11 @@ class VersionEmbedding {
   VersionEmbedding(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, unsigned threads)
       : kb_(kb), embedder_(embedder), threads_(threads), caches_(threads) {}
 
-  Status collect() {
+  // The cases to embed: all, or only those of `only` (all of whose rowids are at least `min_rowid`).
+  Status collect(const std::unordered_set<int64_t>* only = nullptr, int64_t min_rowid = 0) {
     std::unordered_map<std::string, size_t> version_of, scope_of;
-    auto s = kb_.for_each_sketch([&](KnowledgeBase::CaseSketch&& c) -> Status {
+    auto s = kb_.for_each_sketch(min_rowid, [&](KnowledgeBase::CaseSketch&& c) -> Status {
+      if (only && !only->contains(c.rowid)) return {};
       std::string vkey;
       for (const auto& [path, key] : c.files) vkey += key + "\n";
       auto [vit, vnew] = version_of.emplace(vkey, versions_.size());
@@ -375,23 +396,26 @@ class VersionEmbedding {
   size_t versions() const { return versions_.size(); }
   size_t scopes() const { return scopes_.size(); }
 
-  // Pass 1: document frequencies.
-  Status fit() {
+  // Pass 1: the failing tests' scopes and, with `fit`, document frequencies (else the embedder's are used).
+  Status fit(bool fit = true) {
     std::vector<DocumentFrequencies> df(threads_);
     scope_text_.assign(scopes_.size(), {});
     auto s = for_each_version_chunk([&](unsigned w, size_t vi, const std::string& code,
                                         const std::vector<std::string>& contents,
                                         const std::vector<std::string>& messages) {
       const Version& v = versions_[vi];
-      HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code), static_cast<uint32_t>(v.cases.size()), df[w]);
+      if (fit)
+        HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code), static_cast<uint32_t>(v.cases.size()), df[w]);
       for (size_t si : v.scopes) {
         const Scope& sc = scopes_[si];
         scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], caches_[w]);
-        HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
+        if (fit) HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
       }
-      for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
-    });
+      if (fit)
+        for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
+    }, /*messages=*/fit);
     if (!s) return s;
+    if (!fit) return {};
     embedder_.fit_begin();
     for (size_t w = 0; w < df.size(); ++w) {
       embedder_.fit_merge(df[w], w == 0 ? cases_.size() : 0);
@@ -503,6 +527,19 @@ class VersionEmbedding {
   std::vector<size_t> order_;  // versions in processing order
   std::vector<std::string> scope_text_;
 };
+
+Status embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, const std::vector<int64_t>& rowids,
+                          const VectorSink& sink) {
+  if (rowids.empty()) return {};
+  VersionEmbedding pass(kb, embedder, index_threads(0));
+  const std::unordered_set<int64_t> only(rowids.begin(), rowids.end());
+  if (auto s = pass.collect(&only, *std::min_element(rowids.begin(), rowids.end())); !s) return s;
+  if (pass.cases() != rowids.size())
+    return fail(kb.db_path().string() + ": " + std::to_string(rowids.size() - pass.cases()) +
+                " case(s) have no files (a damaged store)");
+  if (auto s = pass.fit(/*fit=*/false); !s) return s;
+  return pass.vectors(sink);
+}
 
 }  // namespace
 

@@ -497,11 +497,12 @@ Result<int64_t> KnowledgeBase::generation() {
   return *v ? std::stoll(**v) : 0;
 }
 
-Status KnowledgeBase::for_each_sketch(const std::function<Status(CaseSketch&&)>& fn) {
+Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Status(CaseSketch&&)>& fn) {
   auto st = db_->prepare(
       "SELECT c.rowid, c.test_id, c.labelled, f.path, f.blob_sha FROM cases c JOIN case_files f ON f.case_rowid = c.rowid "
-      "ORDER BY c.rowid, f.ord");
+      "WHERE c.rowid >= ? ORDER BY c.rowid, f.ord");
   if (!st) return std::unexpected(st.error());
+  st->bind(1, min_rowid);
   CaseSketch current;
   for (;;) {
     auto r = st->step();

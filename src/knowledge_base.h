@@ -75,14 +75,15 @@ class KnowledgeBase {
   Result<int64_t> generation();
 
   // What embedding a case needs besides its error message, without reading its record or file contents: the files
-  // are named by their content's key (cases that share a test-file version share the key). In rowid order.
+  // are named by their content's key (cases that share a test-file version share the key). In rowid order, from
+  // `min_rowid` on.
   struct CaseSketch {
     int64_t rowid = 0;
     std::string test_id;
     bool labelled = false;
     std::vector<std::pair<std::string, std::string>> files;  // path, content key (see blob())
   };
-  Status for_each_sketch(const std::function<Status(CaseSketch&&)>& fn);
+  Status for_each_sketch(int64_t min_rowid, const std::function<Status(CaseSketch&&)>& fn);
   // File contents by their keys, and error messages by rowids, in the order asked; an error naming the store when
   // one is absent.
   Result<std::vector<std::string>> blobs(const std::vector<std::string>& keys);

@@ -3,6 +3,7 @@
 // hook, and `--run` bisection with real pytest.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "knowledge_base.h"
 #include "mining_store.h"
 #include "test_runner.h"
+#include "vector_index.h"
 #include "json_schema.h"
 #include "test_util.h"
 
@@ -706,4 +708,119 @@ TEST(ci_post_failure_script, records_localizes_for_github_and_writes_sarif) {
 }
 
 }  // namespace
+
+namespace {
+
+// `n` cases over 6 tests, each case its own test-file version (a literal changes), ids from `first`.
+std::string index_corpus(int first, int n) {
+  std::string out;
+  for (int i = first; i < first + n; ++i) {
+    std::string code = "import os\n\n\n";
+    for (int t = 0; t < 6; ++t)
+      code += "def test_t" + std::to_string(t) + "():\n    value = os.path.join('a', 'b" + std::to_string(t) + "')\n" +
+              "    assert value == 'a/b" + std::to_string(t == i % 6 ? i : t) + "'\n\n\n";
+    const int t = i % 6;
+    nlohmann::json c = testing::sample_case("k" + std::to_string(i), code, 4 + 5 * t + 2,
+                                            "tests/test_x.py:" + std::to_string(4 + 5 * t + 2) + ": in test_t" +
+                                                std::to_string(t) + "\nE   AssertionError: assert 'a/b" +
+                                                std::to_string(t) + "' == 'a/b" + std::to_string(i) + "'",
+                                            day(1 + i % 20));
+    c["test_id"] = "tests/test_x.py::test_t" + std::to_string(t);
+    out += c.dump() + "\n";
+  }
+  return out;
+}
+
+// Runs spark with `args` in `dir`, kills it with SIGKILL after `delay`; true when the kill interrupted it.
+bool run_and_kill(const TempDir& dir, const std::vector<std::string>& args, std::chrono::microseconds delay) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(dir.path().c_str()) != 0) _exit(127);
+    std::vector<char*> argv = {const_cast<char*>(SPARK_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    dup2(null_fd, 1);
+    dup2(null_fd, 2);
+    execv(SPARK_BINARY, argv.data());
+    _exit(127);
+  }
+  std::this_thread::sleep_for(delay);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status);
+}
+
+std::string integrity(const std::filesystem::path& db_file) {
+  sqlite3* db = nullptr;
+  sqlite3_open(db_file.c_str(), &db);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr);
+  std::string out = sqlite3_step(st) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(st, 0)) : "?";
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+}  // namespace
+
+TEST(spark_index, a_killed_index_or_import_leaves_the_old_or_the_new_state_and_a_rerun_finishes) {
+  TempDir dir;
+  write_file(dir / "cases.jsonl", index_corpus(0, 240));
+  ASSERT_EQ(run_spark({"import", "cases.jsonl"}, dir.path()).exit_code, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto first = run_spark({"index"}, dir.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto full = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  const auto index_dir = dir / ".spark" / "index";
+
+  // kill -9 at ten points spread over a rebuild: the index on disk is always one whole state.
+  int killed = 0;
+  for (int step = 1; step <= 10; ++step) {
+    killed += run_and_kill(dir, {"index", "--rebuild"}, full * step / 11) ? 1 : 0;
+    auto loaded = VectorIndex::load(index_dir, {});
+    ASSERT_TRUE(loaded) << "after a kill at " << step << "/11 of a build: " << loaded.error().message;
+    EXPECT_EQ(loaded->first.size(), 240u);
+  }
+  EXPECT_GE(killed, 5);
+
+  // kill -9 during an import of 60 new cases (the store commits them, then the index is updated): the store holds
+  // the old or the new cases, whole; the index is a whole state; a re-run finishes both, nothing duplicated.
+  write_file(dir / "more.jsonl", index_corpus(240, 60));
+  TempDir probe;
+  write_file(probe / "cases.jsonl", index_corpus(0, 240));
+  ASSERT_EQ(run_spark({"import", "cases.jsonl"}, probe.path()).exit_code, 0);
+  ASSERT_EQ(run_spark({"index"}, probe.path()).exit_code, 0);
+  const auto t2 = std::chrono::steady_clock::now();
+  auto timed = run_spark({"import", (dir / "more.jsonl").string()}, probe.path());
+  ASSERT_EQ(timed.exit_code, 0) << timed.err;
+  const auto import_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t2);
+  killed = 0;
+  for (int step = 1; step <= 10; ++step) {
+    killed += run_and_kill(dir, {"import", "more.jsonl"}, import_time * step / 11) ? 1 : 0;
+    EXPECT_EQ(integrity(dir / ".spark" / "kb.sqlite"), "ok");
+    auto kb = KnowledgeBase::open(dir / ".spark", false);
+    ASSERT_TRUE(kb) << kb.error().message;
+    const size_t count = *(*kb)->count();
+    EXPECT_TRUE(count == 240 || count == 300) << count;
+    auto loaded = VectorIndex::load(index_dir, {});
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    EXPECT_TRUE(loaded->first.size() == 240 || loaded->first.size() == 300) << loaded->first.size();
+  }
+  EXPECT_GE(killed, 1);
+  auto again = run_spark({"import", "more.jsonl"}, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  auto index = run_spark({"index"}, dir.path());
+  ASSERT_EQ(index.exit_code, 0) << index.err;
+  EXPECT_TRUE(index.out.find("added") != std::string::npos || index.out.find("up to date") != std::string::npos)
+      << index.out;  // caught up incrementally, not rebuilt
+  auto kb = KnowledgeBase::open(dir / ".spark", false);
+  ASSERT_TRUE(kb);
+  EXPECT_EQ(*(*kb)->count(), 300u);
+  auto loaded = VectorIndex::load(index_dir, {});
+  ASSERT_TRUE(loaded);
+  EXPECT_EQ(loaded->first.size(), 300u);
+}
+
 }  // namespace spark

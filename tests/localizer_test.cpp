@@ -349,6 +349,26 @@ TEST(build_index, vectors_built_per_version_on_threads_equal_each_case_embedded_
       EXPECT_EQ(*alone, (*engine)->index().vector(e.rowid)) << c->id;
     }
   }
+  // Cases added after the build are embedded by version too when the index catches up: still bit-identical.
+  std::vector<Case> late;
+  for (size_t i = 0; i < 4; ++i) {
+    nlohmann::json j = case_to_json(cases[i]);
+    j["id"] = cases[i].id + "-late";
+    j["error_message"] = cases[i].error_message + "\nlate";
+    late.push_back(*case_from_json(j));
+  }
+  ASSERT_TRUE(kb->import_cases(late, {}, false));
+  std::vector<std::string> notes;
+  auto engine = SearchEngine::open(*kb, {}, notes);
+  ASSERT_TRUE(engine) << engine.error().message;
+  EXPECT_EQ((*engine)->added_since_load(), 4u);
+  for (const auto& c : late) {
+    auto rowid = kb->find(c.id);
+    ASSERT_TRUE(rowid && *rowid);
+    auto stored = kb->load(**rowid);
+    ASSERT_TRUE(stored);
+    EXPECT_EQ(*(*engine)->embed(*stored), (*engine)->index().vector(**rowid)) << c.id;
+  }
 }
 
 }  // namespace spark

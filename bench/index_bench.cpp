@@ -1,0 +1,121 @@
+// Micro-benchmarks of `spark index`'s two new steps, each against its peer in the same run:
+//   build/bench/spark_bench_index --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// - The built-in embedder per test-file version: N cases sharing one 70 KB test file embedded from shared code and
+//   scope blocks (HashedTfidfEmbedder::block + assemble, as build_index does) against each case embedded alone
+//   (count_terms + vectorize, as before; its code-term cache already spares the tokenising, not the hashing,
+//   copying and weighting).
+// - The collapse of identical vectors in VectorIndex::add: 20,000 vectors of which three in four repeat one
+//   already added, against 20,000 distinct ones.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "embedder.h"
+#include "vector_index.h"
+
+namespace {
+
+using namespace spark;
+
+std::string test_file(size_t lines) {
+  std::string out = "import pytest\n\n";
+  for (size_t i = 0; i < lines; ++i) {
+    if (i % 6 == 0) out += "\ndef test_case_" + std::to_string(i) + "(tmp_path):\n";
+    out += "    value_" + std::to_string(i % 97) + " = compute(" + std::to_string(i) + ", 'name_" +
+           std::to_string(i % 13) + "')\n";
+  }
+  return out;
+}
+
+std::vector<EmbedText> cases_sharing_a_version(size_t n) {
+  static const std::string code = test_file(2000);  // ~70 KB
+  std::vector<EmbedText> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back({"tests/test_x.py:40: in test_case_36\n    assert value_3 == 7\nE   assert " + std::to_string(i) +
+                       " == 7\nE    +  where " + std::to_string(i) + " = compute(36, 'name_10')",
+                   code, "def test_case_36(tmp_path):\n    value_3 = compute(36, 'name_10')\n    assert value_3 == 7\n"});
+  return out;
+}
+
+HashedTfidfEmbedder fitted(const std::vector<EmbedText>& texts) {
+  HashedTfidfEmbedder e;
+  e.fit_begin();
+  for (const auto& t : texts) e.fit_add(e.count_terms(t));
+  e.fit_end();
+  return e;
+}
+
+void BM_embed_each_case_alone(benchmark::State& state) {
+  const auto texts = cases_sharing_a_version(static_cast<size_t>(state.range(0)));
+  auto e = fitted(texts);
+  for (auto _ : state)
+    for (const auto& t : texts) benchmark::DoNotOptimize(e.vectorize(e.count_terms(t)));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_embed_per_version(benchmark::State& state) {
+  const auto texts = cases_sharing_a_version(static_cast<size_t>(state.range(0)));
+  auto e = fitted(texts);
+  const auto l = e.layout();
+  std::vector<float> code(l.code), scope(l.scope), error(l.error);
+  for (auto _ : state) {
+    e.block(HashedTfidfEmbedder::code_terms(texts[0].code), code.data(), l.code);
+    e.block(HashedTfidfEmbedder::scope_terms(texts[0].scope_code), scope.data(), l.scope);
+    for (const auto& t : texts) {
+      e.block(e.error_terms(t.error_message), error.data(), l.error);
+      benchmark::DoNotOptimize(e.assemble(error.data(), scope.data(), code.data()));
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+std::vector<float> unit_vectors(size_t n, size_t dim, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g;
+  std::vector<float> v(n * dim);
+  for (size_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (size_t d = 0; d < dim; ++d) s += std::pow(v[i * dim + d] = g(rng), 2);
+    for (size_t d = 0; d < dim; ++d) v[i * dim + d] /= static_cast<float>(std::sqrt(s));
+  }
+  return v;
+}
+
+// range(0): how many of every 4 vectors repeat an earlier one (0: all distinct).
+void BM_index_add(benchmark::State& state) {
+  constexpr size_t n = 20000, dim = 1024;
+  const auto repeats = static_cast<size_t>(state.range(0));
+  const auto distinct = unit_vectors(n, dim, 3);
+  std::vector<float> vectors(n * dim);
+  std::vector<int64_t> rowids(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t source = i % 4 < repeats ? (i / 4) : i;  // a repeat copies an earlier vector
+    std::copy(distinct.begin() + static_cast<std::ptrdiff_t>(source * dim),
+              distinct.begin() + static_cast<std::ptrdiff_t>((source + 1) * dim), vectors.begin() + static_cast<std::ptrdiff_t>(i * dim));
+    rowids[i] = static_cast<int64_t>(i + 1);
+  }
+  VectorIndexOptions o;
+  o.hnsw_threshold = n + 1;  // flat: the collapse alone is measured, not HNSW construction
+  size_t entries = 0;
+  for (auto _ : state) {
+    VectorIndex index(dim, o);
+    for (size_t start = 0; start < n; start += 1024) {
+      const size_t end = std::min(n, start + 1024);
+      index.add(std::vector<int64_t>(rowids.begin() + static_cast<std::ptrdiff_t>(start), rowids.begin() + static_cast<std::ptrdiff_t>(end)),
+                std::vector<float>(vectors.begin() + static_cast<std::ptrdiff_t>(start * dim), vectors.begin() + static_cast<std::ptrdiff_t>(end * dim)));
+    }
+    entries = index.distinct();
+  }
+  state.counters["entries"] = static_cast<double>(entries);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+
+}  // namespace
+
+BENCHMARK(BM_embed_each_case_alone)->Arg(1)->Arg(16)->Arg(200)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_embed_per_version)->Arg(1)->Arg(16)->Arg(200)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_index_add)->Arg(0)->Arg(3)->Unit(benchmark::kMillisecond);
+BENCHMARK_MAIN();
