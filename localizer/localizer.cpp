@@ -738,14 +738,26 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
       auto e = kb_->entries();
       if (!e) return std::unexpected(e.error());
       entries_ = std::move(*e);
+      for (const auto& entry : *entries_) {
+        if (entry.labelled) labelled_rowids_.push_back(entry.rowid);
+        rowids_by_key_[entry.content_key].push_back(entry.rowid);
+        rowid_by_id_.emplace(entry.id, entry.rowid);
+      }
+      std::sort(labelled_rowids_.begin(), labelled_rowids_.end());
     }
-    const std::string key = content_key(query);
-    for (const auto& e : *entries_) {
-      out.knowledge_base_size += e.labelled ? 1 : 0;
-      if (e.id == query.id || e.content_key == key) excluded.insert(e.rowid);
+    if (auto it = rowid_by_id_.find(query.id); it != rowid_by_id_.end()) excluded.insert(it->second);
+    if (auto it = rowids_by_key_.find(content_key(query)); it != rowids_by_key_.end())
+      excluded.insert(it->second.begin(), it->second.end());
+    out.knowledge_base_size = labelled_rowids_.size();
+    // `all` keeps every labelled case: no pass over the entries per query.
+    kb_subset = options.policy.name == "all" ? labelled_rowids_ : filter_corpus(*entries_, query.failure_epoch, options.policy);
+    if (excluded.size() > 64) {
+      std::erase_if(kb_subset, [&](int64_t id) { return excluded.contains(id); });
+    } else {
+      for (int64_t id : excluded)  // ascending rowids: each excluded one found by bisection
+        if (auto at = std::lower_bound(kb_subset.begin(), kb_subset.end(), id); at != kb_subset.end() && *at == id)
+          kb_subset.erase(at);
     }
-    kb_subset = filter_corpus(*entries_, query.failure_epoch, options.policy);
-    std::erase_if(kb_subset, [&](int64_t id) { return excluded.contains(id); });
     out.filtered_size = kb_subset.size();
   }
 

@@ -264,6 +264,11 @@ class Localizer {
   SearchEngine* engine_;
   StructureCache fallback_structures_;
   std::optional<std::vector<CaseEntry>> entries_;
+  // Built with entries_, so a query costs no pass over the knowledge base: labelled rowids (ascending), and the
+  // rowids of each id and content key (the query itself and its exact duplicates are excluded).
+  std::vector<int64_t> labelled_rowids_;
+  std::unordered_map<std::string, std::vector<int64_t>> rowids_by_key_;
+  std::unordered_map<std::string, int64_t> rowid_by_id_;
 };
 
 }  // namespace spark

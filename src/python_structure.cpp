@@ -428,13 +428,6 @@ PythonStructure structure_from_tree(std::string_view source, const TSTree* tree)
   return out;
 }
 
-TSPoint point_at(std::string_view s, size_t offset) {
-  TSPoint p{0, 0};
-  const size_t nl = s.substr(0, offset).rfind('\n');
-  p.row = static_cast<uint32_t>(std::count(s.begin(), s.begin() + static_cast<long>(offset), '\n'));
-  p.column = static_cast<uint32_t>(nl == std::string_view::npos ? offset : offset - nl - 1);
-  return p;
-}
 
 }  // namespace
 
@@ -508,6 +501,15 @@ size_t diff_edits(std::string_view old, const std::vector<size_t>& a, std::strin
   return prefix + suffix;
 }
 
+// point_at by the text's line starts (line_starts): a binary search instead of a count.
+TSPoint point_in(std::string_view s, const std::vector<size_t>& starts, size_t offset) {
+  // The last line start at or before offset; a sentinel start equal to the size belongs to the line before it.
+  auto it = std::upper_bound(starts.begin(), starts.end(), offset);
+  size_t row = static_cast<size_t>(it - starts.begin()) - 1;
+  if (row > 0 && starts[row] == s.size() && (s.empty() || s.back() != '\n')) --row;
+  return TSPoint{static_cast<uint32_t>(row), static_cast<uint32_t>(offset - starts[row])};
+}
+
 }  // namespace
 
 const TSTree* PythonParser::parse(std::string_view source, std::string_view path) {
@@ -543,9 +545,9 @@ const TSTree* PythonParser::parse(std::string_view source, std::string_view path
       edit.start_byte = static_cast<uint32_t>(it->old_start);
       edit.old_end_byte = static_cast<uint32_t>(it->old_end);
       edit.new_end_byte = static_cast<uint32_t>(it->old_start + (it->new_end - it->new_start));
-      edit.start_point = point_at(old, it->old_start);
-      edit.old_end_point = point_at(old, it->old_end);
-      edit.new_end_point = point_at(source, it->new_end);
+      edit.start_point = point_in(old, base->starts, it->old_start);
+      edit.old_end_point = point_in(old, base->starts, it->old_end);
+      edit.new_end_point = point_in(source, starts, it->new_end);
       ts_tree_edit(edited.get(), &edit);
     }
     tree = ts_parser_parse_string(impl_->parser.get(), edited.get(), source.data(), static_cast<uint32_t>(source.size()));
