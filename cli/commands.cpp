@@ -176,7 +176,10 @@ int cmd_index(const Common& common, const IndexArgs& args) {
   std::printf("indexed %zu case(s) (%zu labelled) in %.2f s: %s index, embedder %s\n", report->cases, report->labelled,
               secs, report->kind.c_str(), report->embedder.c_str());
   std::printf("ranker: %s\n", report->ranker.c_str());
-  std::printf("time: embedding %.2f s, index %.2f s, ranker %.2f s\n", report->embed_seconds, report->index_seconds, report->train_seconds);
+  std::printf("time: embedding %.2f s, index %.2f s, ranker %.2f s (%u thread(s); %zu test-code version(s), %zu distinct "
+              "vector(s))\n",
+              report->embed_seconds, report->index_seconds, report->train_seconds, report->threads, report->versions,
+              report->vectors);
   return 0;
 }
 

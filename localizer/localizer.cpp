@@ -199,7 +199,10 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
       return {};
     };
     if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(engine->embedder_.get())) {
+      const auto te = std::chrono::steady_clock::now();
       if (auto s = embed_stored_cases(kb, *builtin, missing, add); !s) return std::unexpected(s.error());
+      if (std::getenv("SPARK_DEBUG_TIMES"))
+        std::fprintf(stderr, "catch-up: embedded and added %zu case(s) in %.2f s\n", missing.size(), seconds_since(te));
     } else {
       std::vector<float> flat;
       for (int64_t rowid : missing) {
