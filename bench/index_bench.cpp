@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "embedder.h"
+#include "random_vectors.h"
 #include "vector_index.h"
 
 namespace {
@@ -72,23 +73,12 @@ void BM_embed_per_version(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
-std::vector<float> unit_vectors(size_t n, size_t dim, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g;
-  std::vector<float> v(n * dim);
-  for (size_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (size_t d = 0; d < dim; ++d) s += std::pow(v[i * dim + d] = g(rng), 2);
-    for (size_t d = 0; d < dim; ++d) v[i * dim + d] /= static_cast<float>(std::sqrt(s));
-  }
-  return v;
-}
 
 // range(0): how many of every 4 vectors repeat an earlier one (0: all distinct).
 void BM_index_add(benchmark::State& state) {
   constexpr size_t n = 20000, dim = 1024;
   const auto repeats = static_cast<size_t>(state.range(0));
-  const auto distinct = unit_vectors(n, dim, 3);
+  const auto distinct = spark::testing::random_unit_vectors(n, dim, 3);
   std::vector<float> vectors(n * dim);
   std::vector<int64_t> rowids(n);
   for (size_t i = 0; i < n; ++i) {

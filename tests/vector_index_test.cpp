@@ -5,22 +5,13 @@
 #include <cmath>
 #include <random>
 
+#include "random_vectors.h"
 #include "test_util.h"
 
 namespace spark {
 
 namespace {
-std::vector<float> random_unit_vectors(size_t n, size_t dim, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g;
-  std::vector<float> v(n * dim);
-  for (size_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (size_t d = 0; d < dim; ++d) s += std::pow(v[i * dim + d] = g(rng), 2);
-    for (size_t d = 0; d < dim; ++d) v[i * dim + d] /= static_cast<float>(std::sqrt(s));
-  }
-  return v;
-}
+using testing::random_unit_vectors;
 
 std::vector<int64_t> ids(size_t n) {
   std::vector<int64_t> out(n);
