@@ -84,11 +84,17 @@ void ScopeCache::put(uint64_t key, std::string scope) {
 
 namespace {
 
-// The failing test's own function: by the light lookup; the full structure only when that finds nothing.
+// Names what found a stored scope span (KnowledgeBase::scope_spans): change it whenever the grammar or
+// PythonParser::function_span could place a function differently, and stored spans are found again.
+constexpr std::string_view kScopeSpanParser = "tree-sitter-python 0.23.6; function_span 1";
+
+// The failing test's own function: by the light lookup (its lines in `span`); the full structure only when that
+// finds nothing.
 std::string scope_code_of(const std::string& test_id, const std::string& path, const std::string& content,
-                          StructureCache& cache) {
+                          StructureCache& cache, std::optional<std::pair<int, int>>* span_out = nullptr) {
   const TestIdParts parts = parse_test_id(test_id);
   const auto span = cache.function_span(content, path, parts.classes.empty() ? "" : parts.classes.back(), parts.function);
+  if (span_out) *span_out = span;
   return span ? lines_text(content, span->first, span->second)
               : scope_text(content, estimate_scope(*cache.get(content, path), test_id));
 }
@@ -222,7 +228,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   return engine;
 }
 
-Status SearchEngine::persist(KnowledgeBase& kb) const {
+Status SearchEngine::persist(KnowledgeBase& kb) {
   auto generation = kb.generation();
   if (!generation) return std::unexpected(generation.error());
   return index_.save(kb.index_dir(), embedder_identity_, *generation, extras_);
@@ -396,13 +402,25 @@ class VersionEmbedding {
   }
 
   size_t cases() const { return cases_.size(); }
+  size_t parsed_scopes() const { return parsed_scopes_; }  // scopes pass 1 found by parsing (not kept by the store)
   size_t versions() const { return versions_.size(); }
   size_t scopes() const { return scopes_.size(); }
 
-  // Pass 1: the failing tests' scopes and, with `fit`, document frequencies (else the embedder's are used).
+  // Pass 1: the failing tests' scopes and, with `fit`, document frequencies (else the embedder's are used). A scope
+  // whose span the store kept from an earlier pass needs no parse; the spans found by parsing are kept for the next.
   Status fit(bool fit = true) {
     std::vector<DocumentFrequencies> df(threads_);
     scope_text_.assign(scopes_.size(), {});
+    std::vector<std::optional<std::pair<int, int>>> known(scopes_.size());
+    {
+      std::vector<std::pair<std::string, std::string>> keys;
+      keys.reserve(scopes_.size());
+      for (const Scope& sc : scopes_) keys.emplace_back(versions_[sc.version].keys[sc.file], sc.test_id);
+      auto spans = kb_.scope_spans(keys, kScopeSpanParser);
+      if (spans) known = std::move(*spans);  // a store that cannot say (an older file) costs parsing only
+    }
+    std::vector<std::vector<KnowledgeBase::ScopeSpan>> found(threads_);
+    std::vector<size_t> parsed(threads_, 0);
     auto s = for_each_version_chunk([&](unsigned w, size_t vi, const std::string& code,
                                         const std::vector<std::string>& contents,
                                         const std::vector<std::string>& messages) {
@@ -411,13 +429,25 @@ class VersionEmbedding {
         HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code), static_cast<uint32_t>(v.cases.size()), df[w]);
       for (size_t si : v.scopes) {
         const Scope& sc = scopes_[si];
-        scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], caches_[w]);
+        if (known[si]) {
+          scope_text_[si] = lines_text(contents[sc.file], known[si]->first, known[si]->second);
+        } else {
+          std::optional<std::pair<int, int>> span;
+          scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], caches_[w], &span);
+          ++parsed[w];
+          if (span) found[w].push_back({v.keys[sc.file], sc.test_id, span->first, span->second});
+        }
         if (fit) HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
       }
       if (fit)
         for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
     }, /*messages=*/fit);
     if (!s) return s;
+    std::vector<KnowledgeBase::ScopeSpan> all;
+    for (auto& f : found) all.insert(all.end(), std::make_move_iterator(f.begin()), std::make_move_iterator(f.end()));
+    parsed_scopes_ = 0;
+    for (size_t n : parsed) parsed_scopes_ += n;
+    (void)kb_.put_scope_spans(all, kScopeSpanParser);  // a read-only store keeps none: the next pass parses again
     if (!fit) return {};
     embedder_.fit_begin();
     for (size_t w = 0; w < df.size(); ++w) {
@@ -529,6 +559,7 @@ class VersionEmbedding {
   std::vector<CaseRef> cases_;
   std::vector<size_t> order_;  // versions in processing order
   std::vector<std::string> scope_text_;
+  size_t parsed_scopes_ = 0;
 };
 
 Status embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, const std::vector<int64_t>& rowids,
@@ -540,8 +571,14 @@ Status embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, cons
   if (pass.cases() != rowids.size())
     return fail(kb.db_path().string() + ": " + std::to_string(rowids.size() - pass.cases()) +
                 " case(s) have no files (a damaged store)");
+  const auto t0 = std::chrono::steady_clock::now();
   if (auto s = pass.fit(/*fit=*/false); !s) return s;
-  return pass.vectors(sink);
+  const auto t1 = std::chrono::steady_clock::now();
+  auto s = pass.vectors(sink);
+  if (std::getenv("SPARK_DEBUG_TIMES"))
+    std::fprintf(stderr, "catch-up: %zu versions, %zu scopes (%zu parsed): scopes %.2f s, vectors %.2f s\n", pass.versions(),
+                 pass.scopes(), pass.parsed_scopes(), std::chrono::duration<double>(t1 - t0).count(), seconds_since(t1));
+  return s;
 }
 
 }  // namespace
@@ -594,6 +631,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     report.scopes = pass.scopes();
     const auto tf = std::chrono::steady_clock::now();
     if (auto s = pass.fit(); !s) return std::unexpected(s.error());
+    report.parsed_scopes = pass.parsed_scopes();
     const auto tv = std::chrono::steady_clock::now();
     if (auto s = pass.vectors(add); !s) return std::unexpected(s.error());
     if (std::getenv("SPARK_DEBUG_TIMES"))
@@ -880,6 +918,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     double score = -1e300;
     int first = 0, last = 0;
     bool annotated = false;
+    const char* cannot_be_faulty = nullptr;  // why it comes last (set once, before sorting)
   };
   std::map<std::pair<size_t, int>, Group> groups;
   for (size_t li = 0; li < view.lines.size(); ++li) {
@@ -921,8 +960,10 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     if (kind == "pass") return "a pass statement";
     return nullptr;
   };
+  // Once per element, not per comparison: a 7,000-line file sorts ~90,000 times.
+  for (auto& [key, g] : groups) g.cannot_be_faulty = cannot_be_faulty(&g);
   std::stable_sort(order.begin(), order.end(), [&](const Group* a, const Group* b) {
-    const bool a_last = cannot_be_faulty(a) != nullptr, b_last = cannot_be_faulty(b) != nullptr;
+    const bool a_last = a->cannot_be_faulty != nullptr, b_last = b->cannot_be_faulty != nullptr;
     if (a_last != b_last) return b_last;
     if (a->score != b->score) return a->score > b->score;
     if (a->annotated != b->annotated) return a->annotated;
@@ -964,7 +1005,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     e.annotated = g->annotated;
     e.reasons = explain(ql, model, out.retrieved, faulty,
                         view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)], options.epsilon, out.gate);
-    if (const char* what = cannot_be_faulty(g))
+    if (const char* what = g->cannot_be_faulty)
       e.reasons.push_back(std::string(what) + " with no evidence against it: ranked after the lines that can be faulty");
     out.ranked.push_back(std::move(e));
   }

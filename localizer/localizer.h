@@ -66,7 +66,7 @@ class SearchEngine {
   VectorIndex& index() { return index_; }
   // Saves the index with the cases embedded since it was loaded (after `spark import`), under the knowledge base's
   // current generation. The statistics and the ranker stay as `spark index` made them.
-  Status persist(KnowledgeBase& kb) const;
+  Status persist(KnowledgeBase& kb);
   size_t added_since_load() const { return added_ids_.size(); }
   const RankerModel& ranker() const { return ranker_; }
   StructureCache& structures() { return structures_; }
@@ -93,6 +93,7 @@ struct IndexReport {
   unsigned threads = 1;
   size_t versions = 0;  // distinct test-code versions embedded (built-in embedder)
   size_t scopes = 0;    // distinct (failing test, version) pairs
+  size_t parsed_scopes = 0;  // of those, found by parsing (the others' spans were kept in the store)
   size_t vectors = 0;   // distinct vectors in the index (identical ones share an entry)
 };
 

@@ -9,10 +9,14 @@
 #include <faiss/impl/AuxIndexStructures.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
+#include <faiss/impl/io.h>
 #include <faiss/index_io.h>
 #include <faiss/utils/distances.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <set>
@@ -29,27 +33,85 @@ namespace spark {
 namespace fs = std::filesystem;
 using idx_t = faiss::Index::idx_t;
 
+namespace {
+
+// file_checksum's hash over a stream: 64-bit words within blocks of 1 MiB (as the file is read), the block's tail
+// bytewise, the length folded in at the end.
+class StreamChecksum {
+ public:
+  void update(const char* p, size_t n) {
+    while (n > 0) {
+      const size_t take = std::min(n, kBlock - block_.size());
+      block_.append(p, take);
+      p += take;
+      n -= take;
+      if (block_.size() == kBlock) flush();
+    }
+  }
+  std::string finish() {
+    flush();
+    return hex64(h_ ^ total_);
+  }
+
+ private:
+  static constexpr size_t kBlock = 1 << 20;
+  void flush() {
+    const size_t n = block_.size();
+    total_ += n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, block_.data() + i, 8);
+      h_ = (h_ ^ w) * 0x100000001b3ULL;
+      h_ ^= h_ >> 29;
+    }
+    for (; i < n; ++i) h_ = (h_ ^ static_cast<unsigned char>(block_[i])) * 0x100000001b3ULL;
+    block_.clear();
+  }
+  std::string block_;
+  uint64_t h_ = 0xcbf29ce484222325ULL;
+  uint64_t total_ = 0;
+};
+
+// FAISS readers and writers that checksum the bytes as they pass: the vectors file is read (and written) once.
+struct ChecksumReader final : faiss::IOReader {
+  FILE* f = nullptr;
+  StreamChecksum sum;
+  size_t operator()(void* ptr, size_t size, size_t nitems) override {
+    if (size == 0 || nitems == 0) return 0;
+    const size_t got = std::fread(ptr, 1, size * nitems, f);
+    sum.update(static_cast<const char*>(ptr), got);
+    return got / size;
+  }
+  // Reads what FAISS left unread, so the checksum covers the whole file.
+  void drain() {
+    std::vector<char> buf(1 << 16);
+    for (size_t got; (got = std::fread(buf.data(), 1, buf.size(), f)) > 0;) sum.update(buf.data(), got);
+  }
+};
+
+struct ChecksumWriter final : faiss::IOWriter {
+  FILE* f = nullptr;
+  StreamChecksum sum;
+  size_t operator()(const void* ptr, size_t size, size_t nitems) override {
+    const size_t put = std::fwrite(ptr, size, nitems, f);
+    sum.update(static_cast<const char*>(ptr), put * size);
+    return put;
+  }
+};
+
+}  // namespace
+
 Result<std::string> file_checksum(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail(path.string() + ": cannot open");
   std::vector<char> buf(1 << 20);
-  uint64_t h = 0xcbf29ce484222325ULL;
-  uint64_t total = 0;
+  StreamChecksum sum;
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const auto n = static_cast<size_t>(in.gcount());
-    total += n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, buf.data() + i, 8);
-      h = (h ^ w) * 0x100000001b3ULL;
-      h ^= h >> 29;
-    }
-    for (; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ULL;
+    sum.update(buf.data(), static_cast<size_t>(in.gcount()));
   }
-  h ^= total;
-  return hex64(h);
+  return sum.finish();
 }
 
 namespace {
@@ -90,7 +152,37 @@ std::string IndexManifest::file_of(const std::string& name) const {
 }
 
 const float* VectorIndex::stored(int64_t position) const {
-  return flat_of(*index_).get_xb() + static_cast<size_t>(position) * dimension_;
+  const idx_t base = index_->ntotal;
+  if (position < base) return flat_of(*index_).get_xb() + static_cast<size_t>(position) * dimension_;
+  return tail_->get_xb() + static_cast<size_t>(position - base) * dimension_;
+}
+
+void VectorIndex::search_tail(const float* query, size_t k, const std::vector<idx_t>* positions,
+                              std::vector<std::pair<int64_t, float>>& hits) const {
+  if (!tail_ || tail_->ntotal == 0 || k == 0) return;
+  const idx_t base = index_->ntotal;
+  std::vector<idx_t> local;
+  std::optional<faiss::IDSelectorBatch> selector;
+  faiss::SearchParameters params;
+  if (positions) {
+    for (idx_t p : *positions)
+      if (p >= base) local.push_back(p - base);
+    if (local.empty()) return;
+    selector.emplace(local.size(), local.data());
+    params.sel = &*selector;
+  }
+  const size_t n = std::min<size_t>(k, positions ? local.size() : static_cast<size_t>(tail_->ntotal));
+  std::vector<float> d(n);
+  std::vector<idx_t> l(n, -1);
+  tail_->search(1, query, static_cast<idx_t>(n), d.data(), l.data(), positions ? &params : nullptr);
+  for (size_t i = 0; i < n; ++i)
+    if (l[i] >= 0) hits.emplace_back(l[i] + base, d[i]);
+}
+
+void VectorIndex::merge_tail() {
+  if (!tail_ || tail_->ntotal == 0) return;
+  index_->add(tail_->ntotal, tail_->get_xb());
+  tail_.reset();
 }
 
 bool VectorIndex::is_hnsw() const { return dynamic_cast<const faiss::IndexHNSWFlat*>(index_.get()) != nullptr; }
@@ -122,7 +214,7 @@ void VectorIndex::ensure_hashes() {
 void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors, const std::vector<int64_t>& groups) {
   if (rowids.empty()) return;
   ensure_hashes();
-  const auto stored_count = static_cast<int64_t>(index_->ntotal);
+  const auto stored_count = static_cast<int64_t>(members_.size());
   std::vector<float> fresh;  // the new distinct vectors, positions stored_count + i
   const auto row = [&](int64_t position) {
     return position < stored_count ? stored(position) : fresh.data() + static_cast<size_t>(position - stored_count) * dimension_;
@@ -146,6 +238,7 @@ void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<floa
     }
     members_[static_cast<size_t>(position)].push_back(rowid);
     position_[rowid] = position;
+    appended_.push_back(rowid);
     const int64_t group = groups.empty() ? rowid : groups[i];
     group_of_[rowid] = group;
     auto& gp = group_positions_[group];
@@ -153,6 +246,14 @@ void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<floa
   }
   const auto added = static_cast<idx_t>(fresh.size() / dimension_);
   if (added == 0) return;
+  if (is_hnsw() && saved_) {
+    // A saved HNSW index takes new vectors into its exact tail: no graph insertion (about 2 ms a vector at 100k) on
+    // an incremental update; the next whole save merges them.
+    if (!tail_) tail_ = std::make_unique<faiss::IndexFlatIP>(static_cast<idx_t>(dimension_));
+    tail_->add(added, fresh.data());
+    return;
+  }
+  merge_tail();
   if (!is_hnsw() && members_.size() >= options_.hnsw_threshold) {
     index_->add(added, fresh.data());
     rebuild_as_hnsw();
@@ -209,9 +310,11 @@ std::vector<SearchHit> VectorIndex::search_exact(const float* query, size_t r) c
   const size_t k = std::min(r, members_.size());
   std::vector<float> d(k);
   std::vector<idx_t> l(k, -1);
-  flat_of(*index_).search(1, query, static_cast<idx_t>(k), d.data(), l.data());
+  if (index_->ntotal > 0) flat_of(*index_).search(1, query, static_cast<idx_t>(k), d.data(), l.data());
   std::vector<std::pair<int64_t, float>> hits;
-  for (size_t i = 0; i < k; ++i) hits.emplace_back(l[i], d[i]);
+  for (size_t i = 0; i < k; ++i)
+    if (l[i] >= 0) hits.emplace_back(l[i], d[i]);
+  search_tail(query, k, nullptr, hits);
   return expand(hits, r, nullptr, {});
 }
 
@@ -233,6 +336,8 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const s
       faiss::SearchParametersHNSW params;
       params.efSearch = std::max<int>(options_.ef_search, static_cast<int>(k));
       run(*index_, k, &params);
+      search_tail(query, k, nullptr, hits);
+      std::sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
       refine(query, hits, nullptr);
     } else {
       run(*index_, k, nullptr);
@@ -258,6 +363,8 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const s
     params.sel = &selector;
     params.efSearch = std::max<int>(options_.ef_search, static_cast<int>(k));
     run(*index_, k, &params);
+    search_tail(query, k, &positions, hits);
+    std::sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     refine(query, hits, &allowed_set);
     auto out = expand(hits, r, &allowed_set, excluded);
     if (out.size() >= k) return out;  // else fall through to the exact search
@@ -265,7 +372,8 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const s
   }
   faiss::SearchParameters params;
   params.sel = &selector;
-  run(flat_of(*index_), k, &params);
+  if (index_->ntotal > 0) run(flat_of(*index_), k, &params);
+  search_tail(query, k, &positions, hits);
   return expand(hits, r, &allowed_set, excluded);
 }
 
@@ -275,12 +383,19 @@ std::string VectorIndex::fresh_name(const std::string& stem, const std::string& 
   return stem + "." + hex64(fnv1a64(std::to_string(::getpid()) + "/" + std::to_string(t) + "/" + std::to_string(counter++))).substr(0, 12) + ext;
 }
 
+namespace {
+
+constexpr char kSegmentMagic[8] = {'S', 'P', 'K', 'S', 'E', 'G', '0', '1'};
+
+bool safe_name(const std::string& f) { return !f.empty() && f.find('/') == std::string::npos && f != ".." && f != "."; }
+
+}  // namespace
+
 Status VectorIndex::save(const fs::path& dir, const std::string& embedder, int64_t generation,
-                         const std::vector<Extra>& extra_files) const {
+                         const std::vector<Extra>& extra_files) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
-  const fs::path man = dir / "manifest.json";
   // Two processes saving at once (CI jobs recording into one store) take turns: their manifests must not interleave.
   struct SaveLock {
     int fd = -1;
@@ -290,16 +405,53 @@ Status VectorIndex::save(const fs::path& dir, const std::string& embedder, int64
   } lock;
   lock.fd = ::open((dir / "save.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock.fd >= 0) ::flock(lock.fd, LOCK_EX);
+  // A segment only on top of the base and segments that are on disk now: another process may have replaced them
+  // (and removed their files) since this index was loaded.
+  bool segment = false;
+  if (saved_ && saved_->manifest.base_vectors >= options_.segment_min_base) {
+    const IndexManifest& was = saved_->manifest;
+    size_t segment_cases = appended_.size();
+    for (const auto& sg : was.segments) segment_cases += sg.count;
+    auto current = read_manifest(dir);
+    segment = current && current->vectors_file == was.vectors_file &&
+              segment_cases <= was.base_count / std::max<size_t>(1, options_.segment_share_divisor) &&
+              was.segments.size() + (appended_.empty() ? 0 : 1) <= options_.max_segments;
+    if (segment)
+      for (const auto& sg : was.segments)
+        segment = segment && std::any_of(current->segments.begin(), current->segments.end(),
+                                         [&](const IndexManifest::Segment& c) { return c.file == sg.file; });
+  }
+  return segment ? save_segment(dir, embedder, generation, extra_files)
+                 : save_whole(dir, embedder, generation, extra_files);
+}
+
+Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder, int64_t generation,
+                               const std::vector<Extra>& extra_files) {
+  std::error_code ec;
+  merge_tail();  // the tail's vectors join the graph now, once, not on every incremental update
   // New files under new names; the manifest, replaced atomically, switches from the old state to the new one.
   const std::string vec_name = fresh_name("vectors", ".faiss"), ids_name = fresh_name("ids", ".bin");
   const fs::path vec = dir / vec_name, ids = dir / ids_name;
   const fs::path vec_tmp = vec.string() + ".tmp";
+  ChecksumWriter writer;
+  writer.name = vec_tmp.string();
+  writer.f = std::fopen(vec_tmp.c_str(), "wb");
+  if (!writer.f) return fail(vec_tmp.string() + ": cannot create: " + std::strerror(errno));
+  bool written = true;
+  std::string why;
   try {
-    faiss::write_index(index_.get(), vec_tmp.c_str());
+    faiss::write_index(index_.get(), &writer);
   } catch (const faiss::FaissException& e) {
-    fs::remove(vec_tmp, ec);
-    return fail(vec_tmp.string() + ": cannot write the index: " + e.what());
+    written = false;
+    why = e.what();
   }
+  written = std::fflush(writer.f) == 0 && ::fsync(::fileno(writer.f)) == 0 && written;
+  if (std::fclose(writer.f) != 0) written = false;
+  if (!written) {
+    fs::remove(vec_tmp, ec);
+    return fail(vec_tmp.string() + ": cannot write the index" + (why.empty() ? " (disk full?)" : ": " + why));
+  }
+  const std::string vsum = writer.sum.finish();
   fs::rename(vec_tmp, vec, ec);
   if (ec) return fail(vec.string() + ": " + ec.message());
   // ids: (rowid, position, group) per case, in position order.
@@ -313,37 +465,98 @@ Status VectorIndex::save(const fs::path& dir, const std::string& embedder, int64
     }
   std::string id_bytes(reinterpret_cast<const char*>(triples.data()), triples.size() * sizeof(int64_t));
   if (auto s = write_file_atomic(ids, id_bytes); !s) return s;
-  auto vsum = file_checksum(vec);
-  if (!vsum) return std::unexpected(vsum.error());
   auto isum = file_checksum(ids);
   if (!isum) return std::unexpected(isum.error());
-  nlohmann::json m = {{"format", 2},
-                      {"embedder", embedder},
-                      {"generation", generation},
-                      {"count", position_.size()},
-                      {"vectors", members_.size()},
-                      {"dimension", dimension_},
-                      {"kind", is_hnsw() ? "hnsw" : "flat"},
-                      {"vectors_file", vec_name},
-                      {"ids_file", ids_name},
-                      {"vectors_checksum", *vsum},
-                      {"ids_checksum", *isum},
+  IndexManifest m;
+  m.format = 2;
+  m.embedder = embedder;
+  m.generation = generation;
+  m.count = m.base_count = position_.size();
+  m.vectors = m.base_vectors = members_.size();
+  m.dimension = dimension_;
+  m.kind = is_hnsw() ? "hnsw" : "flat";
+  m.vectors_file = vec_name;
+  m.ids_file = ids_name;
+  m.vectors_checksum = vsum;
+  m.ids_checksum = *isum;
+  if (auto s = write_manifest(dir, m, extra_files); !s) return s;
+  saved_ = SavedState{std::move(m)};
+  appended_.clear();
+  return {};
+}
+
+Status VectorIndex::save_segment(const fs::path& dir, const std::string& embedder, int64_t generation,
+                                 const std::vector<Extra>& extra_files) {
+  IndexManifest m = saved_->manifest;
+  m.embedder = embedder;
+  m.generation = generation;
+  if (!appended_.empty()) {
+    // "SPKSEG01"; dimension, cases, new distinct vectors (u64 each); (rowid, position, group) per case, in the order
+    // added; then the new vectors (positions from the saved count on), float32.
+    const size_t first_new = m.vectors;
+    const uint64_t header[3] = {dimension_, appended_.size(), members_.size() - first_new};
+    std::string bytes(kSegmentMagic, sizeof kSegmentMagic);
+    bytes.append(reinterpret_cast<const char*>(header), sizeof header);
+    for (int64_t rowid : appended_) {
+      const int64_t triple[3] = {rowid, position_.at(rowid), group_of_.at(rowid)};
+      bytes.append(reinterpret_cast<const char*>(triple), sizeof triple);
+    }
+    for (size_t p = first_new; p < members_.size(); ++p)
+      bytes.append(reinterpret_cast<const char*>(stored(static_cast<int64_t>(p))), dimension_ * sizeof(float));
+    const std::string name = fresh_name("segment", ".bin");
+    if (auto s = write_file_atomic(dir / name, bytes); !s) return s;
+    auto sum = file_checksum(dir / name);
+    if (!sum) return std::unexpected(sum.error());
+    m.segments.push_back({name, *sum, appended_.size(), members_.size() - first_new});
+  }
+  m.format = m.segments.empty() ? 2 : 3;
+  m.count = position_.size();
+  m.vectors = members_.size();
+  m.kind = is_hnsw() ? "hnsw" : "flat";
+  if (auto s = write_manifest(dir, m, extra_files); !s) return s;
+  saved_ = SavedState{std::move(m)};
+  appended_.clear();
+  return {};
+}
+
+Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man, const std::vector<Extra>& extra_files) {
+  nlohmann::json m = {{"format", man.format},
+                      {"embedder", man.embedder},
+                      {"generation", man.generation},
+                      {"count", man.count},
+                      {"vectors", man.vectors},
+                      {"dimension", man.dimension},
+                      {"kind", man.kind},
+                      {"vectors_file", man.vectors_file},
+                      {"ids_file", man.ids_file},
+                      {"vectors_checksum", man.vectors_checksum},
+                      {"ids_checksum", man.ids_checksum},
                       {"files", nlohmann::json::object()}};
+  if (!man.segments.empty()) {
+    m["base_count"] = man.base_count;
+    m["base_vectors"] = man.base_vectors;
+    m["segments"] = nlohmann::json::array();
+    for (const auto& sg : man.segments)
+      m["segments"].push_back({{"file", sg.file}, {"checksum", sg.checksum}, {"count", sg.count}, {"vectors", sg.vectors}});
+  }
   for (const auto& e : extra_files) {
     auto sum = file_checksum(dir / e.file);
     if (!sum) return std::unexpected(sum.error());
     m["files"][e.name] = {{"file", e.file}, {"checksum", *sum}};
   }
   auto old = read_manifest(dir);
-  if (auto s = write_file_atomic(man, m.dump(2) + "\n"); !s) return s;
+  if (auto s = write_file_atomic(dir / "manifest.json", m.dump(2) + "\n"); !s) return s;
   // The replaced state's files go, and files of states that crashed before their manifest (an hour old or more).
-  std::set<std::string> keep = {"manifest.json", "save.lock", vec_name, ids_name};
+  std::set<std::string> keep = {"manifest.json", "save.lock", man.vectors_file, man.ids_file};
+  for (const auto& sg : man.segments) keep.insert(sg.file);
   for (const auto& e : extra_files) keep.insert(e.file);
   std::set<std::string> previous;
   if (old) {
     previous = {old->vectors_file, old->ids_file};
+    for (const auto& sg : old->segments) previous.insert(sg.file);
     for (const auto& e : old->extra_files) previous.insert(e.file);
   }
+  std::error_code ec;
   const auto now = fs::file_time_type::clock::now();
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -362,7 +575,7 @@ Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
     const auto m = nlohmann::json::parse(*text);
     IndexManifest out;
     out.format = m.at("format").get<int>();
-    if (out.format != 1 && out.format != 2)
+    if (out.format < 1 || out.format > 3)
       return fail(man.string() + ": index format " + std::to_string(out.format) + " is not understood by this spark");
     out.embedder = m.at("embedder").get<std::string>();
     out.generation = m.at("generation").get<int64_t>();
@@ -375,8 +588,25 @@ Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
       out.ids_file = m.at("ids_file").get<std::string>();
     }
     for (const auto* f : {&out.vectors_file, &out.ids_file})
-      if (f->empty() || f->find('/') != std::string::npos || *f == "..")
-        return fail(man.string() + ": names a file outside the index folder");
+      if (!safe_name(*f)) return fail(man.string() + ": names a file outside the index folder");
+    out.base_count = m.value("base_count", out.count);
+    out.base_vectors = m.value("base_vectors", out.vectors);
+    if (m.contains("segments"))
+      for (const auto& sg : m.at("segments")) {
+        IndexManifest::Segment seg{sg.at("file").get<std::string>(), sg.at("checksum").get<std::string>(),
+                                   sg.at("count").get<size_t>(), sg.at("vectors").get<size_t>()};
+        if (!safe_name(seg.file)) return fail(man.string() + ": names a file outside the index folder");
+        out.segments.push_back(std::move(seg));
+      }
+    size_t total = out.base_count, distinct = out.base_vectors;
+    for (const auto& sg : out.segments) {
+      total += sg.count;
+      distinct += sg.vectors;
+    }
+    if (total != out.count || distinct != out.vectors)
+      return fail(man.string() + ": damaged manifest (its base and segments hold " + std::to_string(total) + " cases and " +
+                  std::to_string(distinct) + " vectors, it says " + std::to_string(out.count) + " and " +
+                  std::to_string(out.vectors) + ")");
     out.vectors_checksum = m.at("vectors_checksum").get<std::string>();
     out.ids_checksum = m.at("ids_checksum").get<std::string>();
     if (m.contains("files"))
@@ -388,8 +618,7 @@ Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
           e.file = value.at("file").get<std::string>();
           e.checksum = value.at("checksum").get<std::string>();
         }
-        if (e.file.empty() || e.file.find('/') != std::string::npos || e.file == "..")
-          return fail(man.string() + ": names a file outside the index folder");
+        if (!safe_name(e.file)) return fail(man.string() + ": names a file outside the index folder");
         out.extra_files.push_back(std::move(e));
       }
     return out;
@@ -402,7 +631,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   auto manifest = read_manifest(dir);
   if (!manifest) return std::unexpected(manifest.error());
   const fs::path vec = dir / manifest->vectors_file, ids = dir / manifest->ids_file;
-  std::vector<std::pair<fs::path, std::string>> check = {{vec, manifest->vectors_checksum}, {ids, manifest->ids_checksum}};
+  std::vector<std::pair<fs::path, std::string>> check = {{ids, manifest->ids_checksum}};
   for (const auto& e : manifest->extra_files) check.emplace_back(dir / e.file, e.checksum);
   for (const auto& [path, want] : check) {
     auto got = file_checksum(path);
@@ -413,27 +642,38 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   auto id_bytes = read_file(ids);
   if (!id_bytes) return std::unexpected(id_bytes.error());
   const size_t per_case = manifest->format >= 2 ? 3 : 1;
-  if (id_bytes->size() != manifest->count * per_case * sizeof(int64_t))
+  if (id_bytes->size() != manifest->base_count * per_case * sizeof(int64_t))
     return fail(ids.string() + ": holds " + std::to_string(id_bytes->size() / (8 * per_case)) + " ids, manifest says " +
-                std::to_string(manifest->count));
+                std::to_string(manifest->base_count));
   VectorIndex index(manifest->dimension, options);
+  // The vectors file is checksummed as FAISS reads it: one pass over the largest file.
+  ChecksumReader reader;
+  reader.name = vec.string();
+  reader.f = std::fopen(vec.c_str(), "rb");
+  if (!reader.f) return fail(vec.string() + ": cannot open: " + std::strerror(errno));
+  std::string why;
   try {
-    index.index_.reset(faiss::read_index(vec.c_str()));
+    index.index_.reset(faiss::read_index(&reader));
   } catch (const faiss::FaissException& e) {
-    return fail(vec.string() + ": cannot read the index: " + e.what());
+    why = e.what();
   }
-  if (static_cast<size_t>(index.index_->ntotal) != manifest->vectors ||
+  reader.drain();
+  std::fclose(reader.f);
+  if (reader.sum.finish() != manifest->vectors_checksum)
+    return fail(vec.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+  if (!why.empty()) return fail(vec.string() + ": cannot read the index: " + why);
+  if (static_cast<size_t>(index.index_->ntotal) != manifest->base_vectors ||
       static_cast<size_t>(index.index_->d) != manifest->dimension)
     return fail(vec.string() + ": does not match manifest.json (count or dimension)");
   std::vector<int64_t> values(id_bytes->size() / sizeof(int64_t));
   std::memcpy(values.data(), id_bytes->data(), id_bytes->size());
-  index.members_.assign(manifest->vectors, {});
+  index.members_.assign(manifest->base_vectors, {});
   index.position_.reserve(manifest->count);
-  for (size_t i = 0; i < manifest->count; ++i) {
+  for (size_t i = 0; i < manifest->base_count; ++i) {
     const int64_t rowid = values[i * per_case];
     const int64_t position = per_case == 3 ? values[i * 3 + 1] : static_cast<int64_t>(i);
     const int64_t group = per_case == 3 ? values[i * 3 + 2] : rowid;
-    if (position < 0 || static_cast<size_t>(position) >= manifest->vectors || index.position_.contains(rowid))
+    if (position < 0 || static_cast<size_t>(position) >= manifest->base_vectors || index.position_.contains(rowid))
       return fail(ids.string() + ": damaged (a case at an invalid or second position)");
     index.members_[static_cast<size_t>(position)].push_back(rowid);
     index.position_[rowid] = position;
@@ -443,6 +683,51 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   }
   index.hashed_ = false;  // the duplicate lookup is built by the first add
   if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) h->hnsw.efSearch = options.ef_search;
+  // The segments, in order: their cases at the positions they had, their new vectors into the exact tail. No
+  // hashing, no graph insertion: a cold start with segments costs their bytes.
+  for (const auto& sg : manifest->segments) {
+    const fs::path path = dir / sg.file;
+    auto bytes = read_file(path);
+    if (!bytes) return std::unexpected(bytes.error());
+    auto sum = file_checksum(path);
+    if (!sum) return std::unexpected(sum.error());
+    if (*sum != sg.checksum)
+      return fail(path.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+    uint64_t header[3] = {0, 0, 0};
+    const size_t head = sizeof kSegmentMagic + sizeof header;
+    if (bytes->size() >= head) std::memcpy(header, bytes->data() + sizeof kSegmentMagic, sizeof header);
+    const size_t n = static_cast<size_t>(header[1]), fresh = static_cast<size_t>(header[2]);
+    if (bytes->size() < head || std::memcmp(bytes->data(), kSegmentMagic, sizeof kSegmentMagic) != 0 ||
+        header[0] != manifest->dimension || n != sg.count || fresh != sg.vectors ||
+        bytes->size() != head + n * 3 * sizeof(int64_t) + fresh * manifest->dimension * sizeof(float))
+      return fail(path.string() + ": not a segment of this index (header, dimension or size); run `spark index --rebuild`");
+    const char* p = bytes->data() + head;
+    const char* vectors = p + n * 3 * sizeof(int64_t);
+    if (fresh > 0) {
+      if (!index.tail_) index.tail_ = std::make_unique<faiss::IndexFlatIP>(static_cast<idx_t>(manifest->dimension));
+      std::vector<float> v(fresh * manifest->dimension);
+      std::memcpy(v.data(), vectors, v.size() * sizeof(float));
+      index.tail_->add(static_cast<idx_t>(fresh), v.data());
+      index.members_.resize(index.members_.size() + fresh);
+    }
+    for (size_t i = 0; i < n; ++i, p += 3 * sizeof(int64_t)) {
+      int64_t t[3];
+      std::memcpy(t, p, sizeof t);
+      const int64_t rowid = t[0], position = t[1], group = t[2];
+      if (position < 0 || static_cast<size_t>(position) >= index.members_.size() || index.position_.contains(rowid))
+        return fail(path.string() + ": damaged (a case at an invalid or second position)");
+      index.members_[static_cast<size_t>(position)].push_back(rowid);
+      index.position_[rowid] = position;
+      index.group_of_[rowid] = group;
+      auto& gp = index.group_positions_[group];
+      if (std::find(gp.begin(), gp.end(), position) == gp.end()) gp.push_back(position);
+    }
+  }
+  if (index.position_.size() != manifest->count || index.members_.size() != manifest->vectors)
+    return fail((dir / "manifest.json").string() + ": its files hold " + std::to_string(index.position_.size()) +
+                " cases, it says " + std::to_string(manifest->count) + "; run `spark index --rebuild`");
+  index.appended_.clear();
+  index.saved_ = SavedState{*manifest};
   IndexManifest m = *manifest;
   return std::pair<VectorIndex, IndexManifest>{std::move(index), std::move(m)};
 }

@@ -29,6 +29,7 @@
 
 namespace faiss {
 struct Index;
+struct IndexFlatIP;
 }
 
 namespace spark {
@@ -41,18 +42,34 @@ struct VectorIndexOptions {
   size_t exact_subset_limit = 20000;  // a policy subset this small is searched exactly
   size_t refine_hits = 4;             // HNSW hits whose groups are scored exactly
   size_t refine_limit = 16384;        // at most this many vectors scored exactly per search
+  // save() appends the cases added since load as a segment file instead of rewriting the index when the base holds
+  // at least this many distinct vectors, the segments' cases stay within 1/segment_share_divisor of the base's, and
+  // there are at most max_segments; otherwise it writes a whole new base (compaction). Segment vectors are searched
+  // exactly beside the graph (at 1/32 of 100k cases, about 3,000 vectors: a few ms a query at most).
+  size_t segment_min_base = 8192;
+  size_t segment_share_divisor = 32;
+  size_t max_segments = 16;
 };
 
 struct IndexManifest {
-  int format = 2;
+  int format = 2;      // 3 when it lists segments
   std::string embedder;
   int64_t generation = 0;
-  size_t count = 0;    // cases
-  size_t vectors = 0;  // distinct vectors
+  size_t count = 0;    // cases, segments included
+  size_t vectors = 0;  // distinct vectors when saved, segments included
   size_t dimension = 0;
   std::string kind;  // "flat" or "hnsw"
   std::string vectors_file = "vectors.faiss", ids_file = "ids.bin";
   std::string vectors_checksum, ids_checksum;
+  size_t base_count = 0, base_vectors = 0;  // what the vectors and ids files hold (= count, vectors without segments)
+  // Cases added after the base was written, appended as they came (an incremental update writes one segment, not
+  // the whole index): rowid, group and vector each, in the order they were added.
+  struct Segment {
+    std::string file, checksum;
+    size_t count = 0;    // cases
+    size_t vectors = 0;  // new distinct vectors
+  };
+  std::vector<Segment> segments;
   struct Extra {
     std::string name, file, checksum;  // logical name, file in the index folder, checksum
   };
@@ -105,9 +122,13 @@ class VectorIndex {
     std::string name, file;  // logical name, file written in the index folder before save()
   };
   // Saves into `dir` under new file names, then the manifest; `extra_files` are covered by the manifest's checksums
-  // and named by it. Returns after removing the files of the state it replaced.
+  // and named by it. Returns after removing the files of the state it replaced. An index loaded from `dir` whose
+  // base is still the one on disk saves only the cases added since as a new segment (a few MB, not the whole
+  // index) while the segments stay small (VectorIndexOptions); else, and for a new index, it writes a whole base.
   Status save(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
-              const std::vector<Extra>& extra_files = {}) const;
+              const std::vector<Extra>& extra_files = {});
+  // Segments the last load or save left (0 after a whole save).
+  size_t segments() const { return saved_ ? saved_->manifest.segments.size() : 0; }
   // Loads and verifies against the manifest; errors name the file ("…/vectors.….faiss: checksum mismatch").
   static Result<std::pair<VectorIndex, IndexManifest>> load(const std::filesystem::path& dir,
                                                            VectorIndexOptions options);
@@ -127,12 +148,30 @@ class VectorIndex {
   size_t dimension_;
   VectorIndexOptions options_;
   std::unique_ptr<faiss::Index> index_;
+  // Vectors added to a saved HNSW index since its base was written (positions index_->ntotal + i), searched
+  // exactly beside the graph; a whole save inserts them into the graph.
+  std::unique_ptr<faiss::IndexFlatIP> tail_;
+  void search_tail(const float* query, size_t k, const std::vector<int64_t>* positions,
+                   std::vector<std::pair<int64_t, float>>& hits) const;
+  void merge_tail();
   std::vector<std::vector<int64_t>> members_;             // position -> rowids (ascending insertion)
   std::unordered_map<int64_t, int64_t> position_;         // rowid -> position
   std::unordered_map<int64_t, int64_t> group_of_;         // rowid -> group
   std::unordered_map<int64_t, std::vector<int64_t>> group_positions_;  // group -> distinct positions
   std::unordered_multimap<uint64_t, int64_t> by_hash_;    // vector bytes' hash -> position (built on first add)
   bool hashed_ = true;
+  // The saved state this index was loaded from or last saved as (absent for a new index), and the cases added since
+  // in the order they came: what a segment save appends.
+  struct SavedState {
+    IndexManifest manifest;
+  };
+  std::optional<SavedState> saved_;
+  std::vector<int64_t> appended_;
+  Status save_whole(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
+                    const std::vector<Extra>& extra_files);
+  Status save_segment(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
+                      const std::vector<Extra>& extra_files);
+  Status write_manifest(const std::filesystem::path& dir, const IndexManifest& m, const std::vector<Extra>& extra_files);
 };
 
 // A fast 64-bit checksum of a file's bytes (streamed), as 16 hex digits.

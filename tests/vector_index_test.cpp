@@ -10,6 +10,8 @@
 
 namespace spark {
 
+namespace fs = std::filesystem;
+
 namespace {
 using testing::random_unit_vectors;
 
@@ -166,6 +168,127 @@ TEST(VectorIndex, a_save_replaces_the_old_state_whole_and_removes_its_files) {
   EXPECT_FALSE(std::filesystem::exists(dir / "index" / first->ids_file));
   EXPECT_FALSE(std::filesystem::exists(dir / "index" / "extra.1"));
   EXPECT_TRUE(std::filesystem::exists(dir / "index" / loaded->second.vectors_file));
+}
+
+TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
+  testing::TempDir dir;
+  const size_t dim = 16;
+  auto v = random_unit_vectors(400, dim, 11);
+  const auto slice = [&](size_t from, size_t to) {
+    return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(from * dim), v.begin() + static_cast<std::ptrdiff_t>(to * dim));
+  };
+  VectorIndexOptions o;
+  o.hnsw_threshold = 100;  // HNSW, as at scale
+  o.segment_min_base = 100;
+  o.segment_share_divisor = 10;  // segments up to 30 cases on a base of 300
+  o.max_segments = 2;
+  {
+    VectorIndex index(dim, o);
+    index.add(ids(300), slice(0, 300));
+    ASSERT_TRUE(index.save(dir / "index", "emb", 1));
+  }
+  const auto base = VectorIndex::read_manifest(dir / "index");
+  ASSERT_TRUE(base);
+  EXPECT_EQ(base->format, 2);
+  const std::string base_bytes = testing::slurp(dir / "index" / base->vectors_file);
+
+  // Load, add 10 cases (two of them copies of stored vectors), save: the base stays, a segment holds the 10.
+  std::vector<int64_t> more = {5000, 5001, 5002, 5003, 5004, 5005, 5006, 5007, 5008, 5009};
+  auto extra = slice(300, 310);
+  std::copy(v.begin(), v.begin() + dim, extra.begin() + 8 * dim);  // 5008 = case 7's vector
+  {
+    auto loaded = VectorIndex::load(dir / "index", o);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    loaded->first.add(more, extra, {1, 1, 1, 1, 1, 2, 2, 2, 2, 2});
+    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 2));
+    EXPECT_EQ(loaded->first.segments(), 1u);
+  }
+  auto m = VectorIndex::read_manifest(dir / "index");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->format, 3);
+  EXPECT_EQ(m->generation, 2);
+  EXPECT_EQ(m->vectors_file, base->vectors_file);
+  EXPECT_EQ(testing::slurp(dir / "index" / base->vectors_file), base_bytes);  // not rewritten
+  ASSERT_EQ(m->segments.size(), 1u);
+  EXPECT_EQ(m->segments[0].count, 10u);
+  EXPECT_EQ(m->segments[0].vectors, 9u);
+  EXPECT_EQ(m->count, 310u);
+  {
+    auto loaded = VectorIndex::load(dir / "index", o);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    const VectorIndex& index = loaded->first;
+    EXPECT_EQ(index.size(), 310u);
+    EXPECT_EQ(index.distinct(), 309u);  // 5008 joined case 7's entry, as when it was added
+    EXPECT_EQ(index.vector(5003), std::vector<float>(extra.begin() + 3 * dim, extra.begin() + 4 * dim));
+    EXPECT_EQ(index.search(&extra[3 * dim], 1, std::nullopt, {})[0].rowid, 5003);
+    const auto twins = index.search(&v[0], 2, std::nullopt, {});
+    ASSERT_EQ(twins.size(), 2u);
+    EXPECT_EQ(twins[0].rowid, 7);
+    EXPECT_EQ(twins[1].rowid, 5008);
+    // The segment's cases are found by the exact search and by a search restricted to a policy subset too.
+    EXPECT_EQ(index.search_exact(&extra[9 * dim], 1)[0].rowid, 5009);
+    const std::vector<int64_t> allowed = {5001, 5002, 17};
+    EXPECT_EQ(index.search(&extra[2 * dim], 1, allowed, {})[0].rowid, 5002);
+    EXPECT_EQ(index.search(&extra[2 * dim], 1, allowed, {5002})[0].rowid != 5002, true);
+  }
+
+  // A damaged segment is named and refused.
+  const fs::path seg = dir / "index" / m->segments[0].file;
+  const std::string seg_bytes = testing::slurp(seg);
+  testing::write_file(seg, seg_bytes.substr(0, seg_bytes.size() - 4));
+  auto damaged = VectorIndex::load(dir / "index", o);
+  ASSERT_FALSE(damaged);
+  EXPECT_NE(damaged.error().message.find(m->segments[0].file + ": checksum mismatch"), std::string::npos)
+      << damaged.error().message;
+  testing::write_file(seg, seg_bytes);
+
+  // Past the share (30 cases here) the next save writes a whole new base and drops the segments.
+  {
+    auto loaded = VectorIndex::load(dir / "index", o);
+    ASSERT_TRUE(loaded);
+    std::vector<int64_t> many;
+    for (int64_t i = 0; i < 25; ++i) many.push_back(6000 + i);
+    loaded->first.add(many, slice(310, 335));
+    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 3));
+    EXPECT_EQ(loaded->first.segments(), 0u);
+  }
+  auto compacted = VectorIndex::read_manifest(dir / "index");
+  ASSERT_TRUE(compacted);
+  EXPECT_EQ(compacted->format, 2);
+  EXPECT_NE(compacted->vectors_file, base->vectors_file);
+  EXPECT_EQ(compacted->count, 335u);
+  EXPECT_FALSE(fs::exists(dir / "index" / base->vectors_file));
+  EXPECT_FALSE(fs::exists(seg));
+}
+
+TEST(VectorIndex, a_segment_is_never_written_on_a_base_another_process_replaced) {
+  testing::TempDir dir;
+  const size_t dim = 16;
+  auto v = random_unit_vectors(320, dim, 12);
+  VectorIndexOptions o;
+  o.hnsw_threshold = 100;
+  o.segment_min_base = 100;
+  {
+    VectorIndex index(dim, o);
+    index.add(ids(300), std::vector<float>(v.begin(), v.begin() + 300 * dim));
+    ASSERT_TRUE(index.save(dir / "index", "emb", 1));
+  }
+  auto a = VectorIndex::load(dir / "index", o);
+  auto b = VectorIndex::load(dir / "index", o);
+  ASSERT_TRUE(a && b);
+  // Process A rebuilds the base (its old files go); process B, loaded before, then saves its one new case.
+  {
+    VectorIndex rebuilt(dim, o);
+    rebuilt.add(ids(300), std::vector<float>(v.begin(), v.begin() + 300 * dim));
+    ASSERT_TRUE(rebuilt.save(dir / "index", "emb", 2));
+  }
+  b->first.add({9000}, std::vector<float>(v.begin() + 310 * dim, v.begin() + 311 * dim));
+  ASSERT_TRUE(b->first.save(dir / "index", "emb", 3));
+  EXPECT_EQ(b->first.segments(), 0u);  // a whole save: B's base files were gone
+  auto loaded = VectorIndex::load(dir / "index", o);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(loaded->first.size(), 301u);
+  EXPECT_TRUE(loaded->first.contains(9000));
 }
 
 }  // namespace spark
