@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "test_util.h"
+#include "text.h"
 
 namespace spark {
 
@@ -149,6 +150,37 @@ TEST(KnowledgeBase, shares_one_blob_between_cases_with_the_same_file) {
   EXPECT_EQ(sqlite3_column_int(st, 0), 1);
   sqlite3_finalize(st);
   sqlite3_close(db);
+}
+
+TEST(KnowledgeBase, keys_stay_as_stores_written_before_have_them) {
+  // Stored keys are compared with keys computed later (the query's content key, a re-imported file's blob key), so
+  // their formulas never change: the content key of case.h, and per file two FNV-1a streams and the length.
+  TempDir dir;
+  auto kb = std::move(*KnowledgeBase::open(dir / "kb", true));
+  Case c = make("k");
+  c.files.push_back({"tests/helpers.py", std::string(100000, 'x') + "\ndef helper():\n    return 1\n"});
+  ASSERT_TRUE(kb->import_cases({c}, {}, false));
+  auto entries = kb->entries();
+  ASSERT_TRUE(entries);
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ(entries->front().content_key, content_key(c));
+  std::vector<std::string> keys;
+  ASSERT_TRUE(kb->for_each_sketch(0, [&](KnowledgeBase::CaseSketch&& s) -> Status {
+    for (const auto& [path, key] : s.files) keys.push_back(key);
+    return {};
+  }));
+  ASSERT_EQ(keys.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
+    for (unsigned char ch : c.files[i].content) {
+      a = (a ^ ch) * 0x100000001b3ULL;
+      b = (b ^ ch) * 0x100000001b3ULL;
+    }
+    EXPECT_EQ(keys[i], hex64(a) + hex64(b) + "-" + std::to_string(c.files[i].content.size()));
+  }
+  auto blobs = kb->blobs(keys);
+  ASSERT_TRUE(blobs);
+  EXPECT_EQ((*blobs)[1], c.files[1].content);
 }
 
 }  // namespace spark
