@@ -177,9 +177,9 @@ int cmd_index(const Common& common, const IndexArgs& args) {
               secs, report->kind.c_str(), report->embedder.c_str());
   std::printf("ranker: %s\n", report->ranker.c_str());
   std::printf("time: embedding %.2f s, index %.2f s, ranker %.2f s (%u thread(s); %zu test-code version(s), %zu distinct "
-              "vector(s); %zu of %zu test scope(s) parsed, the rest kept from an earlier pass)\n",
+              "vector(s))\n",
               report->embed_seconds, report->index_seconds, report->train_seconds, report->threads, report->versions,
-              report->vectors, report->parsed_scopes, report->scopes);
+              report->vectors);
   return 0;
 }
 

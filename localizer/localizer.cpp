@@ -84,17 +84,12 @@ void ScopeCache::put(uint64_t key, std::string scope) {
 
 namespace {
 
-// Names what found a stored scope span (KnowledgeBase::scope_spans): change it whenever the grammar or
-// PythonParser::function_span could place a function differently, and stored spans are found again.
-constexpr std::string_view kScopeSpanParser = "tree-sitter-python 0.23.6; function_span 1";
-
-// The failing test's own function: by the light lookup (its lines in `span`); the full structure only when that
-// finds nothing.
+// The failing test's own function: by the light lookup (a scan of the lines, PythonParser::function_span); the full
+// structure only when that finds nothing.
 std::string scope_code_of(const std::string& test_id, const std::string& path, const std::string& content,
-                          StructureCache& cache, std::optional<std::pair<int, int>>* span_out = nullptr) {
+                          StructureCache& cache) {
   const TestIdParts parts = parse_test_id(test_id);
   const auto span = cache.function_span(content, path, parts.classes.empty() ? "" : parts.classes.back(), parts.function);
-  if (span_out) *span_out = span;
   return span ? lines_text(content, span->first, span->second)
               : scope_text(content, estimate_scope(*cache.get(content, path), test_id));
 }
@@ -402,25 +397,13 @@ class VersionEmbedding {
   }
 
   size_t cases() const { return cases_.size(); }
-  size_t parsed_scopes() const { return parsed_scopes_; }  // scopes pass 1 found by parsing (not kept by the store)
   size_t versions() const { return versions_.size(); }
   size_t scopes() const { return scopes_.size(); }
 
-  // Pass 1: the failing tests' scopes and, with `fit`, document frequencies (else the embedder's are used). A scope
-  // whose span the store kept from an earlier pass needs no parse; the spans found by parsing are kept for the next.
+  // Pass 1: the failing tests' scopes and, with `fit`, document frequencies (else the embedder's are used).
   Status fit(bool fit = true) {
     std::vector<DocumentFrequencies> df(threads_);
     scope_text_.assign(scopes_.size(), {});
-    std::vector<std::optional<std::pair<int, int>>> known(scopes_.size());
-    {
-      std::vector<std::pair<std::string, std::string>> keys;
-      keys.reserve(scopes_.size());
-      for (const Scope& sc : scopes_) keys.emplace_back(versions_[sc.version].keys[sc.file], sc.test_id);
-      auto spans = kb_.scope_spans(keys, kScopeSpanParser);
-      if (spans) known = std::move(*spans);  // a store that cannot say (an older file) costs parsing only
-    }
-    std::vector<std::vector<KnowledgeBase::ScopeSpan>> found(threads_);
-    std::vector<size_t> parsed(threads_, 0);
     auto s = for_each_version_chunk([&](unsigned w, size_t vi, const std::string& code,
                                         const std::vector<std::string>& contents,
                                         const std::vector<std::string>& messages) {
@@ -429,25 +412,13 @@ class VersionEmbedding {
         HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code), static_cast<uint32_t>(v.cases.size()), df[w]);
       for (size_t si : v.scopes) {
         const Scope& sc = scopes_[si];
-        if (known[si]) {
-          scope_text_[si] = lines_text(contents[sc.file], known[si]->first, known[si]->second);
-        } else {
-          std::optional<std::pair<int, int>> span;
-          scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], caches_[w], &span);
-          ++parsed[w];
-          if (span) found[w].push_back({v.keys[sc.file], sc.test_id, span->first, span->second});
-        }
+        scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], caches_[w]);
         if (fit) HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
       }
       if (fit)
         for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
     }, /*messages=*/fit);
     if (!s) return s;
-    std::vector<KnowledgeBase::ScopeSpan> all;
-    for (auto& f : found) all.insert(all.end(), std::make_move_iterator(f.begin()), std::make_move_iterator(f.end()));
-    parsed_scopes_ = 0;
-    for (size_t n : parsed) parsed_scopes_ += n;
-    (void)kb_.put_scope_spans(all, kScopeSpanParser);  // a read-only store keeps none: the next pass parses again
     if (!fit) return {};
     embedder_.fit_begin();
     for (size_t w = 0; w < df.size(); ++w) {
@@ -559,7 +530,6 @@ class VersionEmbedding {
   std::vector<CaseRef> cases_;
   std::vector<size_t> order_;  // versions in processing order
   std::vector<std::string> scope_text_;
-  size_t parsed_scopes_ = 0;
 };
 
 Status embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, const std::vector<int64_t>& rowids,
@@ -576,8 +546,8 @@ Status embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, cons
   const auto t1 = std::chrono::steady_clock::now();
   auto s = pass.vectors(sink);
   if (std::getenv("SPARK_DEBUG_TIMES"))
-    std::fprintf(stderr, "catch-up: %zu versions, %zu scopes (%zu parsed): scopes %.2f s, vectors %.2f s\n", pass.versions(),
-                 pass.scopes(), pass.parsed_scopes(), std::chrono::duration<double>(t1 - t0).count(), seconds_since(t1));
+    std::fprintf(stderr, "catch-up: %zu versions, %zu scopes: scopes %.2f s, vectors %.2f s\n", pass.versions(),
+                 pass.scopes(), std::chrono::duration<double>(t1 - t0).count(), seconds_since(t1));
   return s;
 }
 
@@ -631,7 +601,6 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     report.scopes = pass.scopes();
     const auto tf = std::chrono::steady_clock::now();
     if (auto s = pass.fit(); !s) return std::unexpected(s.error());
-    report.parsed_scopes = pass.parsed_scopes();
     const auto tv = std::chrono::steady_clock::now();
     if (auto s = pass.vectors(add); !s) return std::unexpected(s.error());
     if (std::getenv("SPARK_DEBUG_TIMES"))

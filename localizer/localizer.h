@@ -93,7 +93,6 @@ struct IndexReport {
   unsigned threads = 1;
   size_t versions = 0;  // distinct test-code versions embedded (built-in embedder)
   size_t scopes = 0;    // distinct (failing test, version) pairs
-  size_t parsed_scopes = 0;  // of those, found by parsing (the others' spans were kept in the store)
   size_t vectors = 0;   // distinct vectors in the index (identical ones share an entry)
 };
 

@@ -74,13 +74,6 @@ CREATE TABLE IF NOT EXISTS failures(
   duplicate_of TEXT,
   PRIMARY KEY(commit_sha, test_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS failures_status ON failures(status);
-CREATE TABLE IF NOT EXISTS scope_spans(
-  blob_sha TEXT NOT NULL,
-  test_id TEXT NOT NULL,
-  parser TEXT NOT NULL,
-  first INTEGER NOT NULL,
-  last INTEGER NOT NULL,
-  PRIMARY KEY(blob_sha, test_id)) WITHOUT ROWID;
 )sql";
 
 // Schema 3 (after the tables exist): the fault key and the duplicate link of a failure.
@@ -178,7 +171,7 @@ Status KnowledgeBase::migrate() {
   if (version == 0) {
     // A new file, or an SQLite file that is not ours.
     auto tables = db_->prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT IN "
-                               "('settings','blobs','cases','case_files','embeddings','outcomes','failures','scope_spans')");
+                               "('settings','blobs','cases','case_files','embeddings','outcomes','failures')");
     if (!tables) return std::unexpected(tables.error());
     if (auto r = tables->step(); !r) return std::unexpected(r.error());
     if (tables->int64(0) > 0)
@@ -570,37 +563,6 @@ Result<std::vector<std::string>> KnowledgeBase::blobs(const std::vector<std::str
     st->reset();
   }
   return out;
-}
-
-Result<std::vector<std::optional<std::pair<int, int>>>> KnowledgeBase::scope_spans(
-    const std::vector<std::pair<std::string, std::string>>& keys, std::string_view parser) {
-  auto st = db_->prepare("SELECT first, last FROM scope_spans WHERE blob_sha = ? AND test_id = ? AND parser = ?");
-  if (!st) return std::unexpected(st.error());
-  std::vector<std::optional<std::pair<int, int>>> out;
-  out.reserve(keys.size());
-  for (const auto& [key, test_id] : keys) {
-    st->bind(1, key).bind(2, test_id).bind(3, std::string(parser));
-    auto r = st->step();
-    if (!r) return std::unexpected(r.error());
-    if (*r) out.emplace_back(std::pair{static_cast<int>(st->int64(0)), static_cast<int>(st->int64(1))});
-    else out.emplace_back();
-    st->reset();
-  }
-  return out;
-}
-
-Status KnowledgeBase::put_scope_spans(const std::vector<ScopeSpan>& spans, std::string_view parser) {
-  if (spans.empty()) return {};
-  auto tx = SqliteTransaction::begin(*db_);
-  if (!tx) return std::unexpected(tx.error());
-  auto st = db_->prepare("INSERT OR REPLACE INTO scope_spans(blob_sha, test_id, parser, first, last) VALUES (?,?,?,?,?)");
-  if (!st) return std::unexpected(st.error());
-  for (const auto& s : spans)
-    if (auto r = st->bind(1, s.key).bind(2, s.test_id).bind(3, std::string(parser)).bind(4, int64_t{s.first})
-                     .bind(5, int64_t{s.last}).run();
-        !r)
-      return r;
-  return tx->commit();
 }
 
 Result<std::vector<std::string>> KnowledgeBase::error_messages(const std::vector<int64_t>& rowids) {

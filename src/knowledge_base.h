@@ -21,7 +21,7 @@ namespace spark {
 class SqliteDb;
 
 // 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state).
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 3;
 
 // Where a case came from, for error messages ("cases.jsonl:12").
 struct CaseOrigin {
@@ -88,18 +88,6 @@ class KnowledgeBase {
   // one is absent.
   Result<std::vector<std::string>> blobs(const std::vector<std::string>& keys);
   Result<std::vector<std::string>> error_messages(const std::vector<int64_t>& rowids);
-
-  // Where the failing test's own function lies in a stored file version, found once by parsing and kept (schema 4,
-  // table scope_spans), so `spark index` and its incremental updates parse a version only the first time. Keyed by
-  // content key and test id; `parser` names the parser that found the span (a span another parser found is not
-  // returned). A cache: losing it costs parsing time, nothing else.
-  struct ScopeSpan {
-    std::string key, test_id;
-    int first = 0, last = 0;
-  };
-  Result<std::vector<std::optional<std::pair<int, int>>>> scope_spans(
-      const std::vector<std::pair<std::string, std::string>>& keys, std::string_view parser);
-  Status put_scope_spans(const std::vector<ScopeSpan>& spans, std::string_view parser);
 
   // Stores before the vector index kept a copy of every vector here (table `embeddings`, never read): empties it.
   Status clear_embeddings();

@@ -3,6 +3,8 @@
 #include <tree_sitter/api.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -569,9 +571,178 @@ PythonStructure PythonParser::analyze(std::string_view source, std::string_view 
   return structure_from_tree(source, parse(source, path));
 }
 
+namespace {
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80; }
+
+// The word at the start of `s` (identifier characters), and `s` after it and the blanks that follow.
+std::string_view take_word(std::string_view& s) {
+  size_t n = 0;
+  while (n < s.size() && ident_char(s[n])) ++n;
+  const std::string_view w = s.substr(0, n);
+  s.remove_prefix(n);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return w;
+}
+
+}  // namespace
+
+std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string_view source,
+                                                                     const std::string& class_name,
+                                                                     const std::string& function) {
+  // One pass over the physical lines, tracking what makes a line start a statement: not inside a string (triple-
+  // quoted ones span lines), a bracket, or a backslash continuation. Each statement line has an indentation; a
+  // block (class, def, if, ...) ends at the next statement line indented no deeper than its header.
+  struct Open {
+    int indent;
+    enum Kind { kClass, kDef, kOther } kind;
+    std::string_view name;
+  };
+  std::vector<Open> stack;
+  std::optional<std::pair<int, int>> module_level, method;
+  struct Candidate {
+    bool module_level;
+    int start, indent;
+    size_t stack_index;  // its own entry in `stack`
+    int end = 0;         // the last line so far
+  };
+  std::optional<Candidate> open;  // the candidate whose end is being looked for
+  // Comment-only lines since the last statement (line, indentation): whether they belong to the candidate is known
+  // only when the next statement comes (tree-sitter's scanner dedents at a comment only when the code after it is
+  // shallower too).
+  std::vector<std::pair<int, int>> comments;
+  int last_statement_indent = 0;
+  int decorator_start = 0, decorator_indent = -1;
+  char triple = 0;                 // the quote of an open triple-quoted string
+  int depth = 0;
+  bool continued = false;
+  int line_no = 0;
+  const auto finish = [&]() {
+    const std::pair<int, int> span{open->start, open->end};
+    if (open->module_level) {
+      if (!module_level) module_level = span;
+    } else if (!method) {
+      method = span;
+    }
+    open.reset();
+  };
+  const auto close = [&](int indent) {
+    // A statement at `indent` (0 at the end of the file): every block whose header is indented as deep or deeper has
+    // ended. When that ends the candidate, the comments before the statement are settled as tree-sitter does: the
+    // open blocks' body indents, innermost first (each block's body is where its inner block's header stands; the
+    // innermost's is the last statement's); a comment shallower than the current body closes that block; the
+    // comments that come while the candidate's own body is still open are part of it.
+    if (open && indent <= open->indent) {
+      std::vector<int> bodies;
+      for (size_t j = open->stack_index; j < stack.size() && stack[j].indent < last_statement_indent; ++j)
+        bodies.push_back(j + 1 < stack.size() && stack[j + 1].indent < last_statement_indent ? stack[j + 1].indent
+                                                                                           : last_statement_indent);
+      size_t level = bodies.size();
+      for (const auto& [line, comment_indent] : comments) {
+        while (level > 0 && comment_indent < bodies[level - 1]) --level;
+        if (level == 0) break;
+        open->end = line;
+      }
+      finish();
+    }
+    comments.clear();
+    while (!stack.empty() && stack.back().indent >= indent) stack.pop_back();
+  };
+  size_t pos = 0;
+  while (pos < source.size()) {
+    size_t end = source.find('\n', pos);
+    if (end == std::string_view::npos) end = source.size();
+    std::string_view line = source.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const bool statement_start = triple == 0 && depth == 0 && !continued;
+    size_t i = 0;
+    if (statement_start) {
+      int indent = 0;
+      for (; i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\f'); ++i) {
+        if (line[i] != ' ') return std::nullopt;  // tabs or form feeds in indentation: let the parser decide
+        ++indent;
+      }
+      if (i == line.size()) continue;  // blank
+      if (line[i] == '#') {
+        if (open) comments.emplace_back(line_no, indent);
+        continue;
+      }
+      close(indent);
+      last_statement_indent = indent;
+      std::string_view rest = line.substr(i);
+      if (rest.front() == '@') {
+        if (decorator_indent != indent) decorator_start = line_no;
+        decorator_indent = indent;
+      } else {
+        const int start = decorator_indent == indent ? decorator_start : line_no;
+        decorator_indent = -1;
+        std::string_view word = take_word(rest);
+        if (word == "async") word = take_word(rest);
+        const bool in_classes = std::all_of(stack.begin(), stack.end(), [](const Open& o) { return o.kind == Open::kClass; });
+        if (word == "def" || word == "class") {
+          const std::string_view name = take_word(rest);
+          if (word == "def" && in_classes && name == function && !open) {
+            const bool at_module = stack.empty();
+            const bool wanted = at_module ? !module_level && class_name.empty()
+                                          : !method && (class_name.empty() || stack.back().name == class_name);
+            if (wanted) open = Candidate{at_module, start, indent, stack.size(), line_no};
+          }
+          stack.push_back({indent, word == "def" ? Open::kDef : Open::kClass, name});
+        } else if (word == "if" || word == "elif" || word == "else" || word == "for" || word == "while" || word == "try" ||
+                   word == "except" || word == "finally" || word == "with" || word == "match" || word == "case") {
+          stack.push_back({indent, Open::kOther, {}});
+        }
+      }
+    }
+    // The rest of the line: strings, brackets, comments, a trailing backslash.
+    continued = false;
+    for (; i < line.size(); ++i) {
+      const char c = line[i];
+      if (triple) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == triple && line.compare(i, 3, std::string(3, triple)) == 0) {
+          triple = 0;
+          i += 2;
+        }
+        continue;
+      }
+      if (c == '#') break;
+      if (c == '"' || c == '\'') {
+        if (line.compare(i, 3, std::string(3, c)) == 0) {
+          triple = c;
+          i += 2;
+          continue;
+        }
+        // A one-line string: to its closing quote (an unclosed one ends with the line, as Python would refuse it).
+        for (++i; i < line.size() && line[i] != c; ++i)
+          if (line[i] == '\\') ++i;
+        continue;
+      }
+      if (c == '(' || c == '[' || c == '{') ++depth;
+      else if (c == ')' || c == ']' || c == '}') depth = std::max(0, depth - 1);
+      else if (c == '\\' && i + 1 == line.size()) continued = true;
+    }
+    if (open) open->end = line_no;
+  }
+  if (triple || depth != 0) return std::nullopt;  // unbalanced at the end: a syntax error the parser recovers from
+  close(0);
+  if (!class_name.empty()) return method;
+  return module_level ? module_level : method;
+}
+
 std::optional<std::pair<int, int>> PythonParser::function_span(std::string_view source, std::string_view path,
                                                                const std::string& class_name,
                                                                const std::string& function) {
+  if (auto scanned = scan_function_span(source, class_name, function)) return *scanned;
+  return parsed_function_span(source, path, class_name, function);
+}
+
+std::optional<std::pair<int, int>> PythonParser::parsed_function_span(std::string_view source, std::string_view path,
+                                                                      const std::string& class_name,
+                                                                      const std::string& function) {
   const TSTree* tree = parse(source, path);
   if (!tree) return std::nullopt;
   const auto text = [&](TSNode n) {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "python_structure.h"
 #include "test_util.h"
 
 namespace spark {
@@ -158,6 +159,41 @@ TEST(dev_corpus, leave_one_out_retrieval_finds_same_project_cases_and_annotation
   // Not tuned numbers: better than picking a project at random, and measurable at all.
   EXPECT_GT(static_cast<double>(same_project) / n, 1.0 / static_cast<double>(projects.size()));
   EXPECT_GT(with_true_annotation, 0u);
+}
+
+TEST(dev_corpus, the_scanned_function_span_is_the_parsed_one_across_every_test_file) {
+  REQUIRE_DEV_DATA();
+  std::set<std::string> seen;
+  size_t checked = 0, declined = 0;
+  for (const auto& file : corpus_files(data)) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      const json record = json::parse(line);
+      for (const auto& f : record.at("files")) {
+        // One version a path (versions of a file differ by a few lines; CI time).
+        if (!seen.insert(f.at("path").get<std::string>()).second) continue;
+        const std::string content = f.at("content").get<std::string>();
+        PythonParser parser;
+        const auto st = parser.analyze(content);
+        // At most 16 functions a file version, spread over it: each question scans the whole file (CI time).
+        const size_t step = std::max<size_t>(1, st.functions.size() / 16);
+        for (size_t fi = 0; fi < st.functions.size(); fi += step)
+          for (const std::string& cls : {st.functions[fi].class_name, std::string()}) {
+            const auto& fn = st.functions[fi];
+            const auto scanned = scan_function_span(content, cls, fn.name);
+            ++checked;
+            if (!scanned) {
+              ++declined;
+              continue;
+            }
+            ASSERT_EQ(*scanned, parser.parsed_function_span(content, "", cls, fn.name))
+                << f.at("path").get<std::string>() << " " << cls << "::" << fn.name;
+          }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000u);
+  EXPECT_LT(declined * 100, checked);  // the parse is the exception
 }
 
 }  // namespace spark

@@ -208,4 +208,86 @@ TEST(PythonParser, reparses_edits_far_apart_as_a_fresh_parse_would) {
   }
 }
 
+// Every function's span by the scan and by the parse, asked as the test ids ask (with its class, and bare).
+void expect_scan_agrees(const std::string& source) {
+  PythonParser parser;
+  const auto st = parser.analyze(source);
+  ASSERT_FALSE(st.functions.empty());
+  for (const auto& f : st.functions)
+    for (const std::string& cls : {f.class_name, std::string(), std::string("Missing")}) {
+      const auto scanned = scan_function_span(source, cls, f.name);
+      ASSERT_TRUE(scanned) << f.name << " was not scanned";
+      const auto parsed = parser.parsed_function_span(source, "", cls, f.name);
+      EXPECT_EQ(*scanned, parsed) << cls << "::" << f.name << "\n" << source;
+    }
+}
+
+TEST(scan_function_span, agrees_with_the_parser_on_strings_brackets_continuations_and_comments) {
+  // Triple-quoted strings and brackets whose lines start at column 0, a backslash continuation, decorators with
+  // arguments over lines, nested classes, one-line defs, defs inside blocks (not found at module level), and
+  // comments after a body: deeper ones stay in it, shallower ones close it only when the code after them is
+  // shallower too.
+  expect_scan_agrees(R"py(import textwrap
+
+
+@pytest.mark.parametrize(
+    "a",
+[1, 2],
+)
+def test_strings(a):
+    text = textwrap.dedent("""\
+def not_a_function():
+    pass
+""")
+    other = '''
+class NotAClass:
+'''
+    x = [
+1,
+    ]
+    y = 1 + \
+2
+    assert "#" in '# not a comment'  # a comment
+    # trailing, as deep as the body
+
+
+class TestOuter:
+    class Inner:
+        def test_inner(self):
+            pass
+# shallow comment inside the body
+            return 1
+        # as deep as Inner's body: closes test_inner, stays in Inner
+
+    def test_outer(self): return 2
+
+    def test_blocks(self):
+        for i in range(3):
+            if i:
+                pass
+    # shallower than the if and the for, as deep as the method: kept
+  # shallower than the method: closes it
+
+if True:
+    def test_hidden():
+        pass
+
+
+def test_last():
+    x = 1
+        # deeper than the body
+# at column 0: closes it
+)py");
+}
+
+TEST(scan_function_span, declines_tabs_and_unbalanced_text_and_the_parser_answers) {
+  EXPECT_FALSE(scan_function_span("def test_a():\n\tpass\n", "", "test_a"));
+  EXPECT_FALSE(scan_function_span("def test_a():\n    x = (\n", "", "test_a"));
+  EXPECT_FALSE(scan_function_span("def test_a():\n    x = '''\n", "", "test_a"));
+  PythonParser parser;
+  const auto span = parser.function_span("def test_a():\n\tpass\n", "", "", "test_a");
+  ASSERT_TRUE(span);
+  EXPECT_EQ(*span, (std::pair<int, int>{1, 2}));
+}
+
 }  // namespace spark
