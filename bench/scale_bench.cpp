@@ -105,8 +105,10 @@ int main(int argc, char** argv) {
     fs::remove_all(dir);
     return 0;
   }
+  IndexBuildOptions build_options;
+  if (const char* efc = std::getenv("SPARK_SCALE_EF_CONSTRUCTION")) build_options.index.ef_construction = std::atoi(efc);
   auto t = Clock::now();
-  auto report = build_index(**kb, {}, {});
+  auto report = build_index(**kb, {}, build_options);
   if (!report) {
     std::fprintf(stderr, "%s\n", report.error().message.c_str());
     return 1;

@@ -242,43 +242,78 @@ Result<std::vector<float>> SearchEngine::embed(const Case& c) {
 // ---------------------------------------------------------------------------------------------------------------
 // Held-out localization (ranker learning, evaluation)
 
+namespace {
+
+// What localizing one held-out case needs before its view: the case, and the faulty lines of the cases retrieved for
+// it (itself and its exact duplicates excluded).
+struct HeldOutMaterial {
+  Case c;
+  std::vector<RetrievedFaultyLine> faulty;
+  std::vector<double> sims;
+  std::vector<std::string> ids;
+};
+
+class HeldOutSource {
+ public:
+  HeldOutSource(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, const VectorIndex& index,
+                const std::function<Result<std::vector<float>>(int64_t, const Case&)>& vector_of, const HeldOutOptions& options)
+      : kb_(kb), index_(index), vector_of_(vector_of), options_(options) {
+    for (const auto& e : entries) {
+      by_content_[e.content_key].push_back(e.rowid);
+      entry_of_[e.rowid] = &e;
+    }
+  }
+
+  Result<HeldOutMaterial> material(int64_t rowid) {
+    HeldOutMaterial m;
+    auto c = kb_.load(rowid);
+    if (!c) return std::unexpected(c.error());
+    m.c = std::move(*c);
+    const CaseEntry* e = entry_of_.at(rowid);
+    std::unordered_set<int64_t> excluded(by_content_[e->content_key].begin(), by_content_[e->content_key].end());
+    excluded.insert(rowid);
+    auto v = vector_of_(rowid, m.c);
+    if (!v) return std::unexpected(v.error());
+    auto hits = index_.search(v->data(), options_.r, std::nullopt, excluded);
+    std::erase_if(hits, [&](const SearchHit& h) { return h.similarity < options_.similarity_floor; });
+    for (const auto& h : hits) {
+      auto it = loaded_.find(h.rowid);
+      if (it == loaded_.end()) {
+        if (loaded_.size() > 512) loaded_.clear();
+        auto rc = kb_.load(h.rowid);
+        if (!rc) return std::unexpected(rc.error());
+        it = loaded_.emplace(h.rowid, std::move(*rc)).first;
+      }
+      append_faulty_lines(it->second, m.sims.size(), m.faulty);
+      m.sims.push_back(h.similarity);
+      m.ids.push_back(it->second.id);
+    }
+    return m;
+  }
+
+ private:
+  KnowledgeBase& kb_;
+  const VectorIndex& index_;
+  const std::function<Result<std::vector<float>>(int64_t, const Case&)>& vector_of_;
+  HeldOutOptions options_;
+  std::unordered_map<std::string, std::vector<int64_t>> by_content_;
+  std::unordered_map<int64_t, const CaseEntry*> entry_of_;
+  std::unordered_map<int64_t, Case> loaded_;  // retrieved cases, bounded
+};
+
+}  // namespace
+
 Status for_each_held_out(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, const std::vector<int64_t>& cases,
                          const VectorIndex& index,
                          const std::function<Result<std::vector<float>>(int64_t, const Case&)>& vector_of,
                          const HeldOutOptions& options, StructureCache& cache,
                          const std::function<Status(const HeldOut&)>& fn) {
-  std::unordered_map<std::string, std::vector<int64_t>> by_content;
-  for (const auto& e : entries) by_content[e.content_key].push_back(e.rowid);
-  std::unordered_map<int64_t, const CaseEntry*> entry_of;
-  for (const auto& e : entries) entry_of[e.rowid] = &e;
-  std::unordered_map<int64_t, Case> loaded;  // retrieved cases, bounded
+  HeldOutSource source(kb, entries, index, vector_of, options);
   for (int64_t rowid : cases) {
-    auto c = kb.load(rowid);
-    if (!c) return std::unexpected(c.error());
-    const CaseEntry* e = entry_of.at(rowid);
-    std::unordered_set<int64_t> excluded(by_content[e->content_key].begin(), by_content[e->content_key].end());
-    excluded.insert(rowid);
-    auto v = vector_of(rowid, *c);
-    if (!v) return std::unexpected(v.error());
-    auto hits = index.search(v->data(), options.r, std::nullopt, excluded);
-    std::erase_if(hits, [&](const SearchHit& h) { return h.similarity < options.similarity_floor; });
-    std::vector<RetrievedFaultyLine> faulty;
-    std::vector<double> sims;
-    std::vector<std::string> ids;
-    for (const auto& h : hits) {
-      auto it = loaded.find(h.rowid);
-      if (it == loaded.end()) {
-        if (loaded.size() > 512) loaded.clear();
-        auto rc = kb.load(h.rowid);
-        if (!rc) return std::unexpected(rc.error());
-        it = loaded.emplace(h.rowid, std::move(*rc)).first;
-      }
-      append_faulty_lines(it->second, sims.size(), faulty);
-      sims.push_back(h.similarity);
-      ids.push_back(it->second.id);
-    }
-    QueryView view = make_query_view(*c, cache);
-    if (auto s = fn(HeldOut{*c, view, faulty, sims, ids}); !s) return s;
+    auto m = source.material(rowid);
+    if (!m) return std::unexpected(m.error());
+    QueryView view = make_query_view(m->c, cache);
+    if (auto s = fn(HeldOut{m->c, view, m->faulty, m->sims, m->ids}); !s) return s;
   }
   return {};
 }
@@ -303,36 +338,52 @@ std::vector<const CaseEntry*> training_sample(const std::vector<CaseEntry>& entr
 
 // One pass over the sample: each case is parsed once, for both the statement kinds' prior and its features. The
 // prior is known only at the end, so each kept row carries its line's kind (an index into `kinds`) in the kind-prior
-// slot until then.
+// slot until then. In chunks: the cases are loaded and searched in order (one store connection), their views parsed
+// and featured on worker threads (a structure cache each), and folded into the training set in order, so the model
+// is the one a single thread learns.
 Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>& entries,
                                  const std::vector<const CaseEntry*>& labelled, const VectorIndex& index,
                                  const std::function<std::vector<float>(int64_t)>& vector_of,
                                  const IndexBuildOptions& options) {
-  std::vector<int64_t> rowids;
-  for (const auto* e : labelled) rowids.push_back(e->rowid);
+  const unsigned threads = index_threads(options.threads);
   std::vector<TrainingCase> training;
-  StructureCache cache;
+  std::vector<StructureCache> caches(threads);
   KindCounts kind_counts;
   std::vector<std::string> kinds;
   std::unordered_map<std::string, size_t> kind_index;
   const KindPrior no_prior;
-  auto status = for_each_held_out(
-      kb, entries, rowids, index, [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return vector_of(rowid); },
-      HeldOutOptions{options.r, options.similarity_floor}, cache, [&](const HeldOut& h) -> Status {
-        kind_counts.add(h.view, h.held_out.faulty_lines);
-        compute_features(h.view, h.faulty, h.similarity, options.epsilon, no_prior, h.held_out.error_message);
-        for (auto& ql : h.view.lines) {
-          const auto& s = *h.view.files[ql.file].structure;
-          const std::string& kind = s.kind[static_cast<size_t>(ql.line - 1)];
-          auto [it, added] = kind_index.emplace(kind, kinds.size());
-          if (added) kinds.push_back(kind);
-          ql.x[kKindPrior] = static_cast<double>(it->second);
-        }
-        training.push_back(training_case(h.view, h.held_out.faulty_lines));
-        thin_training_case(training.back(), training.size() - 1, options.training.negatives_per_case);
-        return {};
-      });
-  if (!status) return std::unexpected(status.error());
+  const std::function<Result<std::vector<float>>(int64_t, const Case&)> stored_vector =
+      [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return vector_of(rowid); };
+  HeldOutSource source(kb, entries, index, stored_vector, HeldOutOptions{options.r, options.similarity_floor});
+  constexpr size_t kChunk = 64;
+  for (size_t start = 0; start < labelled.size(); start += kChunk) {
+    const size_t n = std::min(kChunk, labelled.size() - start);
+    std::vector<HeldOutMaterial> items;
+    items.reserve(n);  // views point into the cases: no reallocation after they are made
+    for (size_t i = 0; i < n; ++i) {
+      auto m = source.material(labelled[start + i]->rowid);
+      if (!m) return std::unexpected(m.error());
+      items.push_back(std::move(*m));
+    }
+    std::vector<std::optional<QueryView>> views(n);
+    parallel_for(n, threads, [&](unsigned w, size_t i) {
+      views[i] = make_query_view(items[i].c, caches[w]);
+      compute_features(*views[i], items[i].faulty, items[i].sims, options.epsilon, no_prior, items[i].c.error_message);
+    });
+    for (size_t i = 0; i < n; ++i) {
+      QueryView& view = *views[i];
+      kind_counts.add(view, items[i].c.faulty_lines);
+      for (auto& ql : view.lines) {
+        const auto& s = *view.files[ql.file].structure;
+        const std::string& kind = s.kind[static_cast<size_t>(ql.line - 1)];
+        auto [it, added] = kind_index.emplace(kind, kinds.size());
+        if (added) kinds.push_back(kind);
+        ql.x[kKindPrior] = static_cast<double>(it->second);
+      }
+      training.push_back(training_case(view, items[i].c.faulty_lines));
+      thin_training_case(training.back(), training.size() - 1, options.training.negatives_per_case);
+    }
+  }
   const KindPrior prior = kind_counts.prior();
   std::vector<double> prior_of(kinds.size());
   for (size_t i = 0; i < kinds.size(); ++i) prior_of[i] = prior.get(kinds[i]);
