@@ -22,6 +22,7 @@
 #include <set>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -128,6 +129,102 @@ uint64_t vector_hash(const float* v, size_t dim) {
   return h;
 }
 
+float dot(const float* x, const float* y, size_t d) { return inner_product(x, y, d); }
+
+}  // namespace
+
+float inner_product(const float* x, const float* y, size_t d) {
+  using v4 = float __attribute__((vector_size(16)));
+  v4 a0 = {0, 0, 0, 0}, a1 = a0;
+  size_t i = 0;
+  for (; i + 8 <= d; i += 8) {
+    v4 x0, x1, y0, y1;
+    std::memcpy(&x0, x + i, 16);
+    std::memcpy(&x1, x + i + 4, 16);
+    std::memcpy(&y0, y + i, 16);
+    std::memcpy(&y1, y + i + 4, 16);
+    a0 += x0 * y0;
+    a1 += x1 * y1;
+  }
+  const v4 a = a0 + a1;
+  float sum = (a[0] + a[1]) + (a[2] + a[3]);
+  for (; i < d; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+namespace {
+
+// Flat inner-product storage whose distances (the HNSW graph's, as it is built and searched) and exact searches use
+// dot() above. It is written to disk as the plain IndexFlatIP it derives from, and loaded back into this type.
+struct FastFlatIP final : faiss::IndexFlatIP {
+  explicit FastFlatIP(idx_t dimension) : faiss::IndexFlatIP(dimension) {}
+
+  struct Distance final : faiss::FlatCodesDistanceComputer {
+    const float* query = nullptr;
+    size_t dim;
+    Distance(const uint8_t* stored, size_t bytes, size_t dimension)
+        : faiss::FlatCodesDistanceComputer(stored, bytes), dim(dimension) {}
+    void set_query(const float* x) override { query = x; }
+    float distance_to_code(const uint8_t* code) override { return dot(query, reinterpret_cast<const float*>(code), dim); }
+    float symmetric_dis(idx_t i, idx_t j) override {
+      return dot(reinterpret_cast<const float*>(codes + i * code_size), reinterpret_cast<const float*>(codes + j * code_size), dim);
+    }
+  };
+  faiss::FlatCodesDistanceComputer* get_FlatCodesDistanceComputer() const override {
+    return new Distance(codes.data(), code_size, static_cast<size_t>(d));
+  }
+
+  // Exact top-k by inner product, one query at a time, honouring the selector; equal similarities by position.
+  void search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
+              const faiss::SearchParameters* params = nullptr) const override {
+    const faiss::IDSelector* sel = params ? params->sel : nullptr;
+    const auto* xb = reinterpret_cast<const float*>(codes.data());
+    const size_t dim = static_cast<size_t>(d);
+    std::vector<std::pair<float, idx_t>> best;
+    const auto worse = [](const std::pair<float, idx_t>& a, const std::pair<float, idx_t>& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    };
+    for (idx_t q = 0; q < n; ++q) {
+      best.clear();
+      const float* query = x + static_cast<size_t>(q) * dim;
+      for (idx_t i = 0; i < ntotal; ++i) {
+        if (sel && !sel->is_member(i)) continue;
+        const std::pair<float, idx_t> cand{dot(query, xb + static_cast<size_t>(i) * dim, dim), i};
+        if (static_cast<idx_t>(best.size()) < k) {
+          best.push_back(cand);
+          std::push_heap(best.begin(), best.end(), worse);
+        } else if (k > 0 && worse(cand, best.front())) {
+          std::pop_heap(best.begin(), best.end(), worse);
+          best.back() = cand;
+          std::push_heap(best.begin(), best.end(), worse);
+        }
+      }
+      std::sort_heap(best.begin(), best.end(), worse);
+      for (idx_t j = 0; j < k; ++j) {
+        const bool has = j < static_cast<idx_t>(best.size());
+        distances[q * k + j] = has ? best[static_cast<size_t>(j)].first : -std::numeric_limits<float>::max();
+        labels[q * k + j] = has ? best[static_cast<size_t>(j)].second : -1;
+      }
+    }
+  }
+};
+
+// The same vectors, in the fast storage (the codes move; no copy).
+std::unique_ptr<FastFlatIP> fast_copy_of(faiss::IndexFlat& flat) {
+  auto fast = std::make_unique<FastFlatIP>(flat.d);
+  fast->codes.swap(flat.codes);
+  fast->ntotal = flat.ntotal;
+  flat.ntotal = 0;
+  return fast;
+}
+
+std::unique_ptr<faiss::IndexHNSWFlat> new_hnsw(size_t dimension, int m) {
+  auto hnsw = std::make_unique<faiss::IndexHNSWFlat>(static_cast<idx_t>(dimension), m, faiss::METRIC_INNER_PRODUCT);
+  delete hnsw->storage;
+  hnsw->storage = new FastFlatIP(static_cast<idx_t>(dimension));
+  return hnsw;
+}
+
 const faiss::IndexFlat& flat_of(const faiss::Index& index) {
   if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(&index)) return *dynamic_cast<const faiss::IndexFlat*>(hnsw->storage);
   return dynamic_cast<const faiss::IndexFlat&>(index);
@@ -136,7 +233,7 @@ const faiss::IndexFlat& flat_of(const faiss::Index& index) {
 }  // namespace
 
 VectorIndex::VectorIndex(size_t dimension, VectorIndexOptions options)
-    : dimension_(dimension), options_(options), index_(std::make_unique<faiss::IndexFlatIP>(static_cast<idx_t>(dimension))) {}
+    : dimension_(dimension), options_(options), index_(std::make_unique<FastFlatIP>(static_cast<idx_t>(dimension))) {}
 VectorIndex::~VectorIndex() = default;
 VectorIndex::VectorIndex(VectorIndex&&) noexcept = default;
 VectorIndex& VectorIndex::operator=(VectorIndex&&) noexcept = default;
@@ -194,8 +291,7 @@ std::vector<float> VectorIndex::vector(int64_t rowid) const {
 }
 
 void VectorIndex::rebuild_as_hnsw() {
-  auto hnsw = std::make_unique<faiss::IndexHNSWFlat>(static_cast<idx_t>(dimension_), options_.hnsw_m,
-                                                     faiss::METRIC_INNER_PRODUCT);
+  auto hnsw = new_hnsw(dimension_, options_.hnsw_m);
   hnsw->hnsw.efConstruction = options_.ef_construction;
   hnsw->hnsw.efSearch = options_.ef_search;
   const idx_t n = index_->ntotal;
@@ -249,7 +345,7 @@ void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<floa
   if (is_hnsw() && saved_) {
     // A saved HNSW index takes new vectors into its exact tail: no graph insertion (about 2 ms a vector at 100k) on
     // an incremental update; the next whole save merges them.
-    if (!tail_) tail_ = std::make_unique<faiss::IndexFlatIP>(static_cast<idx_t>(dimension_));
+    if (!tail_) tail_ = std::make_unique<FastFlatIP>(static_cast<idx_t>(dimension_));
     tail_->add(added, fresh.data());
     return;
   }
@@ -299,7 +395,7 @@ void VectorIndex::refine(const float* query, std::vector<std::pair<int64_t, floa
           if (std::none_of(m.begin(), m.end(), [&](int64_t id) { return allowed->contains(id); })) continue;
         }
         --budget;
-        hits.emplace_back(p, faiss::fvec_inner_product(query, stored(p), dimension_));
+        hits.emplace_back(p, dot(query, stored(p), dimension_));
       }
     }
   }
@@ -662,6 +758,18 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   if (reader.sum.finish() != manifest->vectors_checksum)
     return fail(vec.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   if (!why.empty()) return fail(vec.string() + ": cannot read the index: " + why);
+  // Into the fast storage (FastFlatIP): the codes move, nothing is copied.
+  if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) {
+    if (auto* flat = dynamic_cast<faiss::IndexFlat*>(h->storage); flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
+      auto fast = fast_copy_of(*flat);
+      if (h->own_fields) delete h->storage;
+      h->storage = fast.release();
+      h->own_fields = true;
+    }
+  } else if (auto* flat = dynamic_cast<faiss::IndexFlat*>(index.index_.get());
+             flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
+    index.index_ = fast_copy_of(*flat);
+  }
   if (static_cast<size_t>(index.index_->ntotal) != manifest->base_vectors ||
       static_cast<size_t>(index.index_->d) != manifest->dimension)
     return fail(vec.string() + ": does not match manifest.json (count or dimension)");
@@ -704,7 +812,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     const char* p = bytes->data() + head;
     const char* vectors = p + n * 3 * sizeof(int64_t);
     if (fresh > 0) {
-      if (!index.tail_) index.tail_ = std::make_unique<faiss::IndexFlatIP>(static_cast<idx_t>(manifest->dimension));
+      if (!index.tail_) index.tail_ = std::make_unique<FastFlatIP>(static_cast<idx_t>(manifest->dimension));
       std::vector<float> v(fresh * manifest->dimension);
       std::memcpy(v.data(), vectors, v.size() * sizeof(float));
       index.tail_->add(static_cast<idx_t>(fresh), v.data());

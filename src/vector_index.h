@@ -29,7 +29,7 @@
 
 namespace faiss {
 struct Index;
-struct IndexFlatIP;
+struct IndexFlat;
 }
 
 namespace spark {
@@ -150,7 +150,7 @@ class VectorIndex {
   std::unique_ptr<faiss::Index> index_;
   // Vectors added to a saved HNSW index since its base was written (positions index_->ntotal + i), searched
   // exactly beside the graph; a whole save inserts them into the graph.
-  std::unique_ptr<faiss::IndexFlatIP> tail_;
+  std::unique_ptr<faiss::IndexFlat> tail_;
   void search_tail(const float* query, size_t k, const std::vector<int64_t>* positions,
                    std::vector<std::pair<int64_t, float>>& hits) const;
   void merge_tail();
@@ -173,6 +173,13 @@ class VectorIndex {
                       const std::vector<Extra>& extra_files);
   Status write_manifest(const std::filesystem::path& dir, const IndexManifest& m, const std::vector<Extra>& extra_files);
 };
+
+// The inner product of two float vectors with eight independent accumulators (GCC vector extensions: two 4-lane
+// registers on baseline x86-64, the same code elsewhere). Debian's faiss is a generic build whose inner product is a
+// single-accumulator loop bound by the adder's latency; the index's HNSW graph (built and searched), its exact
+// searches and the refinement use this one instead (bench/index_bench.cpp measures the two). The order of the sum
+// differs from faiss's, so a similarity may differ from faiss's in its last bits.
+float inner_product(const float* x, const float* y, size_t d);
 
 // A fast 64-bit checksum of a file's bytes (streamed), as 16 hex digits.
 Result<std::string> file_checksum(const std::filesystem::path& path);

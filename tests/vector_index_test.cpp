@@ -291,4 +291,14 @@ TEST(VectorIndex, a_segment_is_never_written_on_a_base_another_process_replaced)
   EXPECT_TRUE(loaded->first.contains(9000));
 }
 
+TEST(inner_product, equals_the_plain_sum_to_float_rounding_at_every_length) {
+  for (size_t d : {1u, 7u, 8u, 9u, 64u, 1024u, 1027u}) {
+    const auto v = random_unit_vectors(2, d, static_cast<unsigned>(d));
+    double plain = 0;
+    for (size_t i = 0; i < d; ++i) plain += static_cast<double>(v[i]) * v[d + i];
+    EXPECT_NEAR(inner_product(v.data(), v.data() + d, d), plain, 1e-6) << d;
+    EXPECT_NEAR(inner_product(v.data(), v.data(), d), 1.0, 1e-5) << d;  // unit vectors
+  }
+}
+
 }  // namespace spark
