@@ -347,7 +347,8 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
                                  const IndexBuildOptions& options) {
   const unsigned threads = index_threads(options.threads);
   std::vector<TrainingCase> training;
-  std::vector<StructureCache> caches(threads);
+  std::vector<StructureCache> caches;
+  for (unsigned w = 0; w < threads; ++w) caches.emplace_back(16);
   KindCounts kind_counts;
   std::vector<std::string> kinds;
   std::unordered_map<std::string, size_t> kind_index;
@@ -355,7 +356,8 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
   const std::function<Result<std::vector<float>>(int64_t, const Case&)> stored_vector =
       [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return vector_of(rowid); };
   HeldOutSource source(kb, entries, index, stored_vector, HeldOutOptions{options.r, options.similarity_floor});
-  constexpr size_t kChunk = 64;
+  // Small chunks: each view holds every line's features (7,000 lines in the largest test files).
+  constexpr size_t kChunk = 16;
   for (size_t start = 0; start < labelled.size(); start += kChunk) {
     const size_t n = std::min(kChunk, labelled.size() - start);
     std::vector<HeldOutMaterial> items;
