@@ -742,7 +742,15 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     return fail(ids.string() + ": holds " + std::to_string(id_bytes->size() / (8 * per_case)) + " ids, manifest says " +
                 std::to_string(manifest->base_count));
   VectorIndex index(manifest->dimension, options);
-  // The vectors file is checksummed as FAISS reads it: one pass over the largest file.
+  // A damaged vectors file never reaches FAISS: its reader leaks the index it was reading when it throws (faiss
+  // 1.7.3), so the checksum is verified first (one more read of the file, from the page cache in practice).
+  {
+    auto sum = file_checksum(vec);
+    if (!sum) return std::unexpected(sum.error());
+    if (*sum != manifest->vectors_checksum)
+      return fail(vec.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+  }
+  // Checksummed again as FAISS reads it: the file cannot have changed in between unnoticed.
   ChecksumReader reader;
   reader.name = vec.string();
   reader.f = std::fopen(vec.c_str(), "rb");
