@@ -74,23 +74,7 @@ class StreamChecksum {
   uint64_t total_ = 0;
 };
 
-// FAISS readers and writers that checksum the bytes as they pass: the vectors file is read (and written) once.
-struct ChecksumReader final : faiss::IOReader {
-  FILE* f = nullptr;
-  StreamChecksum sum;
-  size_t operator()(void* ptr, size_t size, size_t nitems) override {
-    if (size == 0 || nitems == 0) return 0;
-    const size_t got = std::fread(ptr, 1, size * nitems, f);
-    sum.update(static_cast<const char*>(ptr), got);
-    return got / size;
-  }
-  // Reads what FAISS left unread, so the checksum covers the whole file.
-  void drain() {
-    std::vector<char> buf(1 << 16);
-    for (size_t got; (got = std::fread(buf.data(), 1, buf.size(), f)) > 0;) sum.update(buf.data(), got);
-  }
-};
-
+// A FAISS writer that checksums the bytes as they pass: the vectors file is written once.
 struct ChecksumWriter final : faiss::IOWriter {
   FILE* f = nullptr;
   StreamChecksum sum;
@@ -750,21 +734,13 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     if (*sum != manifest->vectors_checksum)
       return fail(vec.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   }
-  // Checksummed again as FAISS reads it: the file cannot have changed in between unnoticed.
-  ChecksumReader reader;
-  reader.name = vec.string();
-  reader.f = std::fopen(vec.c_str(), "rb");
-  if (!reader.f) return fail(vec.string() + ": cannot open: " + std::strerror(errno));
+  // Index files are written once under fresh names and never changed in place: the verified file is what FAISS reads.
   std::string why;
   try {
-    index.index_.reset(faiss::read_index(&reader));
+    index.index_.reset(faiss::read_index(vec.c_str()));
   } catch (const faiss::FaissException& e) {
     why = e.what();
   }
-  reader.drain();
-  std::fclose(reader.f);
-  if (reader.sum.finish() != manifest->vectors_checksum)
-    return fail(vec.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   if (!why.empty()) return fail(vec.string() + ": cannot read the index: " + why);
   // Into the fast storage (FastFlatIP): the codes move, nothing is copied.
   if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) {
