@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <future>
 #include <unordered_map>
 
 #include "sqlite_db.h"
@@ -362,13 +363,38 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
   auto ins_file = db_->prepare("INSERT INTO case_files(case_rowid, ord, path, blob_sha) VALUES (?,?,?,?)");
   for (auto* st : {&find, &del, &ins, &ins_blob, &has_blob, &ins_file})
     if (!*st) return std::unexpected(st->error());
+  // Hashing every file's bytes (FNV, about 4 cycles a byte: ~9 s of CPU for 100k cases of 70 KB files) runs on a
+  // second thread one chunk ahead of the writes, which are SQLite's and stay on this one.
+  struct Prepared {
+    CaseKeys keys;
+    std::string record, hash;
+  };
+  constexpr size_t kChunk = 64;
+  auto prepare_chunk = [&cases](size_t begin) {
+    std::vector<Prepared> out;
+    const size_t end = std::min(cases.size(), begin + kChunk);
+    out.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      Prepared p{case_keys(cases[i]), cases[i].record.dump(), {}};
+      p.hash = record_hash(p.record, p.keys.content_key);
+      out.push_back(std::move(p));
+    }
+    return out;
+  };
+  std::vector<Prepared> chunk;
+  std::future<std::vector<Prepared>> ahead;
   for (size_t i = 0; i < cases.size(); ++i) {
+    if (i % kChunk == 0) {
+      chunk = i == 0 ? prepare_chunk(0) : ahead.get();
+      if (i + kChunk < cases.size()) ahead = std::async(std::launch::async, prepare_chunk, i + kChunk);
+    }
     const Case& c = cases[i];
     const std::string where = i < origins.size() ? origins[i].where + ": " : std::string();
-    const CaseKeys keys = case_keys(c);
+    const Prepared& prepared = chunk[i % kChunk];
+    const CaseKeys& keys = prepared.keys;
     const std::string& key = keys.content_key;
-    const std::string record = c.record.dump();
-    const std::string hash = record_hash(record, key);
+    const std::string& record = prepared.record;
+    const std::string& hash = prepared.hash;
     find->bind(1, c.id);
     auto found = find->step();
     if (!found) return std::unexpected(found.error());
@@ -390,7 +416,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       ++summary.added;
     }
     ins->bind(1, c.id).bind(2, c.test_id).bind(3, c.failure_epoch).bind(4, int64_t{c.labelled() ? 1 : 0});
-    ins->bind(5, key).bind(6, c.error_message).bind(7, record).bind(8, hash);
+    ins->bind(5, key).bind(6, c.error_message).bind_static(7, record).bind(8, hash);
     if (auto s = ins->run(); !s) return std::unexpected(s.error());
     const int64_t rowid = sqlite3_last_insert_rowid(db_->handle());
     for (size_t ord = 0; ord < c.files.size(); ++ord) {
@@ -401,7 +427,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       if (!present) return std::unexpected(present.error());
       has_blob->reset();
       if (!*present)
-        if (auto s = ins_blob->bind(1, sha).bind(2, c.files[ord].content).run(); !s) return std::unexpected(s.error());
+        if (auto s = ins_blob->bind(1, sha).bind_static(2, c.files[ord].content).run(); !s) return std::unexpected(s.error());
       ins_file->bind(1, rowid).bind(2, static_cast<int64_t>(ord)).bind(3, c.files[ord].path).bind(4, sha);
       if (auto s = ins_file->run(); !s) return std::unexpected(s.error());
     }

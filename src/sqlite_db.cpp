@@ -10,6 +10,10 @@ SqliteStmt& SqliteStmt::bind(int i, std::string_view v) {
   sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   return *this;
 }
+SqliteStmt& SqliteStmt::bind_static(int i, std::string_view v) {
+  sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8);
+  return *this;
+}
 SqliteStmt& SqliteStmt::bind_blob(int i, const void* data, size_t size) {
   sqlite3_bind_blob64(stmt_, i, data, size, SQLITE_TRANSIENT);
   return *this;

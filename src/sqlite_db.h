@@ -27,6 +27,9 @@ class SqliteStmt {
 
   SqliteStmt& bind(int i, int64_t v);
   SqliteStmt& bind(int i, std::string_view v);
+  // Binds text without copying it: `v` must stay alive and unchanged until the statement is stepped, reset and bound
+  // again (for large values bound once per step, such as file contents).
+  SqliteStmt& bind_static(int i, std::string_view v);
   SqliteStmt& bind_blob(int i, const void* data, size_t size);
   SqliteStmt& bind_null(int i);
   // Steps once: true when a row is ready, false when done. Errors name the database.

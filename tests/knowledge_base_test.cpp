@@ -61,6 +61,40 @@ TEST(KnowledgeBase, reimport_is_harmless_and_a_conflict_stores_nothing) {
   EXPECT_GT(*(*kb)->generation(), gen);
 }
 
+// Keys are computed a chunk ahead on another thread: a conflict deep in a large import (past several chunks, and with
+// a chunk still being prepared) is named by its own origin and still stores nothing; a large import stores every
+// case with the keys a one-case import gives it.
+TEST(KnowledgeBase, a_conflict_deep_in_a_large_import_is_named_and_stores_nothing) {
+  TempDir dir;
+  auto kb = KnowledgeBase::open(dir / "kb", true);
+  ASSERT_TRUE((*kb)->import_cases({make("c150")}, {}, false));
+  std::vector<Case> many;
+  std::vector<CaseOrigin> origins;
+  for (int i = 0; i < 300; ++i) {
+    many.push_back(make("c" + std::to_string(i), 2 + i % 2, "E   assert " + std::to_string(i) + " == 2"));
+    origins.push_back({"big.jsonl:" + std::to_string(i + 1)});
+  }
+  auto conflict = (*kb)->import_cases(many, origins, false);
+  ASSERT_FALSE(conflict);
+  EXPECT_EQ(conflict.error().message, "big.jsonl:151: id \"c150\" is already in the knowledge base with a different record "
+                                      "(use --replace to overwrite it)");
+  EXPECT_EQ(*(*kb)->count(), 1u);
+  auto replaced = (*kb)->import_cases(many, origins, true);
+  ASSERT_TRUE(replaced) << replaced.error().message;
+  EXPECT_EQ(replaced->added, 299u);
+  EXPECT_EQ(replaced->replaced, 1u);
+  TempDir one_dir;
+  auto one = KnowledgeBase::open(one_dir / "kb", true);
+  const auto entries = *(*kb)->entries();
+  ASSERT_EQ(entries.size(), 300u);
+  for (const auto& e : entries) {
+    const int i = std::stoi(e.id.substr(1));
+    ASSERT_TRUE((*one)->import_cases({many[static_cast<size_t>(i)]}, {}, false));
+    auto alone = *(*one)->entries();
+    EXPECT_EQ(alone.back().content_key, e.content_key) << e.id;
+  }
+}
+
 TEST(KnowledgeBase, refuses_a_newer_schema_a_foreign_database_and_a_corrupt_file) {
   TempDir dir;
   {
