@@ -2,7 +2,9 @@
 
 #include <pugixml.hpp>
 
-#include <functional>
+#include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "case.h"
 #include "text.h"
@@ -40,11 +42,24 @@ std::optional<fs::path> inside_root(const fs::path& root, const std::string& rel
 
 namespace {
 
-size_t line_at(const std::string& text, ptrdiff_t offset) {
-  size_t line = 1;
-  for (ptrdiff_t i = 0; i < offset && static_cast<size_t>(i) < text.size(); ++i) line += text[static_cast<size_t>(i)] == '\n';
-  return line;
-}
+// Line numbers of byte offsets, by a binary search over the line starts (one pass over the text): a report of 100k
+// test cases asks for 100k lines, which a count from the start each time made quadratic.
+class LineIndex {
+ public:
+  explicit LineIndex(const std::string& text) {
+    starts_.push_back(0);
+    for (size_t i = 0; i < text.size(); ++i)
+      if (text[i] == '\n') starts_.push_back(i + 1);
+  }
+  size_t line_at(ptrdiff_t offset) const {
+    if (offset <= 0) return 1;
+    // The line holding `offset` is the number of line starts at or before it.
+    return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset)) - starts_.begin());
+  }
+
+ private:
+  std::vector<size_t> starts_;
+};
 
 std::vector<std::string> split_dots(const std::string& s) {
   std::vector<std::string> out;
@@ -78,27 +93,39 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
   pugi::xml_document doc;
   const pugi::xml_parse_result parsed = doc.load_buffer(text->data(), text->size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
   const std::string name = report.string();
+  const LineIndex lines(*text);
   if (!parsed)
-    return fail(name + ":" + std::to_string(line_at(*text, parsed.offset)) + ": not a readable JUnit report: " +
+    return fail(name + ":" + std::to_string(lines.line_at(parsed.offset)) + ": not a readable JUnit report: " +
                 parsed.description());
   // Element offsets, to name the line of each <testcase>.
-  const auto line_of = [&](const pugi::xml_node& n) { return line_at(*text, n.offset_debug()); };
+  const auto line_of = [&](const pugi::xml_node& n) { return lines.line_at(n.offset_debug()); };
   const pugi::xml_node top = doc.document_element();
   const std::string top_name = top.name();
   if (top_name != "testsuites" && top_name != "testsuite")
     return fail(name + ":" + std::to_string(line_of(top)) + ": not a JUnit report: the root element is <" + top_name +
                 ">, not <testsuites> or <testsuite>");
   JunitReport out;
+  // Each path is looked up once (a look-up resolves it on disk or in git objects; 100k test cases name few files).
+  std::unordered_map<std::string, bool> known;
+  const auto exists = [&](const std::string& path) {
+    auto [it, fresh] = known.try_emplace(path, false);
+    if (fresh) it->second = files.exists(path);
+    return it->second;
+  };
   std::vector<pugi::xml_node> suites;
   if (top_name == "testsuite") suites.push_back(top);
-  // Suites may nest (some runners); walk them all.
-  const std::function<void(const pugi::xml_node&)> collect = [&](const pugi::xml_node& n) {
-    for (pugi::xml_node s : n.children("testsuite")) {
-      suites.push_back(s);
-      collect(s);
-    }
-  };
-  collect(top);
+  // Suites may nest (some runners); walk them all, depth first in document order, without recursion (a report nested
+  // 50,000 suites deep overflowed the stack).
+  std::vector<pugi::xml_node> pending;
+  for (pugi::xml_node s = top.last_child(); s; s = s.previous_sibling())
+    if (std::string_view(s.name()) == "testsuite") pending.push_back(s);
+  while (!pending.empty()) {
+    const pugi::xml_node s = pending.back();
+    pending.pop_back();
+    suites.push_back(s);
+    for (pugi::xml_node c = s.last_child(); c; c = c.previous_sibling())
+      if (std::string_view(c.name()) == "testsuite") pending.push_back(c);
+  }
   for (const pugi::xml_node& suite : suites) {
     std::optional<int64_t> time;
     if (const char* ts = suite.attribute("timestamp").as_string(nullptr); ts && *ts) {
@@ -134,7 +161,7 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
         o.collection_error = true;
         const auto parts = split_dots(test_name);
         const std::string path = file_attr.empty() ? join(parts, 0, parts.size(), "/") + ".py" : file_attr;
-        if (files.exists(path)) o.file = path;
+        if (exists(path)) o.file = path;
         else out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " + files.name);
         o.test_id = o.file.empty() ? test_name : o.file;
         out.outcomes.push_back(std::move(o));
@@ -160,14 +187,14 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
       } else {
         for (size_t k = parts.size(); k >= 1; --k) {
           const std::string candidate = join(parts, 0, k, "/") + ".py";
-          if (files.exists(candidate)) {
+          if (exists(candidate)) {
             path = candidate;
             module_end = k;
             break;
           }
         }
       }
-      if (!path.empty() && !files.exists(path)) {
+      if (!path.empty() && !exists(path)) {
         const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;
         out.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + files.name +
                                "; not read");
