@@ -166,7 +166,7 @@ ParsedAnswer parse_answer(std::string_view answer, int max_id, const std::functi
   if (first != std::string::npos && last != std::string::npos && last > first)
     tries.push_back(text.substr(first, last - first + 1));
   for (const auto& t : tries) {
-    if (t.empty() || (t.front() != '{' && t.front() != '[')) continue;
+    if (t.empty() || (t.front() != '{' && t.front() != '[') || json_too_deep(t)) continue;
     auto j = nlohmann::json::parse(t, nullptr, false);
     if (j.is_discarded()) continue;
     walk_json(j, c, id_of_code, 0);

@@ -175,12 +175,14 @@ Result<Case> case_from_json(json r) {
       if (path == fl.end() || !path->is_string()) return fail(where + ".path must be a string");
       if (line == fl.end() || !line->is_number_integer()) return fail(where + ".line must be an integer");
       LineRef ref{path->get<std::string>(), 0};
-      const auto n = line->get<long long>();
       const SourceFile* f = c.file(ref.path);
       if (!f) return fail(where + ": path \"" + ref.path + "\" is not in files");
       const auto lines = split_lines(f->content);
-      if (n < 1 || n > static_cast<long long>(lines.size()))
-        return fail(where + ": line " + std::to_string(n) + " is out of range (" + ref.path + " has " +
+      // An unsigned above 2^63 - 1 would wrap to a negative long long: it is out of range as written.
+      const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > static_cast<uint64_t>(lines.size());
+      const long long n = too_big ? 0 : line->get<long long>();
+      if (too_big || n < 1 || n > static_cast<long long>(lines.size()))
+        return fail(where + ": line " + line->dump() + " is out of range (" + ref.path + " has " +
                     std::to_string(lines.size()) + " lines)");
       if (is_blank(lines[static_cast<size_t>(n - 1)]))
         return fail(where + ": line " + std::to_string(n) + " of " + ref.path + " is blank");
@@ -262,6 +264,9 @@ Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
     const std::string where = path.string() + ":" + std::to_string(line_no) + ": ";
     if (is_blank(line)) continue;
     if (auto bad = find_invalid_utf8(line)) return fail(where + "invalid UTF-8 at byte " + std::to_string(*bad));
+    if (auto deep = json_too_deep(line))
+      return fail(where + "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " +
+                  std::to_string(*deep + 1) + ")");
     json record;
     try {
       record = json::parse(line);
@@ -277,6 +282,17 @@ Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
   return out;
 }
 
+bool path_exists(const std::filesystem::path& path) noexcept {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec) && !ec;
+}
+
+std::filesystem::path temp_folder() noexcept {
+  std::error_code ec;
+  auto p = std::filesystem::temp_directory_path(ec);
+  return ec ? std::filesystem::path("/tmp") : p;
+}
+
 Status write_file_atomic(const std::filesystem::path& path, std::string_view content) {
   const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -288,19 +304,22 @@ Status write_file_atomic(const std::filesystem::path& path, std::string_view con
       if (errno == EINTR) continue;
       const std::string msg = std::strerror(errno);
       ::close(fd);
-      std::filesystem::remove(tmp);
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
       return fail(tmp.string() + ": write failed: " + msg);
     }
     done += static_cast<size_t>(w);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::filesystem::remove(tmp);
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
     return fail(tmp.string() + ": cannot flush to disk");
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
-    std::filesystem::remove(tmp);
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
     return fail(path.string() + ": cannot replace: " + ec.message());
   }
   return {};

@@ -86,4 +86,12 @@ Status write_file_atomic(const std::filesystem::path& path, std::string_view con
 // Reads a whole file. Errors name the path.
 Result<std::string> read_file(const std::filesystem::path& path);
 
+// std::filesystem::exists without the throwing form: false when the path is absent or cannot be examined (a folder
+// without search permission, a name too long). The throwing forms are not used in spark: an exception escaping a
+// command would end it in std::terminate with nothing useful printed.
+bool path_exists(const std::filesystem::path& path) noexcept;
+
+// The folder for temporary files: $TMPDIR when it names a folder, else /tmp (never throws).
+std::filesystem::path temp_folder() noexcept;
+
 }  // namespace spark

@@ -312,6 +312,8 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::request(const std::vecto
   const HttpResponse* resp = &outcome->response;
   if (resp->status != 200)
     return fail("POST " + url + ": HTTP " + std::to_string(resp->status) + ": " + clip(resp->body, 300));
+  if (json_too_deep(resp->body))
+    return fail("POST " + url + ": the answer nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   nlohmann::json answer;
   try {
     answer = nlohmann::json::parse(resp->body);

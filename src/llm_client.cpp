@@ -99,6 +99,8 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   const std::string tries = answer.attempts > 1 ? " (after " + std::to_string(answer.attempts) + " attempts)" : "";
   if (resp.status != 200)
     return fail(where + "HTTP " + std::to_string(resp.status) + tries + ": " + clip(resp.body, 300));
+  if (json_too_deep(resp.body))
+    return fail(where + "the answer nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels" + tries);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(resp.body);

@@ -40,6 +40,24 @@ std::optional<size_t> find_invalid_utf8(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<size_t> json_too_deep(std::string_view text, size_t limit) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > limit) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) --depth;
+  }
+  return std::nullopt;
+}
+
 std::u32string decode_utf8(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());

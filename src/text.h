@@ -13,6 +13,14 @@ namespace spark {
 // or nullopt when the whole text is valid.
 std::optional<size_t> find_invalid_utf8(std::string_view text);
 
+// How deep JSON may nest where spark reads it: nlohmann's parser is iterative, but copying, dumping and walking a
+// value recurse, and a case whose "meta" nests 100,000 deep overflowed the stack. Real records nest a few levels.
+inline constexpr size_t kMaxJsonDepth = 256;
+
+// Byte offset of the bracket that opens nesting level `limit` + 1 in JSON text (strings and escapes skipped), or
+// nullopt when the text stays within `limit` levels. One pass, no allocation; the text need not be valid JSON.
+std::optional<size_t> json_too_deep(std::string_view text, size_t limit = kMaxJsonDepth);
+
 // Decodes valid UTF-8 into code points; an invalid byte becomes U+FFFD (callers validate first where it matters).
 std::u32string decode_utf8(std::string_view text);
 
