@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include <limits>
 #include <unistd.h>
 
 #include <chrono>
@@ -99,7 +100,7 @@ int cmd_import(const Common& common, const ImportArgs& args) {
   std::printf("imported %zu case(s) from %zu file(s) into %s: %zu new, %zu replaced, %zu unchanged\n", cases.size(),
               args.files.size(), (*kb)->db_path().c_str(), summary->added, summary->replaced, summary->unchanged);
   // Keep an existing index fresh: embed the new cases with its statistics.
-  if (summary->replaced == 0 && summary->added > 0 && fs::exists((*kb)->index_dir() / "manifest.json")) {
+  if (summary->replaced == 0 && summary->added > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
     std::vector<std::string> notes;
     auto engine = SearchEngine::open(**kb, common.embedder, notes);
     if (!engine) {
@@ -110,7 +111,7 @@ int cmd_import(const Common& common, const ImportArgs& args) {
       std::printf("added %zu case(s) to the vector index (run `spark index --rebuild` now and then to refit its "
                   "statistics and the ranker)\n", (*engine)->added_since_load());
     }
-  } else if (summary->replaced > 0 && fs::exists((*kb)->index_dir() / "manifest.json")) {
+  } else if (summary->replaced > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
     note("cases were replaced: run `spark index --rebuild`");
   }
   return 0;
@@ -142,7 +143,7 @@ int cmd_index(const Common& common, const IndexArgs& args) {
   auto kb = open_kb(common, false);
   if (!kb) return report_error(kb.error());
   const fs::path manifest = (*kb)->index_dir() / "manifest.json";
-  if (!args.rebuild && fs::exists(manifest)) {
+  if (!args.rebuild && path_exists(manifest)) {
     auto m = VectorIndex::read_manifest((*kb)->index_dir());
     auto g = (*kb)->generation();
     if (m && g && m->generation == *g && (common.embedder.kind.empty() || m->embedder.starts_with(common.embedder.kind == "openai" ? "openai/" : "builtin"))) {
@@ -427,7 +428,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     const std::string number = colon == std::string::npos ? args.explain : args.explain.substr(colon + 1);
     char* end = nullptr;
     const long line = std::strtol(number.c_str(), &end, 10);
-    if (number.empty() || *end != '\0' || line < 1) {
+    if (number.empty() || *end != '\0' || line < 1 || line > std::numeric_limits<int>::max()) {
       std::fprintf(stderr, "spark: error: --explain \"%s\": give a line number (12) or a path and line (tests/t.py:12)\n",
                    args.explain.c_str());
       return 2;
@@ -436,7 +437,12 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   }
 
   LlmStageOptions stage;
-  stage.mode = *parse_mode(args.mode);
+  auto mode = parse_mode(args.mode);
+  if (!mode) {
+    std::fprintf(stderr, "spark: error: %s\n", mode.error().message.c_str());
+    return 2;
+  }
+  stage.mode = *mode;
   stage.keep_prompt = args.show_prompt;
   stage.redactor = common.redactor;
   stage.context_tokens = args.context_tokens;
@@ -458,7 +464,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   std::vector<std::string> notes;
   std::unique_ptr<KnowledgeBase> kb;
   std::unique_ptr<SearchEngine> engine;
-  if (fs::exists(fs::path(common.kb_dir) / "kb.sqlite")) {
+  if (path_exists(fs::path(common.kb_dir) / "kb.sqlite")) {
     auto opened = open_kb(common, false);
     if (!opened) return report_error(opened.error());
     kb = std::move(*opened);
@@ -466,7 +472,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     if (!count) return report_error(count.error());
     if (*count > 0) {
       // No index yet (the first case was just learned, say by `spark record`): build it, as `spark index` would.
-      if (!fs::exists(kb->index_dir() / "manifest.json")) {
+      if (!path_exists(kb->index_dir() / "manifest.json")) {
         auto built = build_index(*kb, common.embedder, IndexBuildOptions{});
         if (!built) return report_error(built.error());
         notes.push_back("the knowledge base had no vector index: built it over " + std::to_string(*count) +
@@ -652,18 +658,19 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
     if (!opened) return report_error(opened.error());
     kb = std::move(*opened);
   } else {
-    temp = fs::temp_directory_path() / ("spark-eval-" + std::to_string(::getpid()));
-    fs::remove_all(temp);
+    temp = temp_folder() / ("spark-eval-" + std::to_string(::getpid()));
+    std::error_code ignored;
+    fs::remove_all(temp, ignored);
     auto opened = KnowledgeBase::open(temp, true);
     if (!opened) return report_error(opened.error());
     kb = std::move(*opened);
     if (auto s = kb->import_cases(cases, origins, false); !s) {
-      fs::remove_all(temp);
+      fs::remove_all(temp, ignored);
       return report_error(s.error());
     }
     note("indexing " + std::to_string(cases.size()) + " case(s) into a temporary knowledge base");
     if (auto r = build_index(*kb, common.embedder, IndexBuildOptions{}); !r) {
-      fs::remove_all(temp);
+      fs::remove_all(temp, ignored);
       return report_error(r.error());
     }
   }

@@ -534,7 +534,7 @@ int hooks_install(const HooksArgs& args, const GitRepository& repo) {
   const fs::path hook = dir / "post-commit", chained = dir / "post-commit.spark-chained";
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (fs::exists(hook)) {
+  if (path_exists(hook)) {
     auto text = read_file(hook);
     if (!text) return report_error(text.error());
     if (text->find(kHookMarker) != std::string::npos) {
@@ -544,7 +544,7 @@ int hooks_install(const HooksArgs& args, const GitRepository& repo) {
       note("post-commit hook already installed in " + dir.string() + " (refreshed)");
       return 0;
     }
-    if (fs::exists(chained))
+    if (path_exists(chained))
       return report_error(Error{chained.string() + " exists already and " + hook.string() +
                                 " is not spark's: move one of them away first"});
     fs::rename(hook, chained, ec);
@@ -567,15 +567,15 @@ int hooks_uninstall(const GitRepository& repo) {
   }
   std::error_code ec;
   fs::remove(hook, ec);
-  if (fs::exists(chained)) fs::rename(chained, hook, ec);
+  if (path_exists(chained)) fs::rename(chained, hook, ec);
   if (ec) return report_error(Error{hook.string() + ": " + ec.message()});
-  note("removed spark's post-commit hook" + std::string(fs::exists(hook) ? "; your earlier hook is back" : ""));
+  note("removed spark's post-commit hook" + std::string(path_exists(hook) ? "; your earlier hook is back" : ""));
   return 0;
 }
 
 // After a commit: the tests with open failures run again (record.test_command), and their outcomes are recorded.
 int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepository& repo) {
-  if (!fs::exists(fs::path(common.kb_dir) / "kb.sqlite")) return 0;  // nothing recorded yet
+  if (!path_exists(fs::path(common.kb_dir) / "kb.sqlite")) return 0;  // nothing recorded yet
   std::vector<std::string> tests;
   {
     auto kb = open_kb(common, false);
@@ -602,7 +602,7 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
   int rc = 0;
   if (!run) {
     rc = report_error(run.error());
-  } else if (!fs::exists(junit)) {
+  } else if (!path_exists(junit)) {
     rc = report_error(Error{"record.test_command wrote no JUnit report to {junit} (" + run->describe() + "):\n" +
                             run->output.substr(run->output.size() > 2000 ? run->output.size() - 2000 : 0)});
   } else {

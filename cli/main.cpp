@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <new>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -19,7 +20,9 @@ struct Binding {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace spark::cli;
   CLI::App app{"spark — localize the faulty lines of a failing test from similar failures fixed before"};
   app.require_subcommand(1);
@@ -223,13 +226,20 @@ int main(int argc, char** argv) {
 
   std::optional<std::filesystem::path> file;
   if (!config_path.empty()) {
-    if (!std::filesystem::is_regular_file(config_path)) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(config_path, ec)) {
       std::fprintf(stderr, "spark: error: --config %s: no such file\n", config_path.c_str());
       return 2;
     }
     file = config_path;
   } else {
-    file = spark::Config::discover(std::filesystem::current_path());
+    std::error_code ec;
+    const auto here = std::filesystem::current_path(ec);
+    if (ec) {
+      std::fprintf(stderr, "spark: error: the current folder cannot be read: %s\n", ec.message().c_str());
+      return 1;
+    }
+    file = spark::Config::discover(here);
   }
   auto config = spark::Config::load(file);
   if (!config) {
@@ -307,4 +317,21 @@ int main(int argc, char** argv) {
     return cmd_localize(common, loc);
   }
   return 2;
+}
+
+}  // namespace
+
+// Every failure spark knows of is a returned error; this is the last guard for the ones it does not (an exception from
+// a library, an allocation that fails): a line naming it and exit 1, never std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "spark: error: out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spark: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "spark: error: an unknown exception\n");
+  }
+  return 1;
 }

@@ -22,6 +22,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Whether a setting's mode (a name from a report) annotates the prompt; a name spark does not know does not.
+bool mode_name_annotates(const std::string& name) {
+  auto mode = parse_mode(name);
+  return mode && mode_annotates(*mode);
+}
+
 std::string pct(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", 100 * v);
@@ -202,7 +208,7 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
     for (double eps : e.options.epsilons) {
       const SettingRun* run = nullptr;
       for (const auto& r : e.runs)
-        if (r.setting.epsilon == eps && (!eval_mode_needs_llm(r.setting.mode) || mode_annotates(*parse_mode(r.setting.mode)))) {
+        if (r.setting.epsilon == eps && (!eval_mode_needs_llm(r.setting.mode) || mode_name_annotates(r.setting.mode))) {
           run = &r;
           break;
         }
@@ -445,7 +451,7 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
 
   // Plots: Hit@k and MAP@k against k per setting, first level, all cases.
   body += "<h2 id=\"plots\">Hit@k and MAP@k by k (all cases, level " + std::string(level_name(e.options.levels.front())) + ")</h2>\n";
-  const fs::path dir = fs::temp_directory_path() / ("spark-eval-plot-" + std::to_string(::getpid()));
+  const fs::path dir = temp_folder() / ("spark-eval-plot-" + std::to_string(::getpid()));
   std::error_code ec;
   fs::create_directories(dir, ec);
   MetricsCache mc(e, cases);
@@ -484,7 +490,7 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
 
   // Annotated-lines histogram of the first annotating run.
   for (const auto& run : e.runs) {
-    if (eval_mode_needs_llm(run.setting.mode) && !mode_annotates(*parse_mode(run.setting.mode))) continue;
+    if (eval_mode_needs_llm(run.setting.mode) && !mode_name_annotates(run.setting.mode)) continue;
     std::map<size_t, size_t> hist;
     for (const auto& o : run.outcomes) hist[std::min<size_t>(o.annotated, 20)]++;
     std::string data;

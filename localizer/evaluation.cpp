@@ -217,7 +217,9 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
             run.setting = {m, policy_name, epsilon, r};
             run.k_requested = k;
             LlmStageOptions so = options.stage;
-            so.mode = *parse_mode(m);
+            auto parsed = parse_mode(m);
+            if (!parsed) return std::unexpected(parsed.error());
+            so.mode = *parsed;
             so.ranker_for = ranker_for;
             Localizer localizer(&kb, &engine);
             LlmStage stage(localizer, cache, options.client, so);

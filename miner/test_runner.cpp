@@ -23,7 +23,7 @@ std::string CommandResult::describe() const {
 }
 
 Result<fs::path> make_temp_dir(const std::string& prefix) {
-  std::string tmpl = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  std::string tmpl = (temp_folder() / (prefix + "-XXXXXX")).string();
   if (!::mkdtemp(tmpl.data())) return fail(std::string("cannot make a temporary folder: ") + std::strerror(errno));
   return fs::path(tmpl);
 }
@@ -216,7 +216,7 @@ class Worktrees {
       root_ = *dir;
     }
     const fs::path dir = root_ / sha.substr(0, 12);
-    if (fs::exists(dir)) return dir;
+    if (path_exists(dir)) return dir;
     if (auto s = repo_.materialize(sha, dir); !s) return std::unexpected(s.error());
     return dir;
   }
