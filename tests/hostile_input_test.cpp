@@ -1,0 +1,143 @@
+// Hostile input (issue 13): what an attacker or an accident feeds spark, each case once found and now a regression
+// test. Library-level here; the same inputs through the real binary are in fault_test.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "case.h"
+#include "junit.h"
+#include "miner.h"
+#include "test_util.h"
+#include "text.h"
+
+namespace spark {
+namespace {
+
+using testing::sample_case;
+using testing::TempDir;
+using testing::write_file;
+
+const std::string kCode = "def test_a():\n    x = 1\n    assert x == 2\n";
+
+std::string nested(size_t depth, char open, char close, const std::string& inner = "1") {
+  return std::string(depth, open) + inner + std::string(depth, close);
+}
+
+TEST(json_too_deep, counts_brackets_outside_strings_only) {
+  EXPECT_FALSE(json_too_deep("{\"a\": [1, {\"b\": 2}]}", 3));
+  EXPECT_EQ(json_too_deep("{\"a\": [1, {\"b\": 2}]}", 2), 10u);  // the inner '{' opens level 3
+  EXPECT_EQ(json_too_deep("{\"a\": [1, {\"b\": 2}]}", 1), 6u);   // the '[' opens level 2
+  EXPECT_FALSE(json_too_deep(R"({"s": "[[[[[[[[{{{{", "t": "\"[[["})", 1));
+  EXPECT_FALSE(json_too_deep(nested(256, '[', ']')));
+  EXPECT_EQ(json_too_deep(nested(257, '[', ']')), 256u);
+  EXPECT_FALSE(json_too_deep(""));
+  EXPECT_FALSE(json_too_deep("]]]]}}}}"));  // unbalanced closers are the parser's to refuse
+}
+
+TEST(read_cases_jsonl, a_meta_nested_100k_deep_is_refused_naming_the_line_not_a_crash) {
+  TempDir dir;
+  const std::string good = sample_case("a", kCode, 3).dump();
+  std::string deep = sample_case("b", kCode, 3).dump();
+  deep.insert(deep.size() - 1, ", \"meta\": {\"x\": " + nested(100000, '[', ']') + "}");
+  write_file(dir / "c.jsonl", good + "\n" + deep + "\n");
+  auto r = read_cases_jsonl(dir / "c.jsonl");
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().message.starts_with((dir / "c.jsonl").string() + ":2: JSON nested deeper than 256 levels"))
+      << r.error().message;
+  // Objects too.
+  std::string objects = sample_case("b", kCode, 3).dump();
+  std::string inner;
+  for (int i = 0; i < 100000; ++i) inner += "{\"k\": ";
+  inner += "1" + std::string(100000, '}');
+  objects.insert(objects.size() - 1, ", \"meta\": " + inner);
+  write_file(dir / "o.jsonl", objects + "\n");
+  auto o = read_cases_jsonl(dir / "o.jsonl");
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.error().message.find("o.jsonl:1: JSON nested deeper than 256 levels"), std::string::npos);
+  // A reasonable depth is fine.
+  std::string fine = sample_case("c", kCode, 3).dump();
+  fine.insert(fine.size() - 1, ", \"meta\": {\"x\": " + nested(100, '[', ']') + "}");
+  write_file(dir / "f.jsonl", fine + "\n");
+  EXPECT_TRUE(read_cases_jsonl(dir / "f.jsonl"));
+}
+
+TEST(read_cases_jsonl, a_faulty_line_past_2_to_the_63_is_out_of_range_as_written_not_wrapped) {
+  TempDir dir;
+  for (const std::string n : {"9223372036854775808", "18446744073709551615", "9223372036854775807"}) {
+    std::string c = sample_case("a", kCode, 3).dump();
+    const std::string from = "\"line\":3";
+    ASSERT_NE(c.find(from), std::string::npos);
+    c.replace(c.find(from), from.size(), "\"line\":" + n);
+    write_file(dir / "c.jsonl", c + "\n");
+    auto r = read_cases_jsonl(dir / "c.jsonl");
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().message, (dir / "c.jsonl").string() + ":1: faulty_lines[0]: line " + n +
+                                     " is out of range (tests/test_x.py has 3 lines)");
+  }
+}
+
+TEST(read_outcomes_jsonl, json_nested_100k_deep_is_refused_naming_the_line) {
+  TempDir dir;
+  write_file(dir / "o.jsonl", "{\"commit\": \"" + std::string(40, 'a') + "\", \"test_id\": \"t\", \"outcome\": \"failed\", \"x\": " +
+                                  nested(100000, '[', ']') + "}\n");
+  auto r = read_outcomes_jsonl(dir / "o.jsonl");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("o.jsonl:1: JSON nested deeper than 256 levels"), std::string::npos)
+      << r.error().message;
+}
+
+TEST(junit, a_report_nested_50000_suites_deep_is_read_not_a_stack_overflow) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_a.py", kCode);
+  std::string xml = "<?xml version=\"1.0\"?>\n<testsuites>\n";
+  for (int i = 0; i < 50000; ++i) xml += "<testsuite name=\"s\">";
+  xml += "\n<testcase classname=\"tests.test_a\" name=\"test_a\"><failure message=\"boom\">E   assert 1 == 2"
+         "</failure></testcase>\n";
+  for (int i = 0; i < 50000; ++i) xml += "</testsuite>";
+  xml += "\n</testsuites>\n";
+  write_file(dir / "r.xml", xml);
+  auto r = read_junit(dir / "r.xml", dir.path());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcomes.size(), 1u);
+  EXPECT_EQ(r->outcomes[0].test_id, "tests/test_a.py::test_a");
+  EXPECT_EQ(r->outcomes[0].report_line, 4u);
+}
+
+TEST(junit, suites_nested_and_side_by_side_are_read_in_document_order) {
+  TempDir dir;
+  write_file(dir / "r.xml",
+             "<testsuites>\n<testsuite name=\"a\">\n<testcase classname=\"x\" name=\"t1\"/>\n"
+             "<testsuite name=\"a1\">\n<testcase classname=\"x\" name=\"t2\"/>\n</testsuite>\n"
+             "<testsuite name=\"a2\">\n<testcase classname=\"x\" name=\"t3\"/>\n</testsuite>\n</testsuite>\n"
+             "<testsuite name=\"b\">\n<testcase classname=\"x\" name=\"t4\"/>\n</testsuite>\n</testsuites>\n");
+  auto r = read_junit(dir / "r.xml", dir.path());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcomes.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(r->outcomes[i].test_id, "x::t" + std::to_string(i + 1));
+  EXPECT_EQ(r->outcomes[0].report_line, 3u);
+  EXPECT_EQ(r->outcomes[3].report_line, 12u);
+}
+
+// 100k test cases, half failing: every one read, with its own line (the time is measured by bench/junit_scale.sh).
+TEST(junit, a_report_of_100k_testcases_names_each_ones_line) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_a.py", kCode);
+  std::string xml = "<testsuite name=\"big\">\n";
+  for (int i = 0; i < 100000; ++i) {
+    xml += "<testcase classname=\"tests.test_a\" name=\"test_" + std::to_string(i) + "\"";
+    xml += i % 2 ? "><failure message=\"m\">E   assert 1 == 2</failure></testcase>\n" : "/>\n";
+  }
+  xml += "</testsuite>\n";
+  write_file(dir / "r.xml", xml);
+  auto r = read_junit(dir / "r.xml", dir.path());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcomes.size(), 100000u);
+  for (size_t i : {size_t{0}, size_t{1}, size_t{54321}, size_t{99999}}) {
+    EXPECT_EQ(r->outcomes[i].report_line, i + 2);
+    EXPECT_EQ(r->outcomes[i].test_id, "tests/test_a.py::test_" + std::to_string(i));
+    EXPECT_EQ(r->outcomes[i].outcome, i % 2 ? Outcome::failed : Outcome::passed);
+  }
+}
+
+}  // namespace
+}  // namespace spark
