@@ -70,6 +70,7 @@ struct LocalizeArgs {
   uint64_t seed = 0;              // random mode's draw
   size_t context_tokens = 32768;  // prompt bounds, also without an LLM (--show-prompt)
   size_t answer_tokens = 512;
+  double llm_deadline = 300;  // seconds for all of the run's LLM requests; 0: none
   bool test_scope_only = false;
   std::string explain;            // --explain LINE or PATH:LINE: every feature of that line
 };

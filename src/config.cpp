@@ -33,6 +33,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"llm.timeout", T::number, "300", {}, false, "seconds for one request"},
       {"llm.retries", T::integer, "4", {}, false, "retries on timeouts, 429 and 5xx"},
       {"llm.retry_delay", T::number, "1", {}, false, "first backoff in seconds (doubles, with jitter)"},
+      {"llm.deadline", T::number, "300", {}, false,
+       "seconds for all LLM requests of one localize or record run, retries included (0: none; eval: none)"},
       {"llm.require", T::boolean, "false", {}, false, "fail instead of falling back to the built-in ranker"},
       {"embedder.kind", T::string, "", {}, false, "builtin | openai (default: as the index was built)"},
       {"embedder.base_url", T::string, "", {"SPARK_EMBED_BASE_URL"}, false, "OpenAI-compatible embeddings base URL"},

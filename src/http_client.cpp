@@ -154,8 +154,22 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
   thread_local std::mt19937_64 rng(std::random_device{}());
   const auto t0 = std::chrono::steady_clock::now();
   HttpOutcome out;
+  const bool has_deadline = retry.deadline != std::chrono::steady_clock::time_point{};
+  const auto left_s = [&] {
+    return std::chrono::duration<double>(retry.deadline - std::chrono::steady_clock::now()).count();
+  };
+  const auto attempts_text = [&] {
+    return out.attempts > 0 ? " (after " + std::to_string(out.attempts) + " attempt" + (out.attempts > 1 ? "s" : "") + ")" : "";
+  };
   for (int attempt = 0;; ++attempt) {
-    Attempt a = post_once(url, body, headers, options);
+    HttpOptions this_try = options;
+    if (has_deadline) {
+      const double left = left_s();
+      if (left <= 0.001) return fail("POST " + url + ": the run's LLM deadline has passed" + attempts_text());
+      this_try.timeout_ms = std::min<long>(options.timeout_ms, std::max<long>(1, static_cast<long>(left * 1000)));
+      this_try.connect_timeout_ms = std::min(options.connect_timeout_ms, this_try.timeout_ms);
+    }
+    Attempt a = post_once(url, body, headers, this_try);
     ++out.attempts;
     const bool last = attempt >= retry.max_retries;
     std::string why;
@@ -168,8 +182,14 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
       why = "HTTP " + std::to_string(a.response->status);
       const double ra = a.response->status == 429 || a.response->status == 503 ? parse_retry_after(a.response->retry_after) : -1;
       if (ra >= 0) {
-        wait = std::min(ra, retry.max_retry_after_s);
         why += " (Retry-After " + a.response->retry_after + ")";
+        // A server that asks for longer than anyone would wait is not coming back within this run.
+        if (ra > retry.max_retry_after_s) {
+          out.response = std::move(*a.response);
+          out.notes.push_back(why + ": longer than " + seconds_text(retry.max_retry_after_s) + ", not retried");
+          break;
+        }
+        wait = ra;
       }
     } else {
       if (!a.transient || last) {
@@ -181,6 +201,11 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
     if (wait < 0) {
       const double d = std::min(retry.max_delay_s, retry.initial_delay_s * std::pow(2.0, attempt));
       wait = std::uniform_real_distribution<double>(d / 2, d)(rng);
+    }
+    if (has_deadline && wait >= left_s()) {
+      out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return fail((a.response ? "POST " + url + ": " : std::string()) + why + attempts_text() +
+                  ": no time left before the run's LLM deadline to try again");
     }
     out.notes.push_back(why + ": retrying in " + seconds_text(wait));
     std::this_thread::sleep_for(std::chrono::duration<double>(wait));

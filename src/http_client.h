@@ -1,6 +1,7 @@
 // HTTP over libcurl: the seam between spark and any OpenAI-compatible server. Errors name the endpoint.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,10 @@ struct RetryPolicy {
   int max_retries = 4;            // attempts = 1 + max_retries
   double initial_delay_s = 1.0;   // doubles per attempt, with jitter: a wait is drawn from [d/2, d]
   double max_delay_s = 30.0;
-  double max_retry_after_s = 120.0;  // a longer Retry-After is cut to this
+  double max_retry_after_s = 120.0;  // a longer Retry-After ends the request (the last response stands)
+  // No attempt starts, and no attempt runs, past this moment (all of one run's requests share it; the epoch = none).
+  // Each attempt's timeout is cut to the time left; a wait that would end past it ends the request with an error.
+  std::chrono::steady_clock::time_point deadline{};
 };
 
 struct HttpOutcome {

@@ -1,5 +1,8 @@
 #include "llm_client.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <mutex>
 #include <thread>
 
@@ -97,8 +100,10 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   const HttpResponse& resp = outcome.response;
   const std::string where = "POST " + url + ": ";
   const std::string tries = answer.attempts > 1 ? " (after " + std::to_string(answer.attempts) + " attempts)" : "";
-  if (resp.status != 200)
-    return fail(where + "HTTP " + std::to_string(resp.status) + tries + ": " + clip(resp.body, 300));
+  if (resp.status != 200) {
+    const std::string last = answer.notes.empty() ? "" : " [" + answer.notes.back() + "]";
+    return fail(where + "HTTP " + std::to_string(resp.status) + tries + last + ": " + clip(resp.body, 300));
+  }
   if (json_too_deep(resp.body))
     return fail(where + "the answer nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels" + tries);
   nlohmann::json j;
@@ -137,6 +142,13 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
     answer.prompt_tokens = estimate_tokens(request.prompt);
     answer.completion_tokens = estimate_tokens(answer.content);
   }
+  // A server that ignores max_tokens is worth knowing of (cost, time): said, not silently passed. The estimate is
+  // rough (about 4 characters a token), so only an answer clearly over the limit is named when usage is not reported.
+  const size_t limit = static_cast<size_t>(std::max(1, options_.max_tokens));
+  if (answer.usage_reported ? answer.completion_tokens > limit : answer.completion_tokens > 2 * limit)
+    answer.notes.push_back("the answer has " + std::string(answer.usage_reported ? "" : "about ") +
+                           std::to_string(answer.completion_tokens) + " tokens against max_tokens " +
+                           std::to_string(limit) + ": the server did not keep to the limit");
   return answer;
 }
 
@@ -181,15 +193,30 @@ void RequestPool::work() {
     results_[job.first] = std::move(r);
     ++done_;
     if (progress_) progress_(done_, std::max(expected_, submitted_));
+    answered_.notify_all();
   }
 }
 
 std::vector<Result<ChatAnswer>> RequestPool::finish() {
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     closed_ = true;
+    cv_.notify_all();
+    // While answers are awaited, say so now and then: a slow or silent server must not look like a hung spark.
+    const auto& o = client_.options();
+    if (o.waiting && o.waiting_interval_s > 0) {
+      const auto interval = std::chrono::duration<double>(o.waiting_interval_s);
+      size_t seen = done_;
+      while (done_ < submitted_) {
+        if (answered_.wait_for(lock, interval, [&] { return done_ != seen || done_ >= submitted_; })) {
+          seen = done_;
+          continue;
+        }
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        o.waiting(waited, done_, std::max(expected_, submitted_));
+      }
+    }
   }
-  cv_.notify_all();
   for (auto& t : workers_) t.join();
   workers_.clear();
   return std::move(results_);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -36,7 +37,11 @@ struct LlmOptions {
   size_t concurrency = 4;
   size_t context_tokens = 32768;  // the server's context window (prompt + answer)
   HttpOptions http{10000, 300000, 4u << 20};
-  RetryPolicy retry;
+  RetryPolicy retry;  // retry.deadline: the run's deadline for all its requests (spark localize and record set it)
+  // Called from the thread waiting for answers when none has come for `waiting_interval_s` (and again each time as
+  // long as none comes): seconds since the requests began, answers so far, requests in all.
+  std::function<void(double, size_t, size_t)> waiting;
+  double waiting_interval_s = 10;
 };
 
 struct ChatAnswer {
@@ -77,6 +82,8 @@ class RequestPool {
   std::condition_variable cv_;
   std::deque<std::pair<size_t, ChatRequest>> queue_;
   std::vector<Result<ChatAnswer>> results_;
+  std::condition_variable answered_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   size_t expected_ = 0, submitted_ = 0, done_ = 0;
   bool closed_ = false;
   std::vector<std::thread> workers_;
