@@ -1,5 +1,7 @@
 #include "sqlite_db.h"
 
+#include <cstdio>
+
 namespace spark {
 
 SqliteStmt& SqliteStmt::bind(int i, int64_t v) {
@@ -64,6 +66,33 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::filesystem::path& pa
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   std::unique_ptr<SqliteDb> db(new SqliteDb(raw, path));
   if (rc != SQLITE_OK) return std::unexpected(db->error("cannot open"));
+  if (sqlite3_db_readonly(raw, "main") == 1) {
+    // A file this process may not write (a store shared read-only, a CI cache restored as another user). A WAL
+    // database needs its -shm file written even to be read, so it is opened as immutable: a snapshot, read without
+    // locks. Writes fail with "attempt to write a readonly database", naming the file.
+    db.reset();
+    std::string uri = "file:";
+    for (const unsigned char c : path.string()) {
+      if (c == '?' || c == '#' || c == '%' || c < 0x20) {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", c);
+        uri += hex;
+      } else {
+        uri += static_cast<char>(c);
+      }
+    }
+    uri += "?immutable=1";
+    raw = nullptr;
+    const int ro = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+    db.reset(new SqliteDb(raw, path));
+    if (ro != SQLITE_OK) return std::unexpected(db->error("cannot open read-only"));
+    sqlite3_extended_result_codes(raw, 1);
+    db->read_only_ = true;
+    auto st = db->prepare("PRAGMA schema_version");  // reads the header: a corrupt or foreign file fails here
+    if (!st) return std::unexpected(st.error());
+    if (auto r = st->step(); !r) return std::unexpected(r.error());
+    return db;
+  }
   sqlite3_busy_timeout(raw, busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
   if (auto s = db->exec("PRAGMA foreign_keys=ON"); !s) return std::unexpected(s.error());

@@ -60,11 +60,14 @@ class SqliteDb {
   Error error(std::string_view what) const;  // "PATH: what: sqlite message"
   const std::filesystem::path& path() const { return path_; }
   sqlite3* handle() { return db_; }
+  // True when the file could not be opened for writing: it was opened as an immutable snapshot (reads only).
+  bool read_only() const { return read_only_; }
 
  private:
   SqliteDb(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
   sqlite3* db_;
   std::filesystem::path path_;
+  bool read_only_ = false;
 };
 
 // A write transaction (BEGIN IMMEDIATE: takes the write lock up front, waiting up to the busy timeout).
