@@ -337,6 +337,8 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
   if (auto m = parse_mode(args.mode); !m) return fail(config.get("llm.mode").source + ": " + m.error().message);
   args.template_path = config.str("llm.template");
   args.require_llm = config.boolean("llm.require");
+  args.llm_deadline = config.number("llm.deadline");
+  if (args.llm_deadline < 0) return fail(config.get("llm.deadline").source + ": llm.deadline must be 0 (none) or more seconds");
   args.seed = static_cast<uint64_t>(config.integer("llm.seed"));
   args.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
   args.answer_tokens = static_cast<size_t>(std::max(1LL, config.integer("llm.max_tokens")));
@@ -479,7 +481,12 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
                         " case(s), as `spark index` does");
       }
       auto e = SearchEngine::open(*kb, common.embedder, notes);
-      if (!e) return report_error(e.error());
+      // A `spark index` in another process may have replaced the index between reading its manifest and its files
+      // (old files go once the new manifest is in place): a second look reads the new one.
+      if (!e) e = SearchEngine::open(*kb, common.embedder, notes);
+      if (!e)
+        return report_error(Error{e.error().message + " (the vector index in " + kb->index_dir().string() +
+                                  " is damaged or incomplete: `spark index --rebuild` makes it again from the store)"});
       engine = std::move(*e);
     }
   } else {
@@ -487,7 +494,22 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   }
   Localizer localizer(kb.get(), engine.get());
   std::optional<LlmClient> client;
-  if (args.llm && wants_llm) client.emplace(*args.llm);
+  if (args.llm && wants_llm) {
+    LlmOptions o = *args.llm;
+    if (args.llm_deadline > 0)
+      o.retry.deadline = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.llm_deadline));
+    const double deadline = args.llm_deadline;
+    // Every 10 s without an answer, or every tenth of a shorter deadline.
+    if (deadline > 0) o.waiting_interval_s = std::min(10.0, std::max(0.2, deadline / 10));
+    o.waiting = [endpoint = o.base_url, deadline](double waited, size_t done, size_t total) {
+      std::string left;
+      if (deadline > 0) left = ", the run's deadline in " + std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) + " s";
+      std::fprintf(stderr, "spark: waiting for the LLM at %s: %lld s, %zu of %zu answered%s\n", endpoint.c_str(),
+                   static_cast<long long>(waited), done, total, left.c_str());
+    };
+    client.emplace(std::move(o));
+  }
   StructureCache cache;
   LlmStage llm_stage(localizer, cache, client ? &*client : nullptr, stage);
   const bool interactive = ::isatty(STDERR_FILENO);
@@ -521,7 +543,12 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
       continue;
     }
     const Localization& r = *results[i];
-    for (const auto& n : r.notes) note(who + n);
+    for (const auto& n : r.notes) {
+      // With --require-llm a failed LLM is an error, not a fallback: the note says what failed, not what ranked.
+      constexpr std::string_view fallback = ": ranked by spark's built-in ranker";
+      if (args.require_llm && client && n.ends_with(fallback)) note(who + n.substr(0, n.size() - fallback.size()));
+      else note(who + n);
+    }
     if (!r.ranked.empty() && r.ranker.find("prior") != std::string::npos && i == 0)
       note("ranker: built-in, prior weights (the knowledge base has too few labelled cases to learn from)");
     if (!client && i == 0)

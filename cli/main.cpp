@@ -1,6 +1,7 @@
 // spark: find the faulty lines in a failing test by reusing what earlier fixes taught (SPARK).
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <new>
 #include <cstdlib>
@@ -51,6 +52,10 @@ int run(int argc, char** argv) {
     bind(sub, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
     bind(sub, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")->check(CLI::Range(0, 100));
     bind(sub, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")->check(CLI::Range(0.0, 600.0));
+    bind(sub, "--deadline", "llm.deadline",
+         "seconds for all LLM requests of the run, retries included; then the built-in ranking (default 300; 0: none; "
+         "not used by eval)")
+        ->check(CLI::Range(0.0, 1e9));
   };
   std::string config_path;
   app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
@@ -324,6 +329,9 @@ int run(int argc, char** argv) {
 // Every failure spark knows of is a returned error; this is the last guard for the ones it does not (an exception from
 // a library, an allocation that fails): a line naming it and exit 1, never std::terminate's abort.
 int main(int argc, char** argv) {
+  // A file-size limit (RLIMIT_FSIZE) must end in a clear error, not a kill: with SIGXFSZ ignored the write fails with
+  // EFBIG, which SQLite and write_file_atomic report like a full disk.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const std::bad_alloc&) {

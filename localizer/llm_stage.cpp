@@ -189,7 +189,9 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
           for (const auto& e : loc.ranked) (e.source == "llm" ? r.from_llm : r.filled)++;
           r.used = r.from_llm > 0;
           if (!r.used) r.error = "the answer named no usable " + std::string(level_name(options.level)) + " id";
-          if (r.filled > 0)
+          if (!r.used)
+            loc.notes.push_back("the LLM could not be used (" + r.error + "): ranked by spark's built-in ranker");
+          else if (r.filled > 0)
             loc.notes.push_back("the LLM's answer gave " + std::to_string(r.from_llm) + " usable id(s) of " +
                                 std::to_string(k) + "; " + std::to_string(r.filled) + " filled in from the built-in ranker" +
                                 (parsed.out_of_range ? " (" + std::to_string(parsed.out_of_range) + " out of range dropped)" : ""));
