@@ -3,7 +3,8 @@
 # tree-sitter Python grammar. Idempotent: a second run with everything present only checks.
 #
 #   scripts/setup.sh            # as root (or with sudo available)
-#   scripts/setup.sh --tests    # also what only the tests need (Debian's chromium, for the HTML report check)
+#   scripts/setup.sh --tests    # also what only the tests need (Debian's chromium, for the HTML report check; clang-16
+#                               # with libFuzzer and libomp, for scripts/fuzz.sh)
 #
 # Environment: SPARK_SKIP_APT=1 skips the Debian packages (for machines set up by hand).
 set -euo pipefail
@@ -18,7 +19,7 @@ packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpc
           libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake make g++
           python3 python3-pytest git ca-certificates gnuplot-nox)
 if [ "${1:-}" = --tests ]; then
-    packages+=(chromium)
+    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev)
 fi
 
 say() { printf 'setup: %s\n' "$*" >&2; }

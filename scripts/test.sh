@@ -3,7 +3,9 @@
 #
 # Builds with warnings as errors, runs the suite (unit tests and end-to-end tests of the real binary; those on
 # ../shared/data/dev skip with a message where it is absent), then builds and runs the suite again under
-# AddressSanitizer + UndefinedBehaviorSanitizer. SPARK_SKIP_SANITIZE=1 skips the second pass.
+# AddressSanitizer + UndefinedBehaviorSanitizer, then runs each libFuzzer target of tests/fuzz for a short time
+# (scripts/fuzz.sh, SPARK_FUZZ_SECONDS each, default 20). SPARK_SKIP_SANITIZE=1 skips the second pass,
+# SPARK_SKIP_FUZZ=1 the fuzzing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
@@ -23,4 +25,8 @@ if [ "${SPARK_SKIP_SANITIZE:-0}" != 1 ]; then
     echo "== tests under ASan + UBSan"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs"
+fi
+
+if [ "${SPARK_SKIP_FUZZ:-0}" != 1 ]; then
+    "$root/scripts/fuzz.sh" "${SPARK_FUZZ_SECONDS:-20}"
 fi

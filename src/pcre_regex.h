@@ -2,6 +2,7 @@
 // own match data.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,6 +15,12 @@ namespace spark {
 
 class Regex {
  public:
+  // Per match attempt (PCRE2's match and depth limits): a pathological pattern/subject pair fails that attempt, and
+  // the scan goes on from the next line, instead of backtracking for minutes. Invalid UTF-8 in a subject is matched as
+  // if each invalid byte were '?'.
+  static constexpr uint32_t kMatchLimit = 1'000'000;
+  static constexpr uint32_t kDepthLimit = 10'000;
+
   // Compiles `pattern`; the error names the pattern and the offset.
   static Result<Regex> compile(std::string_view pattern, bool multiline = false, bool caseless = false);
   // For patterns fixed in the source: aborts the build-time mistake loudly (never on user input).

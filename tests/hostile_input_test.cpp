@@ -4,9 +4,13 @@
 
 #include <string>
 
+#include "answer.h"
 #include "case.h"
+#include "error_message.h"
 #include "junit.h"
 #include "miner.h"
+#include "pcre_regex.h"
+#include "redact.h"
 #include "test_util.h"
 #include "text.h"
 
@@ -137,6 +141,49 @@ TEST(junit, a_report_of_100k_testcases_names_each_ones_line) {
     EXPECT_EQ(r->outcomes[i].test_id, "tests/test_a.py::test_" + std::to_string(i));
     EXPECT_EQ(r->outcomes[i].outcome, i % 2 ? Outcome::failed : Outcome::passed);
   }
+}
+
+// Found by tests/fuzz (error_message, answer, redact): PCRE2 ran in UTF mode without its UTF check, and the JIT read
+// past an invalid sequence (SIGSEGV). Inputs as in tests/fuzz/regressions.
+TEST(regex, invalid_utf8_is_matched_as_if_each_bad_byte_were_a_question_mark) {
+  const Regex words = Regex::must(R"(\w+)");
+  std::vector<std::string> got;
+  words.for_each_match("ab\xff\xfe" "cd \xe9t\xe9", [&](const auto& g) { got.emplace_back(g[0]); });
+  EXPECT_EQ(got, (std::vector<std::string>{"ab", "cd", "t"}));
+  EXPECT_EQ(words.replace_all("ab\xff" "cd", "W"), "W\xffW");  // the caller's bytes stay where nothing matched
+  const Regex empty = Regex::must("x*");
+  size_t n = 0;
+  empty.for_each_match("\xc3\xa9\xc3\xa9", [&](const auto&) { ++n; });  // empty matches step over whole characters
+  EXPECT_EQ(n, 3u);
+}
+
+TEST(regex, invalid_utf8_in_error_messages_answers_and_secrets) {
+  const std::string message = "tests/t.py:3: in test_a\n    assert f()\nE   AssertionErro" + std::string(10, '\xad') + "\n";
+  const auto frames = parse_traceback(message);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].line, 3);
+  (void)normalize_error_message(message);
+  const auto a = parse_answer("\"labelled\"nulty lines are: line 1,\xa0li\xe7ne 7 a2 .nd\n", 5, [](int) { return true; });
+  for (int id : a.ids) EXPECT_TRUE(id >= 1 && id <= 5);
+  auto redactor = Redactor::make();
+  ASSERT_TRUE(redactor);
+  std::string text = "password = 'hunter22hunter22' \xff\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n\xdc" "bc\n"
+                     "-----END RSA PRIVATE KEY-----\n";
+  std::map<std::string, size_t> counts;
+  EXPECT_GE(redactor->redact(text, counts), 2u);
+  EXPECT_EQ(text.find("hunter22"), std::string::npos) << text;
+  EXPECT_EQ(text.find("MIIEow"), std::string::npos) << text;
+  EXPECT_NE(text.find('\xff'), std::string::npos);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5);
+}
+
+// A pattern that backtracks exponentially stops at the match limit and the scan goes on with the next line.
+TEST(regex, a_catastrophic_pattern_is_cut_at_the_match_limit_and_the_next_line_still_matches) {
+  const Regex evil = Regex::must(R"((a+)+b)");
+  const std::string text = std::string(40, 'a') + "c\naab\n";
+  std::vector<std::string> got;
+  evil.for_each_match(text, [&](const auto& g) { got.emplace_back(g[0]); });
+  EXPECT_EQ(got, (std::vector<std::string>{"aab"}));
 }
 
 }  // namespace

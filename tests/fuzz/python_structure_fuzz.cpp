@@ -1,0 +1,28 @@
+// Python structure: every line maps into the file; units are lines of the file; and where the line scanner answers a
+// function's span, it is the parser's answer (the scanner is a shortcut, never a second opinion).
+#include "fuzz_util.h"
+#include "python_structure.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace spark;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const PythonStructure s = analyze_python(text);
+  const int n = s.line_count;
+  SPARK_FUZZ_CHECK(s.statement.size() == static_cast<size_t>(n) && s.block.size() == static_cast<size_t>(n) &&
+                       s.function.size() == static_cast<size_t>(n),
+                   "one entry per line");
+  for (int i = 0; i < n; ++i) {
+    SPARK_FUZZ_CHECK(s.statement[static_cast<size_t>(i)] >= 0 && s.statement[static_cast<size_t>(i)] <= i + 1, "a statement starts at or before its line");
+    SPARK_FUZZ_CHECK(s.block[static_cast<size_t>(i)] >= 0 && s.block[static_cast<size_t>(i)] <= i + 1, "a block starts at or before its line");
+    SPARK_FUZZ_CHECK(s.function[static_cast<size_t>(i)] >= 0 && s.function[static_cast<size_t>(i)] <= n, "a function is a line of the file");
+  }
+  PythonParser parser;
+  for (const auto& f : s.functions) {
+    SPARK_FUZZ_CHECK(f.start >= 1 && f.start <= f.def_line && f.def_line <= f.end && f.end <= n, "a function's span");
+    const auto scanned = scan_function_span(text, f.class_name, f.name);
+    if (!scanned) continue;  // the lines could not tell: the parser answers
+    const auto parsed = parser.parsed_function_span(text, {}, f.class_name, f.name);
+    SPARK_FUZZ_CHECK(*scanned == parsed, "the scan agrees with the parse");
+  }
+  return 0;
+}
