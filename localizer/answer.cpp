@@ -1,5 +1,7 @@
 #include "answer.h"
 
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include <charconv>
@@ -109,10 +111,16 @@ void walk_json(const nlohmann::json& j, Collector& c, const std::function<std::o
   if (depth > 8) return;
   static const char* kKeys[] = {"line", "line_number", "lineno", "line_no", "id", "ID", "element_id", "element",
                                 "number", "index"};
-  if (j.is_number_integer()) {
+  // A number no line has (huge, negative, not finite) is out of range: converting it as is would be undefined
+  // (tests/fuzz found 1.8e20).
+  if (j.is_number_unsigned()) {
+    const auto v = j.get<unsigned long long>();
+    c.add(v > static_cast<unsigned long long>(std::numeric_limits<int>::max()) ? -1 : static_cast<long long>(v));
+  } else if (j.is_number_integer()) {
     c.add(j.get<long long>());
   } else if (j.is_number_float()) {
-    c.add(static_cast<long long>(j.get<double>()));
+    const double d = j.get<double>();
+    c.add(std::isfinite(d) && std::fabs(d) <= std::numeric_limits<int>::max() ? static_cast<long long>(d) : -1);
   } else if (j.is_string()) {
     parse_text(j.get<std::string>(), c, id_of_code);
   } else if (j.is_array()) {

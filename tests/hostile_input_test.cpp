@@ -177,6 +177,16 @@ TEST(regex, invalid_utf8_in_error_messages_answers_and_secrets) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5);
 }
 
+// Found by tests/fuzz (answer): a JSON number past any int was converted to long long (undefined; UBSan caught it).
+TEST(parse_answer, numbers_no_line_has_are_out_of_range) {
+  for (const std::string answer : {R"({"id": 1844674407370955161620})", R"([1e300, -1e300, 18446744073709551615, 3])",
+                                   R"({"line": 9223372036854775808})"}) {
+    const auto a = parse_answer(answer, 5, [](int) { return true; });
+    EXPECT_TRUE(a.ids.empty() || a.ids == std::vector<int>{3}) << answer;
+    EXPECT_GE(a.out_of_range, 1u) << answer;
+  }
+}
+
 // A pattern that backtracks exponentially stops at the match limit and the scan goes on with the next line.
 TEST(regex, a_catastrophic_pattern_is_cut_at_the_match_limit_and_the_next_line_still_matches) {
   const Regex evil = Regex::must(R"((a+)+b)");
