@@ -143,6 +143,44 @@ TEST(junit, a_report_of_100k_testcases_names_each_ones_line) {
   }
 }
 
+// Probes that held when first tried (issue 13), kept: entities are never expanded (billion laughs) nor fetched
+// (external entities), and a symbolic link out of the repository is not followed.
+TEST(junit, entity_expansion_and_external_entities_are_not_followed) {
+  TempDir dir;
+  write_file(dir / "repo" / "tests" / "test_x.py", "def test_a():\n    assert False\n");
+  write_file(dir / "secret.txt", "TOKEN-OUTSIDE-THE-REPO\n");
+  std::string laughs = "<?xml version=\"1.0\"?>\n<!DOCTYPE lolz [\n<!ENTITY lol \"lol\">\n";
+  laughs += "<!ENTITY lol1 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">\n";
+  for (int i = 2; i <= 9; ++i) {
+    laughs += "<!ENTITY lol" + std::to_string(i) + " \"";
+    for (int k = 0; k < 10; ++k) laughs += "&lol" + std::to_string(i - 1) + ";";
+    laughs += "\">\n";
+  }
+  laughs += "]>\n<testsuite><testcase classname=\"tests.test_x\" name=\"test_a\"><failure message=\"&lol9;\">&lol9;"
+            "</failure></testcase></testsuite>\n";
+  write_file(dir / "laughs.xml", laughs);
+  auto r = read_junit(dir / "laughs.xml", dir / "repo");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcomes.size(), 1u);
+  EXPECT_LT(r->outcomes[0].message.size(), 100u) << "an entity was expanded";
+  write_file(dir / "xxe.xml", "<?xml version=\"1.0\"?>\n<!DOCTYPE r [<!ENTITY x SYSTEM \"file://" + (dir / "secret.txt").string() +
+                                  "\">]>\n<testsuite><testcase classname=\"tests.test_x\" name=\"test_a\"><failure>&x;"
+                                  "</failure></testcase></testsuite>\n");
+  auto x = read_junit(dir / "xxe.xml", dir / "repo");
+  ASSERT_TRUE(x) << x.error().message;
+  ASSERT_EQ(x->outcomes.size(), 1u);
+  EXPECT_EQ(x->outcomes[0].message.find("TOKEN-OUTSIDE"), std::string::npos);
+  // tests/link.py points out of the repository: not a test file of it.
+  std::filesystem::create_symlink(dir / "secret.txt", dir / "repo" / "tests" / "link.py");
+  write_file(dir / "link.xml", "<testsuite><testcase classname=\"tests.link\" name=\"t\" file=\"tests/link.py\">"
+                               "<failure>x</failure></testcase></testsuite>\n");
+  auto l = read_junit(dir / "link.xml", dir / "repo");
+  ASSERT_TRUE(l) << l.error().message;
+  ASSERT_EQ(l->outcomes.size(), 1u);
+  EXPECT_TRUE(l->outcomes[0].file.empty());
+  EXPECT_FALSE(inside_root(dir / "repo", "tests/link.py"));
+}
+
 // Found by tests/fuzz (error_message, answer, redact): PCRE2 ran in UTF mode without its UTF check, and the JIT read
 // past an invalid sequence (SIGSEGV). Inputs as in tests/fuzz/regressions.
 TEST(regex, invalid_utf8_is_matched_as_if_each_bad_byte_were_a_question_mark) {
