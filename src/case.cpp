@@ -160,6 +160,9 @@ Result<Case> case_from_json(json r) {
     if (content == f.end() || !content->is_string()) return fail(where + ".content must be a string");
     SourceFile sf{path->get<std::string>(), content->get<std::string>()};
     if (c.file(sf.path)) return fail(where + ": path \"" + sf.path + "\" is listed twice");
+    if (sf.content.size() > kMaxTestFileBytes)
+      return fail(where + " (" + sf.path + "): " + std::to_string(sf.content.size()) + " bytes; spark reads test files of up to " +
+                  std::to_string(kMaxTestFileBytes) + " bytes");
     if (auto bad = find_invalid_utf8(sf.content))
       return fail(where + " (" + sf.path + "): invalid UTF-8 at byte " + std::to_string(*bad));
     c.files.push_back(std::move(sf));

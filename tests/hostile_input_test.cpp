@@ -80,6 +80,18 @@ TEST(read_cases_jsonl, a_faulty_line_past_2_to_the_63_is_out_of_range_as_written
   }
 }
 
+// A 50 MB test file took 7.5 GB and 272 s to index: files past kMaxTestFileBytes are refused at the door.
+TEST(read_cases_jsonl, a_test_file_past_the_size_limit_is_refused_naming_it) {
+  TempDir dir;
+  std::string big = "def test_a():\n" + std::string(kMaxTestFileBytes, '#') + "\n    assert 1 == 2\n";
+  auto c = sample_case("a", big, 3);
+  write_file(dir / "c.jsonl", c.dump() + "\n");
+  auto r = read_cases_jsonl(dir / "c.jsonl");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, (dir / "c.jsonl").string() + ":1: files[0] (tests/test_x.py): " + std::to_string(big.size()) +
+                                   " bytes; spark reads test files of up to 4194304 bytes");
+}
+
 TEST(read_outcomes_jsonl, json_nested_100k_deep_is_refused_naming_the_line) {
   TempDir dir;
   write_file(dir / "o.jsonl", "{\"commit\": \"" + std::string(40, 'a') + "\", \"test_id\": \"t\", \"outcome\": \"failed\", \"x\": " +
