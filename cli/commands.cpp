@@ -66,9 +66,7 @@ std::string normalize_path(std::string p) {
 Result<std::string> read_test_file(const std::string& path) {
   auto text = read_file(path);
   if (!text) return text;
-  if (text->size() > kMaxTestFileBytes)
-    return fail(path + ": " + std::to_string(text->size()) + " bytes; spark reads test files of up to " +
-                std::to_string(kMaxTestFileBytes) + " bytes");
+  if (auto why = test_file_too_large(*text); !why.empty()) return fail(path + ": " + why);
   if (text->find('\0') != std::string::npos)
     return fail(path + ":" + std::to_string(line_of_offset(*text, text->find('\0'))) +
                 ": contains a NUL byte: a binary file, not Python test code");

@@ -160,9 +160,7 @@ Result<Case> case_from_json(json r) {
     if (content == f.end() || !content->is_string()) return fail(where + ".content must be a string");
     SourceFile sf{path->get<std::string>(), content->get<std::string>()};
     if (c.file(sf.path)) return fail(where + ": path \"" + sf.path + "\" is listed twice");
-    if (sf.content.size() > kMaxTestFileBytes)
-      return fail(where + " (" + sf.path + "): " + std::to_string(sf.content.size()) + " bytes; spark reads test files of up to " +
-                  std::to_string(kMaxTestFileBytes) + " bytes");
+    if (auto why = test_file_too_large(sf.content); !why.empty()) return fail(where + " (" + sf.path + "): " + why);
     if (auto bad = find_invalid_utf8(sf.content))
       return fail(where + " (" + sf.path + "): invalid UTF-8 at byte " + std::to_string(*bad));
     c.files.push_back(std::move(sf));
@@ -283,6 +281,18 @@ Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
     out.lines.push_back(line_no);
   }
   return out;
+}
+
+std::string test_file_too_large(std::string_view content) {
+  if (content.size() > kMaxTestFileBytes)
+    return std::to_string(content.size()) + " bytes; spark reads test files of up to " + std::to_string(kMaxTestFileBytes) +
+           " bytes and " + std::to_string(kMaxTestFileLines) + " lines";
+  const size_t lines = static_cast<size_t>(std::count(content.begin(), content.end(), '\n')) +
+                       (!content.empty() && content.back() != '\n');
+  if (lines > kMaxTestFileLines)
+    return std::to_string(lines) + " lines; spark reads test files of up to " + std::to_string(kMaxTestFileBytes) +
+           " bytes and " + std::to_string(kMaxTestFileLines) + " lines";
+  return {};
 }
 
 bool path_exists(const std::filesystem::path& path) noexcept {

@@ -590,6 +590,11 @@ std::string_view take_word(std::string_view& s) {
 std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string_view source,
                                                                      const std::string& class_name,
                                                                      const std::string& function) {
+  // Bytes tree-sitter reads otherwise than as text: a NUL (tests/fuzz found "def\0e():", which the parser ends at the
+  // NUL) and a carriage return not before a line feed (a line break to the parser). The parser decides those files.
+  if (source.find('\0') != std::string_view::npos) return std::nullopt;
+  for (size_t at = source.find('\r'); at != std::string_view::npos; at = source.find('\r', at + 1))
+    if (at + 1 >= source.size() || source[at + 1] != '\n') return std::nullopt;
   // One pass over the physical lines, tracking what makes a line start a statement: not inside a string (triple-
   // quoted ones span lines), a bracket, or a backslash continuation. Each statement line has an indentation; a
   // block (class, def, if, ...) ends at the next statement line indented no deeper than its header.

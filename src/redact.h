@@ -33,6 +33,7 @@ class Redactor {
   size_t redact(std::string& text, std::map<std::string, size_t>& counts) const;
 
  private:
+  size_t redact_once(std::string& text, std::map<std::string, size_t>& counts) const;
   struct Compiled {
     std::string name;
     Regex regex;

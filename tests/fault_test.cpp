@@ -2,7 +2,8 @@
 // writer processes, a file-size limit, a read-only store, a damaged index, and LLM servers that misbehave. Each test
 // runs `spark` as a process and checks the store afterwards with SQLite's own integrity check and spark's export.
 //
-// The kill moments are drawn from a fixed seed (printed on failure) over the measured length of an undisturbed run.
+// The kill moments are drawn from a fixed seed (printed on failure) over the first 80 % of the measured length of an
+// undisturbed run; at least a third of them must land before the run ends.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -209,7 +210,7 @@ TEST(fault, kill_9_during_import_leaves_the_old_or_the_new_state_and_a_rerun_com
   std::mt19937 rng(kSeed);
   int killed = 0;
   for (int k = 0; k < kKillPoints; ++k) {
-    const double at = std::uniform_real_distribution<double>(0.0, full)(rng);
+    const double at = std::uniform_real_distribution<double>(0.0, 0.8 * full)(rng);
     SCOPED_TRACE("seed " + std::to_string(kSeed) + ", kill point " + std::to_string(k) + " at " + std::to_string(at) + " s");
     TempDir work;
     fs::copy(dir.path(), work.path(), fs::copy_options::recursive);
@@ -226,7 +227,7 @@ TEST(fault, kill_9_during_import_leaves_the_old_or_the_new_state_and_a_rerun_com
     auto idx = run_spark({"index"}, work.path());
     EXPECT_EQ(idx.exit_code, 0) << idx.err;
   }
-  EXPECT_GE(killed, kKillPoints / 2) << "most kills should land before the import ends";
+  EXPECT_GE(killed, kKillPoints / 3) << "kills should land before the import ends";
 }
 
 TEST(fault, kill_9_during_index_and_incremental_update_leaves_a_usable_store) {
@@ -243,7 +244,7 @@ TEST(fault, kill_9_during_index_and_incremental_update_leaves_a_usable_store) {
   int killed = 0;
   for (int k = 0; k < 2 * kKillPoints; ++k) {
     const bool whole = k % 2 == 0;
-    const double at = std::uniform_real_distribution<double>(0.0, whole ? rebuild : incremental)(rng);
+    const double at = std::uniform_real_distribution<double>(0.0, 0.8 * (whole ? rebuild : incremental))(rng);
     SCOPED_TRACE(std::string(whole ? "index --rebuild" : "incremental import") + ", seed " + std::to_string(kSeed + 1) +
                  ", kill point " + std::to_string(k) + " at " + std::to_string(at) + " s");
     TempDir work;
@@ -266,7 +267,7 @@ TEST(fault, kill_9_during_index_and_incremental_update_leaves_a_usable_store) {
                             "--format", "json", "--policy", "all"}, work.path());
     ASSERT_EQ(found.exit_code, 0) << found.err;
   }
-  EXPECT_GE(killed, kKillPoints) << "most kills should land before the run ends";
+  EXPECT_GE(killed, 2 * kKillPoints / 3) << "kills should land before the run ends";
 }
 
 // A JUnit report of `n` test cases (odd ones failing) of tests/test_a.py.
@@ -299,7 +300,7 @@ TEST(fault, kill_9_during_record_stores_all_or_nothing_and_a_rerun_completes) {
   std::mt19937 rng(kSeed + 2);
   int killed = 0;
   for (int k = 0; k < kKillPoints; ++k) {
-    const double at = std::uniform_real_distribution<double>(0.0, full)(rng);
+    const double at = std::uniform_real_distribution<double>(0.0, 0.8 * full)(rng);
     SCOPED_TRACE("seed " + std::to_string(kSeed + 2) + ", kill point " + std::to_string(k) + " at " + std::to_string(at) + " s");
     TempDir work;
     fs::copy(dir.path(), work.path(), fs::copy_options::recursive);
@@ -313,7 +314,7 @@ TEST(fault, kill_9_during_record_stores_all_or_nothing_and_a_rerun_completes) {
     EXPECT_EQ(again.exit_code, 0) << again.err;
     EXPECT_EQ(count_rows(work / ".spark/kb.sqlite", "SELECT count(*) FROM outcomes"), outcomes);
   }
-  EXPECT_GE(killed, kKillPoints / 2);
+  EXPECT_GE(killed, kKillPoints / 3) << "kills should land before the record ends";
 }
 
 // --- many writers ----------------------------------------------------------------------------------------------
@@ -449,7 +450,8 @@ TEST(fault, index_files_deleted_truncated_or_from_another_store_are_named_or_reb
   auto r = run_spark(localize, dir.path());
   EXPECT_LT(r.exit_code, 128) << r.err;
   if (r.exit_code == 0) {
-    for (const auto& c : json::parse(r.out)["retrieved"]) EXPECT_EQ(c["id"].get<std::string>().substr(0, 1), "a") << r.out;
+    const auto doc = json::parse(r.out);
+    for (const auto& c : doc["retrieved"]) EXPECT_EQ(c["id"].get<std::string>().substr(0, 1), "a") << r.out;
   } else {
     EXPECT_NE(r.err.find("spark index"), std::string::npos) << r.err;
   }
