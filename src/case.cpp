@@ -271,7 +271,7 @@ Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
     json record;
     try {
       record = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       return fail(where + "not valid JSON (" + e.what() + ")");
     }
     auto c = case_from_json(std::move(record));

@@ -67,6 +67,19 @@ TEST(read_cases_jsonl, a_meta_nested_100k_deep_is_refused_naming_the_line_not_a_
   EXPECT_TRUE(read_cases_jsonl(dir / "f.jsonl"));
 }
 
+// Found by tests/fuzz (case_jsonl): a number too large for a double ("1e400") is nlohmann's out_of_range, not a
+// parse_error; it escaped read_cases_jsonl and ended `spark import` in std::terminate.
+TEST(read_cases_jsonl, a_number_past_a_double_is_an_error_naming_the_line) {
+  TempDir dir;
+  std::string c = sample_case("a", kCode, 3).dump();
+  c.insert(c.size() - 1, ", \"meta\": {\"x\": 1e400}");
+  write_file(dir / "c.jsonl", c + "\n");
+  auto r = read_cases_jsonl(dir / "c.jsonl");
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().message.starts_with((dir / "c.jsonl").string() + ":1: not valid JSON (")) << r.error().message;
+  EXPECT_NE(r.error().message.find("1e400"), std::string::npos) << r.error().message;
+}
+
 TEST(read_cases_jsonl, a_faulty_line_past_2_to_the_63_is_out_of_range_as_written_not_wrapped) {
   TempDir dir;
   for (const std::string n : {"9223372036854775808", "18446744073709551615", "9223372036854775807"}) {
