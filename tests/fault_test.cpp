@@ -491,6 +491,11 @@ void expect_fallback(const RunResult& r, double seconds, const std::string& why)
   EXPECT_FALSE(j["llm"]["used"].get<bool>());
 }
 
+void always_500(const httplib::Request&, httplib::Response& res, int) {
+  res.status = 500;
+  res.set_content("internal error", "text/plain");
+}
+
 TEST(fault, llm_connection_refused) {
   LlmWorkspace w;
   int port;
@@ -504,10 +509,7 @@ TEST(fault, llm_connection_refused) {
 
 TEST(fault, llm_500_forever) {
   LlmWorkspace w;
-  testing::ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
-    res.status = 500;
-    res.set_content("internal error", "text/plain");
-  });
+  testing::ChatServer server(always_500);
   auto [r, s] = w.localize(server.url());
   expect_fallback(r, s, "HTTP 500");
 }
@@ -578,10 +580,7 @@ TEST(fault, llm_answer_telling_the_tool_to_do_something_else) {
 
 TEST(fault, llm_failure_with_require_llm_says_what_failed_not_what_ranked) {
   LlmWorkspace w;
-  testing::ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
-    res.status = 500;
-    res.set_content("internal error", "text/plain");
-  });
+  testing::ChatServer server(always_500);
   auto [r, s] = w.localize(server.url(), {"--require-llm"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(r.out.empty());
