@@ -47,8 +47,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
     if (is_blank(line)) continue;
     const std::string where = path.string() + ":" + std::to_string(line_no) + ": ";
     if (auto deep = json_too_deep(line))
-      return fail(where + "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " +
-                  std::to_string(*deep + 1) + ")");
+      return fail(where + json_too_deep_message(*deep));
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return fail(where + "not a JSON object");
     for (const char* key : {"commit", "test_id", "outcome"})

@@ -266,8 +266,7 @@ Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
     if (is_blank(line)) continue;
     if (auto bad = find_invalid_utf8(line)) return fail(where + "invalid UTF-8 at byte " + std::to_string(*bad));
     if (auto deep = json_too_deep(line))
-      return fail(where + "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " +
-                  std::to_string(*deep + 1) + ")");
+      return fail(where + json_too_deep_message(*deep));
     json record;
     try {
       record = json::parse(line);

@@ -58,6 +58,10 @@ std::optional<size_t> json_too_deep(std::string_view text, size_t limit) {
   return std::nullopt;
 }
 
+std::string json_too_deep_message(size_t at) {
+  return "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " + std::to_string(at + 1) + ")";
+}
+
 std::u32string decode_utf8(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());

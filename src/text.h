@@ -20,6 +20,8 @@ inline constexpr size_t kMaxJsonDepth = 256;
 // Byte offset of the bracket that opens nesting level `limit` + 1 in JSON text (strings and escapes skipped), or
 // nullopt when the text stays within `limit` levels. One pass, no allocation; the text need not be valid JSON.
 std::optional<size_t> json_too_deep(std::string_view text, size_t limit = kMaxJsonDepth);
+// "JSON nested deeper than 256 levels (at byte N)" for a json_too_deep answer (N 1-based).
+std::string json_too_deep_message(size_t at);
 
 // Decodes valid UTF-8 into code points; an invalid byte becomes U+FFFD (callers validate first where it matters).
 std::u32string decode_utf8(std::string_view text);
