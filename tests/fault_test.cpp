@@ -40,6 +40,7 @@ using Clock = std::chrono::steady_clock;
 struct SpawnOptions {
   rlim_t file_size_limit = RLIM_INFINITY;
   bool as_nobody = false;  // when run as root: drop to uid/gid 65534, for whom root's files are read-only
+  std::string binary = SPARK_BINARY;  // as nobody, a copy nobody can reach (the build may be under /root, mode 0700)
 };
 
 // A spark process started in `cwd`; its output goes to files in `io`.
@@ -48,7 +49,7 @@ class Spark {
   Spark(const std::vector<std::string>& args, const fs::path& cwd, const fs::path& io, SpawnOptions options = {})
       : io_(io) {
     fs::create_directories(io);
-    std::vector<std::string> argv_s = {SPARK_BINARY};
+    std::vector<std::string> argv_s = {options.binary};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -67,7 +68,7 @@ class Spark {
         if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(122);
       }
       if (options.as_nobody && ::getuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(123);
-      ::execv(SPARK_BINARY, argv.data());
+      ::execv(argv_s[0].c_str(), argv.data());
       ::_exit(124);
     }
   }
@@ -388,7 +389,13 @@ TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
       made_read_only.push_back(e.path());
     }
   if (!root) fs::permissions(dir / ".spark", fs::perms::owner_write, fs::perm_options::remove);
-  const SpawnOptions ro{RLIM_INFINITY, true};
+  SpawnOptions ro{RLIM_INFINITY, true};
+  if (root) {
+    ro.binary = (dir / "spark-copy").string();
+    fs::copy_file(SPARK_BINARY, ro.binary);
+    fs::permissions(ro.binary, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                   fs::perms::others_read | fs::perms::others_exec);
+  }
   auto imp = run_with({"import", "b.jsonl"}, dir.path(), ro);
   EXPECT_NE(imp.exit_code, 0);
   EXPECT_LT(imp.exit_code, 128) << "ended by a signal: " << imp.err;
