@@ -37,6 +37,20 @@ def fdp_pair(a, b):
     return a.replace("\\", "\\\\") + "\\x" + b
 
 
+def pieces(content, size=4096):
+    """A test file cut before top-level definitions into pieces of about `size` bytes: the structure target scans the
+    file once per function, so a whole 50 KB file runs a few times a second and a piece hundreds of times."""
+    out, cur = [], []
+    for line in content.splitlines(keepends=True):
+        if cur and sum(map(len, cur)) >= size and line.startswith(("def ", "class ", "@", "async def ")):
+            out.append("".join(cur))
+            cur = []
+        cur.append(line)
+    if cur:
+        out.append("".join(cur))
+    return out
+
+
 seeds = {
     "case_jsonl": [json.dumps(case("a", TEST, 6, ERROR)) + "\n" + json.dumps(case("b", TEST, 12, NATIVE)) + "\n",
                    json.dumps(case("c", "def test_a():\n    assert 1 == 2\n", 2, "E   assert 1 == 2")) + "\n"],
@@ -87,7 +101,7 @@ if dev and os.path.isdir(dev):
             for f_ in c.get("files", [])[:1]:
                 content = f_.get("content", "")
                 if len(content) < 60_000:
-                    seeds["python_structure"].append(content)
+                    seeds["python_structure"].extend(pieces(content))
                     seeds["redact"].append(content[:20_000])
 
 for target, items in seeds.items():

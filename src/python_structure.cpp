@@ -591,8 +591,9 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
                                                                      const std::string& class_name,
                                                                      const std::string& function) {
   // Bytes tree-sitter reads otherwise than as text: a NUL (tests/fuzz found "def\0e():", which the parser ends at the
-  // NUL) and a carriage return not before a line feed (a line break to the parser). The parser decides those files.
-  if (source.find('\0') != std::string_view::npos) return std::nullopt;
+  // NUL), a vertical tab or form feed (white space to it: tests/fuzz found a function the parser ran on past a "\v"
+  // at a line's end) and a carriage return not before a line feed (a line break to it). The parser decides those.
+  if (source.find_first_of(std::string_view("\0\v\f", 3)) != std::string_view::npos) return std::nullopt;
   for (size_t at = source.find('\r'); at != std::string_view::npos; at = source.find('\r', at + 1))
     if (at + 1 >= source.size() || source[at + 1] != '\n') return std::nullopt;
   // One pass over the physical lines, tracking what makes a line start a statement: not inside a string (triple-
@@ -617,6 +618,9 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
   // shallower too).
   std::vector<std::pair<int, int>> comments;
   int last_statement_indent = 0;
+  // Whether the last statement was a block's header (class, def, if, ...) and whether its body followed the header's
+  // colon on the same logical line (`def f(): return 1`), which opens no indented block.
+  bool header = false, colon_seen = false, inline_body = false, soft_header = false;
   int decorator_start = 0, decorator_indent = -1;
   char triple = 0;                 // the quote of an open triple-quoted string
   int depth = 0;
@@ -630,6 +634,22 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
       method = span;
     }
     open.reset();
+  };
+  std::vector<int> indents{0};  // the indentation levels open, as Python's tokenizer keeps them
+  const auto indentation_ok = [&](int indent) {
+    if (header && !colon_seen) {
+      if (!soft_header) return false;  // a block header ends with its colon
+      header = false;                  // `match` or `case` as a name (`match = pattern.match(line)`)
+    }
+    const bool opens = header && !inline_body;             // a header whose body is on the lines below
+    if (opens != (indent > indents.back())) return false;  // "expected an indented block" / "unexpected indent"
+    if (opens) {
+      indents.push_back(indent);
+    } else {
+      while (indent < indents.back()) indents.pop_back();
+      if (indent != indents.back()) return false;          // "unindent does not match any outer indentation level"
+    }
+    return true;
   };
   const auto close = [&](int indent) {
     // A statement at `indent` (0 at the end of the file): every block whose header is indented as deep or deeper has
@@ -674,8 +694,13 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
         if (open) comments.emplace_back(line_no, indent);
         continue;
       }
+      // Python's indentation rules; a file that breaks them is a syntax error the parser recovers from in its own way,
+      // so the scan declines. tests/fuzz found each: a header with no colon on its line ("def _()\n:"); text left
+      // deeper after a docstring closed early ("unexpected indent"); a dedent to a column no open block stands at.
+      if (!indentation_ok(indent)) return std::nullopt;
       close(indent);
       last_statement_indent = indent;
+      header = colon_seen = inline_body = soft_header = false;
       std::string_view rest = line.substr(i);
       if (rest.front() == '@') {
         if (decorator_indent != indent) decorator_start = line_no;
@@ -688,6 +713,12 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
         const bool in_classes = std::all_of(stack.begin(), stack.end(), [](const Open& o) { return o.kind == Open::kClass; });
         if (word == "def" || word == "class") {
           const std::string_view name = take_word(rest);
+          // A header that is not `def NAME(` / `class NAME(` or `NAME:` (a type parameter list `[` too) is a syntax
+          // error the parser recovers from in its own way (tests/fuzz found "def:t():", which it reads as `def t`).
+          const char after = rest.empty() ? '\0' : rest.front();
+          if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front())) ||
+              !(after == '(' || after == '[' || (word == "class" && after == ':')))
+            return std::nullopt;
           if (word == "def" && in_classes && name == function && !open) {
             const bool at_module = stack.empty();
             const bool wanted = at_module ? !module_level && class_name.empty()
@@ -695,9 +726,12 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
             if (wanted) open = Candidate{at_module, start, indent, stack.size(), line_no};
           }
           stack.push_back({indent, word == "def" ? Open::kDef : Open::kClass, name});
+          header = true;
         } else if (word == "if" || word == "elif" || word == "else" || word == "for" || word == "while" || word == "try" ||
                    word == "except" || word == "finally" || word == "with" || word == "match" || word == "case") {
           stack.push_back({indent, Open::kOther, {}});
+          header = true;
+          soft_header = word == "match" || word == "case";
         }
       }
     }
@@ -715,6 +749,11 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
         continue;
       }
       if (c == '#') break;
+      if (header && !colon_seen && depth == 0 && c == ':' && !(i + 1 < line.size() && line[i + 1] == '=')) {
+        colon_seen = true;  // the header's colon (a walrus `:=` is not one)
+        continue;
+      }
+      if (colon_seen && c != ' ' && c != '\t' && c != '\f') inline_body = true;
       if (c == '"' || c == '\'') {
         if (line.compare(i, 3, std::string(3, c)) == 0) {
           triple = c;
@@ -733,6 +772,8 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
     if (open) open->end = line_no;
   }
   if (triple || depth != 0) return std::nullopt;  // unbalanced at the end: a syntax error the parser recovers from
+  if (header && !(colon_seen && inline_body) && !(soft_header && !colon_seen))
+    return std::nullopt;  // a block header with no body
   close(0);
   if (!class_name.empty()) return method;
   return module_level ? module_level : method;

@@ -274,10 +274,46 @@ TEST(redact, a_password_split_by_another_rule_is_redacted_whole_in_one_call) {
 }
 
 // Found by tests/fuzz (python_structure): the line scan and the parser disagreed on a NUL byte; the scan declines.
-TEST(scan_function_span, declines_a_nul_byte_and_a_lone_carriage_return) {
+TEST(scan_function_span, declines_a_nul_byte_a_vertical_tab_and_a_lone_carriage_return) {
   EXPECT_FALSE(scan_function_span(std::string_view("def\0e():\n    pass\n", 18), "", "e").has_value());
   EXPECT_FALSE(scan_function_span("def f():\r    pass\n", "", "f").has_value());
   EXPECT_TRUE(scan_function_span("def f():\r\n    pass\r\n", "", "f").has_value());
+  // And a vertical tab, which tree-sitter reads as white space (it ran a function on past "x = 1\v").
+  EXPECT_FALSE(scan_function_span("def a():\n    x = 1\v\n\n@d\ndef b():\n    pass\n", "", "a").has_value());
+}
+
+// Found by tests/fuzz (python_structure): "def:t():" is a syntax error tree-sitter reads as `def t`, and text left
+// indented deeper after a docstring closed early is another; the scan declines both and the parser answers.
+TEST(scan_function_span, declines_a_malformed_header_and_an_unexpected_indent) {
+  EXPECT_FALSE(scan_function_span("def:t():\n", "", "t").has_value());
+  EXPECT_FALSE(scan_function_span("def 1t():\n    pass\n", "", "t").has_value());
+  EXPECT_FALSE(scan_function_span("class A\n    def t(self):\n        pass\n", "A", "t").has_value());
+  EXPECT_FALSE(scan_function_span("def t():\n    x = 1\n        y = 2\n", "", "t").has_value());
+  EXPECT_FALSE(scan_function_span("    x = 1\ndef t():\n    pass\n", "", "t").has_value());
+  // A body on the header's line opens no indented block: the line after it, deeper, is an unexpected indent
+  // (tests/fuzz found "def a():t\n ta", which tree-sitter ends at line 1).
+  EXPECT_FALSE(scan_function_span("def a(): t\n    ta\n", "", "a").has_value());
+  EXPECT_EQ(scan_function_span("def a(): return 1\ndef b(): pass\n", "", "a"), std::optional(std::optional(std::pair(1, 1))));
+  EXPECT_EQ(scan_function_span("def a():\n    while x := f():  # a walrus\n        pass\n", "", "a"),
+            std::optional(std::optional(std::pair(1, 3))));
+  // A header whose colon is on the next line, which tree-sitter accepts (tests/fuzz: "def _()\n:"); a dedent to a
+  // column no open block stands at (tests/fuzz); a header with no body below it.
+  EXPECT_FALSE(scan_function_span("def _()\n:\n", "", "_").has_value());
+  EXPECT_FALSE(scan_function_span("class T:\n    def a(self):\n        x = 1\n       y = 2\n", "T", "a").has_value());
+  EXPECT_FALSE(scan_function_span("def a():\nx = 1\n", "", "a").has_value());
+  EXPECT_FALSE(scan_function_span("def b():\n    pass\ndef a():\n", "", "b").has_value());
+  // `match` and `case` are names too: a line that uses one so is no header.
+  EXPECT_EQ(scan_function_span("def a():\n    match = m.match(x)\n    case = 2\n", "", "a"),
+            std::optional(std::optional(std::pair(1, 3))));
+  EXPECT_EQ(scan_function_span("def a():\n    match x:\n        case 1:\n            pass\n", "", "a"),
+            std::optional(std::optional(std::pair(1, 4))));
+  // Well-formed headers, a type parameter list and a class without a base are still scanned.
+  EXPECT_EQ(scan_function_span("def t[T](x: T):\n    pass\n", "", "t"), std::optional(std::optional(std::pair(1, 2))));
+  EXPECT_EQ(scan_function_span("class A:\n    def t(self):\n        pass\n", "A", "t"),
+            std::optional(std::optional(std::pair(2, 3))));
+  // The fuzzer's case in small: a docstring closed early leaves its next lines as code indented deeper.
+  EXPECT_FALSE(scan_function_span("def t():\n    \"\"\"Doc\"\"\" closes early\n        def u(self):\n    x = 1\n", "", "t")
+                   .has_value());
 }
 
 // A pattern that backtracks exponentially stops at the match limit and the scan goes on with the next line.
