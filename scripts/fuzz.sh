@@ -3,11 +3,20 @@
 # (default 60), two at a time. Saved regressions (tests/fuzz/regressions/TARGET/*) run first as plain inputs. Prints
 # a line per target (executions, new coverage, crashes) and the totals; exits 1 when any target crashed or broke an
 # invariant, leaving its input in build-fuzz/crashes/TARGET/.
-#   scripts/fuzz.sh [SECONDS]       the long run of docs/RELIABILITY.md: scripts/fuzz.sh 1200
+#   scripts/fuzz.sh [SECONDS]       explores: a new seed each run (the long run of docs/RELIABILITY.md: 1200)
+#   scripts/fuzz.sh --fixed [SCALE] the pass scripts/test.sh runs: seed 1 and a set number of executions per target
+#                                   (about 15 s each on a CI runner; SCALE multiplies them), so the same commit gives
+#                                   the same inputs every time and a failure is the commit's, not the draw's
 # Needs scripts/setup.sh --tests (clang-16, libclang-rt-16-dev, libomp-16-dev).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+fixed=0
+if [ "${1:-}" = --fixed ]; then fixed=1; shift; fi
 seconds=${1:-60}
+scale=${1:-1}
+# Executions per target for --fixed: about 15 s each on a 2-core CI runner, two targets at a time.
+declare -A fixed_runs=([case_jsonl]=5000 [outcomes_jsonl]=25000 [junit]=40000 [error_message]=150000 [answer]=150000
+                       [config]=35000 [python_structure]=3000 [redact]=12000 [label_diff]=300000)
 build=${SPARK_FUZZ_BUILD:-$root/build-fuzz}
 jobs=$(nproc)
 targets=(case_jsonl outcomes_jsonl junit error_message answer config python_structure redact label_diff)
@@ -43,12 +52,23 @@ done
 run() {
     local t=$1
     mkdir -p "$corpus/$t" "$build/crashes/$t"
-    local args=("$corpus/$t" "$corpus/seeds/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048
-                -max_len=262144 -print_final_stats=1 -artifact_prefix="$build/crashes/$t/")
+    local max_len=262144
+    [ "$t" = python_structure ] && max_len=32768  # each input is scanned once per function it defines
+    local args=("$corpus/$t" "$corpus/seeds/$t" -timeout=20 -rss_limit_mb=2048
+                -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$build/crashes/$t/")
+    if [ "$fixed" = 1 ]; then
+        args+=(-seed=1 -runs="$(python3 -c "print(int(${fixed_runs[$t]} * float('$scale')))")")
+    else
+        args+=(-max_total_time="$seconds")
+    fi
     [ -n "${dict[$t]:-}" ] && args+=(-dict="$root/tests/fuzz/${dict[$t]}.dict")
     "$build/tests/fuzz/${t}_fuzz" "${args[@]}" >"$build/fuzz-logs/$t.log" 2>&1
 }
-echo "== fuzzing: ${#targets[@]} targets, ${seconds} s each, $jobs at a time"
+if [ "$fixed" = 1 ]; then
+    echo "== fuzzing: ${#targets[@]} targets, seed 1, a set number of executions each (x$scale), $jobs at a time"
+else
+    echo "== fuzzing: ${#targets[@]} targets, ${seconds} s each, $jobs at a time"
+fi
 pids=()
 names=()
 for t in "${targets[@]}"; do
