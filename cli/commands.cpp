@@ -121,9 +121,28 @@ int cmd_import(const Common& common, const ImportArgs& args) {
 int cmd_export(const Common& common, const ExportArgs& args) {
   auto kb = open_kb(common, false);
   if (!kb) return report_error(kb.error());
+  // --redact asks for redaction, so it applies the configured rules even where redaction is off for the LLM.
+  std::shared_ptr<const Redactor> redactor;
+  if (args.redact) {
+    redactor = common.redactor;
+    if (!redactor) {
+      auto r = Redactor::make(common.redaction_rules);
+      if (!r) return report_error(r.error());
+      redactor = std::make_shared<const Redactor>(std::move(*r));
+    }
+  }
+  std::map<std::string, size_t> counts;
+  size_t redacted = 0, cases = 0;
   std::string out;
-  auto s = (*kb)->for_each([&](int64_t, const Case& c) -> Status {
-    out += case_to_json(c).dump();
+  auto s = (*kb)->for_each([&](int64_t, const Case& stored) -> Status {
+    ++cases;
+    if (redactor) {
+      Case c = stored;
+      redacted += redact_case(c, *redactor, counts);
+      out += case_to_json(c).dump();
+    } else {
+      out += case_to_json(stored).dump();
+    }
     out += '\n';
     if (args.output.empty() && out.size() > (1u << 20)) {
       std::fwrite(out.data(), 1, out.size(), stdout);
@@ -132,6 +151,12 @@ int cmd_export(const Common& common, const ExportArgs& args) {
     return {};
   });
   if (!s) return report_error(s.error());
+  if (redactor) {
+    std::string rules;
+    for (const auto& [rule, n] : counts) rules += (rules.empty() ? "" : ", ") + rule + " " + std::to_string(n);
+    note("redacted " + std::to_string(redacted) + " secret(s) in " + std::to_string(cases) + " case(s)" +
+         (rules.empty() ? "" : " (" + rules + ")"));
+  }
   if (args.output.empty()) {
     std::fwrite(out.data(), 1, out.size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : report_error(Error{"cannot write to standard output"});
@@ -307,8 +332,9 @@ Status common_from_config(const Config& config, Common& common) {
   common.embedder.openai.base_url = config.str("embedder.base_url");
   common.embedder.openai.model = config.str("embedder.model");
   common.embedder.openai.api_key = config.str("embedder.api_key");
+  common.redaction_rules = config.redaction_rules();
   if (config.boolean("redact.enabled")) {
-    auto r = Redactor::make(config.redaction_rules());
+    auto r = Redactor::make(common.redaction_rules);
     if (!r) return std::unexpected(with_context(config.file() ? config.file()->string() + ": " : "", r.error()));
     common.redactor = std::make_shared<const Redactor>(std::move(*r));
   }
@@ -564,13 +590,28 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     if (args.format == "json") {
       json_all.push_back(nlohmann::json::parse(report_json(r, ctx)));
     }
+    // SARIF and annotations leave the machine by design (code scanning, the pull request's page): made from a
+    // redacted copy unless redaction is off.
+    std::optional<Localization> published;
+    const auto shared = [&]() -> const Localization& {
+      if (!common.redactor) return r;
+      if (!published) {
+        published = r;
+        std::map<std::string, size_t> counts;
+        if (const size_t n = redact_localization(*published, queries[i], *common.redactor, counts))
+          note(who + "redacted " + std::to_string(n) + " secret(s) from the " +
+               (args.format == "github" ? (args.sarif_output.empty() ? "annotations" : "annotations and the SARIF report")
+                                        : "SARIF report"));
+      }
+      return *published;
+    };
     if (args.format == "sarif" || !args.sarif_output.empty()) {
-      auto doc = nlohmann::json::parse(report_sarif(r, ctx));
+      auto doc = nlohmann::json::parse(report_sarif(shared(), ctx));
       if (sarif.is_null()) sarif = std::move(doc);
       else for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
     }
     if (args.format == "github") {
-      out += report_github(r, ctx);
+      out += report_github(shared(), ctx);
     } else if (args.format == "text") {
       if (queries.size() > 1)
         out += (i ? "\n" : "") + std::string("== ") + queries[i].id +
@@ -750,7 +791,16 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
                           : args.format == "csv" ? render_csv(report)
                                                  : render_markdown(report);
   if (!args.html.empty()) {
-    auto page = render_html(report, *evaluation, cases);
+    // The page shows the cases' code and is meant to be shared: made from redacted copies unless redaction is off.
+    std::vector<Case> shown;
+    if (common.redactor) {
+      shown = cases;
+      std::map<std::string, size_t> counts;
+      size_t n = 0;
+      for (auto& c : shown) n += redact_case(c, *common.redactor, counts);
+      if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
+    }
+    auto page = render_html(report, *evaluation, common.redactor ? shown : cases);
     if (!page) return report_error(page.error());
     if (auto w = write_file_atomic(args.html, *page); !w) return report_error(w.error());
     note("wrote " + args.html);

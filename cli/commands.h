@@ -17,6 +17,7 @@ struct Common {
   std::string kb_dir = ".spark";
   EmbedderConfig embedder;
   std::shared_ptr<const Redactor> redactor;  // null when redaction is off (--no-redact, redact.enabled = false)
+  std::vector<RedactionRule> redaction_rules;  // the user's rules (for `export --redact`, which asks for redaction)
 };
 
 // Fills Common from the effective configuration (the OpenAI embedder gets the redactor).
@@ -33,6 +34,7 @@ int cmd_import(const Common& common, const ImportArgs& args);
 
 struct ExportArgs {
   std::string output;  // "" = standard output
+  bool redact = false;  // redact error messages, file contents and meta (not lossless then)
 };
 int cmd_export(const Common& common, const ExportArgs& args);
 

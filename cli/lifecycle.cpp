@@ -440,9 +440,23 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
     if (!list) return report_error(list.error());
     auto rule = store.rule(args.sigma);
     if (!rule) return report_error(rule.error());
-    if (!args.html.empty())
-      if (auto w = write_file_atomic(args.html, audit_html(*list, *rule, (*kb)->dir().string())); !w)
+    if (!args.html.empty()) {
+      // The page shows messages and code and is meant to be shared: made from redacted copies unless redaction is off.
+      std::vector<StoredFailure> shown;
+      if (common.redactor) {
+        shown = *list;
+        std::map<std::string, size_t> counts;
+        size_t n = 0;
+        for (auto& f : shown) {
+          n += common.redactor->redact(f.message, counts);
+          if (f.labelled) n += redact_case(*f.labelled, *common.redactor, counts);
+          for (auto& file : f.fixed_files) n += common.redactor->redact(file.content, counts);
+        }
+        if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
+      }
+      if (auto w = write_file_atomic(args.html, audit_html(common.redactor ? shown : *list, *rule, (*kb)->dir().string())); !w)
         return report_error(w.error());
+    }
     if (args.format == "json") {
       json j = {{"schema", "spark.audit/1"}, {"rule", {{"n", rule->n}, {"mean", rule->mean}, {"sd", rule->sd}, {"sigma", rule->sigma},
                           {"threshold", rule->threshold}}},

@@ -67,8 +67,10 @@ int run(int argc, char** argv) {
   import->add_flag("--replace", import_args.replace, "overwrite stored cases whose id is imported with a different record");
 
   ExportArgs export_args;
-  auto* exp = app.add_subcommand("export", "write every stored case as JSON Lines (lossless)");
+  auto* exp = app.add_subcommand("export", "write every stored case as JSON Lines (lossless unless --redact)");
   exp->add_option("-o,--output", export_args.output, "file to write atomically (default: standard output)");
+  exp->add_flag("--redact", export_args.redact,
+                "replace secrets in error messages, file contents and meta with [REDACTED:rule] (not lossless)");
 
   IndexArgs index_args;
   size_t dimension = 0;

@@ -173,6 +173,52 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
   return j.dump(2) + "\n";
 }
 
+size_t redact_localization(Localization& loc, const Case& query, const Redactor& redactor,
+                           std::map<std::string, size_t>& counts) {
+  size_t n = 0;
+  const auto r = [&](std::string& text) { n += redactor.redact(text, counts); };
+  // The query's files, redacted whole, line by line (counted where their lines are shown).
+  std::map<std::string, std::vector<std::string>, std::less<>> files;
+  for (const auto& f : query.files) {
+    std::string content = f.content;
+    std::map<std::string, size_t> whole;
+    redactor.redact(content, whole);
+    auto& lines = files[f.path];
+    for (const auto& l : split_lines(content)) lines.emplace_back(l);
+  }
+  const auto line_of = [&](const std::string& path, int line, std::string& code) {
+    const auto it = files.find(path);
+    if (it != files.end() && line >= 1 && static_cast<size_t>(line) <= it->second.size()) {
+      code = std::string(trim(it->second[static_cast<size_t>(line) - 1]));  // reports show lines trimmed
+      for (size_t at = code.find("[REDACTED:"); at != std::string::npos; at = code.find("[REDACTED:", at + 1)) {
+        const size_t end = code.find(']', at);
+        if (end == std::string::npos) break;
+        ++counts[code.substr(at + 10, end - at - 10)];
+        ++n;
+      }
+    } else {
+      r(code);
+    }
+  };
+  for (auto& e : loc.ranked) {
+    line_of(e.path, e.line, e.code);
+    for (auto& reason : e.reasons) r(reason);
+  }
+  for (auto& c : loc.retrieved)
+    for (auto& text : c.faulty_text) r(text);
+  if (loc.explanation) {
+    line_of(loc.explanation->line.path, loc.explanation->line.line, loc.explanation->code);
+    r(loc.explanation->note);
+  }
+  for (auto& note : loc.notes) r(note);
+  if (loc.llm) {
+    r(loc.llm->error);
+    r(loc.llm->raw_answer);
+    r(loc.llm->prompt);
+  }
+  return n;
+}
+
 std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
   json rule = {{"id", "spark/suspicious-test-line"},
                {"name", "SuspiciousTestLine"},

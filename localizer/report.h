@@ -2,9 +2,11 @@
 // GitHub Actions workflow commands.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "localizer.h"
+#include "redact.h"
 
 namespace spark {
 
@@ -20,6 +22,13 @@ struct ReportContext {
   double epsilon = 0;
   std::string version;
 };
+
+// Redacts the text a report can show: the ranked lines' code (taken from the query's files redacted whole, so a
+// secret spanning lines, such as a private key's body, is caught on each of its lines) and reasons, the retrieved
+// cases' faulty lines, the explanation, the notes and the LLM's error and answer. The formats that leave the machine
+// by design (SARIF, GitHub annotations) are made from a redacted copy. Returns how many secrets were replaced.
+size_t redact_localization(Localization& loc, const Case& query, const Redactor& redactor,
+                           std::map<std::string, size_t>& counts);
 
 std::string report_text(const Localization& loc, const ReportContext& ctx, bool color);
 std::string report_json(const Localization& loc, const ReportContext& ctx);

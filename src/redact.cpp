@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
+#include "case.h"
+
 namespace spark {
 
 const std::vector<RedactionRule>& builtin_redaction_rules() {
@@ -98,6 +102,30 @@ size_t Redactor::redact_once(std::string& text, std::map<std::string, size_t>& c
     total += spans.size();
   }
   return total;
+}
+
+size_t redact_json_strings(nlohmann::json& value, const Redactor& redactor, std::map<std::string, size_t>& counts) {
+  // Iterative: a stored `meta` may be nested up to the reader's depth limit.
+  size_t n = 0;
+  std::vector<nlohmann::json*> todo{&value};
+  while (!todo.empty()) {
+    nlohmann::json* v = todo.back();
+    todo.pop_back();
+    if (v->is_string()) {
+      n += redactor.redact(v->get_ref<std::string&>(), counts);
+    } else if (v->is_structured()) {
+      for (auto& child : *v) todo.push_back(&child);
+    }
+  }
+  return n;
+}
+
+size_t redact_case(Case& c, const Redactor& redactor, std::map<std::string, size_t>& counts) {
+  size_t n = redactor.redact(c.error_message, counts);
+  for (auto& f : c.files) n += redactor.redact(f.content, counts);
+  if (c.record.is_object())
+    if (auto meta = c.record.find("meta"); meta != c.record.end()) n += redact_json_strings(*meta, redactor, counts);
+  return n;
 }
 
 }  // namespace spark

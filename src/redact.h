@@ -1,4 +1,5 @@
-// Secret redaction: nothing that looks like a credential leaves the machine (LLM prompts, embedding requests).
+// Secret redaction: nothing that looks like a credential leaves the machine (LLM prompts, embedding requests, SARIF,
+// GitHub annotations, HTML reports, and `spark export --redact`).
 //
 // Each rule is a PCRE2 pattern; the text its `secret` group (or the whole match) covers is replaced by
 // "[REDACTED:<rule>]". Line structure is kept: a multi-line secret (a private key block) keeps its line breaks, so
@@ -9,6 +10,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "pcre_regex.h"
 #include "result.h"
@@ -40,5 +43,14 @@ class Redactor {
   };
   std::vector<Compiled> rules_;
 };
+
+struct Case;
+
+// Redacts every string in `value` (object keys are kept). Returns how many secrets were replaced.
+size_t redact_json_strings(nlohmann::json& value, const Redactor& redactor, std::map<std::string, size_t>& counts);
+
+// Redacts a case's text: its error message, its files' contents (line count kept, so faulty lines still point at
+// their lines) and every string under `meta`. Ids, paths, test ids, times and commits are left as they are.
+size_t redact_case(Case& c, const Redactor& redactor, std::map<std::string, size_t>& counts);
 
 }  // namespace spark
