@@ -1,4 +1,4 @@
-// Fault injection on the real binary (issue 13): kill -9 at random moments of import, index and record, concurrent
+// Fault injection on the real binary (issue 13): kill -9 at random moments of import, index, record and mine, concurrent
 // writer processes, a file-size limit, a read-only store, a damaged index, and LLM servers that misbehave. Each test
 // runs `spark` as a process and checks the store afterwards with SQLite's own integrity check and spark's export.
 //
@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -23,6 +24,8 @@
 #include <nlohmann/json.hpp>
 
 #include "chat_server.h"
+#include "knowledge_base.h"
+#include "mining_store.h"
 #include "test_util.h"
 
 namespace spark {
@@ -323,6 +326,72 @@ TEST(fault, kill_9_during_record_stores_all_or_nothing_and_a_rerun_completes) {
     EXPECT_EQ(count_rows(work / ".spark/kb.sqlite", "SELECT count(*) FROM outcomes"), outcomes);
   }
   EXPECT_GE(killed, kKillPoints / 3) << "kills should land before the record ends";
+}
+
+// A history of `n` test fixes: fix i rewrites 1-3 lines of tests/test_m.py; the outcomes say test_i failed before
+// fix i and passed after it.
+std::string fix_history(const TempDir& dir, int n) {
+  testing::git(dir, "init -q .");
+  std::string content;
+  for (int i = 0; i < 40; ++i) content += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+  write_file(dir / "tests" / "test_m.py", content);
+  testing::git(dir, "add -A");
+  testing::git(dir, "commit -qm base");
+  std::string outcomes;
+  for (int f = 0; f < n; ++f) {
+    const std::string test = "tests/test_m.py::test_" + std::to_string(f);
+    outcomes += json({{"commit", testing::head_sha(dir)}, {"test_id", test}, {"outcome", "failed"},
+                      {"message", "E   assert " + std::to_string(f) + " == 0"}}).dump() + "\n";
+    for (int l = 0; l <= f % 3; ++l) {
+      const std::string from = "x" + std::to_string((f + l * 7) % 40) + " = ";
+      content.insert(content.find(from) + from.size(), "1 + ");
+    }
+    write_file(dir / "tests" / "test_m.py", content);
+    testing::git(dir, "commit -qam fix" + std::to_string(f), format_iso8601(1769904000 + int64_t{f + 1} * 86400));
+    outcomes += json({{"commit", testing::head_sha(dir)}, {"test_id", test}, {"outcome", "passed"}}).dump() + "\n";
+  }
+  return outcomes;
+}
+
+TEST(fault, kill_9_during_mine_leaves_a_consistent_store_and_a_rerun_completes) {
+  TempDir dir;
+  write_file(dir / "all.jsonl", fix_history(dir, 60));
+  const std::vector<std::string> mine = {"mine", "--outcomes", "all.jsonl"};
+  TempDir probe;
+  fs::copy(dir.path(), probe.path(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  const double full = timed_run({"mine", "--outcomes", "all.jsonl", "-o", "ref.jsonl"}, probe.path());
+  const auto all_ids = exported_ids(probe.path());
+  ASSERT_EQ(all_ids.size(), 60u);
+  const std::string reference = testing::slurp(probe / "ref.jsonl");
+  std::mt19937 rng(kSeed + 3);
+  int killed = 0;
+  for (int k = 0; k < kKillPoints; ++k) {
+    const double at = std::uniform_real_distribution<double>(0.0, 0.8 * full)(rng);
+    SCOPED_TRACE("seed " + std::to_string(kSeed + 3) + ", kill point " + std::to_string(k) + " at " + std::to_string(at) + " s");
+    TempDir work;
+    fs::copy(dir.path(), work.path(), fs::copy_options::recursive);
+    killed += kill_after(mine, work.path(), at);
+    if (fs::exists(work / ".spark/kb.sqlite")) {
+      EXPECT_EQ(integrity(work / ".spark/kb.sqlite"), "ok");
+      // Mining commits a failure with its case: every stored case is a labelled failure's and the reverse, each once.
+      const auto ids = exported_ids(work.path());
+      EXPECT_TRUE(std::includes(all_ids.begin(), all_ids.end(), ids.begin(), ids.end()));
+      auto kb = KnowledgeBase::open(work / ".spark", false);
+      ASSERT_TRUE(kb) << kb.error().message;
+      MiningStore store(**kb);
+      auto labelled = store.failures({FailureStatus::labelled});
+      ASSERT_TRUE(labelled) << labelled.error().message;
+      std::set<std::string> settled;
+      for (const auto& f : *labelled) settled.insert(f.case_id);
+      EXPECT_EQ(settled, ids);
+    }
+    // A re-run finishes the work: the same corpus, byte for byte, as an undisturbed run's.
+    auto again = run_spark({"mine", "--outcomes", "all.jsonl", "-o", "resumed.jsonl"}, work.path());
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(exported_ids(work.path()), all_ids);
+    EXPECT_EQ(testing::slurp(work / "resumed.jsonl"), reference);
+  }
+  EXPECT_GE(killed, kKillPoints / 3) << "kills should land before the mine ends";
 }
 
 // --- many writers ----------------------------------------------------------------------------------------------
