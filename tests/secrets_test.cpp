@@ -55,26 +55,16 @@ const std::vector<std::pair<std::string, std::string>>& planted() {
 std::string test_file(int variant) {
   const auto& s = planted();
   const std::string v = std::to_string(variant);
-  return "import pytest\n"
-         "\n"
-         "KEY = '''-----BEGIN RSA PRIVATE KEY-----\n" + s[0].second + "\n-----END RSA PRIVATE KEY-----'''\n"
-         "\n"
-         "\n"
-         "def test_login_" + v + "(client):\n"
-         "    aws = \"" + s[1].second + "\"\n"
-         "    gh = \"" + s[2].second + "\"\n"
-         "    gl = \"" + s[3].second + "\"\n"
-         "    slack = \"" + s[4].second + "\"\n"
-         "    google = \"" + s[5].second + "\"\n"
-         "    openai = \"" + s[6].second + "\"\n"
-         "    jwt = \"" + s[7].second + "\"\n"
-         "    headers = {\"X\": \"Bearer " + s[8].second + "\"}\n"
-         "    raw = \"Authorization: Basic " + s[9].second + "\"\n"
-         "    url = \"postgresql://app:" + s[10].second + "@db.internal/app\"\n"
-         "    password = \"" + s[11].second + "\"\n"
-         "    env = \"DB_PASSWORD=" + s[12].second + "\"\n"
-         "    badge = \"" + s[13].second + "\"\n"
-         "    assert client.login(url, password) == " + v + "\n";
+  // How each secret after the private key is written: the text before it and after it on its line.
+  static const std::vector<std::pair<std::string, std::string>> around = {
+      {"aws = \"", "\""},    {"gh = \"", "\""},     {"gl = \"", "\""},  {"slack = \"", "\""},
+      {"google = \"", "\""}, {"openai = \"", "\""}, {"jwt = \"", "\""}, {"headers = {\"X\": \"Bearer ", "\"}"},
+      {"raw = \"Authorization: Basic ", "\""},      {"url = \"postgresql://app:", "@db.internal/app\""},
+      {"password = \"", "\""}, {"env = \"DB_PASSWORD=", "\""},         {"badge = \"", "\""}};
+  std::string out = "import pytest\n\nKEY = '''-----BEGIN RSA PRIVATE KEY-----\n" + s[0].second +
+                    "\n-----END RSA PRIVATE KEY-----'''\n\n\ndef test_login_" + v + "(client):\n";
+  for (size_t i = 0; i < around.size(); ++i) out += "    " + around[i].first + s[i + 1].second + around[i].second + "\n";
+  return out + "    assert client.login(url, password) == " + v + "\n";
 }
 
 // The error message: secrets a traceback shows (locals, a connection string, a header).
