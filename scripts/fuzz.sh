@@ -29,7 +29,9 @@ CC=clang-16 CXX=clang++-16 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWi
 cmake --build "$build" -j"$jobs" --target "${targets[@]/%/_fuzz}"
 
 corpus=$build/fuzz-corpus
-rm -rf "$corpus" "$build/fuzz-logs"
+rm -rf "$corpus" "$build/fuzz-logs" "$build/crashes.previous"
+# A run counts only its own crashes; the last run's are kept beside, in crashes.previous.
+[ -d "$build/crashes" ] && mv "$build/crashes" "$build/crashes.previous"
 mkdir -p "$corpus" "$build/fuzz-logs" "$build/crashes"
 python3 "$root/scripts/fuzz_seeds.py" "$corpus/seeds" "$root/../shared/data/dev"
 
