@@ -328,34 +328,13 @@ TEST(fault, kill_9_during_record_stores_all_or_nothing_and_a_rerun_completes) {
   EXPECT_GE(killed, kKillPoints / 3) << "kills should land before the record ends";
 }
 
-// A history of `n` test fixes: fix i rewrites 1-3 lines of tests/test_m.py; the outcomes say test_i failed before
-// fix i and passed after it.
-std::string fix_history(const TempDir& dir, int n) {
-  testing::git(dir, "init -q .");
-  std::string content;
-  for (int i = 0; i < 40; ++i) content += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
-  write_file(dir / "tests" / "test_m.py", content);
-  testing::git(dir, "add -A");
-  testing::git(dir, "commit -qm base");
-  std::string outcomes;
-  for (int f = 0; f < n; ++f) {
-    const std::string test = "tests/test_m.py::test_" + std::to_string(f);
-    outcomes += json({{"commit", testing::head_sha(dir)}, {"test_id", test}, {"outcome", "failed"},
-                      {"message", "E   assert " + std::to_string(f) + " == 0"}}).dump() + "\n";
-    for (int l = 0; l <= f % 3; ++l) {
-      const std::string from = "x" + std::to_string((f + l * 7) % 40) + " = ";
-      content.insert(content.find(from) + from.size(), "1 + ");
-    }
-    write_file(dir / "tests" / "test_m.py", content);
-    testing::git(dir, "commit -qam fix" + std::to_string(f), format_iso8601(1769904000 + int64_t{f + 1} * 86400));
-    outcomes += json({{"commit", testing::head_sha(dir)}, {"test_id", test}, {"outcome", "passed"}}).dump() + "\n";
-  }
-  return outcomes;
-}
-
 TEST(fault, kill_9_during_mine_leaves_a_consistent_store_and_a_rerun_completes) {
   TempDir dir;
-  write_file(dir / "all.jsonl", fix_history(dir, 60));
+  std::vector<int> sizes;
+  for (int i = 0; i < 60; ++i) sizes.push_back(1 + i % 3);
+  std::string outcomes;
+  for (const auto& fix : testing::fix_history(dir, sizes)) outcomes += fix;
+  write_file(dir / "all.jsonl", outcomes);
   const std::vector<std::string> mine = {"mine", "--outcomes", "all.jsonl"};
   TempDir probe;
   fs::copy(dir.path(), probe.path(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);

@@ -33,34 +33,9 @@ using testing::write_file;
 
 using testing::git;
 using testing::head_sha;
+using testing::fix_history;
 
 std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
-
-// A history of `n` test fixes: fix i rewrites `sizes[i]` lines of tests/test_m.py; outcomes say test_i failed
-// before fix i and passed after it. Returns the outcome lines (JSONL), one string per fix.
-std::vector<std::string> fix_history(const TempDir& dir, const std::vector<int>& sizes) {
-  git(dir, "init");
-  std::string content;
-  for (int i = 0; i < 40; ++i) content += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
-  write_file(dir / "tests" / "test_m.py", content);
-  git(dir, "add -A");
-  git(dir, "commit -m base", day(1));
-  std::vector<std::string> out;
-  for (size_t n = 0; n < sizes.size(); ++n) {
-    const std::string test = "tests/test_m.py::test_" + std::to_string(n);
-    std::string lines = "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test +
-                        "\", \"outcome\": \"failed\", \"message\": \"E boom " + std::to_string(n) + "\"}\n";
-    for (int l = 0; l < sizes[n]; ++l) {
-      const std::string from = "x" + std::to_string(l) + " = ";
-      content.insert(content.find(from) + from.size(), "1 + ");
-    }
-    write_file(dir / "tests" / "test_m.py", content);
-    git(dir, "commit -am fix" + std::to_string(n), day(static_cast<int>(n) + 2));
-    lines += "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test + "\", \"outcome\": \"passed\"}\n";
-    out.push_back(lines);
-  }
-  return out;
-}
 
 std::string joined(const std::vector<std::string>& v, size_t from, size_t to) {
   std::string s;

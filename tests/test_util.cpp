@@ -10,6 +10,8 @@
 #include <random>
 #include <sstream>
 
+#include "case.h"
+
 extern char** environ;
 
 namespace spark::testing {
@@ -116,6 +118,34 @@ std::string head_sha(const TempDir& dir) {
   std::string sha(buf, n);
   while (!sha.empty() && (sha.back() == '\n' || sha.back() == '\r')) sha.pop_back();
   return sha;
+}
+
+namespace {
+std::string date_of_day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
+}  // namespace
+
+std::vector<std::string> fix_history(const TempDir& dir, const std::vector<int>& sizes) {
+  git(dir, "init");
+  std::string content;
+  for (int i = 0; i < 40; ++i) content += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+  write_file(dir / "tests" / "test_m.py", content);
+  git(dir, "add -A");
+  git(dir, "commit -m base", date_of_day(1));
+  std::vector<std::string> out;
+  for (size_t n = 0; n < sizes.size(); ++n) {
+    const std::string test = "tests/test_m.py::test_" + std::to_string(n);
+    std::string lines = "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test +
+                        "\", \"outcome\": \"failed\", \"message\": \"E boom " + std::to_string(n) + "\"}\n";
+    for (int l = 0; l < sizes[n]; ++l) {
+      const std::string from = "x" + std::to_string(l) + " = ";
+      content.insert(content.find(from) + from.size(), "1 + ");
+    }
+    write_file(dir / "tests" / "test_m.py", content);
+    git(dir, "commit -am fix" + std::to_string(n), date_of_day(static_cast<int>(n) + 2));
+    lines += "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test + "\", \"outcome\": \"passed\"}\n";
+    out.push_back(lines);
+  }
+  return out;
 }
 
 }  // namespace spark::testing

@@ -39,6 +39,10 @@ void git(const TempDir& dir, const std::string& args, const std::string& date = 
 // The full sha of HEAD in the repository at `dir`.
 std::string head_sha(const TempDir& dir);
 
+// A git history at `dir` of test fixes: fix i rewrites `sizes[i]` lines of tests/test_m.py; the outcomes say test_i
+// failed before fix i and passed after it. Returns the outcome lines (JSONL), one string per fix.
+std::vector<std::string> fix_history(const TempDir& dir, const std::vector<int>& sizes);
+
 // The development corpus folder (../shared/data/dev), or "" when absent (a plain clone).
 std::filesystem::path dev_data();
 
