@@ -99,7 +99,7 @@ int cmd_import(const Common& common, const ImportArgs& args) {
   auto summary = (*kb)->import_cases(cases, origins, args.replace);
   if (!summary) return report_error(summary.error());
   std::printf("imported %zu case(s) from %zu file(s) into %s: %zu new, %zu replaced, %zu unchanged\n", cases.size(),
-              args.files.size(), (*kb)->db_path().c_str(), summary->added, summary->replaced, summary->unchanged);
+              args.files.size(), (*kb)->name().c_str(), summary->added, summary->replaced, summary->unchanged);
   // Keep an existing index fresh: embed the new cases with its statistics.
   if (summary->replaced == 0 && summary->added > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
     std::vector<std::string> notes;

@@ -592,7 +592,7 @@ Status embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, cons
   const std::unordered_set<int64_t> only(rowids.begin(), rowids.end());
   if (auto s = pass.collect(&only, *std::min_element(rowids.begin(), rowids.end())); !s) return s;
   if (pass.cases() != rowids.size())
-    return fail(kb.db_path().string() + ": " + std::to_string(rowids.size() - pass.cases()) +
+    return fail(kb.name() + ": " + std::to_string(rowids.size() - pass.cases()) +
                 " case(s) have no files (a damaged store)");
   const auto t0 = std::chrono::steady_clock::now();
   if (auto s = pass.fit(/*fit=*/false); !s) return s;
@@ -648,7 +648,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     VersionEmbedding pass(kb, *builtin, threads);
     if (auto s = pass.collect(); !s) return std::unexpected(s.error());
     if (pass.cases() != entries->size())
-      return fail(kb.db_path().string() + ": " + std::to_string(entries->size() - pass.cases()) +
+      return fail(kb.name() + ": " + std::to_string(entries->size() - pass.cases()) +
                   " case(s) have no files (a damaged store)");
     report.versions = pass.versions();
     report.scopes = pass.scopes();

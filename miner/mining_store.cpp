@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sqlite_db.h"
+#include "database.h"
 #include "text.h"
 
 namespace spark {
@@ -39,7 +39,7 @@ const char* kColumns =
     "commit_sha, test_id, status, time, message, origin, snapshot, fixed_commit, case_id, faulty_count, record, "
     "fixed_files, decided_by, decided_at, reason, kept, duplicate_of";
 
-Result<StoredFailure> read_row(const SqliteStmt& st, const std::filesystem::path& db) {
+Result<StoredFailure> read_row(const Statement& st, const std::string& db) {
   StoredFailure f;
   f.commit = st.text(0);
   f.test_id = st.text(1);
@@ -53,13 +53,13 @@ Result<StoredFailure> read_row(const SqliteStmt& st, const std::filesystem::path
   if (!st.is_null(9)) f.faulty_count = static_cast<size_t>(st.int64(9));
   if (!st.is_null(10)) {
     auto record = json::parse(st.text(10), nullptr, false);
-    if (record.is_discarded()) return fail(db.string() + ": failure " + f.case_id + " has a damaged record");
+    if (record.is_discarded()) return fail(db + ": failure " + f.case_id + " has a damaged record");
     if (!st.is_null(15)) {
       auto kept = json::parse(st.text(15), nullptr, false);
       if (kept.is_array()) record["faulty_lines"] = kept;
     }
     auto c = case_from_json(std::move(record));
-    if (!c) return fail(db.string() + ": failure " + f.case_id + ": " + c.error().message);
+    if (!c) return fail(db + ": failure " + f.case_id + ": " + c.error().message);
     f.labelled = std::move(*c);
   }
   if (!st.is_null(11)) f.fixed_files = files_from(st.text(11));
@@ -70,7 +70,7 @@ Result<StoredFailure> read_row(const SqliteStmt& st, const std::filesystem::path
   return f;
 }
 
-Result<std::vector<StoredFailure>> read_rows(SqliteStmt& st, const std::filesystem::path& db) {
+Result<std::vector<StoredFailure>> read_rows(Statement& st, const std::string& db) {
   std::vector<StoredFailure> out;
   for (;;) {
     auto row = st.step();
@@ -101,7 +101,7 @@ bool in_corpus(FailureStatus s) {
 Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                      const SyncOptions& options) {
   SyncReport report;
-  SqliteDb& db = kb_.database();
+  Database& db = kb_.database();
   const int64_t now = now_epoch();
 
   // 1. Outcomes in. Commits are stored as full shas; one the repository does not have is named and skipped.
@@ -133,7 +133,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
     resolved.push_back(std::move(r));
   }
   {
-    auto tx = SqliteTransaction::begin(db);
+    auto tx = Transaction::begin(db);
     if (!tx) return std::unexpected(tx.error());
     auto put = db.prepare(
         "INSERT INTO outcomes(commit_sha, test_id, outcome, time, message, origin, recorded_at) VALUES (?,?,?,?,?,?,?) "
@@ -141,8 +141,8 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
         "message = excluded.message, origin = excluded.origin, recorded_at = excluded.recorded_at "
         "WHERE outcome != excluded.outcome OR message != excluded.message");
     auto open = db.prepare(
-        "INSERT OR IGNORE INTO failures(commit_sha, test_id, status, time, message, origin, snapshot, updated_at) "
-        "VALUES (?,?,'open',?,?,?,?,?)");
+        "INSERT INTO failures(commit_sha, test_id, status, time, message, origin, snapshot, updated_at) "
+        "VALUES (?,?,'open',?,?,?,?,?) ON CONFLICT DO NOTHING");
     auto flaky = db.prepare(
         "UPDATE failures SET status = 'flaky', updated_at = ? WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
     for (auto* st : {&put, &open, &flaky})
@@ -154,7 +154,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
       else put->bind_null(4);
       put->bind(5, o.message).bind(6, o.origin).bind(7, now);
       if (auto s = put->run(); !s) return std::unexpected(s.error());
-      report.outcomes += static_cast<size_t>(sqlite3_changes(db.handle()));
+      report.outcomes += static_cast<size_t>(put->changes());
       if (o.outcome == Outcome::failed || o.outcome == Outcome::error) {
         open->bind(1, r.sha).bind(2, o.test_id);
         if (o.time) open->bind(3, *o.time);
@@ -164,10 +164,10 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
         else open->bind_null(6);
         open->bind(7, now);
         if (auto s = open->run(); !s) return std::unexpected(s.error());
-        report.opened += static_cast<size_t>(sqlite3_changes(db.handle()));
+        report.opened += static_cast<size_t>(open->changes());
       } else if (o.outcome == Outcome::passed) {
         if (auto s = flaky->bind(1, now).bind(2, r.sha).bind(3, o.test_id).run(); !s) return std::unexpected(s.error());
-        report.closed_flaky += static_cast<size_t>(sqlite3_changes(db.handle()));
+        report.closed_flaky += static_cast<size_t>(flaky->changes());
       }
     }
     if (auto s = tx->commit(); !s) return std::unexpected(s.error());
@@ -226,7 +226,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
   }
 
   // 3. Settle what is still open, recompute the rule, bring the corpus in line: one transaction.
-  auto tx = SqliteTransaction::begin(db);
+  auto tx = Transaction::begin(db);
   if (!tx) return std::unexpected(tx.error());
   auto update = db.prepare(
       "UPDATE failures SET status = ?, fixed_commit = ?, case_id = ?, faulty_count = ?, record = ?, fixed_files = ?, "
@@ -246,7 +246,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
     else update->bind_null(9);
     update->bind(10, s.f->commit).bind(11, s.f->test_id);
     if (auto st = update->run(); !st) return std::unexpected(st.error());
-    if (sqlite3_changes(db.handle()) == 0) continue;  // another process settled it first
+    if (update->changes() == 0) continue;  // another process settled it first
     // Labelled ones are counted by the reconciliation, which decides between corpus and quarantine.
     if (l.labelled) report.labelled_ids.push_back(l.labelled->id);
     else ++report.settled[l.status];
@@ -280,7 +280,7 @@ Result<std::vector<MiningStore::Mined>> MiningStore::mined() {
 }
 
 Status MiningStore::reconcile(double sigma, SyncReport& report) {
-  SqliteDb& db = kb_.database();
+  Database& db = kb_.database();
   // Only ids, statuses and counts: the records are read for the cases that enter the corpus.
   auto all = mined();
   if (!all) return std::unexpected(all.error());
@@ -316,7 +316,7 @@ Status MiningStore::reconcile(double sigma, SyncReport& report) {
       if (!row) return std::unexpected(row.error());
       auto c = case_from_json(json::parse(record->text(0), nullptr, false));
       record->reset();
-      if (!c) return fail(db.path().string() + ": failure " + m.case_id + ": " + c.error().message);
+      if (!c) return fail(db.name() + ": failure " + m.case_id + ": " + c.error().message);
       to_import.push_back(std::move(*c));
       origins.push_back({"failure " + m.commit.substr(0, 10) + " " + m.test_id});
     }
@@ -331,24 +331,24 @@ Status MiningStore::reconcile(double sigma, SyncReport& report) {
 }
 
 Result<std::vector<StoredFailure>> MiningStore::failures(const std::vector<FailureStatus>& statuses) {
-  SqliteDb& db = kb_.database();
+  Database& db = kb_.database();
   auto st = db.prepare(std::string("SELECT ") + kColumns + " FROM failures" + status_filter(statuses) +
                        " ORDER BY coalesce(time, updated_at), commit_sha, test_id");
   if (!st) return std::unexpected(st.error());
-  return read_rows(*st, db.path());
+  return read_rows(*st, db.name());
 }
 
 Result<StoredFailure> MiningStore::failure_by_case(const std::string& case_id) {
-  SqliteDb& db = kb_.database();
+  Database& db = kb_.database();
   auto st = db.prepare(std::string("SELECT ") + kColumns + " FROM failures WHERE case_id = ? OR substr(case_id, 1, ?) = ?");
   if (!st) return std::unexpected(st.error());
   st->bind(1, case_id).bind(2, static_cast<int64_t>(case_id.size())).bind(3, case_id);
-  auto rows = read_rows(*st, db.path());
+  auto rows = read_rows(*st, db.name());
   if (!rows) return std::unexpected(rows.error());
   std::vector<StoredFailure> found = std::move(*rows);
   for (auto& f : found)
     if (f.case_id == case_id) return std::move(f);
-  if (found.empty()) return fail("no mined case \"" + case_id + "\" in " + kb_.db_path().string());
+  if (found.empty()) return fail("no mined case \"" + case_id + "\" in " + kb_.name());
   if (found.size() > 1)
     return fail("\"" + case_id + "\" names " + std::to_string(found.size()) + " mined cases (" + found[0].case_id +
                 ", " + found[1].case_id + (found.size() > 2 ? ", …" : "") + "); give more of the id");
@@ -385,8 +385,8 @@ Result<OutlierRule> MiningStore::rule(double sigma) {
 
 Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision decision, const std::string& author,
                                           const std::string& reason, const std::vector<LineRef>& keep) {
-  SqliteDb& db = kb_.database();
-  auto tx = SqliteTransaction::begin(db);
+  Database& db = kb_.database();
+  auto tx = Transaction::begin(db);
   if (!tx) return std::unexpected(tx.error());
   auto found = failure_by_case(case_id);
   if (!found) return std::unexpected(found.error());

@@ -6,8 +6,10 @@
 
 #include <cstring>
 #include <future>
+#include <random>
 #include <unordered_map>
 
+#include "postgres_db.h"
 #include "sqlite_db.h"
 #include "text.h"
 
@@ -77,6 +79,70 @@ CREATE TABLE IF NOT EXISTS failures(
 CREATE INDEX IF NOT EXISTS failures_status ON failures(status);
 )sql";
 
+// The same tables on PostgreSQL, in the schema `spark` (so they never meet another application's tables). Text that
+// comes from files and test runs is BYTEA (any bytes, NUL included); keys compare byte-wise (COLLATE "C"), as SQLite's do.
+const char* kPostgresSchema = R"sql(
+CREATE TABLE IF NOT EXISTS settings(key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs(sha TEXT COLLATE "C" PRIMARY KEY, content BYTEA NOT NULL);
+CREATE TABLE IF NOT EXISTS cases(
+  rowid BIGSERIAL PRIMARY KEY,
+  id TEXT COLLATE "C" NOT NULL UNIQUE,
+  test_id TEXT COLLATE "C" NOT NULL,
+  failure_epoch BIGINT NOT NULL,
+  labelled INTEGER NOT NULL,
+  content_key TEXT COLLATE "C" NOT NULL,
+  error_message BYTEA NOT NULL,
+  record TEXT NOT NULL,
+  record_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS cases_time ON cases(failure_epoch);
+CREATE TABLE IF NOT EXISTS case_files(
+  case_rowid BIGINT NOT NULL REFERENCES cases(rowid) ON DELETE CASCADE,
+  ord INTEGER NOT NULL,
+  path TEXT COLLATE "C" NOT NULL,
+  blob_sha TEXT COLLATE "C" NOT NULL REFERENCES blobs(sha),
+  PRIMARY KEY(case_rowid, ord));
+CREATE INDEX IF NOT EXISTS case_files_blob ON case_files(blob_sha);
+CREATE TABLE IF NOT EXISTS embeddings(
+  case_rowid BIGINT PRIMARY KEY REFERENCES cases(rowid) ON DELETE CASCADE,
+  embedder TEXT NOT NULL,
+  vector BYTEA NOT NULL);
+INSERT INTO settings(key, value) VALUES ('generation', '0') ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS outcomes(
+  commit_sha TEXT COLLATE "C" NOT NULL,
+  test_id TEXT COLLATE "C" NOT NULL,
+  outcome TEXT COLLATE "C" NOT NULL,
+  time BIGINT,
+  message BYTEA NOT NULL,
+  origin TEXT NOT NULL,
+  recorded_at BIGINT NOT NULL,
+  PRIMARY KEY(commit_sha, test_id));
+CREATE INDEX IF NOT EXISTS outcomes_test ON outcomes(test_id);
+CREATE TABLE IF NOT EXISTS failures(
+  commit_sha TEXT COLLATE "C" NOT NULL,
+  test_id TEXT COLLATE "C" NOT NULL,
+  status TEXT COLLATE "C" NOT NULL,
+  time BIGINT,
+  message BYTEA NOT NULL,
+  origin TEXT NOT NULL,
+  snapshot TEXT,
+  fixed_commit TEXT COLLATE "C",
+  case_id TEXT COLLATE "C",
+  faulty_count BIGINT,
+  record TEXT,
+  fixed_files TEXT,
+  decided_by TEXT,
+  decided_at BIGINT,
+  reason TEXT,
+  kept TEXT,
+  updated_at BIGINT NOT NULL,
+  fault_key TEXT COLLATE "C",
+  duplicate_of TEXT COLLATE "C",
+  PRIMARY KEY(commit_sha, test_id));
+CREATE INDEX IF NOT EXISTS failures_status ON failures(status);
+CREATE INDEX IF NOT EXISTS failures_fault ON failures(fault_key);
+CREATE INDEX IF NOT EXISTS failures_case ON failures(case_id);
+)sql";
+
 // Schema 3 (after the tables exist): the fault key and the duplicate link of a failure.
 const char* kSchema3 = R"sql(
 CREATE INDEX IF NOT EXISTS failures_fault ON failures(fault_key);
@@ -108,6 +174,18 @@ CaseKeys case_keys(const Case& c) {
   return out;
 }
 
+std::string random_hex(size_t bytes) {
+  std::random_device rd;
+  std::string out;
+  static const char* kHex = "0123456789abcdef";
+  for (size_t i = 0; i < bytes; ++i) {
+    const auto b = rd() & 0xffu;
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
 std::string record_hash(const std::string& record, const std::string& key) {
   uint64_t h = fnv1a64(record);
   h = fnv1a64(key, h);
@@ -128,10 +206,31 @@ Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& ca
   return {};
 }
 
-KnowledgeBase::KnowledgeBase(fs::path dir, std::unique_ptr<SqliteDb> db) : dir_(std::move(dir)), db_(std::move(db)) {}
+KnowledgeBase::KnowledgeBase(std::string location, fs::path dir, std::unique_ptr<Database> db)
+    : location_(std::move(location)), dir_(std::move(dir)), db_(std::move(db)) {}
 KnowledgeBase::~KnowledgeBase() = default;
 
-Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& dir, bool create, int busy_timeout_ms) {
+const std::string& KnowledgeBase::name() const { return db_->name(); }
+Engine KnowledgeBase::engine() const { return db_->engine(); }
+bool KnowledgeBase::connection_lost() const { return db_->connection_lost(); }
+
+fs::path KnowledgeBase::index_dir() const {
+  if (db_->engine() == Engine::sqlite) return dir_ / "index";
+  // A server store's index is this runner's cache, one per store.
+  return dir_ / ("index-" + store_id_);
+}
+
+Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& location, bool create, int busy_timeout_ms,
+                                                           const fs::path& local_dir) {
+  if (is_postgres_url(location.string())) {
+    auto db = PostgresDb::connect(location.string());
+    if (!db) return std::unexpected(db.error());
+    std::unique_ptr<KnowledgeBase> kb(
+        new KnowledgeBase(location.string(), local_dir.empty() ? fs::path(".spark") : local_dir, std::move(*db)));
+    if (auto s = kb->migrate_postgres(create); !s) return std::unexpected(s.error());
+    return kb;
+  }
+  const fs::path& dir = location;
   const fs::path db_file = dir / "kb.sqlite";
   std::error_code ec;
   if (!fs::exists(db_file, ec)) {
@@ -154,9 +253,55 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& dir, 
   }
   auto db = SqliteDb::open(db_file, create, busy_timeout_ms);
   if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
-  std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
+  std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir.string(), dir, std::move(*db)));
   if (auto s = kb->migrate(); !s) return std::unexpected(s.error());
   return kb;
+}
+
+Result<int64_t> KnowledgeBase::postgres_version() {
+  auto exists = db_->prepare(
+      "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'spark' AND table_name = 'settings'");
+  if (!exists) return std::unexpected(exists.error());
+  if (auto r = exists->step(); !r) return std::unexpected(r.error());
+  if (exists->int64(0) == 0) return 0;
+  auto v = setting("schema_version");
+  if (!v) return std::unexpected(v.error());
+  if (!*v) return fail("knowledge base " + name() + ": the schema spark has a settings table but no schema version: it is "
+                       "not a spark knowledge base");
+  return std::strtoll((*v)->c_str(), nullptr, 10);
+}
+
+Status KnowledgeBase::migrate_postgres(bool create) {
+  if (auto s = db_->exec("SET search_path = spark"); !s) return s;
+  auto version = postgres_version();
+  if (!version) return std::unexpected(version.error());
+  if (*version > kSchemaVersion)
+    return fail("knowledge base " + name() + " has schema version " + std::to_string(*version) +
+                ", newer than this spark understands (" + std::to_string(kSchemaVersion) + "); upgrade spark");
+  if (*version < kSchemaVersion) {
+    if (!create)
+      return fail("knowledge base " + name() + (*version == 0 ? " has no spark schema" : " has an older schema") +
+                  ": run `spark kb init` first");
+    // Two runners creating the schema at once: the write lock makes one wait, and it then finds the schema made.
+    if (auto s = db_->exec("CREATE SCHEMA IF NOT EXISTS spark"); !s) return s;
+    auto tx = Transaction::begin(*db_);
+    if (!tx) return std::unexpected(tx.error());
+    version = postgres_version();
+    if (!version) return std::unexpected(version.error());
+    if (*version < kSchemaVersion) {
+      if (auto s = db_->exec(kPostgresSchema); !s) return s;
+      if (auto s = set_setting("schema_version", std::to_string(kSchemaVersion)); !s) return s;
+      if (auto s = set_setting("store_id", random_hex(16)); !s) return s;
+      created_ = true;
+    }
+    if (auto s = tx->commit(); !s) return s;
+  }
+  auto id = setting("store_id");
+  if (!id) return std::unexpected(id.error());
+  if (!*id || (*id)->empty() || (*id)->find_first_not_of("0123456789abcdef") != std::string::npos)
+    return fail("knowledge base " + name() + ": damaged settings: no valid store_id");
+  store_id_ = **id;
+  return {};
 }
 
 Status KnowledgeBase::migrate() {
@@ -177,8 +322,9 @@ Status KnowledgeBase::migrate() {
     if (auto r = tables->step(); !r) return std::unexpected(r.error());
     if (tables->int64(0) > 0)
       return fail("knowledge base " + db_path().string() + " is an SQLite file but not a spark knowledge base");
+    created_ = true;
   }
-  auto tx = SqliteTransaction::begin(*db_);
+  auto tx = Transaction::begin(*db_);
   if (!tx) return std::unexpected(tx.error());
   if (auto s = db_->exec(kSchema); !s) return s;
   if (version > 0 && version < 3) {
@@ -222,7 +368,7 @@ bool corpus_status(const std::string& s) { return s == "labelled" || s == "accep
 
 Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
   FaultMerge out;
-  auto tx = SqliteTransaction::begin(*db_);
+  auto tx = Transaction::begin(*db_);
   if (!tx) return std::unexpected(tx.error());
   // Only keys with two or more failures not yet merged can change anything.
   auto keys = db_->prepare(
@@ -287,7 +433,7 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
     }
     if (!mined_status(status)) status = "labelled";
     auto record = json::parse(kept.record, nullptr, false);
-    if (!record.is_object()) return fail(db_path().string() + ": failure " + kept.case_id + " has a damaged record");
+    if (!record.is_object()) return fail(name() + ": failure " + kept.case_id + " has a damaged record");
     json commits = json::array();
     for (const auto& m : group) commits.push_back(m.commit);
     json occurrences = {{"count", group.size()},
@@ -325,7 +471,7 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
       if (!kept_lines.empty())
         if (auto lines = json::parse(kept_lines, nullptr, false); lines.is_array()) effective["faulty_lines"] = lines;
       auto c = case_from_json(std::move(effective));
-      if (!c) return fail(db_path().string() + ": failure " + kept.case_id + ": " + c.error().message);
+      if (!c) return fail(name() + ": failure " + kept.case_id + ": " + c.error().message);
       to_import.push_back(std::move(*c));
       origins.push_back({"failure " + kept.commit.substr(0, 10) + " " + kept.test_id});
     } else {
@@ -346,19 +492,23 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
   // A bulk write touches far more pages than SQLite's default 2 MB cache holds (each new test-file version is ~20
   // pages): with it, pages are read back from the WAL over and over (measured: 2.4x slower at 10k cases). 64 MB for
   // the import, the default again after.
-  (void)db_->exec("PRAGMA cache_size=-65536");
+  const bool sqlite = db_->engine() == Engine::sqlite;
+  if (sqlite) (void)db_->exec("PRAGMA cache_size=-65536");
   struct CacheBack {
-    SqliteDb& db;
-    ~CacheBack() { (void)db.exec("PRAGMA cache_size=-2000"); }
-  } cache_back{*db_};
-  auto tx = SqliteTransaction::begin(*db_);
+    Database& db;
+    bool sqlite;
+    ~CacheBack() {
+      if (sqlite) (void)db.exec("PRAGMA cache_size=-2000");
+    }
+  } cache_back{*db_, sqlite};
+  auto tx = Transaction::begin(*db_);
   if (!tx) return std::unexpected(tx.error());
   auto find = db_->prepare("SELECT rowid, record_hash FROM cases WHERE id = ?");
   auto del = db_->prepare("DELETE FROM cases WHERE rowid = ?");
   auto ins = db_->prepare(
       "INSERT INTO cases(id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash) "
-      "VALUES (?,?,?,?,?,?,?,?)");
-  auto ins_blob = db_->prepare("INSERT OR IGNORE INTO blobs(sha, content) VALUES (?, ?)");
+      "VALUES (?,?,?,?,?,?,?,?) RETURNING rowid");
+  auto ins_blob = db_->prepare("INSERT INTO blobs(sha, content) VALUES (?, ?) ON CONFLICT DO NOTHING");
   auto has_blob = db_->prepare("SELECT 1 FROM blobs WHERE sha = ?");
   auto ins_file = db_->prepare("INSERT INTO case_files(case_rowid, ord, path, blob_sha) VALUES (?,?,?,?)");
   for (auto* st : {&find, &del, &ins, &ins_blob, &has_blob, &ins_file})
@@ -417,8 +567,13 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
     }
     ins->bind(1, c.id).bind(2, c.test_id).bind(3, c.failure_epoch).bind(4, int64_t{c.labelled() ? 1 : 0});
     ins->bind(5, key).bind(6, c.error_message).bind_static(7, record).bind(8, hash);
-    if (auto s = ins->run(); !s) return std::unexpected(s.error());
-    const int64_t rowid = sqlite3_last_insert_rowid(db_->handle());
+    auto inserted = ins->step();
+    if (!inserted || !*inserted) {
+      ins->reset();
+      return inserted ? fail(name() + ": inserting case " + c.id + " returned no rowid") : std::unexpected(inserted.error());
+    }
+    const int64_t rowid = ins->int64(0);
+    ins->reset();
     for (size_t ord = 0; ord < c.files.size(); ++ord) {
       const std::string& sha = keys.file_keys[ord];
       // Most cases share a stored version: look before binding its content.
@@ -433,27 +588,27 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
     }
   }
   if (summary.added + summary.replaced > 0)
-    if (auto s = db_->exec("UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"); !s)
+    if (auto s = db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'"); !s)
       return std::unexpected(s.error());
   if (auto s = tx->commit(); !s) return std::unexpected(s.error());
   return summary;
 }
 
 Result<size_t> KnowledgeBase::remove_cases(const std::vector<std::string>& ids) {
-  auto tx = SqliteTransaction::begin(*db_);
+  auto tx = Transaction::begin(*db_);
   if (!tx) return std::unexpected(tx.error());
   auto del = db_->prepare("DELETE FROM cases WHERE id = ?");
   if (!del) return std::unexpected(del.error());
   size_t removed = 0;
   for (const auto& id : ids) {
     if (auto s = del->bind(1, id).run(); !s) return std::unexpected(s.error());
-    removed += static_cast<size_t>(sqlite3_changes(db_->handle()));
+    removed += static_cast<size_t>(del->changes());
   }
   if (removed > 0) {
     // Blobs no case refers to any more go too.
     if (auto s = db_->exec("DELETE FROM blobs WHERE sha NOT IN (SELECT blob_sha FROM case_files)"); !s)
       return std::unexpected(s.error());
-    if (auto s = db_->exec("UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"); !s)
+    if (auto s = db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'"); !s)
       return std::unexpected(s.error());
   }
   if (auto s = tx->commit(); !s) return std::unexpected(s.error());
@@ -479,12 +634,12 @@ Result<Case> KnowledgeBase::load(int64_t rowid) {
   st->bind(1, rowid);
   auto r = st->step();
   if (!r) return std::unexpected(r.error());
-  if (!*r) return fail(db_path().string() + ": no case with rowid " + std::to_string(rowid));
+  if (!*r) return fail(name() + ": no case with rowid " + std::to_string(rowid));
   json record;
   try {
     record = json::parse(st->text(1));
   } catch (const json::exception& e) {
-    return fail(db_path().string() + ": case " + std::to_string(rowid) + " has a damaged record: " + e.what());
+    return fail(name() + ": case " + std::to_string(rowid) + " has a damaged record: " + e.what());
   }
   record["error_message"] = st->text(0);
   auto files = db_->prepare(
@@ -501,7 +656,7 @@ Result<Case> KnowledgeBase::load(int64_t rowid) {
   }
   record["files"] = std::move(arr);
   auto c = case_from_json(std::move(record));
-  if (!c) return fail(db_path().string() + ": case " + std::to_string(rowid) + ": " + c.error().message);
+  if (!c) return fail(name() + ": case " + std::to_string(rowid) + ": " + c.error().message);
   return c;
 }
 
@@ -584,7 +739,7 @@ Result<std::vector<std::string>> KnowledgeBase::blobs(const std::vector<std::str
     st->bind(1, key);
     auto r = st->step();
     if (!r) return std::unexpected(r.error());
-    if (!*r) return fail(db_path().string() + ": no file content with key " + key);
+    if (!*r) return fail(name() + ": no file content with key " + key);
     out.push_back(st->text(0));
     st->reset();
   }
@@ -600,7 +755,7 @@ Result<std::vector<std::string>> KnowledgeBase::error_messages(const std::vector
     st->bind(1, rowid);
     auto r = st->step();
     if (!r) return std::unexpected(r.error());
-    if (!*r) return fail(db_path().string() + ": no case with rowid " + std::to_string(rowid));
+    if (!*r) return fail(name() + ": no case with rowid " + std::to_string(rowid));
     out.push_back(st->text(0));
     st->reset();
   }
@@ -620,7 +775,7 @@ Result<std::optional<std::string>> KnowledgeBase::setting(const std::string& key
 }
 
 Status KnowledgeBase::set_setting(const std::string& key, const std::string& value) {
-  auto st = db_->prepare("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)");
+  auto st = db_->prepare("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
   if (!st) return std::unexpected(st.error());
   return st->bind(1, key).bind(2, value).run();
 }

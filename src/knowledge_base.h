@@ -1,8 +1,11 @@
-// The knowledge base: an embedded SQLite store (WAL) of labelled cases, their embeddings and index metadata.
+// The knowledge base: labelled cases, the miner's outcomes and failures, and index metadata, in one of two engines
+// (database.h): an embedded SQLite file (the default) or a PostgreSQL server shared by many CI runners.
 //
-// Layout on disk: DIR/kb.sqlite (this store) and DIR/index/ (the vector index, see vector_index.h).
-// Thread safety: one KnowledgeBase per thread. Several processes may use one store at once: readers never block,
-// a writer waits up to the busy timeout for another writer. Every change is one transaction.
+// SQLite layout: DIR/kb.sqlite (this store) and DIR/index/ (the vector index, see vector_index.h).
+// PostgreSQL: the tables live in the database's schema `spark`; the vector index stays local to each runner, in
+// LOCAL_DIR/index-<store id>/, a cache the localizer brings up to date with the cases added since it was built.
+// Thread safety: one KnowledgeBase per thread. Several processes (and machines, with PostgreSQL) may use one store at
+// once: readers never block, a writer waits for another writer. Every change is one transaction.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +17,10 @@
 #include <vector>
 
 #include "case.h"
+#include "database.h"
 #include "result.h"
 
 namespace spark {
-
-class SqliteDb;
 
 // 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state).
 inline constexpr int kSchemaVersion = 3;
@@ -49,15 +51,29 @@ struct CaseEntry {
 
 class KnowledgeBase {
  public:
-  // Opens the store in `dir` (default .spark). With `create`, makes the folder and an empty store when absent.
-  // Fails with a message naming the file when it is not a spark store, is corrupt, or has a newer schema.
-  static Result<std::unique_ptr<KnowledgeBase>> open(const std::filesystem::path& dir, bool create,
-                                                     int busy_timeout_ms = 30000);
+  // Opens the store at `location`: a folder (default .spark) holding an SQLite store, or a postgresql:// URL. With
+  // `create`, makes an empty store (folder and file, or the schema on the server) when absent. Fails with a message
+  // naming the store when it is not a spark store, is corrupt, has a newer schema, or the server cannot be reached
+  // (host and port named; never the password). `local_dir` holds a server store's local index (default .spark).
+  static Result<std::unique_ptr<KnowledgeBase>> open(const std::filesystem::path& location, bool create,
+                                                     int busy_timeout_ms = 30000,
+                                                     const std::filesystem::path& local_dir = {});
   ~KnowledgeBase();
 
+  // The folder of an SQLite store; a server store's local folder.
   const std::filesystem::path& dir() const { return dir_; }
+  // What --kb named (a folder, or the URL with its password).
+  const std::string& location() const { return location_; }
+  // The store in messages: the SQLite file, or the URL without its password.
+  const std::string& name() const;
+  Engine engine() const;
+  // The SQLite file (meaningful for SQLite stores only).
   std::filesystem::path db_path() const { return dir_ / "kb.sqlite"; }
-  std::filesystem::path index_dir() const { return dir_ / "index"; }
+  std::filesystem::path index_dir() const;
+  // True when this open made the store (an empty one).
+  bool created() const { return created_; }
+  // True when the last failure lost the server's connection: the step may be retried on a new KnowledgeBase.
+  bool connection_lost() const;
 
   // Adds cases in one transaction: all or nothing. A case whose id is stored already is left alone when its record
   // is the same, replaced when `replace`, and otherwise an error naming its origin.
@@ -105,18 +121,23 @@ class KnowledgeBase {
   };
   Result<FaultMerge> merge_same_faults();
 
-  // The store's connection, for stores layered on the same file and transactions (the miner's outcomes and
+  // The store's connection, for stores layered on the same tables and transactions (the miner's outcomes and
   // failures, miner/mining_store.h). Tables are created here, by the schema migration.
-  SqliteDb& database() { return *db_; }
+  Database& database() { return *db_; }
 
   Result<std::optional<std::string>> setting(const std::string& key);
   Status set_setting(const std::string& key, const std::string& value);
 
  private:
-  KnowledgeBase(std::filesystem::path dir, std::unique_ptr<SqliteDb> db);
+  KnowledgeBase(std::string location, std::filesystem::path dir, std::unique_ptr<Database> db);
   Status migrate();
+  Status migrate_postgres(bool create);
+  Result<int64_t> postgres_version();
+  std::string location_;
   std::filesystem::path dir_;
-  std::unique_ptr<SqliteDb> db_;
+  std::unique_ptr<Database> db_;
+  std::string store_id_;
+  bool created_ = false;
 };
 
 }  // namespace spark

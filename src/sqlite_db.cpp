@@ -4,61 +4,50 @@
 
 namespace spark {
 
-SqliteStmt& SqliteStmt::bind(int i, int64_t v) {
-  sqlite3_bind_int64(stmt_, i, v);
-  return *this;
-}
-SqliteStmt& SqliteStmt::bind(int i, std::string_view v) {
-  sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
-  return *this;
-}
-SqliteStmt& SqliteStmt::bind_static(int i, std::string_view v) {
-  sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8);
-  return *this;
-}
-SqliteStmt& SqliteStmt::bind_blob(int i, const void* data, size_t size) {
-  sqlite3_bind_blob64(stmt_, i, data, size, SQLITE_TRANSIENT);
-  return *this;
-}
-SqliteStmt& SqliteStmt::bind_null(int i) {
-  sqlite3_bind_null(stmt_, i);
-  return *this;
-}
+namespace {
 
-Result<bool> SqliteStmt::step() {
-  const int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  Error e = db_->error("query failed");
-  sqlite3_reset(stmt_);
-  return std::unexpected(e);
-}
+class SqliteStatement final : public StatementImpl {
+ public:
+  SqliteStatement(SqliteDb& db, sqlite3_stmt* stmt) : db_(&db), stmt_(stmt) {}
+  ~SqliteStatement() override { sqlite3_finalize(stmt_); }
+  SqliteStatement(const SqliteStatement&) = delete;
+  SqliteStatement& operator=(const SqliteStatement&) = delete;
 
-Status SqliteStmt::run() {
-  for (;;) {
-    auto r = step();
-    if (!r) return std::unexpected(r.error());
-    if (!*r) break;
+  void bind_int(int i, int64_t v) override { sqlite3_bind_int64(stmt_, i, v); }
+  void bind_text(int i, std::string_view v, bool copy) override {
+    sqlite3_bind_text64(stmt_, i, v.data(), v.size(), copy ? SQLITE_TRANSIENT : SQLITE_STATIC, SQLITE_UTF8);
   }
-  reset();
-  return {};
-}
+  void bind_null(int i) override { sqlite3_bind_null(stmt_, i); }
+  Result<bool> step() override {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) {
+      changes_ = sqlite3_changes64(db_->handle());
+      return false;
+    }
+    Error e = db_->error("query failed");
+    sqlite3_reset(stmt_);
+    return std::unexpected(e);
+  }
+  void reset() override {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  int64_t int64(int col) const override { return sqlite3_column_int64(stmt_, col); }
+  std::string text(int col) const override {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
+  }
+  bool is_null(int col) const override { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  int64_t changes() const override { return changes_; }
 
-void SqliteStmt::reset() {
-  sqlite3_reset(stmt_);
-  sqlite3_clear_bindings(stmt_);
-}
+ private:
+  SqliteDb* db_;
+  sqlite3_stmt* stmt_;
+  int64_t changes_ = 0;
+};
 
-std::string SqliteStmt::text(int col) const {
-  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-  return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
-}
-
-std::string_view SqliteStmt::blob(int col) const {
-  const void* p = sqlite3_column_blob(stmt_, col);
-  return p ? std::string_view(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
-           : std::string_view();
-}
+}  // namespace
 
 Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::filesystem::path& path, bool create, int busy_timeout_ms) {
   sqlite3* raw = nullptr;
@@ -111,11 +100,11 @@ Error SqliteDb::error(std::string_view what) const {
   return Error{path_.string() + ": " + std::string(what) + ": " + msg};
 }
 
-Result<SqliteStmt> SqliteDb::prepare(std::string_view sql) {
+Result<Statement> SqliteDb::prepare(std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr) != SQLITE_OK)
     return std::unexpected(error("cannot prepare \"" + std::string(sql.substr(0, 60)) + "\""));
-  return SqliteStmt(*this, stmt);
+  return Statement(std::make_unique<SqliteStatement>(*this, stmt));
 }
 
 Status SqliteDb::exec(const std::string& sql) {
@@ -124,33 +113,6 @@ Status SqliteDb::exec(const std::string& sql) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
     return fail(path_.string() + ": " + msg);
-  }
-  return {};
-}
-
-Result<SqliteTransaction> SqliteTransaction::begin(SqliteDb& db) {
-  if (sqlite3_get_autocommit(db.handle()) == 0) {
-    static int counter = 0;
-    std::string name = "spark_sp" + std::to_string(++counter);
-    if (auto s = db.exec("SAVEPOINT " + name); !s) return std::unexpected(s.error());
-    return SqliteTransaction(&db, std::move(name));
-  }
-  if (auto s = db.exec("BEGIN IMMEDIATE"); !s) return std::unexpected(s.error());
-  return SqliteTransaction(&db, "");
-}
-
-SqliteTransaction::~SqliteTransaction() {
-  if (!db_) return;
-  if (savepoint_.empty()) (void)db_->exec("ROLLBACK");
-  else (void)db_->exec("ROLLBACK TO " + savepoint_ + "; RELEASE " + savepoint_);
-}
-
-Status SqliteTransaction::commit() {
-  SqliteDb* db = std::exchange(db_, nullptr);
-  if (!savepoint_.empty()) return db->exec("RELEASE " + savepoint_);
-  if (auto s = db->exec("COMMIT"); !s) {
-    (void)db->exec("ROLLBACK");
-    return s;
   }
   return {};
 }
