@@ -1,4 +1,5 @@
 #include "commands.h"
+#include "postgres_db.h"
 
 #include <limits>
 #include <unistd.h>
@@ -35,7 +36,15 @@ int report_error(const Error& e) {
 void note(const std::string& message) { std::fprintf(stderr, "spark: %s\n", message.c_str()); }
 
 Result<std::unique_ptr<KnowledgeBase>> open_kb(const Common& common, bool create) {
-  return KnowledgeBase::open(common.kb_dir, create);
+  return KnowledgeBase::open(common.kb_dir, create, 30000, common.local_dir);
+}
+
+bool kb_exists(const Common& common) {
+  return is_postgres_url(common.kb_dir) || path_exists(fs::path(common.kb_dir) / "kb.sqlite");
+}
+
+std::string local_folder(const Common& common) {
+  return is_postgres_url(common.kb_dir) ? common.local_dir : common.kb_dir;
 }
 
 // Writes a command's result to `path` atomically, or to standard output when `path` is empty; the exit code.
@@ -328,6 +337,7 @@ Result<Case> query_from_args(const LocalizeArgs& args) {
 
 Status common_from_config(const Config& config, Common& common) {
   common.kb_dir = config.str("kb");
+  common.local_dir = config.str("local_dir");
   common.embedder.kind = config.str("embedder.kind");
   common.embedder.openai.base_url = config.str("embedder.base_url");
   common.embedder.openai.model = config.str("embedder.model");
@@ -493,7 +503,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   std::vector<std::string> notes;
   std::unique_ptr<KnowledgeBase> kb;
   std::unique_ptr<SearchEngine> engine;
-  if (path_exists(fs::path(common.kb_dir) / "kb.sqlite")) {
+  if (kb_exists(common)) {
     auto opened = open_kb(common, false);
     if (!opened) return report_error(opened.error());
     kb = std::move(*opened);
@@ -700,7 +710,7 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
     if (!args.llm.llm) return report_error(Error{"the LLM modes need an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL "
                                                  "(or llm.base_url and llm.model in .spark.toml, or --llm-url and --model)"});
     client.emplace(*args.llm.llm);
-    const std::string cache_path = args.cache.empty() ? (fs::path(common.kb_dir) / "llm-answers.sqlite").string() : args.cache;
+    const std::string cache_path = args.cache.empty() ? (fs::path(local_folder(common)) / "llm-answers.sqlite").string() : args.cache;
     auto c = AnswerCache::open(cache_path);
     if (!c) return report_error(c.error());
     cache = std::move(*c);

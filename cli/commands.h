@@ -14,7 +14,8 @@
 namespace spark::cli {
 
 struct Common {
-  std::string kb_dir = ".spark";
+  std::string kb_dir = ".spark";     // a folder (SQLite) or a postgresql:// URL
+  std::string local_dir = ".spark";  // with a server store: this runner's index, spool and LLM answer cache
   EmbedderConfig embedder;
   std::shared_ptr<const Redactor> redactor;  // null when redaction is off (--no-redact, redact.enabled = false)
   std::vector<RedactionRule> redaction_rules;  // the user's rules (for `export --redact`, which asks for redaction)
@@ -172,6 +173,17 @@ int cmd_hooks(const Common& common, const HooksArgs& args);
 int report_error(const Error& e);
 void note(const std::string& message);
 Result<std::unique_ptr<KnowledgeBase>> open_kb(const Common& common, bool create);
+// True when there may be a store to open: a server store, or a folder holding kb.sqlite.
+bool kb_exists(const Common& common);
+// The local folder of this store: the SQLite store's own folder, or local_dir for a server store.
+std::string local_folder(const Common& common);
+
+// `spark kb init | status | copy`.
+struct KbArgs {
+  std::string action;  // init | status | copy
+  std::string from, to;  // copy
+};
+int cmd_kb(const Common& common, const KbArgs& args);
 int write_output(const std::string& path, const std::string& text);
 
 // Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.

@@ -7,10 +7,13 @@
 #include <cstdio>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "kb_spool.h"
+#include "postgres_db.h"
 #include "error_message.h"
 #include "git_history.h"
 #include "miner.h"
@@ -169,6 +172,78 @@ int cmd_mine(const Common& common, const MineArgs& args) {
 // ---------------------------------------------------------------------------------------------------------------
 // spark record
 
+namespace {
+
+// Seconds `spark record` keeps trying a server store that cannot be reached (SPARK_KB_RETRY_SECONDS, default 20).
+double retry_budget() {
+  const char* v = std::getenv("SPARK_KB_RETRY_SECONDS");
+  return v ? std::max(0.0, std::atof(v)) : 20.0;
+}
+
+// Stores a report's outcomes. With a server store, spooled reports go along; a lost connection (a server restart)
+// retries the whole step, which is safe (outcomes are keyed; sync finishes what an interrupted run began); and when
+// the server stays unreachable the report is spooled, so nothing is lost. Returns the exit code.
+int store_recorded(const Common& common, const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
+                   const SyncOptions& options) {
+  const bool server = is_postgres_url(common.kb_dir);
+  std::vector<RecordedOutcome> all;
+  std::vector<fs::path> spooled;
+  if (server) {
+    for (const auto& file : spool_files(common.local_dir)) {
+      auto read = read_outcomes_jsonl(file);
+      if (!read) {
+        note("a spooled report is unreadable and stays where it is: " + read.error().message);
+        continue;
+      }
+      spooled.push_back(file);
+      all.insert(all.end(), read->begin(), read->end());
+    }
+  }
+  all.insert(all.end(), outcomes.begin(), outcomes.end());
+  const auto t0 = std::chrono::steady_clock::now();
+  double delay = 0.5;
+  Error error;
+  for (int attempt = 1;; ++attempt) {
+    bool transient = false;
+    auto kb = open_kb(common, true);
+    if (kb) {
+      MiningStore store(**kb);
+      auto report = store.sync(repo, all, options);
+      if (report) {
+        print_summary(*report, "recorded");
+        std::error_code ec;
+        for (const auto& f : spooled) fs::remove(f, ec);
+        if (!spooled.empty())
+          note("stored " + std::to_string(spooled.size()) + " spooled report(s) (" +
+               std::to_string(all.size() - outcomes.size()) + " outcome(s)) with this one");
+        if (attempt > 1) note("stored after " + std::to_string(attempt) + " attempts");
+        return 0;
+      }
+      error = report.error();
+      transient = (*kb)->connection_lost();
+    } else {
+      error = kb.error();
+      transient = server && is_transient_connect_error(error.message);
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!transient || elapsed + delay > retry_budget()) break;
+    note(error.message + "; trying again in " + std::to_string(delay).substr(0, 3) + " s");
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    delay = std::min(delay * 2, 4.0);
+  }
+  if (server && !outcomes.empty()) {
+    auto kept = spool_outcomes(common.local_dir, outcomes);
+    if (kept)
+      note("kept this report's " + std::to_string(outcomes.size()) + " outcome(s) in " + kept->string() +
+           "; the next `spark record` that reaches the server stores them");
+    else
+      note("could not spool the report either: " + kept.error().message);
+  }
+  return report_error(error);
+}
+
+}  // namespace
+
 int cmd_record(const Common& common, const RecordArgs& args) {
   auto repo = GitRepository::open(args.history.repo);
   if (!repo) return report_error(repo.error());
@@ -182,14 +257,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   if (!options) return report_error(options.error());
   options->tip = *commit;
   options->snapshot = true;
-  {
-    auto kb = open_kb(common, true);
-    if (!kb) return report_error(kb.error());
-    MiningStore store(**kb);
-    auto report = store.sync(**repo, *outcomes, *options);
-    if (!report) return report_error(report.error());
-    print_summary(*report, "recorded");
-  }
+  if (const int stored = store_recorded(common, **repo, *outcomes, *options); stored != 0) return stored;
   if (!args.localize) return 0;
   // This report's failures, localized at once: test code from git objects at the commit, as recorded.
   std::vector<Case> queries;
@@ -589,7 +657,7 @@ int hooks_uninstall(const GitRepository& repo) {
 
 // After a commit: the tests with open failures run again (record.test_command), and their outcomes are recorded.
 int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepository& repo) {
-  if (!path_exists(fs::path(common.kb_dir) / "kb.sqlite")) return 0;  // nothing recorded yet
+  if (!kb_exists(common)) return 0;  // nothing recorded yet
   std::vector<std::string> tests;
   {
     auto kb = open_kb(common, false);

@@ -59,7 +59,10 @@ int run(int argc, char** argv) {
   };
   std::string config_path;
   app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
-  bind(&app, "--kb", "kb", "knowledge base folder (env SPARK_KB; default .spark)");
+  bind(&app, "--kb", "kb", "knowledge base: a folder, or postgresql://user@host/db for a shared server (env SPARK_KB; "
+                          "default .spark)");
+  bind(&app, "--local-dir", "local_dir",
+       "with a server knowledge base: this runner's index, spool and LLM answer cache (env SPARK_LOCAL_DIR; default .spark)");
 
   ImportArgs import_args;
   auto* import = app.add_subcommand("import", "import labelled cases (JSON Lines) into the knowledge base");
@@ -191,6 +194,15 @@ int run(int argc, char** argv) {
   bind(audit, "--sigma", "mine.sigma", "the outlier rule shown (default 3)")->check(CLI::Range(0.0, 100.0));
 
   HooksArgs hooks_args;
+  KbArgs kb_args;
+  auto* kb = app.add_subcommand("kb", "make, inspect and copy knowledge bases (SQLite folder or PostgreSQL server)");
+  kb->require_subcommand(1);
+  auto* kb_init = kb->add_subcommand("init", "create the store named by --kb, or upgrade its schema");
+  auto* kb_status = kb->add_subcommand("status", "the store's engine, schema, counts, local index and spool");
+  auto* kb_copy = kb->add_subcommand("copy", "copy every case, outcome, failure and decision into an empty store");
+  kb_copy->add_option("from", kb_args.from, "source: a folder or a postgresql:// URL")->required();
+  kb_copy->add_option("to", kb_args.to, "destination (must be empty; made when absent)")->required();
+
   auto* hooks = app.add_subcommand("hooks", "git hooks: install | uninstall the post-commit hook; post-commit runs it");
   hooks->add_option("action", hooks_args.action, "install | uninstall | post-commit")
       ->required()->check(CLI::IsMember({"install", "uninstall", "post-commit"}));
@@ -292,6 +304,11 @@ int run(int argc, char** argv) {
     rec.localize_args.sarif_output = record_sarif;
     rec.localize = !no_localize_flag;
     return cmd_record(common, rec);
+  }
+  if (kb->parsed()) {
+    kb_args.action = kb_init->parsed() ? "init" : kb_status->parsed() ? "status" : "copy";
+    (void)kb_copy;
+    return cmd_kb(common, kb_args);
   }
   if (hooks->parsed()) {
     hooks_args.test_command = config->str("record.test_command");

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "postgres_db.h"
+
 namespace spark {
 
 namespace fs = std::filesystem;
@@ -13,7 +15,10 @@ namespace fs = std::filesystem;
 const std::vector<ConfigKey>& config_keys() {
   using T = ConfigType;
   static const std::vector<ConfigKey> keys = {
-      {"kb", T::string, ".spark", {"SPARK_KB"}, false, "knowledge base folder"},
+      {"kb", T::string, ".spark", {"SPARK_KB"}, false,
+       "knowledge base: a folder (SQLite) or postgresql://user@host/db (a shared server)"},
+      {"local_dir", T::string, ".spark", {"SPARK_LOCAL_DIR"}, false,
+       "with a server knowledge base: this runner's vector index, spool and LLM answer cache"},
       {"llm.base_url", T::string, "", {"SPARK_LLM_BASE_URL"}, false,
        "OpenAI-compatible base URL, e.g. http://localhost:8000/v1; setting it turns the LLM on"},
       {"llm.model", T::string, "", {"SPARK_LLM_MODEL"}, false, "model name the server knows"},
@@ -237,6 +242,8 @@ std::string Config::describe() const {
     const Value& v = get(k.key);
     std::string shown;
     if (k.secret) shown = v.text.empty() ? "# not set" : "# set (hidden)";
+    else if (k.key == "kb" && is_postgres_url(v.text) && redact_postgres_url(v.text) != v.text)
+      shown = "\"" + redact_postgres_url(v.text) + "\"    # password: set (hidden)";
     else if (v.text.empty()) shown = "# not set";
     else if (k.type == ConfigType::string) shown = "\"" + v.text + "\"";
     else shown = v.text;

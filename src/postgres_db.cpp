@@ -192,6 +192,15 @@ std::string redact_postgres_url(std::string_view url) {
   return out;
 }
 
+bool is_transient_connect_error(std::string_view m) {
+  if (m.find("cannot connect") == std::string_view::npos) return false;
+  for (const char* s : {"Connection refused", "timeout expired", "starting up", "shutting down", "Connection reset",
+                        "server closed the connection", "No route to host", "Network is unreachable",
+                        "in recovery mode", "too many clients"})
+    if (m.find(s) != std::string_view::npos) return true;
+  return false;
+}
+
 Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, int connect_timeout_s) {
   const std::string name = redact_postgres_url(url);
   const std::string timeout = std::to_string(connect_timeout_s);

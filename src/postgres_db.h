@@ -22,6 +22,10 @@ bool is_postgres_url(std::string_view location);
 // `spark config`.
 std::string redact_postgres_url(std::string_view url);
 
+// True when a connection failure may pass by itself (refused, timed out, the server starting or shutting down,
+// reset), so that trying again later makes sense; false for a wrong password, an unknown database or host.
+bool is_transient_connect_error(std::string_view message);
+
 class PostgresDb final : public Database {
  public:
   // Connects. A server that cannot be reached fails with libpq's message, which names host and port; after
