@@ -3,8 +3,9 @@
 # tree-sitter Python grammar. Idempotent: a second run with everything present only checks.
 #
 #   scripts/setup.sh            # as root (or with sudo available)
-#   scripts/setup.sh --tests    # also what only the tests need (Debian's chromium, for the HTML report check; clang-16
-#                               # with libFuzzer and libomp, for scripts/fuzz.sh)
+#   scripts/setup.sh --tests    # also what only the tests need (PostgreSQL 15, whose server the store tests start;
+#                               # Debian's chromium, for the HTML report check; clang-16 with libFuzzer and libomp,
+#                               # for scripts/fuzz.sh)
 #
 # Environment: SPARK_SKIP_APT=1 skips the Debian packages (for machines set up by hand).
 set -euo pipefail
@@ -17,9 +18,9 @@ grammar_sha1=807e50c415a761c613614f902432f563e85b51b6
 packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev
           libtree-sitter-dev libcli11-dev libsqlite3-dev libpugixml-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake make g++
-          python3 python3-pytest git ca-certificates gnuplot-nox)
+          python3 python3-pytest git ca-certificates gnuplot-nox libpq-dev)
 if [ "${1:-}" = --tests ]; then
-    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev)
+    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev postgresql-15)
 fi
 
 say() { printf 'setup: %s\n' "$*" >&2; }

@@ -6,11 +6,14 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer, then runs each libFuzzer target of tests/fuzz from a fixed seed for
 # a set number of executions (scripts/fuzz.sh --fixed, ~15 s each; SPARK_FUZZ_SCALE multiplies the counts,
 # SPARK_FUZZ_SECONDS=N explores for N s each from a new seed instead). SPARK_SKIP_SANITIZE=1 skips the second pass,
-# SPARK_SKIP_FUZZ=1 the fuzzing.
+# SPARK_SKIP_FUZZ=1 the fuzzing. The knowledge-base tests run against SQLite and a real PostgreSQL 15 server each
+# test process starts for itself (initdb + pg_ctl in a temporary folder, as nobody when run as root).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
 "$root/scripts/setup.sh" --tests
+# The store tests start their own PostgreSQL server (setup.sh --tests installs it): here they must run, not skip.
+export SPARK_REQUIRE_POSTGRES=1
 
 echo "== build (warnings as errors)"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_WERROR=ON >/dev/null
