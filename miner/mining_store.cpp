@@ -139,7 +139,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
         "INSERT INTO outcomes(commit_sha, test_id, outcome, time, message, origin, recorded_at) VALUES (?,?,?,?,?,?,?) "
         "ON CONFLICT(commit_sha, test_id) DO UPDATE SET outcome = excluded.outcome, time = excluded.time, "
         "message = excluded.message, origin = excluded.origin, recorded_at = excluded.recorded_at "
-        "WHERE outcome != excluded.outcome OR message != excluded.message");
+        "WHERE outcomes.outcome != excluded.outcome OR outcomes.message != excluded.message");
     auto open = db.prepare(
         "INSERT INTO failures(commit_sha, test_id, status, time, message, origin, snapshot, updated_at) "
         "VALUES (?,?,'open',?,?,?,?,?) ON CONFLICT DO NOTHING");
