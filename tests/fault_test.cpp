@@ -26,6 +26,7 @@
 #include "chat_server.h"
 #include "knowledge_base.h"
 #include "mining_store.h"
+#include "pg_test.h"
 #include "test_util.h"
 
 namespace spark {
@@ -648,6 +649,208 @@ TEST(fault, llm_failure_with_require_llm_says_what_failed_not_what_ranked) {
   EXPECT_TRUE(r.out.empty());
   EXPECT_NE(r.err.find("the LLM could not be used"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("ranked by spark's built-in ranker"), std::string::npos) << r.err;
+}
+
+
+// --- a shared PostgreSQL store: the server down, restarted, a wrong password, a writer killed ---------------------
+
+using testing::PgCluster;
+
+namespace pg {
+
+
+
+// A server of the test's own (these tests stop and restart it).
+std::unique_ptr<PgCluster> own_server() {
+  std::string why;
+  auto c = PgCluster::start_new(why);
+  if (!c) ADD_FAILURE() << "cannot start a PostgreSQL test server: " << why;
+  return c;
+}
+
+int64_t count(PgCluster& pg, const std::string& url, const std::string& table) {
+  const std::string db = url.substr(url.rfind('/') + 1);
+  return std::atoll(pg.psql(db, "SELECT count(*) FROM spark." + table).c_str());
+}
+
+// Waits until a spark session is inside a transaction on the server (or `spark` ends); true when seen.
+bool wait_for_open_transaction(PgCluster& pg, double timeout_s) {
+  const auto t0 = Clock::now();
+  while (std::chrono::duration<double>(Clock::now() - t0).count() < timeout_s) {
+    const std::string n = pg.psql("postgres",
+                                  "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'spark' AND "
+                                  "state IN ('active', 'idle in transaction') AND xact_start IS NOT NULL");
+    if (std::atoi(n.c_str()) > 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::vector<std::string> with_kb(const std::string& url, const TempDir& local, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--kb", url, "--local-dir", (local / "local").string()});
+  return args;
+}
+
+}  // namespace pg
+
+TEST(fault_postgres, a_server_that_is_down_is_named_the_report_spooled_and_sent_by_the_next_record) {
+  SPARK_NEED_POSTGRES();
+  auto server = pg::own_server();
+  ASSERT_TRUE(server);
+  TempDir dir;
+  make_repo(dir);
+  const std::string url = server->new_database();
+  ASSERT_EQ(run_spark(pg::with_kb(url, dir, {"kb", "init"}), dir.path()).exit_code, 0);
+  write_file(dir / "r1.xml", big_report(6, "first_"));
+  write_file(dir / "r2.xml", big_report(4, "second_"));
+  ASSERT_TRUE(server->stop());
+  ::setenv("SPARK_KB_RETRY_SECONDS", "1", 1);
+  auto down = run_spark(pg::with_kb(url, dir, {"record", "--junit", "r1.xml", "--no-localize"}), dir.path());
+  ::unsetenv("SPARK_KB_RETRY_SECONDS");
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_NE(down.err.find("\"127.0.0.1\", port " + std::to_string(server->port())), std::string::npos) << down.err;
+  EXPECT_NE(down.err.find("kept this report's 6 outcome(s) in"), std::string::npos) << down.err;
+  size_t spooled = 0;
+  for (const auto& e : fs::directory_iterator(dir / "local" / "spool")) spooled += e.path().extension() == ".jsonl";
+  EXPECT_EQ(spooled, 1u);
+  // The server is back: the next record stores the spooled report with its own.
+  ASSERT_TRUE(server->start());
+  auto up = run_spark(pg::with_kb(url, dir, {"record", "--junit", "r2.xml", "--no-localize"}), dir.path());
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  EXPECT_NE(up.err.find("stored 1 spooled report(s) (6 outcome(s)) with this one"), std::string::npos) << up.err;
+  EXPECT_EQ(pg::count(*server, url, "outcomes"), 10);
+  EXPECT_EQ(pg::count(*server, url, "failures"), 5);
+  EXPECT_TRUE(fs::is_empty(dir / "local" / "spool"));
+}
+
+TEST(fault_postgres, a_wrong_password_is_refused_and_no_password_is_ever_printed) {
+  SPARK_NEED_POSTGRES();
+  auto server = pg::own_server();
+  ASSERT_TRUE(server);
+  TempDir dir;
+  const std::string url = server->new_database();  // postgresql://spark@127.0.0.1:PORT/kbN
+  ASSERT_TRUE(server->require_password("right-Horse-7"));
+  const std::string with = "postgresql://spark:";
+  const std::string rest = url.substr(std::string("postgresql://spark").size());
+  auto wrong = run_spark({"--kb", with + "wrong-Battery-3" + rest, "kb", "init"}, dir.path());
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("password authentication failed"), std::string::npos) << wrong.err;
+  EXPECT_EQ(wrong.err.find("wrong-Battery-3"), std::string::npos) << wrong.err;
+  auto none = run_spark({"--kb", url, "kb", "init"}, dir.path());
+  EXPECT_EQ(none.exit_code, 1);
+  auto right = run_spark({"--kb", with + "right-Horse-7" + rest, "kb", "init"}, dir.path());
+  ASSERT_EQ(right.exit_code, 0) << right.err;
+  EXPECT_EQ((right.out + right.err).find("right-Horse-7"), std::string::npos) << right.out << right.err;
+  auto config = run_spark({"--kb", with + "right-Horse-7" + rest, "config"}, dir.path());
+  EXPECT_NE(config.out.find("password: set (hidden)"), std::string::npos) << config.out;
+  EXPECT_EQ(config.out.find("right-Horse-7"), std::string::npos) << config.out;
+  // From a password file, as libpq reads it.
+  write_file(dir / "pgpass", "127.0.0.1:" + std::to_string(server->port()) + ":*:spark:right-Horse-7\n");
+  fs::permissions(dir / "pgpass", fs::perms::owner_read | fs::perms::owner_write);
+  ::setenv("PGPASSFILE", (dir / "pgpass").c_str(), 1);
+  auto passfile = run_spark({"--kb", url, "kb", "status"}, dir.path());
+  ::unsetenv("PGPASSFILE");
+  EXPECT_EQ(passfile.exit_code, 0) << passfile.err;
+}
+
+TEST(fault_postgres, a_server_restart_during_a_record_of_1000_outcomes_is_retried_and_nothing_is_half_written) {
+  SPARK_NEED_POSTGRES();
+  auto server = pg::own_server();
+  ASSERT_TRUE(server);
+  TempDir dir;
+  make_repo(dir);
+  const std::string url = server->new_database();
+  ASSERT_EQ(run_spark(pg::with_kb(url, dir, {"kb", "init"}), dir.path()).exit_code, 0);
+  write_file(dir / "r.xml", big_report(1000));
+  TempDir io;
+  Spark record(pg::with_kb(url, dir, {"record", "--junit", "r.xml", "--no-localize"}), dir.path(), io.path());
+  const bool mid = pg::wait_for_open_transaction(*server, 30);
+  ASSERT_TRUE(server->stop());
+  ASSERT_TRUE(server->start());
+  auto r = record.wait();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (mid) EXPECT_NE(r.err.find("trying again"), std::string::npos) << r.err;
+  else ADD_FAILURE() << "the restart did not land inside a transaction";
+  EXPECT_EQ(pg::count(*server, url, "outcomes"), 1000);
+  EXPECT_EQ(pg::count(*server, url, "failures"), 500);
+}
+
+TEST(fault_postgres, kill_9_of_a_writer_mid_transaction_leaves_all_or_nothing_and_frees_the_lock) {
+  SPARK_NEED_POSTGRES();
+  PgCluster* server = PgCluster::shared();
+  TempDir dir;
+  make_repo(dir);
+  const std::string url = server->new_database();
+  ASSERT_EQ(run_spark(pg::with_kb(url, dir, {"kb", "init"}), dir.path()).exit_code, 0);
+  write_file(dir / "r.xml", big_report(4000));
+  for (int k = 0; k < 3; ++k) {
+    TempDir io;
+    Spark record(pg::with_kb(url, dir, {"record", "--junit", "r.xml", "--no-localize"}), dir.path(), io.path());
+    pg::wait_for_open_transaction(*server, 30);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * k));
+    record.kill9();
+    record.wait();
+    const int64_t n = pg::count(*server, url, "outcomes");
+    EXPECT_TRUE(n == 0 || n == 4000) << n << " outcomes after kill " << k;
+  }
+  // The dead writers' lock went with their connections: a new writer is not kept waiting.
+  const auto t0 = Clock::now();
+  auto again = run_spark(pg::with_kb(url, dir, {"record", "--junit", "r.xml", "--no-localize"}), dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 120.0);
+  EXPECT_EQ(pg::count(*server, url, "outcomes"), 4000);
+  EXPECT_EQ(pg::count(*server, url, "failures"), 2000);
+}
+
+TEST(fault_postgres, sixteen_concurrent_recorders_on_one_server_lose_and_duplicate_nothing) {
+  SPARK_NEED_POSTGRES();
+  PgCluster* server = PgCluster::shared();
+  TempDir dir;
+  make_repo(dir);
+  const std::string url = server->new_database();
+  constexpr int kWriters = 16;
+  for (int w = 0; w < kWriters; ++w) {
+    // 100 tests of its own and the same 20 shared tests in every report (the same outcome from many runners).
+    write_file(dir / ("r" + std::to_string(w) + ".xml"),
+               big_report(100, "w" + std::to_string(w) + "_").substr(0, big_report(100, "w" + std::to_string(w) + "_").size() - 13) +
+                   big_report(20, "shared_").substr(std::string("<testsuite name=\"big\">\n").size()));
+  }
+  std::vector<std::unique_ptr<TempDir>> ios;
+  std::vector<std::unique_ptr<Spark>> procs;
+  for (int w = 0; w < kWriters; ++w) {
+    ios.push_back(std::make_unique<TempDir>());
+    procs.push_back(std::make_unique<Spark>(
+        pg::with_kb(url, dir, {"record", "--junit", "r" + std::to_string(w) + ".xml", "--no-localize"}), dir.path(),
+        ios.back()->path()));
+  }
+  for (auto& p : procs) {
+    auto r = p->wait();
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  EXPECT_EQ(pg::count(*server, url, "outcomes"), kWriters * 100 + 20);
+  EXPECT_EQ(pg::count(*server, url, "failures"), kWriters * 50 + 10);
+}
+
+TEST(fault_postgres, the_same_history_mined_into_sqlite_and_postgresql_exports_the_same_cases) {
+  SPARK_NEED_POSTGRES();
+  TempDir dir;
+  std::vector<int> sizes;
+  for (int i = 0; i < 24; ++i) sizes.push_back(1 + i % 4);
+  sizes.push_back(40);
+  std::string all;
+  for (const auto& o : testing::fix_history(dir, sizes)) all += o;
+  write_file(dir / "all.jsonl", all);
+  const std::string url = PgCluster::shared()->new_database();
+  auto on_sqlite = run_spark({"mine", "--outcomes", "all.jsonl"}, dir.path());
+  auto on_server = run_spark(pg::with_kb(url, dir, {"mine", "--outcomes", "all.jsonl"}), dir.path());
+  ASSERT_EQ(on_sqlite.exit_code, 0) << on_sqlite.err;
+  ASSERT_EQ(on_server.exit_code, 0) << on_server.err;
+  EXPECT_EQ(on_sqlite.err, on_server.err);
+  const auto a = run_spark({"export"}, dir.path()), b = run_spark(pg::with_kb(url, dir, {"export"}), dir.path());
+  ASSERT_FALSE(a.out.empty());
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(run_spark({"audit", "--all", "--format", "json"}, dir.path()).out,
+            run_spark(pg::with_kb(url, dir, {"audit", "--all", "--format", "json"}), dir.path()).out);
 }
 
 }  // namespace
