@@ -7,7 +7,9 @@
 # Usage: hooks/ci-post-failure.sh REPORT.xml [SARIF_FILE]
 # Environment:
 #   SPARK         the spark binary (default: spark on PATH)
-#   SPARK_KB      the knowledge base folder (default .spark; keep it in a CI cache or on a shared volume)
+#   SPARK_KB      the knowledge base: a folder (default .spark; keep it in a CI cache) or postgresql://… (one store
+#                 shared by every runner; docs/KNOWLEDGE_BASE.md). With a server store a report that cannot be
+#                 stored (the server down) is spooled in SPARK_LOCAL_DIR (default .spark) and sent by the next run.
 #   SPARK_COMMIT  the commit tested (default: $GITHUB_SHA, $CI_COMMIT_SHA, else HEAD)
 # Never fails the job because of spark: the test step already said whether the build is green.
 set -u
