@@ -259,8 +259,8 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
 }
 
 Result<int64_t> KnowledgeBase::postgres_version() {
-  auto exists = db_->prepare(
-      "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'spark' AND table_name = 'settings'");
+  // to_regclass, not information_schema: the catalog view costs ~10 ms a query, paid by every command.
+  auto exists = db_->prepare("SELECT CASE WHEN to_regclass('spark.settings') IS NULL THEN 0 ELSE 1 END");
   if (!exists) return std::unexpected(exists.error());
   if (auto r = exists->step(); !r) return std::unexpected(r.error());
   if (exists->int64(0) == 0) return 0;
