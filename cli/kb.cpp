@@ -1,12 +1,7 @@
 // `spark kb`: make, inspect and copy knowledge bases (SQLite folder or PostgreSQL server), and the spool that keeps
 // `spark record`'s outcomes when a server store cannot be reached.
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <random>
-#include <thread>
+#include <map>
 
 #include "commands.h"
 #include "kb_spool.h"

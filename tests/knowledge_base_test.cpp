@@ -1,4 +1,5 @@
 #include "knowledge_base.h"
+#include "postgres_db.h"
 #include "sqlite_db.h"
 
 #include <gtest/gtest.h>
@@ -217,4 +218,37 @@ TEST(KnowledgeBase, keys_stay_as_stores_written_before_have_them) {
   EXPECT_EQ((*blobs)[1], c.files[1].content);
 }
 
+}  // namespace spark
+
+namespace spark {
+namespace {
+
+TEST(postgres_url, the_password_never_leaves_the_url_in_messages) {
+  EXPECT_TRUE(is_postgres_url("postgresql://h/db"));
+  EXPECT_TRUE(is_postgres_url("postgres://h/db"));
+  EXPECT_FALSE(is_postgres_url(".spark"));
+  EXPECT_FALSE(is_postgres_url("mysql://h/db"));
+  EXPECT_EQ(redact_postgres_url("postgresql://spark:s3cret@db.internal:5433/kb?sslmode=require"),
+            "postgresql://spark@db.internal:5433/kb?sslmode=require");
+  EXPECT_EQ(redact_postgres_url("postgresql://spark:p@ss@db/kb"), "postgresql://spark@db/kb");  // '@' in the password
+  EXPECT_EQ(redact_postgres_url("postgresql://spark:p%40ss@db/kb"), "postgresql://spark@db/kb");
+  EXPECT_EQ(redact_postgres_url("postgresql://db/kb?password=s3cret&sslmode=verify-full"),
+            "postgresql://db/kb?sslmode=verify-full");
+  EXPECT_EQ(redact_postgres_url("postgresql://db/kb?password=s3cret"), "postgresql://db/kb");
+  EXPECT_EQ(redact_postgres_url("postgres://spark@db"), "postgres://spark@db");
+  EXPECT_EQ(redact_postgres_url("postgresql://spark:s3cret@db"), "postgresql://spark@db");
+}
+
+TEST(postgres_url, only_connection_failures_that_may_pass_are_retried) {
+  EXPECT_TRUE(is_transient_connect_error(
+      "knowledge base postgresql://spark@127.0.0.1:1/kb: cannot connect: connection to server at \"127.0.0.1\", port 1 "
+      "failed: Connection refused Is the server running on that host and accepting TCP/IP connections?"));
+  EXPECT_TRUE(is_transient_connect_error("knowledge base x: cannot connect: FATAL:  the database system is starting up"));
+  EXPECT_FALSE(is_transient_connect_error(
+      "knowledge base x: cannot connect: FATAL:  password authentication failed for user \"spark\""));
+  EXPECT_FALSE(is_transient_connect_error("knowledge base x: cannot connect: FATAL:  database \"nope\" does not exist"));
+  EXPECT_FALSE(is_transient_connect_error("x.jsonl:3: Connection refused is a test name"));
+}
+
+}  // namespace
 }  // namespace spark
