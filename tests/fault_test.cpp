@@ -691,6 +691,21 @@ std::vector<std::string> with_kb(const std::string& url, const TempDir& local, s
   return args;
 }
 
+// A repository with a test file in `dir` and a new, initialised store on `server`; its URL.
+std::string repo_and_store(PgCluster& server, const TempDir& dir) {
+  make_repo(dir);
+  const std::string url = server.new_database();
+  auto init = run_spark(with_kb(url, dir, {"kb", "init"}), dir.path());
+  EXPECT_EQ(init.exit_code, 0) << init.err;
+  return url;
+}
+
+// A report of `own` tests named PREFIX<i> and the same 20 tests shared_<i> (half of each failing).
+std::string report_with_shared(int own, const std::string& prefix) {
+  const std::string mine = big_report(own, prefix), shared = big_report(20, "shared_");
+  return mine.substr(0, mine.rfind("</testsuite>")) + shared.substr(shared.find('\n') + 1);
+}
+
 }  // namespace pg
 
 TEST(fault_postgres, a_server_that_is_down_is_named_the_report_spooled_and_sent_by_the_next_record) {
@@ -698,9 +713,7 @@ TEST(fault_postgres, a_server_that_is_down_is_named_the_report_spooled_and_sent_
   auto server = pg::own_server();
   ASSERT_TRUE(server);
   TempDir dir;
-  make_repo(dir);
-  const std::string url = server->new_database();
-  ASSERT_EQ(run_spark(pg::with_kb(url, dir, {"kb", "init"}), dir.path()).exit_code, 0);
+  const std::string url = pg::repo_and_store(*server, dir);
   write_file(dir / "r1.xml", big_report(6, "first_"));
   write_file(dir / "r2.xml", big_report(4, "second_"));
   ASSERT_TRUE(server->stop());
@@ -758,9 +771,7 @@ TEST(fault_postgres, a_server_restart_during_a_record_of_1000_outcomes_is_retrie
   auto server = pg::own_server();
   ASSERT_TRUE(server);
   TempDir dir;
-  make_repo(dir);
-  const std::string url = server->new_database();
-  ASSERT_EQ(run_spark(pg::with_kb(url, dir, {"kb", "init"}), dir.path()).exit_code, 0);
+  const std::string url = pg::repo_and_store(*server, dir);
   write_file(dir / "r.xml", big_report(1000));
   TempDir io;
   Spark record(pg::with_kb(url, dir, {"record", "--junit", "r.xml", "--no-localize"}), dir.path(), io.path());
@@ -779,9 +790,7 @@ TEST(fault_postgres, kill_9_of_a_writer_mid_transaction_leaves_all_or_nothing_an
   SPARK_NEED_POSTGRES();
   PgCluster* server = PgCluster::shared();
   TempDir dir;
-  make_repo(dir);
-  const std::string url = server->new_database();
-  ASSERT_EQ(run_spark(pg::with_kb(url, dir, {"kb", "init"}), dir.path()).exit_code, 0);
+  const std::string url = pg::repo_and_store(*server, dir);
   write_file(dir / "r.xml", big_report(4000));
   for (int k = 0; k < 3; ++k) {
     TempDir io;
@@ -793,11 +802,10 @@ TEST(fault_postgres, kill_9_of_a_writer_mid_transaction_leaves_all_or_nothing_an
     const int64_t n = pg::count(*server, url, "outcomes");
     EXPECT_TRUE(n == 0 || n == 4000) << n << " outcomes after kill " << k;
   }
-  // The dead writers' lock went with their connections: a new writer is not kept waiting.
-  const auto t0 = Clock::now();
+  // The dead writers' lock went with their connections, and a new writer completes the work.
+  EXPECT_EQ(server->psql("postgres", "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), "0");
   auto again = run_spark(pg::with_kb(url, dir, {"record", "--junit", "r.xml", "--no-localize"}), dir.path());
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 120.0);
   EXPECT_EQ(pg::count(*server, url, "outcomes"), 4000);
   EXPECT_EQ(pg::count(*server, url, "failures"), 2000);
 }
@@ -806,15 +814,11 @@ TEST(fault_postgres, sixteen_concurrent_recorders_on_one_server_lose_and_duplica
   SPARK_NEED_POSTGRES();
   PgCluster* server = PgCluster::shared();
   TempDir dir;
-  make_repo(dir);
-  const std::string url = server->new_database();
+  const std::string url = pg::repo_and_store(*server, dir);
   constexpr int kWriters = 16;
-  for (int w = 0; w < kWriters; ++w) {
-    // 100 tests of its own and the same 20 shared tests in every report (the same outcome from many runners).
-    write_file(dir / ("r" + std::to_string(w) + ".xml"),
-               big_report(100, "w" + std::to_string(w) + "_").substr(0, big_report(100, "w" + std::to_string(w) + "_").size() - 13) +
-                   big_report(20, "shared_").substr(std::string("<testsuite name=\"big\">\n").size()));
-  }
+  // 100 tests of its own and the same 20 shared tests in every report (the same outcome from many runners).
+  for (int w = 0; w < kWriters; ++w)
+    write_file(dir / ("r" + std::to_string(w) + ".xml"), pg::report_with_shared(100, "w" + std::to_string(w) + "_"));
   std::vector<std::unique_ptr<TempDir>> ios;
   std::vector<std::unique_ptr<Spark>> procs;
   for (int w = 0; w < kWriters; ++w) {
