@@ -282,10 +282,11 @@ Status KnowledgeBase::migrate_postgres(bool create) {
     if (!create)
       return fail("knowledge base " + name() + (*version == 0 ? " has no spark schema" : " has an older schema") +
                   ": run `spark kb init` first");
-    // Two runners creating the schema at once: the write lock makes one wait, and it then finds the schema made.
-    if (auto s = db_->exec("CREATE SCHEMA IF NOT EXISTS spark"); !s) return s;
+    // Two runners creating the schema at once: the write lock makes one wait, and it then finds the schema made
+    // (CREATE SCHEMA IF NOT EXISTS itself is not safe against a concurrent one).
     auto tx = Transaction::begin(*db_);
     if (!tx) return std::unexpected(tx.error());
+    if (auto s = db_->exec("CREATE SCHEMA IF NOT EXISTS spark"); !s) return s;
     version = postgres_version();
     if (!version) return std::unexpected(version.error());
     if (*version < kSchemaVersion) {
