@@ -83,9 +83,9 @@ TYPED_TEST(Store, cases_round_trip_byte_for_byte) {
   EXPECT_TRUE(kb->created());
   // NUL bytes, CRLF, tabs and non-ASCII text in contents and messages come back as they went in.
   std::string odd = "def test_a():\r\n\tx = 'caf\xc3\xa9'\n";
-  odd += std::string("    y = '\0'\n", 12);
+  odd += "    y = '" + std::string(1, '\0') + "'\n";
   odd += "    assert x == y\n";
-  const std::vector<Case> cases = {make_case("a", odd, 4, std::string("E   assert 'caf\xc3\xa9' == '\0'", 27)),
+  const std::vector<Case> cases = {make_case("a", odd, 4, "E   assert 'caf\xc3\xa9' == '" + std::string(1, '\0') + "'"),
                                    make_case("b", "def test_b():\n    assert 2 == 3\n", 2),
                                    make_case("c", odd, 3)};
   auto summary = kb->import_cases(cases, {}, false);
