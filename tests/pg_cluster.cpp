@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -100,6 +102,23 @@ bool PgCluster::run_as_owner(const std::vector<std::string>& argv, std::string* 
   return run(as, output);
 }
 
+// Servers left behind by test processes that died without cleaning up (an abort under ASan, a kill): each cluster
+// folder names its owner's pid; a folder whose owner is gone is stopped and removed.
+void PgCluster::sweep_orphans() {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    if (!e.path().filename().string().starts_with("spark-pg-")) continue;
+    std::ifstream in(e.path() / "owner.pid");
+    long pid = 0;
+    if (!(in >> pid) || pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    PgCluster orphan;
+    orphan.bin_ = bin_;
+    orphan.root_ = e.path();
+    orphan.running_ = true;  // the destructor stops it (immediately: nothing there is wanted) and removes the folder
+    orphan.stop_mode_ = "immediate";
+  }
+}
+
 std::unique_ptr<PgCluster> PgCluster::start_new(std::string& why) {
   std::unique_ptr<PgCluster> c(new PgCluster());
   c->bin_ = server_bin();
@@ -107,6 +126,7 @@ std::unique_ptr<PgCluster> PgCluster::start_new(std::string& why) {
     why = "no PostgreSQL server binaries under /usr/lib/postgresql (scripts/setup.sh --tests installs postgresql-15)";
     return nullptr;
   }
+  c->sweep_orphans();
   std::random_device rd;
   c->root_ = fs::temp_directory_path() / ("spark-pg-" + std::to_string(rd()));
   std::error_code ec;
@@ -115,6 +135,7 @@ std::unique_ptr<PgCluster> PgCluster::start_new(std::string& why) {
     why = c->root_.string() + ": " + ec.message();
     return nullptr;
   }
+  std::ofstream(c->root_ / "owner.pid") << ::getpid() << "\n";
   if (::geteuid() == 0) {
     const passwd* nobody = ::getpwnam("nobody");
     if (!nobody || ::chown(c->root_.c_str(), nobody->pw_uid, nobody->pw_gid) != 0) {
@@ -167,7 +188,7 @@ bool PgCluster::start() {
 
 bool PgCluster::stop() {
   if (!running_) return true;
-  running_ = !run_as_owner({(bin_ / "pg_ctl").string(), "-D", (root_ / "data").string(), "-m", "fast", "-w", "stop"});
+  running_ = !run_as_owner({(bin_ / "pg_ctl").string(), "-D", (root_ / "data").string(), "-m", stop_mode_, "-w", "stop"});
   return !running_;
 }
 

@@ -36,10 +36,12 @@ class PgCluster {
  private:
   PgCluster() = default;
   bool run_as_owner(const std::vector<std::string>& argv, std::string* output = nullptr);
+  void sweep_orphans();
   std::filesystem::path bin_, root_;
   int port_ = 0;
   int databases_ = 0;
   bool running_ = false;
+  std::string stop_mode_ = "fast";
 };
 
 }  // namespace spark::testing
