@@ -307,7 +307,6 @@ int run(int argc, char** argv) {
   }
   if (kb->parsed()) {
     kb_args.action = kb_init->parsed() ? "init" : kb_status->parsed() ? "status" : "copy";
-    (void)kb_copy;
     return cmd_kb(common, kb_args);
   }
   if (hooks->parsed()) {

@@ -206,8 +206,7 @@ Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& ca
   return {};
 }
 
-KnowledgeBase::KnowledgeBase(std::string location, fs::path dir, std::unique_ptr<Database> db)
-    : location_(std::move(location)), dir_(std::move(dir)), db_(std::move(db)) {}
+KnowledgeBase::KnowledgeBase(fs::path dir, std::unique_ptr<Database> db) : dir_(std::move(dir)), db_(std::move(db)) {}
 KnowledgeBase::~KnowledgeBase() = default;
 
 const std::string& KnowledgeBase::name() const { return db_->name(); }
@@ -225,8 +224,7 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
   if (is_postgres_url(location.string())) {
     auto db = PostgresDb::connect(location.string());
     if (!db) return std::unexpected(db.error());
-    std::unique_ptr<KnowledgeBase> kb(
-        new KnowledgeBase(location.string(), local_dir.empty() ? fs::path(".spark") : local_dir, std::move(*db)));
+    std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(local_dir.empty() ? fs::path(".spark") : local_dir, std::move(*db)));
     if (auto s = kb->migrate_postgres(create); !s) return std::unexpected(s.error());
     return kb;
   }
@@ -253,7 +251,7 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
   }
   auto db = SqliteDb::open(db_file, create, busy_timeout_ms);
   if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
-  std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir.string(), dir, std::move(*db)));
+  std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
   if (auto s = kb->migrate(); !s) return std::unexpected(s.error());
   return kb;
 }

@@ -62,8 +62,6 @@ class KnowledgeBase {
 
   // The folder of an SQLite store; a server store's local folder.
   const std::filesystem::path& dir() const { return dir_; }
-  // What --kb named (a folder, or the URL with its password).
-  const std::string& location() const { return location_; }
   // The store in messages: the SQLite file, or the URL without its password.
   const std::string& name() const;
   Engine engine() const;
@@ -129,11 +127,10 @@ class KnowledgeBase {
   Status set_setting(const std::string& key, const std::string& value);
 
  private:
-  KnowledgeBase(std::string location, std::filesystem::path dir, std::unique_ptr<Database> db);
+  KnowledgeBase(std::filesystem::path dir, std::unique_ptr<Database> db);
   Status migrate();
   Status migrate_postgres(bool create);
   Result<int64_t> postgres_version();
-  std::string location_;
   std::filesystem::path dir_;
   std::unique_ptr<Database> db_;
   std::string store_id_;

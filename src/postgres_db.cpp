@@ -91,10 +91,7 @@ class PostgresStatement final : public StatementImpl {
     std::fill(kinds_.begin(), kinds_.end(), Kind::null);
   }
   int64_t int64(int col) const override {
-    const char* v = PQgetvalue(result_, row_, col);
-    if (v[0] == 't' && v[1] == 0) return 1;  // a boolean
-    if (v[0] == 'f' && v[1] == 0) return 0;
-    return std::strtoll(v, nullptr, 10);
+    return std::strtoll(PQgetvalue(result_, row_, col), nullptr, 10);
   }
   std::string text(int col) const override {
     if (PQgetisnull(result_, row_, col)) return {};
@@ -192,13 +189,14 @@ std::string redact_postgres_url(std::string_view url) {
   return out;
 }
 
+namespace {
+// The endings connect() gives a failure by libpq's own judgement (PQpingParams), not by its (translated) messages.
+constexpr const char* kNoAnswer = " (the server did not answer)";
+constexpr const char* kNotAccepting = " (the server is not accepting connections now)";
+}  // namespace
+
 bool is_transient_connect_error(std::string_view m) {
-  if (m.find("cannot connect") == std::string_view::npos) return false;
-  for (const char* s : {"Connection refused", "timeout expired", "starting up", "shutting down", "Connection reset",
-                        "server closed the connection", "No route to host", "Network is unreachable",
-                        "in recovery mode", "too many clients"})
-    if (m.find(s) != std::string_view::npos) return true;
-  return false;
+  return m.find("cannot connect: ") != std::string_view::npos && (m.ends_with(kNoAnswer) || m.ends_with(kNotAccepting));
 }
 
 Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, int connect_timeout_s) {
@@ -216,6 +214,12 @@ Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, 
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), 1);
+  if (conn && PQstatus(conn) != CONNECTION_OK && PQpingParams(keys.data(), values.data(), 1) == PQPING_OK) {
+    // The server accepts connections now: it was starting up a moment ago, or it refuses us. One more attempt
+    // tells which, so that the verdict below is about the same state of the server.
+    PQfinish(conn);
+    conn = PQconnectdbParams(keys.data(), values.data(), 1);
+  }
   if (!conn) return fail(name + ": out of memory");
   std::unique_ptr<PostgresDb> db(new PostgresDb(conn, name));
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -223,6 +227,11 @@ Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, 
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     for (size_t i; (i = msg.find("\n\t")) != std::string::npos;) msg.replace(i, 2, " ");
     for (size_t i; (i = msg.find('\n')) != std::string::npos;) msg.replace(i, 1, "; ");
+    // Whether trying later may help: no answer at all, or a server starting or shutting down. A server that answers
+    // and refuses (a wrong password, an unknown database) will say the same next time.
+    const PGPing ping = PQpingParams(keys.data(), values.data(), 1);
+    if (ping == PQPING_NO_RESPONSE) msg += kNoAnswer;
+    else if (ping == PQPING_REJECT) msg += kNotAccepting;
     return fail("knowledge base " + name + ": cannot connect: " + msg);
   }
   // "relation already exists, skipping" and other notices are not the user's business.

@@ -22,8 +22,9 @@ bool is_postgres_url(std::string_view location);
 // `spark config`.
 std::string redact_postgres_url(std::string_view url);
 
-// True when a connection failure may pass by itself (refused, timed out, the server starting or shutting down,
-// reset), so that trying again later makes sense; false for a wrong password, an unknown database or host.
+// True when KnowledgeBase::open's connection failure may pass by itself: the server did not answer (refused, timed
+// out, unreachable) or is starting or shutting down, as libpq's PQpingParams judges; false for a server that answered
+// (a wrong password, an unknown database).
 bool is_transient_connect_error(std::string_view message);
 
 class PostgresDb final : public Database {
