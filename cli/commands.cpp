@@ -182,9 +182,16 @@ int cmd_index(const Common& common, const IndexArgs& args) {
     auto m = VectorIndex::read_manifest((*kb)->index_dir());
     auto g = (*kb)->generation();
     if (m && g && m->generation == *g && (common.embedder.kind.empty() || m->embedder.starts_with(common.embedder.kind == "openai" ? "openai/" : "builtin"))) {
-      std::printf("the vector index in %s is up to date (%zu cases, %s); use --rebuild to rebuild it\n",
-                  (*kb)->index_dir().c_str(), m->count, m->kind.c_str());
-      return 0;
+      // Queries map the vectors unverified (their size and header only): here every file's checksum is checked.
+      auto verified = VectorIndex::load((*kb)->index_dir(), VectorIndexOptions{});
+      if (verified) {
+        std::printf("the vector index in %s is up to date (%zu cases, %s; every file matches its checksum); use "
+                    "--rebuild to rebuild it\n",
+                    (*kb)->index_dir().c_str(), m->count, m->kind.c_str());
+        return 0;
+      }
+      note("rebuilding the vector index: " + verified.error().message);
+      m = std::unexpected(verified.error());
     }
     // Stale by cases added since (an import interrupted before its index update, records from other tools): embed
     // those with the index's statistics and add them. A full build when cases were removed or replaced, when the
@@ -517,10 +524,11 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
         notes.push_back("the knowledge base had no vector index: built it over " + std::to_string(*count) +
                         " case(s), as `spark index` does");
       }
-      auto e = SearchEngine::open(*kb, common.embedder, notes);
+      // A query maps the vectors and reads the pages its search touches (`spark index` verifies every byte).
+      auto e = SearchEngine::open(*kb, common.embedder, notes, /*verify_vectors=*/false);
       // A `spark index` in another process may have replaced the index between reading its manifest and its files
       // (old files go once the new manifest is in place): a second look reads the new one.
-      if (!e) e = SearchEngine::open(*kb, common.embedder, notes);
+      if (!e) e = SearchEngine::open(*kb, common.embedder, notes, /*verify_vectors=*/false);
       if (!e)
         return report_error(Error{e.error().message + " (the vector index in " + kb->index_dir().string() +
                                   " is damaged or incomplete: `spark index --rebuild` makes it again from the store)"});

@@ -23,6 +23,10 @@ namespace {
 
 constexpr const char* kDfFile = "df.bin";
 constexpr const char* kRankerFile = "ranker.json";
+constexpr const char* kCasesFile = "cases.bin";
+// The cases file: "SPKCAS01", the count (u64), then per case rowid, failure epoch, id hash, content-key hash and
+// labelled (0 or 1), u64 each, in rowid order.
+constexpr char kCasesMagic[8] = {'S', 'P', 'K', 'C', 'A', 'S', '0', '1'};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -132,6 +136,46 @@ unsigned index_threads(unsigned asked) {
 }
 
 namespace {
+
+Status write_cases_file(const fs::path& path, const std::vector<CaseFacts>& facts) {
+  std::string bytes(kCasesMagic, sizeof kCasesMagic);
+  const uint64_t n = facts.size();
+  bytes.append(reinterpret_cast<const char*>(&n), sizeof n);
+  bytes.reserve(bytes.size() + facts.size() * 5 * sizeof(uint64_t));
+  for (const auto& f : facts) {
+    const uint64_t row[5] = {static_cast<uint64_t>(f.rowid), static_cast<uint64_t>(f.failure_epoch), f.id_hash,
+                             f.key_hash, f.labelled ? 1u : 0u};
+    bytes.append(reinterpret_cast<const char*>(row), sizeof row);
+  }
+  return write_file_atomic(path, bytes);
+}
+
+Result<std::vector<CaseFacts>> read_cases_file(const fs::path& path) {
+  auto bytes = read_file(path);
+  if (!bytes) return std::unexpected(bytes.error());
+  uint64_t n = 0;
+  const size_t head = sizeof kCasesMagic + sizeof n;
+  if (bytes->size() >= head) std::memcpy(&n, bytes->data() + sizeof kCasesMagic, sizeof n);
+  if (bytes->size() < head || std::memcmp(bytes->data(), kCasesMagic, sizeof kCasesMagic) != 0 ||
+      bytes->size() != head + n * 5 * sizeof(uint64_t))
+    return fail(path.string() + ": not a cases file of this index (header or size); run `spark index --rebuild`");
+  std::vector<CaseFacts> out(n);
+  const char* p = bytes->data() + head;
+  for (size_t i = 0; i < n; ++i, p += 5 * sizeof(uint64_t)) {
+    uint64_t row[5];
+    std::memcpy(row, p, sizeof row);
+    out[i] = {static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]), row[2], row[3], row[4] != 0};
+  }
+  return out;
+}
+
+std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries) {
+  std::vector<CaseFacts> out;
+  out.reserve(entries.size());
+  for (const auto& e : entries) out.push_back(spark::facts_of(e));
+  return out;
+}
+
 using VectorSink = std::function<Status(const std::vector<int64_t>&, const std::vector<float>&)>;
 // Embeds the stored cases `rowids` with the built-in embedder's statistics as they are, each test-file version once,
 // on worker threads; `sink` gets batches in rowid order.
@@ -143,13 +187,15 @@ Status embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, cons
 // SearchEngine
 
 Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, EmbedderConfig config,
-                                                         std::vector<std::string>& notes) {
+                                                         std::vector<std::string>& notes, bool verify_vectors) {
   const fs::path dir = kb.index_dir();
   std::error_code ec;
   if (!fs::exists(dir / "manifest.json", ec))
     return fail("no vector index in " + dir.string() + ": run `spark index`");
   // One manifest for everything loaded: the index verifies its files and the extra ones against it.
-  auto loaded = VectorIndex::load(dir, VectorIndexOptions{});
+  VectorIndexOptions index_options;
+  index_options.verify_vectors = verify_vectors;
+  auto loaded = VectorIndex::load(dir, index_options);
   if (!loaded) return std::unexpected(loaded.error());
   const IndexManifest* manifest = &loaded->second;
   if (config.kind.empty()) config.kind = manifest->embedder.starts_with("openai/") ? "openai" : "builtin";
@@ -176,10 +222,23 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
 
   auto generation = kb.generation();
   if (!generation) return std::unexpected(generation.error());
-  if (*generation != manifest->generation) {
-    auto entries = kb.entries();
-    if (!entries) return std::unexpected(entries.error());
-    std::unordered_set<int64_t> present;
+  if (*generation == manifest->generation) {
+    // The store has not changed since the index was saved: the cases file says what filtering needs, with no pass
+    // over the store's rows (an index saved by an earlier spark has none: read from the store, written by persist).
+    if (const std::string cases_file = manifest->file_of(kCasesFile); !cases_file.empty()) {
+      auto facts = read_cases_file(dir / cases_file);
+      if (!facts) return std::unexpected(facts.error());
+      engine->facts_ = std::move(*facts);
+    } else {
+      auto entries = kb.entries();
+      if (!entries) return std::unexpected(entries.error());
+      engine->facts_ = facts_of(*entries);
+      engine->facts_from_store_ = true;
+    }
+    if (engine->facts_.size() != engine->index_.size())
+      return fail(dir.string() + ": the index does not match the knowledge base: run `spark index --rebuild`");
+  } else {
+    auto entries = kb.entries();    std::unordered_set<int64_t> present;
     for (const auto& e : *entries) present.insert(e.rowid);
     if (engine->index_.size() > present.size())
       return fail(dir.string() + ": the index holds cases the knowledge base no longer has: run `spark index --rebuild`");
@@ -216,6 +275,8 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
       if (auto s = add(missing, flat); !s) return std::unexpected(s.error());
     }
     engine->added_ids_ = missing;
+    engine->facts_ = facts_of(*entries);
+    engine->facts_from_store_ = true;
     if (!missing.empty())
       notes.push_back("the index lacked " + std::to_string(missing.size()) +
                       " case(s) added since it was built; embedded them for this run");
@@ -226,7 +287,16 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
 Status SearchEngine::persist(KnowledgeBase& kb) {
   auto generation = kb.generation();
   if (!generation) return std::unexpected(generation.error());
-  return index_.save(kb.index_dir(), embedder_identity_, *generation, extras_);
+  if (facts_from_store_) {
+    // The cases file of the state being saved: a new file, named by the new manifest.
+    const std::string name = VectorIndex::fresh_name("cases", ".bin");
+    if (auto s = write_cases_file(kb.index_dir() / name, facts_); !s) return s;
+    std::erase_if(extras_, [](const VectorIndex::Extra& e) { return e.name == kCasesFile; });
+    extras_.push_back({kCasesFile, name});
+  }
+  if (auto s = index_.save(kb.index_dir(), embedder_identity_, *generation, extras_); !s) return s;
+  facts_from_store_ = false;
+  return {};
 }
 
 Result<std::vector<float>> SearchEngine::embed(const Case& c) {
@@ -714,6 +784,8 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     if (auto s = builtin->save(dir / extra.back().file); !s) return std::unexpected(s.error());
   }
   if (auto s = ranker->save(dir / extra.front().file); !s) return std::unexpected(s.error());
+  extra.push_back({kCasesFile, VectorIndex::fresh_name("cases", ".bin")});
+  if (auto s = write_cases_file(dir / extra.back().file, facts_of(*entries)); !s) return std::unexpected(s.error());
   if (auto s = index->save(dir, report.embedder, *generation, extra); !s) return std::unexpected(s.error());
   report.vectors = index->distinct();
   return report;
@@ -797,23 +869,21 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   std::vector<int64_t> kb_subset;
   std::unordered_set<int64_t> excluded = extra_excluded;
   if (kb_ && engine_) {
-    if (!entries_) {
-      auto e = kb_->entries();
-      if (!e) return std::unexpected(e.error());
-      entries_ = std::move(*e);
-      for (const auto& entry : *entries_) {
-        if (entry.labelled) labelled_rowids_.push_back(entry.rowid);
-        rowids_by_key_[entry.content_key].push_back(entry.rowid);
-        rowid_by_id_.emplace(entry.id, entry.rowid);
-      }
-      std::sort(labelled_rowids_.begin(), labelled_rowids_.end());
+    const std::vector<CaseFacts>& facts = engine_->facts();
+    if (!labelled_rowids_) {
+      labelled_rowids_.emplace();
+      for (const auto& f : facts)
+        if (f.labelled) labelled_rowids_->push_back(f.rowid);
+      std::sort(labelled_rowids_->begin(), labelled_rowids_->end());
     }
-    if (auto it = rowid_by_id_.find(query.id); it != rowid_by_id_.end()) excluded.insert(it->second);
-    if (auto it = rowids_by_key_.find(content_key(query)); it != rowids_by_key_.end())
-      excluded.insert(it->second.begin(), it->second.end());
-    out.knowledge_base_size = labelled_rowids_.size();
-    // `all` keeps every labelled case: no pass over the entries per query.
-    kb_subset = options.policy.name == "all" ? labelled_rowids_ : filter_corpus(*entries_, query.failure_epoch, options.policy);
+    // The query itself (its id) and its exact duplicates (its content key) are never retrieved. The cases file holds
+    // 64-bit hashes of both (with the length): a wrong match is a ~1e-14 chance per query at 10^5 cases.
+    const uint64_t id_hash = fact_hash(query.id), key_hash = fact_hash(content_key(query));
+    for (const auto& f : facts)
+      if (f.id_hash == id_hash || f.key_hash == key_hash) excluded.insert(f.rowid);
+    out.knowledge_base_size = labelled_rowids_->size();
+    // `all` keeps every labelled case: no pass over the cases per query.
+    kb_subset = options.policy.name == "all" ? *labelled_rowids_ : filter_corpus(facts, query.failure_epoch, options.policy);
     if (excluded.size() > 64) {
       std::erase_if(kb_subset, [&](int64_t id) { return excluded.contains(id); });
     } else {
@@ -830,11 +900,8 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     // The baseline: no knowledge is used.
   } else if (options.retrieval == Retrieval::random && !kb_subset.empty()) {
     std::vector<int64_t> labelled;
-    std::unordered_set<int64_t> is_labelled;
-    for (const auto& e : *entries_)
-      if (e.labelled) is_labelled.insert(e.rowid);
     for (int64_t id : kb_subset)
-      if (is_labelled.contains(id)) labelled.push_back(id);
+      if (std::binary_search(labelled_rowids_->begin(), labelled_rowids_->end(), id)) labelled.push_back(id);
     std::mt19937_64 rng(options.seed ^ fnv1a64(query.id.empty() ? query.test_id : query.id));
     std::shuffle(labelled.begin(), labelled.end(), rng);
     auto qv = engine_->embed(query);
@@ -849,7 +916,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     auto qv = engine_->embed(query);
     if (!qv) return std::unexpected(qv.error());
     const bool everything = kb_subset.size() + excluded.size() >= engine_->index().size() &&
-                            out.knowledge_base_size == entries_->size();
+                            out.knowledge_base_size == engine_->facts().size();
     similar = engine_->search(*qv, options.r, everything ? std::nullopt : std::optional(kb_subset), excluded);
     const size_t before = similar.size();
     std::erase_if(similar, [&](const SearchHit& h) { return h.similarity < options.similarity_floor; });

@@ -55,8 +55,10 @@ class SearchEngine {
   // Loads the index. When the knowledge base has cases the index lacks (added since), they are embedded and added in
   // memory and `notes` says so; when the index cannot be trusted (damaged, other embedder, cases replaced), the error
   // says to run `spark index --rebuild`. A knowledge base with no index yet is an error naming that command.
+  // `verify_vectors` false maps the vectors file after checking its size and header only (VectorIndexOptions): what
+  // a query needs; an update or a build verifies every byte.
   static Result<std::unique_ptr<SearchEngine>> open(KnowledgeBase& kb, EmbedderConfig config,
-                                                    std::vector<std::string>& notes);
+                                                    std::vector<std::string>& notes, bool verify_vectors = true);
   Result<std::vector<float>> embed(const Case& c);
   std::vector<SearchHit> search(const std::vector<float>& query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
                                 const std::unordered_set<int64_t>& excluded) const {
@@ -70,6 +72,9 @@ class SearchEngine {
   size_t added_since_load() const { return added_ids_.size(); }
   const RankerModel& ranker() const { return ranker_; }
   StructureCache& structures() { return structures_; }
+  // Every case of the knowledge base as the index holds it (rowid order): from the index's cases file when the store
+  // has not changed since it was saved, else from the store.
+  const std::vector<CaseFacts>& facts() const { return facts_; }
 
  private:
   SearchEngine(std::unique_ptr<Embedder> e, VectorIndex i, RankerModel r)
@@ -81,6 +86,8 @@ class SearchEngine {
   std::string embedder_identity_;
   std::vector<int64_t> added_ids_;      // embedded since load
   std::vector<VectorIndex::Extra> extras_;  // the loaded state's extra files (kept by persist)
+  std::vector<CaseFacts> facts_;
+  bool facts_from_store_ = false;  // read from the store: persist writes them as a new cases file
 };
 
 struct IndexReport {
@@ -263,12 +270,8 @@ class Localizer {
   KnowledgeBase* kb_;
   SearchEngine* engine_;
   StructureCache fallback_structures_;
-  std::optional<std::vector<CaseEntry>> entries_;
-  // Built with entries_, so a query costs no pass over the knowledge base: labelled rowids (ascending), and the
-  // rowids of each id and content key (the query itself and its exact duplicates are excluded).
-  std::vector<int64_t> labelled_rowids_;
-  std::unordered_map<std::string, std::vector<int64_t>> rowids_by_key_;
-  std::unordered_map<std::string, int64_t> rowid_by_id_;
+  // The labelled rowids (ascending) of the engine's cases, made by the first query.
+  std::optional<std::vector<int64_t>> labelled_rowids_;
 };
 
 }  // namespace spark

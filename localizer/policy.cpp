@@ -8,17 +8,17 @@
 namespace spark {
 namespace {
 
-using Filter = std::function<std::vector<const CaseEntry*>(const std::vector<const CaseEntry*>&, int64_t, size_t)>;
+using Filter = std::function<std::vector<const CaseFacts*>(const std::vector<const CaseFacts*>&, int64_t, size_t)>;
 
-std::vector<const CaseEntry*> preceding(const std::vector<const CaseEntry*>& c, int64_t t) {
-  std::vector<const CaseEntry*> out;
+std::vector<const CaseFacts*> preceding(const std::vector<const CaseFacts*>& c, int64_t t) {
+  std::vector<const CaseFacts*> out;
   for (const auto* e : c)
     if (e->failure_epoch < t) out.push_back(e);
   return out;
 }
 
-std::vector<const CaseEntry*> closest(std::vector<const CaseEntry*> c, int64_t t, size_t window) {
-  std::stable_sort(c.begin(), c.end(), [t](const CaseEntry* a, const CaseEntry* b) {
+std::vector<const CaseFacts*> closest(std::vector<const CaseFacts*> c, int64_t t, size_t window) {
+  std::stable_sort(c.begin(), c.end(), [t](const CaseFacts* a, const CaseFacts* b) {
     const auto da = std::llabs(a->failure_epoch - t), db = std::llabs(b->failure_epoch - t);
     if (da != db) return da < db;
     if (a->failure_epoch != b->failure_epoch) return a->failure_epoch < b->failure_epoch;
@@ -59,7 +59,14 @@ Result<Policy> parse_policy(const std::string& name) {
 }
 
 std::vector<int64_t> filter_corpus(const std::vector<CaseEntry>& corpus, int64_t query_epoch, const Policy& policy) {
-  std::vector<const CaseEntry*> labelled;
+  std::vector<CaseFacts> facts;
+  facts.reserve(corpus.size());
+  for (const auto& e : corpus) facts.push_back(facts_of(e));
+  return filter_corpus(facts, query_epoch, policy);
+}
+
+std::vector<int64_t> filter_corpus(const std::vector<CaseFacts>& corpus, int64_t query_epoch, const Policy& policy) {
+  std::vector<const CaseFacts*> labelled;
   for (const auto& e : corpus)
     if (e.labelled) labelled.push_back(&e);
   const size_t window = policy.window > 0 ? policy.window

@@ -25,6 +25,7 @@ std::vector<std::string> policy_names();
 // all: every labelled case. all-preceding: failure time strictly before the query's. closest-by-time: the `window`
 // cases nearest in time (either side; ties by earlier time, then rowid). closest-time-preceding: the `window` nearest
 // among the preceding ones. Window size = max(1, ceil(fraction × labelled corpus size)) unless `window` is set.
+std::vector<int64_t> filter_corpus(const std::vector<CaseFacts>& corpus, int64_t query_epoch, const Policy& policy);
 std::vector<int64_t> filter_corpus(const std::vector<CaseEntry>& corpus, int64_t query_epoch, const Policy& policy);
 
 }  // namespace spark

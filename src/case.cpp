@@ -1,6 +1,7 @@
 #include "case.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -240,12 +241,35 @@ std::string fault_key(const Case& c) {
 }
 
 Result<std::string> read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(path.string() + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return fail(path.string() + ": read error");
-  return ss.str();
+  // One read into a string of the file's size (a regular file), else reads until the end (a pipe, a device).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(path.string() + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  std::string out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t got;
+    if (out.capacity() > out.size()) {
+      // Straight into the string's reserved room.
+      const size_t room = out.capacity() - out.size(), at = out.size();
+      out.resize(out.capacity());
+      got = ::read(fd, out.data() + at, room);
+      out.resize(at + static_cast<size_t>(std::max<ssize_t>(got, 0)));
+    } else {
+      got = ::read(fd, buf, sizeof buf);
+      if (got > 0) out.append(buf, static_cast<size_t>(got));
+    }
+    if (got == 0) break;
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      return fail(path.string() + ": read error: " + std::strerror(e));
+    }
+  }
+  ::close(fd);
+  return out;
 }
 
 Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {

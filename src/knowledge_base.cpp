@@ -627,6 +627,22 @@ Result<std::vector<CaseEntry>> KnowledgeBase::entries() {
   return out;
 }
 
+uint64_t fact_hash(std::string_view text) { return fnv1a64(text) ^ (static_cast<uint64_t>(text.size()) << 56); }
+
+CaseFacts facts_of(const CaseEntry& e) {
+  return {e.rowid, e.failure_epoch, fact_hash(e.id), fact_hash(e.content_key), e.labelled};
+}
+
+Result<CaseEntry> KnowledgeBase::entry(int64_t rowid) {
+  auto st = db_->prepare("SELECT rowid, id, test_id, failure_epoch, content_key, labelled FROM cases WHERE rowid = ?");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, rowid);
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return fail(name() + ": no case with rowid " + std::to_string(rowid));
+  return CaseEntry{st->int64(0), st->text(1), st->text(2), st->int64(3), st->text(4), st->int64(5) != 0};
+}
+
 Result<Case> KnowledgeBase::load(int64_t rowid) {
   auto st = db_->prepare("SELECT error_message, record FROM cases WHERE rowid = ?");
   if (!st) return std::unexpected(st.error());

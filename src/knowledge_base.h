@@ -49,6 +49,19 @@ struct CaseEntry {
   bool labelled = false;
 };
 
+// What filtering a query needs of a stored case, in fixed size (the id and the content key as 64-bit hashes): kept
+// beside the vector index, so a new process does not read every case's row (docs/FORMATS.md, "cases file").
+struct CaseFacts {
+  int64_t rowid = 0;
+  int64_t failure_epoch = 0;
+  uint64_t id_hash = 0;
+  uint64_t key_hash = 0;
+  bool labelled = false;
+};
+CaseFacts facts_of(const CaseEntry& e);
+// The hash CaseFacts keeps of an id or a content key.
+uint64_t fact_hash(std::string_view text);
+
 class KnowledgeBase {
  public:
   // Opens the store at `location`: a folder (default .spark) holding an SQLite store, or a postgresql:// URL. With
@@ -80,6 +93,8 @@ class KnowledgeBase {
 
   Result<std::vector<CaseEntry>> entries();
   Result<Case> load(int64_t rowid);
+  // One case's entry (no files, no record), or an error naming the rowid.
+  Result<CaseEntry> entry(int64_t rowid);
   Result<std::optional<int64_t>> find(const std::string& id);
   Result<size_t> count();
   // Calls `fn` for every case in insertion order (streaming: one case in memory at a time).

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <faiss/IndexFlat.h>
@@ -14,15 +16,15 @@
 #include <faiss/utils/distances.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
-#include <set>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +43,12 @@ namespace {
 class StreamChecksum {
  public:
   void update(const char* p, size_t n) {
+    // Whole blocks straight from the caller's bytes; a partial one through block_.
+    while (block_.empty() && n >= kBlock) {
+      hash_block(p, kBlock);
+      p += kBlock;
+      n -= kBlock;
+    }
     while (n > 0) {
       const size_t take = std::min(n, kBlock - block_.size());
       block_.append(p, take);
@@ -57,17 +65,19 @@ class StreamChecksum {
  private:
   static constexpr size_t kBlock = 1 << 20;
   void flush() {
-    const size_t n = block_.size();
+    hash_block(block_.data(), block_.size());
+    block_.clear();
+  }
+  void hash_block(const char* p, size_t n) {
     total_ += n;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
       uint64_t w;
-      std::memcpy(&w, block_.data() + i, 8);
+      std::memcpy(&w, p + i, 8);
       h_ = (h_ ^ w) * 0x100000001b3ULL;
       h_ ^= h_ >> 29;
     }
-    for (; i < n; ++i) h_ = (h_ ^ static_cast<unsigned char>(block_[i])) * 0x100000001b3ULL;
-    block_.clear();
+    for (; i < n; ++i) h_ = (h_ ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ULL;
   }
   std::string block_;
   uint64_t h_ = 0xcbf29ce484222325ULL;
@@ -88,14 +98,27 @@ struct ChecksumWriter final : faiss::IOWriter {
 }  // namespace
 
 Result<std::string> file_checksum(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(path.string() + ": cannot open");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(path.string() + ": cannot open: " + std::strerror(errno));
   std::vector<char> buf(1 << 20);
   StreamChecksum sum;
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    sum.update(buf.data(), static_cast<size_t>(in.gcount()));
+  size_t filled = 0;  // whole 1 MiB reads go to the hash without a copy
+  for (;;) {
+    const ssize_t got = ::read(fd, buf.data() + filled, buf.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int e = errno;
+      ::close(fd);
+      return fail(path.string() + ": read error: " + std::strerror(e));
+    }
+    filled += static_cast<size_t>(got);
+    if (filled == buf.size() || got == 0) {
+      sum.update(buf.data(), filled);
+      filled = 0;
+    }
+    if (got == 0) break;
   }
+  ::close(fd);
   return sum.finish();
 }
 
@@ -114,6 +137,10 @@ uint64_t vector_hash(const float* v, size_t dim) {
 }
 
 float dot(const float* x, const float* y, size_t d) { return inner_product(x, y, d); }
+
+// A similarity that sorts: NaN or infinity (a damaged vectors file, whose whole checksum a query does not read) ranks
+// last instead of breaking the ordering of a sort.
+float finite_or_lowest(float v) { return std::isfinite(v) ? v : -std::numeric_limits<float>::max(); }
 
 }  // namespace
 
@@ -138,10 +165,87 @@ float inner_product(const float* x, const float* y, size_t d) {
 
 namespace {
 
+// A whole file mapped read-only (the vectors file of a saved index: its pages are read as searches touch them, and
+// stay in the page cache for the next process).
+class MappedFile {
+ public:
+  static Result<std::shared_ptr<const MappedFile>> open(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(path.string() + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int e = errno;
+      ::close(fd);
+      return fail(path.string() + ": cannot stat: " + std::strerror(e));
+    }
+    auto m = std::shared_ptr<MappedFile>(new MappedFile);
+    m->size_ = static_cast<size_t>(st.st_size);
+    if (m->size_ > 0) {
+      void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) {
+        const int e = errno;
+        ::close(fd);
+        return fail(path.string() + ": cannot map: " + std::strerror(e));
+      }
+      m->data_ = static_cast<const char*>(p);
+    }
+    ::close(fd);  // the mapping keeps the file
+    return std::shared_ptr<const MappedFile>(std::move(m));
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  MappedFile() = default;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The raw vectors file of index format 4: "SPKVEC01", dimension and count (u64 each), zeros to 64 bytes, then the
+// rows (float32, row-major).
+constexpr char kVectorsMagic[8] = {'S', 'P', 'K', 'V', 'E', 'C', '0', '1'};
+constexpr size_t kVectorsHeader = 64;
+
 // Flat inner-product storage whose distances (the HNSW graph's, as it is built and searched) and exact searches use
-// dot() above. It is written to disk as the plain IndexFlatIP it derives from, and loaded back into this type.
+// dot() above. Its rows are its own (faiss's `codes`) or, loaded from a format-4 index, a read-only map of the vectors
+// file; the first add copies mapped rows into `codes`. Every faiss path spark calls reads rows through rows().
 struct FastFlatIP final : faiss::IndexFlatIP {
   explicit FastFlatIP(idx_t dimension) : faiss::IndexFlatIP(dimension) {}
+
+  std::shared_ptr<const MappedFile> map;
+  const uint8_t* mapped = nullptr;  // the first row inside `map`
+  const uint8_t* rows() const { return mapped ? mapped : codes.data(); }
+  const float* xb() const { return reinterpret_cast<const float*>(rows()); }
+  void use_mapped(std::shared_ptr<const MappedFile> file, size_t offset, idx_t count) {
+    codes.clear();
+    codes.shrink_to_fit();
+    map = std::move(file);
+    mapped = reinterpret_cast<const uint8_t*>(map->data()) + offset;
+    ntotal = count;
+  }
+  void materialize() {
+    if (!mapped) return;
+    codes.assign(mapped, mapped + static_cast<size_t>(ntotal) * code_size);
+    mapped = nullptr;
+    map.reset();
+  }
+  void add(idx_t n, const float* x) override {
+    materialize();
+    faiss::IndexFlatIP::add(n, x);
+  }
+  void reset() override {
+    mapped = nullptr;
+    map.reset();
+    faiss::IndexFlatIP::reset();
+  }
+  void reconstruct(idx_t key, float* recons) const override {
+    std::memcpy(recons, rows() + static_cast<size_t>(key) * code_size, code_size);
+  }
 
   struct Distance final : faiss::FlatCodesDistanceComputer {
     const float* query = nullptr;
@@ -155,14 +259,14 @@ struct FastFlatIP final : faiss::IndexFlatIP {
     }
   };
   faiss::FlatCodesDistanceComputer* get_FlatCodesDistanceComputer() const override {
-    return new Distance(codes.data(), code_size, static_cast<size_t>(d));
+    return new Distance(rows(), code_size, static_cast<size_t>(d));
   }
 
   // Exact top-k by inner product, one query at a time, honouring the selector; equal similarities by position.
   void search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
               const faiss::SearchParameters* params = nullptr) const override {
     const faiss::IDSelector* sel = params ? params->sel : nullptr;
-    const auto* xb = reinterpret_cast<const float*>(codes.data());
+    const float* base = xb();
     const size_t dim = static_cast<size_t>(d);
     std::vector<std::pair<float, idx_t>> best;
     const auto worse = [](const std::pair<float, idx_t>& a, const std::pair<float, idx_t>& b) {
@@ -173,7 +277,7 @@ struct FastFlatIP final : faiss::IndexFlatIP {
       const float* query = x + static_cast<size_t>(q) * dim;
       for (idx_t i = 0; i < ntotal; ++i) {
         if (sel && !sel->is_member(i)) continue;
-        const std::pair<float, idx_t> cand{dot(query, xb + static_cast<size_t>(i) * dim, dim), i};
+        const std::pair<float, idx_t> cand{finite_or_lowest(dot(query, base + static_cast<size_t>(i) * dim, dim)), i};
         if (static_cast<idx_t>(best.size()) < k) {
           best.push_back(cand);
           std::push_heap(best.begin(), best.end(), worse);
@@ -209,9 +313,10 @@ std::unique_ptr<faiss::IndexHNSWFlat> new_hnsw(size_t dimension, int m) {
   return hnsw;
 }
 
-const faiss::IndexFlat& flat_of(const faiss::Index& index) {
-  if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(&index)) return *dynamic_cast<const faiss::IndexFlat*>(hnsw->storage);
-  return dynamic_cast<const faiss::IndexFlat&>(index);
+// The index's flat storage: the HNSW graph's, or the flat index itself (always a FastFlatIP, by construction or load).
+const FastFlatIP& flat_of(const faiss::Index& index) {
+  if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(&index)) return *dynamic_cast<const FastFlatIP*>(hnsw->storage);
+  return dynamic_cast<const FastFlatIP&>(index);
 }
 
 }  // namespace
@@ -234,8 +339,8 @@ std::string IndexManifest::file_of(const std::string& name) const {
 
 const float* VectorIndex::stored(int64_t position) const {
   const idx_t base = index_->ntotal;
-  if (position < base) return flat_of(*index_).get_xb() + static_cast<size_t>(position) * dimension_;
-  return tail_->get_xb() + static_cast<size_t>(position - base) * dimension_;
+  if (position < base) return flat_of(*index_).xb() + static_cast<size_t>(position) * dimension_;
+  return static_cast<const FastFlatIP&>(*tail_).xb() + static_cast<size_t>(position - base) * dimension_;
 }
 
 void VectorIndex::search_tail(const float* query, size_t k, const std::vector<idx_t>* positions,
@@ -257,12 +362,12 @@ void VectorIndex::search_tail(const float* query, size_t k, const std::vector<id
   std::vector<idx_t> l(n, -1);
   tail_->search(1, query, static_cast<idx_t>(n), d.data(), l.data(), positions ? &params : nullptr);
   for (size_t i = 0; i < n; ++i)
-    if (l[i] >= 0) hits.emplace_back(l[i] + base, d[i]);
+    if (l[i] >= 0) hits.emplace_back(l[i] + base, finite_or_lowest(d[i]));
 }
 
 void VectorIndex::merge_tail() {
   if (!tail_ || tail_->ntotal == 0) return;
-  index_->add(tail_->ntotal, tail_->get_xb());
+  index_->add(tail_->ntotal, static_cast<const FastFlatIP&>(*tail_).xb());
   tail_.reset();
 }
 
@@ -279,7 +384,7 @@ void VectorIndex::rebuild_as_hnsw() {
   hnsw->hnsw.efConstruction = options_.ef_construction;
   hnsw->hnsw.efSearch = options_.ef_search;
   const idx_t n = index_->ntotal;
-  if (n > 0) hnsw->add(n, flat_of(*index_).get_xb());
+  if (n > 0) hnsw->add(n, flat_of(*index_).xb());
   index_ = std::move(hnsw);
 }
 
@@ -379,7 +484,7 @@ void VectorIndex::refine(const float* query, std::vector<std::pair<int64_t, floa
           if (std::none_of(m.begin(), m.end(), [&](int64_t id) { return allowed->contains(id); })) continue;
         }
         --budget;
-        hits.emplace_back(p, dot(query, stored(p), dimension_));
+        hits.emplace_back(p, finite_or_lowest(dot(query, stored(p), dimension_)));
       }
     }
   }
@@ -393,7 +498,7 @@ std::vector<SearchHit> VectorIndex::search_exact(const float* query, size_t r) c
   if (index_->ntotal > 0) flat_of(*index_).search(1, query, static_cast<idx_t>(k), d.data(), l.data());
   std::vector<std::pair<int64_t, float>> hits;
   for (size_t i = 0; i < k; ++i)
-    if (l[i] >= 0) hits.emplace_back(l[i], d[i]);
+    if (l[i] >= 0) hits.emplace_back(l[i], finite_or_lowest(d[i]));
   search_tail(query, k, nullptr, hits);
   return expand(hits, r, nullptr, {});
 }
@@ -408,7 +513,7 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const s
     std::vector<idx_t> l(k, -1);
     on.search(1, query, static_cast<idx_t>(k), d.data(), l.data(), params);
     for (size_t i = 0; i < k; ++i)
-      if (l[i] >= 0) hits.emplace_back(l[i], d[i]);
+      if (l[i] >= 0) hits.emplace_back(l[i], finite_or_lowest(d[i]));
   };
   if (!allowed) {
     const size_t k = std::min(members_.size(), r + excluded.size());
@@ -510,30 +615,68 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   std::error_code ec;
   merge_tail();  // the tail's vectors join the graph now, once, not on every incremental update
   // New files under new names; the manifest, replaced atomically, switches from the old state to the new one.
-  const std::string vec_name = fresh_name("vectors", ".faiss"), ids_name = fresh_name("ids", ".bin");
+  // The vectors go to a raw file a later load maps instead of reading (a cold `spark localize` reads only the pages
+  // its search touches); an HNSW graph goes to its own faiss file, written with an empty storage.
+  const bool hnsw = is_hnsw();
+  const std::string vec_name = fresh_name("vectors", ".f32"), ids_name = fresh_name("ids", ".bin");
+  const std::string graph_name = hnsw ? fresh_name("graph", ".faiss") : "";
   const fs::path vec = dir / vec_name, ids = dir / ids_name;
-  const fs::path vec_tmp = vec.string() + ".tmp";
-  ChecksumWriter writer;
-  writer.name = vec_tmp.string();
-  writer.f = std::fopen(vec_tmp.c_str(), "wb");
-  if (!writer.f) return fail(vec_tmp.string() + ": cannot create: " + std::strerror(errno));
-  bool written = true;
-  std::string why;
-  try {
-    faiss::write_index(index_.get(), &writer);
-  } catch (const faiss::FaissException& e) {
-    written = false;
-    why = e.what();
+  std::string vsum, gsum;
+  {
+    const fs::path tmp = vec.string() + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
+    const FastFlatIP& flat = flat_of(*index_);
+    char header[kVectorsHeader] = {};
+    std::memcpy(header, kVectorsMagic, sizeof kVectorsMagic);
+    const uint64_t dc[2] = {dimension_, static_cast<uint64_t>(flat.ntotal)};
+    std::memcpy(header + sizeof kVectorsMagic, dc, sizeof dc);
+    StreamChecksum sum;
+    const size_t body = static_cast<size_t>(flat.ntotal) * dimension_ * sizeof(float);
+    bool ok = std::fwrite(header, 1, sizeof header, f) == sizeof header &&
+              (body == 0 || std::fwrite(flat.rows(), 1, body, f) == body);
+    sum.update(header, sizeof header);
+    if (body > 0) sum.update(reinterpret_cast<const char*>(flat.rows()), body);
+    ok = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0 && ok;
+    if (std::fclose(f) != 0) ok = false;
+    if (!ok) {
+      fs::remove(tmp, ec);
+      return fail(tmp.string() + ": cannot write the vectors (disk full?)");
+    }
+    vsum = sum.finish();
+    fs::rename(tmp, vec, ec);
+    if (ec) return fail(vec.string() + ": " + ec.message());
   }
-  written = std::fflush(writer.f) == 0 && ::fsync(::fileno(writer.f)) == 0 && written;
-  if (std::fclose(writer.f) != 0) written = false;
-  if (!written) {
-    fs::remove(vec_tmp, ec);
-    return fail(vec_tmp.string() + ": cannot write the index" + (why.empty() ? " (disk full?)" : ": " + why));
+  if (hnsw) {
+    const fs::path graph = dir / graph_name, tmp = graph.string() + ".tmp";
+    ChecksumWriter writer;
+    writer.name = tmp.string();
+    writer.f = std::fopen(tmp.c_str(), "wb");
+    if (!writer.f) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
+    // The graph alone: its storage is swapped for an empty one while faiss writes (the vectors are in the raw file).
+    auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index_.get());
+    faiss::IndexFlatIP empty(static_cast<idx_t>(dimension_));
+    faiss::Index* storage = h->storage;
+    h->storage = &empty;
+    bool written = true;
+    std::string why;
+    try {
+      faiss::write_index(index_.get(), &writer);
+    } catch (const faiss::FaissException& e) {
+      written = false;
+      why = e.what();
+    }
+    h->storage = storage;
+    written = std::fflush(writer.f) == 0 && ::fsync(::fileno(writer.f)) == 0 && written;
+    if (std::fclose(writer.f) != 0) written = false;
+    if (!written) {
+      fs::remove(tmp, ec);
+      return fail(tmp.string() + ": cannot write the index" + (why.empty() ? " (disk full?)" : ": " + why));
+    }
+    gsum = writer.sum.finish();
+    fs::rename(tmp, graph, ec);
+    if (ec) return fail(graph.string() + ": " + ec.message());
   }
-  const std::string vsum = writer.sum.finish();
-  fs::rename(vec_tmp, vec, ec);
-  if (ec) return fail(vec.string() + ": " + ec.message());
   // ids: (rowid, position, group) per case, in position order.
   std::vector<int64_t> triples;
   triples.reserve(position_.size() * 3);
@@ -548,7 +691,7 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   auto isum = file_checksum(ids);
   if (!isum) return std::unexpected(isum.error());
   IndexManifest m;
-  m.format = 2;
+  m.format = 4;
   m.embedder = embedder;
   m.generation = generation;
   m.count = m.base_count = position_.size();
@@ -557,8 +700,10 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   m.kind = is_hnsw() ? "hnsw" : "flat";
   m.vectors_file = vec_name;
   m.ids_file = ids_name;
+  m.graph_file = graph_name;
   m.vectors_checksum = vsum;
   m.ids_checksum = *isum;
+  m.graph_checksum = gsum;
   if (auto s = write_manifest(dir, m, extra_files); !s) return s;
   saved_ = SavedState{std::move(m)};
   appended_.clear();
@@ -589,7 +734,7 @@ Status VectorIndex::save_segment(const fs::path& dir, const std::string& embedde
     if (!sum) return std::unexpected(sum.error());
     m.segments.push_back({name, *sum, appended_.size(), members_.size() - first_new});
   }
-  m.format = m.segments.empty() ? 2 : 3;
+  if (m.format < 4) m.format = m.segments.empty() ? 2 : 3;
   m.count = position_.size();
   m.vectors = members_.size();
   m.kind = is_hnsw() ? "hnsw" : "flat";
@@ -612,6 +757,10 @@ Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man
                       {"vectors_checksum", man.vectors_checksum},
                       {"ids_checksum", man.ids_checksum},
                       {"files", nlohmann::json::object()}};
+  if (!man.graph_file.empty()) {
+    m["graph_file"] = man.graph_file;
+    m["graph_checksum"] = man.graph_checksum;
+  }
   if (!man.segments.empty()) {
     m["base_count"] = man.base_count;
     m["base_vectors"] = man.base_vectors;
@@ -628,11 +777,13 @@ Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man
   if (auto s = write_file_atomic(dir / "manifest.json", m.dump(2) + "\n"); !s) return s;
   // The replaced state's files go, and files of states that crashed before their manifest (an hour old or more).
   std::set<std::string> keep = {"manifest.json", "save.lock", man.vectors_file, man.ids_file};
+  if (!man.graph_file.empty()) keep.insert(man.graph_file);
   for (const auto& sg : man.segments) keep.insert(sg.file);
   for (const auto& e : extra_files) keep.insert(e.file);
   std::set<std::string> previous;
   if (old) {
     previous = {old->vectors_file, old->ids_file};
+    if (!old->graph_file.empty()) previous.insert(old->graph_file);
     for (const auto& sg : old->segments) previous.insert(sg.file);
     for (const auto& e : old->extra_files) previous.insert(e.file);
   }
@@ -655,7 +806,7 @@ Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
     const auto m = nlohmann::json::parse(*text);
     IndexManifest out;
     out.format = m.at("format").get<int>();
-    if (out.format < 1 || out.format > 3)
+    if (out.format < 1 || out.format > 4)
       return fail(man.string() + ": index format " + std::to_string(out.format) + " is not understood by this spark");
     out.embedder = m.at("embedder").get<std::string>();
     out.generation = m.at("generation").get<int64_t>();
@@ -666,6 +817,11 @@ Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
     if (out.format >= 2) {
       out.vectors_file = m.at("vectors_file").get<std::string>();
       out.ids_file = m.at("ids_file").get<std::string>();
+    }
+    if (out.format >= 4 && out.kind == "hnsw") {
+      out.graph_file = m.at("graph_file").get<std::string>();
+      out.graph_checksum = m.at("graph_checksum").get<std::string>();
+      if (!safe_name(out.graph_file)) return fail(man.string() + ": names a file outside the index folder");
     }
     for (const auto* f : {&out.vectors_file, &out.ids_file})
       if (!safe_name(*f)) return fail(man.string() + ": names a file outside the index folder");
@@ -726,33 +882,77 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     return fail(ids.string() + ": holds " + std::to_string(id_bytes->size() / (8 * per_case)) + " ids, manifest says " +
                 std::to_string(manifest->base_count));
   VectorIndex index(manifest->dimension, options);
-  // A damaged vectors file never reaches FAISS: its reader leaks the index it was reading when it throws (faiss
-  // 1.7.3), so the checksum is verified first (one more read of the file, from the page cache in practice).
-  {
+  if (manifest->format >= 4) {
+    // The vectors are mapped, not read: their size and header are checked here, their whole checksum only when the
+    // options ask (`spark index` and every index update do; a query does not pay a read of every page).
+    auto map = MappedFile::open(vec);
+    if (!map) return std::unexpected(map.error());
+    const size_t body = manifest->base_vectors * manifest->dimension * sizeof(float);
+    uint64_t dc[2] = {0, 0};
+    if ((*map)->size() >= kVectorsHeader) std::memcpy(dc, (*map)->data() + sizeof kVectorsMagic, sizeof dc);
+    if ((*map)->size() != kVectorsHeader + body || std::memcmp((*map)->data(), kVectorsMagic, sizeof kVectorsMagic) != 0 ||
+        dc[0] != manifest->dimension || dc[1] != manifest->base_vectors)
+      return fail(vec.string() + ": size or header does not match manifest.json (truncated or damaged); run `spark index --rebuild`");
+    if (options.verify_vectors) {
+      StreamChecksum sum;
+      sum.update((*map)->data(), (*map)->size());
+      if (sum.finish() != manifest->vectors_checksum)
+        return fail(vec.string() + ": checksum mismatch with manifest.json (damaged); run `spark index --rebuild`");
+    }
+    auto flat = std::make_unique<FastFlatIP>(static_cast<idx_t>(manifest->dimension));
+    flat->use_mapped(std::move(*map), kVectorsHeader, static_cast<idx_t>(manifest->base_vectors));
+    if (manifest->kind == "hnsw") {
+      const fs::path graph = dir / manifest->graph_file;
+      // A damaged graph never reaches FAISS (its reader leaks what it was reading when it throws, faiss 1.7.3).
+      auto sum = file_checksum(graph);
+      if (!sum) return std::unexpected(sum.error());
+      if (*sum != manifest->graph_checksum)
+        return fail(graph.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+      std::string why;
+      try {
+        index.index_.reset(faiss::read_index(graph.c_str()));
+      } catch (const faiss::FaissException& e) {
+        why = e.what();
+      }
+      if (!why.empty()) return fail(graph.string() + ": cannot read the index: " + why);
+      auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get());
+      if (!h || h->metric_type != faiss::METRIC_INNER_PRODUCT || h->storage == nullptr || h->storage->ntotal != 0)
+        return fail(graph.string() + ": not an HNSW graph of this index");
+      if (h->own_fields) delete h->storage;
+      h->storage = flat.release();
+      h->own_fields = true;
+    } else {
+      index.index_ = std::move(flat);
+    }
+  } else {
+    // Formats 2 and 3: one faiss file holding the vectors. A damaged one never reaches FAISS: its reader leaks the
+    // index it was reading when it throws (faiss 1.7.3), so the checksum is verified first.
     auto sum = file_checksum(vec);
     if (!sum) return std::unexpected(sum.error());
     if (*sum != manifest->vectors_checksum)
       return fail(vec.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
-  }
-  // Index files are written once under fresh names and never changed in place: the verified file is what FAISS reads.
-  std::string why;
-  try {
-    index.index_.reset(faiss::read_index(vec.c_str()));
-  } catch (const faiss::FaissException& e) {
-    why = e.what();
-  }
-  if (!why.empty()) return fail(vec.string() + ": cannot read the index: " + why);
-  // Into the fast storage (FastFlatIP): the codes move, nothing is copied.
-  if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) {
-    if (auto* flat = dynamic_cast<faiss::IndexFlat*>(h->storage); flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
-      auto fast = fast_copy_of(*flat);
-      if (h->own_fields) delete h->storage;
-      h->storage = fast.release();
-      h->own_fields = true;
+    // Index files are written once under fresh names and never changed in place: the verified file is what FAISS reads.
+    std::string why;
+    try {
+      index.index_.reset(faiss::read_index(vec.c_str()));
+    } catch (const faiss::FaissException& e) {
+      why = e.what();
     }
-  } else if (auto* flat = dynamic_cast<faiss::IndexFlat*>(index.index_.get());
-             flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
-    index.index_ = fast_copy_of(*flat);
+    if (!why.empty()) return fail(vec.string() + ": cannot read the index: " + why);
+    // Into the fast storage (FastFlatIP): the codes move, nothing is copied.
+    if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) {
+      if (auto* flat = dynamic_cast<faiss::IndexFlat*>(h->storage); flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
+        auto fast = fast_copy_of(*flat);
+        if (h->own_fields) delete h->storage;
+        h->storage = fast.release();
+        h->own_fields = true;
+      }
+    } else if (auto* flat = dynamic_cast<faiss::IndexFlat*>(index.index_.get());
+               flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
+      index.index_ = fast_copy_of(*flat);
+    }
+    if (!dynamic_cast<const faiss::IndexHNSWFlat*>(index.index_.get()) && !dynamic_cast<const FastFlatIP*>(index.index_.get()))
+      return fail(vec.string() + ": not an inner-product index of spark's");
   }
   if (static_cast<size_t>(index.index_->ntotal) != manifest->base_vectors ||
       static_cast<size_t>(index.index_->d) != manifest->dimension)
@@ -761,6 +961,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   std::memcpy(values.data(), id_bytes->data(), id_bytes->size());
   index.members_.assign(manifest->base_vectors, {});
   index.position_.reserve(manifest->count);
+  index.group_of_.reserve(manifest->count);
   for (size_t i = 0; i < manifest->base_count; ++i) {
     const int64_t rowid = values[i * per_case];
     const int64_t position = per_case == 3 ? values[i * 3 + 1] : static_cast<int64_t>(i);

@@ -49,10 +49,15 @@ struct VectorIndexOptions {
   size_t segment_min_base = 8192;
   size_t segment_share_divisor = 32;
   size_t max_segments = 16;
+  // load() reads a format-4 vectors file's every byte to verify its checksum; false checks only its size and header
+  // and maps it (a query reads the pages its search touches; similarities from damaged bytes rank last, never crash).
+  bool verify_vectors = true;
 };
 
 struct IndexManifest {
-  int format = 2;      // 3 when it lists segments
+  // 2: a faiss vectors file; 3: that and segments; 4: a raw vectors file (mapped on load), an HNSW graph file of its
+  // own when kind is "hnsw", and segments or none.
+  int format = 4;
   std::string embedder;
   int64_t generation = 0;
   size_t count = 0;    // cases, segments included
@@ -61,6 +66,7 @@ struct IndexManifest {
   std::string kind;  // "flat" or "hnsw"
   std::string vectors_file = "vectors.faiss", ids_file = "ids.bin";
   std::string vectors_checksum, ids_checksum;
+  std::string graph_file, graph_checksum;  // format 4, HNSW only
   size_t base_count = 0, base_vectors = 0;  // what the vectors and ids files hold (= count, vectors without segments)
   // Cases added after the base was written, appended as they came (an incremental update writes one segment, not
   // the whole index): rowid, group and vector each, in the order they were added.

@@ -254,9 +254,30 @@ TEST(cli, damaged_stores_and_indexes_fail_with_the_file_named_and_stay_untouched
   write_file(w.dir / ".spark" / "index" / vectors_file, vectors.substr(0, vectors.size() - 100));
   auto truncated = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt"}, w.dir.path());
   EXPECT_EQ(truncated.exit_code, 1);
-  EXPECT_NE(truncated.err.find(".spark/index/" + vectors_file + ": checksum mismatch"), std::string::npos) << truncated.err;
+  EXPECT_NE(truncated.err.find(".spark/index/" + vectors_file + ": size or header does not match manifest.json"),
+            std::string::npos)
+      << truncated.err;
   auto rebuilt = run_spark({"index", "--rebuild"}, w.dir.path());
   EXPECT_EQ(rebuilt.exit_code, 0) << rebuilt.err;
+  // A byte changed inside the vectors (the size intact): a query maps the file without reading it all and answers;
+  // `spark index` checks every byte, says what it found, and rebuilds.
+  {
+    const std::filesystem::path index_dir = w.dir / ".spark" / "index";
+    const std::string file = nlohmann::json::parse(slurp(index_dir / "manifest.json")).at("vectors_file").get<std::string>();
+    std::string bytes = slurp(index_dir / file);
+    bytes[bytes.size() - 3] = static_cast<char>(bytes[bytes.size() - 3] ^ 0x21);
+    write_file(index_dir / file, bytes);
+    auto query = run_spark({"localize", "--test", "tests/test_x.py", "--error", "failure.txt"}, w.dir.path());
+    EXPECT_EQ(query.exit_code, 0) << query.err;
+    auto check = run_spark({"index"}, w.dir.path());
+    EXPECT_EQ(check.exit_code, 0) << check.err;
+    EXPECT_NE(check.err.find("rebuilding the vector index: .spark/index/" + file + ": checksum mismatch"),
+              std::string::npos)
+        << check.err;
+    auto again = run_spark({"index"}, w.dir.path());
+    EXPECT_NE(again.out.find("is up to date"), std::string::npos) << again.out << again.err;
+    EXPECT_NE(again.out.find("every file matches its checksum"), std::string::npos) << again.out;
+  }
 
   // Stale: a case added by another tool behind the index's back is embedded for the run, and said so.
   TempDir other;

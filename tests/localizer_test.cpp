@@ -371,4 +371,58 @@ TEST(build_index, vectors_built_per_version_on_threads_equal_each_case_embedded_
   }
 }
 
+TEST(SearchEngine, keeps_the_cases_filtering_needs_in_a_file_beside_the_index) {
+  Fixture f;
+  const auto dir = f.kb->index_dir();
+  auto manifest = VectorIndex::read_manifest(dir);
+  ASSERT_TRUE(manifest);
+  const std::string first = manifest->file_of("cases.bin");
+  ASSERT_FALSE(first.empty());
+  auto entries = f.kb->entries();
+  ASSERT_TRUE(entries);
+  // What the engine read from the file is what the store holds.
+  const auto& facts = f.engine->facts();
+  ASSERT_EQ(facts.size(), entries->size());
+  for (size_t i = 0; i < facts.size(); ++i) {
+    EXPECT_EQ(facts[i].rowid, (*entries)[i].rowid);
+    EXPECT_EQ(facts[i].failure_epoch, (*entries)[i].failure_epoch);
+    EXPECT_EQ(facts[i].labelled, (*entries)[i].labelled);
+    EXPECT_EQ(facts[i].id_hash, fact_hash((*entries)[i].id));
+    EXPECT_EQ(facts[i].key_hash, fact_hash((*entries)[i].content_key));
+  }
+  // A stored case localized as a query does not retrieve itself (its id and content key are in the file as hashes).
+  auto stored = f.kb->load(facts.front().rowid);
+  ASSERT_TRUE(stored);
+  Localizer localizer(f.kb.get(), f.engine.get());
+  auto loc = localizer.localize(*stored, {});
+  ASSERT_TRUE(loc) << loc.error().message;
+  for (const auto& r : loc->retrieved) EXPECT_NE(r.rowid, facts.front().rowid);
+
+  // A case learned since: the engine reads the store, and persist writes a new file for the new state.
+  auto more = corpus();
+  nlohmann::json j = case_to_json(more.front());
+  j["id"] = "late-1";
+  j["error_message"] = more.front().error_message + "\nlate";
+  ASSERT_TRUE(f.kb->import_cases({*case_from_json(j)}, {}, false));
+  std::vector<std::string> notes;
+  auto engine = SearchEngine::open(*f.kb, {}, notes);
+  ASSERT_TRUE(engine) << engine.error().message;
+  EXPECT_EQ((*engine)->facts().size(), facts.size() + 1);
+  ASSERT_TRUE((*engine)->persist(*f.kb));
+  auto after = VectorIndex::read_manifest(dir);
+  ASSERT_TRUE(after);
+  EXPECT_NE(after->file_of("cases.bin"), first);
+  EXPECT_FALSE(std::filesystem::exists(dir / first));
+  auto reopened = SearchEngine::open(*f.kb, {}, notes);
+  ASSERT_TRUE(reopened) << reopened.error().message;
+  EXPECT_EQ((*reopened)->facts().size(), facts.size() + 1);
+  EXPECT_EQ((*reopened)->facts().back().id_hash, fact_hash("late-1"));
+
+  // A cases file that does not match the index (damaged, or from another state) is refused by its checksum.
+  testing::write_file(dir / after->file_of("cases.bin"), "SPKCAS01");
+  auto damaged = SearchEngine::open(*f.kb, {}, notes, /*verify_vectors=*/false);
+  ASSERT_FALSE(damaged);
+  EXPECT_NE(damaged.error().message.find("checksum mismatch"), std::string::npos) << damaged.error().message;
+}
+
 }  // namespace spark

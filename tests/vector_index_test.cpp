@@ -2,8 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/index_io.h>
+
 #include <cmath>
+#include <cstring>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "random_vectors.h"
 #include "test_util.h"
@@ -67,12 +74,35 @@ TEST(VectorIndex, round_trips_through_disk_and_refuses_damaged_files) {
   EXPECT_EQ(loaded->first.search(&v[dim], 1, std::nullopt, {})[0].rowid, 17);
 
   const std::string file = loaded->second.vectors_file;
-  EXPECT_TRUE(file.starts_with("vectors.") && file.ends_with(".faiss")) << file;
+  EXPECT_TRUE(file.starts_with("vectors.") && file.ends_with(".f32")) << file;
+  EXPECT_EQ(loaded->second.format, 4);
+  EXPECT_EQ(loaded->second.graph_file, "");  // a flat index has no graph
   const std::string bytes = testing::slurp(dir / "index" / file);
   testing::write_file(dir / "index" / file, bytes.substr(0, bytes.size() / 2));
   auto truncated = VectorIndex::load(dir / "index", {});
   ASSERT_FALSE(truncated);
-  EXPECT_NE(truncated.error().message.find(file + ": checksum mismatch"), std::string::npos);
+  EXPECT_NE(truncated.error().message.find(file + ": size or header does not match manifest.json"), std::string::npos)
+      << truncated.error().message;
+  VectorIndexOptions mapped_only;
+  mapped_only.verify_vectors = false;
+  EXPECT_FALSE(VectorIndex::load(dir / "index", mapped_only));  // the size is checked whatever the options
+
+  // One float of the stored vectors overwritten with NaN: the full verification finds it; a query that maps the file
+  // unverified still searches, and the damaged vector ranks last instead of breaking the order.
+  std::string nan_bytes = bytes;
+  const float nan = std::nanf("");
+  std::memcpy(nan_bytes.data() + 64 + 17 * dim * sizeof(float), &nan, sizeof nan);  // vector of rowid 177
+  testing::write_file(dir / "index" / file, nan_bytes);
+  auto damaged = VectorIndex::load(dir / "index", {});
+  ASSERT_FALSE(damaged);
+  EXPECT_NE(damaged.error().message.find(file + ": checksum mismatch"), std::string::npos) << damaged.error().message;
+  auto unverified = VectorIndex::load(dir / "index", mapped_only);
+  ASSERT_TRUE(unverified) << unverified.error().message;
+  const auto all = unverified->first.search(&v[dim], n, std::nullopt, {});
+  ASSERT_EQ(all.size(), n);
+  EXPECT_EQ(all[0].rowid, 17);
+  EXPECT_EQ(all.back().rowid, 177);
+  testing::write_file(dir / "index" / file, bytes);
 
   std::filesystem::remove(dir / "index" / "manifest.json");
   auto no_manifest = VectorIndex::load(dir / "index", {});
@@ -189,7 +219,8 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   const auto base = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(base);
-  EXPECT_EQ(base->format, 2);
+  EXPECT_EQ(base->format, 4);
+  EXPECT_TRUE(base->segments.empty());
   const std::string base_bytes = testing::slurp(dir / "index" / base->vectors_file);
 
   // Load, add 10 cases (two of them copies of stored vectors), save: the base stays, a segment holds the 10.
@@ -205,7 +236,8 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   auto m = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(m) << m.error().message;
-  EXPECT_EQ(m->format, 3);
+  EXPECT_EQ(m->format, 4);
+  EXPECT_EQ(m->segments.size(), 1u);
   EXPECT_EQ(m->generation, 2);
   EXPECT_EQ(m->vectors_file, base->vectors_file);
   EXPECT_EQ(testing::slurp(dir / "index" / base->vectors_file), base_bytes);  // not rewritten
@@ -254,7 +286,8 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   auto compacted = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(compacted);
-  EXPECT_EQ(compacted->format, 2);
+  EXPECT_EQ(compacted->format, 4);
+  EXPECT_TRUE(compacted->segments.empty());
   EXPECT_NE(compacted->vectors_file, base->vectors_file);
   EXPECT_EQ(compacted->count, 335u);
   EXPECT_FALSE(fs::exists(dir / "index" / base->vectors_file));
@@ -289,6 +322,83 @@ TEST(VectorIndex, a_segment_is_never_written_on_a_base_another_process_replaced)
   ASSERT_TRUE(loaded) << loaded.error().message;
   EXPECT_EQ(loaded->first.size(), 301u);
   EXPECT_TRUE(loaded->first.contains(9000));
+}
+
+TEST(VectorIndex, an_hnsw_index_maps_its_vectors_and_verifies_its_graph) {
+  testing::TempDir dir;
+  const size_t n = 1500, dim = 16;
+  auto v = random_unit_vectors(n, dim, 11);
+  VectorIndexOptions o;
+  o.hnsw_threshold = 1000;
+  VectorIndex index(dim, o);
+  index.add(ids(n), v);
+  ASSERT_TRUE(index.is_hnsw());
+  ASSERT_TRUE(index.save(dir / "index", "emb-1", 1));
+  VectorIndexOptions mapped_only = o;
+  mapped_only.verify_vectors = false;
+  auto loaded = VectorIndex::load(dir / "index", mapped_only);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  ASSERT_TRUE(loaded->first.is_hnsw());
+  ASSERT_FALSE(loaded->second.graph_file.empty());
+  for (size_t q : {0u, 700u, 1499u}) {
+    const auto before = index.search(&v[q * dim], 5, std::nullopt, {});
+    const auto after = loaded->first.search(&v[q * dim], 5, std::nullopt, {});
+    ASSERT_EQ(before.size(), after.size());
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_EQ(before[i].rowid, after[i].rowid);
+      EXPECT_EQ(before[i].similarity, after[i].similarity);
+    }
+    EXPECT_EQ(loaded->first.vector(ids(n)[q]), std::vector<float>(v.begin() + static_cast<long>(q * dim), v.begin() + static_cast<long>((q + 1) * dim)));
+  }
+  // Adding to a mapped index copies the rows first; a whole save of it writes the same vectors.
+  auto extra = random_unit_vectors(3, dim, 12);
+  loaded->first.add({90001, 90002, 90003}, extra);
+  EXPECT_EQ(loaded->first.search(&extra[dim], 1, std::nullopt, {})[0].rowid, 90002);
+  EXPECT_EQ(loaded->first.search(&v[700 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[700]);
+
+  // The graph is read by faiss: a damaged one is refused before faiss sees it, whatever the options.
+  const fs::path graph = dir / "index" / loaded->second.graph_file;
+  const std::string bytes = testing::slurp(graph);
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x5a);
+  testing::write_file(graph, flipped);
+  auto damaged = VectorIndex::load(dir / "index", mapped_only);
+  ASSERT_FALSE(damaged);
+  EXPECT_NE(damaged.error().message.find(loaded->second.graph_file + ": checksum mismatch"), std::string::npos)
+      << damaged.error().message;
+}
+
+TEST(VectorIndex, loads_an_index_of_the_earlier_format_with_one_faiss_file) {
+  // Format 2, as spark wrote it before format 4: the vectors inside a faiss IndexFlatIP file.
+  testing::TempDir dir;
+  const size_t n = 40, dim = 8;
+  auto v = random_unit_vectors(n, dim, 5);
+  fs::create_directories(dir / "index");
+  faiss::IndexFlatIP flat(static_cast<faiss::Index::idx_t>(dim));
+  flat.add(static_cast<faiss::Index::idx_t>(n), v.data());
+  faiss::write_index(&flat, (dir / "index" / "vectors.old.faiss").c_str());
+  std::vector<int64_t> triples;
+  for (size_t i = 0; i < n; ++i) triples.insert(triples.end(), {ids(n)[i], static_cast<int64_t>(i), ids(n)[i]});
+  testing::write_file(dir / "index" / "ids.old.bin",
+                      std::string(reinterpret_cast<const char*>(triples.data()), triples.size() * sizeof(int64_t)));
+  const nlohmann::json manifest = {{"format", 2}, {"embedder", "emb-1"}, {"generation", 3}, {"count", n},
+                                   {"vectors", n}, {"dimension", dim}, {"kind", "flat"},
+                                   {"vectors_file", "vectors.old.faiss"}, {"ids_file", "ids.old.bin"},
+                                   {"vectors_checksum", *file_checksum(dir / "index" / "vectors.old.faiss")},
+                                   {"ids_checksum", *file_checksum(dir / "index" / "ids.old.bin")},
+                                   {"files", nlohmann::json::object()}};
+  testing::write_file(dir / "index" / "manifest.json", manifest.dump());
+  auto loaded = VectorIndex::load(dir / "index", {});
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(loaded->first.search(&v[9 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[9]);
+  // Its next whole save writes format 4, and the old file goes.
+  loaded->first.add({5000}, random_unit_vectors(1, dim, 6));
+  ASSERT_TRUE(loaded->first.save(dir / "index", "emb-1", 4));
+  auto again = VectorIndex::load(dir / "index", {});
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->second.format, 4);
+  EXPECT_FALSE(fs::exists(dir / "index" / "vectors.old.faiss"));
+  EXPECT_EQ(again->first.search(&v[9 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[9]);
 }
 
 TEST(inner_product, equals_the_plain_sum_to_float_rounding_at_every_length) {
