@@ -283,7 +283,13 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
   return out;
 }
 
-Result<Case> query_from_args(const LocalizeArgs& args) {
+// The folder where parsed test-file versions persist between processes (StructureCache::persist_in); "" without a
+// knowledge base.
+fs::path structures_folder(const Common& common) {
+  return kb_exists(common) ? fs::path(local_folder(common)) / "structures" : fs::path();
+}
+
+Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
   Case q;
   for (const auto& t : args.tests) {
     auto content = read_test_file(t);
@@ -327,7 +333,10 @@ Result<Case> query_from_args(const LocalizeArgs& args) {
       if (same_file(fr.path, path) && !fr.function.empty()) function = fr.function;
     q.test_id = path;
     if (!function.empty()) {
-      const auto s = analyze_python(q.files.front().content);
+      // Through the persisted structures: the localize that follows reads this parse instead of making its own.
+      StructureCache cache(1);
+      if (const fs::path dir = structures_folder(common); !dir.empty()) cache.persist_in(dir);
+      const auto& s = *cache.get(q.files.front().content, q.files.front().path);
       std::string cls;
       for (const auto& f : s.functions)
         if (f.name == function) {
@@ -448,7 +457,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
     if (!q) return report_error(q.error());
     queries = std::move(*q);
   } else {
-    auto q = query_from_args(args);
+    auto q = query_from_args(common, args);
     if (!q) return report_error(q.error());
     queries.push_back(std::move(*q));
   }
@@ -556,6 +565,13 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     client.emplace(std::move(o));
   }
   StructureCache cache;
+  if (engine) {
+    // Parsed test-file versions persist in the local folder: a later process localizing a failure of a version it
+    // has seen reads its structure instead of parsing the file again.
+    const fs::path structures = structures_folder(common);
+    engine->structures().persist_in(structures);
+    cache.persist_in(structures);
+  }
   LlmStage llm_stage(localizer, cache, client ? &*client : nullptr, stage);
   const bool interactive = ::isatty(STDERR_FILENO);
   const auto progress = [&](size_t done, size_t total) {

@@ -58,6 +58,25 @@ struct Workspace {
 
 }  // namespace
 
+TEST(cli, a_second_localize_of_a_test_file_version_reads_its_parsed_structure) {
+  Workspace w;
+  const std::vector<std::string> args = {"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--format", "json"};
+  auto first = run_spark(args, w.dir.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(w.dir / ".spark" / "structures"))
+    if (e.path().extension() == ".pys") files.push_back(e.path());
+  ASSERT_FALSE(files.empty());
+  auto second = run_spark(args, w.dir.path());
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  // A damaged structure file is parsed again: the same answer.
+  for (const auto& f : files) write_file(f, "SPKPYS01");
+  auto third = run_spark(args, w.dir.path());
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_EQ(third.out, first.out);
+}
+
 TEST(cli, a_distant_closest_case_is_named_but_not_shown_as_a_similar_one) {
   Workspace w;
   write_file(w.dir / "tests" / "test_far.py",

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "structure_cache.h"
 #include "test_scope.h"
+#include "test_util.h"
 
 namespace spark {
 
@@ -288,6 +290,88 @@ TEST(scan_function_span, declines_tabs_and_unbalanced_text_and_the_parser_answer
   const auto span = parser.function_span("def test_a():\n\tpass\n", "", "", "test_a");
   ASSERT_TRUE(span);
   EXPECT_EQ(*span, (std::pair<int, int>{1, 2}));
+}
+
+}  // namespace spark
+
+namespace spark {
+namespace {
+
+void expect_same_structure(const PythonStructure& a, const PythonStructure& b) {
+  EXPECT_EQ(a.line_count, b.line_count);
+  EXPECT_EQ(a.has_syntax_errors, b.has_syntax_errors);
+  EXPECT_EQ(a.statement, b.statement);
+  EXPECT_EQ(a.block, b.block);
+  EXPECT_EQ(a.function, b.function);
+  EXPECT_EQ(a.kind, b.kind);
+  ASSERT_EQ(a.functions.size(), b.functions.size());
+  for (size_t i = 0; i < a.functions.size(); ++i) {
+    EXPECT_EQ(a.functions[i].name, b.functions[i].name);
+    EXPECT_EQ(a.functions[i].class_name, b.functions[i].class_name);
+    EXPECT_EQ(a.functions[i].start, b.functions[i].start);
+    EXPECT_EQ(a.functions[i].end, b.functions[i].end);
+    EXPECT_EQ(a.functions[i].def_line, b.functions[i].def_line);
+    EXPECT_EQ(a.functions[i].params, b.functions[i].params);
+    EXPECT_EQ(a.functions[i].decorators, b.functions[i].decorators);
+    EXPECT_EQ(a.functions[i].calls, b.functions[i].calls);
+  }
+  ASSERT_EQ(a.classes.size(), b.classes.size());
+  for (size_t i = 0; i < a.classes.size(); ++i) {
+    EXPECT_EQ(a.classes[i].name, b.classes[i].name);
+    EXPECT_EQ(a.classes[i].start, b.classes[i].start);
+    EXPECT_EQ(a.classes[i].end, b.classes[i].end);
+  }
+}
+
+}  // namespace
+
+TEST(StructureCache, a_structure_round_trips_through_bytes_and_damaged_bytes_are_refused) {
+  for (const std::string& source : {std::string(kSource), std::string("def broken(:\n    x = (\n"), std::string()}) {
+    const PythonStructure s = analyze_python(source);
+    const std::string bytes = serialize_structure(s, 42);
+    auto back = deserialize_structure(bytes, 42);
+    ASSERT_TRUE(back);
+    expect_same_structure(s, *back);
+    EXPECT_FALSE(deserialize_structure(bytes, 43));  // another spark binary's
+    // Cut short at every length, and one byte changed at a spread of places: refused or read whole, never a crash.
+    for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(deserialize_structure(std::string_view(bytes).substr(0, n), 42));
+    EXPECT_FALSE(deserialize_structure(bytes + "x", 42));
+    for (size_t at = 8; at < bytes.size(); at += 7) {
+      std::string changed = bytes;
+      changed[at] = static_cast<char>(changed[at] ^ 0xff);
+      (void)deserialize_structure(changed, 42);
+    }
+  }
+}
+
+TEST(StructureCache, a_new_cache_reads_what_another_parsed_from_the_folder) {
+  testing::TempDir dir;
+  const auto folder = dir / "structures";
+  std::shared_ptr<const PythonStructure> first;
+  {
+    StructureCache cache;
+    cache.persist_in(folder);
+    first = cache.get(kSource, "tests/test_thing.py");
+    EXPECT_EQ(cache.parsed(), 1u);
+    EXPECT_EQ(cache.loaded(), 0u);
+  }
+  StructureCache again;
+  again.persist_in(folder);
+  auto second = again.get(kSource, "tests/test_thing.py");
+  EXPECT_EQ(again.parsed(), 0u);
+  EXPECT_EQ(again.loaded(), 1u);
+  expect_same_structure(*first, *second);
+
+  // A damaged file is parsed again (and replaced); the folder keeps the newest max_files structures.
+  for (const auto& e : std::filesystem::directory_iterator(folder)) testing::write_file(e.path(), "SPKPYS01 cut");
+  StructureCache third;
+  third.persist_in(folder, 3);
+  expect_same_structure(*first, *third.get(kSource));
+  EXPECT_EQ(third.parsed(), 1u);
+  for (int i = 0; i < 6; ++i) third.get("def test_" + std::to_string(i) + "():\n    assert True\n");
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(folder)) files += e.path().extension() == ".pys";
+  EXPECT_EQ(files, 3u);
 }
 
 }  // namespace spark
