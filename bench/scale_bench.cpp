@@ -284,7 +284,6 @@ int main(int argc, char** argv) {
     }
     // Twice: first as failures of test-file versions no process has parsed yet (the structures persisted by earlier
     // processes are removed first), then the same failures again (CI re-running a failure: its version was parsed).
-    std::error_code ec;
     fs::remove_all(dir / "structures", ec);
     for (const char* pass : {"first", "again"}) {
       std::vector<double> process_ms;
