@@ -89,6 +89,7 @@ struct ChecksumWriter final : faiss::IOWriter {
   FILE* f = nullptr;
   StreamChecksum sum;
   size_t operator()(const void* ptr, size_t size, size_t nitems) override {
+    if (size == 0 || nitems == 0) return nitems;  // an empty vector (the graph's storage): its data() may be null
     const size_t put = std::fwrite(ptr, size, nitems, f);
     sum.update(static_cast<const char*>(ptr), put * size);
     return put;
