@@ -6,11 +6,6 @@
 // The server is a real one started for the run (tests/pg_cluster.h: initdb + pg_ctl in a temporary folder).
 //
 //   build/bench/spark_kb_writers build/spark [CASES=10000] [TESTS_PER_REPORT=200]
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,8 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "pg_cluster.h"
+#include "process.h"
 
-extern char** environ;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -34,28 +29,8 @@ namespace {
 
 std::string g_spark;
 
-pid_t spawn(const std::vector<std::string>& args, const fs::path& cwd, const fs::path& err, const fs::path& out = "/dev/null") {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
-}
-
-int wait_for(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+using spark::bench::spawn;
+using spark::bench::wait_for;
 
 int run(const std::vector<std::string>& args, const fs::path& cwd) {
   const pid_t pid = spawn(args, cwd, cwd / "last.err");

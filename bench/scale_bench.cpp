@@ -8,11 +8,7 @@
 // moved by j minutes, and with probability NEW_VERSION_SHARE (e.g. 0.2) one non-blank line of the test file gets a
 // trailing comment: a new version of the file, which spark must parse. With 0.2, one case in five brings a new file
 // version, as when many failures share a test-file version; with 0, only messages and times differ.
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,9 +19,8 @@
 #include <random>
 
 #include "localizer.h"
+#include "process.h"
 #include "text.h"
-
-extern char** environ;
 
 using namespace spark;
 namespace fs = std::filesystem;
@@ -40,24 +35,8 @@ double new_version_share = 0.2;
 // Runs a command in cwd with its output to /dev/null; its exit status. (Its peak RSS is not measured here: Linux
 // carries a process's maximum RSS across exec, so a spawned child reports this process's; use /usr/bin/time.)
 int run_quiet(const std::vector<std::string>& args, const fs::path& cwd) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  const std::string err = (cwd / "last.err").string();
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return 127;
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  const pid_t pid = bench::spawn(args, cwd, cwd / "last.err");
+  return pid < 0 ? 127 : bench::wait_for(pid);
 }
 
 void write_file(const fs::path& p, const std::string& text) {
