@@ -8,6 +8,10 @@
 // moved by j minutes, and with probability NEW_VERSION_SHARE (e.g. 0.2) one non-blank line of the test file gets a
 // trailing comment: a new version of the file, which spark must parse. With 0.2, one case in five brings a new file
 // version, as when many failures share a test-file version; with 0, only messages and times differ.
+//
+// Last, `spark localize` (build/spark, beside bench/) runs as a new process for up to 20 new failures, twice: first
+// with no parsed structures kept, then again. SPARK_SCALE_KEEP=1 keeps the store (its path is printed) for profiling;
+// SPARK_SCALE_STOP=import ends after the import.
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -169,13 +169,6 @@ Result<std::vector<CaseFacts>> read_cases_file(const fs::path& path) {
   return out;
 }
 
-std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries) {
-  std::vector<CaseFacts> out;
-  out.reserve(entries.size());
-  for (const auto& e : entries) out.push_back(spark::facts_of(e));
-  return out;
-}
-
 using VectorSink = std::function<Status(const std::vector<int64_t>&, const std::vector<float>&)>;
 // Embeds the stored cases `rowids` with the built-in embedder's statistics as they are, each test-file version once,
 // on worker threads; `sink` gets batches in rowid order.
@@ -238,7 +231,9 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     if (engine->facts_.size() != engine->index_.size())
       return fail(dir.string() + ": the index does not match the knowledge base: run `spark index --rebuild`");
   } else {
-    auto entries = kb.entries();    std::unordered_set<int64_t> present;
+    auto entries = kb.entries();
+    if (!entries) return std::unexpected(entries.error());
+    std::unordered_set<int64_t> present;
     for (const auto& e : *entries) present.insert(e.rowid);
     if (engine->index_.size() > present.size())
       return fail(dir.string() + ": the index holds cases the knowledge base no longer has: run `spark index --rebuild`");

@@ -59,10 +59,7 @@ Result<Policy> parse_policy(const std::string& name) {
 }
 
 std::vector<int64_t> filter_corpus(const std::vector<CaseEntry>& corpus, int64_t query_epoch, const Policy& policy) {
-  std::vector<CaseFacts> facts;
-  facts.reserve(corpus.size());
-  for (const auto& e : corpus) facts.push_back(facts_of(e));
-  return filter_corpus(facts, query_epoch, policy);
+  return filter_corpus(facts_of(corpus), query_epoch, policy);
 }
 
 std::vector<int64_t> filter_corpus(const std::vector<CaseFacts>& corpus, int64_t query_epoch, const Policy& policy) {

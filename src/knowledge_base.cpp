@@ -633,14 +633,11 @@ CaseFacts facts_of(const CaseEntry& e) {
   return {e.rowid, e.failure_epoch, fact_hash(e.id), fact_hash(e.content_key), e.labelled};
 }
 
-Result<CaseEntry> KnowledgeBase::entry(int64_t rowid) {
-  auto st = db_->prepare("SELECT rowid, id, test_id, failure_epoch, content_key, labelled FROM cases WHERE rowid = ?");
-  if (!st) return std::unexpected(st.error());
-  st->bind(1, rowid);
-  auto r = st->step();
-  if (!r) return std::unexpected(r.error());
-  if (!*r) return fail(name() + ": no case with rowid " + std::to_string(rowid));
-  return CaseEntry{st->int64(0), st->text(1), st->text(2), st->int64(3), st->text(4), st->int64(5) != 0};
+std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries) {
+  std::vector<CaseFacts> out;
+  out.reserve(entries.size());
+  for (const auto& e : entries) out.push_back(facts_of(e));
+  return out;
 }
 
 Result<Case> KnowledgeBase::load(int64_t rowid) {

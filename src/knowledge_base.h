@@ -59,6 +59,7 @@ struct CaseFacts {
   bool labelled = false;
 };
 CaseFacts facts_of(const CaseEntry& e);
+std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries);
 // The hash CaseFacts keeps of an id or a content key.
 uint64_t fact_hash(std::string_view text);
 
@@ -93,8 +94,6 @@ class KnowledgeBase {
 
   Result<std::vector<CaseEntry>> entries();
   Result<Case> load(int64_t rowid);
-  // One case's entry (no files, no record), or an error naming the rowid.
-  Result<CaseEntry> entry(int64_t rowid);
   Result<std::optional<int64_t>> find(const std::string& id);
   Result<size_t> count();
   // Calls `fn` for every case in insertion order (streaming: one case in memory at a time).

@@ -1,8 +1,6 @@
 #include "structure_cache.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -182,15 +180,34 @@ void StructureCache::persist_in(fs::path dir, size_t max_files) {
   max_files_ = std::max<size_t>(1, max_files);
 }
 
+fs::path StructureCache::file_for(uint64_t key, size_t bytes) const {
+  return dir_ / (hex64(key) + "-" + std::to_string(bytes) + ".pys");
+}
+
 std::shared_ptr<const PythonStructure> StructureCache::from_disk(uint64_t key, std::string_view content) {
   if (dir_.empty()) return nullptr;
-  const fs::path file = dir_ / (hex64(key) + "-" + std::to_string(content.size()) + ".pys");
-  auto bytes = read_file(file);
+  auto bytes = read_file(file_for(key, content.size()));
   if (!bytes) return nullptr;
   auto s = deserialize_structure(*bytes, binary_stamp());
   if (!s) return nullptr;
   ++loaded_;
   return std::make_shared<const PythonStructure>(std::move(*s));
+}
+
+void StructureCache::to_disk(uint64_t key, std::string_view content, const PythonStructure& s) {
+  if (dir_.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  // Written whole and renamed into place; a failure (a read-only folder) only means the next process parses again.
+  if (ec || !write_file_atomic(file_for(key, content.size()), serialize_structure(s, binary_stamp()))) return;
+  // The folder keeps the most recently written max_files_ structures.
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  for (const auto& e : fs::directory_iterator(dir_, ec))
+    if (e.path().extension() == ".pys") files.emplace_back(e.last_write_time(ec), e.path());
+  if (files.size() > max_files_) {
+    std::sort(files.begin(), files.end());
+    for (size_t i = 0; i + max_files_ < files.size(); ++i) fs::remove(files[i].second, ec);
+  }
 }
 
 std::shared_ptr<const PythonStructure> StructureCache::get(std::string_view content, std::string_view path) {
@@ -203,30 +220,7 @@ std::shared_ptr<const PythonStructure> StructureCache::get(std::string_view cont
   if (!s) {
     s = std::make_shared<const PythonStructure>(parser_.analyze(content, path));
     ++parsed_;
-    if (!dir_.empty()) {
-      // A cache: written whole under a temporary name and renamed into place, without fsync (a file lost or cut
-      // short by a crash reads back as nothing and is parsed again).
-      std::error_code ec;
-      fs::create_directories(dir_, ec);
-      const fs::path file = dir_ / (hex64(key) + "-" + std::to_string(content.size()) + ".pys");
-      const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
-      const std::string bytes = serialize_structure(*s, binary_stamp());
-      const int fd = ec ? -1 : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        const bool whole = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
-        ::close(fd);
-        if (whole) fs::rename(tmp, file, ec);
-        if (!whole || ec) fs::remove(tmp, ec);
-        // The folder keeps the most recently written max_files_ structures.
-        std::vector<std::pair<fs::file_time_type, fs::path>> files;
-        for (const auto& e : fs::directory_iterator(dir_, ec))
-          if (e.path().extension() == ".pys") files.emplace_back(e.last_write_time(ec), e.path());
-        if (files.size() > max_files_) {
-          std::sort(files.begin(), files.end());
-          for (size_t i = 0; i + max_files_ < files.size(); ++i) fs::remove(files[i].second, ec);
-        }
-      }
-    }
+    to_disk(key, content, *s);
   }
   order_.push_front(key);
   map_.emplace(key, std::make_pair(s, order_.begin()));

@@ -2,7 +2,7 @@
 // Optionally backed by a folder (persist_in), so a new process does not parse again a test-file version an earlier
 // one parsed: `spark localize` keeps them in LOCAL_DIR/structures/.
 // Thread safety: not thread-safe; one per thread. Processes may share the folder (files are written whole and
-// renamed into place; a file that does not read back whole is ignored and parsed again).
+// renamed into place; a file that does not read back whole is ignored, parsed again and replaced).
 #pragma once
 
 #include <cstdint>
@@ -36,12 +36,14 @@ class StructureCache {
   // its size and modification time are in each file), and those parsed are written there; the folder keeps the
   // `max_files` most recently written. Errors (a read-only folder) only mean no persistence.
   void persist_in(std::filesystem::path dir, size_t max_files = 512);
-  // Structures read from the folder, and parsed, by this cache (for tests and the bench).
+  // Structures read from the folder, and parsed, by this cache (for tests).
   size_t loaded() const { return loaded_; }
   size_t parsed() const { return parsed_; }
 
  private:
+  std::filesystem::path file_for(uint64_t key, size_t bytes) const;
   std::shared_ptr<const PythonStructure> from_disk(uint64_t key, std::string_view content);
+  void to_disk(uint64_t key, std::string_view content, const PythonStructure& s);
   size_t capacity_;
   PythonParser parser_;
   std::list<uint64_t> order_;  // most recent first

@@ -22,7 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -95,6 +95,44 @@ struct ChecksumWriter final : faiss::IOWriter {
     return put;
   }
 };
+
+// Writes a new file at `path` through `write` (into a ChecksumWriter), flushed to disk under a temporary name and then
+// renamed into place; its checksum. A failed write leaves no file.
+Result<std::string> write_checksummed(const fs::path& path, const std::function<void(ChecksumWriter&)>& write) {
+  const fs::path tmp = path.string() + ".tmp";
+  ChecksumWriter writer;
+  writer.name = tmp.string();
+  writer.f = std::fopen(tmp.c_str(), "wb");
+  if (!writer.f) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
+  bool written = true;
+  std::string why;
+  try {
+    write(writer);
+  } catch (const faiss::FaissException& e) {
+    written = false;
+    why = e.what();
+  }
+  written = std::fflush(writer.f) == 0 && ::fsync(::fileno(writer.f)) == 0 && !std::ferror(writer.f) && written;
+  if (std::fclose(writer.f) != 0) written = false;
+  std::error_code ec;
+  if (!written) {
+    fs::remove(tmp, ec);
+    return fail(tmp.string() + ": cannot write" + (why.empty() ? " (disk full?)" : ": " + why));
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) return fail(path.string() + ": " + ec.message());
+  return writer.sum.finish();
+}
+
+// Reads a faiss index file (already verified against its checksum: faiss 1.7.3's reader leaks what it was reading
+// when it throws on damaged bytes).
+Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path) {
+  try {
+    return std::unique_ptr<faiss::Index>(faiss::read_index(path.c_str()));
+  } catch (const faiss::FaissException& e) {
+    return fail(path.string() + ": cannot read the index: " + e.what());
+  }
+}
 
 }  // namespace
 
@@ -314,11 +352,13 @@ std::unique_ptr<faiss::IndexHNSWFlat> new_hnsw(size_t dimension, int m) {
   return hnsw;
 }
 
-// The index's flat storage: the HNSW graph's, or the flat index itself (always a FastFlatIP, by construction or load).
-const FastFlatIP& flat_of(const faiss::Index& index) {
-  if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(&index)) return *dynamic_cast<const FastFlatIP*>(hnsw->storage);
-  return dynamic_cast<const FastFlatIP&>(index);
+// The index's flat storage, the HNSW graph's or the flat index itself; null when it is not spark's FastFlatIP.
+const FastFlatIP* fast_storage_of(const faiss::Index& index) {
+  if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(&index)) return dynamic_cast<const FastFlatIP*>(hnsw->storage);
+  return dynamic_cast<const FastFlatIP*>(&index);
 }
+// The same, for an index made or loaded by VectorIndex (always a FastFlatIP: load refuses any other).
+const FastFlatIP& flat_of(const faiss::Index& index) { return *fast_storage_of(index); }
 
 }  // namespace
 
@@ -622,61 +662,27 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   const std::string vec_name = fresh_name("vectors", ".f32"), ids_name = fresh_name("ids", ".bin");
   const std::string graph_name = hnsw ? fresh_name("graph", ".faiss") : "";
   const fs::path vec = dir / vec_name, ids = dir / ids_name;
-  std::string vsum, gsum;
-  {
-    const fs::path tmp = vec.string() + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
-    const FastFlatIP& flat = flat_of(*index_);
+  const FastFlatIP& flat = flat_of(*index_);
+  auto vsum = write_checksummed(vec, [&](ChecksumWriter& w) {
     char header[kVectorsHeader] = {};
     std::memcpy(header, kVectorsMagic, sizeof kVectorsMagic);
     const uint64_t dc[2] = {dimension_, static_cast<uint64_t>(flat.ntotal)};
     std::memcpy(header + sizeof kVectorsMagic, dc, sizeof dc);
-    StreamChecksum sum;
-    const size_t body = static_cast<size_t>(flat.ntotal) * dimension_ * sizeof(float);
-    bool ok = std::fwrite(header, 1, sizeof header, f) == sizeof header &&
-              (body == 0 || std::fwrite(flat.rows(), 1, body, f) == body);
-    sum.update(header, sizeof header);
-    if (body > 0) sum.update(reinterpret_cast<const char*>(flat.rows()), body);
-    ok = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0 && ok;
-    if (std::fclose(f) != 0) ok = false;
-    if (!ok) {
-      fs::remove(tmp, ec);
-      return fail(tmp.string() + ": cannot write the vectors (disk full?)");
-    }
-    vsum = sum.finish();
-    fs::rename(tmp, vec, ec);
-    if (ec) return fail(vec.string() + ": " + ec.message());
-  }
+    w(header, 1, sizeof header);
+    w(flat.rows(), sizeof(float) * dimension_, static_cast<size_t>(flat.ntotal));
+  });
+  if (!vsum) return std::unexpected(vsum.error());
+  std::string gsum;
   if (hnsw) {
-    const fs::path graph = dir / graph_name, tmp = graph.string() + ".tmp";
-    ChecksumWriter writer;
-    writer.name = tmp.string();
-    writer.f = std::fopen(tmp.c_str(), "wb");
-    if (!writer.f) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
     // The graph alone: its storage is swapped for an empty one while faiss writes (the vectors are in the raw file).
     auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index_.get());
     faiss::IndexFlatIP empty(static_cast<idx_t>(dimension_));
     faiss::Index* storage = h->storage;
     h->storage = &empty;
-    bool written = true;
-    std::string why;
-    try {
-      faiss::write_index(index_.get(), &writer);
-    } catch (const faiss::FaissException& e) {
-      written = false;
-      why = e.what();
-    }
+    auto sum = write_checksummed(dir / graph_name, [&](ChecksumWriter& w) { faiss::write_index(index_.get(), &w); });
     h->storage = storage;
-    written = std::fflush(writer.f) == 0 && ::fsync(::fileno(writer.f)) == 0 && written;
-    if (std::fclose(writer.f) != 0) written = false;
-    if (!written) {
-      fs::remove(tmp, ec);
-      return fail(tmp.string() + ": cannot write the index" + (why.empty() ? " (disk full?)" : ": " + why));
-    }
-    gsum = writer.sum.finish();
-    fs::rename(tmp, graph, ec);
-    if (ec) return fail(graph.string() + ": " + ec.message());
+    if (!sum) return std::unexpected(sum.error());
+    gsum = *sum;
   }
   // ids: (rowid, position, group) per case, in position order.
   std::vector<int64_t> triples;
@@ -702,7 +708,7 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   m.vectors_file = vec_name;
   m.ids_file = ids_name;
   m.graph_file = graph_name;
-  m.vectors_checksum = vsum;
+  m.vectors_checksum = *vsum;
   m.ids_checksum = *isum;
   m.graph_checksum = gsum;
   if (auto s = write_manifest(dir, m, extra_files); !s) return s;
@@ -909,13 +915,9 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
       if (!sum) return std::unexpected(sum.error());
       if (*sum != manifest->graph_checksum)
         return fail(graph.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
-      std::string why;
-      try {
-        index.index_.reset(faiss::read_index(graph.c_str()));
-      } catch (const faiss::FaissException& e) {
-        why = e.what();
-      }
-      if (!why.empty()) return fail(graph.string() + ": cannot read the index: " + why);
+      auto read = read_faiss(graph);
+      if (!read) return std::unexpected(read.error());
+      index.index_ = std::move(*read);
       auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get());
       if (!h || h->metric_type != faiss::METRIC_INNER_PRODUCT || h->storage == nullptr || h->storage->ntotal != 0)
         return fail(graph.string() + ": not an HNSW graph of this index");
@@ -933,13 +935,9 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     if (*sum != manifest->vectors_checksum)
       return fail(vec.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
     // Index files are written once under fresh names and never changed in place: the verified file is what FAISS reads.
-    std::string why;
-    try {
-      index.index_.reset(faiss::read_index(vec.c_str()));
-    } catch (const faiss::FaissException& e) {
-      why = e.what();
-    }
-    if (!why.empty()) return fail(vec.string() + ": cannot read the index: " + why);
+    auto read = read_faiss(vec);
+    if (!read) return std::unexpected(read.error());
+    index.index_ = std::move(*read);
     // Into the fast storage (FastFlatIP): the codes move, nothing is copied.
     if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) {
       if (auto* flat = dynamic_cast<faiss::IndexFlat*>(h->storage); flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
@@ -952,8 +950,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
                flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
       index.index_ = fast_copy_of(*flat);
     }
-    if (!dynamic_cast<const faiss::IndexHNSWFlat*>(index.index_.get()) && !dynamic_cast<const FastFlatIP*>(index.index_.get()))
-      return fail(vec.string() + ": not an inner-product index of spark's");
+    if (!fast_storage_of(*index.index_)) return fail(vec.string() + ": not an inner-product index of spark's");
   }
   if (static_cast<size_t>(index.index_->ntotal) != manifest->base_vectors ||
       static_cast<size_t>(index.index_->d) != manifest->dimension)
