@@ -523,13 +523,15 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     auto opened = open_kb(common, false);
     if (!opened) return report_error(opened.error());
     kb = std::move(*opened);
-    auto count = kb->count();
-    if (!count) return report_error(count.error());
-    if (*count > 0) {
+    auto any = kb->has_cases();
+    if (!any) return report_error(any.error());
+    if (*any) {
       // No index yet (the first case was just learned, say by `spark record`): build it, as `spark index` would.
       if (!path_exists(kb->index_dir() / "manifest.json")) {
         auto built = build_index(*kb, common.embedder, IndexBuildOptions{});
         if (!built) return report_error(built.error());
+        auto count = kb->count();
+        if (!count) return report_error(count.error());
         notes.push_back("the knowledge base had no vector index: built it over " + std::to_string(*count) +
                         " case(s), as `spark index` does");
       }

@@ -12,6 +12,7 @@
 
 #include "error_message.h"
 #include "line_features.h"
+#include "mapped_file.h"
 #include "test_scope.h"
 #include "text.h"
 
@@ -151,16 +152,17 @@ Status write_cases_file(const fs::path& path, const std::vector<CaseFacts>& fact
 }
 
 Result<std::vector<CaseFacts>> read_cases_file(const fs::path& path) {
-  auto bytes = read_file(path);
-  if (!bytes) return std::unexpected(bytes.error());
+  auto map = MappedFile::open(path);
+  if (!map) return std::unexpected(map.error());
+  const std::string_view bytes = (*map)->view();
   uint64_t n = 0;
   const size_t head = sizeof kCasesMagic + sizeof n;
-  if (bytes->size() >= head) std::memcpy(&n, bytes->data() + sizeof kCasesMagic, sizeof n);
-  if (bytes->size() < head || std::memcmp(bytes->data(), kCasesMagic, sizeof kCasesMagic) != 0 ||
-      bytes->size() != head + n * 5 * sizeof(uint64_t))
+  if (bytes.size() >= head) std::memcpy(&n, bytes.data() + sizeof kCasesMagic, sizeof n);
+  if (bytes.size() < head || std::memcmp(bytes.data(), kCasesMagic, sizeof kCasesMagic) != 0 ||
+      n > bytes.size() / (5 * sizeof(uint64_t)) || bytes.size() != head + n * 5 * sizeof(uint64_t))
     return fail(path.string() + ": not a cases file of this index (header or size); run `spark index --rebuild`");
   std::vector<CaseFacts> out(n);
-  const char* p = bytes->data() + head;
+  const char* p = bytes.data() + head;
   for (size_t i = 0; i < n; ++i, p += 5 * sizeof(uint64_t)) {
     uint64_t row[5];
     std::memcpy(row, p, sizeof row);

@@ -123,16 +123,44 @@ void HashedTfidfEmbedder::count_documents(const TermMap& part, uint32_t document
 
 void HashedTfidfEmbedder::fit_begin() {
   df_.clear();
+  loaded_map_.reset();
+  loaded_ = {};
+  loaded_count_ = 0;
   documents_ = 0;
 }
 
+namespace {
+constexpr size_t kDfHeader = 32, kDfRecord = 12;
+uint64_t df_term_at(std::string_view bytes, size_t i) {
+  uint64_t h = 0;
+  std::memcpy(&h, bytes.data() + kDfHeader + i * kDfRecord, 8);
+  return h;
+}
+uint32_t df_count_at(std::string_view bytes, size_t i) {
+  uint32_t c = 0;
+  std::memcpy(&c, bytes.data() + kDfHeader + i * kDfRecord + 8, 4);
+  return c;
+}
+}  // namespace
+
+void HashedTfidfEmbedder::thaw() {
+  if (loaded_count_ == 0) return;
+  df_.reserve(loaded_count_);
+  for (size_t i = 0; i < loaded_count_; ++i) df_.emplace(df_term_at(loaded_, i), df_count_at(loaded_, i));
+  loaded_map_.reset();
+  loaded_ = {};
+  loaded_count_ = 0;
+}
+
 void HashedTfidfEmbedder::fit_add(const TermCounts& doc) {
+  thaw();
   ++documents_;
   for (const auto* part : {&doc.error, &doc.scope, &doc.code})
     for (const auto& [h, count] : *part) ++df_[h];
 }
 
 void HashedTfidfEmbedder::fit_merge(const DocumentFrequencies& df, uint64_t documents) {
+  thaw();
   documents_ += documents;
   if (df_.empty()) df_.reserve(df.size());
   for (const auto& [h, c] : df) df_[h] += c;
@@ -151,8 +179,18 @@ void HashedTfidfEmbedder::fit_end() {
 }
 
 float HashedTfidfEmbedder::idf(uint64_t term) const {
-  const auto it = df_.find(term);
-  const double df = it == df_.end() ? 0.0 : it->second;
+  double df = 0.0;
+  if (loaded_count_ > 0) {
+    size_t lo = 0, hi = loaded_count_;  // the first record whose term is not below `term`
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (df_term_at(loaded_, mid) < term) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < loaded_count_ && df_term_at(loaded_, lo) == term) df = df_count_at(loaded_, lo);
+  } else if (const auto it = df_.find(term); it != df_.end()) {
+    df = it->second;
+  }
   return static_cast<float>(std::log((static_cast<double>(documents_) + 1.0) / (df + 1.0)) + 1.0);
 }
 
@@ -209,6 +247,7 @@ constexpr char kDfMagic[8] = {'S', 'P', 'K', 'D', 'F', '0', '0', '1'};
 }
 
 Status HashedTfidfEmbedder::save(const std::filesystem::path& path) const {
+  if (loaded_count_ > 0) return write_file_atomic(path, std::string(loaded_));  // unchanged since load: the same bytes
   std::vector<std::pair<uint64_t, uint32_t>> sorted(df_.begin(), df_.end());
   std::sort(sorted.begin(), sorted.end());
   std::string buf(kDfMagic, sizeof kDfMagic);
@@ -225,27 +264,26 @@ Status HashedTfidfEmbedder::save(const std::filesystem::path& path) const {
 }
 
 Status HashedTfidfEmbedder::load(const std::filesystem::path& path) {
-  auto data = read_file(path);
-  if (!data) return std::unexpected(data.error());
-  const std::string& b = *data;
+  auto map = MappedFile::open(path);
+  if (!map) return std::unexpected(map.error());
+  const std::string_view b = (*map)->view();
   if (b.size() < 32 || std::memcmp(b.data(), kDfMagic, 8) != 0)
     return fail(path.string() + ": not a spark document-frequency file (truncated or damaged)");
   uint64_t docs = 0, digest = 0, count = 0;
   std::memcpy(&docs, b.data() + 8, 8);
   std::memcpy(&digest, b.data() + 16, 8);
   std::memcpy(&count, b.data() + 24, 8);
-  if (b.size() != 32 + count * 12) return fail(path.string() + ": truncated (expected " +
+  if (count > b.size() / 12 || b.size() != 32 + count * 12) return fail(path.string() + ": truncated (expected " +
                                                std::to_string(32 + count * 12) + " bytes, found " +
                                                std::to_string(b.size()) + ")");
+  // Sorted by term and without repeats (as save writes it), or not a file of spark's: the table is searched in place.
+  for (uint64_t i = 1; i < count; ++i)
+    if (df_term_at(b, i - 1) >= df_term_at(b, i))
+      return fail(path.string() + ": damaged (its terms are not in order)");
   df_.clear();
-  df_.reserve(count);
-  for (uint64_t i = 0; i < count; ++i) {
-    uint64_t h = 0;
-    uint32_t c = 0;
-    std::memcpy(&h, b.data() + 32 + i * 12, 8);
-    std::memcpy(&c, b.data() + 32 + i * 12 + 8, 4);
-    df_.emplace(h, c);
-  }
+  loaded_map_ = std::move(*map);
+  loaded_ = b;
+  loaded_count_ = count;
   documents_ = docs;
   df_digest_ = digest;
   return {};

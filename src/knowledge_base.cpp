@@ -690,6 +690,14 @@ Result<size_t> KnowledgeBase::count() {
   return static_cast<size_t>(st->int64(0));
 }
 
+Result<bool> KnowledgeBase::has_cases() {
+  auto st = db_->prepare("SELECT CASE WHEN EXISTS (SELECT 1 FROM cases) THEN 1 ELSE 0 END");
+  if (!st) return std::unexpected(st.error());
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  return st->int64(0) != 0;
+}
+
 Status KnowledgeBase::for_each(const std::function<Status(int64_t, const Case&)>& fn) {
   auto st = db_->prepare("SELECT rowid FROM cases ORDER BY rowid");
   if (!st) return std::unexpected(st.error());

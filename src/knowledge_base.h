@@ -96,6 +96,8 @@ class KnowledgeBase {
   Result<Case> load(int64_t rowid);
   Result<std::optional<int64_t>> find(const std::string& id);
   Result<size_t> count();
+  // Whether the store holds any case (one row read, where count() visits every row).
+  Result<bool> has_cases();
   // Calls `fn` for every case in insertion order (streaming: one case in memory at a time).
   Status for_each(const std::function<Status(int64_t rowid, const Case&)>& fn);
 

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "case.h"
+#include "mapped_file.h"
 #include "text.h"
 
 namespace spark {
@@ -124,11 +125,31 @@ Result<std::string> write_checksummed(const fs::path& path, const std::function<
   return writer.sum.finish();
 }
 
+// A FAISS reader over bytes in memory (a mapped file): reads are copies out of the page cache, with no read() calls.
+struct BytesReader final : faiss::IOReader {
+  std::string_view bytes;
+  size_t at = 0;
+  size_t operator()(void* ptr, size_t size, size_t nitems) override {
+    if (size == 0 || nitems == 0) return 0;
+    const size_t items = std::min(nitems, (bytes.size() - at) / size);
+    if (items > 0) std::memcpy(ptr, bytes.data() + at, items * size);
+    at += items * size;
+    return items;
+  }
+};
+
 // Reads a faiss index file (already verified against its checksum: faiss 1.7.3's reader leaks what it was reading
-// when it throws on damaged bytes).
-Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path) {
+// when it throws on damaged bytes), mapped: the bytes the checksum read are the bytes FAISS reads.
+Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path, const std::string& checksum) {
+  auto map = MappedFile::open(path);
+  if (!map) return std::unexpected(map.error());
+  if (checksum_of((*map)->view()) != checksum)
+    return fail(path.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+  BytesReader reader;
+  reader.name = path.string();
+  reader.bytes = (*map)->view();
   try {
-    return std::unique_ptr<faiss::Index>(faiss::read_index(path.c_str()));
+    return std::unique_ptr<faiss::Index>(faiss::read_index(&reader));
   } catch (const faiss::FaissException& e) {
     return fail(path.string() + ": cannot read the index: " + e.what());
   }
@@ -137,27 +158,15 @@ Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path) {
 }  // namespace
 
 Result<std::string> file_checksum(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(path.string() + ": cannot open: " + std::strerror(errno));
-  std::vector<char> buf(1 << 20);
+  // Through a mapping: the page cache's pages are hashed where they are, with no copy into a buffer.
+  auto map = MappedFile::open(path);
+  if (!map) return std::unexpected(map.error());
+  return checksum_of((*map)->view());
+}
+
+std::string checksum_of(std::string_view bytes) {
   StreamChecksum sum;
-  size_t filled = 0;  // whole 1 MiB reads go to the hash without a copy
-  for (;;) {
-    const ssize_t got = ::read(fd, buf.data() + filled, buf.size() - filled);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const int e = errno;
-      ::close(fd);
-      return fail(path.string() + ": read error: " + std::strerror(e));
-    }
-    filled += static_cast<size_t>(got);
-    if (filled == buf.size() || got == 0) {
-      sum.update(buf.data(), filled);
-      filled = 0;
-    }
-    if (got == 0) break;
-  }
-  ::close(fd);
+  sum.update(bytes.data(), bytes.size());
   return sum.finish();
 }
 
@@ -203,47 +212,6 @@ float inner_product(const float* x, const float* y, size_t d) {
 }
 
 namespace {
-
-// A whole file mapped read-only (the vectors file of a saved index: its pages are read as searches touch them, and
-// stay in the page cache for the next process).
-class MappedFile {
- public:
-  static Result<std::shared_ptr<const MappedFile>> open(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(path.string() + ": cannot open: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int e = errno;
-      ::close(fd);
-      return fail(path.string() + ": cannot stat: " + std::strerror(e));
-    }
-    auto m = std::shared_ptr<MappedFile>(new MappedFile);
-    m->size_ = static_cast<size_t>(st.st_size);
-    if (m->size_ > 0) {
-      void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_SHARED, fd, 0);
-      if (p == MAP_FAILED) {
-        const int e = errno;
-        ::close(fd);
-        return fail(path.string() + ": cannot map: " + std::strerror(e));
-      }
-      m->data_ = static_cast<const char*>(p);
-    }
-    ::close(fd);  // the mapping keeps the file
-    return std::shared_ptr<const MappedFile>(std::move(m));
-  }
-  ~MappedFile() {
-    if (data_) ::munmap(const_cast<char*>(data_), size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  const char* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  MappedFile() = default;
-  const char* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // The raw vectors file of index format 4: "SPKVEC01", dimension and count (u64 each), zeros to 64 bytes, then the
 // rows (float32, row-major).
@@ -368,6 +336,104 @@ VectorIndex::~VectorIndex() = default;
 VectorIndex::VectorIndex(VectorIndex&&) noexcept = default;
 VectorIndex& VectorIndex::operator=(VectorIndex&&) noexcept = default;
 
+// ---------------------------------------------------------------------------------------------------------------
+// CaseTable
+
+Status VectorIndex::CaseTable::load(std::vector<Entry> entries, size_t positions) {
+  if (entries.size() >= std::numeric_limits<uint32_t>::max()) return fail("more cases than an index holds");
+  *this = CaseTable();
+  frozen_ = true;
+  // Members by position: a counting sort that keeps the order the cases were added.
+  member_start_.assign(positions + 1, 0);
+  for (const auto& e : entries) {
+    if (e.position < 0 || static_cast<size_t>(e.position) >= positions)
+      return fail("a case at an invalid position (" + std::to_string(e.position) + ")");
+    ++member_start_[static_cast<size_t>(e.position) + 1];
+  }
+  for (size_t p = 0; p < positions; ++p) member_start_[p + 1] += member_start_[p];
+  member_rowids_.resize(entries.size());
+  {
+    std::vector<uint32_t> next(member_start_.begin(), member_start_.end() - 1);
+    for (const auto& e : entries) member_rowids_[next[static_cast<size_t>(e.position)]++] = e.rowid;
+  }
+  {
+    std::vector<std::pair<int64_t, int64_t>> pairs;  // (group, position), sorted, each once
+    pairs.reserve(entries.size());
+    for (const auto& e : entries) pairs.emplace_back(e.group, e.position);
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    group_keys_.reserve(pairs.size());
+    group_positions_of_.reserve(pairs.size());
+    for (const auto& [g, p] : pairs) {
+      group_keys_.push_back(g);
+      group_positions_of_.push_back(p);
+    }
+  }
+  by_rowid_ = std::move(entries);
+  // Saved in position order, the rowids are mostly ascending already.
+  const auto by_id = [](const Entry& a, const Entry& b) { return a.rowid < b.rowid; };
+  if (!std::is_sorted(by_rowid_.begin(), by_rowid_.end(), by_id)) std::sort(by_rowid_.begin(), by_rowid_.end(), by_id);
+  for (size_t i = 1; i < by_rowid_.size(); ++i)
+    if (by_rowid_[i - 1].rowid == by_rowid_[i].rowid)
+      return fail("case " + std::to_string(by_rowid_[i].rowid) + " is there twice");
+  return {};
+}
+
+std::optional<VectorIndex::CaseTable::Entry> VectorIndex::CaseTable::find(int64_t rowid) const {
+  if (frozen_) {
+    const auto it = std::lower_bound(by_rowid_.begin(), by_rowid_.end(), rowid,
+                                     [](const Entry& e, int64_t id) { return e.rowid < id; });
+    if (it == by_rowid_.end() || it->rowid != rowid) return std::nullopt;
+    return *it;
+  }
+  const auto it = where_.find(rowid);
+  if (it == where_.end()) return std::nullopt;
+  return Entry{rowid, it->second.first, it->second.second};
+}
+
+std::span<const int64_t> VectorIndex::CaseTable::members(int64_t position) const {
+  const auto p = static_cast<size_t>(position);
+  if (frozen_) return {member_rowids_.data() + member_start_[p], member_start_[p + 1] - member_start_[p]};
+  return members_[p];
+}
+
+std::span<const int64_t> VectorIndex::CaseTable::group_positions(int64_t group) const {
+  if (frozen_) {
+    const auto [first, last] = std::equal_range(group_keys_.begin(), group_keys_.end(), group);
+    return {group_positions_of_.data() + (first - group_keys_.begin()), static_cast<size_t>(last - first)};
+  }
+  const auto it = group_positions_.find(group);
+  if (it == group_positions_.end()) return {};
+  return it->second;
+}
+
+void VectorIndex::CaseTable::thaw() {
+  if (!frozen_) return;
+  members_.assign(member_start_.size() - 1, {});
+  for (size_t p = 0; p + 1 < member_start_.size(); ++p)
+    members_[p].assign(member_rowids_.begin() + member_start_[p], member_rowids_.begin() + member_start_[p + 1]);
+  where_.reserve(by_rowid_.size());
+  for (const auto& e : by_rowid_) where_.emplace(e.rowid, std::pair{e.position, e.group});
+  for (size_t i = 0; i < group_keys_.size(); ++i) group_positions_[group_keys_[i]].push_back(group_positions_of_[i]);
+  frozen_ = false;
+  std::vector<Entry>().swap(by_rowid_);
+  member_start_ = {0};
+  std::vector<int64_t>().swap(member_rowids_);
+  std::vector<int64_t>().swap(group_keys_);
+  std::vector<int64_t>().swap(group_positions_of_);
+}
+
+void VectorIndex::CaseTable::add(const Entry& e) {
+  thaw();
+  if (static_cast<size_t>(e.position) == members_.size()) members_.emplace_back();
+  members_[static_cast<size_t>(e.position)].push_back(e.rowid);
+  where_[e.rowid] = {e.position, e.group};
+  auto& gp = group_positions_[e.group];
+  if (auto it = std::lower_bound(gp.begin(), gp.end(), e.position); it == gp.end() || *it != e.position) gp.insert(it, e.position);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
 VectorIndex VectorIndex::for_count(size_t dimension, size_t, VectorIndexOptions options) {
   return VectorIndex(dimension, options);
 }
@@ -413,10 +479,12 @@ void VectorIndex::merge_tail() {
 }
 
 bool VectorIndex::is_hnsw() const { return dynamic_cast<const faiss::IndexHNSWFlat*>(index_.get()) != nullptr; }
-bool VectorIndex::contains(int64_t rowid) const { return position_.contains(rowid); }
+bool VectorIndex::contains(int64_t rowid) const { return table_.find(rowid).has_value(); }
 
 std::vector<float> VectorIndex::vector(int64_t rowid) const {
-  const float* v = stored(position_.at(rowid));
+  const auto e = table_.find(rowid);
+  if (!e) throw std::out_of_range("VectorIndex::vector: case " + std::to_string(rowid) + " is not in the index");
+  const float* v = stored(e->position);
   return std::vector<float>(v, v + dimension_);
 }
 
@@ -432,22 +500,22 @@ void VectorIndex::rebuild_as_hnsw() {
 void VectorIndex::ensure_hashes() {
   if (hashed_) return;
   by_hash_.clear();
-  by_hash_.reserve(members_.size());
-  for (size_t p = 0; p < members_.size(); ++p) by_hash_.emplace(vector_hash(stored(static_cast<int64_t>(p)), dimension_), p);
+  by_hash_.reserve(table_.positions());
+  for (size_t p = 0; p < table_.positions(); ++p) by_hash_.emplace(vector_hash(stored(static_cast<int64_t>(p)), dimension_), p);
   hashed_ = true;
 }
 
 void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors, const std::vector<int64_t>& groups) {
   if (rowids.empty()) return;
   ensure_hashes();
-  const auto stored_count = static_cast<int64_t>(members_.size());
+  const auto stored_count = static_cast<int64_t>(table_.positions());
   std::vector<float> fresh;  // the new distinct vectors, positions stored_count + i
   const auto row = [&](int64_t position) {
     return position < stored_count ? stored(position) : fresh.data() + static_cast<size_t>(position - stored_count) * dimension_;
   };
   for (size_t i = 0; i < rowids.size(); ++i) {
     const int64_t rowid = rowids[i];
-    if (position_.contains(rowid)) continue;  // already indexed
+    if (table_.find(rowid)) continue;  // already indexed
     const float* v = vectors.data() + i * dimension_;
     const uint64_t h = vector_hash(v, dimension_);
     int64_t position = -1;
@@ -457,18 +525,12 @@ void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<floa
         break;
       }
     if (position < 0) {
-      position = static_cast<int64_t>(members_.size());
-      members_.emplace_back();
+      position = static_cast<int64_t>(table_.positions());  // a new one: the table appends it
       fresh.insert(fresh.end(), v, v + dimension_);
       by_hash_.emplace(h, position);
     }
-    members_[static_cast<size_t>(position)].push_back(rowid);
-    position_[rowid] = position;
+    table_.add({rowid, position, groups.empty() ? rowid : groups[i]});
     appended_.push_back(rowid);
-    const int64_t group = groups.empty() ? rowid : groups[i];
-    group_of_[rowid] = group;
-    auto& gp = group_positions_[group];
-    if (std::find(gp.begin(), gp.end(), position) == gp.end()) gp.push_back(position);
   }
   const auto added = static_cast<idx_t>(fresh.size() / dimension_);
   if (added == 0) return;
@@ -480,7 +542,7 @@ void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<floa
     return;
   }
   merge_tail();
-  if (!is_hnsw() && members_.size() >= options_.hnsw_threshold) {
+  if (!is_hnsw() && table_.positions() >= options_.hnsw_threshold) {
     index_->add(added, fresh.data());
     rebuild_as_hnsw();
     return;
@@ -494,8 +556,8 @@ std::vector<SearchHit> VectorIndex::expand(const std::vector<std::pair<int64_t, 
   std::vector<SearchHit> hits;
   std::unordered_set<int64_t> seen;
   for (const auto& [position, similarity] : positions) {
-    if (position < 0 || static_cast<size_t>(position) >= members_.size() || !seen.insert(position).second) continue;
-    for (int64_t rowid : members_[static_cast<size_t>(position)]) {
+    if (position < 0 || static_cast<size_t>(position) >= table_.positions() || !seen.insert(position).second) continue;
+    for (int64_t rowid : table_.members(position)) {
       if (excluded.contains(rowid) || (allowed && !allowed->contains(rowid))) continue;
       hits.push_back({rowid, similarity});
     }
@@ -515,13 +577,14 @@ void VectorIndex::refine(const float* query, std::vector<std::pair<int64_t, floa
   size_t budget = options_.refine_limit;
   for (size_t i = 0; i < hits.size() && i < options_.refine_hits; ++i) {
     if (hits[i].first < 0) continue;
-    for (int64_t rowid : members_[static_cast<size_t>(hits[i].first)]) {
-      if (!groups.insert(group_of_.at(rowid)).second) continue;
-      for (int64_t p : group_positions_.at(group_of_.at(rowid))) {
+    for (int64_t rowid : table_.members(hits[i].first)) {
+      const int64_t group = table_.find(rowid)->group;
+      if (!groups.insert(group).second) continue;
+      for (int64_t p : table_.group_positions(group)) {
         if (budget == 0) return;
         if (!scored.insert(p).second) continue;
         if (allowed) {
-          const auto& m = members_[static_cast<size_t>(p)];
+          const auto m = table_.members(p);
           if (std::none_of(m.begin(), m.end(), [&](int64_t id) { return allowed->contains(id); })) continue;
         }
         --budget;
@@ -532,8 +595,8 @@ void VectorIndex::refine(const float* query, std::vector<std::pair<int64_t, floa
 }
 
 std::vector<SearchHit> VectorIndex::search_exact(const float* query, size_t r) const {
-  if (members_.empty() || r == 0) return {};
-  const size_t k = std::min(r, members_.size());
+  if (table_.positions() == 0 || r == 0) return {};
+  const size_t k = std::min(r, table_.positions());
   std::vector<float> d(k);
   std::vector<idx_t> l(k, -1);
   if (index_->ntotal > 0) flat_of(*index_).search(1, query, static_cast<idx_t>(k), d.data(), l.data());
@@ -546,7 +609,7 @@ std::vector<SearchHit> VectorIndex::search_exact(const float* query, size_t r) c
 
 std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
                                            const std::unordered_set<int64_t>& excluded) const {
-  if (members_.empty() || r == 0) return {};
+  if (table_.positions() == 0 || r == 0) return {};
   const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(index_.get());
   std::vector<std::pair<int64_t, float>> hits;
   const auto run = [&](const faiss::Index& on, size_t k, const faiss::SearchParameters* params) {
@@ -557,7 +620,7 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const s
       if (l[i] >= 0) hits.emplace_back(l[i], finite_or_lowest(d[i]));
   };
   if (!allowed) {
-    const size_t k = std::min(members_.size(), r + excluded.size());
+    const size_t k = std::min(table_.positions(), r + excluded.size());
     if (hnsw) {
       faiss::SearchParametersHNSW params;
       params.efSearch = std::max<int>(options_.ef_search, static_cast<int>(k));
@@ -574,9 +637,9 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const s
   std::vector<idx_t> positions;
   for (int64_t id : *allowed) {
     if (excluded.contains(id)) continue;
-    if (auto it = position_.find(id); it != position_.end()) {
+    if (const auto e = table_.find(id)) {
       allowed_set.insert(id);
-      positions.push_back(it->second);
+      positions.push_back(e->position);
     }
   }
   std::sort(positions.begin(), positions.end());
@@ -684,15 +747,16 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
     if (!sum) return std::unexpected(sum.error());
     gsum = *sum;
   }
-  // ids: (rowid, position, group) per case, in position order.
+  // ids: (rowid, position, group) per case, by rowid (a load finds them in order and sorts nothing).
+  std::vector<CaseTable::Entry> entries;
+  entries.reserve(table_.cases());
+  for (size_t p = 0; p < table_.positions(); ++p)
+    for (int64_t rowid : table_.members(static_cast<int64_t>(p)))
+      entries.push_back({rowid, static_cast<int64_t>(p), table_.find(rowid)->group});
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.rowid < b.rowid; });
   std::vector<int64_t> triples;
-  triples.reserve(position_.size() * 3);
-  for (size_t p = 0; p < members_.size(); ++p)
-    for (int64_t rowid : members_[p]) {
-      triples.push_back(rowid);
-      triples.push_back(static_cast<int64_t>(p));
-      triples.push_back(group_of_.at(rowid));
-    }
+  triples.reserve(entries.size() * 3);
+  for (const auto& e : entries) triples.insert(triples.end(), {e.rowid, e.position, e.group});
   std::string id_bytes(reinterpret_cast<const char*>(triples.data()), triples.size() * sizeof(int64_t));
   if (auto s = write_file_atomic(ids, id_bytes); !s) return s;
   auto isum = file_checksum(ids);
@@ -701,8 +765,8 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   m.format = 4;
   m.embedder = embedder;
   m.generation = generation;
-  m.count = m.base_count = position_.size();
-  m.vectors = m.base_vectors = members_.size();
+  m.count = m.base_count = table_.cases();
+  m.vectors = m.base_vectors = table_.positions();
   m.dimension = dimension_;
   m.kind = is_hnsw() ? "hnsw" : "flat";
   m.vectors_file = vec_name;
@@ -726,24 +790,25 @@ Status VectorIndex::save_segment(const fs::path& dir, const std::string& embedde
     // "SPKSEG01"; dimension, cases, new distinct vectors (u64 each); (rowid, position, group) per case, in the order
     // added; then the new vectors (positions from the saved count on), float32.
     const size_t first_new = m.vectors;
-    const uint64_t header[3] = {dimension_, appended_.size(), members_.size() - first_new};
+    const uint64_t header[3] = {dimension_, appended_.size(), table_.positions() - first_new};
     std::string bytes(kSegmentMagic, sizeof kSegmentMagic);
     bytes.append(reinterpret_cast<const char*>(header), sizeof header);
     for (int64_t rowid : appended_) {
-      const int64_t triple[3] = {rowid, position_.at(rowid), group_of_.at(rowid)};
+      const auto e = table_.find(rowid);
+      const int64_t triple[3] = {rowid, e->position, e->group};
       bytes.append(reinterpret_cast<const char*>(triple), sizeof triple);
     }
-    for (size_t p = first_new; p < members_.size(); ++p)
+    for (size_t p = first_new; p < table_.positions(); ++p)
       bytes.append(reinterpret_cast<const char*>(stored(static_cast<int64_t>(p))), dimension_ * sizeof(float));
     const std::string name = fresh_name("segment", ".bin");
     if (auto s = write_file_atomic(dir / name, bytes); !s) return s;
     auto sum = file_checksum(dir / name);
     if (!sum) return std::unexpected(sum.error());
-    m.segments.push_back({name, *sum, appended_.size(), members_.size() - first_new});
+    m.segments.push_back({name, *sum, appended_.size(), table_.positions() - first_new});
   }
   if (m.format < 4) m.format = m.segments.empty() ? 2 : 3;
-  m.count = position_.size();
-  m.vectors = members_.size();
+  m.count = table_.cases();
+  m.vectors = table_.positions();
   m.kind = is_hnsw() ? "hnsw" : "flat";
   if (auto s = write_manifest(dir, m, extra_files); !s) return s;
   saved_ = SavedState{std::move(m)};
@@ -874,19 +939,20 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   auto manifest = read_manifest(dir);
   if (!manifest) return std::unexpected(manifest.error());
   const fs::path vec = dir / manifest->vectors_file, ids = dir / manifest->ids_file;
-  std::vector<std::pair<fs::path, std::string>> check = {{ids, manifest->ids_checksum}};
-  for (const auto& e : manifest->extra_files) check.emplace_back(dir / e.file, e.checksum);
-  for (const auto& [path, want] : check) {
-    auto got = file_checksum(path);
+  for (const auto& e : manifest->extra_files) {
+    auto got = file_checksum(dir / e.file);
     if (!got) return std::unexpected(got.error());
-    if (*got != want)
-      return fail(path.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+    if (*got != e.checksum)
+      return fail((dir / e.file).string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   }
-  auto id_bytes = read_file(ids);
-  if (!id_bytes) return std::unexpected(id_bytes.error());
+  auto id_map = MappedFile::open(ids);  // mapped once: checked, then used
+  if (!id_map) return std::unexpected(id_map.error());
+  const std::string_view id_bytes = (*id_map)->view();
+  if (checksum_of(id_bytes) != manifest->ids_checksum)
+    return fail(ids.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   const size_t per_case = manifest->format >= 2 ? 3 : 1;
-  if (id_bytes->size() != manifest->base_count * per_case * sizeof(int64_t))
-    return fail(ids.string() + ": holds " + std::to_string(id_bytes->size() / (8 * per_case)) + " ids, manifest says " +
+  if (id_bytes.size() != manifest->base_count * per_case * sizeof(int64_t))
+    return fail(ids.string() + ": holds " + std::to_string(id_bytes.size() / (8 * per_case)) + " ids, manifest says " +
                 std::to_string(manifest->base_count));
   VectorIndex index(manifest->dimension, options);
   if (manifest->format >= 4) {
@@ -911,11 +977,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     if (manifest->kind == "hnsw") {
       const fs::path graph = dir / manifest->graph_file;
       // A damaged graph never reaches FAISS (its reader leaks what it was reading when it throws, faiss 1.7.3).
-      auto sum = file_checksum(graph);
-      if (!sum) return std::unexpected(sum.error());
-      if (*sum != manifest->graph_checksum)
-        return fail(graph.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
-      auto read = read_faiss(graph);
+      auto read = read_faiss(graph, manifest->graph_checksum);
       if (!read) return std::unexpected(read.error());
       index.index_ = std::move(*read);
       auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get());
@@ -930,12 +992,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   } else {
     // Formats 2 and 3: one faiss file holding the vectors. A damaged one never reaches FAISS: its reader leaks the
     // index it was reading when it throws (faiss 1.7.3), so the checksum is verified first.
-    auto sum = file_checksum(vec);
-    if (!sum) return std::unexpected(sum.error());
-    if (*sum != manifest->vectors_checksum)
-      return fail(vec.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
-    // Index files are written once under fresh names and never changed in place: the verified file is what FAISS reads.
-    auto read = read_faiss(vec);
+    auto read = read_faiss(vec, manifest->vectors_checksum);
     if (!read) return std::unexpected(read.error());
     index.index_ = std::move(*read);
     // Into the fast storage (FastFlatIP): the codes move, nothing is copied.
@@ -955,68 +1012,58 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   if (static_cast<size_t>(index.index_->ntotal) != manifest->base_vectors ||
       static_cast<size_t>(index.index_->d) != manifest->dimension)
     return fail(vec.string() + ": does not match manifest.json (count or dimension)");
-  std::vector<int64_t> values(id_bytes->size() / sizeof(int64_t));
-  std::memcpy(values.data(), id_bytes->data(), id_bytes->size());
-  index.members_.assign(manifest->base_vectors, {});
-  index.position_.reserve(manifest->count);
-  index.group_of_.reserve(manifest->count);
+  // The cases: the ids file's, then each segment's in order, into one table built once.
+  std::vector<CaseTable::Entry> entries(manifest->base_count);
   for (size_t i = 0; i < manifest->base_count; ++i) {
-    const int64_t rowid = values[i * per_case];
-    const int64_t position = per_case == 3 ? values[i * 3 + 1] : static_cast<int64_t>(i);
-    const int64_t group = per_case == 3 ? values[i * 3 + 2] : rowid;
-    if (position < 0 || static_cast<size_t>(position) >= manifest->base_vectors || index.position_.contains(rowid))
-      return fail(ids.string() + ": damaged (a case at an invalid or second position)");
-    index.members_[static_cast<size_t>(position)].push_back(rowid);
-    index.position_[rowid] = position;
-    index.group_of_[rowid] = group;
-    auto& gp = index.group_positions_[group];
-    if (gp.empty() || gp.back() != position) gp.push_back(position);
+    int64_t t[3] = {0, static_cast<int64_t>(i), 0};
+    std::memcpy(t, id_bytes.data() + i * per_case * sizeof(int64_t), per_case * sizeof(int64_t));
+    if (per_case == 1) t[2] = t[0];
+    if (t[1] < 0 || static_cast<size_t>(t[1]) >= manifest->base_vectors)
+      return fail(ids.string() + ": damaged (a case at an invalid position)");
+    entries[i] = {t[0], t[1], t[2]};
   }
   index.hashed_ = false;  // the duplicate lookup is built by the first add
   if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) h->hnsw.efSearch = options.ef_search;
   // The segments, in order: their cases at the positions they had, their new vectors into the exact tail. No
   // hashing, no graph insertion: a cold start with segments costs their bytes.
+  size_t positions = manifest->base_vectors;
   for (const auto& sg : manifest->segments) {
     const fs::path path = dir / sg.file;
-    auto bytes = read_file(path);
-    if (!bytes) return std::unexpected(bytes.error());
-    auto sum = file_checksum(path);
-    if (!sum) return std::unexpected(sum.error());
-    if (*sum != sg.checksum)
+    auto map = MappedFile::open(path);
+    if (!map) return std::unexpected(map.error());
+    const std::string_view segment = (*map)->view();
+    if (checksum_of(segment) != sg.checksum)
       return fail(path.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
     uint64_t header[3] = {0, 0, 0};
     const size_t head = sizeof kSegmentMagic + sizeof header;
-    if (bytes->size() >= head) std::memcpy(header, bytes->data() + sizeof kSegmentMagic, sizeof header);
+    if (segment.size() >= head) std::memcpy(header, segment.data() + sizeof kSegmentMagic, sizeof header);
     const size_t n = static_cast<size_t>(header[1]), fresh = static_cast<size_t>(header[2]);
-    if (bytes->size() < head || std::memcmp(bytes->data(), kSegmentMagic, sizeof kSegmentMagic) != 0 ||
+    if (segment.size() < head || std::memcmp(segment.data(), kSegmentMagic, sizeof kSegmentMagic) != 0 ||
         header[0] != manifest->dimension || n != sg.count || fresh != sg.vectors ||
-        bytes->size() != head + n * 3 * sizeof(int64_t) + fresh * manifest->dimension * sizeof(float))
+        segment.size() != head + n * 3 * sizeof(int64_t) + fresh * manifest->dimension * sizeof(float))
       return fail(path.string() + ": not a segment of this index (header, dimension or size); run `spark index --rebuild`");
-    const char* p = bytes->data() + head;
+    const char* p = segment.data() + head;
     const char* vectors = p + n * 3 * sizeof(int64_t);
     if (fresh > 0) {
       if (!index.tail_) index.tail_ = std::make_unique<FastFlatIP>(static_cast<idx_t>(manifest->dimension));
-      std::vector<float> v(fresh * manifest->dimension);
-      std::memcpy(v.data(), vectors, v.size() * sizeof(float));
-      index.tail_->add(static_cast<idx_t>(fresh), v.data());
-      index.members_.resize(index.members_.size() + fresh);
+      // Straight from the mapping (its rows start at a multiple of 8 bytes): FAISS copies them into the tail.
+      index.tail_->add(static_cast<idx_t>(fresh), reinterpret_cast<const float*>(vectors));
+      positions += fresh;
     }
     for (size_t i = 0; i < n; ++i, p += 3 * sizeof(int64_t)) {
       int64_t t[3];
       std::memcpy(t, p, sizeof t);
-      const int64_t rowid = t[0], position = t[1], group = t[2];
-      if (position < 0 || static_cast<size_t>(position) >= index.members_.size() || index.position_.contains(rowid))
-        return fail(path.string() + ": damaged (a case at an invalid or second position)");
-      index.members_[static_cast<size_t>(position)].push_back(rowid);
-      index.position_[rowid] = position;
-      index.group_of_[rowid] = group;
-      auto& gp = index.group_positions_[group];
-      if (std::find(gp.begin(), gp.end(), position) == gp.end()) gp.push_back(position);
+      if (t[1] < 0 || static_cast<size_t>(t[1]) >= positions)
+        return fail(path.string() + ": damaged (a case at an invalid position)");
+      entries.push_back({t[0], t[1], t[2]});
     }
   }
-  if (index.position_.size() != manifest->count || index.members_.size() != manifest->vectors)
-    return fail((dir / "manifest.json").string() + ": its files hold " + std::to_string(index.position_.size()) +
+  if (entries.size() != manifest->count || positions != manifest->vectors)
+    return fail((dir / "manifest.json").string() + ": its files hold " + std::to_string(entries.size()) +
                 " cases, it says " + std::to_string(manifest->count) + "; run `spark index --rebuild`");
+  if (auto s = index.table_.load(std::move(entries), positions); !s)
+    return fail(ids.string() + (manifest->segments.empty() ? "" : " and its segments") + ": damaged (" +
+                s.error().message + ")");
   index.appended_.clear();
   index.saved_ = SavedState{*manifest};
   IndexManifest m = *manifest;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -81,6 +82,61 @@ TEST(HashedTfidfEmbedder, saves_and_loads_its_statistics_and_rejects_a_truncated
   auto bad = f.load(dir / "df.bin");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("truncated"), std::string::npos);
+}
+
+// A loaded table is searched in place (sorted terms), not rebuilt as a hash map: the vectors must be the fitted
+// embedder's bit for bit, a save must write the same bytes, fitting on after a load must count as if never saved,
+// and a table out of order (not spark's, or damaged) is refused.
+TEST(HashedTfidfEmbedder, a_loaded_table_gives_the_fitted_vectors_and_fits_on) {
+  testing::TempDir dir;
+  const std::vector<EmbedText> docs = {
+      {"AssertionError: assert 3 == 4", "def test_a():\n    assert add(1, 2) == 4\n", "import x\n"},
+      {"KeyError: 'name'", "def test_b():\n    d = {}\n    d['name']\n", "import y\n"},
+      {"TimeoutError: connect to 10.0.0.1:5432", "def test_c():\n    connect()\n", ""},
+  };
+  HashedTfidfEmbedder fitted;
+  fitted.fit_begin();
+  for (const auto& d : docs) fitted.fit_add(fitted.count_terms(d));
+  fitted.fit_end();
+  ASSERT_TRUE(fitted.save(dir / "df.bin"));
+  HashedTfidfEmbedder loaded;
+  ASSERT_TRUE(loaded.load(dir / "df.bin"));
+  const std::vector<EmbedText> queries = {docs[0], docs[2], {"ValueError: unseen words only", "def test_z(): q()", ""}};
+  auto want = fitted.embed(queries), got = loaded.embed(queries);
+  ASSERT_TRUE(want && got);
+  EXPECT_EQ(*got, *want);  // bit-identical
+  ASSERT_TRUE(loaded.save(dir / "again.bin"));
+  EXPECT_EQ(testing::slurp(dir / "again.bin"), testing::slurp(dir / "df.bin"));
+
+  // Fitting on after a load: the same statistics as fitting everything in one go.
+  const EmbedText more{"IndexError: list index out of range", "def test_d():\n    [][0]\n", ""};
+  loaded.fit_add(loaded.count_terms(more));
+  loaded.fit_end();
+  HashedTfidfEmbedder all;
+  all.fit_begin();
+  for (const auto& d : docs) all.fit_add(all.count_terms(d));
+  all.fit_add(all.count_terms(more));
+  all.fit_end();
+  EXPECT_EQ(loaded.identity(), all.identity());
+  EXPECT_EQ(*loaded.embed(queries), *all.embed(queries));
+
+  // Two records swapped: refused, named.
+  std::string bytes = testing::slurp(dir / "df.bin");
+  ASSERT_GE(bytes.size(), 32u + 2 * 12);
+  std::string first = bytes.substr(32, 12);
+  bytes.replace(32, 12, bytes.substr(44, 12));
+  bytes.replace(44, 12, first);
+  testing::write_file(dir / "swapped.bin", bytes);
+  HashedTfidfEmbedder bad;
+  auto refused = bad.load(dir / "swapped.bin");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("swapped.bin: damaged"), std::string::npos) << refused.error().message;
+  // A count that does not fit the file (and would overflow if multiplied) is refused as truncated, not read.
+  std::string huge = testing::slurp(dir / "df.bin");
+  const uint64_t count = (uint64_t{1} << 62) + 1;
+  std::memcpy(huge.data() + 24, &count, 8);
+  testing::write_file(dir / "huge.bin", huge);
+  EXPECT_FALSE(bad.load(dir / "huge.bin"));
 }
 
 TEST(chunk_text, makes_overlapping_windows_over_long_text) {

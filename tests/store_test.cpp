@@ -81,6 +81,7 @@ TYPED_TEST(Store, cases_round_trip_byte_for_byte) {
   auto kb = this->open();
   ASSERT_TRUE(kb);
   EXPECT_TRUE(kb->created());
+  EXPECT_FALSE(*kb->has_cases());
   // NUL bytes, CRLF, tabs and non-ASCII text in contents and messages come back as they went in.
   std::string odd = "def test_a():\r\n\tx = 'caf\xc3\xa9'\n";
   odd += "    y = '" + std::string(1, '\0') + "'\n";
@@ -92,6 +93,7 @@ TYPED_TEST(Store, cases_round_trip_byte_for_byte) {
   ASSERT_TRUE(summary) << summary.error().message;
   EXPECT_EQ(summary->added, 3u);
   EXPECT_EQ(*kb->count(), 3u);
+  EXPECT_TRUE(*kb->has_cases());
   EXPECT_EQ(*kb->generation(), 1);
   auto entries = kb->entries();
   ASSERT_TRUE(entries);

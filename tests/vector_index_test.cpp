@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -174,6 +175,101 @@ TEST(VectorIndex, hnsw_search_scores_the_groups_of_its_hits_exactly) {
   }
   EXPECT_EQ(same, queries);
   EXPECT_LE(same_unrefined, same);
+}
+
+// A loaded index keeps its cases in sorted arrays (no hash map built per case); the first add turns them into hash
+// maps. Every search must answer as the index it was saved from, before and after that add, and an ids file with a
+// case twice or at a position past the vectors is refused by name.
+TEST(VectorIndex, a_loaded_index_answers_as_the_one_it_was_saved_from) {
+  testing::TempDir dir;
+  const size_t dim = 16, tests = 30, copies = 12, n = tests * copies;
+  auto base = random_unit_vectors(tests, dim, 21);
+  auto noise = random_unit_vectors(n, dim, 22);
+  std::vector<float> all;
+  std::vector<int64_t> rowids, groups;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<float> x(dim);
+    double norm = 0;
+    for (size_t d = 0; d < dim; ++d) {
+      // Every third copy is its test's vector exactly: shared entries with several cases each.
+      x[d] = base[(i % tests) * dim + d] + (i % 3 == 0 ? 0.0f : 0.1f * noise[i * dim + d]);
+      norm += x[d] * x[d];
+    }
+    for (auto& f : x) f = static_cast<float>(f / std::sqrt(norm));
+    all.insert(all.end(), x.begin(), x.end());
+    rowids.push_back(static_cast<int64_t>(n - i) * 3);  // not in position order
+    groups.push_back(static_cast<int64_t>(i % tests) * 1000003);
+  }
+  VectorIndexOptions o;
+  o.hnsw_threshold = 100;
+  VectorIndex built(dim, o);
+  built.add(rowids, all, groups);
+  ASSERT_TRUE(built.is_hnsw());
+  ASSERT_TRUE(built.save(dir / "index", "emb", 1));
+  auto loaded = VectorIndex::load(dir / "index", o);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  VectorIndex& index = loaded->first;
+  EXPECT_EQ(index.size(), built.size());
+  EXPECT_EQ(index.distinct(), built.distinct());
+  const auto same_answers = [&](const char* when) {
+    for (size_t q = 0; q < 40; ++q) {
+      const float* query = all.data() + ((q * 7) % n) * dim;
+      const std::unordered_set<int64_t> excluded = {rowids[(q * 7) % n]};
+      std::vector<int64_t> subset;
+      for (size_t i = q % 5; i < n; i += 5) subset.push_back(rowids[i]);
+      const auto a = built.search(query, 10, std::nullopt, excluded), b = index.search(query, 10, std::nullopt, excluded);
+      const auto c = built.search(query, 5, subset, {}), d = index.search(query, 5, subset, {});
+      ASSERT_EQ(a.size(), b.size()) << when;
+      ASSERT_EQ(c.size(), d.size()) << when;
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].rowid, b[i].rowid) << when << ", query " << q << ", hit " << i;
+        EXPECT_EQ(a[i].similarity, b[i].similarity) << when;
+      }
+      for (size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i].rowid, d[i].rowid) << when << ", subset query " << q;
+    }
+    for (size_t i = 0; i < n; i += 17) {
+      EXPECT_TRUE(index.contains(rowids[i])) << when;
+      EXPECT_EQ(index.vector(rowids[i]), built.vector(rowids[i])) << when;
+    }
+    EXPECT_FALSE(index.contains(1)) << when;
+  };
+  same_answers("as loaded");
+  // An add to both: a new case joining a stored vector and a new vector of an existing group.
+  std::vector<float> more(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(dim));
+  more.insert(more.end(), noise.begin(), noise.begin() + static_cast<std::ptrdiff_t>(dim));
+  built.add({100001, 100002}, more, {groups[0], groups[1]});
+  index.add({100001, 100002}, more, {groups[0], groups[1]});
+  EXPECT_EQ(index.size(), n + 2);
+  EXPECT_EQ(index.distinct(), built.distinct());
+  same_answers("after an add");
+
+  // The ids file rewritten with a case twice, then with a position past the vectors (its checksum updated so the
+  // check reaches the contents): refused, the file named.
+  const auto m = VectorIndex::read_manifest(dir / "index");
+  ASSERT_TRUE(m);
+  const fs::path ids_path = dir / "index" / m->ids_file;
+  const std::string good = testing::slurp(ids_path);
+  const auto rewrite = [&](const std::string& bytes) {
+    testing::write_file(ids_path, bytes);
+    auto j = nlohmann::json::parse(testing::slurp(dir / "index" / "manifest.json"));
+    j["ids_checksum"] = *file_checksum(ids_path);
+    testing::write_file(dir / "index" / "manifest.json", j.dump());
+    return VectorIndex::load(dir / "index", o);
+  };
+  std::string twice = good;
+  std::memcpy(twice.data() + 24, twice.data(), 8);  // the second case's rowid = the first's
+  auto refused = rewrite(twice);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find(m->ids_file + ": damaged (case "), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("is there twice"), std::string::npos) << refused.error().message;
+  std::string past = good;
+  const int64_t beyond = static_cast<int64_t>(m->base_vectors);
+  std::memcpy(past.data() + 8, &beyond, 8);
+  auto out_of_range = rewrite(past);
+  ASSERT_FALSE(out_of_range);
+  EXPECT_NE(out_of_range.error().message.find(m->ids_file + ": damaged (a case at an invalid position)"), std::string::npos)
+      << out_of_range.error().message;
+  EXPECT_TRUE(rewrite(good));
 }
 
 TEST(VectorIndex, a_save_replaces_the_old_state_whole_and_removes_its_files) {
