@@ -10,7 +10,8 @@
 // version, as when many failures share a test-file version; with 0, only messages and times differ.
 //
 // Last, `spark localize` (build/spark, beside bench/) runs as a new process for up to 20 new failures, twice: first
-// with no parsed structures kept, then again. SPARK_SCALE_KEEP=1 keeps the store (its path is printed) for profiling;
+// with no parsed structures kept, then again; beside them, `spark --version` as many times (the floor: a process
+// that loads spark and does nothing). SPARK_SCALE_KEEP=1 keeps the store (its path is printed) for profiling;
 // SPARK_SCALE_STOP=import ends after the import.
 #include <sys/resource.h>
 
@@ -268,6 +269,19 @@ int main(int argc, char** argv) {
     // Twice: first as failures of test-file versions no process has parsed yet (the structures persisted by earlier
     // processes are removed first), then the same failures again (CI re-running a failure: its version was parsed).
     fs::remove_all(dir / "structures", ec);
+    // The peer measured in the same run: `spark --version`, a process that loads spark's libraries and does nothing
+    // (no new-process figure can be below it).
+    {
+      std::vector<double> floor_ms;
+      for (size_t q = 0; q < commands.size(); ++q) {
+        const auto t0 = Clock::now();
+        if (run_quiet({spark_binary.string(), "--version"}, work) != 0) return 1;
+        floor_ms.push_back(since(t0) * 1000.0);
+      }
+      std::sort(floor_ms.begin(), floor_ms.end());
+      std::fprintf(stderr, "  new process (floor): `spark --version` x %zu: p50 %.1f ms, p95 %.1f ms\n", floor_ms.size(),
+                   floor_ms[floor_ms.size() / 2], floor_ms[floor_ms.size() * 95 / 100]);
+    }
     for (const char* pass : {"first", "again"}) {
       std::vector<double> process_ms;
       for (size_t q = 0; q < commands.size(); ++q) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <omp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <faiss/utils/distances.h>
 
 #include <algorithm>
+#include <tuple>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -357,10 +359,15 @@ Status VectorIndex::CaseTable::load(std::vector<Entry> entries, size_t positions
     for (const auto& e : entries) member_rowids_[next[static_cast<size_t>(e.position)]++] = e.rowid;
   }
   {
-    std::vector<std::pair<int64_t, int64_t>> pairs;  // (group, position), sorted, each once
+    // (group, position) pairs, sorted, each once. The ids file is written in this order, so only the pairs of the
+    // segments (cases added since) are sorted, then merged in.
+    std::vector<std::pair<int64_t, int64_t>> pairs;
     pairs.reserve(entries.size());
     for (const auto& e : entries) pairs.emplace_back(e.group, e.position);
-    std::sort(pairs.begin(), pairs.end());
+    size_t in_order = std::min<size_t>(1, pairs.size());
+    while (in_order < pairs.size() && !(pairs[in_order] < pairs[in_order - 1])) ++in_order;
+    std::sort(pairs.begin() + static_cast<std::ptrdiff_t>(in_order), pairs.end());
+    std::inplace_merge(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(in_order), pairs.end());
     pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
     group_keys_.reserve(pairs.size());
     group_positions_of_.reserve(pairs.size());
@@ -369,21 +376,44 @@ Status VectorIndex::CaseTable::load(std::vector<Entry> entries, size_t positions
       group_positions_of_.push_back(p);
     }
   }
-  by_rowid_ = std::move(entries);
-  // Saved in position order, the rowids are mostly ascending already.
+  entries_ = std::move(entries);
+  // The rowid lookup: a direct table when the rowids are dense (a store's are 1..N with few gaps), else the entries
+  // sorted by rowid.
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const auto& e : entries_) {
+    lo = std::min(lo, e.rowid);
+    hi = std::max(hi, e.rowid);
+  }
+  const size_t n = entries_.size();
+  if (n > 0 && static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) < 4 * static_cast<uint64_t>(n) + 1024) {
+    dense_ = true;
+    min_rowid_ = lo;
+    slot_.assign(static_cast<size_t>(static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo)) + 1, kAbsent);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t& slot = slot_[static_cast<size_t>(static_cast<uint64_t>(entries_[i].rowid) - static_cast<uint64_t>(lo))];
+      if (slot != kAbsent) return fail("case " + std::to_string(entries_[i].rowid) + " is there twice");
+      slot = static_cast<uint32_t>(i);
+    }
+    return {};
+  }
   const auto by_id = [](const Entry& a, const Entry& b) { return a.rowid < b.rowid; };
-  if (!std::is_sorted(by_rowid_.begin(), by_rowid_.end(), by_id)) std::sort(by_rowid_.begin(), by_rowid_.end(), by_id);
-  for (size_t i = 1; i < by_rowid_.size(); ++i)
-    if (by_rowid_[i - 1].rowid == by_rowid_[i].rowid)
-      return fail("case " + std::to_string(by_rowid_[i].rowid) + " is there twice");
+  if (!std::is_sorted(entries_.begin(), entries_.end(), by_id)) std::sort(entries_.begin(), entries_.end(), by_id);
+  for (size_t i = 1; i < entries_.size(); ++i)
+    if (entries_[i - 1].rowid == entries_[i].rowid)
+      return fail("case " + std::to_string(entries_[i].rowid) + " is there twice");
   return {};
 }
 
 std::optional<VectorIndex::CaseTable::Entry> VectorIndex::CaseTable::find(int64_t rowid) const {
+  if (frozen_ && dense_) {
+    const uint64_t offset = static_cast<uint64_t>(rowid) - static_cast<uint64_t>(min_rowid_);
+    if (rowid < min_rowid_ || offset >= slot_.size() || slot_[static_cast<size_t>(offset)] == kAbsent) return std::nullopt;
+    return entries_[slot_[static_cast<size_t>(offset)]];
+  }
   if (frozen_) {
-    const auto it = std::lower_bound(by_rowid_.begin(), by_rowid_.end(), rowid,
+    const auto it = std::lower_bound(entries_.begin(), entries_.end(), rowid,
                                      [](const Entry& e, int64_t id) { return e.rowid < id; });
-    if (it == by_rowid_.end() || it->rowid != rowid) return std::nullopt;
+    if (it == entries_.end() || it->rowid != rowid) return std::nullopt;
     return *it;
   }
   const auto it = where_.find(rowid);
@@ -412,11 +442,13 @@ void VectorIndex::CaseTable::thaw() {
   members_.assign(member_start_.size() - 1, {});
   for (size_t p = 0; p + 1 < member_start_.size(); ++p)
     members_[p].assign(member_rowids_.begin() + member_start_[p], member_rowids_.begin() + member_start_[p + 1]);
-  where_.reserve(by_rowid_.size());
-  for (const auto& e : by_rowid_) where_.emplace(e.rowid, std::pair{e.position, e.group});
+  where_.reserve(entries_.size());
+  for (const auto& e : entries_) where_.emplace(e.rowid, std::pair{e.position, e.group});
   for (size_t i = 0; i < group_keys_.size(); ++i) group_positions_[group_keys_[i]].push_back(group_positions_of_[i]);
   frozen_ = false;
-  std::vector<Entry>().swap(by_rowid_);
+  std::vector<Entry>().swap(entries_);
+  std::vector<uint32_t>().swap(slot_);
+  dense_ = false;
   member_start_ = {0};
   std::vector<int64_t>().swap(member_rowids_);
   std::vector<int64_t>().swap(group_keys_);
@@ -477,6 +509,8 @@ void VectorIndex::merge_tail() {
   index_->add(tail_->ntotal, static_cast<const FastFlatIP&>(*tail_).xb());
   tail_.reset();
 }
+
+void VectorIndex::search_on_this_thread() { omp_set_num_threads(1); }
 
 bool VectorIndex::is_hnsw() const { return dynamic_cast<const faiss::IndexHNSWFlat*>(index_.get()) != nullptr; }
 bool VectorIndex::contains(int64_t rowid) const { return table_.find(rowid).has_value(); }
@@ -747,13 +781,16 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
     if (!sum) return std::unexpected(sum.error());
     gsum = *sum;
   }
-  // ids: (rowid, position, group) per case, by rowid (a load finds them in order and sorts nothing).
+  // ids: (rowid, position, group) per case, ordered by group, position, rowid: a load finds the groups' positions
+  // in order and sorts nothing.
   std::vector<CaseTable::Entry> entries;
   entries.reserve(table_.cases());
   for (size_t p = 0; p < table_.positions(); ++p)
     for (int64_t rowid : table_.members(static_cast<int64_t>(p)))
       entries.push_back({rowid, static_cast<int64_t>(p), table_.find(rowid)->group});
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.rowid < b.rowid; });
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.group, a.position, a.rowid) < std::tie(b.group, b.position, b.rowid);
+  });
   std::vector<int64_t> triples;
   triples.reserve(entries.size() * 3);
   for (const auto& e : entries) triples.insert(triples.end(), {e.rowid, e.position, e.group});

@@ -117,6 +117,9 @@ class VectorIndex {
 
   // HNSW's search breadth (efSearch); larger finds closer neighbours, slower. No effect on a flat index.
   void set_ef_search(int ef) { options_.ef_search = ef; }
+  // FAISS's HNSW search starts an OpenMP team at every call, even for one query: a process that searches one query at
+  // a time (`spark localize`) runs the searches of the calling thread on that thread alone instead.
+  static void search_on_this_thread();
   // Turns the exact refinement of HNSW hits off (0) or on (the default 4): for measuring what it adds.
   void set_refine_hits(size_t n) { options_.refine_hits = n; }
 
@@ -174,7 +177,7 @@ class VectorIndex {
     // Replaces the table with `entries` (in the order they were added) over `positions` distinct vectors; an error
     // names what is wrong (a position out of range, a case twice).
     Status load(std::vector<Entry> entries, size_t positions);
-    size_t cases() const { return frozen_ ? by_rowid_.size() : where_.size(); }
+    size_t cases() const { return frozen_ ? entries_.size() : where_.size(); }
     size_t positions() const { return frozen_ ? member_start_.size() - 1 : members_.size(); }
     std::optional<Entry> find(int64_t rowid) const;
     std::span<const int64_t> members(int64_t position) const;
@@ -185,9 +188,14 @@ class VectorIndex {
    private:
     void thaw();
     bool frozen_ = false;
-    // Frozen: entries by rowid; the members of position p at member_rowids_[member_start_[p] .. member_start_[p+1]);
+    // Frozen: the entries, found by rowid through slot_ (rowid - min_rowid_ -> entry) when the rowids are dense,
+    // else sorted by rowid; the members of position p at member_rowids_[member_start_[p] .. member_start_[p+1]);
     // the (group, position) pairs sorted, each once, as two arrays (a group's positions are one span).
-    std::vector<Entry> by_rowid_;
+    static constexpr uint32_t kAbsent = 0xffffffffu;
+    std::vector<Entry> entries_;
+    bool dense_ = false;
+    int64_t min_rowid_ = 0;
+    std::vector<uint32_t> slot_;
     std::vector<uint32_t> member_start_ = {0};
     std::vector<int64_t> member_rowids_;
     std::vector<int64_t> group_keys_, group_positions_of_;

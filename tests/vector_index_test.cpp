@@ -177,10 +177,12 @@ TEST(VectorIndex, hnsw_search_scores_the_groups_of_its_hits_exactly) {
   EXPECT_LE(same_unrefined, same);
 }
 
-// A loaded index keeps its cases in sorted arrays (no hash map built per case); the first add turns them into hash
-// maps. Every search must answer as the index it was saved from, before and after that add, and an ids file with a
+// A loaded index keeps its cases in arrays (no hash map built per case); the first add turns them into hash maps. Every search must answer as the index it was saved from, before and after that add, and an ids file with a
 // case twice or at a position past the vectors is refused by name.
-TEST(VectorIndex, a_loaded_index_answers_as_the_one_it_was_saved_from) {
+// Rowids `spacing` apart: 3 keeps them dense (looked up through a direct table), a large spacing makes them sparse
+// (looked up in the entries sorted by rowid).
+void loaded_index_answers_as_saved(int64_t spacing) {
+  SCOPED_TRACE("rowids " + std::to_string(spacing) + " apart");
   testing::TempDir dir;
   const size_t dim = 16, tests = 30, copies = 12, n = tests * copies;
   auto base = random_unit_vectors(tests, dim, 21);
@@ -197,7 +199,7 @@ TEST(VectorIndex, a_loaded_index_answers_as_the_one_it_was_saved_from) {
     }
     for (auto& f : x) f = static_cast<float>(f / std::sqrt(norm));
     all.insert(all.end(), x.begin(), x.end());
-    rowids.push_back(static_cast<int64_t>(n - i) * 3);  // not in position order
+    rowids.push_back(static_cast<int64_t>(n - i) * spacing);  // not in position order
     groups.push_back(static_cast<int64_t>(i % tests) * 1000003);
   }
   VectorIndexOptions o;
@@ -270,6 +272,11 @@ TEST(VectorIndex, a_loaded_index_answers_as_the_one_it_was_saved_from) {
   EXPECT_NE(out_of_range.error().message.find(m->ids_file + ": damaged (a case at an invalid position)"), std::string::npos)
       << out_of_range.error().message;
   EXPECT_TRUE(rewrite(good));
+}
+
+TEST(VectorIndex, a_loaded_index_answers_as_the_one_it_was_saved_from) {
+  loaded_index_answers_as_saved(3);
+  loaded_index_answers_as_saved(1000000007);
 }
 
 TEST(VectorIndex, a_save_replaces_the_old_state_whole_and_removes_its_files) {

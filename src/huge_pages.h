@@ -1,0 +1,21 @@
+// Transparent huge pages for the allocations of a short-lived process that loads a large index.
+//
+// A new `spark localize` process at 100k cases allocates ~30 MB at once (faiss's HNSW graph, the cases' facts) and
+// fills it; each 4 KiB page is a page fault, and on virtual machines a fault costs several microseconds. Where the
+// kernel offers transparent huge pages on request (/sys/kernel/mm/transparent_hugepage/enabled: [madvise] or
+// [always]), one 2 MiB page replaces 512 of those faults. glibc can ask for them itself (GLIBC_TUNABLES
+// glibc.malloc.hugetlb=1), but only from the environment a process starts with; this does the same for the first
+// `bytes` of the main heap from inside the process: allocations up to 32 MiB come from the heap (glibc's
+// mmap threshold, at its maximum), `bytes` of heap are reserved in blocks, marked MADV_HUGEPAGE and freed again, so
+// the allocations that follow take huge pages. No effect (and no error) without glibc, under a sanitizer's
+// allocator, or where the kernel has transparent huge pages off; SPARK_HUGE_PAGES=0 turns it off.
+// Call once, early, from the main thread.
+#pragma once
+#include <cstddef>
+
+namespace spark {
+
+// Whether the heap was prepared.
+bool prefer_huge_pages(size_t bytes);
+
+}  // namespace spark
