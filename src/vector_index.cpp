@@ -41,11 +41,25 @@ using idx_t = faiss::Index::idx_t;
 
 namespace {
 
-// file_checksum's hash over a stream: 64-bit words within blocks of 1 MiB (as the file is read), the block's tail
-// bytewise, the length folded in at the end.
+// What a whole save writes: format 5, whose checksums are the four-lane kind.
+constexpr int kSaveFormat = 5;
+constexpr Checksum kSaveChecksum = Checksum::lanes;
+
+// The checksums of the index's files, over a stream of bytes fed in pieces of any size.
+//  - serial (formats 1–4): one chain over 64-bit words within blocks of 1 MiB (as file_checksum read them), each
+//    block's tail bytewise, the length folded in at the end. Each word waits for the previous one's multiply.
+//  - lanes (format 5 on): four chains over the 32-byte strides of the whole stream (word i of a stride into chain i),
+//    the last < 32 bytes bytewise into chain 0, then the chains folded together and the length folded in. The four
+//    chains run side by side: about four times the speed, which a new `spark localize` process pays on the ~30 MB
+//    it verifies at 100k cases.
 class StreamChecksum {
  public:
+  explicit StreamChecksum(Checksum kind) : kind_(kind) {}
   void update(const char* p, size_t n) {
+    if (kind_ == Checksum::lanes) {
+      update_lanes(p, n);
+      return;
+    }
     // Whole blocks straight from the caller's bytes; a partial one through block_.
     while (block_.empty() && n >= kBlock) {
       hash_block(p, kBlock);
@@ -61,12 +75,23 @@ class StreamChecksum {
     }
   }
   std::string finish() {
+    if (kind_ == Checksum::lanes) {
+      uint64_t h = lane_[0];
+      for (char c : block_) h = (h ^ static_cast<unsigned char>(c)) * kPrime;
+      for (int i = 1; i < 4; ++i) {
+        h = (h ^ lane_[i]) * kPrime;
+        h ^= h >> 29;
+      }
+      return hex64(h ^ total_);
+    }
     flush();
     return hex64(h_ ^ total_);
   }
 
  private:
   static constexpr size_t kBlock = 1 << 20;
+  static constexpr size_t kStride = 32;
+  static constexpr uint64_t kPrime = 0x100000001b3ULL;
   void flush() {
     hash_block(block_.data(), block_.size());
     block_.clear();
@@ -77,18 +102,54 @@ class StreamChecksum {
     for (; i + 8 <= n; i += 8) {
       uint64_t w;
       std::memcpy(&w, p + i, 8);
-      h_ = (h_ ^ w) * 0x100000001b3ULL;
+      h_ = (h_ ^ w) * kPrime;
       h_ ^= h_ >> 29;
     }
-    for (; i < n; ++i) h_ = (h_ ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ULL;
+    for (; i < n; ++i) h_ = (h_ ^ static_cast<unsigned char>(p[i])) * kPrime;
   }
+  void update_lanes(const char* p, size_t n) {
+    total_ += n;
+    if (!block_.empty()) {  // a partial stride from the last call
+      const size_t take = std::min(n, kStride - block_.size());
+      block_.append(p, take);
+      p += take;
+      n -= take;
+      if (block_.size() < kStride) return;
+      strides(block_.data(), 1);
+      block_.clear();
+    }
+    strides(p, n / kStride);
+    block_.append(p + n / kStride * kStride, n % kStride);
+  }
+  void strides(const char* p, size_t count) {
+    uint64_t a = lane_[0], b = lane_[1], c = lane_[2], d = lane_[3];
+    for (size_t i = 0; i < count; ++i, p += kStride) {
+      uint64_t w[4];
+      std::memcpy(w, p, sizeof w);
+      a = (a ^ w[0]) * kPrime;
+      b = (b ^ w[1]) * kPrime;
+      c = (c ^ w[2]) * kPrime;
+      d = (d ^ w[3]) * kPrime;
+      a ^= a >> 29;
+      b ^= b >> 29;
+      c ^= c >> 29;
+      d ^= d >> 29;
+    }
+    lane_[0] = a;
+    lane_[1] = b;
+    lane_[2] = c;
+    lane_[3] = d;
+  }
+  Checksum kind_;
   std::string block_;
   uint64_t h_ = 0xcbf29ce484222325ULL;
+  uint64_t lane_[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL};
   uint64_t total_ = 0;
 };
 
 // A FAISS writer that checksums the bytes as they pass: the vectors file is written once.
 struct ChecksumWriter final : faiss::IOWriter {
+  explicit ChecksumWriter(Checksum kind) : sum(kind) {}
   FILE* f = nullptr;
   StreamChecksum sum;
   size_t operator()(const void* ptr, size_t size, size_t nitems) override {
@@ -101,9 +162,10 @@ struct ChecksumWriter final : faiss::IOWriter {
 
 // Writes a new file at `path` through `write` (into a ChecksumWriter), flushed to disk under a temporary name and then
 // renamed into place; its checksum. A failed write leaves no file.
-Result<std::string> write_checksummed(const fs::path& path, const std::function<void(ChecksumWriter&)>& write) {
+Result<std::string> write_checksummed(const fs::path& path, Checksum kind,
+                                      const std::function<void(ChecksumWriter&)>& write) {
   const fs::path tmp = path.string() + ".tmp";
-  ChecksumWriter writer;
+  ChecksumWriter writer(kind);
   writer.name = tmp.string();
   writer.f = std::fopen(tmp.c_str(), "wb");
   if (!writer.f) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
@@ -142,10 +204,10 @@ struct BytesReader final : faiss::IOReader {
 
 // Reads a faiss index file (already verified against its checksum: faiss 1.7.3's reader leaks what it was reading
 // when it throws on damaged bytes), mapped: the bytes the checksum read are the bytes FAISS reads.
-Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path, const std::string& checksum) {
+Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path, const std::string& checksum, Checksum kind) {
   auto map = MappedFile::open(path);
   if (!map) return std::unexpected(map.error());
-  if (checksum_of((*map)->view()) != checksum)
+  if (checksum_of((*map)->view(), kind) != checksum)
     return fail(path.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   BytesReader reader;
   reader.name = path.string();
@@ -159,15 +221,17 @@ Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path, const std
 
 }  // namespace
 
-Result<std::string> file_checksum(const fs::path& path) {
+Checksum checksum_for_format(int format) { return format >= 5 ? Checksum::lanes : Checksum::serial; }
+
+Result<std::string> file_checksum(const fs::path& path, Checksum kind) {
   // Through a mapping: the page cache's pages are hashed where they are, with no copy into a buffer.
   auto map = MappedFile::open(path);
   if (!map) return std::unexpected(map.error());
-  return checksum_of((*map)->view());
+  return checksum_of((*map)->view(), kind);
 }
 
-std::string checksum_of(std::string_view bytes) {
-  StreamChecksum sum;
+std::string checksum_of(std::string_view bytes, Checksum kind) {
+  StreamChecksum sum(kind);
   sum.update(bytes.data(), bytes.size());
   return sum.finish();
 }
@@ -760,7 +824,7 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   const std::string graph_name = hnsw ? fresh_name("graph", ".faiss") : "";
   const fs::path vec = dir / vec_name, ids = dir / ids_name;
   const FastFlatIP& flat = flat_of(*index_);
-  auto vsum = write_checksummed(vec, [&](ChecksumWriter& w) {
+  auto vsum = write_checksummed(vec, kSaveChecksum, [&](ChecksumWriter& w) {
     char header[kVectorsHeader] = {};
     std::memcpy(header, kVectorsMagic, sizeof kVectorsMagic);
     const uint64_t dc[2] = {dimension_, static_cast<uint64_t>(flat.ntotal)};
@@ -776,7 +840,8 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
     faiss::IndexFlatIP empty(static_cast<idx_t>(dimension_));
     faiss::Index* storage = h->storage;
     h->storage = &empty;
-    auto sum = write_checksummed(dir / graph_name, [&](ChecksumWriter& w) { faiss::write_index(index_.get(), &w); });
+    auto sum = write_checksummed(dir / graph_name, kSaveChecksum,
+                                 [&](ChecksumWriter& w) { faiss::write_index(index_.get(), &w); });
     h->storage = storage;
     if (!sum) return std::unexpected(sum.error());
     gsum = *sum;
@@ -796,10 +861,10 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   for (const auto& e : entries) triples.insert(triples.end(), {e.rowid, e.position, e.group});
   std::string id_bytes(reinterpret_cast<const char*>(triples.data()), triples.size() * sizeof(int64_t));
   if (auto s = write_file_atomic(ids, id_bytes); !s) return s;
-  auto isum = file_checksum(ids);
+  auto isum = file_checksum(ids, kSaveChecksum);
   if (!isum) return std::unexpected(isum.error());
   IndexManifest m;
-  m.format = 4;
+  m.format = kSaveFormat;
   m.embedder = embedder;
   m.generation = generation;
   m.count = m.base_count = table_.cases();
@@ -839,7 +904,7 @@ Status VectorIndex::save_segment(const fs::path& dir, const std::string& embedde
       bytes.append(reinterpret_cast<const char*>(stored(static_cast<int64_t>(p))), dimension_ * sizeof(float));
     const std::string name = fresh_name("segment", ".bin");
     if (auto s = write_file_atomic(dir / name, bytes); !s) return s;
-    auto sum = file_checksum(dir / name);
+    auto sum = file_checksum(dir / name, checksum_for_format(m.format));  // the base's kind
     if (!sum) return std::unexpected(sum.error());
     m.segments.push_back({name, *sum, appended_.size(), table_.positions() - first_new});
   }
@@ -878,7 +943,7 @@ Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man
       m["segments"].push_back({{"file", sg.file}, {"checksum", sg.checksum}, {"count", sg.count}, {"vectors", sg.vectors}});
   }
   for (const auto& e : extra_files) {
-    auto sum = file_checksum(dir / e.file);
+    auto sum = file_checksum(dir / e.file, checksum_for_format(man.format));
     if (!sum) return std::unexpected(sum.error());
     m["files"][e.name] = {{"file", e.file}, {"checksum", *sum}};
   }
@@ -915,7 +980,7 @@ Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
     const auto m = nlohmann::json::parse(*text);
     IndexManifest out;
     out.format = m.at("format").get<int>();
-    if (out.format < 1 || out.format > 4)
+    if (out.format < 1 || out.format > kSaveFormat)
       return fail(man.string() + ": index format " + std::to_string(out.format) + " is not understood by this spark");
     out.embedder = m.at("embedder").get<std::string>();
     out.generation = m.at("generation").get<int64_t>();
@@ -976,8 +1041,9 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   auto manifest = read_manifest(dir);
   if (!manifest) return std::unexpected(manifest.error());
   const fs::path vec = dir / manifest->vectors_file, ids = dir / manifest->ids_file;
+  const Checksum kind = checksum_for_format(manifest->format);
   for (const auto& e : manifest->extra_files) {
-    auto got = file_checksum(dir / e.file);
+    auto got = file_checksum(dir / e.file, kind);
     if (!got) return std::unexpected(got.error());
     if (*got != e.checksum)
       return fail((dir / e.file).string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
@@ -985,7 +1051,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   auto id_map = MappedFile::open(ids);  // mapped once: checked, then used
   if (!id_map) return std::unexpected(id_map.error());
   const std::string_view id_bytes = (*id_map)->view();
-  if (checksum_of(id_bytes) != manifest->ids_checksum)
+  if (checksum_of(id_bytes, kind) != manifest->ids_checksum)
     return fail(ids.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   const size_t per_case = manifest->format >= 2 ? 3 : 1;
   if (id_bytes.size() != manifest->base_count * per_case * sizeof(int64_t))
@@ -1004,9 +1070,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
         dc[0] != manifest->dimension || dc[1] != manifest->base_vectors)
       return fail(vec.string() + ": size or header does not match manifest.json (truncated or damaged); run `spark index --rebuild`");
     if (options.verify_vectors) {
-      StreamChecksum sum;
-      sum.update((*map)->data(), (*map)->size());
-      if (sum.finish() != manifest->vectors_checksum)
+      if (checksum_of((*map)->view(), kind) != manifest->vectors_checksum)
         return fail(vec.string() + ": checksum mismatch with manifest.json (damaged); run `spark index --rebuild`");
     }
     auto flat = std::make_unique<FastFlatIP>(static_cast<idx_t>(manifest->dimension));
@@ -1014,7 +1078,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     if (manifest->kind == "hnsw") {
       const fs::path graph = dir / manifest->graph_file;
       // A damaged graph never reaches FAISS (its reader leaks what it was reading when it throws, faiss 1.7.3).
-      auto read = read_faiss(graph, manifest->graph_checksum);
+      auto read = read_faiss(graph, manifest->graph_checksum, kind);
       if (!read) return std::unexpected(read.error());
       index.index_ = std::move(*read);
       auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get());
@@ -1029,7 +1093,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   } else {
     // Formats 2 and 3: one faiss file holding the vectors. A damaged one never reaches FAISS: its reader leaks the
     // index it was reading when it throws (faiss 1.7.3), so the checksum is verified first.
-    auto read = read_faiss(vec, manifest->vectors_checksum);
+    auto read = read_faiss(vec, manifest->vectors_checksum, kind);
     if (!read) return std::unexpected(read.error());
     index.index_ = std::move(*read);
     // Into the fast storage (FastFlatIP): the codes move, nothing is copied.
@@ -1069,7 +1133,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     auto map = MappedFile::open(path);
     if (!map) return std::unexpected(map.error());
     const std::string_view segment = (*map)->view();
-    if (checksum_of(segment) != sg.checksum)
+    if (checksum_of(segment, kind) != sg.checksum)
       return fail(path.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
     uint64_t header[3] = {0, 0, 0};
     const size_t head = sizeof kSegmentMagic + sizeof header;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
@@ -76,7 +77,7 @@ TEST(VectorIndex, round_trips_through_disk_and_refuses_damaged_files) {
 
   const std::string file = loaded->second.vectors_file;
   EXPECT_TRUE(file.starts_with("vectors.") && file.ends_with(".f32")) << file;
-  EXPECT_EQ(loaded->second.format, 4);
+  EXPECT_EQ(loaded->second.format, 5);
   EXPECT_EQ(loaded->second.graph_file, "");  // a flat index has no graph
   const std::string bytes = testing::slurp(dir / "index" / file);
   testing::write_file(dir / "index" / file, bytes.substr(0, bytes.size() / 2));
@@ -254,7 +255,7 @@ void loaded_index_answers_as_saved(int64_t spacing) {
   const auto rewrite = [&](const std::string& bytes) {
     testing::write_file(ids_path, bytes);
     auto j = nlohmann::json::parse(testing::slurp(dir / "index" / "manifest.json"));
-    j["ids_checksum"] = *file_checksum(ids_path);
+    j["ids_checksum"] = *file_checksum(ids_path, Checksum::lanes);
     testing::write_file(dir / "index" / "manifest.json", j.dump());
     return VectorIndex::load(dir / "index", o);
   };
@@ -322,7 +323,7 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   const auto base = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(base);
-  EXPECT_EQ(base->format, 4);
+  EXPECT_EQ(base->format, 5);
   EXPECT_TRUE(base->segments.empty());
   const std::string base_bytes = testing::slurp(dir / "index" / base->vectors_file);
 
@@ -339,7 +340,7 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   auto m = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(m) << m.error().message;
-  EXPECT_EQ(m->format, 4);
+  EXPECT_EQ(m->format, 5);
   EXPECT_EQ(m->segments.size(), 1u);
   EXPECT_EQ(m->generation, 2);
   EXPECT_EQ(m->vectors_file, base->vectors_file);
@@ -389,7 +390,7 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   auto compacted = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(compacted);
-  EXPECT_EQ(compacted->format, 4);
+  EXPECT_EQ(compacted->format, 5);
   EXPECT_TRUE(compacted->segments.empty());
   EXPECT_NE(compacted->vectors_file, base->vectors_file);
   EXPECT_EQ(compacted->count, 335u);
@@ -471,6 +472,80 @@ TEST(VectorIndex, an_hnsw_index_maps_its_vectors_and_verifies_its_graph) {
       << damaged.error().message;
 }
 
+// Format 5's checksums: four chains over 32-byte strides. A changed byte at any offset, a changed length and the
+// other kind all change the sum; the serial kind (formats 1–4) keeps its values (computed here by the algorithm's
+// description, in Python, before the four-lane kind existed).
+TEST(checksum, both_kinds_see_every_byte_and_the_serial_one_keeps_its_values) {
+  std::string bytes;
+  for (int i = 0; i < 100; ++i) bytes += static_cast<char>(i * 7 + 3);
+  EXPECT_EQ(checksum_of(bytes, Checksum::serial), "5ddab34e37a0c017");
+  for (Checksum kind : {Checksum::serial, Checksum::lanes}) {
+    const std::string sum = checksum_of(bytes, kind);
+    std::set<std::string> seen = {sum};
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::string changed = bytes;
+      changed[i] = static_cast<char>(changed[i] ^ 0x01);
+      EXPECT_TRUE(seen.insert(checksum_of(changed, kind)).second) << "byte " << i;
+    }
+    for (size_t n = 0; n < bytes.size(); ++n) EXPECT_TRUE(seen.insert(checksum_of(bytes.substr(0, n), kind)).second) << n;
+  }
+  EXPECT_NE(checksum_of(bytes, Checksum::serial), checksum_of(bytes, Checksum::lanes));
+  EXPECT_EQ(checksum_for_format(4), Checksum::serial);
+  EXPECT_EQ(checksum_for_format(5), Checksum::lanes);
+}
+
+// An index saved as format 4 (serial checksums) by the previous spark loads; an update appends a segment summed the
+// base's way and keeps format 4; the next whole save writes format 5.
+TEST(VectorIndex, a_format_4_index_loads_and_takes_a_segment_in_its_own_checksums) {
+  testing::TempDir dir;
+  const size_t dim = 16, n = 300;
+  auto v = random_unit_vectors(n + 10, dim, 31);
+  VectorIndexOptions o;
+  o.hnsw_threshold = 100;
+  o.segment_min_base = 100;
+  {
+    VectorIndex index(dim, o);
+    index.add(ids(n), std::vector<float>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n * dim)));
+    testing::write_file(dir / "index" / "extra.bin", "the caller's file");
+    ASSERT_TRUE(index.save(dir / "index", "emb", 1, {{"extra", "extra.bin"}}));
+  }
+  // Rewritten as the previous spark wrote it: format 4, every checksum serial.
+  auto j = nlohmann::json::parse(testing::slurp(dir / "index" / "manifest.json"));
+  ASSERT_EQ(j["format"], 5);
+  const auto serial = [&](const std::string& file) { return *file_checksum(dir / "index" / file, Checksum::serial); };
+  j["format"] = 4;
+  j["vectors_checksum"] = serial(j["vectors_file"]);
+  j["ids_checksum"] = serial(j["ids_file"]);
+  j["graph_checksum"] = serial(j["graph_file"]);
+  j["files"]["extra"]["checksum"] = serial(j["files"]["extra"]["file"]);
+  testing::write_file(dir / "index" / "manifest.json", j.dump());
+  {
+    auto loaded = VectorIndex::load(dir / "index", o);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    EXPECT_EQ(loaded->first.search(&v[5 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[5]);
+    loaded->first.add({90001}, std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(n * dim),
+                                                  v.begin() + static_cast<std::ptrdiff_t>((n + 1) * dim)));
+    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 2, {{"extra", "extra.bin"}}));
+    EXPECT_EQ(loaded->first.segments(), 1u);
+  }
+  auto m = VectorIndex::read_manifest(dir / "index");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->format, 4);
+  ASSERT_EQ(m->segments.size(), 1u);
+  EXPECT_EQ(m->segments[0].checksum, serial(m->segments[0].file));
+  EXPECT_EQ(m->extra_files.at(0).checksum, serial("extra.bin"));
+  auto again = VectorIndex::load(dir / "index", o);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->first.search(&v[n * dim], 1, std::nullopt, {})[0].rowid, 90001);
+  // A format-4 manifest whose checksum is the four-lane kind is damage, not a format: refused.
+  auto k = nlohmann::json::parse(testing::slurp(dir / "index" / "manifest.json"));
+  k["ids_checksum"] = *file_checksum(dir / "index" / m->ids_file, Checksum::lanes);
+  testing::write_file(dir / "index" / "manifest.json", k.dump());
+  auto refused = VectorIndex::load(dir / "index", o);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find(m->ids_file + ": checksum mismatch"), std::string::npos) << refused.error().message;
+}
+
 TEST(VectorIndex, loads_an_index_of_the_earlier_format_with_one_faiss_file) {
   // Format 2, as spark wrote it before format 4: the vectors inside a faiss IndexFlatIP file.
   testing::TempDir dir;
@@ -487,19 +562,19 @@ TEST(VectorIndex, loads_an_index_of_the_earlier_format_with_one_faiss_file) {
   const nlohmann::json manifest = {{"format", 2}, {"embedder", "emb-1"}, {"generation", 3}, {"count", n},
                                    {"vectors", n}, {"dimension", dim}, {"kind", "flat"},
                                    {"vectors_file", "vectors.old.faiss"}, {"ids_file", "ids.old.bin"},
-                                   {"vectors_checksum", *file_checksum(dir / "index" / "vectors.old.faiss")},
-                                   {"ids_checksum", *file_checksum(dir / "index" / "ids.old.bin")},
+                                   {"vectors_checksum", *file_checksum(dir / "index" / "vectors.old.faiss", Checksum::serial)},
+                                   {"ids_checksum", *file_checksum(dir / "index" / "ids.old.bin", Checksum::serial)},
                                    {"files", nlohmann::json::object()}};
   testing::write_file(dir / "index" / "manifest.json", manifest.dump());
   auto loaded = VectorIndex::load(dir / "index", {});
   ASSERT_TRUE(loaded) << loaded.error().message;
   EXPECT_EQ(loaded->first.search(&v[9 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[9]);
-  // Its next whole save writes format 4, and the old file goes.
+  // Its next whole save writes format 5, and the old file goes.
   loaded->first.add({5000}, random_unit_vectors(1, dim, 6));
   ASSERT_TRUE(loaded->first.save(dir / "index", "emb-1", 4));
   auto again = VectorIndex::load(dir / "index", {});
   ASSERT_TRUE(again) << again.error().message;
-  EXPECT_EQ(again->second.format, 4);
+  EXPECT_EQ(again->second.format, 5);
   EXPECT_FALSE(fs::exists(dir / "index" / "vectors.old.faiss"));
   EXPECT_EQ(again->first.search(&v[9 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[9]);
 }
