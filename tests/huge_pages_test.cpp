@@ -20,7 +20,7 @@ std::string slurp(const char* path) {
 }
 
 // The VmFlags line of the mapping of /proc/self/smaps that holds `address` ("" when none does).
-std::string vm_flags_at(const void* address) {
+[[maybe_unused]] std::string vm_flags_at(const void* address) {
   std::istringstream smaps(slurp("/proc/self/smaps"));
   const auto a = reinterpret_cast<uintptr_t>(address);
   bool inside = false;
