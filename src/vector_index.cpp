@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <omp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,9 +14,9 @@
 #include <faiss/impl/io.h>
 #include <faiss/index_io.h>
 #include <faiss/utils/distances.h>
+#include <omp.h>
 
 #include <algorithm>
-#include <tuple>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -27,6 +26,7 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
