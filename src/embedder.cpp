@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <ranges>
 
 #include <nlohmann/json.hpp>
 
@@ -123,14 +124,13 @@ void HashedTfidfEmbedder::count_documents(const TermMap& part, uint32_t document
 
 void HashedTfidfEmbedder::fit_begin() {
   df_.clear();
-  loaded_map_.reset();
-  loaded_ = {};
-  loaded_count_ = 0;
+  loaded_.reset();
   documents_ = 0;
 }
 
 namespace {
 constexpr size_t kDfHeader = 32, kDfRecord = 12;
+size_t df_records(std::string_view bytes) { return (bytes.size() - kDfHeader) / kDfRecord; }  // load checked the size
 uint64_t df_term_at(std::string_view bytes, size_t i) {
   uint64_t h = 0;
   std::memcpy(&h, bytes.data() + kDfHeader + i * kDfRecord, 8);
@@ -144,12 +144,11 @@ uint32_t df_count_at(std::string_view bytes, size_t i) {
 }  // namespace
 
 void HashedTfidfEmbedder::thaw() {
-  if (loaded_count_ == 0) return;
-  df_.reserve(loaded_count_);
-  for (size_t i = 0; i < loaded_count_; ++i) df_.emplace(df_term_at(loaded_, i), df_count_at(loaded_, i));
-  loaded_map_.reset();
-  loaded_ = {};
-  loaded_count_ = 0;
+  if (!loaded_) return;
+  const std::string_view b = loaded_->view();
+  df_.reserve(df_records(b));
+  for (size_t i = 0; i < df_records(b); ++i) df_.emplace(df_term_at(b, i), df_count_at(b, i));
+  loaded_.reset();
 }
 
 void HashedTfidfEmbedder::fit_add(const TermCounts& doc) {
@@ -167,6 +166,7 @@ void HashedTfidfEmbedder::fit_merge(const DocumentFrequencies& df, uint64_t docu
 }
 
 void HashedTfidfEmbedder::fit_end() {
+  thaw();  // the digest is of the whole table, however it is held
   // Digest of the statistics, so the identity changes when they do.
   std::vector<std::pair<uint64_t, uint32_t>> sorted(df_.begin(), df_.end());
   std::sort(sorted.begin(), sorted.end());
@@ -180,14 +180,11 @@ void HashedTfidfEmbedder::fit_end() {
 
 float HashedTfidfEmbedder::idf(uint64_t term) const {
   double df = 0.0;
-  if (loaded_count_ > 0) {
-    size_t lo = 0, hi = loaded_count_;  // the first record whose term is not below `term`
-    while (lo < hi) {
-      const size_t mid = lo + (hi - lo) / 2;
-      if (df_term_at(loaded_, mid) < term) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo < loaded_count_ && df_term_at(loaded_, lo) == term) df = df_count_at(loaded_, lo);
+  if (loaded_) {
+    const std::string_view b = loaded_->view();
+    const auto records = std::views::iota(size_t{0}, df_records(b));
+    const auto at = std::ranges::partition_point(records, [&](size_t i) { return df_term_at(b, i) < term; });
+    if (at != records.end() && df_term_at(b, *at) == term) df = df_count_at(b, *at);
   } else if (const auto it = df_.find(term); it != df_.end()) {
     df = it->second;
   }
@@ -247,7 +244,7 @@ constexpr char kDfMagic[8] = {'S', 'P', 'K', 'D', 'F', '0', '0', '1'};
 }
 
 Status HashedTfidfEmbedder::save(const std::filesystem::path& path) const {
-  if (loaded_count_ > 0) return write_file_atomic(path, std::string(loaded_));  // unchanged since load: the same bytes
+  if (loaded_) return write_file_atomic(path, std::string(loaded_->view()));  // unchanged since load: the same bytes
   std::vector<std::pair<uint64_t, uint32_t>> sorted(df_.begin(), df_.end());
   std::sort(sorted.begin(), sorted.end());
   std::string buf(kDfMagic, sizeof kDfMagic);
@@ -281,9 +278,7 @@ Status HashedTfidfEmbedder::load(const std::filesystem::path& path) {
     if (df_term_at(b, i - 1) >= df_term_at(b, i))
       return fail(path.string() + ": damaged (its terms are not in order)");
   df_.clear();
-  loaded_map_ = std::move(*map);
-  loaded_ = b;
-  loaded_count_ = count;
+  loaded_ = std::move(*map);
   documents_ = docs;
   df_digest_ = digest;
   return {};

@@ -103,11 +103,10 @@ class HashedTfidfEmbedder final : public Embedder {
   void thaw();  // the loaded table into df_, before fitting changes it
   HashedTfidfOptions options_;
   DocumentFrequencies df_;
-  // As loaded: the file mapped, its records (term hash u64, count u32) sorted by hash and searched in place. A new
-  // `spark localize` process maps 2 MB at 100k cases instead of building a hash map of 170k terms.
-  std::shared_ptr<const MappedFile> loaded_map_;
-  std::string_view loaded_;
-  size_t loaded_count_ = 0;
+  // As loaded (until fitting changes it): the file mapped, its records (term hash u64, count u32) sorted by hash and
+  // searched in place. A new `spark localize` process maps 2 MB at 100k cases instead of building a hash map of 170k
+  // terms. Null when df_ holds the table.
+  std::shared_ptr<const MappedFile> loaded_;
   uint64_t documents_ = 0;
   uint64_t df_digest_ = 0;
   std::unordered_map<uint64_t, TermMap> code_cache_;  // by code hash

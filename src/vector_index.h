@@ -8,9 +8,10 @@
 // exactly over the stored vectors with an id selector, because HNSW with a narrow filter returns too few results
 // (faiss 1.7.3). Ids are knowledge-base rowids, mapped by spark itself.
 //
-// On disk: manifest.json names the data files of one saved state (vectors.<token>.faiss, ids.<token>.bin, and the
-// caller's extra files), with the format version, the embedder identity, the knowledge-base generation the index was
-// built from, and checksums. A save writes new files under new names and then replaces the manifest atomically, so a
+// On disk (docs/FORMATS.md): manifest.json names the data files of one saved state (format 5: the raw vectors
+// vectors.<token>.f32, mapped on load; the HNSW graph graph.<token>.faiss; ids.<token>.bin; segments; the caller's
+// extra files), with the format version, the embedder identity, the knowledge-base generation the index was built
+// from, and checksums. A save writes new files under new names and then replaces the manifest atomically, so a
 // crash at any point leaves either the old or the new state; the files of the replaced state are removed after.
 // An index whose files do not match their manifest is never used.
 // Thread safety: searches of one index may run concurrently; add and save need exclusive access.
@@ -165,8 +166,8 @@ class VectorIndex {
   void search_tail(const float* query, size_t k, const std::vector<int64_t>* positions,
                    std::vector<std::pair<int64_t, float>>& hits) const;
   void merge_tail();
-  // Which cases sit at which distinct vector (position), and each case's group. As loaded, sorted arrays built in
-  // one pass over the saved entries (no allocation per case: a new `spark localize` process at 100k cases pays a
+  // Which cases sit at which distinct vector (position), and each case's group. As loaded, arrays built in one pass
+  // over the saved entries (no allocation per case: a new `spark localize` process at 100k cases pays a
   // few ms, not a hash map of every case); the first add turns them into hash maps. Both answer alike: a position's
   // members in the order they were added, a group's positions ascending.
   class CaseTable {

@@ -107,6 +107,12 @@ TEST(HashedTfidfEmbedder, a_loaded_table_gives_the_fitted_vectors_and_fits_on) {
   EXPECT_EQ(*got, *want);  // bit-identical
   ASSERT_TRUE(loaded.save(dir / "again.bin"));
   EXPECT_EQ(testing::slurp(dir / "again.bin"), testing::slurp(dir / "df.bin"));
+  // fit_end over a loaded table digests the whole table, not an empty one.
+  HashedTfidfEmbedder ended;
+  ASSERT_TRUE(ended.load(dir / "df.bin"));
+  ended.fit_end();
+  EXPECT_EQ(ended.identity(), fitted.identity());
+  EXPECT_EQ(*ended.embed(queries), *want);
 
   // Fitting on after a load: the same statistics as fitting everything in one go.
   const EmbedText more{"IndexError: list index out of range", "def test_d():\n    [][0]\n", ""};
