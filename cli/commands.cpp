@@ -74,13 +74,17 @@ std::string normalize_path(std::string p) {
 
 }  // namespace
 
+std::string language_field_for(const std::string& path) {
+  return std::string(language_name(language_for(path, "")));
+}
+
 Result<std::string> read_test_file(const std::string& path) {
   auto text = read_file(path);
   if (!text) return text;
   if (auto why = test_file_too_large(*text); !why.empty()) return fail(path + ": " + why);
   if (text->find('\0') != std::string::npos)
     return fail(path + ":" + std::to_string(line_of_offset(*text, text->find('\0'))) +
-                ": contains a NUL byte: a binary file, not Python test code");
+                ": contains a NUL byte: a binary file, not test code");
   if (auto bad = find_invalid_utf8(*text))
     return fail(path + ":" + std::to_string(line_of_offset(*text, *bad)) + ": invalid UTF-8 at byte " +
                 std::to_string(*bad) + " (spark reads test code as UTF-8; convert the file, e.g. with iconv)");
@@ -92,7 +96,7 @@ Case failure_query(const std::string& test_id, const std::string& message, std::
   Case q;
   q.id = test_id;
   q.test_id = test_id;
-  q.language = "python";
+  q.language = files.empty() ? "python" : language_field_for(files.front().path);
   q.error_message = sanitize_utf8(message);
   q.failure_epoch = time.value_or(now_epoch());
   q.failure_time = format_iso8601(q.failure_epoch);
@@ -315,7 +319,7 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
   }
   q.error_message = std::move(message);
   q.id = "query";
-  q.language = "python";
+  q.language = q.files.empty() ? "python" : language_field_for(q.files.front().path);
   q.project = "";
   if (args.time.empty()) {
     q.failure_epoch = now_epoch();
@@ -331,10 +335,19 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
     // From the traceback: the deepest frame in the test file names the function; its class comes from the code.
     const std::string& path = q.files.front().path;
     std::string function;
+    int stop_line = 0;
     for (const auto& fr : parse_traceback(q.error_message))
-      if (same_file(fr.path, path) && !fr.function.empty()) function = fr.function;
+      if (same_file(fr.path, path) && !fr.function.empty()) {
+        function = fr.function;
+        stop_line = fr.line;
+      }
     q.test_id = path;
-    if (!function.empty()) {
+    const Language language = language_for(path, q.language);
+    if (language != Language::python && language != Language::other && stop_line > 0) {
+      StructureCache cache(1);
+      q.test_id = test_id_at(*cache.get(q.files.front().content, path, q.language), q.files.front().content, path,
+                             stop_line);
+    } else if (!function.empty()) {
       // Through the persisted structures: the localize that follows reads this parse instead of making its own.
       StructureCache cache(1);
       if (const fs::path dir = structures_folder(common); !dir.empty()) cache.persist_in(dir);

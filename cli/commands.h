@@ -187,6 +187,9 @@ int cmd_kb(const Common& common, const KbArgs& args);
 int write_output(const std::string& path, const std::string& text);
 
 // Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.
+// The corpus format's `language` for a test file given on the command line: from its extension ("other" for an
+// extension spark has no structure for; "python" without one).
+std::string language_field_for(const std::string& path);
 Result<std::string> read_test_file(const std::string& path);
 
 }  // namespace spark::cli

@@ -89,7 +89,9 @@ int run(int argc, char** argv) {
   auto* localize = app.add_subcommand("localize", "rank the suspicious lines of a failing test");
   localize->add_option("--test", loc.tests, "the failing test's file(s); the first holds the test")->check(CLI::ExistingFile);
   localize->add_option("--error", loc.error, "file with the failure output (traceback + message), or - for stdin");
-  localize->add_option("--test-id", loc.test_id, "pytest node id (default: from the traceback)");
+  localize->add_option("--test-id", loc.test_id,
+                       "the test id: a pytest node id, com.x.FooTest#testBar, tests/x.test.js > suite > case "
+                       "(default: from the traceback)");
   localize->add_option("--time", loc.time, "failure time, ISO-8601 (default: now)");
   localize->add_option("--case", loc.case_file, "take the query from this cases.jsonl (labels are ignored)")->check(CLI::ExistingFile);
   localize->add_option("--id", loc.case_id, "with --case: the case's id (default: every case of the file)");

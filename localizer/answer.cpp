@@ -65,7 +65,7 @@ bool parse_text(std::string_view text, Collector& c, const std::function<std::op
   const size_t before = c.out.ids.size() + c.out.out_of_range + c.out.duplicates + c.out.not_code;
   for (std::string_view raw : split_lines(text)) {
     std::string line(raw);
-    if (auto at = line.find(kAnnotationMarker); at != std::string::npos) line.erase(at, kAnnotationMarker.size());
+    strip_annotation_marker(line);
     if (is_blank(line)) continue;
     // A list's own numbering goes ("1. line 12"), unless the number is all the line holds ("12. assert x").
     const std::string stripped = numbering.replace_all(line, "");
@@ -133,7 +133,7 @@ void walk_json(const nlohmann::json& j, Collector& c, const std::function<std::o
       }
     if (j.contains("code") && j["code"].is_string() && id_of_code) {
       std::string code = j["code"].get<std::string>();
-      if (auto at = code.find(kAnnotationMarker); at != std::string::npos) code.erase(at);
+      strip_annotation_marker(code);
       if (auto id = id_of_code(trim(code))) c.add(*id);
       return;
     }

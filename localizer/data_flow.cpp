@@ -185,7 +185,7 @@ DefUse def_use(std::string_view statement) {
   return du;
 }
 
-std::map<int, int> backward_slice(const PythonStructure& s, const std::vector<std::string_view>& lines, int stop_line,
+std::map<int, int> backward_slice(const CodeStructure& s, const std::vector<std::string_view>& lines, int stop_line,
                                   const std::vector<ScopeRole>& roles) {
   std::map<int, int> out;
   if (stop_line < 1 || stop_line > s.line_count) return out;

@@ -32,7 +32,7 @@ DefUse def_use(std::string_view statement);
 
 // The backward slice of the statement at `stop_line`: statement first line → hops (1 = defines a name the failing
 // statement uses). `lines` are the file's lines; `roles` (may be empty) marks the failing test's support lines.
-std::map<int, int> backward_slice(const PythonStructure& s, const std::vector<std::string_view>& lines, int stop_line,
+std::map<int, int> backward_slice(const CodeStructure& s, const std::vector<std::string_view>& lines, int stop_line,
                                   const std::vector<ScopeRole>& roles);
 
 }  // namespace spark

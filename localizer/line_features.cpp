@@ -58,14 +58,49 @@ std::pair<int, int> function_span_by_text(const std::vector<std::string_view>& l
   return {0, 0};
 }
 
+// The same for Java, JavaScript and TypeScript, by brackets: the first line naming `function` as a method
+// (`function(`) or as a test's title (`test('function'`, `it("function"`), to the line where the brackets opened
+// on or after it close again. Strings and comments are not told apart: a heuristic, like the Python one.
+std::pair<int, int> braced_span_by_text(const std::vector<std::string_view>& lines, const std::string& function) {
+  if (function.empty()) return {0, 0};
+  const std::string call = function + "(";
+  const std::string titles[] = {"'" + function + "'", "\"" + function + "\"", "`" + function + "`"};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string_view t = lines[i];
+    size_t at = t.find(call);
+    const bool method = at != std::string_view::npos &&
+                        (at == 0 || !(std::isalnum(static_cast<unsigned char>(t[at - 1])) || t[at - 1] == '_' || t[at - 1] == '.'));
+    const bool title = std::any_of(std::begin(titles), std::end(titles),
+                                   [&](const std::string& q) { return t.find(q) != std::string_view::npos; });
+    if (!method && !title) continue;
+    int depth = 0;
+    bool opened = false;
+    for (size_t j = i; j < lines.size(); ++j) {
+      for (char ch : lines[j]) {
+        if (ch == '{') {
+          ++depth;
+          opened = true;
+        } else if (ch == '}') {
+          --depth;
+        }
+      }
+      if (opened && depth <= 0) return {static_cast<int>(i) + 1, static_cast<int>(j) + 1};
+      if (!opened && j > i + 3) break;  // a call of the function, not its definition
+    }
+  }
+  return {0, 0};
+}
+
 }  // namespace
 
 void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out) {
-  const std::string function = parse_test_id(c.test_id).function;
   for (const auto& fl : c.faulty_lines) {
+    const Language language = language_for(fl.path, c.language);
+    const std::string function = parse_test_id(c.test_id, language).function;
     const auto lines = split_lines(c.file(fl.path)->content);
     const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
-    const auto [first, last] = function_span_by_text(lines, function);
+    const auto [first, last] = language == Language::python ? function_span_by_text(lines, function)
+                                                            : braced_span_by_text(lines, function);
     const bool outside = first > 0 && (fl.line < first || fl.line > last);
     out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), c.test_id, outside});
   }
@@ -83,7 +118,7 @@ QueryView make_query_view(const Case& query, StructureCache& cache) {
     QueryView::File file;
     file.source = &f;
     file.lines = split_lines(f.content);
-    file.structure = cache.get(f.content, f.path);
+    file.structure = cache.get(f.content, f.path, query.language);
     file.scope = estimate_scope(*file.structure, query.test_id);
     v.files.push_back(std::move(file));
   }
@@ -312,7 +347,7 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
     x[kSupport] = role == ScopeRole::support ? 1.0 : 0.0;
     x[kModuleLevel] = role == ScopeRole::module ? 1.0 : 0.0;
 
-    x[kKindPrior] = prior.get(s.kind[li]);
+    x[kKindPrior] = prior.get(kind_key(s.language, s.kind[li]));
     if (v.stop_file == static_cast<int>(ql.file) && s.statement[li] != 0)
       if (auto it = slice.find(s.statement[li]); it != slice.end()) x[kSlice] = 1.0 / it->second;
 

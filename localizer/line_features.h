@@ -96,7 +96,7 @@ struct QueryView {
   struct File {
     const SourceFile* source = nullptr;
     std::vector<std::string_view> lines;
-    std::shared_ptr<const PythonStructure> structure;
+    std::shared_ptr<const CodeStructure> structure;
     TestScope scope;
   };
   std::vector<File> files;

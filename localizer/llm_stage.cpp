@@ -15,7 +15,7 @@ struct UnitSpan {
 };
 
 // The unit `line` belongs to at `level`, with its first and last line.
-UnitSpan unit_span(const PythonStructure& s, Level level, int line, size_t line_count) {
+UnitSpan unit_span(const CodeStructure& s, Level level, int line, size_t line_count) {
   if (level == Level::line) return {line, line, line};
   const int u = unit_of(s, level, line);
   UnitSpan span{u, line, line};
@@ -43,7 +43,7 @@ std::vector<RankedElement> merge_answer(const Case& query, const Prompt& prompt,
       if (f.path == ref.path) file = &f;
     if (!file) continue;
     const auto lines = split_lines(file->content);
-    const auto structure = cache.get(file->content, file->path);
+    const auto structure = cache.get(file->content, file->path, query.language);
     const UnitSpan span = unit_span(*structure, level, ref.line, lines.size());
     if (!taken.insert({ref.path, span.first}).second) continue;  // two lines of one unit
     RankedElement e;

@@ -33,8 +33,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The language a case's test id is written in: its first file's, else its `language` field's.
+Language test_id_language(const Case& c) {
+  return language_for(c.files.empty() ? std::string_view() : std::string_view(c.files.front().path), c.language);
+}
+
 const SourceFile& test_file_of(const Case& c) {
-  const TestIdParts parts = parse_test_id(c.test_id);
+  const TestIdParts parts = parse_test_id(c.test_id, test_id_language(c));
   for (const auto& f : c.files)
     if (!parts.path.empty() && same_file(parts.path, f.path)) return f;
   return c.files.front();
@@ -89,20 +94,26 @@ void ScopeCache::put(uint64_t key, std::string scope) {
 
 namespace {
 
-// The failing test's own function: by the light lookup (a scan of the lines, PythonParser::function_span); the full
-// structure only when that finds nothing.
+// The failing test's own function: for Python by the light lookup (a scan of the lines, PythonParser::function_span);
+// the full structure when that finds nothing, and for the other languages.
 std::string scope_code_of(const std::string& test_id, const std::string& path, const std::string& content,
-                          StructureCache& cache) {
-  const TestIdParts parts = parse_test_id(test_id);
-  const auto span = cache.function_span(content, path, parts.classes.empty() ? "" : parts.classes.back(), parts.function);
-  return span ? lines_text(content, span->first, span->second)
-              : scope_text(content, estimate_scope(*cache.get(content, path), test_id));
+                          const std::string& case_language, StructureCache& cache) {
+  const Language language = language_for(path, case_language);
+  if (language == Language::python) {
+    const TestIdParts parts = parse_test_id(test_id, language);
+    const auto span =
+        cache.function_span(content, path, parts.classes.empty() ? "" : parts.classes.back(), parts.function);
+    if (span) return lines_text(content, span->first, span->second);
+  }
+  return scope_text(content, estimate_scope(*cache.get(content, path, case_language), test_id));
 }
 
 // Which of a case's files is its test file: the one its test id names, else the first.
 template <class Files, class PathOf>
-size_t test_file_index(const std::string& test_id, const Files& files, PathOf&& path_of) {
-  const TestIdParts parts = parse_test_id(test_id);
+size_t test_file_index(const std::string& test_id, const std::string& case_language, const Files& files,
+                       PathOf&& path_of) {
+  const TestIdParts parts =
+      parse_test_id(test_id, language_for(files.empty() ? std::string() : std::string(path_of(files.front())), case_language));
   for (size_t i = 0; i < files.size(); ++i)
     if (!parts.path.empty() && same_file(parts.path, path_of(files[i]))) return i;
   return 0;
@@ -124,7 +135,7 @@ EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
       t.scope_code = *hit;
       return t;
     }
-  t.scope_code = scope_code_of(c.test_id, tf.path, tf.content, cache);
+  t.scope_code = scope_code_of(c.test_id, tf.path, tf.content, c.language, cache);
   if (scopes) scopes->put(key, t.scope_code);
   return t;
 }
@@ -444,7 +455,7 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
       kind_counts.add(view, items[i].c.faulty_lines);
       for (auto& ql : view.lines) {
         const auto& s = *view.files[ql.file].structure;
-        const std::string& kind = s.kind[static_cast<size_t>(ql.line - 1)];
+        const std::string kind = kind_key(s.language, s.kind[static_cast<size_t>(ql.line - 1)]);
         auto [it, added] = kind_index.emplace(kind, kinds.size());
         if (added) kinds.push_back(kind);
         ql.x[kKindPrior] = static_cast<double>(it->second);
@@ -492,7 +503,8 @@ class VersionEmbedding {
         versions_.push_back(std::move(v));
       }
       Version& v = versions_[vit->second];
-      const size_t file = test_file_index(c.test_id, v.paths, [](const std::string& p) { return p; });
+      // A sketch has no `language` field: the files' extensions tell (what a case of a known language has).
+      const size_t file = test_file_index(c.test_id, "", v.paths, [](const std::string& p) { return p; });
       auto [sit, snew] = scope_of.emplace(std::to_string(vit->second) + "\n" + std::to_string(file) + "\n" + c.test_id,
                                           scopes_.size());
       if (snew) {
@@ -532,7 +544,7 @@ class VersionEmbedding {
         HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code), static_cast<uint32_t>(v.cases.size()), df[w]);
       for (size_t si : v.scopes) {
         const Scope& sc = scopes_[si];
-        scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], caches_[w]);
+        scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], "", caches_[w]);
         if (fit) HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
       }
       if (fit)
@@ -958,9 +970,15 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   apply_gate(model.gate, view);
   // Inputs the ranker can read only in part: said in the notes, the ranking goes on.
   for (const auto& f : view.files)
-    if (f.structure->has_syntax_errors)
-      out.notes.push_back(f.source->path + " does not parse cleanly as Python (syntax errors): its statements, blocks and "
-                          "data flow near the errors are approximate; every line is still ranked");
+    if (f.structure->language == Language::other)
+      out.notes.push_back(f.source->path + ": spark reads no structure in this language (it knows Python, Java, "
+                          "JavaScript and TypeScript): its lines are ranked one by one, without statements, blocks, "
+                          "functions or the test's scope");
+    else if (f.structure->has_syntax_errors)
+      out.notes.push_back(f.source->path + " does not parse cleanly as " +
+                          std::string(language_display_name(f.structure->language)) +
+                          " (syntax errors): its statements, blocks and data flow near the errors are approximate; "
+                          "every line is still ranked");
   if (view.frames.empty())
     out.notes.push_back("the error message holds no traceback: ranked without a failing statement");
   else if (view.stop_file < 0)
@@ -1036,12 +1054,20 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     const QueryLine& ql = *g->best;
     if (g->annotated || ql.x[kTracebackLine] > 0 || ql.x[kTracebackFrame] > 0 || ql.x[kErrorOverlap] > 0) return nullptr;
     const std::string_view text = trim(ql.text);
-    if (text.starts_with('#')) return "a comment";
-    const std::string& kind = view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)];
+    const CodeStructure& s = *view.files[ql.file].structure;
+    const bool braces = s.language == Language::java || s.language == Language::javascript ||
+                        s.language == Language::typescript;
+    if (text.starts_with('#') && !braces) return "a comment";
+    if (braces && (text.starts_with("//") || text.starts_with("/*") || text.starts_with("*"))) return "a comment";
+    const std::string& kind = s.kind[static_cast<size_t>(ql.line - 1)];
     if ((kind == "def" && (text.starts_with("def ") || text.starts_with("async def "))) ||
         (kind == "class" && text.starts_with("class ")))
       return "a definition's header";
-    if (kind == "import" || kind == "import_from" || kind == "future_import") return "an import";
+    // A Java method's header (not a JavaScript test's call, whose arguments can hold test data).
+    if (kind == "def" && s.language == Language::java && text.find('=') == std::string_view::npos)
+      return "a definition's header";
+    if (kind == "brace") return "a closing bracket";
+    if (kind == "import" || kind == "import_from" || kind == "future_import" || kind == "package") return "an import";
     if (kind == "docstring") return "a docstring";
     if (kind == "pass") return "a pass statement";
     return nullptr;
@@ -1098,17 +1124,34 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   return out;
 }
 
+std::string annotation_marker(Language language) {
+  return std::string(comment_prefix(language)) + " " + std::string(kAnnotationText);
+}
+
+bool strip_annotation_marker(std::string& line) {
+  const auto at = line.find(kAnnotationText);
+  if (at == std::string::npos) return false;
+  size_t cut = at;
+  while (cut > 0 && line[cut - 1] == ' ') --cut;
+  if (cut >= 2 && line.compare(cut - 2, 2, "//") == 0) cut -= 2;
+  else if (cut >= 1 && line[cut - 1] == '#') cut -= 1;
+  line.erase(cut);
+  return true;
+}
+
 std::string Localizer::render_annotated(const Case& query, const std::vector<Annotation>& annotations) {
   std::set<std::pair<std::string, int>> marked;
   for (const auto& a : annotations) marked.insert({a.line.path, a.line.line});
   std::string out;
   for (const auto& f : query.files) {
-    if (query.files.size() > 1) out += "# file: " + f.path + "\n";
+    const Language language = language_for(f.path, query.language);
+    if (query.files.size() > 1) out += std::string(comment_prefix(language)) + " file: " + f.path + "\n";
+    const std::string marker = annotation_marker(language);
     const auto lines = split_lines(f.content);
     for (size_t i = 0; i < lines.size(); ++i) {
       if (is_blank(lines[i])) continue;  // the paper's preprocessing: blank lines hidden, comments kept
       out += std::to_string(i + 1) + ": " + std::string(lines[i]);
-      if (marked.contains({f.path, static_cast<int>(i) + 1})) out += "  " + std::string(kAnnotationMarker);
+      if (marked.contains({f.path, static_cast<int>(i) + 1})) out += "  " + marker;
       out += "\n";
     }
   }

@@ -25,7 +25,14 @@
 
 namespace spark {
 
-inline constexpr std::string_view kAnnotationMarker = "# !!! high likelihood of being faulty !!!";
+// The paper's annotation, written as a comment of the annotated file's language: "# !!! …" in Python,
+// "// !!! …" in Java, JavaScript and TypeScript.
+inline constexpr std::string_view kAnnotationText = "!!! high likelihood of being faulty !!!";
+inline constexpr std::string_view kAnnotationMarker = "# !!! high likelihood of being faulty !!!";  // Python's
+std::string annotation_marker(Language language);
+// Cuts an annotation marker (in any language's comment syntax) and what follows it off `line`; false when it has
+// none. A model's answer may quote annotated lines back.
+bool strip_annotation_marker(std::string& line);
 
 struct EmbedderConfig {
   std::string kind;  // builtin | openai; "" = as the index was built (open), builtin (build)

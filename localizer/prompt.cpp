@@ -148,6 +148,7 @@ CodeView candidates(const QueryView& view, const std::set<std::pair<std::string,
     if (redactor) redactor->redact(content, redactions);
     const auto lines = split_lines(content);
     const auto& role = view.files[f].scope.role;
+    const Language language = view.files[f].structure ? view.files[f].structure->language : Language::python;
     // Anchors in this file: the traceback's lines (query) or the faulty lines (a retrieved case).
     std::vector<int> anchor_lines;
     for (const auto& [path, line] : anchors)
@@ -161,9 +162,9 @@ CodeView candidates(const QueryView& view, const std::set<std::pair<std::string,
       cand.line = line;
       cand.id = offset + line;
       cand.text = std::to_string(cand.id) + ": " + std::string(lines[i]);
-      if (marked.contains({src.path, line})) cand.text += "  " + std::string(kAnnotationMarker);
+      if (marked.contains({src.path, line})) cand.text += "  " + annotation_marker(language);
       const auto ranked = ranker_rank.find({src.path, line});
-      if (ranked != ranker_rank.end()) cand.text += "  " + ranker_marker(ranked->second);
+      if (ranked != ranker_rank.end()) cand.text += "  " + ranker_marker(ranked->second, language);
       cand.text += "\n";
       cand.tokens = estimate_tokens(cand.text);
       int nearest = 1 << 30;
@@ -200,7 +201,9 @@ Result<Mode> parse_mode(std::string_view name) {
   return fail("unknown mode \"" + std::string(name) + "\" (known: " + known + ")");
 }
 
-std::string ranker_marker(size_t rank) { return std::string(kRankerMarkerPrefix) + std::to_string(rank) + " >>>"; }
+std::string ranker_marker(size_t rank, Language language) {
+  return std::string(comment_prefix(language)) + " " + std::string(kRankerMarkerText) + std::to_string(rank) + " >>>";
+}
 
 std::string_view mode_name(Mode mode) { return info(mode).name; }
 Retrieval mode_retrieval(Mode mode) { return info(mode).retrieval; }
@@ -255,6 +258,12 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
                             const std::vector<RetrievedCase>& retrieved, const Case* similar_case,
                             StructureCache& cache, const PromptOptions& options) {
   Prompt p;
+  // The language the prompt names and comments in: the test files' (the first file's), else the case's field.
+  Language language = language_for(query.files.empty() ? std::string_view() : std::string_view(query.files.front().path),
+                                   query.language);
+  if (!view.files.empty() && view.files.front().structure) language = view.files.front().structure->language;
+  const std::string language_shown =
+      language == Language::other && !query.language.empty() ? query.language : std::string(language_display_name(language));
   std::string_view tpl = options.template_text;
   if (tpl.empty()) {
     auto t = builtin_template(mode_template(options.mode));
@@ -321,14 +330,14 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
   }
 
   std::map<std::string, std::string> values = {
-      {"programming_language", query.language == "python" ? "Python" : query.language},
+      {"programming_language", language_shown},
       {"element", "line"},
       {"k", std::to_string(options.k)},
       {"ID", "line number"},
       {"max_element_id", std::to_string(p.max_element_id)},
       {"output_template", output_template()},
-      {"marker", std::string(kAnnotationMarker)},
-      {"ranker_marker", std::string(kRankerMarkerPrefix) + "N >>>"},
+      {"marker", annotation_marker(language)},
+      {"ranker_marker", std::string(comment_prefix(language)) + " " + std::string(kRankerMarkerText) + "N >>>"},
       {"similar_faulty_lines", similar_lines},
       {"err_msg", ""},
       {"test_code", ""},

@@ -24,9 +24,11 @@ namespace spark {
 
 enum class Mode { builtin, baseline, standard, random, annotation_free, directive, naive_rag, hybrid };
 
-// hybrid mode's second marker, on the built-in ranker's top lines: "# <<< ranker's suspect #N >>>".
-inline constexpr std::string_view kRankerMarkerPrefix = "# <<< ranker's suspect #";
-std::string ranker_marker(size_t rank);
+// hybrid mode's second marker, on the built-in ranker's top lines: "# <<< ranker's suspect #N >>>" (a comment of the
+// file's language: "// <<< …" in Java, JavaScript, TypeScript).
+inline constexpr std::string_view kRankerMarkerPrefix = "# <<< ranker's suspect #";  // Python's
+inline constexpr std::string_view kRankerMarkerText = "<<< ranker's suspect #";
+std::string ranker_marker(size_t rank, Language language = Language::python);
 
 Result<Mode> parse_mode(std::string_view name);  // builtin | baseline | default | random | annotation-free | …
 std::string_view mode_name(Mode mode);

@@ -69,7 +69,7 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
     out += paint("1", std::to_string(rank) + ". " + location(e)) +
            (e.source == "llm" ? "  (LLM)" : e.source == "filled" ? "  (filled, built-in score " + fixed(e.score, 3) + ")"
                                                                  : "  score " + fixed(e.score, 3)) +
-           (e.annotated ? "  " + paint("33", std::string(kAnnotationMarker)) : "") + "\n";
+           (e.annotated ? "  " + paint("33", annotation_marker(language_for(e.path, ""))) : "") + "\n";
     out += "     " + paint("36", clip(e.code, 160)) + "\n";
     for (const auto& r : e.reasons) out += "     - " + r + "\n";
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what spark needs to build and test on Debian 12, and fetches the pinned
-# tree-sitter Python grammar. Idempotent: a second run with everything present only checks.
+# tree-sitter grammars (Python, Java, JavaScript, TypeScript). Idempotent: a second run with everything present only checks.
 #
 #   scripts/setup.sh            # as root (or with sudo available)
 #   scripts/setup.sh --tests    # also what only the tests need (PostgreSQL 15, whose server the store tests start;
@@ -11,9 +11,6 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-grammar_dir="$root/third_party/tree-sitter-python"
-grammar_version=0.23.6
-grammar_sha1=807e50c415a761c613614f902432f563e85b51b6
 
 packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev
           libtree-sitter-dev libcli11-dev libsqlite3-dev libpugixml-dev libcpp-httplib-dev
@@ -47,30 +44,46 @@ if [ "${SPARK_SKIP_APT:-0}" != 1 ]; then
     fi
 fi
 
-# The Python grammar: npm pack (runs no install scripts), checksum, ABI 14 check.
-if [ -f "$grammar_dir/.version" ] && [ "$(cat "$grammar_dir/.version")" = "$grammar_version" ]; then
-    say "tree-sitter-python $grammar_version present"
-else
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    say "fetching tree-sitter-python@$grammar_version with npm pack"
-    (cd "$tmp" && npm pack --silent "tree-sitter-python@$grammar_version" >/dev/null)
-    tarball="$tmp/tree-sitter-python-$grammar_version.tgz"
+# The grammars: npm pack (runs no install scripts), the registry's sha1 checked, language ABI 14 checked (the Debian
+# tree-sitter library loads 13-14), unpacked into third_party/NAME/ through a temporary folder and a rename.
+#   fetch_grammar NAME VERSION SHA1 DIR...   (DIRs of the package to keep; each DIR/src/parser.c is checked)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fetch_grammar() {
+    local name=$1 version=$2 sha1=$3; shift 3
+    local dir="$root/third_party/$name"
+    if [ -f "$dir/.version" ] && [ "$(cat "$dir/.version")" = "$version" ]; then
+        say "$name $version present"; return
+    fi
+    say "fetching $name@$version with npm pack"
+    local work="$tmp/$name"
+    mkdir -p "$work"
+    (cd "$work" && npm pack --silent "$name@$version" >/dev/null)
+    local tarball="$work/$name-$version.tgz"
     [ -f "$tarball" ] || { say "npm pack produced no $tarball"; exit 1; }
+    local got
     got=$(sha1sum "$tarball" | cut -d' ' -f1)
-    if [ "$got" != "$grammar_sha1" ]; then
-        say "checksum mismatch for $tarball: got $got, want $grammar_sha1"; exit 1
+    if [ "$got" != "$sha1" ]; then
+        say "checksum mismatch for $tarball: got $got, want $sha1"; exit 1
     fi
-    tar -xzf "$tarball" -C "$tmp"
-    if ! grep -q '^#define LANGUAGE_VERSION 14$' "$tmp/package/src/parser.c"; then
-        say "tree-sitter-python $grammar_version: parser.c is not language ABI 14"; exit 1
-    fi
-    rm -rf "$grammar_dir.new"
-    mkdir -p "$grammar_dir.new"
-    cp -r "$tmp/package/src" "$grammar_dir.new/src"
-    cp "$tmp/package/LICENSE" "$grammar_dir.new/LICENSE" 2>/dev/null || true
-    echo "$grammar_version" > "$grammar_dir.new/.version"
-    rm -rf "$grammar_dir"
-    mv "$grammar_dir.new" "$grammar_dir"
-    say "tree-sitter-python $grammar_version installed in third_party/ (checksum and ABI 14 verified)"
-fi
+    tar -xzf "$tarball" -C "$work"
+    rm -rf "$dir.new"
+    mkdir -p "$dir.new"
+    local sub
+    for sub in "$@"; do
+        if [ -f "$work/package/$sub/parser.c" ] && ! grep -q '^#define LANGUAGE_VERSION 14$' "$work/package/$sub/parser.c"; then
+            say "$name $version: $sub/parser.c is not language ABI 14"; exit 1
+        fi
+        mkdir -p "$(dirname "$dir.new/$sub")"
+        cp -r "$work/package/$sub" "$dir.new/$sub"
+    done
+    cp "$work/package/LICENSE" "$dir.new/LICENSE" 2>/dev/null || true
+    echo "$version" > "$dir.new/.version"
+    rm -rf "$dir"
+    mv "$dir.new" "$dir"
+    say "$name $version installed in third_party/ (checksum and ABI 14 verified)"
+}
+fetch_grammar tree-sitter-python 0.23.6 807e50c415a761c613614f902432f563e85b51b6 src
+fetch_grammar tree-sitter-java 0.23.5 fb150fdaa9c852b3d71ba3144109008ac6a47ac2 src
+fetch_grammar tree-sitter-javascript 0.23.1 4e49fa3ad5f996b3ac5cf4f78d6c5dd876788faf src
+fetch_grammar tree-sitter-typescript 0.23.2 70bc615a2f664a8e9c87c533382beca587f28ab3 typescript/src tsx/src common

@@ -1,8 +1,10 @@
 #include "error_message.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "pcre_regex.h"
+#include "text.h"
 
 namespace spark {
 
@@ -46,6 +48,61 @@ std::vector<TracebackFrame> parse_traceback(std::string_view message) {
     f.line = n;
     if (f.line > 0) out.push_back(std::move(f));
   });
+  if (out.empty()) out = parse_stack_trace(message);
+  return out;
+}
+
+std::vector<TracebackFrame> parse_stack_trace(std::string_view message) {
+  // Java: "at com.x.FooTest.testBar(FooTest.java:42)", with a module ("app//", "java.base/") before the class.
+  // JavaScript/TypeScript (V8): "at fn (tests/x.test.js:12:5)", "at async fn (file:///abs/x.test.mjs:3:9)",
+  // "at tests/x.test.js:12:5". One alternation, so frames come out in the order printed.
+  static const Regex frames = Regex::must(
+      R"re(^[ \t]*at[ \t]+(?:[^\s(]*/)?([\w$.]+)\.([\w$<>-]+)\(([\w$-]+\.(?:java|kt|groovy|scala)):(\d+)\)[ \t]*$)re"
+      R"re(|^[ \t]*at[ \t]+(?:(?:async[ \t]+)?(\S[^\n]*?)[ \t]+\()?(?:file://)?(?!node:)([^\s()]+?\.(?:[cm]?[jt]sx?)):(\d+):\d+\)?[ \t]*$)re",
+      true);
+  std::vector<TracebackFrame> out;
+  // Stack traces print the innermost frame first; spark's frames are outermost first, as Python prints them. Each
+  // run of frames (the exception, each "Caused by:", each "Suppressed:") is turned around on its own: a line that is
+  // not a frame ends a run.
+  size_t block_start = 0;
+  const char* prev_end = nullptr;
+  const auto close_block = [&] {
+    std::reverse(out.begin() + static_cast<std::ptrdiff_t>(block_start), out.end());
+    block_start = out.size();
+  };
+  frames.for_each_match(message, [&](const std::vector<std::string_view>& g) {
+    TracebackFrame f;
+    std::string_view line_text;
+    if (g.size() > 4 && !g[3].empty()) {
+      std::string cls(g[1]);
+      const auto dot = cls.rfind('.');
+      std::string dir = dot == std::string::npos ? "" : cls.substr(0, dot + 1);
+      std::replace(dir.begin(), dir.end(), '.', '/');
+      f.path = dir + std::string(g[3]);
+      f.function = std::string(g[2]);
+      line_text = g[4];
+    } else if (g.size() > 7 && !g[6].empty()) {
+      f.path = std::string(g[6]);
+      f.function = std::string(g[5]);
+      line_text = g[7];
+    } else {
+      return;
+    }
+    std::from_chars(line_text.data(), line_text.data() + line_text.size(), f.line);
+    if (f.line <= 0) return;
+    if (prev_end) {
+      // Frames spark skips ("at … (Native Method)", "at node:internal/…") keep the run going.
+      const std::string_view between(prev_end, static_cast<size_t>(g[0].data() - prev_end));
+      for (std::string_view l : split_lines(between))
+        if (const auto t = trim(l); !t.empty() && !t.starts_with("at ")) {
+          close_block();
+          break;
+        }
+    }
+    prev_end = g[0].data() + g[0].size();
+    out.push_back(std::move(f));
+  });
+  close_block();
   return out;
 }
 

@@ -21,7 +21,15 @@ struct TracebackFrame {
 
 // Frames in the order printed (outermost first, as Python prints them). Recognises pytest's --tb=short/long/line
 // ("path.py:12: in test_f", "path.py:12: AssertionError") and Python's native form ('File "path.py", line 12, in f').
+// Without Python frames, the stack-trace frames of parse_stack_trace.
 std::vector<TracebackFrame> parse_traceback(std::string_view message);
+
+// Frames of Java stack traces ("at com.x.FooTest.testBar(FooTest.java:42)": the path is the package's folders and
+// the file, "com/x/FooTest.java") and of V8's JavaScript/TypeScript ones ("at Object.<anonymous>
+// (tests/x.test.js:12:5)", file:// URLs made paths), outermost first like Python's: each run of frames ("Caused by:",
+// "Suppressed:" start new runs) is printed innermost first and turned around. Frames without a file and line
+// ("Native Method", "Unknown Source", "node:internal/…") are skipped.
+std::vector<TracebackFrame> parse_stack_trace(std::string_view message);
 
 // What the ranker reads of a very long error message: all of it up to kErrorMessageReadLimit bytes, else its first
 // quarter of that (the outermost frames) and its last three quarters (the innermost frames and the exception).

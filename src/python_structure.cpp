@@ -41,23 +41,6 @@ bool is_simple_statement(std::string_view t) {
          t == "exec_statement" || t == "type_alias_statement" || t == "decorator";
 }
 
-bool ends_flow(std::string_view kind) {
-  return kind == "return" || kind == "raise" || kind == "break" || kind == "continue";
-}
-
-// Basic blocks as in a control-flow graph: a loop header is a join point (the back edge), a clause (elif, else,
-// except, finally, case) is a branch target; an `if`, `with`, `try`, `match` or `def` header ends or continues the
-// straight-line code before it.
-bool header_starts_block(std::string_view kind) {
-  return kind == "for" || kind == "while" || kind == "elif" || kind == "else" || kind == "except" ||
-         kind == "except_group" || kind == "finally" || kind == "case";
-}
-
-// Whether the first statement of the header's body is a branch target.
-bool body_starts_block(std::string_view kind) {
-  return kind == "if" || kind == "for" || kind == "while" || kind == "try" || header_starts_block(kind);
-}
-
 // Short kind names for the ranker's statistics.
 std::string kind_of(std::string_view type, TSNode node, std::string_view src) {
   if (type == "expression_statement") {
@@ -103,17 +86,9 @@ void for_each_named_child(TSNode node, Fn&& fn) {
   ts_tree_cursor_delete(&cursor);
 }
 
-struct Stmt {
-  int first = 0;  // 1-based
-  int last = 0;
-  int depth = 0;   // nesting in compound statements
-  bool header = false;
-  std::string kind;
-};
-
 class Walker {
  public:
-  Walker(std::string_view src, PythonStructure& out) : src_(src), out_(out) {}
+  Walker(std::string_view src, CodeStructure& out) : src_(src), out_(out) {}
 
   void walk(TSNode node, int depth, const std::string& class_name) {
     const std::string_view type = ts_node_type(node);
@@ -166,7 +141,7 @@ class Walker {
     });
   }
 
-  std::vector<Stmt> stmts;
+  std::vector<StatementSpan> stmts;
   std::vector<int> comments_;
 
  private:
@@ -232,12 +207,12 @@ class Walker {
   }
 
   std::string_view src_;
-  PythonStructure& out_;
+  CodeStructure& out_;
 };
 
 // Called names: one depth-first pass with a single cursor, comparing symbol ids (a TSQuery or a cursor per node
 // costs several times more on large files).
-void collect_calls(std::string_view src, const TSTree* tree, PythonStructure& out) {
+void collect_calls(std::string_view src, const TSTree* tree, CodeStructure& out) {
   if (out.functions.empty()) return;
   const TSLanguage* lang = tree_sitter_python();
   static const TSSymbol kCall = ts_language_symbol_for_name(lang, "call", 4, true);
@@ -295,33 +270,10 @@ void collect_calls(std::string_view src, const TSTree* tree, PythonStructure& ou
 
 }  // namespace
 
-bool FunctionInfo::is_fixture() const {
-  return std::any_of(decorators.begin(), decorators.end(),
-                     [](const std::string& d) { return d.find("fixture") != std::string::npos; });
-}
-
-const FunctionInfo* PythonStructure::function_at(int line) const {
-  if (line < 1 || line > line_count) return nullptr;
-  const int def = function[static_cast<size_t>(line - 1)];
-  if (def == 0) return nullptr;
-  for (const auto& f : functions)
-    if (f.def_line == def) return &f;
-  return nullptr;
-}
-
-std::pair<int, int> PythonStructure::statement_span(int line) const {
-  if (line < 1 || line > line_count) return {line, line};
-  const int id = statement[static_cast<size_t>(line - 1)];
-  if (id == 0) return {line, line};
-  int last = line;
-  while (last < line_count && statement[static_cast<size_t>(last)] == id) ++last;
-  return {id, last};
-}
-
 namespace {
 
-PythonStructure structure_from_tree(std::string_view source, const TSTree* tree) {
-  PythonStructure out;
+CodeStructure structure_from_tree(std::string_view source, const TSTree* tree) {
+  CodeStructure out;
   const auto lines = split_lines(source);
   out.line_count = static_cast<int>(lines.size());
   const size_t n = lines.size();
@@ -339,94 +291,11 @@ PythonStructure structure_from_tree(std::string_view source, const TSTree* tree)
     out.has_syntax_errors = true;
   }
 
-  // Statements: the header or the whole simple statement. Inner statements were added after their parents, so a
-  // line ends up with its innermost statement; sort by first line to assign in order.
-  auto& stmts = walker.stmts;
-  std::stable_sort(stmts.begin(), stmts.end(), [](const Stmt& a, const Stmt& b) { return a.first < b.first; });
-  std::vector<int> depth_of(n, 0);
-  std::vector<char> header_of(n, 0);
-  for (const auto& s : stmts) {
-    for (int l = s.first; l <= s.last && l <= out.line_count; ++l) {
-      const auto i = static_cast<size_t>(l - 1);
-      out.statement[i] = s.first;
-      out.kind[i] = s.kind;
-      depth_of[i] = s.depth;
-      header_of[i] = s.header ? 1 : 0;
-    }
-  }
-  for (int row : walker.comments_) {
-    const auto i = static_cast<size_t>(row - 1);
-    if (row >= 1 && row <= out.line_count && out.statement[i] == 0) {
-      out.statement[i] = row;
-      out.kind[i] = "comment";
-    }
-  }
-  // Functions: outer first, so inner functions overwrite their lines.
-  std::vector<const FunctionInfo*> by_size;
-  for (const auto& f : out.functions) by_size.push_back(&f);
-  std::sort(by_size.begin(), by_size.end(),
-            [](const FunctionInfo* a, const FunctionInfo* b) { return (a->end - a->start) > (b->end - b->start); });
-  for (const auto* f : by_size)
-    for (int l = f->start; l <= f->end && l <= out.line_count; ++l) out.function[static_cast<size_t>(l - 1)] = f->def_line;
-
+  std::vector<int> comments = std::move(walker.comments_);
+  std::vector<StatementSpan> stmts = std::move(walker.stmts);
+  // Called names need the per-line functions assemble_structure fills, so they are collected after it.
+  assemble_structure(source, std::move(stmts), comments, out);
   if (tree) collect_calls(source, tree, out);
-
-  // Lines nothing claimed (syntax errors, continuation of strings the walker missed) stand alone.
-  for (size_t i = 0; i < n; ++i) {
-    if (is_blank(lines[i])) {
-      out.statement[i] = 0;
-      out.kind[i] = "";
-      out.function[i] = 0;
-      continue;
-    }
-    if (out.statement[i] == 0) {
-      out.statement[i] = static_cast<int>(i) + 1;
-      out.kind[i] = "unknown";
-    }
-  }
-  // A function's blank-free lines keep its id; blank lines inside get 0 above.
-
-  // CFG basic blocks, per function. A block starts at the function's first line, at a loop or clause header, at
-  // the first statement of a branch or loop body, at the statement after a compound statement ends (a join: the
-  // nesting depth falls), and after return/raise/break/continue. Comments join the block of the statement after them.
-  int block = 0;
-  int prev_stmt = -1, prev_depth = 0, prev_func = -1;
-  bool prev_opens_body = false, prev_ends = false;
-  for (size_t i = 0; i < n; ++i) {
-    if (out.statement[i] == 0 || out.kind[i] == "comment") continue;
-    if (out.statement[i] == prev_stmt) {
-      out.block[i] = block;
-      continue;
-    }
-    const int d = depth_of[i];
-    const std::string& k = out.kind[i];
-    const bool starts = block == 0 || out.function[i] != prev_func || (header_of[i] && header_starts_block(k)) ||
-                        prev_opens_body || prev_ends || d < prev_depth;
-    if (starts) block = static_cast<int>(i) + 1;
-    out.block[i] = block;
-    prev_stmt = out.statement[i];
-    prev_depth = d;
-    prev_opens_body = header_of[i] && body_starts_block(k);
-    prev_ends = ends_flow(k);
-    prev_func = out.function[i];
-  }
-  // Comments: the block of the next statement in the same function, else the previous one.
-  int next_block = 0, next_func = -1;
-  for (size_t i = n; i-- > 0;) {
-    if (out.statement[i] == 0) continue;
-    if (out.kind[i] != "comment") {
-      next_block = out.block[i];
-      next_func = out.function[i];
-    } else if (next_func == out.function[i] && next_block != 0) {
-      out.block[i] = next_block;
-    }
-  }
-  int last_block = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (out.statement[i] == 0) continue;
-    if (out.block[i] == 0) out.block[i] = last_block != 0 ? last_block : static_cast<int>(i) + 1;
-    last_block = out.block[i];
-  }
   return out;
 }
 
@@ -567,7 +436,7 @@ const TSTree* PythonParser::parse(std::string_view source, std::string_view path
   return tree;  // owned by impl_->recent until later parses push it out
 }
 
-PythonStructure PythonParser::analyze(std::string_view source, std::string_view path) {
+CodeStructure PythonParser::analyze(std::string_view source, std::string_view path) {
   return structure_from_tree(source, parse(source, path));
 }
 
@@ -822,37 +691,6 @@ std::optional<std::pair<int, int>> PythonParser::parsed_function_span(std::strin
   return module_level ? module_level : method;
 }
 
-PythonStructure analyze_python(std::string_view source) { return PythonParser(1).analyze(source); }
-
-std::string_view level_name(Level level) {
-  switch (level) {
-    case Level::line: return "line";
-    case Level::statement: return "statement";
-    case Level::block: return "block";
-    case Level::function: return "function";
-  }
-  return "line";
-}
-
-bool parse_level(std::string_view text, Level& out) {
-  for (Level l : {Level::line, Level::statement, Level::block, Level::function})
-    if (text == level_name(l)) {
-      out = l;
-      return true;
-    }
-  return false;
-}
-
-int unit_of(const PythonStructure& s, Level level, int line) {
-  if (line < 1 || line > s.line_count) return 0;
-  const auto i = static_cast<size_t>(line - 1);
-  switch (level) {
-    case Level::line: return line;
-    case Level::statement: return s.statement[i];
-    case Level::block: return s.block[i];
-    case Level::function: return s.statement[i] == 0 ? 0 : s.function[i];
-  }
-  return line;
-}
+CodeStructure analyze_python(std::string_view source) { return PythonParser(1).analyze(source); }
 
 }  // namespace spark

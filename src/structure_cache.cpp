@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'Y', 'S', '0', '1'};
+constexpr char kMagic[8] = {'S', 'P', 'K', 'C', 'O', 'D', '0', '1'};
 
 class Writer {
  public:
@@ -100,10 +100,11 @@ uint64_t binary_stamp() {
 
 }  // namespace
 
-std::string serialize_structure(const PythonStructure& s, uint64_t stamp) {
+std::string serialize_structure(const CodeStructure& s, uint64_t stamp) {
   Writer w;
   std::string head(kMagic, sizeof kMagic);
   w.u64(stamp);
+  w.i32(static_cast<int>(s.language));
   w.i32(s.line_count);
   w.i32(s.has_syntax_errors ? 1 : 0);
   for (const auto* v : {&s.statement, &s.block, &s.function}) {
@@ -125,6 +126,7 @@ std::string serialize_structure(const PythonStructure& s, uint64_t stamp) {
     }
     w.u64(f.calls.size());
     for (const auto& x : f.calls) w.str(x);
+    w.i32(f.setup ? 1 : 0);
   }
   w.u64(s.classes.size());
   for (const auto& c : s.classes) {
@@ -135,11 +137,14 @@ std::string serialize_structure(const PythonStructure& s, uint64_t stamp) {
   return head + w.take();
 }
 
-std::optional<PythonStructure> deserialize_structure(std::string_view bytes, uint64_t stamp) {
+std::optional<CodeStructure> deserialize_structure(std::string_view bytes, uint64_t stamp) {
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return std::nullopt;
   Reader r(bytes.substr(sizeof kMagic));
   if (r.u64() != stamp) return std::nullopt;
-  PythonStructure s;
+  CodeStructure s;
+  const int language = r.i32();
+  if (language < 0 || language > static_cast<int>(Language::other)) return std::nullopt;
+  s.language = static_cast<Language>(language);
   s.line_count = r.i32();
   s.has_syntax_errors = r.i32() != 0;
   for (auto* v : {&s.statement, &s.block, &s.function}) {
@@ -148,7 +153,7 @@ std::optional<PythonStructure> deserialize_structure(std::string_view bytes, uin
   }
   s.kind.resize(r.count(8));
   for (auto& k : s.kind) k = r.str();
-  s.functions.resize(r.count(8 * 2 + 4 * 3));
+  s.functions.resize(r.count(8 * 2 + 4 * 4));
   for (auto& f : s.functions) {
     f.name = r.str();
     f.class_name = r.str();
@@ -161,6 +166,7 @@ std::optional<PythonStructure> deserialize_structure(std::string_view bytes, uin
     }
     const size_t calls = r.count(8);
     for (size_t i = 0; i < calls && r.ok(); ++i) f.calls.insert(r.str());
+    f.setup = r.i32() != 0;
   }
   s.classes.resize(r.count(8 + 4 * 2));
   for (auto& c : s.classes) {
@@ -181,20 +187,20 @@ void StructureCache::persist_in(fs::path dir, size_t max_files) {
 }
 
 fs::path StructureCache::file_for(uint64_t key, size_t bytes) const {
-  return dir_ / (hex64(key) + "-" + std::to_string(bytes) + ".pys");
+  return dir_ / (hex64(key) + "-" + std::to_string(bytes) + ".struct");
 }
 
-std::shared_ptr<const PythonStructure> StructureCache::from_disk(uint64_t key, std::string_view content) {
+std::shared_ptr<const CodeStructure> StructureCache::from_disk(uint64_t key, std::string_view content) {
   if (dir_.empty()) return nullptr;
   auto bytes = read_file(file_for(key, content.size()));
   if (!bytes) return nullptr;
   auto s = deserialize_structure(*bytes, binary_stamp());
   if (!s) return nullptr;
   ++loaded_;
-  return std::make_shared<const PythonStructure>(std::move(*s));
+  return std::make_shared<const CodeStructure>(std::move(*s));
 }
 
-void StructureCache::to_disk(uint64_t key, std::string_view content, const PythonStructure& s) {
+void StructureCache::to_disk(uint64_t key, std::string_view content, const CodeStructure& s) {
   if (dir_.empty()) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
@@ -203,22 +209,27 @@ void StructureCache::to_disk(uint64_t key, std::string_view content, const Pytho
   // The folder keeps the most recently written max_files_ structures.
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   for (const auto& e : fs::directory_iterator(dir_, ec))
-    if (e.path().extension() == ".pys") files.emplace_back(e.last_write_time(ec), e.path());
+    if (e.path().extension() == ".struct") files.emplace_back(e.last_write_time(ec), e.path());
   if (files.size() > max_files_) {
     std::sort(files.begin(), files.end());
     for (size_t i = 0; i + max_files_ < files.size(); ++i) fs::remove(files[i].second, ec);
   }
 }
 
-std::shared_ptr<const PythonStructure> StructureCache::get(std::string_view content, std::string_view path) {
-  const uint64_t key = fnv1a64(content) ^ (content.size() * 0x9e3779b97f4a7c15ULL);
+std::shared_ptr<const CodeStructure> StructureCache::get(std::string_view content, std::string_view path,
+                                                        std::string_view case_language) {
+  const Language language = language_for(path, case_language);
+  // The same text in two languages is two structures (a .ts file and a .js file may hold the same bytes).
+  const uint64_t key = (fnv1a64(content) ^ (content.size() * 0x9e3779b97f4a7c15ULL)) +
+                       static_cast<uint64_t>(language) * 0xc2b2ae3d27d4eb4fULL;
   if (auto it = map_.find(key); it != map_.end()) {
     order_.splice(order_.begin(), order_, it->second.second);
     return it->second.first;
   }
   auto s = from_disk(key, content);
   if (!s) {
-    s = std::make_shared<const PythonStructure>(parser_.analyze(content, path));
+    s = std::make_shared<const CodeStructure>(language == Language::python ? parser_.analyze(content, path)
+                                                                           : analyze_code(content, language, path));
     ++parsed_;
     to_disk(key, content, *s);
   }

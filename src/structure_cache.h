@@ -1,4 +1,5 @@
-// A bounded cache of parsed Python structures keyed by file content: many cases share one test-file version.
+// A bounded cache of parsed structures (code_structure.h) keyed by file content and language: many cases share one
+// test-file version.
 // Optionally backed by a folder (persist_in), so a new process does not parse again a test-file version an earlier
 // one parsed: `spark localize` keeps them in LOCAL_DIR/structures/.
 // Thread safety: not thread-safe; one per thread. Processes may share the folder (files are written whole and
@@ -14,19 +15,23 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "code_structure.h"
 #include "python_structure.h"
 
 namespace spark {
 
-// The structure as bytes ("SPKPYS01" …), and back; nullopt for bytes that are not one whole structure of `stamp`.
-std::string serialize_structure(const PythonStructure& s, uint64_t stamp);
-std::optional<PythonStructure> deserialize_structure(std::string_view bytes, uint64_t stamp);
+// The structure as bytes ("SPKCOD01" …), and back; nullopt for bytes that are not one whole structure of `stamp`.
+std::string serialize_structure(const CodeStructure& s, uint64_t stamp);
+std::optional<CodeStructure> deserialize_structure(std::string_view bytes, uint64_t stamp);
 
 class StructureCache {
  public:
   explicit StructureCache(size_t capacity = 64) : capacity_(capacity) {}
-  // `path` (optional) lets a new version of a known file be reparsed incrementally.
-  std::shared_ptr<const PythonStructure> get(std::string_view content, std::string_view path = {});
+  // The structure of `content` in the language of `path`'s extension, else of `case_language` (the case's
+  // `language` field), else the line-level fallback (language_for). `path` (optional) also lets a new version of a
+  // known Python file be reparsed incrementally.
+  std::shared_ptr<const CodeStructure> get(std::string_view content, std::string_view path = {},
+                                           std::string_view case_language = {});
   // See PythonParser::function_span (not cached: a cheap lookup after an often incremental parse).
   std::optional<std::pair<int, int>> function_span(std::string_view content, std::string_view path,
                                                    const std::string& class_name, const std::string& function) {
@@ -42,12 +47,12 @@ class StructureCache {
 
  private:
   std::filesystem::path file_for(uint64_t key, size_t bytes) const;
-  std::shared_ptr<const PythonStructure> from_disk(uint64_t key, std::string_view content);
-  void to_disk(uint64_t key, std::string_view content, const PythonStructure& s);
+  std::shared_ptr<const CodeStructure> from_disk(uint64_t key, std::string_view content);
+  void to_disk(uint64_t key, std::string_view content, const CodeStructure& s);
   size_t capacity_;
   PythonParser parser_;
   std::list<uint64_t> order_;  // most recent first
-  std::unordered_map<uint64_t, std::pair<std::shared_ptr<const PythonStructure>, std::list<uint64_t>::iterator>> map_;
+  std::unordered_map<uint64_t, std::pair<std::shared_ptr<const CodeStructure>, std::list<uint64_t>::iterator>> map_;
   std::filesystem::path dir_;
   size_t max_files_ = 512;
   size_t loaded_ = 0, parsed_ = 0;

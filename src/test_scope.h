@@ -1,8 +1,10 @@
 // The failing test's static scope: which lines of the test files the failing test can execute.
 //
-// The test id (pytest node id "tests/test_x.py::TestC::test_f[param]") names the function; from the tree-sitter
-// structure we take its own lines, its class's set-up and tear-down methods, the fixtures it names as parameters
-// (and theirs, transitively), and the same-file helpers it calls (transitively, depth-limited). The paper's baseline
+// The test id names the function: a pytest node id "tests/test_x.py::TestC::test_f[param]", a JUnit id
+// "com.x.FooTest#testBar" (or Surefire's "com.x.FooTest.testBar"), a JavaScript id "tests/x.test.js > suite > case".
+// From the structure (code_structure.h) we take its own lines, its class's set-up and tear-down (setUp, fixtures it
+// names as parameters, @BeforeEach methods, beforeEach callbacks of its suites), and the same-file helpers it calls
+// (transitively, depth-limited). The paper's baseline
 // prunes by an estimated execution trace for the same reason: a sibling test's lines cannot cause this failure.
 #pragma once
 
@@ -10,16 +12,19 @@
 #include <string_view>
 #include <vector>
 
-#include "python_structure.h"
+#include "code_structure.h"
 
 namespace spark {
 
 struct TestIdParts {
-  std::string path;                   // "tests/test_x.py"
-  std::vector<std::string> classes;   // {"TestC"}
-  std::string function;               // "test_f" (parameters stripped)
+  std::string path;                   // "tests/test_x.py"; Java: "com/x/FooTest.java" (a path's tail)
+  std::vector<std::string> classes;   // {"TestC"}; Java {"FooTest", "Inner"}; JavaScript the suites
+  std::string function;               // "test_f" (parameters stripped); JavaScript the test's title
 };
-TestIdParts parse_test_id(std::string_view test_id);
+TestIdParts parse_test_id(std::string_view test_id, Language language = Language::python);
+// The language a test id is written in when nothing else tells: " > " with a .js/.ts path is JavaScript or
+// TypeScript, a "#" or a dotted id without "::" or "/" whose class part starts upper-case is Java, else Python.
+Language language_of_test_id(std::string_view test_id);
 
 enum class ScopeRole : unsigned char {
   outside = 0,   // another test's lines
@@ -34,9 +39,15 @@ struct TestScope {
   int function_start = 0, function_end = 0;
 };
 
-// Scope of `test_id` in one file with structure `s`. When the function is not in this file, `found` is false and
-// every line is `module` (no basis to prefer one line over another).
-TestScope estimate_scope(const PythonStructure& s, std::string_view test_id);
+// The test id of the test function holding `line` (1-based) of a Java, JavaScript or TypeScript file, in that
+// language's form ("com.x.FooTest#testBar", "tests/x.test.js > suite > case"), found from the structure: the
+// innermost function holding the line that is a test (@Test and the like, a test(...) callback), else the innermost
+// named one. Java's package comes from the file's `package` line. `path` itself when no function holds the line.
+std::string test_id_at(const CodeStructure& s, std::string_view content, std::string_view path, int line);
+
+// Scope of `test_id` in one file with structure `s` (the id read in `s.language`). When the function is not in this
+// file, `found` is false and every line is `module` (no basis to prefer one line over another).
+TestScope estimate_scope(const CodeStructure& s, std::string_view test_id);
 
 // The text of the test function's own lines (for the embedder's scope block); "" when not found.
 std::string scope_text(std::string_view content, const TestScope& scope);

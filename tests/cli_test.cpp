@@ -65,7 +65,7 @@ TEST(cli, a_second_localize_of_a_test_file_version_reads_its_parsed_structure) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(w.dir / ".spark" / "structures"))
-    if (e.path().extension() == ".pys") files.push_back(e.path());
+    if (e.path().extension() == ".struct") files.push_back(e.path());
   ASSERT_FALSE(files.empty());
   auto second = run_spark(args, w.dir.path());
   ASSERT_EQ(second.exit_code, 0) << second.err;

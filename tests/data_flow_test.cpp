@@ -40,7 +40,7 @@ TEST(def_use, assignments_loops_with_and_mutating_calls) {
 }
 
 std::map<int, int> slice_of(const std::string& source, int stop_line, const std::string& test_id = "") {
-  const PythonStructure s = analyze_python(source);
+  const CodeStructure s = analyze_python(source);
   const auto lines = split_lines(source);
   std::vector<ScopeRole> roles;
   if (!test_id.empty()) roles = estimate_scope(s, test_id).role;

@@ -297,7 +297,7 @@ TEST(scan_function_span, declines_tabs_and_unbalanced_text_and_the_parser_answer
 namespace spark {
 namespace {
 
-void expect_same_structure(const PythonStructure& a, const PythonStructure& b) {
+void expect_same_structure(const CodeStructure& a, const CodeStructure& b) {
   EXPECT_EQ(a.line_count, b.line_count);
   EXPECT_EQ(a.has_syntax_errors, b.has_syntax_errors);
   EXPECT_EQ(a.statement, b.statement);
@@ -327,7 +327,7 @@ void expect_same_structure(const PythonStructure& a, const PythonStructure& b) {
 
 TEST(StructureCache, a_structure_round_trips_through_bytes_and_damaged_bytes_are_refused) {
   for (const std::string& source : {std::string(kSource), std::string("def broken(:\n    x = (\n"), std::string()}) {
-    const PythonStructure s = analyze_python(source);
+    const CodeStructure s = analyze_python(source);
     const std::string bytes = serialize_structure(s, 42);
     auto back = deserialize_structure(bytes, 42);
     ASSERT_TRUE(back);
@@ -347,7 +347,7 @@ TEST(StructureCache, a_structure_round_trips_through_bytes_and_damaged_bytes_are
 TEST(StructureCache, a_new_cache_reads_what_another_parsed_from_the_folder) {
   testing::TempDir dir;
   const auto folder = dir / "structures";
-  std::shared_ptr<const PythonStructure> first;
+  std::shared_ptr<const CodeStructure> first;
   {
     StructureCache cache;
     cache.persist_in(folder);
@@ -370,7 +370,7 @@ TEST(StructureCache, a_new_cache_reads_what_another_parsed_from_the_folder) {
   EXPECT_EQ(third.parsed(), 1u);
   for (int i = 0; i < 6; ++i) third.get("def test_" + std::to_string(i) + "():\n    assert True\n");
   size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(folder)) files += e.path().extension() == ".pys";
+  for (const auto& e : std::filesystem::directory_iterator(folder)) files += e.path().extension() == ".struct";
   EXPECT_EQ(files, 3u);
 }
 

@@ -9,7 +9,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  const PythonStructure s = analyze_python(text);
+  const CodeStructure s = analyze_python(text);
   const int n = s.line_count;
   SPARK_FUZZ_CHECK(s.statement.size() == static_cast<size_t>(n) && s.block.size() == static_cast<size_t>(n) &&
                        s.function.size() == static_cast<size_t>(n),
