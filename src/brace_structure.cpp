@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "text.h"
+#include "tree_walk.h"
 
 extern "C" const TSLanguage* tree_sitter_java(void);
 extern "C" const TSLanguage* tree_sitter_javascript(void);
@@ -17,13 +18,6 @@ extern "C" const TSLanguage* tree_sitter_tsx(void);
 
 namespace spark {
 namespace {
-
-struct ParserDeleter {
-  void operator()(TSParser* p) const { ts_parser_delete(p); }
-};
-struct TreeDeleter {
-  void operator()(TSTree* t) const { ts_tree_delete(t); }
-};
 
 using TypeSet = std::unordered_set<std::string_view>;
 
@@ -532,64 +526,27 @@ class BraceWalker {
   CodeStructure& out_;
 };
 
-// Called names per function (Java method invocations, JavaScript calls by name or property), recorded in the
-// innermost function and every function enclosing it: one pass with a cursor.
+// Called names per function (Java method invocations, JavaScript calls by name or property): one pass.
 void collect_calls(std::string_view src, const TSTree* tree, CodeStructure& out) {
   if (out.functions.empty()) return;
-  std::unordered_map<int, size_t> by_def;
-  for (size_t i = 0; i < out.functions.size(); ++i) by_def.emplace(out.functions[i].def_line, i);
-  std::vector<long> parent(out.functions.size(), -1);
-  for (size_t i = 0; i < out.functions.size(); ++i) {
-    const auto& f = out.functions[i];
-    int best = std::numeric_limits<int>::max();
-    for (size_t j = 0; j < out.functions.size(); ++j) {
-      const auto& g = out.functions[j];
-      if (j != i && g.start <= f.start && f.end <= g.end && g.end - g.start < best &&
-          (g.start < f.start || f.end < g.end)) {
-        best = g.end - g.start;
-        parent[i] = static_cast<long>(j);
-      }
-    }
-  }
+  CallRecorder calls(out);
   const auto record = [&](TSNode n) {
-    const auto row = static_cast<size_t>(ts_node_start_point(n).row);
-    if (row >= out.function.size() || out.function[row] == 0) return;
-    const auto it = by_def.find(out.function[row]);
-    if (it == by_def.end()) return;
-    const std::string name(src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n)));
-    long f = static_cast<long>(it->second);
-    for (int guard = 0; f >= 0 && guard < 64; f = parent[static_cast<size_t>(f)], ++guard)
-      out.functions[static_cast<size_t>(f)].calls.insert(name);
+    if (ts_node_is_null(n)) return;
+    calls.record(ts_node_start_point(n).row,
+                 std::string(src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n))));
   };
-  TSTreeCursor cursor = ts_tree_cursor_new(ts_tree_root_node(tree));
-  for (;;) {
-    const TSNode node = ts_tree_cursor_current_node(&cursor);
+  for_each_node(ts_tree_root_node(tree), [&](TSNode node) {
     const std::string_view t = ts_node_type(node);
     if (t == "method_invocation") {
-      TSNode n = field(node, "name");
-      if (!ts_node_is_null(n)) record(n);
+      record(field(node, "name"));
     } else if (t == "call_expression") {
       TSNode fn = field(node, "function");
-      if (!ts_node_is_null(fn)) {
-        const std::string_view ft = ts_node_type(fn);
-        if (ft == "identifier") record(fn);
-        else if (ft == "member_expression") {
-          TSNode p = field(fn, "property");
-          if (!ts_node_is_null(p)) record(p);
-        }
-      }
+      if (ts_node_is_null(fn)) return;
+      const std::string_view ft = ts_node_type(fn);
+      if (ft == "identifier") record(fn);
+      else if (ft == "member_expression") record(field(fn, "property"));
     }
-    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
-    bool done = false;
-    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
-      if (!ts_tree_cursor_goto_parent(&cursor)) {
-        done = true;
-        break;
-      }
-    }
-    if (done) break;
-  }
-  ts_tree_cursor_delete(&cursor);
+  });
 }
 
 const TSLanguage* grammar(Language language, bool tsx) {
@@ -607,8 +564,8 @@ CodeStructure analyze_brace(std::string_view source, Language language, bool tsx
   CodeStructure out;
   out.language = language;
   const TSLanguage* lang = grammar(language, tsx);
-  std::unique_ptr<TSParser, ParserDeleter> parser{ts_parser_new()};
-  std::unique_ptr<TSTree, TreeDeleter> tree;
+  std::unique_ptr<TSParser, TsParserDeleter> parser{ts_parser_new()};
+  std::unique_ptr<TSTree, TsTreeDeleter> tree;
   if (lang && ts_parser_set_language(parser.get(), lang) && source.size() <= std::numeric_limits<uint32_t>::max())
     tree.reset(ts_parser_parse_string(parser.get(), nullptr, source.data(), static_cast<uint32_t>(source.size())));
   BraceWalker walker(source, language, out);

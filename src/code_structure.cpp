@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 
 #include "brace_structure.h"
 #include "python_structure.h"
@@ -240,6 +241,34 @@ void assemble_structure(std::string_view source, std::vector<StatementSpan> stmt
     if (out.block[i] == 0) out.block[i] = last_block != 0 ? last_block : static_cast<int>(i) + 1;
     last_block = out.block[i];
   }
+}
+
+CallRecorder::CallRecorder(CodeStructure& s) : s_(s), parent_(s.functions.size(), -1) {
+  for (size_t i = 0; i < s.functions.size(); ++i) {
+    const auto& f = s.functions[i];
+    by_def_.emplace_back(f.def_line, i);
+    int best = std::numeric_limits<int>::max();
+    for (size_t j = 0; j < s.functions.size(); ++j) {
+      const auto& g = s.functions[j];
+      // Strictly around it: two functions with one span (never seen, but possible) cannot be each other's parent.
+      if (j != i && g.start <= f.start && f.end <= g.end && (g.start < f.start || f.end < g.end) &&
+          g.end - g.start < best) {
+        best = g.end - g.start;
+        parent_[i] = static_cast<long>(j);
+      }
+    }
+  }
+  // The first function of each def line wins, as CodeStructure::function_at finds it.
+  std::stable_sort(by_def_.begin(), by_def_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+void CallRecorder::record(size_t row, const std::string& name) {
+  if (row >= s_.function.size() || s_.function[row] == 0) return;
+  const auto it = std::lower_bound(by_def_.begin(), by_def_.end(), std::make_pair(s_.function[row], size_t{0}),
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (it == by_def_.end() || it->first != s_.function[row]) return;
+  for (long f = static_cast<long>(it->second); f >= 0; f = parent_[static_cast<size_t>(f)])
+    s_.functions[static_cast<size_t>(f)].calls.insert(name);
 }
 
 CodeStructure analyze_lines(std::string_view source, Language language) {

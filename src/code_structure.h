@@ -109,6 +109,19 @@ struct StatementSpan {
 void assemble_structure(std::string_view source, std::vector<StatementSpan> stmts, const std::vector<int>& comment_rows,
                         CodeStructure& out);
 
+// Records called names for the walkers: a name called on a row goes to the innermost function holding that row and
+// to every function around it (FunctionInfo::calls). Needs `s.function` filled (assemble_structure).
+class CallRecorder {
+ public:
+  explicit CallRecorder(CodeStructure& s);
+  void record(size_t row, const std::string& name);  // `row` 0-based
+
+ private:
+  CodeStructure& s_;
+  std::vector<long> parent_;                      // each function's enclosing function, -1 for none
+  std::vector<std::pair<int, size_t>> by_def_;    // def line → function, sorted
+};
+
 // Unit granularity names used by `--level`.
 enum class Level { line, statement, block, function };
 std::string_view level_name(Level level);

@@ -13,18 +13,15 @@
 #include <unordered_map>
 
 #include "text.h"
+#include "tree_walk.h"
 
 extern "C" const TSLanguage* tree_sitter_python(void);
 
 namespace spark {
 namespace {
 
-struct ParserDeleter {
-  void operator()(TSParser* p) const { ts_parser_delete(p); }
-};
-struct TreeDeleter {
-  void operator()(TSTree* t) const { ts_tree_delete(t); }
-};
+using ParserDeleter = TsParserDeleter;
+using TreeDeleter = TsTreeDeleter;
 
 bool is_compound(std::string_view t) {
   return t == "if_statement" || t == "for_statement" || t == "while_statement" || t == "try_statement" ||
@@ -218,54 +215,22 @@ void collect_calls(std::string_view src, const TSTree* tree, CodeStructure& out)
   static const TSSymbol kCall = ts_language_symbol_for_name(lang, "call", 4, true);
   static const TSSymbol kIdentifier = ts_language_symbol_for_name(lang, "identifier", 10, true);
   static const TSSymbol kAttribute = ts_language_symbol_for_name(lang, "attribute", 9, true);
-  // Innermost function per def line, and each function's enclosing one.
-  std::unordered_map<int, size_t> by_def;
-  for (size_t i = 0; i < out.functions.size(); ++i) by_def[out.functions[i].def_line] = i;
-  std::vector<long> parent(out.functions.size(), -1);
-  for (size_t i = 0; i < out.functions.size(); ++i) {
-    const auto& f = out.functions[i];
-    int best_size = std::numeric_limits<int>::max();
-    for (size_t j = 0; j < out.functions.size(); ++j) {
-      const auto& g = out.functions[j];
-      if (j != i && g.start <= f.start && f.end <= g.end && g.end - g.start < best_size) {
-        best_size = g.end - g.start;
-        parent[i] = static_cast<long>(j);
-      }
-    }
-  }
+  CallRecorder calls(out);
   const auto record = [&](TSNode n) {
-    const auto row = static_cast<size_t>(ts_node_start_point(n).row);
-    if (row >= out.function.size() || out.function[row] == 0) return;
-    const auto it = by_def.find(out.function[row]);
-    if (it == by_def.end()) return;
-    const std::string name(src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n)));
-    for (long f = static_cast<long>(it->second); f >= 0; f = parent[static_cast<size_t>(f)])
-      out.functions[static_cast<size_t>(f)].calls.insert(name);
+    calls.record(ts_node_start_point(n).row,
+                 std::string(src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n))));
   };
-  TSTreeCursor cursor = ts_tree_cursor_new(ts_tree_root_node(tree));
-  for (;;) {
-    const TSNode node = ts_tree_cursor_current_node(&cursor);
-    if (ts_node_symbol(node) == kCall) {
-      TSNode fn = ts_node_child_by_field_name(node, "function", 8);
-      if (!ts_node_is_null(fn)) {
-        if (ts_node_symbol(fn) == kIdentifier) record(fn);
-        else if (ts_node_symbol(fn) == kAttribute) {
-          TSNode attr = ts_node_child_by_field_name(fn, "attribute", 9);
-          if (!ts_node_is_null(attr)) record(attr);
-        }
-      }
+  for_each_node(ts_tree_root_node(tree), [&](TSNode node) {
+    if (ts_node_symbol(node) != kCall) return;
+    TSNode fn = ts_node_child_by_field_name(node, "function", 8);
+    if (ts_node_is_null(fn)) return;
+    if (ts_node_symbol(fn) == kIdentifier) {
+      record(fn);
+    } else if (ts_node_symbol(fn) == kAttribute) {
+      TSNode attr = ts_node_child_by_field_name(fn, "attribute", 9);
+      if (!ts_node_is_null(attr)) record(attr);
     }
-    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
-    bool done = false;
-    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
-      if (!ts_tree_cursor_goto_parent(&cursor)) {
-        done = true;
-        break;
-      }
-    }
-    if (done) break;
-  }
-  ts_tree_cursor_delete(&cursor);
+  });
 }
 
 }  // namespace

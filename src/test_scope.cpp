@@ -118,6 +118,19 @@ TestIdParts parse_test_id(std::string_view id, Language language) {
 
 namespace {
 
+void mark(TestScope& scope, const CodeStructure& s, const FunctionInfo& f, ScopeRole role) {
+  for (int l = f.start; l <= f.end && l <= s.line_count; ++l) scope.role[static_cast<size_t>(l - 1)] = role;
+}
+
+// The test was found: its span, and every function's lines as outside (module-level and class-body lines stay
+// `module`) until the support and the test are marked over them.
+void found(TestScope& scope, const CodeStructure& s, const FunctionInfo& test) {
+  scope.found = true;
+  scope.function_start = test.start;
+  scope.function_end = test.end;
+  for (const auto& f : s.functions) mark(scope, s, f, ScopeRole::outside);
+}
+
 // A class path and an ancestor of it (or the path itself): "A.B" is inside "A"; "" holds everything.
 bool within(std::string_view inner, std::string_view outer, std::string_view sep) {
   if (outer.empty() || inner == outer) return true;
@@ -150,12 +163,7 @@ TestScope estimate_brace_scope(const CodeStructure& s, std::string_view test_id)
     if (!test) test = &f;  // the name alone, when the classes do not match (a reporter that drops the suites)
   }
   if (!test) return scope;
-  scope.found = true;
-  scope.function_start = test->start;
-  scope.function_end = test->end;
-  // Tests (and every other function) start as outside; class bodies and top-level lines stay `module`.
-  for (const auto& f : s.functions)
-    for (int l = f.start; l <= f.end && l <= s.line_count; ++l) scope.role[static_cast<size_t>(l - 1)] = ScopeRole::outside;
+  found(scope, s, *test);
   const std::string& home = test->class_name;
   std::set<const FunctionInfo*> support;
   std::vector<const FunctionInfo*> work{test};
@@ -183,9 +191,8 @@ TestScope estimate_brace_scope(const CodeStructure& s, std::string_view test_id)
     }
     work = std::move(next);
   }
-  for (const auto* f : support)
-    for (int l = f->start; l <= f->end && l <= s.line_count; ++l) scope.role[static_cast<size_t>(l - 1)] = ScopeRole::support;
-  for (int l = test->start; l <= test->end && l <= s.line_count; ++l) scope.role[static_cast<size_t>(l - 1)] = ScopeRole::own;
+  for (const auto* f : support) mark(scope, s, *f, ScopeRole::support);
+  mark(scope, s, *test, ScopeRole::own);
   return scope;
 }
 
@@ -241,13 +248,7 @@ TestScope estimate_scope(const CodeStructure& s, std::string_view test_id) {
     if (f.class_name == cls) break;
   }
   if (!test) return scope;
-  scope.found = true;
-  scope.function_start = test->start;
-  scope.function_end = test->end;
-
-  // Every function's lines start as outside; module-level and class-body lines stay `module`.
-  for (const auto& f : s.functions)
-    for (int l = f.start; l <= f.end && l <= s.line_count; ++l) scope.role[static_cast<size_t>(l - 1)] = ScopeRole::outside;
+  found(scope, s, *test);
 
   // Support: set-up methods of the class, fixtures by parameter name (transitively), helpers called (transitively).
   static const std::set<std::string, std::less<>> kSetup = {
@@ -282,12 +283,8 @@ TestScope estimate_scope(const CodeStructure& s, std::string_view test_id) {
     }
     work = std::move(next);
   }
-  for (const auto* f : support)
-    for (int l = f->start; l <= f->end && l <= s.line_count; ++l) scope.role[static_cast<size_t>(l - 1)] = ScopeRole::support;
-  for (int l = test->start; l <= test->end && l <= s.line_count; ++l) {
-    // A function nested in the test is still the test's own code.
-    scope.role[static_cast<size_t>(l - 1)] = ScopeRole::own;
-  }
+  for (const auto* f : support) mark(scope, s, *f, ScopeRole::support);
+  mark(scope, s, *test, ScopeRole::own);  // a function nested in the test is still the test's own code
   return scope;
 }
 
