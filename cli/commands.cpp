@@ -257,7 +257,8 @@ Result<std::vector<Case>> queries_from_case_file(const LocalizeArgs& args) {
 // Every failed or erroring test of a JUnit report, with its test file (and the repository's other test files its
 // traceback names) read from the repository root; nothing outside the root is read.
 Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
-  auto report = read_junit(args.junit, args.root);
+  const TestFiles under_root = files_under(args.root);
+  auto report = read_junit(args.junit, under_root);
   if (!report) return std::unexpected(report.error());
   for (const auto& w : report->warnings) note(w);
   std::vector<Case> out;
@@ -270,7 +271,7 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
     }
     std::vector<SourceFile> files;
     bool ok = true;
-    for (const auto& p : failure_paths(o.test_id, o.message)) {
+    for (const auto& p : failure_paths(o.test_id, o.message, &under_root)) {
       auto full = inside_root(args.root, p);
       if (!full) continue;
       auto content = read_test_file(full->string());

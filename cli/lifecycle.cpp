@@ -264,7 +264,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   for (const auto& o : *outcomes) {
     if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
     auto files = failure_files(**repo, *commit, o.test_id, o.message);
-    if (files.empty() || files.front().path != parse_test_id(o.test_id).path) {
+    if (files.empty() || !same_file(parse_test_id(o.test_id, language_of_test_id(o.test_id)).path, files.front().path)) {
       note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) + "; not localized");
       continue;
     }

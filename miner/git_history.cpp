@@ -340,6 +340,21 @@ Status GitRepository::materialize(const std::string& sha, const fs::path& dir) c
   return {};
 }
 
+Result<std::vector<std::string>> GitRepository::paths_at(const std::string& sha) const {
+  auto t = tree_of(repo_, sha, workdir_);
+  if (!t) return std::unexpected(t.error());
+  Owned<git_tree, git_tree_free> tree{*t};
+  std::vector<std::string> out;
+  const auto visit = [](const char* root, const git_tree_entry* entry, void* payload) -> int {
+    if (git_tree_entry_type(entry) == GIT_OBJECT_BLOB && git_tree_entry_filemode(entry) != GIT_FILEMODE_LINK)
+      static_cast<std::vector<std::string>*>(payload)->push_back(std::string(root) + git_tree_entry_name(entry));
+    return 0;
+  };
+  if (git_tree_walk(tree.p, GIT_TREEWALK_PRE, visit, &out) != 0)
+    return fail(last_error("the files of commit " + sha.substr(0, 10)));
+  return out;
+}
+
 fs::path GitRepository::hooks_dir() const {
   Owned<git_config, git_config_free> config;
   if (git_repository_config_snapshot(&config.p, repo_) == 0) {

@@ -70,6 +70,9 @@ class GitRepository {
   // `path`'s content at `sha`; nullopt when the file does not exist there. Binary content (a NUL byte) is an error.
   Result<std::optional<std::string>> file_at(const std::string& sha, const std::string& path) const;
 
+  // Every file path of commit `sha`'s tree (blobs; submodules and links excluded), in tree order.
+  Result<std::vector<std::string>> paths_at(const std::string& sha) const;
+
   // Where git looks for hooks: core.hooksPath when set (relative to the work tree), else GIT_DIR/hooks.
   std::filesystem::path hooks_dir() const;
 

@@ -116,7 +116,17 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit) {
             // A test file not committed yet (a CI run of a work tree) is found in the work tree.
             return !bare && inside_root(workdir, relative).has_value();
           },
-          name};
+          name,
+          [&repo, sha, bare, workdir, listed = std::make_shared<std::optional<std::vector<std::string>>>()](
+              const std::string& tail) -> std::string {
+            // The commit's paths, listed once; then the work tree's (a file not committed yet).
+            if (!*listed) {
+              auto paths = sha.empty() ? Result<std::vector<std::string>>(std::vector<std::string>{}) : repo.paths_at(sha);
+              listed->emplace(paths ? std::move(*paths) : std::vector<std::string>{});
+            }
+            if (std::string found = find_by_tail(**listed, tail); !found.empty()) return found;
+            return bare ? std::string() : files_under(workdir).find(tail);
+          }};
 }
 
 std::string status_name(FailureStatus s) {
@@ -156,17 +166,36 @@ std::vector<FailureStatus> mined_statuses() {
 }
 
 bool is_test_path(const std::string& path) {
-  if (!path.ends_with(".py")) return false;
+  const auto language = language_of_path(path);
+  if (!language) return false;
   if (looks_like_test_file(path)) return true;
+  const std::string name = fs::path(path).filename().string();
+  if (*language == Language::java &&
+      (name.ends_with("Test.java") || name.ends_with("Tests.java") || name.ends_with("IT.java") || name.starts_with("Test")))
+    return true;
+  if ((*language == Language::javascript || *language == Language::typescript) &&
+      (name.find(".test.") != std::string::npos || name.find(".spec.") != std::string::npos ||
+       path.find("__tests__/") != std::string::npos))
+    return true;
+  if (path.starts_with("src/test/") || path.find("/src/test/") != std::string::npos) return true;
   return path.starts_with("test/") || path.starts_with("tests/") || path.find("/test/") != std::string::npos ||
          path.find("/tests/") != std::string::npos;
 }
 
-std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message) {
-  std::vector<std::string> paths = {parse_test_id(test_id).path};
-  for (const auto& fr : parse_traceback(message)) {
-    std::string p = fr.path;
+std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message, const TestFiles* files) {
+  const Language language = language_of_test_id(test_id);
+  // A path as the id or a frame names it, as the repository has it: Java's package paths and absolute paths found
+  // by their tail.
+  const auto resolve = [&](std::string p) {
     while (p.starts_with("./")) p.erase(0, 2);
+    if (files && files->find && (p.ends_with(".java") || p.starts_with("/"))) {
+      if (std::string found = files->find(p); !found.empty()) return found;
+    }
+    return p;
+  };
+  std::vector<std::string> paths = {resolve(parse_test_id(test_id, language).path)};
+  for (const auto& fr : parse_traceback(message)) {
+    const std::string p = resolve(fr.path);
     if (is_test_path(p) && std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
   }
   return paths;
@@ -175,7 +204,8 @@ std::vector<std::string> failure_paths(const std::string& test_id, const std::st
 std::vector<SourceFile> failure_files(const GitRepository& repo, const std::string& sha, const std::string& test_id,
                                       const std::string& message, std::vector<std::string>* warnings) {
   std::vector<SourceFile> files;
-  for (const auto& p : failure_paths(test_id, message)) {
+  const TestFiles at = test_files_at(repo, sha);
+  for (const auto& p : failure_paths(test_id, message, &at)) {
     auto content = repo.file_at(sha, p);
     if (!content) {
       if (warnings) warnings->push_back(content.error().message);
@@ -216,7 +246,8 @@ std::string project_slug(const std::string& project) {
 Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
                                 const CommitInfo& fixed, const LabelOptions& options) {
   Labelling out;
-  const std::vector<std::string> paths = failure_paths(failure.test_id, failure.message);
+  const TestFiles at = test_files_at(repo, faulty.sha);
+  const std::vector<std::string> paths = failure_paths(failure.test_id, failure.message, &at);
   if (options.test_only_fixes) {
     auto changed = repo.changed_paths(faulty.sha, fixed.sha);
     if (!changed) return std::unexpected(changed.error());
@@ -283,7 +314,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
       {"id", project_slug(options.project) + "-" + faulty.sha.substr(0, 10) + "-" + hex64(fnv1a64(failure.test_id)).substr(0, 8)},
       {"project", options.project},
       {"test_id", failure.test_id},
-      {"language", "python"},
+      {"language", std::string(language_name(language_for(paths.front(), "")))},
       {"failure_time", format_iso8601(failure.time.value_or(faulty.time))},
       {"error_message", sanitize_utf8(failure.message)},
       {"faulty_commit", faulty.sha},

@@ -77,15 +77,19 @@ struct Labelling {
   std::string detail;                          // why it labels nothing
 };
 
-// The test files of a failure: the test's own file, then the repository's test files its traceback names.
-std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message);
+// The test files of a failure: the test's own file, then the repository's test files its traceback names. A Java
+// test id and Java frames name a package path and file ("com/x/FooTest.java"): `files` (its `find`) resolves them
+// to the repository's path; without it they stay as named.
+std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message,
+                                       const TestFiles* files = nullptr);
 
 // Those files as they are at commit `sha`, read from git objects. Files not in that commit are left out; unreadable
 // ones (binary) are named in `warnings`.
 std::vector<SourceFile> failure_files(const GitRepository& repo, const std::string& sha, const std::string& test_id,
                                       const std::string& message, std::vector<std::string>* warnings = nullptr);
 
-// Whether a repository path is test code (test_*.py, *_test.py, conftest.py, or a .py file under test/ or tests/).
+// Whether a repository path is test code: test_*.py, *_test.py, conftest.py, *Test.java, *Tests.java, *IT.java,
+// *.test.js/.spec.js (and .ts, .mjs, …), or a file of those languages under test/, tests/, __tests__/ or src/test/.
 bool is_test_path(const std::string& path);
 
 // Labels one failure by the diff between the failing commit and its fix (the paper's §5.1 rule; see git_history.h).

@@ -5,7 +5,7 @@
 #   scripts/setup.sh            # as root (or with sudo available)
 #   scripts/setup.sh --tests    # also what only the tests need (PostgreSQL 15, whose server the store tests start;
 #                               # Debian's chromium, for the HTML report check; clang-16 with libFuzzer and libomp,
-#                               # for scripts/fuzz.sh)
+#                               # for scripts/fuzz.sh; a JDK and JUnit 5, for the real Java project's tests)
 #
 # Environment: SPARK_SKIP_APT=1 skips the Debian packages (for machines set up by hand).
 set -euo pipefail
@@ -17,7 +17,7 @@ packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpc
           libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake make g++
           python3 python3-pytest git ca-certificates gnuplot-nox libpq-dev)
 if [ "${1:-}" = --tests ]; then
-    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev postgresql-15)
+    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev postgresql-15 default-jdk-headless junit5)
 fi
 
 say() { printf 'setup: %s\n' "$*" >&2; }

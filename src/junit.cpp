@@ -3,10 +3,13 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 
 #include "case.h"
+#include "error_message.h"
+#include "test_scope.h"
 #include "text.h"
 
 namespace spark {
@@ -81,8 +84,48 @@ std::string join(const std::vector<std::string>& parts, size_t from, size_t to, 
 
 }  // namespace
 
+std::string find_by_tail(const std::vector<std::string>& paths, std::string_view tail) {
+  if (tail.empty()) return "";
+  const auto under_test_root = [](std::string_view p) {
+    return p.starts_with("src/test/") || p.starts_with("test/") || p.starts_with("tests/") ||
+           p.find("/src/test/") != std::string_view::npos || p.find("/test/") != std::string_view::npos ||
+           p.find("/tests/") != std::string_view::npos || p.find("__tests__/") != std::string_view::npos;
+  };
+  const std::string* best = nullptr;
+  for (const auto& p : paths) {
+    if (!same_file(tail, p)) continue;
+    if (!best) {
+      best = &p;
+      continue;
+    }
+    const bool a = under_test_root(p), b = under_test_root(*best);
+    if (a != b ? a : p.size() < best->size()) best = &p;
+  }
+  return best ? *best : "";
+}
+
 TestFiles files_under(const fs::path& root) {
-  return {[root](const std::string& relative) { return inside_root(root, relative).has_value(); }, root.string()};
+  // The folder's files, listed once on the first `find`.
+  auto listed = std::make_shared<std::optional<std::vector<std::string>>>();
+  return {[root](const std::string& relative) { return inside_root(root, relative).has_value(); }, root.string(),
+          [root, listed](const std::string& tail) -> std::string {
+            if (!*listed) {
+              listed->emplace();
+              std::error_code ec;
+              fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
+              for (; !ec && it != end; it.increment(ec)) {
+                const std::string name = it->path().filename().string();
+                if (it->is_directory(ec)) {
+                  if (name.starts_with('.') || name == "node_modules" || name == "target" || name == "build")
+                    it.disable_recursion_pending();
+                  continue;
+                }
+                if (it->is_regular_file(ec) && language_of_path(name))
+                  (*listed)->push_back(fs::relative(it->path(), root, ec).generic_string());
+              }
+            }
+            return find_by_tail(**listed, tail);
+          }};
 }
 
 Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) { return read_junit(report, files_under(root)); }
@@ -193,6 +236,22 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
             break;
           }
         }
+      }
+      // Java: the class's package path and file, found under any source root.
+      std::string java_method;
+      if (path.empty() && file_attr.empty() && files.find) {
+        const TestIdParts java = parse_test_id(classname + "#" + test_name, Language::java);
+        if (!java.path.empty())
+          if (std::string found = files.find(java.path); !found.empty()) {
+            path = found;
+            java_method = test_name.ends_with("()") ? test_name.substr(0, test_name.size() - 2) : test_name;
+          }
+      }
+      if (!java_method.empty()) {
+        o.file = path;
+        o.test_id = classname + "#" + java_method;
+        out.outcomes.push_back(std::move(o));
+        continue;
       }
       if (!path.empty() && !exists(path)) {
         const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;

@@ -1,8 +1,10 @@
 // Test outcomes from JUnit XML as runners write it: pytest (xunit2, its default, which has no file/line, and xunit1),
-// unittest-xml-reporting, nose and other runners' variants. Each <testcase> becomes an outcome with a pytest-style
-// node id: `classname` + `name` are mapped to `tests/test_x.py::TestC::test_f[param]` by finding which prefix of the
-// dotted class name is a test file under the repository root. Files outside the root are never read or named as
-// test files.
+// unittest-xml-reporting, nose and other runners' variants, and Java's (the JUnit Platform console launcher, Maven
+// Surefire, Gradle). Each <testcase> becomes an outcome with a test id: for Python a node id, `classname` + `name`
+// mapped to `tests/test_x.py::TestC::test_f[param]` by finding which prefix of the dotted class name is a test file
+// under the repository root; for Java `com.x.FooTest#testBar` (`name` without its empty "()"), when the class's
+// package path and file ("com/x/FooTest.java") end the path of a file there (any source root: src/test/java/, …).
+// Files outside the root are never read or named as test files.
 #pragma once
 
 #include <filesystem>
@@ -39,8 +41,15 @@ struct JunitReport {
 struct TestFiles {
   std::function<bool(const std::string& relative)> exists;
   std::string name;
+  // The path of a file there whose path ends with `tail` at a '/' (or that an absolute `tail` ends with); "" when
+  // none. Unset: never found.
+  std::function<std::string(const std::string& tail)> find;
 };
-// The files under a folder (inside_root).
+// The path of `paths` that best matches `tail` (see TestFiles::find): one under a test source root (src/test/,
+// test/, tests/, __tests__/) before others, then the shortest, then the first.
+std::string find_by_tail(const std::vector<std::string>& paths, std::string_view tail);
+// The files under a folder (inside_root); `find` scans the folder once (hidden folders, node_modules, target and
+// build left out) for files of the languages spark reads.
 TestFiles files_under(const std::filesystem::path& root);
 
 // Reads `report`; test files are looked up in `files`. A file that is not XML (or is cut off) or whose root element

@@ -1,7 +1,12 @@
 // End-to-end per language: the real `spark` binary imports labelled Java and JavaScript cases, indexes them and
 // localizes a new failure of each from its stack trace, asserting on --format json; a test file of a language spark
-// has no grammar for is localized line by line and said so.
+// has no grammar for is localized line by line and said so; and the lifecycle of a real Java project (javac and
+// JUnit 5's console launcher from Debian, installed by scripts/setup.sh --tests): record → fix → learned case →
+// the next failure localized with it.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -178,6 +183,117 @@ TEST(languages, a_test_file_of_an_unknown_language_is_ranked_line_by_line_and_sa
   for (const auto& n : j["notes"])
     said = said || n.get<std::string>().find("spark reads no structure in this language") != std::string::npos;
   EXPECT_TRUE(said) << j["notes"].dump();
+}
+
+// --- A real Java project -----------------------------------------------------------------------------------------
+
+const std::string kCartJava =
+    "package com.example.shop;\n\n"
+    "import java.util.LinkedHashMap;\nimport java.util.Map;\n\n"
+    "public class Cart {\n"
+    "    private final Map<String, Integer> items = new LinkedHashMap<>();\n\n"
+    "    public void add(String name, int count) {\n        items.merge(name, count, Integer::sum);\n    }\n\n"
+    "    public int total() {\n        return items.values().stream().mapToInt(Integer::intValue).sum();\n    }\n}\n";
+
+// Line 20 holds the expected total; `expected` and `pear` vary it.
+std::string cart_test(int expected, int pear) {
+  return "package com.example.shop;\n"                                                   // 1
+         "\n"                                                                            // 2
+         "import static org.junit.jupiter.api.Assertions.assertEquals;\n"                // 3
+         "\n"                                                                            // 4
+         "import org.junit.jupiter.api.BeforeEach;\n"                                    // 5
+         "import org.junit.jupiter.api.Test;\n"                                          // 6
+         "\n"                                                                            // 7
+         "class CartTest {\n"                                                            // 8
+         "    private Cart cart;\n"                                                      // 9
+         "\n"                                                                            // 10
+         "    @BeforeEach\n"                                                             // 11
+         "    void setUp() {\n"                                                          // 12
+         "        cart = new Cart();\n"                                                  // 13
+         "        cart.add(\"apple\", 2);\n"                                           // 14
+         "    }\n"                                                                       // 15
+         "\n"                                                                            // 16
+         "    @Test\n"                                                                   // 17
+         "    void totalCountsItems() {\n"                                               // 18
+         "        cart.add(\"pear\", " + std::to_string(pear) + ");\n"                 // 19
+         "        int expected = " + std::to_string(expected) + ";\n"                    // 20
+         "        assertEquals(expected, cart.total());\n"                               // 21
+         "    }\n"                                                                       // 22
+         "\n"                                                                            // 23
+         "    @Test\n"                                                                   // 24
+         "    void emptyCartIsZero() {\n"                                                // 25
+         "        assertEquals(0, new Cart().total());\n"                                // 26
+         "    }\n"                                                                       // 27
+         "}\n";                                                                          // 28
+}
+
+const std::string kCartTestPath = "src/test/java/com/example/shop/CartTest.java";
+
+// Compiles the project and runs its tests with JUnit 5's console launcher; the Jupiter engine's report is `report`.
+void junit5(const TempDir& dir, const std::string& report) {
+  const std::string root = dir.path().string();
+  const std::string cmd =
+      "cd '" + root + "' && rm -rf out reports && javac -d out -cp /usr/share/java/junit-jupiter-api.jar:"
+      "/usr/share/java/apiguardian-api.jar src/main/java/com/example/shop/Cart.java " + kCartTestPath +
+      " > javac.log 2>&1 && java -jar /usr/share/java/junit-platform-console-standalone.jar -cp out "
+      "--select-package com.example.shop --reports-dir reports --disable-banner --details=none > junit.log 2>&1; "
+      "cp reports/TEST-junit-jupiter.xml " + report + " 2>/dev/null";
+  (void)std::system(cmd.c_str());
+  ASSERT_TRUE(std::filesystem::exists(dir / report))
+      << "javac or JUnit 5 did not run (scripts/setup.sh --tests installs default-jdk-headless and junit5): "
+      << testing::slurp(dir / "javac.log") << (std::filesystem::exists(dir / "junit.log") ? testing::slurp(dir / "junit.log") : "");
+}
+
+TEST(languages, a_real_java_projects_failure_is_recorded_learned_from_its_fix_and_used_for_the_next) {
+  TempDir dir;
+  testing::git(dir, "init");
+  write_file(dir / ".gitignore", "out/\nreports/\n*.xml\n*.log\n.spark/\n");
+  write_file(dir / "src/main/java/com/example/shop/Cart.java", kCartJava);
+  write_file(dir / kCartTestPath, cart_test(4, 1));  // 2 + 1 is not 4: the test's expected value is wrong
+  testing::git(dir, "add -A");
+  testing::git(dir, "commit -m broken", "2026-02-01T00:00:00Z");
+  junit5(dir, "r1.xml");
+  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("recorded 2 outcomes"), std::string::npos) << r1.err;
+  EXPECT_NE(r1.err.find("opened 1 failure"), std::string::npos) << r1.err;
+  const auto loc1 = json::parse(r1.out);
+  ASSERT_EQ(loc1.size(), 1u) << r1.out << r1.err;
+  EXPECT_EQ(loc1[0]["test_id"], "com.example.shop.CartTest#totalCountsItems");
+  EXPECT_TRUE(ranks(loc1[0], 21)) << r1.out;  // the failing statement, named by the stack trace
+  // The fix: the expected value. The first passing run labels the failure.
+  write_file(dir / kCartTestPath, cart_test(3, 1));
+  testing::git(dir, "commit -am fix", "2026-02-02T00:00:00Z");
+  junit5(dir, "r2.xml");
+  auto r2 = run_spark({"record", "--junit", "r2.xml"}, dir.path());
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("1 labelled into the corpus"), std::string::npos) << r2.err;
+  auto exported = run_spark({"export"}, dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const auto learned = json::parse(exported.out);
+  EXPECT_EQ(learned["language"], "java");
+  EXPECT_EQ(learned["test_id"], "com.example.shop.CartTest#totalCountsItems");
+  EXPECT_EQ(learned["faulty_lines"], json::parse("[{\"path\": \"" + kCartTestPath + "\", \"line\": 20}]"));
+  EXPECT_NE(learned["error_message"].get<std::string>().find("at com.example.shop.CartTest.totalCountsItems"),
+            std::string::npos);
+  // The next failure of the test: the learned case is retrieved, and its faulty line ("int expected = 4;") weighs
+  // for the query's line 20 ("int expected = 3;": distance 1/17, just over ε = 0.05, so not annotated).
+  write_file(dir / kCartTestPath, cart_test(3, 2));
+  testing::git(dir, "commit -am more-pears", "2026-02-03T00:00:00Z");
+  junit5(dir, "r3.xml");
+  auto r3 = run_spark({"record", "--junit", "r3.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  const auto loc3 = json::parse(r3.out);
+  ASSERT_EQ(loc3.size(), 1u) << r3.out;
+  EXPECT_EQ(loc3[0]["retrieved"].size(), 1u) << r3.out;
+  EXPECT_EQ(loc3[0]["retrieved"][0]["faulty_lines"][0]["line"], 20);
+  bool weighed = false;
+  for (const auto& e : loc3[0]["ranked"])
+    if (e["line"] == 20 && e["path"] == kCartTestPath)
+      for (const auto& reason : e["reasons"])
+        weighed = weighed || reason.get<std::string>().starts_with("similar to faulty line 20 of case");
+  EXPECT_TRUE(weighed) << r3.out;
+  EXPECT_TRUE(ranks(loc3[0], 19)) << r3.out;  // the changed line, feeding the failing statement
 }
 
 }  // namespace
