@@ -87,3 +87,23 @@ fetch_grammar tree-sitter-python 0.23.6 807e50c415a761c613614f902432f563e85b51b6
 fetch_grammar tree-sitter-java 0.23.5 fb150fdaa9c852b3d71ba3144109008ac6a47ac2 src
 fetch_grammar tree-sitter-javascript 0.23.1 4e49fa3ad5f996b3ac5cf4f78d6c5dd876788faf src
 fetch_grammar tree-sitter-typescript 0.23.2 70bc615a2f664a8e9c87c533382beca587f28ab3 typescript/src tsx/src common
+
+# For the tests only: Jest and jest-junit, pinned by tests/js-tools/package-lock.json (npm ci checks every package's
+# integrity hash), for the real JavaScript project's tests. Installed into third_party/js-test-tools/.
+if [ "${1:-}" = --tests ]; then
+    tools="$root/third_party/js-test-tools"
+    lock_sum=$(sha1sum "$root/tests/js-tools/package-lock.json" | cut -d' ' -f1)
+    if [ -f "$tools/.lock-sha1" ] && [ "$(cat "$tools/.lock-sha1")" = "$lock_sum" ] && [ -x "$tools/node_modules/.bin/jest" ]; then
+        say "jest (tests/js-tools) present"
+    else
+        say "installing jest and jest-junit with npm ci (tests/js-tools/package-lock.json)"
+        rm -rf "$tools.new"
+        mkdir -p "$tools.new"
+        cp "$root/tests/js-tools/package.json" "$root/tests/js-tools/package-lock.json" "$tools.new/"
+        (cd "$tools.new" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+        echo "$lock_sum" > "$tools.new/.lock-sha1"
+        rm -rf "$tools"
+        mv "$tools.new" "$tools"
+        say "jest installed in third_party/js-test-tools/"
+    fi
+fi

@@ -210,6 +210,29 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
         out.outcomes.push_back(std::move(o));
         continue;
       }
+      // JavaScript/TypeScript: jest-junit (a `file` attribute; classname the suites when configured as docs/MINER.md
+      // says), Vitest (classname the file, name "suite > case").
+      const auto js_file = [](const std::string& p) {
+        const auto l = language_of_path(p);
+        return l == Language::javascript || l == Language::typescript;
+      };
+      if (js_file(file_attr) || (file_attr.empty() && js_file(classname))) {
+        std::string path = file_attr.empty() ? classname : file_attr;
+        while (path.starts_with("./")) path.erase(0, 2);
+        if (fs::path(path).is_absolute() && files.find) path = files.find(path);  // a runner that prints absolute paths
+        if (!path.empty() && exists(path)) {
+          o.file = path;
+        } else {
+          out.warnings.push_back(where + (file_attr.empty() ? classname : file_attr) + " is not a test file in " +
+                                 files.name + "; not read");
+          path = file_attr.empty() ? classname : file_attr;
+        }
+        o.test_id = path;
+        if (!file_attr.empty() && !classname.empty() && classname != test_name) o.test_id += " > " + classname;
+        o.test_id += " > " + test_name;
+        out.outcomes.push_back(std::move(o));
+        continue;
+      }
       const auto parts = split_dots(classname);
       std::string path;
       size_t module_end = 0;  // parts[0, module_end) name the module

@@ -2,7 +2,8 @@
 // unittest-xml-reporting, nose and other runners' variants, and Java's (the JUnit Platform console launcher, Maven
 // Surefire, Gradle). Each <testcase> becomes an outcome with a test id: for Python a node id, `classname` + `name`
 // mapped to `tests/test_x.py::TestC::test_f[param]` by finding which prefix of the dotted class name is a test file
-// under the repository root; for Java `com.x.FooTest#testBar` (`name` without its empty "()"), when the class's
+// under the repository root; for JavaScript/TypeScript `tests/x.test.js > suite > case` (jest-junit with its `file`
+// attribute, Vitest's classname); for Java `com.x.FooTest#testBar` (`name` without its empty "()"), when the class's
 // package path and file ("com/x/FooTest.java") end the path of a file there (any source root: src/test/java/, …).
 // Files outside the root are never read or named as test files.
 #pragma once

@@ -1,8 +1,9 @@
 // End-to-end per language: the real `spark` binary imports labelled Java and JavaScript cases, indexes them and
 // localizes a new failure of each from its stack trace, asserting on --format json; a test file of a language spark
 // has no grammar for is localized line by line and said so; and the lifecycle of a real Java project (javac and
-// JUnit 5's console launcher from Debian, installed by scripts/setup.sh --tests): record → fix → learned case →
-// the next failure localized with it.
+// JUnit 5's console launcher from Debian) and of a real JavaScript project (Jest with jest-junit from the npm
+// registry), both installed by scripts/setup.sh --tests: record → fix → learned case → the next failure localized
+// with it.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -294,6 +295,99 @@ TEST(languages, a_real_java_projects_failure_is_recorded_learned_from_its_fix_an
         weighed = weighed || reason.get<std::string>().starts_with("similar to faulty line 20 of case");
   EXPECT_TRUE(weighed) << r3.out;
   EXPECT_TRUE(ranks(loc3[0], 19)) << r3.out;  // the changed line, feeding the failing statement
+}
+
+// --- A real JavaScript project -----------------------------------------------------------------------------------
+
+const std::string kCartJs =
+    "class Cart {\n"
+    "  constructor() { this.items = new Map(); }\n"
+    "  add(name, n) { this.items.set(name, (this.items.get(name) || 0) + n); }\n"
+    "  total() { let t = 0; for (const n of this.items.values()) t += n; return t; }\n"
+    "}\n"
+    "module.exports = { Cart };\n";
+
+// Line 12 holds the expected total.
+std::string cart_test_js(int expected, int pear) {
+  return "const { Cart } = require('../src/cart');\n"         // 1
+         "\n"                                                 // 2
+         "describe('Cart', () => {\n"                         // 3
+         "  let cart;\n"                                      // 4
+         "  beforeEach(() => {\n"                             // 5
+         "    cart = new Cart();\n"                           // 6
+         "    cart.add('apple', 2);\n"                        // 7
+         "  });\n"                                            // 8
+         "\n"                                                 // 9
+         "  test('counts items', () => {\n"                   // 10
+         "    cart.add('pear', " + std::to_string(pear) + ");\n"      // 11
+         "    const expected = " + std::to_string(expected) + ";\n"   // 12
+         "    expect(cart.total()).toBe(expected);\n"         // 13
+         "  });\n"                                            // 14
+         "\n"                                                 // 15
+         "  test('empty cart is zero', () => {\n"             // 16
+         "    expect(new Cart().total()).toBe(0);\n"          // 17
+         "  });\n"                                            // 18
+         "});\n";                                             // 19
+}
+
+// Runs the project's tests with Jest, jest-junit writing `report` as docs/MINER.md says to configure it.
+void jest(const TempDir& dir, const std::string& report) {
+  const std::string tools = std::string(SPARK_SOURCE_DIR) + "/third_party/js-test-tools/node_modules";
+  const std::string cmd = "cd '" + dir.path().string() + "' && JEST_JUNIT_OUTPUT_FILE=" + report +
+                          " JEST_JUNIT_ADD_FILE_ATTRIBUTE=true JEST_JUNIT_ANCESTOR_SEPARATOR=' > '"
+                          " JEST_JUNIT_CLASSNAME='{classname}' JEST_JUNIT_TITLE='{title}' '" + tools +
+                          "/.bin/jest' --ci --rootDir . --reporters=default '--reporters=" + tools +
+                          "/jest-junit' > jest.log 2>&1";
+  (void)std::system(cmd.c_str());
+  ASSERT_TRUE(std::filesystem::exists(dir / report))
+      << "Jest did not run (scripts/setup.sh --tests installs it into third_party/js-test-tools): "
+      << testing::slurp(dir / "jest.log");
+}
+
+TEST(languages, a_real_javascript_projects_failure_is_recorded_learned_from_its_fix_and_used_for_the_next) {
+  TempDir dir;
+  testing::git(dir, "init");
+  write_file(dir / ".gitignore", "*.xml\n*.log\n.spark/\n");
+  write_file(dir / "package.json", "{\"name\": \"shop\", \"private\": true}\n");
+  write_file(dir / "src/cart.js", kCartJs);
+  write_file(dir / kJsPath, cart_test_js(4, 1));
+  testing::git(dir, "add -A");
+  testing::git(dir, "commit -m broken", "2026-02-01T00:00:00Z");
+  jest(dir, "r1.xml");
+  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("recorded 2 outcomes"), std::string::npos) << r1.err;
+  const auto loc1 = json::parse(r1.out);
+  ASSERT_EQ(loc1.size(), 1u) << r1.out << r1.err;
+  EXPECT_EQ(loc1[0]["test_id"], kJsPath + " > Cart > counts items");
+  EXPECT_TRUE(ranks(loc1[0], 13)) << r1.out;  // the failing statement, from the absolute path in Jest's stack
+  write_file(dir / kJsPath, cart_test_js(3, 1));
+  testing::git(dir, "commit -am fix", "2026-02-02T00:00:00Z");
+  jest(dir, "r2.xml");
+  auto r2 = run_spark({"record", "--junit", "r2.xml"}, dir.path());
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("1 labelled into the corpus"), std::string::npos) << r2.err;
+  auto exported = run_spark({"export"}, dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const auto learned = json::parse(exported.out);
+  EXPECT_EQ(learned["language"], "javascript");
+  EXPECT_EQ(learned["test_id"], kJsPath + " > Cart > counts items");
+  EXPECT_EQ(learned["faulty_lines"], json::parse("[{\"path\": \"" + kJsPath + "\", \"line\": 12}]"));
+  write_file(dir / kJsPath, cart_test_js(3, 2));
+  testing::git(dir, "commit -am more-pears", "2026-02-03T00:00:00Z");
+  jest(dir, "r3.xml");
+  auto r3 = run_spark({"record", "--junit", "r3.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  const auto loc3 = json::parse(r3.out);
+  ASSERT_EQ(loc3.size(), 1u) << r3.out;
+  ASSERT_EQ(loc3[0]["retrieved"].size(), 1u) << r3.out;
+  EXPECT_EQ(loc3[0]["retrieved"][0]["faulty_lines"][0]["line"], 12);
+  bool weighed = false;
+  for (const auto& e : loc3[0]["ranked"])
+    if (e["line"] == 12)
+      for (const auto& reason : e["reasons"])
+        weighed = weighed || reason.get<std::string>().starts_with("similar to faulty line 12 of case");
+  EXPECT_TRUE(weighed) << r3.out;
 }
 
 }  // namespace
