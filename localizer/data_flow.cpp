@@ -88,6 +88,7 @@ size_t assignment_at(std::string_view code, bool& augmented) {
         ++i;
         continue;
       }
+      if (after == '>') continue;  // JavaScript's arrow, `x => …`
       if (before == '=' || before == '<' || before == '>' || before == '!') continue;
       if (std::string_view("+-*/%&|^@").find(before) != std::string_view::npos ||
           (i >= 2 && (code.substr(i - 2, 2) == "//" || code.substr(i - 2, 2) == "**" || code.substr(i - 2, 2) == ">>" ||
@@ -185,6 +186,106 @@ DefUse def_use(std::string_view statement) {
   return du;
 }
 
+namespace {
+
+// Words of Java and JavaScript/TypeScript that are not names of values.
+const std::unordered_set<std::string_view>& brace_keywords() {
+  static const std::unordered_set<std::string_view> k = {
+      "new", "null", "undefined", "true", "false", "typeof", "instanceof", "void", "const", "let", "var", "final",
+      "static", "super", "throw", "return", "await", "async", "function", "of", "delete", "yield", "this", "int",
+      "long", "double", "float", "boolean", "char", "byte", "short", "String"};
+  return k;
+}
+
+// A Java or JavaScript statement in the shape def_use reads: comments cut, `;` and an opening `{` dropped,
+// declarations' keywords and types dropped (`final List<String> xs = …` → `xs = …`), destructuring unpacked
+// (`const { a, b } = …` → `a, b = …`), and enhanced for loops as Python's (`for (String s : xs)` → `for s in xs`).
+std::string brace_statement(std::string_view statement) {
+  std::string code;
+  char quote = 0;
+  for (size_t i = 0; i < statement.size(); ++i) {
+    const char c = statement[i];
+    if (quote) {
+      code += c;
+      if (c == '\\' && i + 1 < statement.size()) code += statement[++i];
+      else if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'' || c == '`') quote = c;
+    if (c == '/' && i + 1 < statement.size() && statement[i + 1] == '/') {
+      while (i < statement.size() && statement[i] != '\n') ++i;
+      code += ' ';
+      continue;
+    }
+    code += c == '\n' ? ' ' : c;
+  }
+  std::string_view c = trim(code);
+  while (!c.empty() && (c.back() == ';' || c.back() == '{')) c = trim(c.substr(0, c.size() - 1));
+  if (c.starts_with("for") && trim(c.substr(3)).starts_with("(")) {
+    std::string_view inner = trim(c.substr(3));
+    inner = inner.substr(1, inner.rfind(')') == std::string_view::npos ? std::string_view::npos : inner.rfind(')') - 1);
+    for (const std::string_view sep : {std::string_view(" : "), std::string_view(" of "), std::string_view(" in ")})
+      if (const auto at = inner.find(sep); at != std::string_view::npos) {
+        std::string_view lhs = trim(inner.substr(0, at));
+        if (const auto space = lhs.find_last_of(" \t"); space != std::string_view::npos) lhs = lhs.substr(space + 1);
+        return "for " + std::string(lhs) + " in " + std::string(inner.substr(at + sep.size()));
+      }
+    return "spark_for(" + std::string(inner) + ")";
+  }
+  for (bool again = true; again;) {
+    again = false;
+    for (const std::string_view word : {"final ", "const ", "let ", "var ", "static ", "export "})
+      if (c.starts_with(word)) {
+        c = trim(c.substr(word.size()));
+        again = true;
+      }
+  }
+  bool augmented = false;
+  const size_t eq = assignment_at(c, augmented);
+  if (eq == std::string_view::npos || augmented) return std::string(c);
+  std::string lhs(trim(c.substr(0, eq)));
+  if (lhs.starts_with('{') || lhs.starts_with('[')) {  // destructuring: its names, renames taking the new name
+    std::string names;
+    const std::string inner = lhs.substr(1, lhs.size() - 2);
+    for (size_t start = 0; start <= inner.size();) {
+      const size_t comma = std::min(inner.find(',', start), inner.size());
+      std::string_view t = trim(std::string_view(inner).substr(start, comma - start));
+      if (const auto colon = t.find(':'); colon != std::string_view::npos) t = trim(t.substr(colon + 1));
+      if (const auto dflt = t.find('='); dflt != std::string_view::npos) t = trim(t.substr(0, dflt));
+      if (t.starts_with("...")) t.remove_prefix(3);
+      if (!t.empty()) names += (names.empty() ? "" : ", ") + std::string(t);
+      start = comma + 1;
+    }
+    lhs = names;
+  } else {
+    // A type before the name (`int total`, `Map<String, Integer> m`, `String[] xs`): the last word is the name.
+    int angle = 0;
+    size_t last_space = std::string::npos;
+    for (size_t i = 0; i < lhs.size(); ++i) {
+      if (lhs[i] == '<') ++angle;
+      else if (lhs[i] == '>') --angle;
+      else if ((lhs[i] == ' ' || lhs[i] == '\t') && angle == 0) last_space = i;
+    }
+    if (last_space != std::string::npos && lhs.find('.') == std::string::npos && lhs.find('(') == std::string::npos)
+      lhs = lhs.substr(last_space + 1);
+  }
+  return lhs + " = " + std::string(c.substr(eq + 1));
+}
+
+}  // namespace
+
+DefUse def_use(std::string_view statement, Language language) {
+  if (language != Language::java && language != Language::javascript && language != Language::typescript)
+    return def_use(statement);
+  DefUse du = def_use(brace_statement(statement));
+  const auto keyword = [](const std::string& name) {
+    return brace_keywords().contains(std::string_view(name).substr(0, name.find('.')));
+  };
+  std::erase_if(du.defs, keyword);
+  std::erase_if(du.uses, keyword);
+  return du;
+}
+
 std::map<int, int> backward_slice(const CodeStructure& s, const std::vector<std::string_view>& lines, int stop_line,
                                   const std::vector<ScopeRole>& roles) {
   std::map<int, int> out;
@@ -211,7 +312,7 @@ std::map<int, int> backward_slice(const CodeStructure& s, const std::vector<std:
       }
     }
   };
-  want(def_use(text_of(stop_first, stop_last)).uses, 0);
+  want(def_use(text_of(stop_first, stop_last), s.language).uses, 0);
   // The statements of the failing function before the failing one, last first.
   const int fn = s.function[static_cast<size_t>(stop_first - 1)];
   std::vector<std::pair<int, int>> before;
@@ -229,7 +330,7 @@ std::map<int, int> backward_slice(const CodeStructure& s, const std::vector<std:
     return hop;
   };
   for (auto it = before.rbegin(); it != before.rend(); ++it) {
-    const DefUse du = def_use(text_of(it->first, it->second));
+    const DefUse du = def_use(text_of(it->first, it->second), s.language);
     const int need = defines_wanted(du);
     if (need < 0) continue;
     out[it->first] = need + 1;
@@ -243,7 +344,7 @@ std::map<int, int> backward_slice(const CodeStructure& s, const std::vector<std:
           s.kind[i] == "def")
         continue;
       const auto [first, last] = s.statement_span(l);
-      const DefUse du = def_use(text_of(first, last));
+      const DefUse du = def_use(text_of(first, last), s.language);
       bool self_attr = false;
       for (const auto& d : du.defs) self_attr = self_attr || d.starts_with("self.");
       if (!self_attr) continue;
@@ -274,7 +375,7 @@ std::map<int, int> backward_slice(const CodeStructure& s, const std::vector<std:
       for (auto it = body.rbegin(); it != body.rend(); ++it) {
         const std::string text = text_of(it->first, it->second);
         const std::string_view st = trim(text);
-        const DefUse du = def_use(text);
+        const DefUse du = def_use(text, s.language);
         int hop = -1;
         if (st.starts_with("return") || st.starts_with("yield")) {
           hop = base;

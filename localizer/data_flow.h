@@ -29,6 +29,9 @@ struct DefUse {
   std::vector<std::string> defs, uses;
 };
 DefUse def_use(std::string_view statement);
+// The same for a statement of `language`: Java's and JavaScript's declarations (`int total = …`, `const { a } = …`),
+// enhanced for loops and `//` comments read as such; Python's (and other languages') as above.
+DefUse def_use(std::string_view statement, Language language);
 
 // The backward slice of the statement at `stop_line`: statement first line → hops (1 = defines a name the failing
 // statement uses). `lines` are the file's lines; `roles` (may be empty) marks the failing test's support lines.

@@ -16,11 +16,16 @@ std::string normalize_error_message(std::string_view message) {
   static const Regex iso_time = Regex::must(
       R"re(\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b)re");
   static const Regex hex_id = Regex::must(R"re(\b[0-9a-fA-F]{12,}\b)re");
+  // Java's default toString ("com.x.Cart@5e9f23b4") and the loopback ports a test server binds ("localhost:54321").
+  static const Regex object_hash = Regex::must(R"re((?<=[\w$])@[0-9a-f]{5,8}\b)re");
+  static const Regex port = Regex::must(R"re((?<=localhost:|127\.0\.0\.1:|0\.0\.0\.0:|\[::1\]:)\d{2,5}\b)re");
   std::string s = uuid.replace_all(message, "<UUID>");
   s = addr.replace_all(s, "<ADDR>");
   s = tmp.replace_all(s, "<TMP>");
   s = iso_time.replace_all(s, "<TIME>");
   s = hex_id.replace_all(s, "<HEX>");
+  s = object_hash.replace_all(s, "@<HASH>");
+  s = port.replace_all(s, "<PORT>");
   return s;
 }
 

@@ -10,7 +10,8 @@ namespace spark {
 
 // Replaces volatile tokens that differ between two runs of the same failure with placeholders: memory addresses
 // (0x7f3a…) → <ADDR>, temporary paths (/tmp/…, pytest's tmp_path) → <TMP>, ISO and clock times → <TIME>,
-// UUIDs → <UUID>, long hex ids (≥ 12 hex digits) → <HEX>. Line numbers and other numbers are kept.
+// UUIDs → <UUID>, long hex ids (≥ 12 hex digits) → <HEX>, Java object hashes ("Cart@5e9f23b4") → Cart@<HASH>,
+// loopback ports ("localhost:54321", "127.0.0.1:…", "[::1]:…") → <PORT>. Line numbers and other numbers are kept.
 std::string normalize_error_message(std::string_view message);
 
 struct TracebackFrame {

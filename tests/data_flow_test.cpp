@@ -47,6 +47,38 @@ std::map<int, int> slice_of(const std::string& source, int stop_line, const std:
   return backward_slice(s, std::vector<std::string_view>(lines.begin(), lines.end()), stop_line, roles);
 }
 
+TEST(def_use, java_and_javascript_declarations_loops_and_calls) {
+  auto decl = def_use("        final Map<String, Integer> counts = cart.counts(); // a comment naming other", Language::java);
+  EXPECT_EQ(decl.defs, std::vector<std::string>{"counts"});
+  EXPECT_TRUE(has(decl.uses, "cart.counts"));
+  EXPECT_FALSE(has(decl.uses, "other"));
+  auto typed = def_use("int expected = 3;", Language::java);
+  EXPECT_EQ(typed.defs, std::vector<std::string>{"expected"});
+  auto object = def_use("Cart cart = new Cart();", Language::java);
+  EXPECT_EQ(object.defs, std::vector<std::string>{"cart"});
+  EXPECT_FALSE(has(object.uses, "new"));
+  auto loop = def_use("for (String item : cart.items()) {", Language::java);
+  EXPECT_EQ(loop.defs, std::vector<std::string>{"item"});
+  EXPECT_TRUE(has(loop.uses, "cart.items"));
+  auto call = def_use("cart.add(\"pear\", 2);", Language::java);
+  EXPECT_EQ(call.defs, std::vector<std::string>{"cart"});
+  auto field = def_use("this.total = 0;", Language::java);
+  EXPECT_TRUE(field.defs.empty() || field.defs == std::vector<std::string>{"this.total"});
+  auto assertion = def_use("assertEquals(expected, cart.total());", Language::java);
+  EXPECT_TRUE(assertion.defs.empty());
+  EXPECT_TRUE(has(assertion.uses, "expected"));
+  auto js = def_use("const { total, items: list } = summarize(cart);", Language::javascript);
+  EXPECT_TRUE(has(js.defs, "total") && has(js.defs, "list")) << js.defs.size();
+  EXPECT_FALSE(has(js.defs, "items"));
+  auto arrow = def_use("cart.items.forEach((x) => seen.push(x));", Language::javascript);
+  EXPECT_EQ(arrow.defs, std::vector<std::string>{"cart.items"});  // the arrow's `=` is not an assignment
+  auto of = def_use("for (const [name, n] of entries) {", Language::typescript);
+  EXPECT_TRUE(has(of.uses, "entries"));
+  auto expectation = def_use("expect(cart.total()).toBe(expected);", Language::javascript);
+  EXPECT_TRUE(expectation.defs.empty());
+  EXPECT_TRUE(has(expectation.uses, "expected"));
+}
+
 TEST(backward_slice, follows_names_back_through_the_test_function) {
   const std::string source =
       "def test_area():\n"            // 1

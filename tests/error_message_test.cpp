@@ -12,6 +12,17 @@ TEST(normalize_error_message, replaces_volatile_tokens_and_keeps_the_rest) {
             "E   AssertionError: <Foo object at <ADDR>> in <TMP> at <TIME> id <UUID> sha <HEX> line 42");
 }
 
+TEST(normalize_error_message, replaces_java_and_javascript_volatile_tokens) {
+  const std::string m =
+      "org.opentest4j.AssertionFailedError: expected: <com.example.shop.Cart@5e9f23b4> but was: "
+      "<com.example.shop.Cart@1b2c3d4e> (CartTest.java:21); connect ECONNREFUSED 127.0.0.1:54321 and "
+      "http://localhost:8080/api, [::1]:3000, in /tmp/junit8812736/cart.json, mail ci@example.org";
+  EXPECT_EQ(normalize_error_message(m),
+            "org.opentest4j.AssertionFailedError: expected: <com.example.shop.Cart@<HASH>> but was: "
+            "<com.example.shop.Cart@<HASH>> (CartTest.java:21); connect ECONNREFUSED 127.0.0.1:<PORT> and "
+            "http://localhost:<PORT>/api, [::1]:<PORT>, in <TMP>, mail ci@example.org");
+}
+
 TEST(parse_traceback, reads_pytest_short_long_and_python_native_frames) {
   const auto short_tb = parse_traceback(
       "tests/test_x.py:142: in test_f\n    f()\nboltons/funcutils.py:902: in get_func\n    x\nE   SyntaxError");

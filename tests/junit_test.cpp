@@ -152,5 +152,72 @@ TEST(junit, spark_localize_junit_localizes_every_failure_of_a_real_run_with_the_
   EXPECT_NE(none.err.find("not in tests"), std::string::npos) << none.err;
 }
 
+TEST(junit, java_and_javascript_reports_map_to_their_test_ids) {
+  TempDir dir;
+  write_file(dir / "src/test/java/com/example/shop/CartTest.java", "package com.example.shop;\nclass CartTest {}\n");
+  write_file(dir / "module-a/src/test/java/com/example/util/MathTest.java", "package com.example.util;\n");
+  write_file(dir / "node_modules/pkg/com/example/shop/CartTest.java", "// not a source root of the project\n");
+  write_file(dir / "tests/cart.test.js", "test('x', () => {});\n");
+  write_file(dir / "web/cart.spec.ts", "it('y', () => {});\n");
+  write_file(dir / "report.xml",
+             "<?xml version=\"1.0\"?>\n<testsuites>\n"
+             // the JUnit Platform console launcher (and Gradle): name with "()"; a nested class by '$'
+             "<testsuite name=\"JUnit Jupiter\" timestamp=\"2026-11-24T03:59:32\">\n"
+             "<testcase name=\"totalCountsItems()\" classname=\"com.example.shop.CartTest\">"
+             "<failure message=\"expected: &lt;4&gt; but was: &lt;3&gt;\">org.opentest4j.AssertionFailedError\n"
+             "\tat com.example.shop.CartTest.totalCountsItems(CartTest.java:21)</failure></testcase>\n"
+             "<testcase name=\"nested()\" classname=\"com.example.shop.CartTest$Inner\"/>\n"
+             // Surefire: a plain method name, a class in another module
+             "<testcase name=\"adds\" classname=\"com.example.util.MathTest\"/>\n"
+             "<testcase name=\"gone\" classname=\"com.example.missing.GoneTest\"/>\n"
+             "</testsuite>\n"
+             // jest-junit as docs/MINER.md configures it; Vitest
+             "<testsuite name=\"Cart\"><testcase classname=\"Cart &gt; when empty\" name=\"has no total\" "
+             "file=\"tests/cart.test.js\"><failure>Error: boom\n    at Object.toBe (/ci/shop/tests/cart.test.js:13:26)"
+             "</failure></testcase></testsuite>\n"
+             "<testsuite name=\"vitest\"><testcase classname=\"web/cart.spec.ts\" name=\"Cart &gt; totals\"/>"
+             "<testcase classname=\"web/gone.spec.ts\" name=\"x\"/></testsuite>\n"
+             "</testsuites>\n");
+  auto r = read_junit(dir / "report.xml", dir.path());
+  ASSERT_TRUE(r) << r.error().message;
+  const auto* total = find(*r, "com.example.shop.CartTest#totalCountsItems");
+  ASSERT_TRUE(total);
+  EXPECT_EQ(total->outcome, Outcome::failed);
+  EXPECT_EQ(total->file, "src/test/java/com/example/shop/CartTest.java");  // the source root, not node_modules
+  EXPECT_NE(total->message.find("CartTest.java:21"), std::string::npos);
+  const auto* nested = find(*r, "com.example.shop.CartTest$Inner#nested");
+  ASSERT_TRUE(nested);
+  EXPECT_EQ(nested->file, "src/test/java/com/example/shop/CartTest.java");
+  const auto* adds = find(*r, "com.example.util.MathTest#adds");
+  ASSERT_TRUE(adds);
+  EXPECT_EQ(adds->file, "module-a/src/test/java/com/example/util/MathTest.java");
+  const auto* gone = find(*r, "com.example.missing.GoneTest::gone");  // no such file: named, not read
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->file, "");
+  const auto* js = find(*r, "tests/cart.test.js > Cart > when empty > has no total");
+  ASSERT_TRUE(js);
+  EXPECT_EQ(js->outcome, Outcome::failed);
+  EXPECT_EQ(js->file, "tests/cart.test.js");
+  const auto* vitest = find(*r, "web/cart.spec.ts > Cart > totals");
+  ASSERT_TRUE(vitest);
+  EXPECT_EQ(vitest->file, "web/cart.spec.ts");
+  const auto* missing_js = find(*r, "web/gone.spec.ts > x");
+  ASSERT_TRUE(missing_js);
+  EXPECT_EQ(missing_js->file, "");
+  bool warned = false;
+  for (const auto& w : r->warnings) warned = warned || w.find("web/gone.spec.ts is not a test file") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST(junit, find_by_tail_prefers_a_test_source_root_then_the_shortest_path) {
+  const std::vector<std::string> paths = {"lib/com/x/FooTest.java", "app/src/test/java/com/x/FooTest.java",
+                                          "src/test/java/com/x/FooTest.java", "tests/a.test.js"};
+  EXPECT_EQ(find_by_tail(paths, "com/x/FooTest.java"), "src/test/java/com/x/FooTest.java");
+  EXPECT_EQ(find_by_tail(paths, "x/FooTest.java"), "src/test/java/com/x/FooTest.java");
+  EXPECT_EQ(find_by_tail(paths, "/home/ci/shop/tests/a.test.js"), "tests/a.test.js");  // an absolute stack path
+  EXPECT_EQ(find_by_tail(paths, "oo/FooTest.java"), "");  // only at a '/'
+  EXPECT_EQ(find_by_tail(paths, ""), "");
+}
+
 }  // namespace
 }  // namespace spark

@@ -295,6 +295,13 @@ TEST(languages, a_real_java_projects_failure_is_recorded_learned_from_its_fix_an
         weighed = weighed || reason.get<std::string>().starts_with("similar to faulty line 20 of case");
   EXPECT_TRUE(weighed) << r3.out;
   EXPECT_TRUE(ranks(loc3[0], 19)) << r3.out;  // the changed line, feeding the failing statement
+  // Data flow read in Java: `int expected = 3;` sets a value the failing assertEquals uses.
+  bool flows = false;
+  for (const auto& e : loc3[0]["ranked"])
+    if (e["line"] == 20)
+      for (const auto& reason : e["reasons"])
+        flows = flows || reason.get<std::string>().starts_with("sets a value the failing line uses");
+  EXPECT_TRUE(flows) << r3.out;
 }
 
 // --- A real JavaScript project -----------------------------------------------------------------------------------
