@@ -16,10 +16,10 @@ seconds=${1:-60}
 scale=${1:-1}
 # Executions per target for --fixed: about 15 s each on a 2-core CI runner, two targets at a time.
 declare -A fixed_runs=([case_jsonl]=5000 [outcomes_jsonl]=25000 [junit]=40000 [error_message]=150000 [answer]=150000
-                       [config]=35000 [python_structure]=3000 [redact]=12000 [label_diff]=300000)
+                       [config]=35000 [python_structure]=3000 [brace_structure]=3000 [redact]=12000 [label_diff]=300000)
 build=${SPARK_FUZZ_BUILD:-$root/build-fuzz}
 jobs=$(nproc)
-targets=(case_jsonl outcomes_jsonl junit error_message answer config python_structure redact label_diff)
+targets=(case_jsonl outcomes_jsonl junit error_message answer config python_structure brace_structure redact label_diff)
 declare -A dict=([case_jsonl]=json [outcomes_jsonl]=json [answer]=json [junit]=xml [config]=toml
                  [python_structure]=python [label_diff]=python)
 
@@ -56,6 +56,7 @@ run() {
     mkdir -p "$corpus/$t" "$build/crashes/$t"
     local max_len=262144
     [ "$t" = python_structure ] && max_len=32768  # each input is scanned once per function it defines
+    [ "$t" = brace_structure ] && max_len=65536  # parsed once, then the scope of up to 8 of its functions
     local args=("$corpus/$t" "$corpus/seeds/$t" -timeout=20 -rss_limit_mb=2048
                 -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$build/crashes/$t/")
     if [ "$fixed" = 1 ]; then

@@ -78,6 +78,22 @@ seeds = {
                'kb = ".spark"\nproject = "demo"\n[mine]\nsigma = 3.0\n'],
     "python_structure": [TEST, "def f(:\n  pass\n", "class A:\n\tdef test_x(self):\n\t\tpass\n",
                          "@fixture\ndef g():\n    yield 1\n\n# tail\n"],
+    # The first byte picks the language: 0 Java, 1 JavaScript, 2 TypeScript, 3 TSX.
+    "brace_structure": [
+        "\x00package com.x;\nclass CartTest {\n  @BeforeEach\n  void setUp() { cart = new Cart(); }\n  @Test\n"
+        "  void total() {\n    int t = cart.total();\n    if (t > 2) { t--; } else if (t < 0) { throw new X(); }"
+        " else { t++; }\n    for (String s : xs) { check(s); }\n    Runnable r = () -> { cart.clear(); };\n"
+        "    assertEquals(3, t);\n  }\n  @Nested class Inner { @Test void n() {} }\n}\n"
+        "\tat com.x.CartTest.total(CartTest.java:7)\n",
+        "\x01const { Cart } = require('../src/cart');\ndescribe('Cart', () => {\n  let cart;\n"
+        "  beforeEach(() => { cart = new Cart(); });\n  test('counts', () => {\n    const { a, b: c } = f();\n"
+        "    expect(cart.total()).toBe(3);\n  });\n  test.each([[1, 2]])('adds %i', (a, b) => {});\n});\n"
+        "    at Object.toBe (/ci/tests/cart.test.js:7:26)\n",
+        "\x02interface I { n: number }\nconst make = (xs: I[]): Cart => new Cart(xs);\n"
+        "it('totals', async (): Promise<void> => {\n  expect(make([]).total()).toBe(0);\n});\n",
+        "\x03it('renders', () => {\n  const el = <Cart items={[]} />;\n  expect(el).toBeTruthy();\n});\n",
+        "\x00class Broken {\n  void t() {\n    int x = ;\n",
+    ],
     "redact": ["password = 'hunter22hunter22'\ntoken: abcdefabcdefabcdef1234\n",
                "AKIAIOSFODNN7EXAMPLE and ghp_" + "a" * 36 + "\n",
                "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----\n",

@@ -244,20 +244,22 @@ void assemble_structure(std::string_view source, std::vector<StatementSpan> stmt
 }
 
 CallRecorder::CallRecorder(CodeStructure& s) : s_(s), parent_(s.functions.size(), -1) {
-  for (size_t i = 0; i < s.functions.size(); ++i) {
+  // Functions nest (a tree of spans): sorted by start, outer first, a stack of the open ones gives each its innermost
+  // enclosing function in O(n log n) (a minified file defines tens of thousands).
+  std::vector<size_t> order(s.functions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto &fa = s.functions[a], &fb = s.functions[b];
+    return fa.start != fb.start ? fa.start < fb.start : fa.end > fb.end;
+  });
+  std::vector<size_t> open;
+  for (size_t i : order) {
     const auto& f = s.functions[i];
-    by_def_.emplace_back(f.def_line, i);
-    int best = std::numeric_limits<int>::max();
-    for (size_t j = 0; j < s.functions.size(); ++j) {
-      const auto& g = s.functions[j];
-      // Strictly around it: two functions with one span (never seen, but possible) cannot be each other's parent.
-      if (j != i && g.start <= f.start && f.end <= g.end && (g.start < f.start || f.end < g.end) &&
-          g.end - g.start < best) {
-        best = g.end - g.start;
-        parent_[i] = static_cast<long>(j);
-      }
-    }
+    while (!open.empty() && s.functions[open.back()].end < f.end) open.pop_back();
+    if (!open.empty()) parent_[i] = static_cast<long>(open.back());
+    open.push_back(i);
   }
+  for (size_t i = 0; i < s.functions.size(); ++i) by_def_.emplace_back(s.functions[i].def_line, i);
   // The first function of each def line wins, as CodeStructure::function_at finds it.
   std::stable_sort(by_def_.begin(), by_def_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 }
