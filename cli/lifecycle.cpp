@@ -576,7 +576,11 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
   if (decision == Decision::trim) {
     auto f = store.failure_by_case(args.id);
     if (!f) return report_error(f.error());
-    auto parsed = parse_keep(args.keep, parse_test_id(f->test_id).path);
+    // A bare line number names the case's test file: its first file (a Java id names only a package path).
+    const std::string test_file = f->labelled && !f->labelled->files.empty()
+                                      ? f->labelled->files.front().path
+                                      : parse_test_id(f->test_id, language_of_test_id(f->test_id)).path;
+    auto parsed = parse_keep(args.keep, test_file);
     if (!parsed) return report_error(parsed.error());
     keep = std::move(*parsed);
   }
