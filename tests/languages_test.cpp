@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -245,63 +246,82 @@ void junit5(const TempDir& dir, const std::string& report) {
       << testing::slurp(dir / "javac.log") << (std::filesystem::exists(dir / "junit.log") ? testing::slurp(dir / "junit.log") : "");
 }
 
-TEST(languages, a_real_java_projects_failure_is_recorded_learned_from_its_fix_and_used_for_the_next) {
+// A real project's lifecycle: its test fails at commit 1 (its expected value is wrong), `spark record` opens and
+// localizes the failure; a fix commit passes and `spark record` labels the expected value's line into the corpus;
+// a later failure of the same test retrieves the learned case, whose faulty line weighs for the same line.
+struct RealProject {
+  std::string test_path, test_id, language;
+  int expected_line = 0, failing_line = 0, changed_line = 0;
+  std::function<std::string(int expected, int added)> test_source;
+  std::function<void(const TempDir&)> create;                             // the files besides the test
+  std::function<void(const TempDir&, const std::string& report)> run;     // runs the tests, writes the JUnit report
+};
+
+json record(const TempDir& dir, const std::string& report, std::string& err) {
+  auto r = run_spark({"record", "--junit", report, "--format", "json"}, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  err = r.err;
+  return r.exit_code == 0 ? json::parse(r.out) : json::array();
+}
+
+// The reasons the built-in ranker gave `line`, joined.
+std::string reasons_of(const json& localized, int line) {
+  std::string out;
+  for (const auto& e : localized["ranked"])
+    if (e["line"] == line)
+      for (const auto& reason : e["reasons"]) out += reason.get<std::string>() + "\n";
+  return out;
+}
+
+void learn_and_reuse(const RealProject& p) {
   TempDir dir;
   testing::git(dir, "init");
   write_file(dir / ".gitignore", "out/\nreports/\n*.xml\n*.log\n.spark/\n");
-  write_file(dir / "src/main/java/com/example/shop/Cart.java", kCartJava);
-  write_file(dir / kCartTestPath, cart_test(4, 1));  // 2 + 1 is not 4: the test's expected value is wrong
+  p.create(dir);
+  write_file(dir / p.test_path, p.test_source(4, 1));  // 2 + 1 is not 4: the test's expected value is wrong
   testing::git(dir, "add -A");
   testing::git(dir, "commit -m broken", "2026-02-01T00:00:00Z");
-  junit5(dir, "r1.xml");
-  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
-  ASSERT_EQ(r1.exit_code, 0) << r1.err;
-  EXPECT_NE(r1.err.find("recorded 2 outcomes"), std::string::npos) << r1.err;
-  EXPECT_NE(r1.err.find("opened 1 failure"), std::string::npos) << r1.err;
-  const auto loc1 = json::parse(r1.out);
-  ASSERT_EQ(loc1.size(), 1u) << r1.out << r1.err;
-  EXPECT_EQ(loc1[0]["test_id"], "com.example.shop.CartTest#totalCountsItems");
-  EXPECT_TRUE(ranks(loc1[0], 21)) << r1.out;  // the failing statement, named by the stack trace
+  ASSERT_NO_FATAL_FAILURE(p.run(dir, "r1.xml"));
+  std::string err;
+  const json loc1 = record(dir, "r1.xml", err);
+  EXPECT_NE(err.find("recorded 2 outcomes"), std::string::npos) << err;
+  EXPECT_NE(err.find("opened 1 failure"), std::string::npos) << err;
+  ASSERT_EQ(loc1.size(), 1u) << loc1.dump() << err;
+  EXPECT_EQ(loc1[0]["test_id"], p.test_id);
+  EXPECT_TRUE(ranks(loc1[0], p.failing_line)) << loc1.dump();  // the failing statement, named by the stack trace
   // The fix: the expected value. The first passing run labels the failure.
-  write_file(dir / kCartTestPath, cart_test(3, 1));
+  write_file(dir / p.test_path, p.test_source(3, 1));
   testing::git(dir, "commit -am fix", "2026-02-02T00:00:00Z");
-  junit5(dir, "r2.xml");
-  auto r2 = run_spark({"record", "--junit", "r2.xml"}, dir.path());
-  ASSERT_EQ(r2.exit_code, 0) << r2.err;
-  EXPECT_NE(r2.err.find("1 labelled into the corpus"), std::string::npos) << r2.err;
+  ASSERT_NO_FATAL_FAILURE(p.run(dir, "r2.xml"));
+  record(dir, "r2.xml", err);
+  EXPECT_NE(err.find("1 labelled into the corpus"), std::string::npos) << err;
   auto exported = run_spark({"export"}, dir.path());
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   const auto learned = json::parse(exported.out);
-  EXPECT_EQ(learned["language"], "java");
-  EXPECT_EQ(learned["test_id"], "com.example.shop.CartTest#totalCountsItems");
-  EXPECT_EQ(learned["faulty_lines"], json::parse("[{\"path\": \"" + kCartTestPath + "\", \"line\": 20}]"));
-  EXPECT_NE(learned["error_message"].get<std::string>().find("at com.example.shop.CartTest.totalCountsItems"),
-            std::string::npos);
-  // The next failure of the test: the learned case is retrieved, and its faulty line ("int expected = 4;") weighs
-  // for the query's line 20 ("int expected = 3;": distance 1/17, just over ε = 0.05, so not annotated).
-  write_file(dir / kCartTestPath, cart_test(3, 2));
-  testing::git(dir, "commit -am more-pears", "2026-02-03T00:00:00Z");
-  junit5(dir, "r3.xml");
-  auto r3 = run_spark({"record", "--junit", "r3.xml", "--format", "json"}, dir.path());
-  ASSERT_EQ(r3.exit_code, 0) << r3.err;
-  const auto loc3 = json::parse(r3.out);
-  ASSERT_EQ(loc3.size(), 1u) << r3.out;
-  EXPECT_EQ(loc3[0]["retrieved"].size(), 1u) << r3.out;
-  EXPECT_EQ(loc3[0]["retrieved"][0]["faulty_lines"][0]["line"], 20);
-  bool weighed = false;
-  for (const auto& e : loc3[0]["ranked"])
-    if (e["line"] == 20 && e["path"] == kCartTestPath)
-      for (const auto& reason : e["reasons"])
-        weighed = weighed || reason.get<std::string>().starts_with("similar to faulty line 20 of case");
-  EXPECT_TRUE(weighed) << r3.out;
-  EXPECT_TRUE(ranks(loc3[0], 19)) << r3.out;  // the changed line, feeding the failing statement
-  // Data flow read in Java: `int expected = 3;` sets a value the failing assertEquals uses.
-  bool flows = false;
-  for (const auto& e : loc3[0]["ranked"])
-    if (e["line"] == 20)
-      for (const auto& reason : e["reasons"])
-        flows = flows || reason.get<std::string>().starts_with("sets a value the failing line uses");
-  EXPECT_TRUE(flows) << r3.out;
+  EXPECT_EQ(learned["language"], p.language);
+  EXPECT_EQ(learned["test_id"], p.test_id);
+  EXPECT_EQ(learned["faulty_lines"], (json::array({{{"path", p.test_path}, {"line", p.expected_line}}})));
+  // The next failure of the test: the learned case is retrieved, and its faulty line ("… expected = 4;") weighs for
+  // the query's same line ("… expected = 3;": one character in about 18, just over ε = 0.05, so not annotated).
+  write_file(dir / p.test_path, p.test_source(3, 2));
+  testing::git(dir, "commit -am more", "2026-02-03T00:00:00Z");
+  ASSERT_NO_FATAL_FAILURE(p.run(dir, "r3.xml"));
+  const json loc3 = record(dir, "r3.xml", err);
+  ASSERT_EQ(loc3.size(), 1u) << loc3.dump();
+  ASSERT_EQ(loc3[0]["retrieved"].size(), 1u) << loc3.dump();
+  EXPECT_EQ(loc3[0]["retrieved"][0]["faulty_lines"][0]["line"], p.expected_line);
+  const std::string why = reasons_of(loc3[0], p.expected_line);
+  EXPECT_NE(why.find("similar to faulty line " + std::to_string(p.expected_line) + " of case"), std::string::npos)
+      << loc3.dump();
+  // Data flow read in the language: the expected value's line sets a value the failing statement uses.
+  EXPECT_NE(why.find("sets a value the failing line uses"), std::string::npos) << loc3.dump();
+  EXPECT_TRUE(ranks(loc3[0], p.changed_line)) << loc3.dump();  // the changed line, feeding the failing statement
+}
+
+TEST(languages, a_real_java_projects_failure_is_recorded_learned_from_its_fix_and_used_for_the_next) {
+  learn_and_reuse({kCartTestPath, "com.example.shop.CartTest#totalCountsItems", "java", 20, 21, 19, cart_test,
+                   [](const TempDir& dir) { write_file(dir / "src/main/java/com/example/shop/Cart.java", kCartJava); },
+                   junit5});
 }
 
 // --- A real JavaScript project -----------------------------------------------------------------------------------
@@ -352,49 +372,12 @@ void jest(const TempDir& dir, const std::string& report) {
 }
 
 TEST(languages, a_real_javascript_projects_failure_is_recorded_learned_from_its_fix_and_used_for_the_next) {
-  TempDir dir;
-  testing::git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n*.log\n.spark/\n");
-  write_file(dir / "package.json", "{\"name\": \"shop\", \"private\": true}\n");
-  write_file(dir / "src/cart.js", kCartJs);
-  write_file(dir / kJsPath, cart_test_js(4, 1));
-  testing::git(dir, "add -A");
-  testing::git(dir, "commit -m broken", "2026-02-01T00:00:00Z");
-  jest(dir, "r1.xml");
-  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
-  ASSERT_EQ(r1.exit_code, 0) << r1.err;
-  EXPECT_NE(r1.err.find("recorded 2 outcomes"), std::string::npos) << r1.err;
-  const auto loc1 = json::parse(r1.out);
-  ASSERT_EQ(loc1.size(), 1u) << r1.out << r1.err;
-  EXPECT_EQ(loc1[0]["test_id"], kJsPath + " > Cart > counts items");
-  EXPECT_TRUE(ranks(loc1[0], 13)) << r1.out;  // the failing statement, from the absolute path in Jest's stack
-  write_file(dir / kJsPath, cart_test_js(3, 1));
-  testing::git(dir, "commit -am fix", "2026-02-02T00:00:00Z");
-  jest(dir, "r2.xml");
-  auto r2 = run_spark({"record", "--junit", "r2.xml"}, dir.path());
-  ASSERT_EQ(r2.exit_code, 0) << r2.err;
-  EXPECT_NE(r2.err.find("1 labelled into the corpus"), std::string::npos) << r2.err;
-  auto exported = run_spark({"export"}, dir.path());
-  ASSERT_EQ(exported.exit_code, 0) << exported.err;
-  const auto learned = json::parse(exported.out);
-  EXPECT_EQ(learned["language"], "javascript");
-  EXPECT_EQ(learned["test_id"], kJsPath + " > Cart > counts items");
-  EXPECT_EQ(learned["faulty_lines"], json::parse("[{\"path\": \"" + kJsPath + "\", \"line\": 12}]"));
-  write_file(dir / kJsPath, cart_test_js(3, 2));
-  testing::git(dir, "commit -am more-pears", "2026-02-03T00:00:00Z");
-  jest(dir, "r3.xml");
-  auto r3 = run_spark({"record", "--junit", "r3.xml", "--format", "json"}, dir.path());
-  ASSERT_EQ(r3.exit_code, 0) << r3.err;
-  const auto loc3 = json::parse(r3.out);
-  ASSERT_EQ(loc3.size(), 1u) << r3.out;
-  ASSERT_EQ(loc3[0]["retrieved"].size(), 1u) << r3.out;
-  EXPECT_EQ(loc3[0]["retrieved"][0]["faulty_lines"][0]["line"], 12);
-  bool weighed = false;
-  for (const auto& e : loc3[0]["ranked"])
-    if (e["line"] == 12)
-      for (const auto& reason : e["reasons"])
-        weighed = weighed || reason.get<std::string>().starts_with("similar to faulty line 12 of case");
-  EXPECT_TRUE(weighed) << r3.out;
+  learn_and_reuse({kJsPath, kJsPath + " > Cart > counts items", "javascript", 12, 13, 11, cart_test_js,
+                   [](const TempDir& dir) {
+                     write_file(dir / "package.json", "{\"name\": \"shop\", \"private\": true}\n");
+                     write_file(dir / "src/cart.js", kCartJs);
+                   },
+                   jest});
 }
 
 }  // namespace
