@@ -125,27 +125,40 @@ bool ranks(const json& j, int line) {
   return false;
 }
 
+// Localizes a new failure of `path` (its trace with `from` replaced by `to`: not an exact duplicate of a stored
+// failure, which is kept out of its own search) in the workspace; checks the id made from the trace, the annotated
+// line (the stored cases' faulty line) ranked first, and the failing statement among the ranked.
+json localize_new_failure(const Workspace& w, const std::string& path, const std::string& content, std::string trace,
+                          const std::string& from, const std::string& to, const std::string& test_id, int annotated,
+                          int failing) {
+  write_file(w.dir / path, content);
+  trace.replace(trace.find(from), from.size(), to);
+  write_file(w.dir / "failure.txt", trace);
+  auto r = run_spark({"localize", "--test", path, "--error", "failure.txt", "-k", "3", "--format", "json"},
+                     w.dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return json::object();
+  const auto j = json::parse(r.out);
+  EXPECT_EQ(j["test_id"], test_id);
+  EXPECT_FALSE(j["annotations"].empty()) << r.out;
+  if (!j["annotations"].empty()) {
+    EXPECT_EQ(j["annotations"][0]["line"], annotated);
+  }
+  EXPECT_EQ(j["ranked"][0]["line"], annotated);
+  EXPECT_TRUE(ranks(j, failing)) << r.out;
+  for (const auto& n : j["notes"]) EXPECT_EQ(n.get<std::string>().find("Python"), std::string::npos) << n;
+  return j;
+}
+
 TEST(languages, a_java_failure_is_localized_from_its_stack_trace) {
   Workspace w;
-  write_file(w.dir / kJavaPath, kJava);
-  // Not the same failure as a stored one (an exact duplicate is kept out of its own search): another value.
-  std::string trace = kJavaTrace;
-  trace.replace(trace.find("<2>"), 3, "<1>");
-  write_file(w.dir / "failure.txt", trace);
-  auto r = run_spark({"localize", "--test", kJavaPath, "--error", "failure.txt", "-k", "3", "--format", "json"},
-                     w.dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = json::parse(r.out);
-  EXPECT_EQ(j["test_id"], "com.example.shop.CartTest#totalCountsItems");  // from the trace and the package line
-  ASSERT_FALSE(j["annotations"].empty());
-  EXPECT_EQ(j["annotations"][0]["line"], 16);
-  EXPECT_EQ(j["ranked"][0]["line"], 16);
-  EXPECT_TRUE(ranks(j, 18));  // the failing statement
+  // The test id from the trace and the package line.
+  const json j = localize_new_failure(w, kJavaPath, kJava, kJavaTrace, "<2>", "<1>",
+                                      "com.example.shop.CartTest#totalCountsItems", 16, 18);
   for (const auto& e : j["ranked"]) {
     EXPECT_GE(e["line"].get<int>(), 14) << e.dump();  // nothing from another test
     EXPECT_LE(e["line"].get<int>(), 19) << e.dump();
   }
-  for (const auto& n : j["notes"]) EXPECT_EQ(n.get<std::string>().find("Python"), std::string::npos) << n;
   // The text report marks the annotated line with a Java comment.
   auto text = run_spark({"localize", "--test", kJavaPath, "--error", "failure.txt", "-k", "3", "--color", "never"},
                         w.dir.path());
@@ -156,19 +169,7 @@ TEST(languages, a_java_failure_is_localized_from_its_stack_trace) {
 
 TEST(languages, a_javascript_failure_is_localized_from_its_stack_trace) {
   Workspace w;
-  write_file(w.dir / kJsPath, kJs);
-  std::string trace = kJsTrace;
-  trace.replace(trace.find("2 !== 3"), 7, "1 !== 3");
-  write_file(w.dir / "failure.txt", trace);
-  auto r = run_spark({"localize", "--test", kJsPath, "--error", "failure.txt", "-k", "3", "--format", "json"},
-                     w.dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = json::parse(r.out);
-  EXPECT_EQ(j["test_id"], kJsPath + " > Cart > counts items");
-  ASSERT_FALSE(j["annotations"].empty());
-  EXPECT_EQ(j["annotations"][0]["line"], 13);
-  EXPECT_EQ(j["ranked"][0]["line"], 13);
-  EXPECT_TRUE(ranks(j, 14));
+  localize_new_failure(w, kJsPath, kJs, kJsTrace, "2 !== 3", "1 !== 3", kJsPath + " > Cart > counts items", 13, 14);
 }
 
 TEST(languages, a_test_file_of_an_unknown_language_is_ranked_line_by_line_and_said_so) {
