@@ -192,7 +192,7 @@ namespace {
 const std::unordered_set<std::string_view>& brace_keywords() {
   static const std::unordered_set<std::string_view> k = {
       "new", "null", "undefined", "true", "false", "typeof", "instanceof", "void", "const", "let", "var", "final",
-      "static", "super", "throw", "return", "await", "async", "function", "of", "delete", "yield", "this", "int",
+      "static", "super", "throw", "return", "await", "async", "function", "of", "delete", "yield", "int",
       "long", "double", "float", "boolean", "char", "byte", "short", "String"};
   return k;
 }
@@ -278,8 +278,9 @@ DefUse def_use(std::string_view statement, Language language) {
   if (language != Language::java && language != Language::javascript && language != Language::typescript)
     return def_use(statement);
   DefUse du = def_use(brace_statement(statement));
+  // `this.total` is a name (as Python's `self.total`); `this` alone and keywords are not.
   const auto keyword = [](const std::string& name) {
-    return brace_keywords().contains(std::string_view(name).substr(0, name.find('.')));
+    return name == "this" || brace_keywords().contains(std::string_view(name).substr(0, name.find('.')));
   };
   std::erase_if(du.defs, keyword);
   std::erase_if(du.uses, keyword);

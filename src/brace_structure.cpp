@@ -66,16 +66,6 @@ TSNode field(TSNode n, std::string_view name) {
   return ts_node_child_by_field_name(n, name.data(), static_cast<uint32_t>(name.size()));
 }
 
-template <class Fn>
-void for_each_child(TSNode node, Fn&& fn) {
-  TSTreeCursor cursor = ts_tree_cursor_new(node);
-  if (ts_tree_cursor_goto_first_child(&cursor)) {
-    do {
-      fn(ts_tree_cursor_current_node(&cursor));
-    } while (ts_tree_cursor_goto_next_sibling(&cursor));
-  }
-  ts_tree_cursor_delete(&cursor);
-}
 
 std::string kind_from_type(std::string_view type) {
   if (type == "enhanced_for_statement" || type == "for_in_statement") return "for";

@@ -70,17 +70,12 @@ std::string kind_of(std::string_view type, TSNode node, std::string_view src) {
   return k;
 }
 
-// Calls fn for each named child, through a cursor: ts_node_named_child(i) walks from the first child every time.
+// Calls fn for each named child.
 template <class Fn>
 void for_each_named_child(TSNode node, Fn&& fn) {
-  TSTreeCursor cursor = ts_tree_cursor_new(node);
-  if (ts_tree_cursor_goto_first_child(&cursor)) {
-    do {
-      TSNode child = ts_tree_cursor_current_node(&cursor);
-      if (ts_node_is_named(child)) fn(child);
-    } while (ts_tree_cursor_goto_next_sibling(&cursor));
-  }
-  ts_tree_cursor_delete(&cursor);
+  for_each_child(node, [&](TSNode child) {
+    if (ts_node_is_named(child)) fn(child);
+  });
 }
 
 class Walker {

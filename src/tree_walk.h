@@ -14,6 +14,19 @@ struct TsTreeDeleter {
   void operator()(TSTree* t) const { ts_tree_delete(t); }
 };
 
+// Calls fn(child) for each child of `node` (named and anonymous), in order, through one cursor:
+// ts_node_child(i) walks from the first child every time.
+template <class Fn>
+void for_each_child(TSNode node, Fn&& fn) {
+  TSTreeCursor cursor = ts_tree_cursor_new(node);
+  if (ts_tree_cursor_goto_first_child(&cursor)) {
+    do {
+      fn(ts_tree_cursor_current_node(&cursor));
+    } while (ts_tree_cursor_goto_next_sibling(&cursor));
+  }
+  ts_tree_cursor_delete(&cursor);
+}
+
 // Calls fn(node) for `root` and every node below it, in document order.
 template <class Fn>
 void for_each_node(TSNode root, Fn&& fn) {

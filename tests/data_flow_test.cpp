@@ -63,7 +63,7 @@ TEST(def_use, java_and_javascript_declarations_loops_and_calls) {
   auto call = def_use("cart.add(\"pear\", 2);", Language::java);
   EXPECT_EQ(call.defs, std::vector<std::string>{"cart"});
   auto field = def_use("this.total = 0;", Language::java);
-  EXPECT_TRUE(field.defs.empty() || field.defs == std::vector<std::string>{"this.total"});
+  EXPECT_EQ(field.defs, std::vector<std::string>{"this.total"});
   auto assertion = def_use("assertEquals(expected, cart.total());", Language::java);
   EXPECT_TRUE(assertion.defs.empty());
   EXPECT_TRUE(has(assertion.uses, "expected"));
