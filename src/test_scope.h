@@ -22,8 +22,9 @@ struct TestIdParts {
   std::string function;               // "test_f" (parameters stripped); JavaScript the test's title
 };
 TestIdParts parse_test_id(std::string_view test_id, Language language = Language::python);
-// The language a test id is written in when nothing else tells: " > " with a .js/.ts path is JavaScript or
-// TypeScript, a "#" or a dotted id without "::" or "/" whose class part starts upper-case is Java, else Python.
+// The language a test id is written in when nothing else tells: " > " after a .js/.ts path is JavaScript or
+// TypeScript; " > " without a path (Gradle's "FooTest > testBar()") or a "#" without "/" is Java; anything else is
+// Python (a dotted "pkg.FooTest.testBar" too: unittest writes ids that way, so Surefire's form needs the language).
 Language language_of_test_id(std::string_view test_id);
 
 enum class ScopeRole : unsigned char {
