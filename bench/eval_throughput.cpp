@@ -11,7 +11,7 @@
 
 #include "chat_server.h"
 #include "evaluation.h"
-#include "knowledge_base.h"
+#include "store/knowledge_base.h"
 
 using namespace spark;
 namespace fs = std::filesystem;

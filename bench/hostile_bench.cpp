@@ -9,8 +9,8 @@
 #include <string>
 
 #include "answer.h"
-#include "error_message.h"
-#include "redact.h"
+#include "formats/error_message.h"
+#include "formats/redact.h"
 
 namespace {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "embedder.h"
+#include "retrieval/embedder.h"
 #include "random_vectors.h"
-#include "vector_index.h"
+#include "retrieval/vector_index.h"
 
 #include <faiss/utils/distances.h>
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "levenshtein.h"
-#include "text.h"
+#include "code/levenshtein.h"
+#include "base/text.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "chat_server.h"
-#include "llm_client.h"
+#include "llm/llm_client.h"
 
 using namespace spark;
 

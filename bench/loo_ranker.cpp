@@ -20,7 +20,7 @@
 #include <set>
 
 #include "localizer.h"
-#include "text.h"
+#include "base/text.h"
 
 using namespace spark;
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 // Prompt sizes per mode on a corpus (the paper's Table 1 and Table 4 analogues), without an LLM: every case in turn
 // is the query against the rest of the corpus (leave-one-out), the prompt of each mode is built as `spark localize`
-// would send it, and its tokens are estimated (src/tokens.h). Usage:
+// would send it, and its tokens are estimated (src/code/tokens.h). Usage:
 //   spark_prompt_tokens [--context N] [--test-scope] CASES.jsonl...
 #include <unistd.h>
 
@@ -11,11 +11,11 @@
 #include <filesystem>
 #include <map>
 
-#include "knowledge_base.h"
+#include "store/knowledge_base.h"
 #include "llm_stage.h"
 #include "localizer.h"
-#include "structure_cache.h"
-#include "tokens.h"
+#include "code/structure_cache.h"
+#include "code/tokens.h"
 
 using namespace spark;
 namespace fs = std::filesystem;
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
         }
     }
   }
-  std::printf("# prompt tokens per mode (estimated, src/tokens.h), leave-one-out over %zu cases, k = 5, context %zu tokens, "
+  std::printf("# prompt tokens per mode (estimated, src/code/tokens.h), leave-one-out over %zu cases, k = 5, context %zu tokens, "
               "prompt scope %s\n\n", cases.size(), context, test_scope ? "test" : "file");
   std::printf("| project | cases | query code+error (mean) | mode | mean | median | vs baseline (mean) | cut to fit | annotated lines / case |\n");
   std::printf("|---|---:|---:|---|---:|---:|---:|---:|---:|\n");

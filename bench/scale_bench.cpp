@@ -25,7 +25,7 @@
 
 #include "localizer.h"
 #include "process.h"
-#include "text.h"
+#include "base/text.h"
 
 using namespace spark;
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 #include "commands.h"
 
-#include "huge_pages.h"
-#include "postgres_db.h"
+#include "base/huge_pages.h"
+#include "store/postgres_db.h"
 
 #include <limits>
 #include <unistd.h>
@@ -12,19 +12,19 @@
 #include <set>
 #include <sstream>
 
-#include "error_message.h"
+#include "formats/error_message.h"
 #include "eval_report.h"
 #include "evaluation.h"
-#include "junit.h"
-#include "llm_cache.h"
+#include "formats/junit.h"
+#include "llm/llm_cache.h"
 #include "miner.h"
-#include "knowledge_base.h"
+#include "store/knowledge_base.h"
 #include "llm_stage.h"
 #include "prompt.h"
-#include "structure_cache.h"
+#include "code/structure_cache.h"
 #include "report.h"
-#include "test_scope.h"
-#include "text.h"
+#include "code/test_scope.h"
+#include "base/text.h"
 
 namespace spark::cli {
 
@@ -482,7 +482,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
 }
 
 int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch) {
-  // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them (src/huge_pages.h).
+  // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them (src/base/huge_pages.h).
   prefer_huge_pages(size_t{64} << 20);
   LocalizeOptions options;
   auto policy = parse_policy(args.policy);

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "llm_client.h"
-#include "knowledge_base.h"
+#include "formats/config.h"
+#include "llm/llm_client.h"
+#include "store/knowledge_base.h"
 #include "localizer.h"
 
 namespace spark::cli {

@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "kb_spool.h"
-#include "postgres_db.h"
+#include "store/postgres_db.h"
 
 namespace spark::cli {
 

@@ -13,13 +13,13 @@
 
 #include "commands.h"
 #include "kb_spool.h"
-#include "postgres_db.h"
-#include "error_message.h"
+#include "store/postgres_db.h"
+#include "formats/error_message.h"
 #include "git_history.h"
 #include "miner.h"
 #include "mining_store.h"
 #include "test_runner.h"
-#include "text.h"
+#include "base/text.h"
 
 namespace spark::cli {
 

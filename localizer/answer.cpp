@@ -8,8 +8,8 @@
 #include <set>
 
 #include "localizer.h"
-#include "pcre_regex.h"
-#include "text.h"
+#include "base/pcre_regex.h"
+#include "base/text.h"
 
 namespace spark {
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "python_structure.h"
-#include "test_scope.h"
+#include "code/python_structure.h"
+#include "code/test_scope.h"
 
 namespace spark {
 

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "structure_cache.h"
-#include "text.h"
+#include "code/structure_cache.h"
+#include "base/text.h"
 
 namespace spark {
 

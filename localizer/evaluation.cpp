@@ -5,8 +5,8 @@
 #include <set>
 
 #include "prompt.h"
-#include "structure_cache.h"
-#include "text.h"
+#include "code/structure_cache.h"
+#include "base/text.h"
 
 namespace spark {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "knowledge_base.h"
+#include "store/knowledge_base.h"
 #include "llm_stage.h"
 #include "localizer.h"
 #include "metrics.h"
-#include "structure_cache.h"
+#include "code/structure_cache.h"
 
 namespace spark {
 

@@ -6,9 +6,9 @@
 #include <set>
 #include <unordered_set>
 
-#include "structure_cache.h"
+#include "code/structure_cache.h"
 #include "data_flow.h"
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 

@@ -7,12 +7,12 @@
 #include <string_view>
 #include <vector>
 
-#include "case.h"
-#include "error_message.h"
-#include "failure_form.h"
-#include "levenshtein.h"
-#include "python_structure.h"
-#include "test_scope.h"
+#include "formats/case.h"
+#include "formats/error_message.h"
+#include "formats/failure_form.h"
+#include "code/levenshtein.h"
+#include "code/python_structure.h"
+#include "code/test_scope.h"
 
 namespace spark {
 

@@ -3,8 +3,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "structure_cache.h"
-#include "text.h"
+#include "code/structure_cache.h"
+#include "base/text.h"
 
 namespace spark {
 

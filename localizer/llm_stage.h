@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "answer.h"
-#include "llm_client.h"
+#include "llm/llm_client.h"
 #include "localizer.h"
 #include "prompt.h"
 

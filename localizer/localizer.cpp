@@ -10,11 +10,11 @@
 #include <set>
 #include <thread>
 
-#include "error_message.h"
+#include "formats/error_message.h"
 #include "line_features.h"
-#include "mapped_file.h"
-#include "test_scope.h"
-#include "text.h"
+#include "base/mapped_file.h"
+#include "code/test_scope.h"
+#include "base/text.h"
 
 namespace spark {
 

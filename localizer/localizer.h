@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "case.h"
+#include "formats/case.h"
 #include "line_features.h"
-#include "embedder.h"
-#include "knowledge_base.h"
+#include "retrieval/embedder.h"
+#include "store/knowledge_base.h"
 #include "policy.h"
-#include "python_structure.h"
+#include "code/python_structure.h"
 #include "ranker.h"
-#include "structure_cache.h"
-#include "vector_index.h"
+#include "code/structure_cache.h"
+#include "retrieval/vector_index.h"
 
 namespace spark {
 
@@ -203,7 +203,7 @@ struct LlmReport {
   bool used = false;               // the answer ranked the elements (false: the built-in ranker's, see error)
   std::string error;               // why the LLM's answer was not used
   size_t prompt_tokens = 0, completion_tokens = 0;
-  bool usage_reported = false;     // false: estimated (src/tokens.h)
+  bool usage_reported = false;     // false: estimated (src/code/tokens.h)
   double seconds = 0;
   int attempts = 0;
   bool structured = false;

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "result.h"
-#include "knowledge_base.h"
+#include "base/result.h"
+#include "store/knowledge_base.h"
 
 namespace spark {
 

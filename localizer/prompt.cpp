@@ -4,11 +4,11 @@
 #include <cmath>
 #include <set>
 
-#include "error_message.h"
-#include "structure_cache.h"
-#include "test_scope.h"
-#include "text.h"
-#include "tokens.h"
+#include "formats/error_message.h"
+#include "code/structure_cache.h"
+#include "code/test_scope.h"
+#include "base/text.h"
+#include "code/tokens.h"
 
 namespace spark {
 

@@ -15,10 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "case.h"
+#include "formats/case.h"
 #include "line_features.h"
 #include "localizer.h"
-#include "redact.h"
+#include "formats/redact.h"
 
 namespace spark {
 

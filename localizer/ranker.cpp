@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "case.h"
-#include "text.h"
+#include "formats/case.h"
+#include "base/text.h"
 
 namespace spark {
 

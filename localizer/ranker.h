@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "result.h"
+#include "base/result.h"
 #include "line_features.h"
 
 namespace spark {

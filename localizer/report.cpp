@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "localizer.h"
-#include "redact.h"
+#include "formats/redact.h"
 
 namespace spark {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <set>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 

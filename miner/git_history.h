@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "result.h"
+#include "base/result.h"
 
 struct git_repository;
 

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "error_message.h"
-#include "test_scope.h"
-#include "text.h"
+#include "formats/error_message.h"
+#include "code/test_scope.h"
+#include "base/text.h"
 
 namespace spark {
 

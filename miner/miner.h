@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "case.h"
+#include "formats/case.h"
 #include "git_history.h"
-#include "junit.h"
+#include "formats/junit.h"
 
 namespace spark {
 

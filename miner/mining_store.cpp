@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "database.h"
-#include "text.h"
+#include "store/database.h"
+#include "base/text.h"
 
 namespace spark {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "knowledge_base.h"
+#include "store/knowledge_base.h"
 #include "miner.h"
 
 namespace spark {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <map>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "case.h"
+#include "formats/case.h"
 
 #include <gtest/gtest.h>
 

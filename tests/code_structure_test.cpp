@@ -5,11 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "brace_structure.h"
-#include "code_structure.h"
-#include "error_message.h"
-#include "structure_cache.h"
-#include "test_scope.h"
+#include "code/brace_structure.h"
+#include "code/code_structure.h"
+#include "formats/error_message.h"
+#include "code/structure_cache.h"
+#include "code/test_scope.h"
 #include "test_util.h"
 
 namespace spark {

@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include "python_structure.h"
-#include "test_scope.h"
-#include "text.h"
+#include "code/python_structure.h"
+#include "code/test_scope.h"
+#include "base/text.h"
 
 namespace spark {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "python_structure.h"
+#include "code/python_structure.h"
 #include "test_util.h"
 
 namespace spark {

@@ -1,4 +1,4 @@
-#include "embedder.h"
+#include "retrieval/embedder.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

@@ -1,4 +1,4 @@
-#include "error_message.h"
+#include "formats/error_message.h"
 
 #include <gtest/gtest.h>
 

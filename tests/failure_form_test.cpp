@@ -1,4 +1,4 @@
-#include "failure_form.h"
+#include "formats/failure_form.h"
 
 #include <gtest/gtest.h>
 

@@ -24,10 +24,10 @@
 #include <nlohmann/json.hpp>
 
 #include "chat_server.h"
-#include "knowledge_base.h"
+#include "store/knowledge_base.h"
 #include "mining_store.h"
 #include "pg_test.h"
-#include "postgres_db.h"
+#include "store/postgres_db.h"
 #include "test_util.h"
 
 namespace spark {

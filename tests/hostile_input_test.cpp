@@ -6,15 +6,15 @@
 #include <tuple>
 
 #include "answer.h"
-#include "case.h"
-#include "error_message.h"
-#include "junit.h"
+#include "formats/case.h"
+#include "formats/error_message.h"
+#include "formats/junit.h"
 #include "miner.h"
-#include "pcre_regex.h"
-#include "python_structure.h"
-#include "redact.h"
+#include "base/pcre_regex.h"
+#include "code/python_structure.h"
+#include "formats/redact.h"
 #include "test_util.h"
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 namespace {

@@ -1,4 +1,4 @@
-#include "huge_pages.h"
+#include "base/huge_pages.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // JUnit XML as real runners write it: real pytest runs (Debian's python3-pytest) in both JUnit families, and the
 // variants and damage other runners and accidents produce.
-#include "junit.h"
+#include "formats/junit.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-#include "knowledge_base.h"
-#include "postgres_db.h"
-#include "sqlite_db.h"
+#include "store/knowledge_base.h"
+#include "store/postgres_db.h"
+#include "store/sqlite_db.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "test_util.h"
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 

@@ -1,10 +1,10 @@
-#include "levenshtein.h"
+#include "code/levenshtein.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 

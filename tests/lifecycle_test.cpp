@@ -15,12 +15,12 @@
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
-#include "case.h"
+#include "formats/case.h"
 #include "git_history.h"
-#include "knowledge_base.h"
+#include "store/knowledge_base.h"
 #include "mining_store.h"
 #include "test_runner.h"
-#include "vector_index.h"
+#include "retrieval/vector_index.h"
 #include "json_schema.h"
 #include "test_util.h"
 

@@ -5,11 +5,11 @@
 #include <chrono>
 
 #include "chat_server.h"
-#include "llm_client.h"
+#include "llm/llm_client.h"
 #include "llm_stage.h"
-#include "structure_cache.h"
+#include "code/structure_cache.h"
 #include "test_util.h"
-#include "tokens.h"
+#include "code/tokens.h"
 
 namespace spark {
 namespace {

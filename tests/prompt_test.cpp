@@ -6,9 +6,9 @@
 
 #include <cstdlib>
 
-#include "structure_cache.h"
+#include "code/structure_cache.h"
 #include "test_util.h"
-#include "tokens.h"
+#include "code/tokens.h"
 
 namespace spark {
 namespace {

@@ -1,9 +1,9 @@
-#include "python_structure.h"
+#include "code/python_structure.h"
 
 #include <gtest/gtest.h>
 
-#include "structure_cache.h"
-#include "test_scope.h"
+#include "code/structure_cache.h"
+#include "code/test_scope.h"
 #include "test_util.h"
 
 namespace spark {

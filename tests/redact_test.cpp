@@ -1,8 +1,8 @@
-#include "redact.h"
+#include "formats/redact.h"
 
 #include <gtest/gtest.h>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace spark {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "chat_server.h"
 #include "local_server.h"
-#include "redact.h"
+#include "formats/redact.h"
 #include "test_util.h"
 
 namespace spark {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "knowledge_base.h"
+#include "store/knowledge_base.h"
 #include "pg_test.h"
 #include "test_util.h"
 

@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "case.h"
+#include "formats/case.h"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "vector_index.h"
+#include "retrieval/vector_index.h"
 
 #include <gtest/gtest.h>
 

@@ -3,10 +3,10 @@
 // lines of the file, and the stack-trace reader takes the same bytes without harm.
 #include <string>
 
-#include "brace_structure.h"
-#include "error_message.h"
+#include "code/brace_structure.h"
+#include "formats/error_message.h"
 #include "fuzz_util.h"
-#include "test_scope.h"
+#include "code/test_scope.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;

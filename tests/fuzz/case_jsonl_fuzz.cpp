@@ -2,7 +2,7 @@
 // valid and survives a round trip through the interchange format unchanged.
 #include <set>
 
-#include "case.h"
+#include "formats/case.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

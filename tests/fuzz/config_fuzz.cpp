@@ -1,5 +1,5 @@
 // .spark.toml: a file loads or fails with an error naming the file; a loaded file's values are readable by type.
-#include "config.h"
+#include "formats/config.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // Error messages and tracebacks: frames have a path and a positive line; normalisation is idempotent; the bounded
 // message never exceeds the read limit.
-#include "error_message.h"
+#include "formats/error_message.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

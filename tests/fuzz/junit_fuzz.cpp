@@ -2,7 +2,7 @@
 // is only ever taken from the repository's side (the exists check); each outcome names a test and a line of the
 // report.
 #include "fuzz_util.h"
-#include "junit.h"
+#include "formats/junit.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;

@@ -4,7 +4,7 @@
 
 #include "fuzz_util.h"
 #include "git_history.h"
-#include "text.h"
+#include "base/text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;

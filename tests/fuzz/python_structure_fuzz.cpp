@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "python_structure.h"
+#include "code/python_structure.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;

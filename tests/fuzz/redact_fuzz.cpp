@@ -1,7 +1,7 @@
 // Redaction: the line count is kept (line numbers shown to a model stay the file's), a redacted text has nothing left
 // to redact, and the counts add up.
 #include "fuzz_util.h"
-#include "redact.h"
+#include "formats/redact.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;

@@ -1,0 +1,88 @@
+#include "base/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace spark {
+
+Result<std::string> read_file(const std::filesystem::path& path) {
+  // One read into a string of the file's size (a regular file), else reads until the end (a pipe, a device).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(path.string() + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  std::string out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t got;
+    if (out.capacity() > out.size()) {
+      // Straight into the string's reserved room.
+      const size_t room = out.capacity() - out.size(), at = out.size();
+      out.resize(out.capacity());
+      got = ::read(fd, out.data() + at, room);
+      out.resize(at + static_cast<size_t>(std::max<ssize_t>(got, 0)));
+    } else {
+      got = ::read(fd, buf, sizeof buf);
+      if (got > 0) out.append(buf, static_cast<size_t>(got));
+    }
+    if (got == 0) break;
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      return fail(path.string() + ": read error: " + std::strerror(e));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+bool path_exists(const std::filesystem::path& path) noexcept {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec) && !ec;
+}
+
+std::filesystem::path temp_folder() noexcept {
+  std::error_code ec;
+  auto p = std::filesystem::temp_directory_path(ec);
+  return ec ? std::filesystem::path("/tmp") : p;
+}
+
+Status write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t w = ::write(fd, content.data() + done, content.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const std::string msg = std::strerror(errno);
+      ::close(fd);
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      return fail(tmp.string() + ": write failed: " + msg);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    return fail(tmp.string() + ": cannot flush to disk");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    return fail(path.string() + ": cannot replace: " + ec.message());
+  }
+  return {};
+}
+
+}  // namespace spark

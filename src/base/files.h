@@ -1,0 +1,28 @@
+// Whole-file reads and atomic writes, and the two filesystem questions spark asks without exceptions.
+// Contract: every function is thread-safe (no shared state) and never throws; failures come back as Result/Status
+// whose message names the path.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+
+namespace spark {
+
+// Writes text to `path` atomically: a temporary file beside it, fsync, rename.
+Status write_file_atomic(const std::filesystem::path& path, std::string_view content);
+
+// Reads a whole file. Errors name the path.
+Result<std::string> read_file(const std::filesystem::path& path);
+
+// std::filesystem::exists without the throwing form: false when the path is absent or cannot be examined (a folder
+// without search permission, a name too long). The throwing forms are not used in spark: an exception escaping a
+// command would end it in std::terminate with nothing useful printed.
+bool path_exists(const std::filesystem::path& path) noexcept;
+
+// The folder for temporary files: $TMPDIR when it names a folder, else /tmp (never throws).
+std::filesystem::path temp_folder() noexcept;
+
+}  // namespace spark

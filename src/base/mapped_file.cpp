@@ -1,0 +1,45 @@
+#include "base/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace spark {
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(path.string() + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return fail(path.string() + ": cannot stat: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail(path.string() + ": not a regular file");
+  }
+  auto m = std::shared_ptr<MappedFile>(new MappedFile);
+  m->size_ = static_cast<size_t>(st.st_size);
+  if (m->size_ > 0) {
+    void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      const int e = errno;
+      ::close(fd);
+      return fail(path.string() + ": cannot map: " + std::strerror(e));
+    }
+    m->data_ = static_cast<const char*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file
+  return std::shared_ptr<const MappedFile>(std::move(m));
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<char*>(data_), size_);
+}
+
+}  // namespace spark

@@ -1,0 +1,58 @@
+// Text helpers shared by every part: UTF-8 checks, line splitting, trimming, stable hashing.
+// Contract: pure functions of their arguments: thread-safe, never throw on bad text (invalid UTF-8 is reported or
+// replaced, as each says).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spark {
+
+// Byte offset of the first invalid UTF-8 sequence (overlongs, surrogates and > U+10FFFF are invalid),
+// or nullopt when the whole text is valid.
+std::optional<size_t> find_invalid_utf8(std::string_view text);
+
+// How deep JSON may nest where spark reads it: nlohmann's parser is iterative, but copying, dumping and walking a
+// value recurse, and a case whose "meta" nests 100,000 deep overflowed the stack. Real records nest a few levels.
+inline constexpr size_t kMaxJsonDepth = 256;
+
+// Byte offset of the bracket that opens nesting level `limit` + 1 in JSON text (strings and escapes skipped), or
+// nullopt when the text stays within `limit` levels. One pass, no allocation; the text need not be valid JSON.
+std::optional<size_t> json_too_deep(std::string_view text, size_t limit = kMaxJsonDepth);
+// "JSON nested deeper than 256 levels (at byte N)" for a json_too_deep answer (N 1-based).
+std::string json_too_deep_message(size_t at);
+
+// Decodes valid UTF-8 into code points; an invalid byte becomes U+FFFD (callers validate first where it matters).
+std::u32string decode_utf8(std::string_view text);
+
+// Encodes code points as UTF-8.
+std::string encode_utf8(std::u32string_view text);
+
+// Valid UTF-8 stays as it is; each invalid byte becomes U+FFFD.
+std::string sanitize_utf8(std::string_view text);
+
+// Splits into lines as a user counts them: '\n' ends a line, a trailing '\r' is dropped, and a final newline does not
+// start another line. Line i (1-based) is result[i-1]. The views point into `text`.
+std::vector<std::string_view> split_lines(std::string_view text);
+
+// Strips ASCII white space (space, tab, CR, LF, FF, VT) from both ends.
+std::string_view trim(std::string_view text);
+
+inline bool is_blank(std::string_view line) { return trim(line).empty(); }
+
+// FNV-1a 64-bit: a stable hash for feature hashing and content keys (not for security).
+uint64_t fnv1a64(std::string_view data, uint64_t seed = 0xcbf29ce484222325ULL);
+
+// Hex string of a 64-bit value, 16 characters.
+std::string hex64(uint64_t value);
+
+// Clips text for messages: the first `max_chars` bytes (on a UTF-8 boundary) and "…" when cut.
+std::string clip(std::string_view text, size_t max_chars);
+
+// Text for HTML element content and attribute values (both quote styles).
+std::string html_escape(std::string_view s);
+
+}  // namespace spark

@@ -1,0 +1,60 @@
+// The failing test's static scope: which lines of the test files the failing test can execute.
+//
+// The test id names the function: a pytest node id "tests/test_x.py::TestC::test_f[param]", a JUnit id
+// "com.x.FooTest#testBar" (or Surefire's "com.x.FooTest.testBar"), a JavaScript id "tests/x.test.js > suite > case".
+// From the structure (code_structure.h) we take its own lines, its class's set-up and tear-down (setUp, fixtures it
+// names as parameters, @BeforeEach methods, beforeEach callbacks of its suites), and the same-file helpers it calls
+// (transitively, depth-limited). The paper's baseline
+// prunes by an estimated execution trace for the same reason: a sibling test's lines cannot cause this failure.
+// Contract: pure functions over a CodeStructure the caller owns (and keeps alive for the call): thread-safe. An id
+// that names no test in the file gives an empty scope or nullopt, never an error.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "code/code_structure.h"
+
+namespace spark {
+
+struct TestIdParts {
+  std::string path;                   // "tests/test_x.py"; Java: "com/x/FooTest.java" (a path's tail)
+  std::vector<std::string> classes;   // {"TestC"}; Java {"FooTest", "Inner"}; JavaScript the suites
+  std::string function;               // "test_f" (parameters stripped); JavaScript the test's title
+};
+TestIdParts parse_test_id(std::string_view test_id, Language language = Language::python);
+// The language a test id is written in when nothing else tells: " > " after a .js/.ts path is JavaScript or
+// TypeScript; " > " without a path (Gradle's "FooTest > testBar()") or a "#" without "/" is Java; anything else is
+// Python (a dotted "pkg.FooTest.testBar" too: unittest writes ids that way, so Surefire's form needs the language).
+Language language_of_test_id(std::string_view test_id);
+
+enum class ScopeRole : unsigned char {
+  outside = 0,   // another test's lines
+  module = 1,    // module-level code (imports, constants) and class bodies: runs, rarely the fault
+  support = 2,   // set-up, fixtures, helpers the test calls
+  own = 3,       // the test function itself
+};
+
+struct TestScope {
+  bool found = false;               // the test function was located in this file
+  std::vector<ScopeRole> role;      // indexed by line - 1
+  int function_start = 0, function_end = 0;
+};
+
+// The test id of the test function holding `line` (1-based) of a Java, JavaScript or TypeScript file, in that
+// language's form ("com.x.FooTest#testBar", "tests/x.test.js > suite > case"), found from the structure: the
+// innermost function holding the line that is a test (@Test and the like, a test(...) callback), else the innermost
+// named one. Java's package comes from the file's `package` line. `path` itself when no function holds the line.
+std::string test_id_at(const CodeStructure& s, std::string_view content, std::string_view path, int line);
+
+// Scope of `test_id` in one file with structure `s` (the id read in `s.language`). When the function is not in this
+// file, `found` is false and every line is `module` (no basis to prefer one line over another).
+TestScope estimate_scope(const CodeStructure& s, std::string_view test_id);
+
+// The text of the test function's own lines (for the embedder's scope block); "" when not found.
+std::string scope_text(std::string_view content, const TestScope& scope);
+// The text of lines [first, last].
+std::string lines_text(std::string_view content, int first, int last);
+
+}  // namespace spark

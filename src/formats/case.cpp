@@ -1,0 +1,289 @@
+#include "formats/case.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/text.h"
+
+namespace spark {
+
+using nlohmann::json;
+
+const SourceFile* Case::file(std::string_view p) const {
+  for (const auto& f : files)
+    if (f.path == p) return &f;
+  return nullptr;
+}
+
+namespace {
+
+bool read_digits(std::string_view s, size_t& i, size_t count, int& out) {
+  if (i + count > s.size()) return false;
+  int v = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const char c = s[i + k];
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  out = v;
+  i += count;
+  return true;
+}
+
+bool expect(std::string_view s, size_t& i, char c) {
+  if (i < s.size() && s[i] == c) {
+    ++i;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<int64_t> parse_iso8601(std::string_view s) {
+  size_t i = 0;
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  const auto bad = [&] { return fail("failure_time \"" + clip(s, 60) + "\" is not an ISO-8601 time"); };
+  if (!read_digits(s, i, 4, year) || !expect(s, i, '-') || !read_digits(s, i, 2, month) || !expect(s, i, '-') ||
+      !read_digits(s, i, 2, day))
+    return bad();
+  if (!(expect(s, i, 'T') || expect(s, i, 't') || expect(s, i, ' '))) return bad();
+  if (!read_digits(s, i, 2, hour) || !expect(s, i, ':') || !read_digits(s, i, 2, minute) || !expect(s, i, ':') ||
+      !read_digits(s, i, 2, second))
+    return bad();
+  if (expect(s, i, '.') || expect(s, i, ',')) {
+    const size_t start = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    if (i == start) return bad();
+  }
+  int offset_seconds = 0;
+  if (expect(s, i, 'Z') || expect(s, i, 'z')) {
+  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    const int sign = s[i] == '+' ? 1 : -1;
+    ++i;
+    int oh = 0, om = 0;
+    if (!read_digits(s, i, 2, oh)) return bad();
+    expect(s, i, ':');
+    if (!read_digits(s, i, 2, om) || oh > 23 || om > 59) return bad();
+    offset_seconds = sign * (oh * 3600 + om * 60);
+  } else {
+    return fail("failure_time \"" + clip(s, 60) + "\" has no time zone (use Z for UTC)");
+  }
+  if (i != s.size()) return bad();
+  const std::chrono::year_month_day ymd{std::chrono::year{year}, std::chrono::month{static_cast<unsigned>(month)},
+                                        std::chrono::day{static_cast<unsigned>(day)}};
+  if (!ymd.ok() || hour > 23 || minute > 59 || second > 60) return bad();
+  const auto days = std::chrono::sys_days{ymd}.time_since_epoch().count();
+  return static_cast<int64_t>(days) * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
+}
+
+int64_t now_epoch() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string format_iso8601(int64_t epoch) {
+  const auto days = std::chrono::floor<std::chrono::days>(std::chrono::sys_seconds{std::chrono::seconds{epoch}});
+  const std::chrono::year_month_day ymd{days};
+  const int64_t rest = epoch - static_cast<int64_t>(days.time_since_epoch().count()) * 86400;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02dZ", static_cast<int>(ymd.year()),
+                static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()), static_cast<int>(rest / 3600),
+                static_cast<int>(rest / 60 % 60), static_cast<int>(rest % 60));
+  return buf;
+}
+
+namespace {
+
+const std::set<std::string, std::less<>> kKnownKeys = {
+    "id",    "project",      "test_id",       "language",     "failure_time", "error_message",
+    "files", "faulty_lines", "faulty_commit", "fixed_commit", "source",       "meta"};
+
+Result<std::string> required_string(const json& r, const char* key) {
+  auto it = r.find(key);
+  if (it == r.end()) return fail(std::string("missing required key \"") + key + "\"");
+  if (!it->is_string()) return fail(std::string("\"") + key + "\" must be a string, not " + it->type_name());
+  return it->get<std::string>();
+}
+
+Result<std::optional<std::string>> optional_string(const json& r, const char* key) {
+  auto it = r.find(key);
+  if (it == r.end() || it->is_null()) return std::optional<std::string>{};
+  if (!it->is_string()) return fail(std::string("\"") + key + "\" must be a string or null, not " + it->type_name());
+  return std::optional<std::string>{it->get<std::string>()};
+}
+
+}  // namespace
+
+Result<Case> case_from_json(json r) {
+  if (!r.is_object()) return fail(std::string("a case must be a JSON object, not ") + r.type_name());
+  Case c;
+  for (auto [field, key] : {std::pair{&c.id, "id"}, {&c.project, "project"}, {&c.test_id, "test_id"},
+                            {&c.language, "language"}, {&c.failure_time, "failure_time"},
+                            {&c.error_message, "error_message"}}) {
+    auto v = required_string(r, key);
+    if (!v) return std::unexpected(v.error());
+    *field = std::move(*v);
+  }
+  if (c.id.empty()) return fail("\"id\" is empty");
+  auto epoch = parse_iso8601(c.failure_time);
+  if (!epoch) return std::unexpected(epoch.error());
+  c.failure_epoch = *epoch;
+  for (auto [field, key] :
+       {std::pair{&c.faulty_commit, "faulty_commit"}, {&c.fixed_commit, "fixed_commit"}, {&c.source, "source"}}) {
+    auto v = optional_string(r, key);
+    if (!v) return std::unexpected(v.error());
+    *field = std::move(*v);
+  }
+  if (auto it = r.find("meta"); it != r.end() && !it->is_object())
+    return fail(std::string("\"meta\" must be an object, not ") + it->type_name());
+
+  auto files = r.find("files");
+  if (files == r.end()) return fail("missing required key \"files\"");
+  if (!files->is_array() || files->empty()) return fail("\"files\" must be a non-empty array");
+  for (size_t i = 0; i < files->size(); ++i) {
+    const json& f = (*files)[i];
+    const std::string where = "files[" + std::to_string(i) + "]";
+    if (!f.is_object()) return fail(where + " must be an object");
+    auto path = f.find("path");
+    auto content = f.find("content");
+    if (path == f.end() || !path->is_string() || path->get_ref<const std::string&>().empty())
+      return fail(where + ".path must be a non-empty string");
+    if (content == f.end() || !content->is_string()) return fail(where + ".content must be a string");
+    SourceFile sf{path->get<std::string>(), content->get<std::string>()};
+    if (c.file(sf.path)) return fail(where + ": path \"" + sf.path + "\" is listed twice");
+    if (auto why = test_file_too_large(sf.content); !why.empty()) return fail(where + " (" + sf.path + "): " + why);
+    if (auto bad = find_invalid_utf8(sf.content))
+      return fail(where + " (" + sf.path + "): invalid UTF-8 at byte " + std::to_string(*bad));
+    c.files.push_back(std::move(sf));
+  }
+  if (auto it = r.find("faulty_lines"); it != r.end() && !it->is_null()) {
+    if (!it->is_array()) return fail("\"faulty_lines\" must be an array");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& fl = (*it)[i];
+      const std::string where = "faulty_lines[" + std::to_string(i) + "]";
+      if (!fl.is_object()) return fail(where + " must be an object");
+      auto path = fl.find("path");
+      auto line = fl.find("line");
+      if (path == fl.end() || !path->is_string()) return fail(where + ".path must be a string");
+      if (line == fl.end() || !line->is_number_integer()) return fail(where + ".line must be an integer");
+      LineRef ref{path->get<std::string>(), 0};
+      const SourceFile* f = c.file(ref.path);
+      if (!f) return fail(where + ": path \"" + ref.path + "\" is not in files");
+      const auto lines = split_lines(f->content);
+      // An unsigned above 2^63 - 1 would wrap to a negative long long: it is out of range as written.
+      const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > static_cast<uint64_t>(lines.size());
+      const long long n = too_big ? 0 : line->get<long long>();
+      if (too_big || n < 1 || n > static_cast<long long>(lines.size()))
+        return fail(where + ": line " + line->dump() + " is out of range (" + ref.path + " has " +
+                    std::to_string(lines.size()) + " lines)");
+      if (is_blank(lines[static_cast<size_t>(n - 1)]))
+        return fail(where + ": line " + std::to_string(n) + " of " + ref.path + " is blank");
+      ref.line = static_cast<int>(n);
+      if (std::find(c.faulty_lines.begin(), c.faulty_lines.end(), ref) != c.faulty_lines.end())
+        return fail(where + ": line " + std::to_string(n) + " of " + ref.path + " is listed twice");
+      c.faulty_lines.push_back(std::move(ref));
+    }
+  }
+  // Keep the record for a lossless export; unknown keys go under meta, as the format says.
+  r.erase("files");
+  r.erase("error_message");
+  std::vector<std::string> unknown;
+  for (auto& [key, value] : r.items())
+    if (!kKnownKeys.contains(key)) unknown.push_back(key);
+  for (const auto& key : unknown) {
+    json& meta = r["meta"];
+    if (meta.is_null()) meta = json::object();
+    if (meta.contains(key)) return fail("unknown key \"" + key + "\" clashes with meta." + key);
+    meta[key] = std::move(r[key]);
+    r.erase(key);
+  }
+  c.record = std::move(r);
+  return c;
+}
+
+json case_to_json(const Case& c) {
+  json out = c.record;
+  out["id"] = c.id;
+  out["error_message"] = c.error_message;
+  json files = json::array();
+  for (const auto& f : c.files) files.push_back({{"path", f.path}, {"content", f.content}});
+  out["files"] = std::move(files);
+  return out;
+}
+
+std::string content_key(const Case& c) {
+  uint64_t h = fnv1a64(c.error_message);
+  for (const auto& f : c.files) {
+    h = fnv1a64(f.path, h ^ 0x9e3779b97f4a7c15ULL);
+    h = fnv1a64(f.content, h ^ 0x85ebca6b0b3e5d2bULL);
+  }
+  return hex64(h);
+}
+
+std::string fault_key(const Case& c) {
+  uint64_t h = fnv1a64(c.test_id);
+  h = fnv1a64(c.fixed_commit.value_or(""), h ^ 0x9e3779b97f4a7c15ULL);
+  for (const auto& f : c.files) {
+    h = fnv1a64(f.path, h ^ 0x9e3779b97f4a7c15ULL);
+    h = fnv1a64(f.content, h ^ 0x85ebca6b0b3e5d2bULL);
+  }
+  return hex64(h);
+}
+
+Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
+  auto text = read_file(path);
+  if (!text) return std::unexpected(text.error());
+  CasesFile out;
+  std::set<std::string, std::less<>> ids;
+  size_t start = 0;
+  size_t line_no = 0;
+  const std::string& t = *text;
+  while (start < t.size()) {
+    size_t end = t.find('\n', start);
+    if (end == std::string::npos) end = t.size();
+    std::string_view line(t.data() + start, end - start);
+    ++line_no;
+    start = end + 1;
+    const std::string where = path.string() + ":" + std::to_string(line_no) + ": ";
+    if (is_blank(line)) continue;
+    if (auto bad = find_invalid_utf8(line)) return fail(where + "invalid UTF-8 at byte " + std::to_string(*bad));
+    if (auto deep = json_too_deep(line))
+      return fail(where + json_too_deep_message(*deep));
+    json record;
+    try {
+      record = json::parse(line);
+    } catch (const json::exception& e) {
+      return fail(where + "not valid JSON (" + e.what() + ")");
+    }
+    auto c = case_from_json(std::move(record));
+    if (!c) return fail(where + c.error().message);
+    if (!ids.insert(c->id).second) return fail(where + "duplicate id \"" + c->id + "\"");
+    out.cases.push_back(std::move(*c));
+    out.lines.push_back(line_no);
+  }
+  return out;
+}
+
+std::string test_file_too_large(std::string_view content) {
+  if (content.size() > kMaxTestFileBytes)
+    return std::to_string(content.size()) + " bytes; spark reads test files of up to " + std::to_string(kMaxTestFileBytes) +
+           " bytes and " + std::to_string(kMaxTestFileLines) + " lines";
+  const size_t lines = static_cast<size_t>(std::count(content.begin(), content.end(), '\n')) +
+                       (!content.empty() && content.back() != '\n');
+  if (lines > kMaxTestFileLines)
+    return std::to_string(lines) + " lines; spark reads test files of up to " + std::to_string(kMaxTestFileBytes) +
+           " bytes and " + std::to_string(kMaxTestFileLines) + " lines";
+  return {};
+}
+
+}  // namespace spark

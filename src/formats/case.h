@@ -1,0 +1,95 @@
+// The case model: one fault-labelled (or query) failing test case, as in docs/FORMATS.md
+// (the interchange format of ../shared/docs/corpus-format.md).
+// Contract: value types; readers return Result whose message names the file and line, and return nothing from a file
+// with a bad line; the functions are thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/files.h"
+#include "base/result.h"
+
+namespace spark {
+
+struct SourceFile {
+  std::string path;
+  std::string content;  // exact text, valid UTF-8
+};
+
+struct LineRef {
+  std::string path;
+  int line = 0;  // 1-based, in the file as stored
+  friend bool operator==(const LineRef&, const LineRef&) = default;
+  friend auto operator<=>(const LineRef&, const LineRef&) = default;
+};
+
+struct Case {
+  std::string id;
+  std::string project;
+  std::string test_id;
+  std::string language;
+  std::string failure_time;   // as given (ISO-8601)
+  int64_t failure_epoch = 0;  // failure_time in seconds since 1970-01-01 UTC
+  std::string error_message;
+  std::vector<SourceFile> files;
+  std::vector<LineRef> faulty_lines;  // empty: unlabelled (a query)
+  std::optional<std::string> faulty_commit;
+  std::optional<std::string> fixed_commit;
+  std::optional<std::string> source;
+  // The record as read, without `files` and `error_message` (kept separately): export merges them back, so
+  // absent-versus-null and unknown keys survive the round trip. Unknown top-level keys are moved under `meta`.
+  nlohmann::json record = nlohmann::json::object();
+
+  const SourceFile* file(std::string_view path) const;
+  bool labelled() const { return !faulty_lines.empty(); }
+};
+
+// Parses an ISO-8601 time ("2026-08-13T23:46:43Z", optional fraction, "Z" or "±HH:MM") into Unix seconds.
+Result<int64_t> parse_iso8601(std::string_view text);
+std::string format_iso8601(int64_t epoch);
+// Now, in seconds since 1970-01-01 UTC.
+int64_t now_epoch();
+
+// Builds a case from one JSON record and checks every rule of the format: required keys and their types, valid
+// UTF-8, a time that parses, each faulty line in a listed file, in range and not blank. The error message is the
+// reason only; callers add "file:line: ".
+Result<Case> case_from_json(nlohmann::json record);
+
+// The record for export: the stored record with `files` and `error_message` merged back.
+nlohmann::json case_to_json(const Case& c);
+
+// A stable key for "the same failure": hash of error message and files (path and content). Used to keep a query's
+// exact duplicates out of its own search.
+std::string content_key(const Case& c);
+
+// A key for "the same fault": the same test, the same faulty test code (files, path and content) and the same fix
+// commit. A test that fails at several commits with unchanged test code until one fix is one fault, one case.
+std::string fault_key(const Case& c);
+
+// The cases of a JSON Lines file, with the line each came from (for messages about them later).
+struct CasesFile {
+  std::vector<Case> cases;
+  std::vector<size_t> lines;
+};
+
+// Reads a JSON Lines file of cases. Validates every line (and that ids are unique within the file) and fails on the
+// first bad one with "PATH:LINE: reason"; nothing is returned from a file that has any bad line.
+// Blank lines are skipped.
+Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path);
+
+// The largest test file spark reads: 16 MiB and 100,000 lines (the development corpus's largest is 240 KB and 7,000
+// lines). Parsing, scoping and the ranker's features cost memory per line: a 50 MB file of 5.2M short lines took
+// 7.5 GB and 272 s to index, 4 MB of 420k lines 637 MB and 5 s. A larger file is refused where it enters (import,
+// --test), naming it.
+inline constexpr size_t kMaxTestFileBytes = size_t{16} << 20;
+inline constexpr size_t kMaxTestFileLines = 100'000;
+// "" when `content` is within both limits, else why not (for an error that names the file).
+std::string test_file_too_large(std::string_view content);
+
+}  // namespace spark

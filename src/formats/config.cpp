@@ -1,0 +1,261 @@
+#include "formats/config.h"
+
+#include <toml++/toml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+const std::vector<ConfigKey>& config_keys() {
+  using T = ConfigType;
+  static const std::vector<ConfigKey> keys = {
+      {"kb", T::string, ".spark", {"SPARK_KB"}, false,
+       "knowledge base: a folder (SQLite) or postgresql://user@host/db (a shared server)"},
+      {"local_dir", T::string, ".spark", {"SPARK_LOCAL_DIR"}, false,
+       "with a server knowledge base: this runner's vector index, spool and LLM answer cache"},
+      {"llm.base_url", T::string, "", {"SPARK_LLM_BASE_URL"}, false,
+       "OpenAI-compatible base URL, e.g. http://localhost:8000/v1; setting it turns the LLM on"},
+      {"llm.model", T::string, "", {"SPARK_LLM_MODEL"}, false, "model name the server knows"},
+      {"llm.api_key", T::string, "", {"SPARK_LLM_API_KEY", "OPENAI_API_KEY"}, true, "API key (Bearer token)"},
+      {"llm.mode", T::string, "default", {}, false,
+       "builtin | baseline | default | random | annotation-free | directive | naive-rag"},
+      {"llm.template", T::string, "", {}, false, "a prompt template file replacing the mode's built-in one"},
+      {"llm.prompt_scope", T::string, "file", {}, false,
+       "file: the whole test file(s), as the paper; test: only the failing test's reach"},
+      {"llm.temperature", T::number, "0", {}, false, "sampling temperature"},
+      {"llm.max_tokens", T::integer, "512", {}, false, "answer length limit"},
+      {"llm.seed", T::integer, "", {}, false, "sampling seed sent to the server"},
+      {"llm.structured", T::boolean, "false", {}, false, "ask for a JSON answer via response_format"},
+      {"llm.concurrency", T::integer, "4", {}, false, "requests in flight"},
+      {"llm.context_tokens", T::integer, "32768", {}, false, "the model's context window (prompt + answer)"},
+      {"llm.connect_timeout", T::number, "10", {}, false, "seconds to connect"},
+      {"llm.timeout", T::number, "300", {}, false, "seconds for one request"},
+      {"llm.retries", T::integer, "4", {}, false, "retries on timeouts, 429 and 5xx"},
+      {"llm.retry_delay", T::number, "1", {}, false, "first backoff in seconds (doubles, with jitter)"},
+      {"llm.deadline", T::number, "300", {}, false,
+       "seconds for all LLM requests of one localize or record run, retries included (0: none; eval: none)"},
+      {"llm.require", T::boolean, "false", {}, false, "fail instead of falling back to the built-in ranker"},
+      {"embedder.kind", T::string, "", {}, false, "builtin | openai (default: as the index was built)"},
+      {"embedder.base_url", T::string, "", {"SPARK_EMBED_BASE_URL"}, false, "OpenAI-compatible embeddings base URL"},
+      {"embedder.model", T::string, "bge-m3", {"SPARK_EMBED_MODEL"}, false, "embedding model"},
+      {"embedder.api_key", T::string, "", {"SPARK_EMBED_API_KEY", "OPENAI_API_KEY"}, true, "embeddings API key"},
+      {"localize.k", T::integer, "5", {}, false, "elements to return"},
+      {"localize.level", T::string, "line", {}, false, "line | statement | block | function"},
+      {"localize.policy", T::string, "all", {}, false, "all | all-preceding | closest-by-time | closest-time-preceding"},
+      {"localize.epsilon", T::number, "0.05", {}, false, "annotation threshold"},
+      {"localize.r", T::integer, "1", {}, false, "similar cases to retrieve"},
+      {"localize.similarity_floor", T::number, "0.10", {}, false, "ignore retrieved cases below this cosine"},
+      {"redact.enabled", T::boolean, "true", {}, false, "redact secrets before text leaves the machine"},
+      {"project", T::string, "", {"SPARK_PROJECT"}, false,
+       "the mined cases' project (default: the origin remote's URL normalised, else the root commit)"},
+      {"mine.sigma", T::number, "3", {}, false, "outlier rule: quarantine above mean + sigma * sd faulty lines"},
+      {"mine.test_only_fixes", T::boolean, "false", {}, false,
+       "label only fixes that changed nothing but test code"},
+      {"record.test_command", T::string, "", {"SPARK_TEST_COMMAND"}, false,
+       "re-runs tests for the post-commit hook: {tests} = test ids, {junit} = the report to write"},
+      {"record.timeout", T::number, "1800", {}, false, "seconds the post-commit hook's test run may take"},
+  };
+  return keys;
+}
+
+namespace {
+
+const ConfigKey* find_key(const std::string& key) {
+  for (const auto& k : config_keys())
+    if (k.key == key) return &k;
+  return nullptr;
+}
+
+Status check_type(const ConfigKey& k, const std::string& text, const std::string& source) {
+  if (text.empty()) return {};
+  const char* s = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  switch (k.type) {
+    case ConfigType::integer:
+      std::strtoll(s, &end, 10);
+      if (errno || !end || *end) return fail(source + ": " + k.key + " must be an integer, not \"" + text + "\"");
+      break;
+    case ConfigType::number:
+      std::strtod(s, &end);
+      if (errno || !end || *end) return fail(source + ": " + k.key + " must be a number, not \"" + text + "\"");
+      break;
+    case ConfigType::boolean:
+      if (text != "true" && text != "false") return fail(source + ": " + k.key + " must be true or false, not \"" + text + "\"");
+      break;
+    case ConfigType::string:
+      break;
+  }
+  return {};
+}
+
+std::string where(const fs::path& file, const toml::node& n) {
+  return file.string() + ":" + std::to_string(n.source().begin.line);
+}
+
+// The text of a TOML value for key `k`, or an error naming the file and line.
+Result<std::string> text_of(const ConfigKey& k, const toml::node& n, const fs::path& file) {
+  const std::string at = where(file, n);
+  switch (k.type) {
+    case ConfigType::string:
+      if (auto v = n.value<std::string>()) return *v;
+      return fail(at + ": " + k.key + " must be a string");
+    case ConfigType::integer:
+      if (n.is_integer()) return std::to_string(*n.value<int64_t>());
+      return fail(at + ": " + k.key + " must be an integer");
+    case ConfigType::number:
+      if (n.is_integer()) return std::to_string(*n.value<int64_t>());
+      if (n.is_floating_point()) {
+        std::ostringstream o;
+        o << *n.value<double>();
+        return o.str();
+      }
+      return fail(at + ": " + k.key + " must be a number");
+    case ConfigType::boolean:
+      if (n.is_boolean()) return std::string(*n.value<bool>() ? "true" : "false");
+      return fail(at + ": " + k.key + " must be true or false");
+  }
+  return fail(at + ": " + k.key + ": unsupported type");
+}
+
+}  // namespace
+
+std::optional<fs::path> Config::discover(const fs::path& start) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(start, ec);
+  if (ec) return std::nullopt;
+  for (;;) {
+    if (fs::is_regular_file(dir / ".spark.toml", ec)) return dir / ".spark.toml";
+    if (fs::exists(dir / ".git", ec) || !dir.has_parent_path() || dir.parent_path() == dir) return std::nullopt;
+    dir = dir.parent_path();
+  }
+}
+
+Result<Config> Config::load(const std::optional<fs::path>& file) {
+  Config c;
+  for (const auto& k : config_keys()) c.values_[k.key] = {k.default_value, "default"};
+  if (file) {
+    c.file_ = file;
+    toml::table table;
+    try {
+      table = toml::parse_file(file->string());
+    } catch (const toml::parse_error& e) {
+      return fail(file->string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+    }
+    // A known key's value from the file, with its file:line as the source.
+    const auto take = [&](const std::string& key, const toml::node& node) -> Status {
+      const ConfigKey* k = find_key(key);
+      if (!k) return fail(where(*file, node) + ": unknown setting " + key);
+      auto text = text_of(*k, node, *file);
+      if (!text) return std::unexpected(text.error());
+      c.values_[key] = {*text, where(*file, node)};
+      return {};
+    };
+    Status status;
+    table.for_each([&](const toml::key& name, const toml::node& node) {
+      if (!status) return;
+      const std::string top(name.str());
+      if (const toml::table* section = node.as_table()) {
+        section->for_each([&](const toml::key& sub, const toml::node& value) {
+          if (!status) return;
+          const std::string key = top + "." + std::string(sub.str());
+          if (key == "redact.patterns") {
+            const toml::array* arr = value.as_array();
+            if (!arr) {
+              status = fail(where(*file, value) + ": redact.patterns must be an array of patterns");
+              return;
+            }
+            for (const auto& item : *arr) {
+              if (auto s = item.value<std::string>()) {
+                c.rules_.push_back({"", *s});
+              } else if (const toml::table* t = item.as_table(); t && (*t)["pattern"].is_string()) {
+                c.rules_.push_back({(*t)["name"].value_or(std::string()), *(*t)["pattern"].value<std::string>()});
+              } else {
+                status = fail(where(*file, item) + ": a redact.patterns entry is a string or {name, pattern}");
+                return;
+              }
+            }
+            return;
+          }
+          status = take(key, value);
+        });
+        return;
+      }
+      status = take(top, node);
+    });
+    if (!status) return std::unexpected(status.error());
+  }
+  for (const auto& k : config_keys())
+    for (const auto& var : k.env) {
+      const char* v = std::getenv(var.c_str());
+      if (!v || !*v) continue;
+      if (auto s = check_type(k, v, "env " + var); !s) return std::unexpected(s.error());
+      c.values_[k.key] = {v, "env " + var};
+      break;
+    }
+  return c;
+}
+
+Status Config::set(const std::string& key, const std::string& text, const std::string& source) {
+  const ConfigKey* k = find_key(key);
+  if (!k) return fail("unknown setting " + key);
+  if (auto s = check_type(*k, text, source); !s) return s;
+  values_[key] = {text, source};
+  return {};
+}
+
+const Config::Value& Config::get(const std::string& key) const {
+  static const Value empty{"", "unknown"};
+  auto it = values_.find(key);
+  return it == values_.end() ? empty : it->second;
+}
+
+long long Config::integer(const std::string& key) const {
+  const std::string& t = get(key).text;
+  return t.empty() ? 0 : std::strtoll(t.c_str(), nullptr, 10);
+}
+double Config::number(const std::string& key) const {
+  const std::string& t = get(key).text;
+  return t.empty() ? 0 : std::strtod(t.c_str(), nullptr);
+}
+bool Config::boolean(const std::string& key) const { return get(key).text == "true"; }
+
+std::string Config::describe() const {
+  std::ostringstream out;
+  out << "# effective configuration (" << (file_ ? "file " + file_->string() : std::string("no configuration file"))
+      << "); later sources win: default < file < env < flag\n";
+  std::string section;
+  for (const auto& k : config_keys()) {
+    const auto dot = k.key.find('.');
+    const std::string sec = dot == std::string::npos ? "" : k.key.substr(0, dot);
+    const std::string name = dot == std::string::npos ? k.key : k.key.substr(dot + 1);
+    if (sec != section) {
+      out << "\n[" << sec << "]\n";
+      section = sec;
+    }
+    const Value& v = get(k.key);
+    std::string shown;
+    if (k.secret) shown = v.text.empty() ? "# not set" : "# set (hidden)";
+    else if (k.key == "kb" && is_postgres_url(v.text) && redact_postgres_url(v.text) != v.text)
+      shown = "\"" + redact_postgres_url(v.text) + "\"    # password: set (hidden)";
+    else if (v.text.empty()) shown = "# not set";
+    else if (k.type == ConfigType::string) shown = "\"" + v.text + "\"";
+    else shown = v.text;
+    out << name << " = " << shown;
+    if (!v.text.empty()) out << "    # from " << v.source;
+    out << "\n";
+  }
+  if (!rules_.empty()) {
+    out << "patterns = [  # extra redaction rules\n";
+    for (const auto& r : rules_) out << "  \"" << r.pattern << "\",\n";
+    out << "]\n";
+  }
+  return out.str();
+}
+
+}  // namespace spark

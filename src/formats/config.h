@@ -1,0 +1,70 @@
+// spark's configuration: defaults < the TOML file (.spark.toml, or --config) < environment < command-line flags.
+//
+// Every setting has one dotted key ("llm.model"); the file spells it as a table entry ([llm] model = "…"). Values
+// are kept as text with where they came from, so `spark config` can show the effective configuration. Secrets
+// (API keys) are never printed, only whether they are set and from where.
+// Contract: a loaded Config is an immutable value (const use from many threads is safe); a bad file or value fails
+// load with a Result naming the file, line and key; a secret's value never appears in a message.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/redact.h"
+#include "base/result.h"
+
+namespace spark {
+
+enum class ConfigType { string, integer, number, boolean };
+
+struct ConfigKey {
+  std::string key;                 // "llm.model"
+  ConfigType type;
+  std::string default_value;       // "" = unset
+  std::vector<std::string> env;    // environment variables, first set wins
+  bool secret = false;
+  std::string help;
+};
+
+const std::vector<ConfigKey>& config_keys();
+
+class Config {
+ public:
+  struct Value {
+    std::string text;
+    std::string source;  // "default", "/path/.spark.toml:12", "env SPARK_LLM_MODEL", "flag --model"
+  };
+
+  // Defaults, then the file (when given), then the environment. A file that does not parse, an unknown key or a
+  // value of the wrong type is an error naming the file and line.
+  static Result<Config> load(const std::optional<std::filesystem::path>& file);
+  // The file to use: `explicit_path` when given (it must exist), else .spark.toml in the working directory or the
+  // nearest enclosing directory that has one, stopping at a git work tree's top.
+  static std::optional<std::filesystem::path> discover(const std::filesystem::path& start);
+
+  // A flag the user gave: overrides everything. The text must parse as the key's type.
+  Status set(const std::string& key, const std::string& text, const std::string& source);
+
+  const Value& get(const std::string& key) const;
+  std::string str(const std::string& key) const { return get(key).text; }
+  bool is_set(const std::string& key) const { return !get(key).text.empty(); }
+  long long integer(const std::string& key) const;
+  double number(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+
+  const std::vector<RedactionRule>& redaction_rules() const { return rules_; }
+  const std::optional<std::filesystem::path>& file() const { return file_; }
+
+  // The effective configuration as TOML-like lines with sources; secrets masked.
+  std::string describe() const;
+
+ private:
+  std::map<std::string, Value> values_;
+  std::vector<RedactionRule> rules_;
+  std::optional<std::filesystem::path> file_;
+};
+
+}  // namespace spark

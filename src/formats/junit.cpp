@@ -1,0 +1,301 @@
+#include "formats/junit.h"
+
+#include <pugixml.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+
+#include "formats/case.h"
+#include "formats/error_message.h"
+#include "code/test_scope.h"
+#include "base/text.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+std::string_view outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::passed: return "passed";
+    case Outcome::failed: return "failed";
+    case Outcome::error: return "error";
+    case Outcome::skipped: return "skipped";
+  }
+  return "passed";
+}
+
+std::optional<fs::path> inside_root(const fs::path& root, const std::string& relative) {
+  if (relative.empty()) return std::nullopt;
+  const fs::path rel(relative);
+  if (rel.is_absolute()) return std::nullopt;
+  std::error_code ec;
+  const fs::path base = fs::weakly_canonical(root, ec);
+  if (ec) return std::nullopt;
+  const fs::path full = fs::weakly_canonical(base / rel, ec);
+  if (ec) return std::nullopt;
+  // Inside: `base` is a prefix of `full`, component by component (also after following symbolic links).
+  auto b = base.begin(), f = full.begin();
+  for (; b != base.end(); ++b, ++f)
+    if (f == full.end() || *b != *f) return std::nullopt;
+  if (!fs::is_regular_file(full, ec)) return std::nullopt;
+  return full;
+}
+
+namespace {
+
+// Line numbers of byte offsets, by a binary search over the line starts (one pass over the text): a report of 100k
+// test cases asks for 100k lines, which a count from the start each time made quadratic.
+class LineIndex {
+ public:
+  explicit LineIndex(const std::string& text) {
+    starts_.push_back(0);
+    for (size_t i = 0; i < text.size(); ++i)
+      if (text[i] == '\n') starts_.push_back(i + 1);
+  }
+  size_t line_at(ptrdiff_t offset) const {
+    if (offset <= 0) return 1;
+    // The line holding `offset` is the number of line starts at or before it.
+    return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset)) - starts_.begin());
+  }
+
+ private:
+  std::vector<size_t> starts_;
+};
+
+std::vector<std::string> split_dots(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t dot = s.find('.', start);
+    out.push_back(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& parts, size_t from, size_t to, const std::string& sep) {
+  std::string out;
+  for (size_t i = from; i < to; ++i) out += (i > from ? sep : "") + parts[i];
+  return out;
+}
+
+}  // namespace
+
+std::string find_by_tail(const std::vector<std::string>& paths, std::string_view tail) {
+  if (tail.empty()) return "";
+  const auto under_test_root = [](std::string_view p) {
+    return p.starts_with("src/test/") || p.starts_with("test/") || p.starts_with("tests/") ||
+           p.find("/src/test/") != std::string_view::npos || p.find("/test/") != std::string_view::npos ||
+           p.find("/tests/") != std::string_view::npos || p.find("__tests__/") != std::string_view::npos;
+  };
+  const std::string* best = nullptr;
+  for (const auto& p : paths) {
+    if (!same_file(tail, p)) continue;
+    if (!best) {
+      best = &p;
+      continue;
+    }
+    const bool a = under_test_root(p), b = under_test_root(*best);
+    if (a != b ? a : p.size() < best->size()) best = &p;
+  }
+  return best ? *best : "";
+}
+
+TestFiles files_under(const fs::path& root) {
+  // The folder's files, listed once on the first `find`.
+  auto listed = std::make_shared<std::optional<std::vector<std::string>>>();
+  return {[root](const std::string& relative) { return inside_root(root, relative).has_value(); }, root.string(),
+          [root, listed](const std::string& tail) -> std::string {
+            if (!*listed) {
+              listed->emplace();
+              std::error_code ec;
+              fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
+              for (; !ec && it != end; it.increment(ec)) {
+                const std::string name = it->path().filename().string();
+                if (it->is_directory(ec)) {
+                  if (name.starts_with('.') || name == "node_modules" || name == "target" || name == "build")
+                    it.disable_recursion_pending();
+                  continue;
+                }
+                if (it->is_regular_file(ec) && language_of_path(name))
+                  (*listed)->push_back(fs::relative(it->path(), root, ec).generic_string());
+              }
+            }
+            return find_by_tail(**listed, tail);
+          }};
+}
+
+Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) { return read_junit(report, files_under(root)); }
+
+Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
+  auto text = read_file(report);
+  if (!text) return std::unexpected(text.error());
+  pugi::xml_document doc;
+  const pugi::xml_parse_result parsed = doc.load_buffer(text->data(), text->size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
+  const std::string name = report.string();
+  const LineIndex lines(*text);
+  if (!parsed)
+    return fail(name + ":" + std::to_string(lines.line_at(parsed.offset)) + ": not a readable JUnit report: " +
+                parsed.description());
+  // Element offsets, to name the line of each <testcase>.
+  const auto line_of = [&](const pugi::xml_node& n) { return lines.line_at(n.offset_debug()); };
+  const pugi::xml_node top = doc.document_element();
+  const std::string top_name = top.name();
+  if (top_name != "testsuites" && top_name != "testsuite")
+    return fail(name + ":" + std::to_string(line_of(top)) + ": not a JUnit report: the root element is <" + top_name +
+                ">, not <testsuites> or <testsuite>");
+  JunitReport out;
+  // Each path is looked up once (a look-up resolves it on disk or in git objects; 100k test cases name few files).
+  std::unordered_map<std::string, bool> known;
+  const auto exists = [&](const std::string& path) {
+    auto [it, fresh] = known.try_emplace(path, false);
+    if (fresh) it->second = files.exists(path);
+    return it->second;
+  };
+  std::vector<pugi::xml_node> suites;
+  if (top_name == "testsuite") suites.push_back(top);
+  // Suites may nest (some runners); walk them all, depth first in document order, without recursion (a report nested
+  // 50,000 suites deep overflowed the stack).
+  std::vector<pugi::xml_node> pending;
+  for (pugi::xml_node s = top.last_child(); s; s = s.previous_sibling())
+    if (std::string_view(s.name()) == "testsuite") pending.push_back(s);
+  while (!pending.empty()) {
+    const pugi::xml_node s = pending.back();
+    pending.pop_back();
+    suites.push_back(s);
+    for (pugi::xml_node c = s.last_child(); c; c = c.previous_sibling())
+      if (std::string_view(c.name()) == "testsuite") pending.push_back(c);
+  }
+  for (const pugi::xml_node& suite : suites) {
+    std::optional<int64_t> time;
+    if (const char* ts = suite.attribute("timestamp").as_string(nullptr); ts && *ts) {
+      auto t = parse_iso8601(ts);
+      if (!t) t = parse_iso8601(std::string(ts) + "Z");  // pytest writes local time without a zone
+      if (t) time = *t;
+    }
+    for (pugi::xml_node tc : suite.children("testcase")) {
+      TestOutcome o;
+      o.time = time;
+      o.report_line = line_of(tc);
+      const std::string where = name + ":" + std::to_string(o.report_line) + ": ";
+      const std::string classname = tc.attribute("classname").as_string();
+      const std::string test_name = tc.attribute("name").as_string();
+      const std::string file_attr = tc.attribute("file").as_string();
+      if (test_name.empty() && classname.empty()) {
+        out.warnings.push_back(where + "a <testcase> without classname and name; skipped");
+        continue;
+      }
+      const pugi::xml_node failure = tc.child("failure"), error = tc.child("error"), skipped = tc.child("skipped");
+      pugi::xml_node detail;
+      if (failure) o.outcome = Outcome::failed, detail = failure;
+      else if (error) o.outcome = Outcome::error, detail = error;
+      else if (skipped) o.outcome = Outcome::skipped, detail = skipped;
+      if (detail) {
+        const std::string message = detail.attribute("message").as_string();
+        const std::string body = detail.text().as_string();
+        o.message = body.empty() ? message : body;
+        if (!message.empty() && !body.empty() && body.find(message) == std::string::npos) o.message = message + "\n" + body;
+      }
+      // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
+      if (classname.empty()) {
+        o.collection_error = true;
+        const auto parts = split_dots(test_name);
+        const std::string path = file_attr.empty() ? join(parts, 0, parts.size(), "/") + ".py" : file_attr;
+        if (exists(path)) o.file = path;
+        else out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " + files.name);
+        o.test_id = o.file.empty() ? test_name : o.file;
+        out.outcomes.push_back(std::move(o));
+        continue;
+      }
+      // JavaScript/TypeScript: jest-junit (a `file` attribute; classname the suites when configured as docs/MINER.md
+      // says), Vitest (classname the file, name "suite > case").
+      const auto js_file = [](const std::string& p) {
+        const auto l = language_of_path(p);
+        return l == Language::javascript || l == Language::typescript;
+      };
+      if (js_file(file_attr) || (file_attr.empty() && js_file(classname))) {
+        std::string path = file_attr.empty() ? classname : file_attr;
+        while (path.starts_with("./")) path.erase(0, 2);
+        if (fs::path(path).is_absolute() && files.find) path = files.find(path);  // a runner that prints absolute paths
+        if (!path.empty() && exists(path)) {
+          o.file = path;
+        } else {
+          out.warnings.push_back(where + (file_attr.empty() ? classname : file_attr) + " is not a test file in " +
+                                 files.name + "; not read");
+          path = file_attr.empty() ? classname : file_attr;
+        }
+        o.test_id = path;
+        if (!file_attr.empty() && !classname.empty() && classname != test_name) o.test_id += " > " + classname;
+        o.test_id += " > " + test_name;
+        out.outcomes.push_back(std::move(o));
+        continue;
+      }
+      const auto parts = split_dots(classname);
+      std::string path;
+      size_t module_end = 0;  // parts[0, module_end) name the module
+      if (!file_attr.empty()) {
+        path = file_attr;
+        while (path.starts_with("./")) path.erase(0, 2);
+        std::string dotted = path.ends_with(".py") ? path.substr(0, path.size() - 3) : path;
+        for (auto& ch : dotted) ch = ch == '/' ? '.' : ch;
+        module_end = classname.starts_with(dotted) ? split_dots(dotted).size() : parts.size();
+        if (!classname.starts_with(dotted)) {
+          // classname may omit the package ("test_a.TestA" for tests/test_a.py): match its module part by file stem.
+          const std::string stem = fs::path(path).stem().string();
+          module_end = 0;
+          for (size_t i = 0; i < parts.size(); ++i)
+            if (parts[i] == stem) module_end = i + 1;
+          if (module_end == 0) module_end = parts.size();
+        }
+      } else {
+        for (size_t k = parts.size(); k >= 1; --k) {
+          const std::string candidate = join(parts, 0, k, "/") + ".py";
+          if (exists(candidate)) {
+            path = candidate;
+            module_end = k;
+            break;
+          }
+        }
+      }
+      // Java: the class's package path and file, found under any source root.
+      std::string java_method;
+      if (path.empty() && file_attr.empty() && files.find) {
+        const TestIdParts java = parse_test_id(classname + "#" + test_name, Language::java);
+        if (!java.path.empty())
+          if (std::string found = files.find(java.path); !found.empty()) {
+            path = found;
+            java_method = test_name.ends_with("()") ? test_name.substr(0, test_name.size() - 2) : test_name;
+          }
+      }
+      if (!java_method.empty()) {
+        o.file = path;
+        o.test_id = classname + "#" + java_method;
+        out.outcomes.push_back(std::move(o));
+        continue;
+      }
+      if (!path.empty() && !exists(path)) {
+        const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;
+        out.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + files.name +
+                               "; not read");
+        path.clear();
+      }
+      if (path.empty()) {
+        if (file_attr.empty())
+          out.warnings.push_back(where + "no test file for " + classname + " under " + files.name);
+        o.test_id = classname + "::" + test_name;
+      } else {
+        o.file = path;
+        o.test_id = path;
+        for (size_t i = module_end; i < parts.size(); ++i) o.test_id += "::" + parts[i];
+        o.test_id += "::" + test_name;
+      }
+      out.outcomes.push_back(std::move(o));
+    }
+  }
+  return out;
+}
+
+}  // namespace spark

@@ -1,0 +1,67 @@
+// Test outcomes from JUnit XML as runners write it: pytest (xunit2, its default, which has no file/line, and xunit1),
+// unittest-xml-reporting, nose and other runners' variants, and Java's (the JUnit Platform console launcher, Maven
+// Surefire, Gradle). Each <testcase> becomes an outcome with a test id: for Python a node id, `classname` + `name`
+// mapped to `tests/test_x.py::TestC::test_f[param]` by finding which prefix of the dotted class name is a test file
+// under the repository root; for JavaScript/TypeScript `tests/x.test.js > suite > case` (jest-junit with its `file`
+// attribute, Vitest's classname); for Java `com.x.FooTest#testBar` (`name` without its empty "()"), when the class's
+// package path and file ("com/x/FooTest.java") end the path of a file there (any source root: src/test/java/, …).
+// Files outside the root are never read or named as test files.
+// Contract: the readers own nothing past the call and are thread-safe; a file that is not XML fails with a Result
+// naming the report, line and reason; a test case whose file cannot be found becomes a warning, not a failure.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace spark {
+
+enum class Outcome { passed, failed, error, skipped };
+std::string_view outcome_name(Outcome o);
+
+struct TestOutcome {
+  std::string test_id;       // node id; for a collection error, the test file's path
+  Outcome outcome = Outcome::passed;
+  std::string message;       // the <failure>/<error> message attribute and text, as the runner printed it
+  std::string file;          // the test file relative to the root; "" when it could not be found there
+  std::optional<int64_t> time;  // the suite's timestamp, seconds since the epoch (zone-less, as pytest writes it: UTC)
+  size_t report_line = 0;    // where the <testcase> is in the report
+  bool collection_error = false;
+};
+
+struct JunitReport {
+  std::vector<TestOutcome> outcomes;
+  std::vector<std::string> warnings;  // "report.xml:12: tests/x.py is outside the repository; not read"
+};
+
+// Where the test files a report names are looked for: `exists(relative)` says whether that relative path is a test
+// file there (never true for an absolute path or one that leaves the place); `name` is how warnings name the place
+// ("/work/repo", "commit 1a2b3c4d5e of /srv/repo.git").
+struct TestFiles {
+  std::function<bool(const std::string& relative)> exists;
+  std::string name;
+  // The path of a file there whose path ends with `tail` at a '/' (or that an absolute `tail` ends with); "" when
+  // none. Unset: never found.
+  std::function<std::string(const std::string& tail)> find;
+};
+// The path of `paths` that best matches `tail` (see TestFiles::find): one under a test source root (src/test/,
+// test/, tests/, __tests__/) before others, then the shortest, then the first.
+std::string find_by_tail(const std::vector<std::string>& paths, std::string_view tail);
+// The files under a folder (inside_root); `find` scans the folder once (hidden folders, node_modules, target and
+// build left out) for files of the languages spark reads.
+TestFiles files_under(const std::filesystem::path& root);
+
+// Reads `report`; test files are looked up in `files`. A file that is not XML (or is cut off) or whose root element
+// is not <testsuites>/<testsuite> is an error naming the file and line.
+Result<JunitReport> read_junit(const std::filesystem::path& report, const TestFiles& files);
+Result<JunitReport> read_junit(const std::filesystem::path& report, const std::filesystem::path& root);
+
+// `relative` resolved under `root`, or nullopt when it is absolute, escapes the root (.., symbolic links) or does not
+// exist as a regular file.
+std::optional<std::filesystem::path> inside_root(const std::filesystem::path& root, const std::string& relative);
+
+}  // namespace spark

@@ -1,0 +1,64 @@
+// Secret redaction: nothing that looks like a credential leaves the machine (LLM prompts, embedding requests, SARIF,
+// GitHub annotations, HTML reports, and `spark export --redact`).
+//
+// Each rule is a PCRE2 pattern; the text its `secret` group (or the whole match) covers is replaced by
+// "[REDACTED:<rule>]". Line structure is kept: a multi-line secret (a private key block) keeps its line breaks, so
+// line numbers shown to a model stay the file's own. Users add rules in the configuration ([redact] patterns).
+// Contract: a Redactor is immutable once made (its const members may be called from many threads); make fails with a
+// Result naming the rule whose pattern does not compile.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "base/pcre_regex.h"
+#include "base/result.h"
+
+namespace spark {
+
+struct RedactionRule {
+  std::string name;
+  std::string pattern;  // PCRE2; a named group (?<secret>…) limits the replacement to that part
+};
+
+// The built-in rules (docs/LLM.md lists them).
+const std::vector<RedactionRule>& builtin_redaction_rules();
+
+class Redactor {
+ public:
+  // Compiles the built-in rules plus `extra` (user rules, named "custom-N" when unnamed). A bad user pattern is an
+  // error naming it.
+  static Result<Redactor> make(const std::vector<RedactionRule>& extra = {});
+
+  // Redacts `text` in place; adds per-rule counts to `counts`. Returns how many secrets were replaced.
+  size_t redact(std::string& text, std::map<std::string, size_t>& counts) const;
+
+ private:
+  size_t redact_once(std::string& text, std::map<std::string, size_t>& counts) const;
+  struct Compiled {
+    std::string name;
+    Regex regex;
+  };
+  std::vector<Compiled> rules_;
+};
+
+struct Case;
+
+// Redacts every string in `value` (object keys are kept). Returns how many secrets were replaced.
+size_t redact_json_strings(nlohmann::json& value, const Redactor& redactor, std::map<std::string, size_t>& counts);
+
+// Redacts a case's text: its error message, its files' contents (line count kept, so faulty lines still point at
+// their lines) and every string under `meta`. Ids, paths, test ids, times and commits are left as they are.
+size_t redact_case(Case& c, const Redactor& redactor, std::map<std::string, size_t>& counts);
+
+// True for the URLs PostgresDb (store/postgres_db.h) takes: postgresql://… or postgres://….
+bool is_postgres_url(std::string_view location);
+// The URL without its password (user:secret@ → user@, password=… dropped from the query), for messages and
+// `spark config`.
+std::string redact_postgres_url(std::string_view url);
+
+}  // namespace spark

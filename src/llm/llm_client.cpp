@@ -1,0 +1,234 @@
+#include "llm/llm_client.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <mutex>
+#include <thread>
+
+#include "base/text.h"
+#include "code/tokens.h"
+
+namespace spark {
+
+LlmClient::LlmClient(LlmOptions options) : options_(std::move(options)) {
+  while (options_.base_url.ends_with('/')) options_.base_url.pop_back();
+  if (options_.base_url.ends_with("/chat/completions"))
+    options_.base_url.resize(options_.base_url.size() - std::string_view("/chat/completions").size());
+  if (options_.concurrency == 0) options_.concurrency = 1;
+}
+
+std::string LlmClient::endpoint() const { return options_.base_url + "/chat/completions"; }
+
+nlohmann::json LlmClient::body(const ChatRequest& request, bool structured) const {
+  nlohmann::json b = {{"model", options_.model},
+                      {"messages", nlohmann::json::array({{{"role", "user"}, {"content", request.prompt}}})},
+                      {"temperature", options_.temperature},
+                      {"max_tokens", options_.max_tokens},
+                      {"stream", false}};
+  if (options_.seed) b["seed"] = *options_.seed;
+  if (structured)
+    b["response_format"] = {{"type", "json_schema"},
+                            {"json_schema", {{"name", "faulty_elements"}, {"strict", true}, {"schema", request.schema}}}};
+  return b;
+}
+
+std::string LlmClient::cache_key(const ChatRequest& request) const {
+  std::string params = options_.model + "\x1f" + std::to_string(options_.temperature) + "\x1f" +
+                       std::to_string(options_.max_tokens) + "\x1f" + (options_.seed ? std::to_string(*options_.seed) : "-") +
+                       "\x1f" + (options_.structured ? request.schema.dump() : "plain");
+  // Two independent 64-bit hashes of parameters and prompt: a 128-bit key.
+  const uint64_t a = fnv1a64(request.prompt, fnv1a64(params));
+  const uint64_t b = fnv1a64(params, fnv1a64(request.prompt, 0x9e3779b97f4a7c15ULL));
+  return hex64(a) + hex64(b) + "-" + std::to_string(request.prompt.size());
+}
+
+Result<ChatAnswer> LlmClient::complete(const ChatRequest& req) {
+  if (!cache_) return request(req);
+  const std::string key = cache_key(req);
+  if (auto hit = cache_->get(key)) {
+    auto j = nlohmann::json::parse(*hit, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) {
+      ChatAnswer a;
+      a.content = j.value("content", "");
+      a.finish_reason = j.value("finish_reason", "");
+      a.prompt_tokens = j.value("prompt_tokens", size_t{0});
+      a.completion_tokens = j.value("completion_tokens", size_t{0});
+      a.usage_reported = j.value("usage_reported", false);
+      a.seconds = j.value("seconds", 0.0);
+      a.attempts = j.value("attempts", 1);
+      a.structured = j.value("structured", false);
+      a.cached = true;
+      return a;
+    }
+  }
+  auto a = request(req);
+  if (a) {
+    const nlohmann::json j = {{"content", a->content}, {"finish_reason", a->finish_reason},
+                              {"prompt_tokens", a->prompt_tokens}, {"completion_tokens", a->completion_tokens},
+                              {"usage_reported", a->usage_reported}, {"seconds", a->seconds},
+                              {"attempts", a->attempts}, {"structured", a->structured}};
+    if (auto s = cache_->put(key, options_.model, j.dump()); !s) a->notes.push_back("answer not cached: " + s.error().message);
+  }
+  return a;
+}
+
+Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
+  const std::string url = endpoint();
+  std::vector<std::string> headers;
+  if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);
+  ChatAnswer answer;
+  bool structured = options_.structured && !request.schema.is_null() && !structured_rejected_.load();
+  HttpOutcome outcome;
+  for (;;) {
+    auto got = http_post_json_retrying(url, body(request, structured).dump(), headers, options_.http, options_.retry);
+    if (!got) return std::unexpected(got.error());
+    outcome = std::move(*got);
+    answer.attempts += outcome.attempts;
+    answer.seconds += outcome.seconds;
+    for (auto& n : outcome.notes) answer.notes.push_back(std::move(n));
+    const long st = outcome.response.status;
+    if (structured && (st == 400 || st == 404 || st == 415 || st == 422 || st == 501)) {
+      structured_rejected_ = true;
+      structured = false;
+      answer.notes.push_back("the server rejected response_format (HTTP " + std::to_string(st) + ": " +
+                             clip(outcome.response.body, 160) + "); asking again for plain text");
+      continue;
+    }
+    break;
+  }
+  const HttpResponse& resp = outcome.response;
+  const std::string where = "POST " + url + ": ";
+  const std::string tries = answer.attempts > 1 ? " (after " + std::to_string(answer.attempts) + " attempts)" : "";
+  if (resp.status != 200) {
+    const std::string last = answer.notes.empty() ? "" : " [" + answer.notes.back() + "]";
+    return fail(where + "HTTP " + std::to_string(resp.status) + tries + last + ": " + clip(resp.body, 300));
+  }
+  if (json_too_deep(resp.body))
+    return fail(where + "the answer nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels" + tries);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(resp.body);
+  } catch (const nlohmann::json::exception& e) {
+    const std::string what = resp.content_type.find("html") != std::string::npos
+                                 ? "an HTML page, not JSON"
+                                 : "not valid JSON (" + std::string(e.what()) + ")";
+    return fail(where + "the answer is " + what + ": " + clip(resp.body, 160));
+  }
+  if (!j.is_object()) return fail(where + "the answer is not a JSON object: " + clip(resp.body, 160));
+  if (j.contains("error") && !j["error"].is_null())
+    return fail(where + "the server reported an error: " + clip(j["error"].dump(), 300));
+  if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
+    return fail(where + "the answer has no choices: " + clip(resp.body, 160));
+  const auto& choice = j["choices"][0];
+  if (!choice.is_object() || !choice.contains("message") || !choice["message"].is_object())
+    return fail(where + "choices[0] has no message: " + clip(choice.dump(), 160));
+  const auto& message = choice["message"];
+  if (message.contains("content") && message["content"].is_string()) answer.content = message["content"].get<std::string>();
+  else if (message.contains("refusal") && message["refusal"].is_string())
+    return fail(where + "the model refused: " + clip(message["refusal"].get<std::string>(), 200));
+  if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
+    answer.finish_reason = choice["finish_reason"].get<std::string>();
+  if (answer.finish_reason == "length")
+    answer.notes.push_back("the answer was cut off at max_tokens (" + std::to_string(options_.max_tokens) + ")");
+  answer.structured = structured;
+  const auto& usage = j.contains("usage") && j["usage"].is_object() ? j["usage"] : nlohmann::json();
+  if (usage.is_object() && usage.contains("prompt_tokens") && usage["prompt_tokens"].is_number_unsigned() &&
+      usage.contains("completion_tokens") && usage["completion_tokens"].is_number_unsigned()) {
+    answer.prompt_tokens = usage["prompt_tokens"].get<size_t>();
+    answer.completion_tokens = usage["completion_tokens"].get<size_t>();
+    answer.usage_reported = true;
+  } else {
+    answer.prompt_tokens = estimate_tokens(request.prompt);
+    answer.completion_tokens = estimate_tokens(answer.content);
+  }
+  // A server that ignores max_tokens is worth knowing of (cost, time): said, not silently passed. The estimate is
+  // rough (about 4 characters a token), so only an answer clearly over the limit is named when usage is not reported.
+  const size_t limit = static_cast<size_t>(std::max(1, options_.max_tokens));
+  if (answer.usage_reported ? answer.completion_tokens > limit : answer.completion_tokens > 2 * limit)
+    answer.notes.push_back("the answer has " + std::string(answer.usage_reported ? "" : "about ") +
+                           std::to_string(answer.completion_tokens) + " tokens against max_tokens " +
+                           std::to_string(limit) + ": the server did not keep to the limit");
+  return answer;
+}
+
+RequestPool::RequestPool(LlmClient& client, size_t expected, std::function<void(size_t, size_t)> progress)
+    : client_(client), progress_(std::move(progress)), expected_(expected) {
+  for (size_t i = 0; i < std::max<size_t>(1, std::min(expected, client.options().concurrency)); ++i)
+    workers_.emplace_back([this] { work(); });
+}
+
+RequestPool::~RequestPool() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();
+}
+
+void RequestPool::submit(size_t index, ChatRequest request) {
+  {
+    std::lock_guard lock(mu_);
+    if (results_.size() <= index) results_.resize(index + 1, fail("not asked"));
+    queue_.emplace_back(index, std::move(request));
+    ++submitted_;
+  }
+  cv_.notify_one();
+}
+
+void RequestPool::work() {
+  for (;;) {
+    std::pair<size_t, ChatRequest> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    auto r = client_.complete(job.second);
+    std::lock_guard lock(mu_);
+    results_[job.first] = std::move(r);
+    ++done_;
+    if (progress_) progress_(done_, std::max(expected_, submitted_));
+    answered_.notify_all();
+  }
+}
+
+std::vector<Result<ChatAnswer>> RequestPool::finish() {
+  {
+    std::unique_lock lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+    // While answers are awaited, say so now and then: a slow or silent server must not look like a hung spark.
+    const auto& o = client_.options();
+    if (o.waiting && o.waiting_interval_s > 0) {
+      const auto interval = std::chrono::duration<double>(o.waiting_interval_s);
+      size_t seen = done_;
+      while (done_ < submitted_) {
+        if (answered_.wait_for(lock, interval, [&] { return done_ != seen || done_ >= submitted_; })) {
+          seen = done_;
+          continue;
+        }
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        o.waiting(waited, done_, std::max(expected_, submitted_));
+      }
+    }
+  }
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+  return std::move(results_);
+}
+
+std::vector<Result<ChatAnswer>> LlmClient::complete_all(const std::vector<ChatRequest>& requests,
+                                                        const std::function<void(size_t, size_t)>& progress) {
+  RequestPool pool(*this, requests.size(), progress);
+  for (size_t i = 0; i < requests.size(); ++i) pool.submit(i, requests[i]);
+  auto results = pool.finish();
+  results.resize(requests.size(), fail("not asked"));
+  return results;
+}
+
+}  // namespace spark

@@ -1,0 +1,241 @@
+// The vector index beside the knowledge base (DIR/index/): FAISS, inner product over L2-normalised vectors (= cosine).
+//
+// Identical vectors (a test failing the same way on the same test-file version) share one entry that lists the cases
+// behind it. Small sets use an exact IndexFlatIP; from `hnsw_threshold` distinct vectors on, IndexHNSWFlat, and then
+// each search is refined exactly: every vector of the *groups* (the caller's key per case, e.g. its test id) of the
+// best few HNSW hits is scored against the query, so near-duplicates of one test (many failures of it) cannot hide
+// the closest of them from a graph walk. A search restricted to a subset (a filtering policy) that is small runs
+// exactly over the stored vectors with an id selector, because HNSW with a narrow filter returns too few results
+// (faiss 1.7.3). Ids are knowledge-base rowids, mapped by spark itself.
+//
+// On disk (docs/FORMATS.md): manifest.json names the data files of one saved state (format 5: the raw vectors
+// vectors.<token>.f32, mapped on load; the HNSW graph graph.<token>.faiss; ids.<token>.bin; segments; the caller's
+// extra files), with the format version, the embedder identity, the knowledge-base generation the index was built
+// from, and checksums. A save writes new files under new names and then replaces the manifest atomically, so a
+// crash at any point leaves either the old or the new state; the files of the replaced state are removed after.
+// An index whose files do not match their manifest is never used.
+// Thread safety: searches of one index may run concurrently; add and save need exclusive access.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "base/result.h"
+
+namespace faiss {
+struct Index;
+struct IndexFlat;
+}
+
+namespace spark {
+
+struct VectorIndexOptions {
+  size_t hnsw_threshold = 8192;  // distinct vectors from which HNSW is built (below: exact search, ≤ ~6 ms a query)
+  int hnsw_m = 32;
+  int ef_construction = 64;
+  int ef_search = 128;
+  size_t exact_subset_limit = 20000;  // a policy subset this small is searched exactly
+  size_t refine_hits = 4;             // HNSW hits whose groups are scored exactly
+  size_t refine_limit = 16384;        // at most this many vectors scored exactly per search
+  // save() appends the cases added since load as a segment file instead of rewriting the index when the base holds
+  // at least this many distinct vectors, the segments' cases stay within 1/segment_share_divisor of the base's, and
+  // there are at most max_segments; otherwise it writes a whole new base (compaction). Segment vectors are searched
+  // exactly beside the graph (at 1/32 of 100k cases, about 3,000 vectors: a few ms a query at most).
+  size_t segment_min_base = 8192;
+  size_t segment_share_divisor = 32;
+  size_t max_segments = 16;
+  // load() reads a format-4 vectors file's every byte to verify its checksum; false checks only its size and header
+  // and maps it (a query reads the pages its search touches; similarities from damaged bytes rank last, never crash).
+  bool verify_vectors = true;
+};
+
+struct IndexManifest {
+  // 2: a faiss vectors file; 3: that and segments; 4: a raw vectors file (mapped on load), an HNSW graph file of its
+  // own when kind is "hnsw", and segments or none; 5: format 4 with the four-lane checksums (Checksum::lanes).
+  int format = 5;
+  std::string embedder;
+  int64_t generation = 0;
+  size_t count = 0;    // cases, segments included
+  size_t vectors = 0;  // distinct vectors when saved, segments included
+  size_t dimension = 0;
+  std::string kind;  // "flat" or "hnsw"
+  std::string vectors_file = "vectors.faiss", ids_file = "ids.bin";
+  std::string vectors_checksum, ids_checksum;
+  std::string graph_file, graph_checksum;  // format 4, HNSW only
+  size_t base_count = 0, base_vectors = 0;  // what the vectors and ids files hold (= count, vectors without segments)
+  // Cases added after the base was written, appended as they came (an incremental update writes one segment, not
+  // the whole index): rowid, group and vector each, in the order they were added.
+  struct Segment {
+    std::string file, checksum;
+    size_t count = 0;    // cases
+    size_t vectors = 0;  // new distinct vectors
+  };
+  std::vector<Segment> segments;
+  struct Extra {
+    std::string name, file, checksum;  // logical name, file in the index folder, checksum
+  };
+  std::vector<Extra> extra_files;
+  // The file holding the extra `name` ("" when the manifest names none).
+  std::string file_of(const std::string& name) const;
+};
+
+struct SearchHit {
+  int64_t rowid = 0;
+  float similarity = 0;
+};
+
+class VectorIndex {
+ public:
+  VectorIndex(size_t dimension, VectorIndexOptions options);
+  // Kept for callers that know the final size; the index starts flat and becomes HNSW at the threshold.
+  static VectorIndex for_count(size_t dimension, size_t expected_count, VectorIndexOptions options);
+  ~VectorIndex();
+  VectorIndex(VectorIndex&&) noexcept;
+  VectorIndex& operator=(VectorIndex&&) noexcept;
+
+  // Adds vectors (row-major, dimension floats each); `groups` (one per rowid, or empty: each case its own group)
+  // are the keys the HNSW refinement scores together. A vector identical to a stored one joins its entry.
+  // Switches to HNSW when the distinct count crosses the threshold.
+  void add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors, const std::vector<int64_t>& groups = {});
+
+  // Top-r by cosine; equal similarities by rowid. `allowed` (sorted or not) restricts the candidates; nullopt means
+  // all. `excluded` are never returned (the query itself, its duplicates).
+  std::vector<SearchHit> search(const float* query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
+                                const std::unordered_set<int64_t>& excluded) const;
+
+  // Exact top-r over every vector (for measuring HNSW's recall).
+  std::vector<SearchHit> search_exact(const float* query, size_t r) const;
+  // The stored vector of a case (reconstructed from the index).
+  std::vector<float> vector(int64_t rowid) const;
+
+  // HNSW's search breadth (efSearch); larger finds closer neighbours, slower. No effect on a flat index.
+  void set_ef_search(int ef) { options_.ef_search = ef; }
+  // FAISS's HNSW search starts an OpenMP team at every call, even for one query: a process that searches one query at
+  // a time (`spark localize`) runs the searches of the calling thread on that thread alone instead.
+  static void search_on_this_thread();
+  // Turns the exact refinement of HNSW hits off (0) or on (the default 4): for measuring what it adds.
+  void set_refine_hits(size_t n) { options_.refine_hits = n; }
+
+  size_t size() const { return table_.cases(); }          // cases
+  size_t distinct() const { return table_.positions(); }  // distinct vectors (index entries)
+  size_t dimension() const { return dimension_; }
+  bool is_hnsw() const;
+  bool contains(int64_t rowid) const;
+
+  struct Extra {
+    std::string name, file;  // logical name, file written in the index folder before save()
+  };
+  // Saves into `dir` under new file names, then the manifest; `extra_files` are covered by the manifest's checksums
+  // and named by it. Returns after removing the files of the state it replaced. An index loaded from `dir` whose
+  // base is still the one on disk saves only the cases added since as a new segment (a few MB, not the whole
+  // index) while the segments stay small (VectorIndexOptions); else, and for a new index, it writes a whole base.
+  Status save(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
+              const std::vector<Extra>& extra_files = {});
+  // Segments the last load or save left (0 after a whole save).
+  size_t segments() const { return saved_ ? saved_->manifest.segments.size() : 0; }
+  // Loads and verifies against the manifest; errors name the file ("…/vectors.….faiss: checksum mismatch").
+  static Result<std::pair<VectorIndex, IndexManifest>> load(const std::filesystem::path& dir,
+                                                           VectorIndexOptions options);
+  static Result<IndexManifest> read_manifest(const std::filesystem::path& dir);
+  // A fresh name for a file of the next saved state: "<stem>.<unique token><ext>".
+  static std::string fresh_name(const std::string& stem, const std::string& ext);
+
+ private:
+  void rebuild_as_hnsw();
+  const float* stored(int64_t position) const;  // the flat storage's row
+  void ensure_hashes();
+  std::vector<SearchHit> expand(const std::vector<std::pair<int64_t, float>>& positions, size_t r,
+                                const std::unordered_set<int64_t>* allowed,
+                                const std::unordered_set<int64_t>& excluded) const;
+  void refine(const float* query, std::vector<std::pair<int64_t, float>>& hits,
+              const std::unordered_set<int64_t>* allowed) const;
+  size_t dimension_;
+  VectorIndexOptions options_;
+  std::unique_ptr<faiss::Index> index_;
+  // Vectors added to a saved HNSW index since its base was written (positions index_->ntotal + i), searched
+  // exactly beside the graph; a whole save inserts them into the graph.
+  std::unique_ptr<faiss::IndexFlat> tail_;
+  void search_tail(const float* query, size_t k, const std::vector<int64_t>* positions,
+                   std::vector<std::pair<int64_t, float>>& hits) const;
+  void merge_tail();
+  // Which cases sit at which distinct vector (position), and each case's group. As loaded, arrays built in one pass
+  // over the saved entries (no allocation per case: a new `spark localize` process at 100k cases pays a
+  // few ms, not a hash map of every case); the first add turns them into hash maps. Both answer alike: a position's
+  // members in the order they were added, a group's positions ascending.
+  class CaseTable {
+   public:
+    struct Entry {
+      int64_t rowid = 0, position = 0, group = 0;
+    };
+    // Replaces the table with `entries` (in the order they were added) over `positions` distinct vectors; an error
+    // names what is wrong (a position out of range, a case twice).
+    Status load(std::vector<Entry> entries, size_t positions);
+    size_t cases() const { return frozen_ ? entries_.size() : where_.size(); }
+    size_t positions() const { return frozen_ ? member_start_.size() - 1 : members_.size(); }
+    std::optional<Entry> find(int64_t rowid) const;
+    std::span<const int64_t> members(int64_t position) const;
+    std::span<const int64_t> group_positions(int64_t group) const;
+    // Adds a case (at a new position when `position` == positions()).
+    void add(const Entry& e);
+
+   private:
+    void thaw();
+    bool frozen_ = false;
+    // Frozen: the entries, found by rowid through slot_ (rowid - min_rowid_ -> entry) when the rowids are dense,
+    // else sorted by rowid; the members of position p at member_rowids_[member_start_[p] .. member_start_[p+1]);
+    // the (group, position) pairs sorted, each once, as two arrays (a group's positions are one span).
+    static constexpr uint32_t kAbsent = 0xffffffffu;
+    std::vector<Entry> entries_;
+    bool dense_ = false;
+    int64_t min_rowid_ = 0;
+    std::vector<uint32_t> slot_;
+    std::vector<uint32_t> member_start_ = {0};
+    std::vector<int64_t> member_rowids_;
+    std::vector<int64_t> group_keys_, group_positions_of_;
+    // Thawed.
+    std::vector<std::vector<int64_t>> members_;
+    std::unordered_map<int64_t, std::pair<int64_t, int64_t>> where_;  // rowid -> (position, group)
+    std::unordered_map<int64_t, std::vector<int64_t>> group_positions_;
+  };
+  CaseTable table_;
+  std::unordered_multimap<uint64_t, int64_t> by_hash_;    // vector bytes' hash -> position (built on first add)
+  bool hashed_ = true;
+  // The saved state this index was loaded from or last saved as (absent for a new index), and the cases added since
+  // in the order they came: what a segment save appends.
+  struct SavedState {
+    IndexManifest manifest;
+  };
+  std::optional<SavedState> saved_;
+  std::vector<int64_t> appended_;
+  Status save_whole(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
+                    const std::vector<Extra>& extra_files);
+  Status save_segment(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
+                      const std::vector<Extra>& extra_files);
+  Status write_manifest(const std::filesystem::path& dir, const IndexManifest& m, const std::vector<Extra>& extra_files);
+};
+
+// The inner product of two float vectors with eight independent accumulators (GCC vector extensions: two 4-lane
+// registers on baseline x86-64, the same code elsewhere). Debian's faiss is a generic build whose inner product is a
+// single-accumulator loop bound by the adder's latency; the index's HNSW graph (built and searched), its exact
+// searches and the refinement use this one instead (bench/index_bench.cpp measures the two). The order of the sum
+// differs from faiss's, so a similarity may differ from faiss's in its last bits.
+float inner_product(const float* x, const float* y, size_t d);
+
+// The 64-bit checksums a manifest records for its files, as 16 hex digits: `serial` in formats 1–4, `lanes` (four
+// independent chains, about four times faster to verify) from format 5 on. Both catch damage, not forgery.
+enum class Checksum { serial, lanes };
+Checksum checksum_for_format(int format);
+// A file's checksum (hashed through a mapping of it); errors name the file.
+Result<std::string> file_checksum(const std::filesystem::path& path, Checksum kind);
+// The same checksum over bytes already read (one read of a file serves its check and its use).
+std::string checksum_of(std::string_view bytes, Checksum kind);
+
+}  // namespace spark

@@ -1,0 +1,803 @@
+#include "store/knowledge_base.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <random>
+#include <unordered_map>
+
+#include "store/postgres_db.h"
+#include "store/sqlite_db.h"
+#include "base/text.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS settings(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blobs(sha TEXT PRIMARY KEY, content TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cases(
+  rowid INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  test_id TEXT NOT NULL,
+  failure_epoch INTEGER NOT NULL,
+  labelled INTEGER NOT NULL,
+  content_key TEXT NOT NULL,
+  error_message TEXT NOT NULL,
+  record TEXT NOT NULL,
+  record_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS cases_time ON cases(failure_epoch);
+CREATE TABLE IF NOT EXISTS case_files(
+  case_rowid INTEGER NOT NULL REFERENCES cases(rowid) ON DELETE CASCADE,
+  ord INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  blob_sha TEXT NOT NULL REFERENCES blobs(sha),
+  PRIMARY KEY(case_rowid, ord)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS embeddings(
+  case_rowid INTEGER PRIMARY KEY REFERENCES cases(rowid) ON DELETE CASCADE,
+  embedder TEXT NOT NULL,
+  vector BLOB NOT NULL);
+INSERT OR IGNORE INTO settings(key, value) VALUES ('generation', '0');
+CREATE TABLE IF NOT EXISTS outcomes(
+  commit_sha TEXT NOT NULL,
+  test_id TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  time INTEGER,
+  message TEXT NOT NULL,
+  origin TEXT NOT NULL,
+  recorded_at INTEGER NOT NULL,
+  PRIMARY KEY(commit_sha, test_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS outcomes_test ON outcomes(test_id);
+CREATE TABLE IF NOT EXISTS failures(
+  commit_sha TEXT NOT NULL,
+  test_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  time INTEGER,
+  message TEXT NOT NULL,
+  origin TEXT NOT NULL,
+  snapshot TEXT,
+  fixed_commit TEXT,
+  case_id TEXT,
+  faulty_count INTEGER,
+  record TEXT,
+  fixed_files TEXT,
+  decided_by TEXT,
+  decided_at INTEGER,
+  reason TEXT,
+  kept TEXT,
+  updated_at INTEGER NOT NULL,
+  fault_key TEXT,
+  duplicate_of TEXT,
+  PRIMARY KEY(commit_sha, test_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS failures_status ON failures(status);
+)sql";
+
+// The same tables on PostgreSQL, in the schema `spark` (so they never meet another application's tables). Text that
+// comes from files and test runs is BYTEA (any bytes, NUL included); keys compare byte-wise (COLLATE "C"), as SQLite's do.
+const char* kPostgresSchema = R"sql(
+CREATE TABLE IF NOT EXISTS settings(key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs(sha TEXT COLLATE "C" PRIMARY KEY, content BYTEA NOT NULL);
+CREATE TABLE IF NOT EXISTS cases(
+  rowid BIGSERIAL PRIMARY KEY,
+  id TEXT COLLATE "C" NOT NULL UNIQUE,
+  test_id TEXT COLLATE "C" NOT NULL,
+  failure_epoch BIGINT NOT NULL,
+  labelled INTEGER NOT NULL,
+  content_key TEXT COLLATE "C" NOT NULL,
+  error_message BYTEA NOT NULL,
+  record TEXT NOT NULL,
+  record_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS cases_time ON cases(failure_epoch);
+CREATE TABLE IF NOT EXISTS case_files(
+  case_rowid BIGINT NOT NULL REFERENCES cases(rowid) ON DELETE CASCADE,
+  ord INTEGER NOT NULL,
+  path TEXT COLLATE "C" NOT NULL,
+  blob_sha TEXT COLLATE "C" NOT NULL REFERENCES blobs(sha),
+  PRIMARY KEY(case_rowid, ord));
+CREATE INDEX IF NOT EXISTS case_files_blob ON case_files(blob_sha);
+CREATE TABLE IF NOT EXISTS embeddings(
+  case_rowid BIGINT PRIMARY KEY REFERENCES cases(rowid) ON DELETE CASCADE,
+  embedder TEXT NOT NULL,
+  vector BYTEA NOT NULL);
+INSERT INTO settings(key, value) VALUES ('generation', '0') ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS outcomes(
+  commit_sha TEXT COLLATE "C" NOT NULL,
+  test_id TEXT COLLATE "C" NOT NULL,
+  outcome TEXT COLLATE "C" NOT NULL,
+  time BIGINT,
+  message BYTEA NOT NULL,
+  origin TEXT NOT NULL,
+  recorded_at BIGINT NOT NULL,
+  PRIMARY KEY(commit_sha, test_id));
+CREATE INDEX IF NOT EXISTS outcomes_test ON outcomes(test_id);
+CREATE TABLE IF NOT EXISTS failures(
+  commit_sha TEXT COLLATE "C" NOT NULL,
+  test_id TEXT COLLATE "C" NOT NULL,
+  status TEXT COLLATE "C" NOT NULL,
+  time BIGINT,
+  message BYTEA NOT NULL,
+  origin TEXT NOT NULL,
+  snapshot TEXT,
+  fixed_commit TEXT COLLATE "C",
+  case_id TEXT COLLATE "C",
+  faulty_count BIGINT,
+  record TEXT,
+  fixed_files TEXT,
+  decided_by TEXT,
+  decided_at BIGINT,
+  reason TEXT,
+  kept TEXT,
+  updated_at BIGINT NOT NULL,
+  fault_key TEXT COLLATE "C",
+  duplicate_of TEXT COLLATE "C",
+  PRIMARY KEY(commit_sha, test_id));
+CREATE INDEX IF NOT EXISTS failures_status ON failures(status);
+CREATE INDEX IF NOT EXISTS failures_fault ON failures(fault_key);
+CREATE INDEX IF NOT EXISTS failures_case ON failures(case_id);
+)sql";
+
+// Schema 3 (after the tables exist): the fault key and the duplicate link of a failure.
+const char* kSchema3 = R"sql(
+CREATE INDEX IF NOT EXISTS failures_fault ON failures(fault_key);
+)sql";
+
+// content_key(c) (case.h) and each file's blob key in one pass over the bytes: the three FNV streams run side by
+// side, so a 70 KB test file costs one multiply chain's latency instead of two. A blob key is two FNV-1a hashes of the
+// content with different seeds and its length: "<16 hex><16 hex>-<bytes>" (stable: stored stores use it).
+struct CaseKeys {
+  std::string content_key;
+  std::vector<std::string> file_keys;
+};
+CaseKeys case_keys(const Case& c) {
+  CaseKeys out;
+  uint64_t h = fnv1a64(c.error_message);
+  for (const auto& f : c.files) {
+    h = fnv1a64(f.path, h ^ 0x9e3779b97f4a7c15ULL);
+    h ^= 0x85ebca6b0b3e5d2bULL;
+    uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
+    for (char ch : f.content) {
+      const auto byte = static_cast<unsigned char>(ch);
+      h = (h ^ byte) * 0x100000001b3ULL;
+      a = (a ^ byte) * 0x100000001b3ULL;
+      b = (b ^ byte) * 0x100000001b3ULL;
+    }
+    out.file_keys.push_back(hex64(a) + hex64(b) + "-" + std::to_string(f.content.size()));
+  }
+  out.content_key = hex64(h);
+  return out;
+}
+
+std::string random_hex(size_t bytes) {
+  std::random_device rd;
+  std::string out;
+  static const char* kHex = "0123456789abcdef";
+  for (size_t i = 0; i < bytes; ++i) {
+    const auto b = rd() & 0xffu;
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+std::string record_hash(const std::string& record, const std::string& key) {
+  uint64_t h = fnv1a64(record);
+  h = fnv1a64(key, h);
+  return hex64(h);
+}
+
+}  // namespace
+
+Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& cases, std::vector<CaseOrigin>& origins) {
+  for (const auto& file : files) {
+    auto read = read_cases_jsonl(file);
+    if (!read) return std::unexpected(read.error());
+    for (size_t i = 0; i < read->cases.size(); ++i) {
+      origins.push_back({file + ":" + std::to_string(read->lines[i])});
+      cases.push_back(std::move(read->cases[i]));
+    }
+  }
+  return {};
+}
+
+KnowledgeBase::KnowledgeBase(fs::path dir, std::unique_ptr<Database> db) : dir_(std::move(dir)), db_(std::move(db)) {}
+KnowledgeBase::~KnowledgeBase() = default;
+
+const std::string& KnowledgeBase::name() const { return db_->name(); }
+Engine KnowledgeBase::engine() const { return db_->engine(); }
+bool KnowledgeBase::connection_lost() const { return db_->connection_lost(); }
+
+fs::path KnowledgeBase::index_dir() const {
+  if (db_->engine() == Engine::sqlite) return dir_ / "index";
+  // A server store's index is this runner's cache, one per store.
+  return dir_ / ("index-" + store_id_);
+}
+
+Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& location, bool create, int busy_timeout_ms,
+                                                           const fs::path& local_dir) {
+  if (is_postgres_url(location.string())) {
+    auto db = PostgresDb::connect(location.string());
+    if (!db) return std::unexpected(db.error());
+    std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(local_dir.empty() ? fs::path(".spark") : local_dir, std::move(*db)));
+    if (auto s = kb->migrate_postgres(create); !s) return std::unexpected(s.error());
+    return kb;
+  }
+  const fs::path& dir = location;
+  const fs::path db_file = dir / "kb.sqlite";
+  std::error_code ec;
+  if (!fs::exists(db_file, ec)) {
+    if (!create)
+      return fail("no knowledge base at " + dir.string() + " (make one with `spark import`, `spark mine` or `spark record`, or pass --kb DIR)");
+    fs::create_directories(dir, ec);
+    if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
+  }
+  // Creating the file and its schema is serialized between processes (two CI jobs recording into a new store at
+  // once): SQLite's switch to WAL and the first schema write can fail with "database is locked" otherwise.
+  struct CreationLock {
+    int fd = -1;
+    ~CreationLock() {
+      if (fd >= 0) ::close(fd);  // closing releases the flock
+    }
+  } lock;
+  if (create) {
+    lock.fd = ::open((dir / "kb.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock.fd >= 0) ::flock(lock.fd, LOCK_EX);
+  }
+  auto db = SqliteDb::open(db_file, create, busy_timeout_ms);
+  if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
+  std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
+  if (auto s = kb->migrate(); !s) return std::unexpected(s.error());
+  return kb;
+}
+
+Result<int64_t> KnowledgeBase::postgres_version() {
+  // to_regclass, not information_schema: the catalog view costs ~10 ms a query, paid by every command.
+  auto exists = db_->prepare("SELECT CASE WHEN to_regclass('spark.settings') IS NULL THEN 0 ELSE 1 END");
+  if (!exists) return std::unexpected(exists.error());
+  if (auto r = exists->step(); !r) return std::unexpected(r.error());
+  if (exists->int64(0) == 0) return 0;
+  auto v = setting("schema_version");
+  if (!v) return std::unexpected(v.error());
+  if (!*v) return fail("knowledge base " + name() + ": the schema spark has a settings table but no schema version: it is "
+                       "not a spark knowledge base");
+  return std::strtoll((*v)->c_str(), nullptr, 10);
+}
+
+Status KnowledgeBase::migrate_postgres(bool create) {
+  if (auto s = db_->exec("SET search_path = spark"); !s) return s;
+  auto version = postgres_version();
+  if (!version) return std::unexpected(version.error());
+  if (*version > kSchemaVersion)
+    return fail("knowledge base " + name() + " has schema version " + std::to_string(*version) +
+                ", newer than this spark understands (" + std::to_string(kSchemaVersion) + "); upgrade spark");
+  if (*version < kSchemaVersion) {
+    if (!create)
+      return fail("knowledge base " + name() + (*version == 0 ? " has no spark schema" : " has an older schema") +
+                  ": run `spark kb init` first");
+    // Two runners creating the schema at once: the write lock makes one wait, and it then finds the schema made
+    // (CREATE SCHEMA IF NOT EXISTS itself is not safe against a concurrent one).
+    auto tx = Transaction::begin(*db_);
+    if (!tx) return std::unexpected(tx.error());
+    if (auto s = db_->exec("CREATE SCHEMA IF NOT EXISTS spark"); !s) return s;
+    version = postgres_version();
+    if (!version) return std::unexpected(version.error());
+    if (*version < kSchemaVersion) {
+      if (auto s = db_->exec(kPostgresSchema); !s) return s;
+      if (auto s = set_setting("schema_version", std::to_string(kSchemaVersion)); !s) return s;
+      if (auto s = set_setting("store_id", random_hex(16)); !s) return s;
+      created_ = true;
+    }
+    if (auto s = tx->commit(); !s) return s;
+  }
+  auto id = setting("store_id");
+  if (!id) return std::unexpected(id.error());
+  if (!*id || (*id)->empty() || (*id)->find_first_not_of("0123456789abcdef") != std::string::npos)
+    return fail("knowledge base " + name() + ": damaged settings: no valid store_id");
+  store_id_ = **id;
+  return {};
+}
+
+Status KnowledgeBase::migrate() {
+  auto st = db_->prepare("PRAGMA user_version");
+  if (!st) return std::unexpected(st.error());
+  auto row = st->step();
+  if (!row) return std::unexpected(with_context("knowledge base ", row.error()));
+  const int64_t version = st->int64(0);
+  if (version > kSchemaVersion)
+    return fail("knowledge base " + db_path().string() + " has schema version " + std::to_string(version) +
+                ", newer than this spark understands (" + std::to_string(kSchemaVersion) + "); upgrade spark");
+  if (version == kSchemaVersion) return {};
+  if (version == 0) {
+    // A new file, or an SQLite file that is not ours.
+    auto tables = db_->prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT IN "
+                               "('settings','blobs','cases','case_files','embeddings','outcomes','failures')");
+    if (!tables) return std::unexpected(tables.error());
+    if (auto r = tables->step(); !r) return std::unexpected(r.error());
+    if (tables->int64(0) > 0)
+      return fail("knowledge base " + db_path().string() + " is an SQLite file but not a spark knowledge base");
+    created_ = true;
+  }
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return std::unexpected(tx.error());
+  if (auto s = db_->exec(kSchema); !s) return s;
+  if (version > 0 && version < 3) {
+    // Schema 2 → 3: failures get their fault key; failures that are one fault are merged into one case.
+    auto columns = db_->prepare("SELECT count(*) FROM pragma_table_info('failures') WHERE name = 'fault_key'");
+    if (!columns) return std::unexpected(columns.error());
+    if (auto r = columns->step(); !r) return std::unexpected(r.error());
+    if (columns->int64(0) == 0)
+      if (auto s = db_->exec("ALTER TABLE failures ADD COLUMN fault_key TEXT; "
+                             "ALTER TABLE failures ADD COLUMN duplicate_of TEXT;");
+          !s)
+        return s;
+    auto rows = db_->prepare("SELECT commit_sha, test_id, record FROM failures WHERE record IS NOT NULL");
+    auto set = db_->prepare("UPDATE failures SET fault_key = ? WHERE commit_sha = ? AND test_id = ?");
+    for (auto* stmt : {&rows, &set})
+      if (!*stmt) return std::unexpected(stmt->error());
+    for (;;) {
+      auto r = rows->step();
+      if (!r) return std::unexpected(r.error());
+      if (!*r) break;
+      auto c = case_from_json(json::parse(rows->text(2), nullptr, false));
+      if (!c) continue;  // a damaged record is reported where it is read; it cannot be merged
+      if (auto done = set->bind(1, fault_key(*c)).bind(2, rows->text(0)).bind(3, rows->text(1)).run(); !done) return done;
+    }
+  }
+  if (auto s = db_->exec(kSchema3); !s) return s;
+  if (version > 0 && version < 3)
+    if (auto merged = merge_same_faults(); !merged) return std::unexpected(merged.error());
+  if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(kSchemaVersion)); !s) return s;
+  return tx->commit();
+}
+
+namespace {
+
+bool mined_status(const std::string& s) {
+  return s == "labelled" || s == "quarantined" || s == "accepted" || s == "rejected" || s == "trimmed";
+}
+bool corpus_status(const std::string& s) { return s == "labelled" || s == "accepted" || s == "trimmed"; }
+
+}  // namespace
+
+Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
+  FaultMerge out;
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return std::unexpected(tx.error());
+  // Only keys with two or more failures not yet merged can change anything.
+  auto keys = db_->prepare(
+      "SELECT fault_key FROM failures WHERE fault_key IS NOT NULL AND status IN "
+      "('labelled','quarantined','accepted','rejected','trimmed') GROUP BY fault_key HAVING count(*) > 1");
+  auto members = db_->prepare(
+      "SELECT commit_sha, test_id, status, time, case_id, record, decided_by, decided_at, reason, kept "
+      "FROM failures WHERE fault_key = ? AND (status IN ('labelled','quarantined','accepted','rejected','trimmed') "
+      "OR status = 'duplicate') ORDER BY coalesce(time, updated_at), commit_sha");
+  auto as_duplicate = db_->prepare(
+      "UPDATE failures SET status = 'duplicate', duplicate_of = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
+  auto as_kept = db_->prepare(
+      "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, kept = ?, record = ?, "
+      "duplicate_of = NULL, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
+  for (auto* st : {&keys, &members, &as_duplicate, &as_kept})
+    if (!*st) return std::unexpected(st->error());
+  std::vector<std::string> fault_keys;
+  for (;;) {
+    auto r = keys->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    fault_keys.push_back(keys->text(0));
+  }
+  const int64_t now = now_epoch();
+  std::vector<std::string> to_remove;
+  std::vector<Case> to_import;
+  std::vector<CaseOrigin> origins;
+  for (const auto& key : fault_keys) {
+    struct Member {
+      std::string commit, test_id, status, case_id, record, decided_by, reason, kept;
+      std::optional<int64_t> time, decided_at;
+    };
+    std::vector<Member> group;
+    members->bind(1, key);
+    for (;;) {
+      auto r = members->step();
+      if (!r) return std::unexpected(r.error());
+      if (!*r) break;
+      Member m{members->text(0), members->text(1), members->text(2), members->text(4), members->text(5),
+               members->text(6), members->text(8), members->text(9), std::nullopt, std::nullopt};
+      if (!members->is_null(3)) m.time = members->int64(3);
+      if (!members->is_null(7)) m.decided_at = members->int64(7);
+      if (members->is_null(9)) m.kept.clear();
+      group.push_back(std::move(m));
+    }
+    members->reset();
+    if (group.size() < 2) continue;
+    // The earliest failure keeps the case; the latest decision among the group is the group's decision.
+    Member& kept = group.front();
+    const Member* decided = nullptr;
+    for (const auto& m : group)
+      if (m.decided_at && (!decided || *m.decided_at > *decided->decided_at)) decided = &m;
+    std::string status = kept.status == "duplicate" ? "labelled" : kept.status;
+    std::string decided_by = kept.decided_by, reason = kept.reason, kept_lines = kept.kept;
+    std::optional<int64_t> decided_at = kept.decided_at;
+    if (decided && decided != &kept) {
+      status = decided->status == "duplicate" ? status : decided->status;
+      decided_by = decided->decided_by;
+      decided_at = decided->decided_at;
+      reason = decided->reason;
+      kept_lines = decided->kept;
+    }
+    if (!mined_status(status)) status = "labelled";
+    auto record = json::parse(kept.record, nullptr, false);
+    if (!record.is_object()) return fail(name() + ": failure " + kept.case_id + " has a damaged record");
+    json commits = json::array();
+    for (const auto& m : group) commits.push_back(m.commit);
+    json occurrences = {{"count", group.size()},
+                        {"first_commit", group.front().commit},
+                        {"last_commit", group.back().commit},
+                        {"commits", commits}};
+    if (group.front().time) occurrences["first_time"] = format_iso8601(*group.front().time);
+    if (group.back().time) occurrences["last_time"] = format_iso8601(*group.back().time);
+    if (!record.contains("meta") || !record["meta"].is_object()) record["meta"] = json::object();
+    const bool changed_occurrences = record["meta"].value("occurrences", json()) != occurrences;
+    record["meta"]["occurrences"] = occurrences;
+    size_t newly_merged = 0;
+    for (size_t i = 1; i < group.size(); ++i) {
+      // Earlier duplicates are pointed at the kept failure again (it changes when an earlier failure arrives late).
+      if (group[i].status != "duplicate") {
+        ++newly_merged;
+        if (!group[i].case_id.empty() && group[i].case_id != kept.case_id) to_remove.push_back(group[i].case_id);
+      }
+      if (auto st = as_duplicate->bind(1, kept.case_id).bind(2, now).bind(3, group[i].commit).bind(4, group[i].test_id).run();
+          !st)
+        return std::unexpected(st.error());
+    }
+    if (newly_merged == 0 && !changed_occurrences && kept.status == status) continue;
+    out.merged += newly_merged;
+    as_kept->bind(1, status).bind(2, decided_by);
+    if (decided_at) as_kept->bind(3, *decided_at);
+    else as_kept->bind_null(3);
+    as_kept->bind(4, reason);
+    if (kept_lines.empty()) as_kept->bind_null(5);
+    else as_kept->bind(5, kept_lines);
+    as_kept->bind(6, record.dump()).bind(7, now).bind(8, kept.commit).bind(9, kept.test_id);
+    if (auto st = as_kept->run(); !st) return std::unexpected(st.error());
+    if (corpus_status(status)) {
+      json effective = record;
+      if (!kept_lines.empty())
+        if (auto lines = json::parse(kept_lines, nullptr, false); lines.is_array()) effective["faulty_lines"] = lines;
+      auto c = case_from_json(std::move(effective));
+      if (!c) return fail(name() + ": failure " + kept.case_id + ": " + c.error().message);
+      to_import.push_back(std::move(*c));
+      origins.push_back({"failure " + kept.commit.substr(0, 10) + " " + kept.test_id});
+    } else {
+      to_remove.push_back(kept.case_id);
+    }
+  }
+  if (!to_remove.empty())
+    if (auto r = remove_cases(to_remove); !r) return std::unexpected(r.error());
+  if (!to_import.empty())
+    if (auto r = import_cases(to_import, origins, /*replace=*/true); !r) return std::unexpected(r.error());
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  return out;
+}
+
+Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases,
+                                                  const std::vector<CaseOrigin>& origins, bool replace) {
+  ImportSummary summary;
+  // A bulk write touches far more pages than SQLite's default 2 MB cache holds (each new test-file version is ~20
+  // pages): with it, pages are read back from the WAL over and over (measured: 2.4x slower at 10k cases). 64 MB for
+  // the import, the default again after.
+  const bool sqlite = db_->engine() == Engine::sqlite;
+  if (sqlite) (void)db_->exec("PRAGMA cache_size=-65536");
+  struct CacheBack {
+    Database& db;
+    bool sqlite;
+    ~CacheBack() {
+      if (sqlite) (void)db.exec("PRAGMA cache_size=-2000");
+    }
+  } cache_back{*db_, sqlite};
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return std::unexpected(tx.error());
+  auto find = db_->prepare("SELECT rowid, record_hash FROM cases WHERE id = ?");
+  auto del = db_->prepare("DELETE FROM cases WHERE rowid = ?");
+  auto ins = db_->prepare(
+      "INSERT INTO cases(id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash) "
+      "VALUES (?,?,?,?,?,?,?,?) RETURNING rowid");
+  auto ins_blob = db_->prepare("INSERT INTO blobs(sha, content) VALUES (?, ?) ON CONFLICT DO NOTHING");
+  auto has_blob = db_->prepare("SELECT 1 FROM blobs WHERE sha = ?");
+  auto ins_file = db_->prepare("INSERT INTO case_files(case_rowid, ord, path, blob_sha) VALUES (?,?,?,?)");
+  for (auto* st : {&find, &del, &ins, &ins_blob, &has_blob, &ins_file})
+    if (!*st) return std::unexpected(st->error());
+  // Hashing every file's bytes (FNV, about 4 cycles a byte: ~9 s of CPU for 100k cases of 70 KB files) runs on a
+  // second thread one chunk ahead of the writes, which are SQLite's and stay on this one.
+  struct Prepared {
+    CaseKeys keys;
+    std::string record, hash;
+  };
+  constexpr size_t kChunk = 64;
+  auto prepare_chunk = [&cases](size_t begin) {
+    std::vector<Prepared> out;
+    const size_t end = std::min(cases.size(), begin + kChunk);
+    out.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      Prepared p{case_keys(cases[i]), cases[i].record.dump(), {}};
+      p.hash = record_hash(p.record, p.keys.content_key);
+      out.push_back(std::move(p));
+    }
+    return out;
+  };
+  std::vector<Prepared> chunk;
+  std::future<std::vector<Prepared>> ahead;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (i % kChunk == 0) {
+      chunk = i == 0 ? prepare_chunk(0) : ahead.get();
+      if (i + kChunk < cases.size()) ahead = std::async(std::launch::async, prepare_chunk, i + kChunk);
+    }
+    const Case& c = cases[i];
+    const std::string where = i < origins.size() ? origins[i].where + ": " : std::string();
+    const Prepared& prepared = chunk[i % kChunk];
+    const CaseKeys& keys = prepared.keys;
+    const std::string& key = keys.content_key;
+    const std::string& record = prepared.record;
+    const std::string& hash = prepared.hash;
+    find->bind(1, c.id);
+    auto found = find->step();
+    if (!found) return std::unexpected(found.error());
+    if (*found) {
+      const int64_t old_rowid = find->int64(0);
+      const bool same = find->text(1) == hash;
+      find->reset();
+      if (same) {
+        ++summary.unchanged;
+        continue;
+      }
+      if (!replace)
+        return fail(where + "id \"" + c.id + "\" is already in the knowledge base with a different record " +
+                    "(use --replace to overwrite it)");
+      if (auto s = del->bind(1, old_rowid).run(); !s) return std::unexpected(s.error());
+      ++summary.replaced;
+    } else {
+      find->reset();
+      ++summary.added;
+    }
+    ins->bind(1, c.id).bind(2, c.test_id).bind(3, c.failure_epoch).bind(4, int64_t{c.labelled() ? 1 : 0});
+    ins->bind(5, key).bind(6, c.error_message).bind_static(7, record).bind(8, hash);
+    auto inserted = ins->step();
+    if (!inserted || !*inserted) {
+      ins->reset();
+      return inserted ? fail(name() + ": inserting case " + c.id + " returned no rowid") : std::unexpected(inserted.error());
+    }
+    const int64_t rowid = ins->int64(0);
+    ins->reset();
+    for (size_t ord = 0; ord < c.files.size(); ++ord) {
+      const std::string& sha = keys.file_keys[ord];
+      // Most cases share a stored version: look before binding its content.
+      has_blob->bind(1, sha);
+      auto present = has_blob->step();
+      if (!present) return std::unexpected(present.error());
+      has_blob->reset();
+      if (!*present)
+        if (auto s = ins_blob->bind(1, sha).bind_static(2, c.files[ord].content).run(); !s) return std::unexpected(s.error());
+      ins_file->bind(1, rowid).bind(2, static_cast<int64_t>(ord)).bind(3, c.files[ord].path).bind(4, sha);
+      if (auto s = ins_file->run(); !s) return std::unexpected(s.error());
+    }
+  }
+  if (summary.added + summary.replaced > 0)
+    if (auto s = db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'"); !s)
+      return std::unexpected(s.error());
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  return summary;
+}
+
+Result<size_t> KnowledgeBase::remove_cases(const std::vector<std::string>& ids) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return std::unexpected(tx.error());
+  auto del = db_->prepare("DELETE FROM cases WHERE id = ?");
+  if (!del) return std::unexpected(del.error());
+  size_t removed = 0;
+  for (const auto& id : ids) {
+    if (auto s = del->bind(1, id).run(); !s) return std::unexpected(s.error());
+    removed += static_cast<size_t>(del->changes());
+  }
+  if (removed > 0) {
+    // Blobs no case refers to any more go too.
+    if (auto s = db_->exec("DELETE FROM blobs WHERE sha NOT IN (SELECT blob_sha FROM case_files)"); !s)
+      return std::unexpected(s.error());
+    if (auto s = db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'"); !s)
+      return std::unexpected(s.error());
+  }
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  return removed;
+}
+
+Result<std::vector<CaseEntry>> KnowledgeBase::entries() {
+  auto st = db_->prepare("SELECT rowid, id, test_id, failure_epoch, content_key, labelled FROM cases ORDER BY rowid");
+  if (!st) return std::unexpected(st.error());
+  std::vector<CaseEntry> out;
+  for (;;) {
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    out.push_back({st->int64(0), st->text(1), st->text(2), st->int64(3), st->text(4), st->int64(5) != 0});
+  }
+  return out;
+}
+
+uint64_t fact_hash(std::string_view text) { return fnv1a64(text) ^ (static_cast<uint64_t>(text.size()) << 56); }
+
+CaseFacts facts_of(const CaseEntry& e) {
+  return {e.rowid, e.failure_epoch, fact_hash(e.id), fact_hash(e.content_key), e.labelled};
+}
+
+std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries) {
+  std::vector<CaseFacts> out;
+  out.reserve(entries.size());
+  for (const auto& e : entries) out.push_back(facts_of(e));
+  return out;
+}
+
+Result<Case> KnowledgeBase::load(int64_t rowid) {
+  auto st = db_->prepare("SELECT error_message, record FROM cases WHERE rowid = ?");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, rowid);
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return fail(name() + ": no case with rowid " + std::to_string(rowid));
+  json record;
+  try {
+    record = json::parse(st->text(1));
+  } catch (const json::exception& e) {
+    return fail(name() + ": case " + std::to_string(rowid) + " has a damaged record: " + e.what());
+  }
+  record["error_message"] = st->text(0);
+  auto files = db_->prepare(
+      "SELECT f.path, b.content FROM case_files f JOIN blobs b ON b.sha = f.blob_sha "
+      "WHERE f.case_rowid = ? ORDER BY f.ord");
+  if (!files) return std::unexpected(files.error());
+  files->bind(1, rowid);
+  json arr = json::array();
+  for (;;) {
+    auto fr = files->step();
+    if (!fr) return std::unexpected(fr.error());
+    if (!*fr) break;
+    arr.push_back({{"path", files->text(0)}, {"content", files->text(1)}});
+  }
+  record["files"] = std::move(arr);
+  auto c = case_from_json(std::move(record));
+  if (!c) return fail(name() + ": case " + std::to_string(rowid) + ": " + c.error().message);
+  return c;
+}
+
+Result<std::optional<int64_t>> KnowledgeBase::find(const std::string& id) {
+  auto st = db_->prepare("SELECT rowid FROM cases WHERE id = ?");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, id);
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return std::optional<int64_t>{};
+  return std::optional<int64_t>{st->int64(0)};
+}
+
+Result<size_t> KnowledgeBase::count() {
+  auto st = db_->prepare("SELECT count(*) FROM cases");
+  if (!st) return std::unexpected(st.error());
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  return static_cast<size_t>(st->int64(0));
+}
+
+Result<bool> KnowledgeBase::has_cases() {
+  auto st = db_->prepare("SELECT CASE WHEN EXISTS (SELECT 1 FROM cases) THEN 1 ELSE 0 END");
+  if (!st) return std::unexpected(st.error());
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  return st->int64(0) != 0;
+}
+
+Status KnowledgeBase::for_each(const std::function<Status(int64_t, const Case&)>& fn) {
+  auto st = db_->prepare("SELECT rowid FROM cases ORDER BY rowid");
+  if (!st) return std::unexpected(st.error());
+  std::vector<int64_t> rowids;
+  for (;;) {
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    rowids.push_back(st->int64(0));
+  }
+  for (int64_t rowid : rowids) {
+    auto c = load(rowid);
+    if (!c) return std::unexpected(c.error());
+    if (auto s = fn(rowid, *c); !s) return s;
+  }
+  return {};
+}
+
+Result<int64_t> KnowledgeBase::generation() {
+  auto v = setting("generation");
+  if (!v) return std::unexpected(v.error());
+  return *v ? std::stoll(**v) : 0;
+}
+
+Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Status(CaseSketch&&)>& fn) {
+  auto st = db_->prepare(
+      "SELECT c.rowid, c.test_id, c.labelled, f.path, f.blob_sha FROM cases c JOIN case_files f ON f.case_rowid = c.rowid "
+      "WHERE c.rowid >= ? ORDER BY c.rowid, f.ord");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, min_rowid);
+  CaseSketch current;
+  for (;;) {
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    const int64_t rowid = st->int64(0);
+    if (rowid != current.rowid && current.rowid != 0) {
+      if (auto s = fn(std::move(current)); !s) return s;
+      current = CaseSketch{};
+    }
+    if (current.rowid == 0) {
+      current.rowid = rowid;
+      current.test_id = st->text(1);
+      current.labelled = st->int64(2) != 0;
+    }
+    current.files.emplace_back(st->text(3), st->text(4));
+  }
+  if (current.rowid != 0)
+    if (auto s = fn(std::move(current)); !s) return s;
+  return {};
+}
+
+Result<std::vector<std::string>> KnowledgeBase::blobs(const std::vector<std::string>& keys) {
+  auto st = db_->prepare("SELECT content FROM blobs WHERE sha = ?");
+  if (!st) return std::unexpected(st.error());
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const auto& key : keys) {
+    st->bind(1, key);
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) return fail(name() + ": no file content with key " + key);
+    out.push_back(st->text(0));
+    st->reset();
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> KnowledgeBase::error_messages(const std::vector<int64_t>& rowids) {
+  auto st = db_->prepare("SELECT error_message FROM cases WHERE rowid = ?");
+  if (!st) return std::unexpected(st.error());
+  std::vector<std::string> out;
+  out.reserve(rowids.size());
+  for (int64_t rowid : rowids) {
+    st->bind(1, rowid);
+    auto r = st->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) return fail(name() + ": no case with rowid " + std::to_string(rowid));
+    out.push_back(st->text(0));
+    st->reset();
+  }
+  return out;
+}
+
+Status KnowledgeBase::clear_embeddings() { return db_->exec("DELETE FROM embeddings"); }
+
+Result<std::optional<std::string>> KnowledgeBase::setting(const std::string& key) {
+  auto st = db_->prepare("SELECT value FROM settings WHERE key = ?");
+  if (!st) return std::unexpected(st.error());
+  st->bind(1, key);
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return std::optional<std::string>{};
+  return std::optional<std::string>{st->text(0)};
+}
+
+Status KnowledgeBase::set_setting(const std::string& key, const std::string& value) {
+  auto st = db_->prepare("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+  if (!st) return std::unexpected(st.error());
+  return st->bind(1, key).bind(2, value).run();
+}
+
+}  // namespace spark

@@ -1,0 +1,156 @@
+// The knowledge base: labelled cases, the miner's outcomes and failures, and index metadata, in one of two engines
+// (database.h): an embedded SQLite file (the default) or a PostgreSQL server shared by many CI runners.
+//
+// SQLite layout: DIR/kb.sqlite (this store) and DIR/index/ (the vector index, see vector_index.h).
+// PostgreSQL: the tables live in the database's schema `spark`; the vector index stays local to each runner, in
+// LOCAL_DIR/index-<store id>/, a cache the localizer brings up to date with the cases added since it was built.
+// Thread safety: one KnowledgeBase per thread. Several processes (and machines, with PostgreSQL) may use one store at
+// once: readers never block, a writer waits for another writer. Every change is one transaction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/case.h"
+#include "store/database.h"
+#include "base/result.h"
+
+namespace spark {
+
+// 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state).
+inline constexpr int kSchemaVersion = 3;
+
+// Where a case came from, for error messages ("cases.jsonl:12").
+struct CaseOrigin {
+  std::string where;
+};
+
+// Every case of these JSON Lines files, in order, with "file:line" origins; the first bad file is the error.
+Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& cases, std::vector<CaseOrigin>& origins);
+
+struct ImportSummary {
+  size_t added = 0;
+  size_t unchanged = 0;  // same id, same record: re-importing a file is harmless
+  size_t replaced = 0;   // same id, different record, with replace = true
+};
+
+// The lightweight view of a stored case that filtering policies and search need.
+struct CaseEntry {
+  int64_t rowid = 0;
+  std::string id;
+  std::string test_id;
+  int64_t failure_epoch = 0;
+  std::string content_key;
+  bool labelled = false;
+};
+
+// What filtering a query needs of a stored case, in fixed size (the id and the content key as 64-bit hashes): kept
+// beside the vector index, so a new process does not read every case's row (docs/FORMATS.md, "cases file").
+struct CaseFacts {
+  int64_t rowid = 0;
+  int64_t failure_epoch = 0;
+  uint64_t id_hash = 0;
+  uint64_t key_hash = 0;
+  bool labelled = false;
+};
+CaseFacts facts_of(const CaseEntry& e);
+std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries);
+// The hash CaseFacts keeps of an id or a content key.
+uint64_t fact_hash(std::string_view text);
+
+class KnowledgeBase {
+ public:
+  // Opens the store at `location`: a folder (default .spark) holding an SQLite store, or a postgresql:// URL. With
+  // `create`, makes an empty store (folder and file, or the schema on the server) when absent. Fails with a message
+  // naming the store when it is not a spark store, is corrupt, has a newer schema, or the server cannot be reached
+  // (host and port named; never the password). `local_dir` holds a server store's local index (default .spark).
+  static Result<std::unique_ptr<KnowledgeBase>> open(const std::filesystem::path& location, bool create,
+                                                     int busy_timeout_ms = 30000,
+                                                     const std::filesystem::path& local_dir = {});
+  ~KnowledgeBase();
+
+  // The folder of an SQLite store; a server store's local folder.
+  const std::filesystem::path& dir() const { return dir_; }
+  // The store in messages: the SQLite file, or the URL without its password.
+  const std::string& name() const;
+  Engine engine() const;
+  // The SQLite file (meaningful for SQLite stores only).
+  std::filesystem::path db_path() const { return dir_ / "kb.sqlite"; }
+  std::filesystem::path index_dir() const;
+  // True when this open made the store (an empty one).
+  bool created() const { return created_; }
+  // True when the last failure lost the server's connection: the step may be retried on a new KnowledgeBase.
+  bool connection_lost() const;
+
+  // Adds cases in one transaction: all or nothing. A case whose id is stored already is left alone when its record
+  // is the same, replaced when `replace`, and otherwise an error naming its origin.
+  Result<ImportSummary> import_cases(const std::vector<Case>& cases, const std::vector<CaseOrigin>& origins,
+                                     bool replace);
+
+  Result<std::vector<CaseEntry>> entries();
+  Result<Case> load(int64_t rowid);
+  Result<std::optional<int64_t>> find(const std::string& id);
+  Result<size_t> count();
+  // Whether the store holds any case (one row read, where count() visits every row).
+  Result<bool> has_cases();
+  // Calls `fn` for every case in insertion order (streaming: one case in memory at a time).
+  Status for_each(const std::function<Status(int64_t rowid, const Case&)>& fn);
+
+  // Bumped by every change to the cases; the vector index records the generation it was built from.
+  Result<int64_t> generation();
+
+  // What embedding a case needs besides its error message, without reading its record or file contents: the files
+  // are named by their content's key (cases that share a test-file version share the key). In rowid order, from
+  // `min_rowid` on.
+  struct CaseSketch {
+    int64_t rowid = 0;
+    std::string test_id;
+    bool labelled = false;
+    std::vector<std::pair<std::string, std::string>> files;  // path, content key (see blob())
+  };
+  Status for_each_sketch(int64_t min_rowid, const std::function<Status(CaseSketch&&)>& fn);
+  // File contents by their keys, and error messages by rowids, in the order asked; an error naming the store when
+  // one is absent.
+  Result<std::vector<std::string>> blobs(const std::vector<std::string>& keys);
+  Result<std::vector<std::string>> error_messages(const std::vector<int64_t>& rowids);
+
+  // Stores before the vector index kept a copy of every vector here (table `embeddings`, never read): empties it.
+  Status clear_embeddings();
+
+  // Removes the cases with these ids (absent ids are ignored), in one transaction. Returns how many were removed.
+  Result<size_t> remove_cases(const std::vector<std::string>& ids);
+
+  // One case per fault. Mined failures with the same fault key (failures.fault_key: the same test, faulty test code
+  // and fix) are one fault: the earliest failure (by failure time, then commit) keeps the case; the others become
+  // `duplicate` failures pointing at it (duplicate_of) and their cases leave the corpus; a person's decision on any
+  // of them carries over to the one kept. The kept case's record gets meta.occurrences: count, first and last
+  // commit and time, and every failing commit. Runs inside the caller's transaction when there is one.
+  struct FaultMerge {
+    size_t merged = 0;  // failures that became duplicates in this call
+  };
+  Result<FaultMerge> merge_same_faults();
+
+  // The store's connection, for stores layered on the same tables and transactions (the miner's outcomes and
+  // failures, miner/mining_store.h). Tables are created here, by the schema migration.
+  Database& database() { return *db_; }
+
+  Result<std::optional<std::string>> setting(const std::string& key);
+  Status set_setting(const std::string& key, const std::string& value);
+
+ private:
+  KnowledgeBase(std::filesystem::path dir, std::unique_ptr<Database> db);
+  Status migrate();
+  Status migrate_postgres(bool create);
+  Result<int64_t> postgres_version();
+  std::filesystem::path dir_;
+  std::unique_ptr<Database> db_;
+  std::string store_id_;
+  bool created_ = false;
+};
+
+}  // namespace spark
