@@ -6,18 +6,26 @@
 #   scripts/setup.sh --tests    # also what only the tests need (PostgreSQL 15, whose server the store tests start;
 #                               # Debian's chromium, for the HTML report check; clang-16 with libFuzzer and libomp,
 #                               # for scripts/fuzz.sh; a JDK and JUnit 5, for the real Java project's tests)
+#   scripts/setup.sh --corpus   # --tests, and the Java libraries scripts/lang_corpus.py puts on a project's class
+#                               # path (assertj, mockito, commons-lang3, commons-collections4, hamcrest, JUnit 4)
 #
 # Environment: SPARK_SKIP_APT=1 skips the Debian packages (for machines set up by hand).
 set -euo pipefail
 
+mode=${1:-}
+case "$mode" in ""|--tests|--corpus) ;; *) echo "usage: scripts/setup.sh [--tests|--corpus]" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev
           libtree-sitter-dev libcli11-dev libsqlite3-dev libpugixml-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake make g++
           python3 python3-pytest git ca-certificates gnuplot-nox libpq-dev)
-if [ "${1:-}" = --tests ]; then
+if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
     packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev postgresql-15 default-jdk-headless junit5)
+fi
+if [ "$mode" = --corpus ]; then
+    packages+=(libassertj-core-java libmockito-java libcommons-lang3-java libcommons-collections4-java libhamcrest-java
+               junit4)
 fi
 
 say() { printf 'setup: %s\n' "$*" >&2; }
@@ -89,8 +97,9 @@ fetch_grammar tree-sitter-javascript 0.23.1 4e49fa3ad5f996b3ac5cf4f78d6c5dd87678
 fetch_grammar tree-sitter-typescript 0.23.2 70bc615a2f664a8e9c87c533382beca587f28ab3 typescript/src tsx/src common
 
 # For the tests only: Jest and jest-junit, pinned by tests/js-tools/package-lock.json (npm ci checks every package's
-# integrity hash), for the real JavaScript project's tests. Installed into third_party/js-test-tools/.
-if [ "${1:-}" = --tests ]; then
+# integrity hash), for the real JavaScript project's tests (and scripts/lang_corpus.py's JavaScript runs). Installed
+# into third_party/js-test-tools/.
+if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
     tools="$root/third_party/js-test-tools"
     lock_sum=$(sha1sum "$root/tests/js-tools/package-lock.json" | cut -d' ' -f1)
     if [ -f "$tools/.lock-sha1" ] && [ "$(cat "$tools/.lock-sha1")" = "$lock_sum" ] && [ -x "$tools/node_modules/.bin/jest" ]; then
