@@ -866,87 +866,88 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model, 
 
 }  // namespace
 
-Result<Localization> Localizer::localize(const Case& query, const LocalizeOptions& options,
-                                         const std::unordered_set<int64_t>& extra_excluded) {
-  Localization out;
-  out.test_id = query.test_id;
-  StructureCache& cache = engine_ ? engine_->structures() : fallback_structures_;
-  const RankerModel model = options.ranker ? *options.ranker : engine_ ? engine_->ranker() : RankerModel::prior();
-  out.ranker = "builtin (" + model.origin + ")";
+// Algorithm 1 of the paper, one function per step over plain data; Localizer::localize runs them in order.
+namespace {
 
-  // D' = filter(τ_f, D, p)
-  std::vector<int64_t> kb_subset;
-  std::unordered_set<int64_t> excluded = extra_excluded;
-  if (kb_ && engine_) {
-    const std::vector<CaseFacts>& facts = engine_->facts();
-    if (!labelled_rowids_) {
-      labelled_rowids_.emplace();
-      for (const auto& f : facts)
-        if (f.labelled) labelled_rowids_->push_back(f.rowid);
-      std::sort(labelled_rowids_->begin(), labelled_rowids_->end());
-    }
-    // The query itself (its id) and its exact duplicates (its content key) are never retrieved. The cases file holds
-    // 64-bit hashes of both (with the length): a wrong match is a ~1e-14 chance per query at 10^5 cases.
-    const uint64_t id_hash = fact_hash(query.id), key_hash = fact_hash(content_key(query));
-    for (const auto& f : facts)
-      if (f.id_hash == id_hash || f.key_hash == key_hash) excluded.insert(f.rowid);
-    out.knowledge_base_size = labelled_rowids_->size();
-    // `all` keeps every labelled case: no pass over the cases per query.
-    kb_subset = options.policy.name == "all" ? *labelled_rowids_ : filter_corpus(facts, query.failure_epoch, options.policy);
-    if (excluded.size() > 64) {
-      std::erase_if(kb_subset, [&](int64_t id) { return excluded.contains(id); });
-    } else {
-      for (int64_t id : excluded)  // ascending rowids: each excluded one found by bisection
-        if (auto at = std::lower_bound(kb_subset.begin(), kb_subset.end(), id); at != kb_subset.end() && *at == id)
-          kb_subset.erase(at);
-    }
-    out.filtered_size = kb_subset.size();
+// D' = filter(τ_f, D, p): the labelled cases the policy keeps for this query, and the cases never retrieved for it.
+struct Filtered {
+  std::vector<int64_t> subset;           // rowids, ascending, none of `excluded`
+  std::unordered_set<int64_t> excluded;  // the query itself, its exact duplicates, and the caller's exclusions
+};
+
+Filtered filter_step(const std::vector<CaseFacts>& facts, const std::vector<int64_t>& labelled, const Case& query,
+                     const Policy& policy, const std::unordered_set<int64_t>& extra_excluded, Localization& out) {
+  Filtered d;
+  d.excluded = extra_excluded;
+  // The query itself (its id) and its exact duplicates (its content key) are never retrieved. The cases file holds
+  // 64-bit hashes of both (with the length): a wrong match is a ~1e-14 chance per query at 10^5 cases.
+  const uint64_t id_hash = fact_hash(query.id), key_hash = fact_hash(content_key(query));
+  for (const auto& f : facts)
+    if (f.id_hash == id_hash || f.key_hash == key_hash) d.excluded.insert(f.rowid);
+  out.knowledge_base_size = labelled.size();
+  // `all` keeps every labelled case: no pass over the cases per query.
+  d.subset = policy.name == "all" ? labelled : filter_corpus(facts, query.failure_epoch, policy);
+  if (d.excluded.size() > 64) {
+    std::erase_if(d.subset, [&](int64_t id) { return d.excluded.contains(id); });
+  } else {
+    for (int64_t id : d.excluded)  // ascending rowids: each excluded one found by bisection
+      if (auto at = std::lower_bound(d.subset.begin(), d.subset.end(), id); at != d.subset.end() && *at == id)
+        d.subset.erase(at);
   }
+  out.filtered_size = d.subset.size();
+  return d;
+}
 
-  // S = search(τ_f, D', r)
+// S = search(τ_f, D', r): the r most similar cases of D' (or r drawn at random, or none, by the mode's retrieval),
+// those below the similarity floor dropped. The notes say why S is empty when it is.
+Result<std::vector<SearchHit>> search_step(const KnowledgeBase* kb, SearchEngine* engine,
+                                           const std::vector<int64_t>& labelled, const Case& query,
+                                           const LocalizeOptions& options, const Filtered& d, Localization& out) {
   std::vector<SearchHit> similar;
   if (options.retrieval == Retrieval::none) {
     // The baseline: no knowledge is used.
-  } else if (options.retrieval == Retrieval::random && !kb_subset.empty()) {
-    std::vector<int64_t> labelled;
-    for (int64_t id : kb_subset)
-      if (std::binary_search(labelled_rowids_->begin(), labelled_rowids_->end(), id)) labelled.push_back(id);
+  } else if (options.retrieval == Retrieval::random && !d.subset.empty()) {
+    std::vector<int64_t> drawn;
+    for (int64_t id : d.subset)
+      if (std::binary_search(labelled.begin(), labelled.end(), id)) drawn.push_back(id);
     std::mt19937_64 rng(options.seed ^ fnv1a64(query.id.empty() ? query.test_id : query.id));
-    std::shuffle(labelled.begin(), labelled.end(), rng);
-    auto qv = engine_->embed(query);
+    std::shuffle(drawn.begin(), drawn.end(), rng);
+    auto qv = engine->embed(query);
     if (!qv) return std::unexpected(qv.error());
-    for (size_t i = 0; i < std::min(options.r, labelled.size()); ++i) {
-      const auto v = engine_->index().vector(labelled[i]);
+    for (size_t i = 0; i < std::min(options.r, drawn.size()); ++i) {
+      const auto v = engine->index().vector(drawn[i]);
       double dot = 0;
-      for (size_t d = 0; d < v.size() && d < qv->size(); ++d) dot += static_cast<double>(v[d]) * (*qv)[d];
-      similar.push_back({labelled[i], static_cast<float>(dot)});
+      for (size_t j = 0; j < v.size() && j < qv->size(); ++j) dot += static_cast<double>(v[j]) * (*qv)[j];
+      similar.push_back({drawn[i], static_cast<float>(dot)});
     }
-  } else if (!kb_subset.empty()) {
-    auto qv = engine_->embed(query);
+  } else if (!d.subset.empty()) {
+    auto qv = engine->embed(query);
     if (!qv) return std::unexpected(qv.error());
-    const bool everything = kb_subset.size() + excluded.size() >= engine_->index().size() &&
-                            out.knowledge_base_size == engine_->facts().size();
-    similar = engine_->search(*qv, options.r, everything ? std::nullopt : std::optional(kb_subset), excluded);
+    const bool everything = d.subset.size() + d.excluded.size() >= engine->index().size() &&
+                            out.knowledge_base_size == engine->facts().size();
+    similar = engine->search(*qv, options.r, everything ? std::nullopt : std::optional(d.subset), d.excluded);
     const size_t before = similar.size();
     std::erase_if(similar, [&](const SearchHit& h) { return h.similarity < options.similarity_floor; });
     if (similar.empty() && before > 0)
       out.notes.push_back("no case in the knowledge base is similar enough (best cosine below the floor " +
                           fmt(options.similarity_floor) + "): baseline behaviour, no annotations");
-  } else if (!kb_) {
+  } else if (!kb) {
     out.notes.push_back("no knowledge base yet: baseline behaviour, no annotations");
-  } else if (!engine_ || out.knowledge_base_size == 0) {
+  } else if (!engine || out.knowledge_base_size == 0) {
     out.notes.push_back("the knowledge base has no labelled case yet (it learns one when a failing test is fixed): "
                         "baseline behaviour, no annotations");
   } else {
     out.notes.push_back("the policy " + options.policy.name + " leaves no case for this failure: baseline behaviour, no annotations");
   }
-  out.degraded = similar.empty();
+  return similar;
+}
 
-  // X = retrieve(S): the faulty lines' contents of the similar cases
+// X = retrieve(S): the faulty lines' contents of the similar cases, with the cases' summaries in out.retrieved.
+Result<std::vector<RetrievedFaultyLine>> retrieve_step(KnowledgeBase& kb, const std::vector<SearchHit>& similar,
+                                                       std::vector<double>& sims, Localization& out) {
   std::vector<RetrievedFaultyLine> faulty;
-  std::vector<double> sims;
   for (const auto& hit : similar) {
-    auto c = kb_->load(hit.rowid);
+    auto c = kb.load(hit.rowid);
     if (!c) return std::unexpected(c.error());
     RetrievedCase rc;
     rc.rowid = hit.rowid;
@@ -964,8 +965,14 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     out.retrieved.push_back(std::move(rc));
   }
 
-  // τ' = annotate(τ_f, X, ε), and the features the ranker weighs
-  QueryView view = make_query_view(query, cache);
+  return faulty;
+}
+
+// τ' = annotate(τ_f, X, ε): each query line's closest retrieved faulty line, the lines within ε annotated
+// (out.annotations), and the features the ranker weighs; the notes say what the ranker could read only in part.
+void annotate_step(QueryView& view, const Case& query, const std::vector<RetrievedFaultyLine>& faulty,
+                   const std::vector<double>& sims, const LocalizeOptions& options, const RankerModel& model,
+                   Localization& out) {
   compute_features(view, faulty, sims, options.epsilon, model.kind_prior, query.error_message);
   apply_gate(model.gate, view);
   // Inputs the ranker can read only in part: said in the notes, the ranking goes on.
@@ -1002,13 +1009,6 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     g.generic_check = view.form.generic_check;
     out.gate = g;
   }
-  std::vector<double> probability;
-  {
-    std::vector<FeatureVector> rows;
-    rows.reserve(view.lines.size());
-    for (const auto& ql : view.lines) rows.push_back(ql.x);
-    probability = model.probabilities(rows, view.has_stop, view.gate);
-  }
   for (const auto& ql : view.lines)
     if (ql.best_match >= 0 && ql.best_distance <= options.epsilon) {
       const auto& fl = faulty[static_cast<size_t>(ql.best_match)];
@@ -1016,7 +1016,19 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
                                  {fl.path, fl.line}});
     }
 
-  // L = rank(τ', k): line scores, aggregated to the requested element level by their best line
+}
+
+// L = rank(τ', k): line scores from the ranker, aggregated to the requested element level by their best line, the
+// top k with their reasons (and --explain's breakdown).
+void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& faulty, const LocalizeOptions& options,
+               const RankerModel& model, Localization& out) {
+  std::vector<double> probability;
+  {
+    std::vector<FeatureVector> rows;
+    rows.reserve(view.lines.size());
+    for (const auto& ql : view.lines) rows.push_back(ql.x);
+    probability = model.probabilities(rows, view.has_stop, view.gate);
+  }
   struct Group {
     const QueryLine* best = nullptr;
     double score = -1e300;
@@ -1121,7 +1133,43 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
       e.reasons.push_back(std::string(what) + " with no evidence against it: ranked after the lines that can be faulty");
     out.ranked.push_back(std::move(e));
   }
+}
+
+}  // namespace
+
+Result<Localization> Localizer::localize(const Case& query, const LocalizeOptions& options,
+                                         const std::unordered_set<int64_t>& extra_excluded) {
+  Localization out;
+  out.test_id = query.test_id;
+  StructureCache& cache = engine_ ? engine_->structures() : fallback_structures_;
+  const RankerModel model = options.ranker ? *options.ranker : engine_ ? engine_->ranker() : RankerModel::prior();
+  out.ranker = "builtin (" + model.origin + ")";
+
+  Filtered d;
+  d.excluded = extra_excluded;
+  static const std::vector<int64_t> kNone;
+  const std::vector<int64_t>& labelled = kb_ && engine_ ? labelled_rowids() : kNone;
+  if (kb_ && engine_) d = filter_step(engine_->facts(), labelled, query, options.policy, extra_excluded, out);
+  auto similar = search_step(kb_, engine_, labelled, query, options, d, out);
+  if (!similar) return std::unexpected(similar.error());
+  out.degraded = similar->empty();
+  std::vector<double> sims;
+  auto faulty = similar->empty() ? Result<std::vector<RetrievedFaultyLine>>{} : retrieve_step(*kb_, *similar, sims, out);
+  if (!faulty) return std::unexpected(faulty.error());
+  QueryView view = make_query_view(query, cache);
+  annotate_step(view, query, *faulty, sims, options, model, out);
+  rank_step(view, *faulty, options, model, out);
   return out;
+}
+
+const std::vector<int64_t>& Localizer::labelled_rowids() {
+  if (!labelled_rowids_) {
+    labelled_rowids_.emplace();
+    for (const auto& f : engine_->facts())
+      if (f.labelled) labelled_rowids_->push_back(f.rowid);
+    std::sort(labelled_rowids_->begin(), labelled_rowids_->end());
+  }
+  return *labelled_rowids_;
 }
 
 std::string annotation_marker(Language language) {

@@ -278,6 +278,8 @@ class Localizer {
   SearchEngine* engine_;
   StructureCache fallback_structures_;
   // The labelled rowids (ascending) of the engine's cases, made by the first query.
+  // The labelled cases' rowids, ascending (made on first use).
+  const std::vector<int64_t>& labelled_rowids();
   std::optional<std::vector<int64_t>> labelled_rowids_;
 };
 
