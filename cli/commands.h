@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/defaults.h"
 #include "formats/config.h"
 #include "llm/llm_client.h"
 #include "store/knowledge_base.h"
@@ -53,15 +54,15 @@ struct LocalizeArgs {
   std::string junit;        // a JUnit XML report: every failed or erroring test in it is a query
   std::string root = ".";   // with --junit: the repository the report's test files are in
   std::string policy = "all";
-  double window_fraction = 0.10;
+  double window_fraction = defaults::kWindowFraction;
   size_t window = 0;
   size_t r = 1;
-  double epsilon = 0.05;
+  double epsilon = defaults::kEpsilon;
   size_t k = 5;
   std::string level = "line";
   std::string format = "text";
   std::string sarif_output;  // also write SARIF here (any --format)
-  double similarity_floor = 0.10;
+  double similarity_floor = defaults::kSimilarityFloor;
   bool show_annotated = false;
   std::string color = "auto";
   // The LLM stage.
@@ -71,7 +72,7 @@ struct LocalizeArgs {
   bool require_llm = false;
   std::optional<LlmOptions> llm;  // absent: no LLM configured (llm.base_url unset)
   uint64_t seed = 0;              // random mode's draw
-  size_t context_tokens = 32768;  // prompt bounds, also without an LLM (--show-prompt)
+  size_t context_tokens = defaults::kContextTokens;  // prompt bounds, also without an LLM (--show-prompt)
   size_t answer_tokens = 512;
   double llm_deadline = 300;  // seconds for all of the run's LLM requests; 0: none
   bool test_scope_only = false;
@@ -94,11 +95,11 @@ struct EvalArgs {
   std::vector<size_t> ks = {1, 3, 5, 10};
   std::vector<std::string> levels = {"line"};
   std::vector<std::string> policies = {"all"};
-  std::vector<double> epsilons = {0.05};
+  std::vector<double> epsilons = {defaults::kEpsilon};
   std::vector<size_t> rs = {1};
   std::vector<std::string> compare;  // "A:B"
-  double window_fraction = 0.10;
-  double similarity_floor = 0.10;
+  double window_fraction = defaults::kWindowFraction;
+  double similarity_floor = defaults::kSimilarityFloor;
   std::string format = "markdown";
   std::string output;
   std::string html;

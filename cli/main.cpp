@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "formats/defaults.h"
 #include "commands.h"
 
 namespace {
@@ -47,7 +48,7 @@ int run(int argc, char** argv) {
     bind(sub, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
     bind(sub, "--seed", "llm.seed", "seed sent to the server and for random mode's draw");
     bind(sub, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
-    bind(sub, "--context-tokens", "llm.context_tokens", "the model's context window (default 32768)")
+    bind(sub, "--context-tokens", "llm.context_tokens", "the model's context window (default " + std::to_string(spark::defaults::kContextTokens) + ")")
         ->check(CLI::Range(256, 10000000));
     bind(sub, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
     bind(sub, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")->check(CLI::Range(0, 100));
@@ -103,13 +104,13 @@ int run(int argc, char** argv) {
   bind(localize, "--level", "localize.level", "line | statement | block | function")
       ->check(CLI::IsMember({"line", "statement", "block", "function"}));
   bind(localize, "--policy", "localize.policy", "all | all-preceding | closest-by-time | closest-time-preceding");
-  localize->add_option("--window-fraction", loc.window_fraction, "closest-* policies: share of the corpus (default 0.10)")
+  localize->add_option("--window-fraction", loc.window_fraction, "closest-* policies: share of the corpus (default " + spark::defaults::text(spark::defaults::kWindowFraction) + ")")
       ->check(CLI::Range(0.0, 1.0));
   localize->add_option("--window", loc.window, "closest-* policies: exact number of cases (overrides the fraction)");
   bind(localize, "-r", "localize.r", "similar cases to retrieve (default 1)")->check(CLI::Range(1, 1000));
-  bind(localize, "--epsilon", "localize.epsilon", "annotation threshold, normalized Levenshtein (default 0.05)")
+  bind(localize, "--epsilon", "localize.epsilon", "annotation threshold, normalized Levenshtein (default " + spark::defaults::text(spark::defaults::kEpsilon) + ")")
       ->check(CLI::Range(0.0, 1.0));
-  bind(localize, "--similarity-floor", "localize.similarity_floor", "ignore retrieved cases below this cosine (default 0.10)");
+  bind(localize, "--similarity-floor", "localize.similarity_floor", "ignore retrieved cases below this cosine (default " + spark::defaults::text(spark::defaults::kSimilarityFloor) + ")");
   localize->add_option("--format", loc.format, "text | json | sarif | github")
       ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
   localize->add_flag("--show-annotated", loc.show_annotated, "also print the annotated test code (text format)");
@@ -223,13 +224,13 @@ int run(int argc, char** argv) {
   eval->add_option("--level", ev.levels, "levels, comma-separated: line, statement, block, function (default line)")
       ->delimiter(',')->check(CLI::IsMember({"line", "statement", "block", "function"}));
   eval->add_option("--policy", ev.policies, "policies, comma-separated (default all)")->delimiter(',');
-  eval->add_option("--epsilon", ev.epsilons, "annotation thresholds, comma-separated (default 0.05)")->delimiter(',')
+  eval->add_option("--epsilon", ev.epsilons, "annotation thresholds, comma-separated (default " + spark::defaults::text(spark::defaults::kEpsilon) + ")")->delimiter(',')
       ->check(CLI::Range(0.0, 1.0));
   eval->add_option("-r", ev.rs, "retrieved cases, comma-separated (default 1)")->delimiter(',')->check(CLI::Range(1, 1000));
   eval->add_option("--compare", ev.compare, "pairs to test, A:B (repeatable; default: every mode against the first)");
-  eval->add_option("--window-fraction", ev.window_fraction, "closest-* policies: share of the corpus (default 0.10)")
+  eval->add_option("--window-fraction", ev.window_fraction, "closest-* policies: share of the corpus (default " + spark::defaults::text(spark::defaults::kWindowFraction) + ")")
       ->check(CLI::Range(0.0, 1.0));
-  eval->add_option("--similarity-floor", ev.similarity_floor, "ignore retrieved cases below this cosine (default 0.10)");
+  eval->add_option("--similarity-floor", ev.similarity_floor, "ignore retrieved cases below this cosine (default " + spark::defaults::text(spark::defaults::kSimilarityFloor) + ")");
   eval->add_option("--format", ev.format, "markdown | csv | json")->check(CLI::IsMember({"markdown", "csv", "json"}));
   eval->add_option("-o,--output", ev.output, "write the report here (atomically) instead of standard output");
   eval->add_option("--html", ev.html, "also write a self-contained HTML report with plots and a per-case drill-down");

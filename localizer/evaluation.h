@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/defaults.h"
 #include "store/knowledge_base.h"
 #include "llm_stage.h"
 #include "localizer.h"
@@ -23,7 +24,7 @@ namespace spark {
 struct EvalSetting {
   std::string mode;
   std::string policy = "all";
-  double epsilon = 0.05;
+  double epsilon = defaults::kEpsilon;
   size_t r = 1;
   std::string label() const;  // "default eps=0.05 all r=1"
 };
@@ -36,10 +37,10 @@ struct EvalOptions {
   std::vector<size_t> ks = {1, 3, 5, 10};
   std::vector<Level> levels = {Level::line};
   std::vector<std::string> policies = {"all"};
-  std::vector<double> epsilons = {0.05};
+  std::vector<double> epsilons = {defaults::kEpsilon};
   std::vector<size_t> rs = {1};
-  double window_fraction = 0.10;
-  double similarity_floor = 0.10;
+  double window_fraction = defaults::kWindowFraction;
+  double similarity_floor = defaults::kSimilarityFloor;
   uint64_t seed = 0;
   // The built-in ranker's weights and statement-kind prior are learnt from the knowledge base, which holds the query's
   // own labels. So each query is ranked by a model learnt without its fold: cases are split into this many folds by

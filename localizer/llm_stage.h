@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/defaults.h"
 #include "answer.h"
 #include "llm/llm_client.h"
 #include "localizer.h"
@@ -22,7 +23,7 @@ struct LlmStageOptions {
   bool keep_prompt = false;       // put the prompt into the report (--show-prompt)
   std::shared_ptr<const Redactor> redactor;  // null = --no-redact
   // The prompt's bounds when no client gives them (prompts built for --show-prompt or measurement).
-  size_t context_tokens = 32768;
+  size_t context_tokens = defaults::kContextTokens;
   size_t answer_tokens = 512;
   bool test_scope_only = false;   // show only the failing test's reach (--prompt-scope test)
   // The built-in ranker per query (evaluation: one that never saw the query's labels); unset = the index's.

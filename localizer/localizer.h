@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/defaults.h"
 #include "formats/case.h"
 #include "line_features.h"
 #include "retrieval/embedder.h"
@@ -114,8 +115,8 @@ struct IndexBuildOptions {
   VectorIndexOptions index;
   TrainingOptions training;
   size_t r = 1;                    // neighbours used when learning the ranker (the localizer's defaults)
-  double epsilon = 0.05;
-  double similarity_floor = 0.10;
+  double epsilon = defaults::kEpsilon;
+  double similarity_floor = defaults::kSimilarityFloor;
   size_t max_training_cases = 500;  // a 12-weight logistic model needs no more; bounds `spark index` time
   unsigned threads = 0;             // worker threads for embedding; 0: SPARK_THREADS, else the machine's cores
 };
@@ -136,7 +137,7 @@ struct HeldOut {
 
 struct HeldOutOptions {
   size_t r = 1;
-  double similarity_floor = 0.10;
+  double similarity_floor = defaults::kSimilarityFloor;
 };
 
 // Calls `fn` for each case of `cases` (rowids of labelled cases), retrieving with `index` and the vectors
@@ -157,10 +158,10 @@ enum class Retrieval { similar, random, none };
 struct LocalizeOptions {
   Policy policy;
   size_t r = 1;
-  double epsilon = 0.05;
+  double epsilon = defaults::kEpsilon;
   size_t k = 5;
   Level level = Level::line;
-  double similarity_floor = 0.10;  // retrieved cases below this cosine similarity are not used
+  double similarity_floor = defaults::kSimilarityFloor;  // retrieved cases below this cosine similarity are not used
   Retrieval retrieval = Retrieval::similar;
   uint64_t seed = 0;               // Retrieval::random: the draw is a function of (seed, query id)
   // The built-in ranker to use instead of the index's (evaluation: a model that never saw the query's labels).

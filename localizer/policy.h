@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/defaults.h"
 #include "base/result.h"
 #include "store/knowledge_base.h"
 
@@ -13,7 +14,7 @@ namespace spark {
 
 struct Policy {
   std::string name = "all";        // all | all-preceding | closest-by-time | closest-time-preceding
-  double window_fraction = 0.10;   // closest-*: the window is this share of the labelled corpus ...
+  double window_fraction = defaults::kWindowFraction;   // closest-*: the window is this share of the labelled corpus ...
   size_t window = 0;               // ... or exactly this many cases when > 0
 };
 

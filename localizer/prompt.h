@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/defaults.h"
 #include "formats/case.h"
 #include "line_features.h"
 #include "localizer.h"
@@ -47,7 +48,7 @@ struct PromptOptions {
   Mode mode = Mode::standard;
   size_t k = 5;
   std::string template_text;        // "" = the mode's built-in template
-  size_t context_tokens = 32768;    // the model's window: prompt + answer must fit
+  size_t context_tokens = defaults::kContextTokens;    // the model's window: prompt + answer must fit
   size_t answer_tokens = 512;       // reserved for the answer (max_tokens)
   const Redactor* redactor = nullptr;  // null: nothing redacted
   // What code the prompt shows: the whole test file(s), as the paper does, or only the failing test's reach (its own

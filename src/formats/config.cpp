@@ -1,3 +1,4 @@
+#include "formats/defaults.h"
 #include "formats/config.h"
 
 #include <toml++/toml.h>
@@ -32,7 +33,7 @@ const std::vector<ConfigKey>& config_keys() {
       {"llm.seed", T::integer, "", {}, false, "sampling seed sent to the server"},
       {"llm.structured", T::boolean, "false", {}, false, "ask for a JSON answer via response_format"},
       {"llm.concurrency", T::integer, "4", {}, false, "requests in flight"},
-      {"llm.context_tokens", T::integer, "32768", {}, false, "the model's context window (prompt + answer)"},
+      {"llm.context_tokens", T::integer, std::to_string(defaults::kContextTokens), {}, false, "the model's context window (prompt + answer)"},
       {"llm.connect_timeout", T::number, "10", {}, false, "seconds to connect"},
       {"llm.timeout", T::number, "300", {}, false, "seconds for one request"},
       {"llm.retries", T::integer, "4", {}, false, "retries on timeouts, 429 and 5xx"},
@@ -47,9 +48,9 @@ const std::vector<ConfigKey>& config_keys() {
       {"localize.k", T::integer, "5", {}, false, "elements to return"},
       {"localize.level", T::string, "line", {}, false, "line | statement | block | function"},
       {"localize.policy", T::string, "all", {}, false, "all | all-preceding | closest-by-time | closest-time-preceding"},
-      {"localize.epsilon", T::number, "0.05", {}, false, "annotation threshold"},
+      {"localize.epsilon", T::number, defaults::text(defaults::kEpsilon), {}, false, "annotation threshold"},
       {"localize.r", T::integer, "1", {}, false, "similar cases to retrieve"},
-      {"localize.similarity_floor", T::number, "0.10", {}, false, "ignore retrieved cases below this cosine"},
+      {"localize.similarity_floor", T::number, defaults::text(defaults::kSimilarityFloor), {}, false, "ignore retrieved cases below this cosine"},
       {"redact.enabled", T::boolean, "true", {}, false, "redact secrets before text leaves the machine"},
       {"project", T::string, "", {"SPARK_PROJECT"}, false,
        "the mined cases' project (default: the origin remote's URL normalised, else the root commit)"},

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/defaults.h"
 #include "base/http_client.h"
 #include "llm/llm_cache.h"
 #include "base/result.h"
@@ -35,7 +36,7 @@ struct LlmOptions {
   std::optional<int64_t> seed;
   bool structured = false;
   size_t concurrency = 4;
-  size_t context_tokens = 32768;  // the server's context window (prompt + answer)
+  size_t context_tokens = defaults::kContextTokens;  // the server's context window (prompt + answer)
   HttpOptions http{10000, 300000, 4u << 20};
   RetryPolicy retry;  // retry.deadline: the run's deadline for all its requests (spark localize and record set it)
   // Called from the thread waiting for answers when none has come for `waiting_interval_s` (and again each time as
