@@ -33,9 +33,14 @@ std::string last_error(const std::string& what) {
   return what + ": " + (e && e->message ? e->message : "libgit2 error");
 }
 
+// Owns one libgit2 object: freed once, when the owner goes; never copied (a copy would free it twice).
 template <class T, void (*Free)(T*)>
 struct Owned {
   T* p = nullptr;
+  Owned() = default;
+  explicit Owned(T* owned) : p(owned) {}
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
   ~Owned() {
     if (p) Free(p);
   }
@@ -52,16 +57,18 @@ Result<std::unique_ptr<GitRepository>> GitRepository::open(const fs::path& path)
   return std::unique_ptr<GitRepository>(new GitRepository(repo, wd ? fs::path(wd) : path));
 }
 
-GitRepository::~GitRepository() { git_repository_free(repo_); }
+void GitRepository::RepositoryFree::operator()(git_repository* repo) const { git_repository_free(repo); }
 
-bool GitRepository::bare() const { return git_repository_is_bare(repo_) == 1; }
+GitRepository::~GitRepository() = default;
 
-bool GitRepository::shallow() const { return git_repository_is_shallow(repo_) == 1; }
+bool GitRepository::bare() const { return git_repository_is_bare(repo_.get()) == 1; }
+
+bool GitRepository::shallow() const { return git_repository_is_shallow(repo_.get()) == 1; }
 
 Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::optional<int64_t> since,
                                                        std::optional<int64_t> until, const std::string& tip) const {
   Owned<git_revwalk, git_revwalk_free> walk;
-  if (git_revwalk_new(&walk.p, repo_) != 0) return fail(last_error(workdir_.string()));
+  if (git_revwalk_new(&walk.p, repo_.get()) != 0) return fail(last_error(workdir_.string()));
   git_revwalk_sorting(walk.p, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
   if (tip.empty()) {
     if (git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
@@ -77,7 +84,7 @@ Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::o
   git_oid oid;
   while (git_revwalk_next(&oid, walk.p) == 0) {
     Owned<git_commit, git_commit_free> commit;
-    if (git_commit_lookup(&commit.p, repo_, &oid) != 0) return fail(last_error(workdir_.string()));
+    if (git_commit_lookup(&commit.p, repo_.get(), &oid) != 0) return fail(last_error(workdir_.string()));
     CommitInfo c;
     char hex[GIT_OID_HEXSZ + 1];
     git_oid_tostr(hex, sizeof hex, &oid);
@@ -94,7 +101,7 @@ Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::o
 
 Result<std::string> GitRepository::resolve(const std::string& rev) const {
   Owned<git_object, git_object_free> obj;
-  if (git_revparse_single(&obj.p, repo_, rev.c_str()) != 0)
+  if (git_revparse_single(&obj.p, repo_.get(), rev.c_str()) != 0)
     return fail(workdir_.string() + ": no commit \"" + rev + "\" in this repository" +
                 (shallow() ? " (it is a shallow clone: fetch more history, e.g. git fetch --unshallow)" : ""));
   Owned<git_object, git_object_free> commit;
@@ -109,7 +116,7 @@ Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha
   git_oid oid;
   if (git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");
   Owned<git_commit, git_commit_free> commit;
-  if (git_commit_lookup(&commit.p, repo_, &oid) != 0)
+  if (git_commit_lookup(&commit.p, repo_.get(), &oid) != 0)
     return fail(workdir_.string() + ": no commit " + sha + " in this repository" +
                 (shallow() ? " (shallow clone: the commit may be beyond its depth)" : ""));
   Owned<git_tree, git_tree_free> tree;
@@ -118,7 +125,7 @@ Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha
   if (git_tree_entry_bypath(&entry.p, tree.p, path.c_str()) != 0) return std::optional<std::string>();
   if (git_tree_entry_type(entry.p) != GIT_OBJECT_BLOB) return std::optional<std::string>();
   Owned<git_blob, git_blob_free> blob;
-  if (git_blob_lookup(&blob.p, repo_, git_tree_entry_id(entry.p)) != 0) return fail(last_error(path + " at " + sha));
+  if (git_blob_lookup(&blob.p, repo_.get(), git_tree_entry_id(entry.p)) != 0) return fail(last_error(path + " at " + sha));
   const auto* data = static_cast<const char*>(git_blob_rawcontent(blob.p));
   std::string content(data, static_cast<size_t>(git_blob_rawsize(blob.p)));
   if (content.find('\0') != std::string::npos)
@@ -143,14 +150,14 @@ Result<git_tree*> tree_of(git_repository* repo, const std::string& sha, const fs
 
 Result<std::vector<std::string>> GitRepository::changed_paths(const std::string& from_sha,
                                                               const std::string& to_sha) const {
-  auto a = tree_of(repo_, from_sha, workdir_);
+  auto a = tree_of(repo_.get(), from_sha, workdir_);
   if (!a) return std::unexpected(a.error());
   Owned<git_tree, git_tree_free> from{*a};
-  auto b = tree_of(repo_, to_sha, workdir_);
+  auto b = tree_of(repo_.get(), to_sha, workdir_);
   if (!b) return std::unexpected(b.error());
   Owned<git_tree, git_tree_free> to{*b};
   Owned<git_diff, git_diff_free> diff;
-  if (git_diff_tree_to_tree(&diff.p, repo_, from.p, to.p, nullptr) != 0) return fail(last_error("diff"));
+  if (git_diff_tree_to_tree(&diff.p, repo_.get(), from.p, to.p, nullptr) != 0) return fail(last_error("diff"));
   std::set<std::string> paths;
   for (size_t i = 0; i < git_diff_num_deltas(diff.p); ++i) {
     const git_diff_delta* d = git_diff_get_delta(diff.p, i);
@@ -183,7 +190,7 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
                                      size_t threads) const {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   Owned<git_revwalk, git_revwalk_free> walk;
-  if (git_revwalk_new(&walk.p, repo_) != 0) return fail(last_error(workdir_.string()));
+  if (git_revwalk_new(&walk.p, repo_.get()) != 0) return fail(last_error(workdir_.string()));
   git_revwalk_sorting(walk.p, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
   if (git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
   git_revwalk_simplify_first_parent(walk.p);
@@ -207,7 +214,7 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
   std::deque<Job> jobs;
   std::map<size_t, Done> done;
   bool closing = false;
-  const std::string path = git_repository_path(repo_);
+  const std::string path = git_repository_path(repo_.get());
   const auto worker = [&] {
     git_repository* own = nullptr;
     const bool opened = git_repository_open_bare(&own, path.c_str()) == 0;
@@ -281,7 +288,7 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
   git_oid oid;
   while (status && git_revwalk_next(&oid, walk.p) == 0) {
     Owned<git_commit, git_commit_free> commit;
-    if (git_commit_lookup(&commit.p, repo_, &oid) != 0) {
+    if (git_commit_lookup(&commit.p, repo_.get(), &oid) != 0) {
       status = fail(last_error(workdir_.string()));
       break;
     }
@@ -324,7 +331,7 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
 }
 
 Status GitRepository::materialize(const std::string& sha, const fs::path& dir) const {
-  auto t = tree_of(repo_, sha, workdir_);
+  auto t = tree_of(repo_.get(), sha, workdir_);
   if (!t) return std::unexpected(t.error());
   Owned<git_tree, git_tree_free> tree{*t};
   std::error_code ec;
@@ -335,13 +342,13 @@ Status GitRepository::materialize(const std::string& sha, const fs::path& dir) c
   git_checkout_options_init(&opts, GIT_CHECKOUT_OPTIONS_VERSION);
   opts.checkout_strategy = GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX | GIT_CHECKOUT_DONT_WRITE_INDEX;
   opts.target_directory = target.c_str();
-  if (git_checkout_tree(repo_, reinterpret_cast<git_object*>(tree.p), &opts) != 0)
+  if (git_checkout_tree(repo_.get(), reinterpret_cast<git_object*>(tree.p), &opts) != 0)
     return fail(last_error("checkout of " + sha.substr(0, 10) + " into " + target));
   return {};
 }
 
 Result<std::vector<std::string>> GitRepository::paths_at(const std::string& sha) const {
-  auto t = tree_of(repo_, sha, workdir_);
+  auto t = tree_of(repo_.get(), sha, workdir_);
   if (!t) return std::unexpected(t.error());
   Owned<git_tree, git_tree_free> tree{*t};
   std::vector<std::string> out;
@@ -357,19 +364,19 @@ Result<std::vector<std::string>> GitRepository::paths_at(const std::string& sha)
 
 fs::path GitRepository::hooks_dir() const {
   Owned<git_config, git_config_free> config;
-  if (git_repository_config_snapshot(&config.p, repo_) == 0) {
+  if (git_repository_config_snapshot(&config.p, repo_.get()) == 0) {
     const char* path = nullptr;
     if (git_config_get_string(&path, config.p, "core.hooksPath") == 0 && path && *path) {
       fs::path p(path);
       return p.is_absolute() ? p : workdir_ / p;
     }
   }
-  return fs::path(git_repository_path(repo_)) / "hooks";
+  return fs::path(git_repository_path(repo_.get())) / "hooks";
 }
 
 std::string GitRepository::configured_author() const {
   Owned<git_config, git_config_free> config;
-  if (git_repository_config_snapshot(&config.p, repo_) != 0) return "";
+  if (git_repository_config_snapshot(&config.p, repo_.get()) != 0) return "";
   const char* name = nullptr;
   const char* email = nullptr;
   git_config_get_string(&name, config.p, "user.name");
@@ -381,7 +388,7 @@ std::string GitRepository::configured_author() const {
 
 std::string GitRepository::config_string(const std::string& key) const {
   Owned<git_config, git_config_free> config;
-  if (git_repository_config_snapshot(&config.p, repo_) != 0) return "";
+  if (git_repository_config_snapshot(&config.p, repo_.get()) != 0) return "";
   const char* value = nullptr;
   if (git_config_get_string(&value, config.p, key.c_str()) != 0 || !value) return "";
   return value;
@@ -389,7 +396,7 @@ std::string GitRepository::config_string(const std::string& key) const {
 
 std::string GitRepository::root_commit() const {
   Owned<git_revwalk, git_revwalk_free> walk;
-  if (git_revwalk_new(&walk.p, repo_) != 0 || git_revwalk_push_head(walk.p) != 0) return "";
+  if (git_revwalk_new(&walk.p, repo_.get()) != 0 || git_revwalk_push_head(walk.p) != 0) return "";
   git_revwalk_simplify_first_parent(walk.p);
   git_oid oid, last;
   bool any = false;

@@ -82,8 +82,11 @@ class GitRepository {
   bool shallow() const;
 
  private:
+  struct RepositoryFree {
+    void operator()(git_repository* repo) const;
+  };
   GitRepository(git_repository* repo, std::filesystem::path workdir) : repo_(repo), workdir_(std::move(workdir)) {}
-  git_repository* repo_;
+  std::unique_ptr<git_repository, RepositoryFree> repo_;
   std::filesystem::path workdir_;
 };
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 
+#include "base/files.h"
 #include "base/text.h"
 
 namespace spark {
@@ -60,17 +61,16 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
                                   size_t max_output) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
+  UniqueFd read_end(fds[0]), write_end(fds[1]);  // closed on every way out
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
     return fail(std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::dup2(fds[1], STDERR_FILENO);
+    ::dup2(write_end.get(), STDOUT_FILENO);
+    ::dup2(write_end.get(), STDERR_FILENO);
     const int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
     if (::chdir(cwd.c_str()) != 0) {
@@ -81,7 +81,7 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here: no race with the child's own call
-  ::close(fds[1]);
+  write_end.reset();  // the parent only reads: the pipe ends when the command's side closes
   CommandResult result;
   std::string out;
   const auto deadline = start + std::chrono::duration<double>(timeout_seconds);
@@ -94,11 +94,11 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
       result.timed_out = true;
       break;
     }
-    pollfd p{fds[0], POLLIN, 0};
+    pollfd p{read_end.get(), POLLIN, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 200)));
     if (n > 0) {
       char buf[8192];
-      const ssize_t got = ::read(fds[0], buf, sizeof buf);
+      const ssize_t got = ::read(read_end.get(), buf, sizeof buf);
       if (got <= 0) open = false;
       else {
         out.append(buf, static_cast<size_t>(got));
@@ -109,16 +109,16 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
     if (!reaped && ::waitpid(pid, &status, WNOHANG) == pid) {
       reaped = true;
       // Drain what is already written, then stop.
-      ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+      ::fcntl(read_end.get(), F_SETFL, O_NONBLOCK);
       char buf[8192];
       ssize_t got;
-      while ((got = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(got));
+      while ((got = ::read(read_end.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(got));
       open = false;
     }
   }
   ::kill(-pid, SIGKILL);  // the command's whole process group: nothing it started outlives it
   if (!reaped) ::waitpid(pid, &status, 0);
-  ::close(fds[0]);
+  read_end.reset();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!result.timed_out) {
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);

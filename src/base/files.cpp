@@ -10,6 +10,11 @@
 
 namespace spark {
 
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
 Result<std::string> read_file(const std::filesystem::path& path) {
   // One read into a string of the file's size (a regular file), else reads until the end (a pipe, a device).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
