@@ -15,6 +15,7 @@
 
 #include "code/structure_cache.h"
 #include "base/text.h"
+#include "base/process.h"
 
 namespace spark {
 
@@ -425,11 +426,12 @@ Result<std::string> gnuplot_svg(const fs::path& dir, const std::string& script) 
     f << "set terminal svg size 720,420 noenhanced font 'sans,12' background '#ffffff'\nset output '" << out.string() << "'\n"
       << script;
   }
-  const std::string cmd = "gnuplot '" + sp.string() + "' 2>'" + (dir / "gnuplot.err").string() + "'";
-  if (std::system(cmd.c_str()) != 0) {
-    auto err = read_file(dir / "gnuplot.err");
-    return fail("gnuplot failed: " + (err ? clip(*err, 300) : std::string("(no message)")));
-  }
+  // The same runner as the miner's test commands: a timeout, the output kept, nothing left running.
+  auto run = run_command("gnuplot " + shell_quote(sp.string()), dir, 120);
+  if (!run) return std::unexpected(run.error());
+  if (!run->passed())
+    return fail("gnuplot failed (" + run->describe() + "): " +
+                (run->output.empty() ? std::string("(no message)") : clip(run->output, 300)));
   auto svg = read_file(out);
   if (!svg) return std::unexpected(svg.error());
   const size_t start = svg->find("<svg");

@@ -9,20 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "base/process.h"  // CommandResult, run_command, make_temp_dir, shell_quote
 #include "git_history.h"
 #include "miner.h"
 
 namespace spark {
-
-struct CommandResult {
-  int exit_code = -1;   // when it exited
-  int signal = 0;       // when a signal ended it (it killed itself, or was killed)
-  bool timed_out = false;
-  std::string output;   // standard output and error interleaved; the tail when long
-  double seconds = 0;
-  bool passed() const { return exit_code == 0 && !timed_out && signal == 0; }
-  std::string describe() const;  // "exit 1", "timed out after 5 s", "killed by signal 9"
-};
 
 // What a run of a test command says about the test. `environment`: the command could not run the test at all
 // (command not found or not executable, the test runner not importable, pytest's usage errors, "no tests ran", a
@@ -41,17 +32,6 @@ std::string failure_section(const std::string& output);
 
 // The last `lines` lines of `text`.
 std::string tail_lines(const std::string& text, size_t lines);
-
-// Runs `command` with /bin/sh in `cwd`. On timeout the whole process group is killed. Keeps the last
-// `max_output` bytes of output.
-Result<CommandResult> run_command(const std::string& command, const std::filesystem::path& cwd, double timeout_seconds,
-                                  size_t max_output = 64 * 1024);
-
-// A new, empty folder under the system's temporary directory ("/tmp/<prefix>-XXXXXX").
-Result<std::filesystem::path> make_temp_dir(const std::string& prefix);
-
-// A word for /bin/sh: single-quoted.
-std::string shell_quote(const std::string& s);
 
 // `command` with {test_id} (or {tests}) replaced by the shell-quoted test id(s) and {junit} by the quoted path.
 std::string expand_command(const std::string& command, const std::vector<std::string>& tests,

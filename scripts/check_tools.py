@@ -39,7 +39,7 @@ PY_FILES = ["scripts/*.py"]
 WORD = r"([A-Za-z0-9_][A-Za-z0-9_.+-]*|/(?:usr/)?s?bin/[A-Za-z0-9_.+-]+)"
 SHELL_CMD = re.compile(r"(?:^|[;&|(`]|\$\(|\b(?:then|do|else|exec|time|as_root|xargs|!)\s)\s*" + WORD)
 CPP_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
-CPP_COMMAND_STATEMENT = re.compile(r"\b(?:cmd|command|script)\s*\+?=|\b(?:system|popen|execl|execlp|execvp)\(")
+CPP_COMMAND_STATEMENT = re.compile(r"\b(?:cmd|command|script)\s*\+?=|\b(?:system|popen|execl|execlp|execvp|run_command)\(")
 CPP_CMD = re.compile(r"(?:^|\|\s|&&\s|;\s|\$\()\s*" + WORD)
 PY_CMD = re.compile(r"subprocess\.\w+\(\s*\[\s*[\"']([^\"']+)[\"']")
 
