@@ -5,7 +5,8 @@
 #   scripts/setup.sh            # as root (or with sudo available)
 #   scripts/setup.sh --tests    # also what only the tests need (PostgreSQL 15, whose server the store tests start;
 #                               # Debian's chromium, for the HTML report check; clang-16 with libFuzzer and libomp,
-#                               # for scripts/fuzz.sh; a JDK and JUnit 5, for the real Java project's tests)
+#                               # for scripts/fuzz.sh; clang-tidy-16, for scripts/tidy.sh; a JDK and JUnit 5, for the
+#                               # real Java project's tests)
 #   scripts/setup.sh --corpus   # --tests, and the Java libraries scripts/lang_corpus.py puts on a project's class
 #                               # path (assertj, mockito, commons-lang3, commons-collections4, hamcrest, JUnit 4)
 #
@@ -21,7 +22,7 @@ packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpc
           libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake make g++
           python3 python3-pytest git ca-certificates gnuplot-nox libpq-dev)
 if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
-    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev postgresql-15 default-jdk-headless junit5)
+    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev clang-tidy-16 postgresql-15 default-jdk-headless junit5)
 fi
 if [ "$mode" = --corpus ]; then
     packages+=(libassertj-core-java libmockito-java libcommons-lang3-java libcommons-collections4-java libhamcrest-java
