@@ -3,8 +3,8 @@
 #include "base/huge_pages.h"
 #include "store/postgres_db.h"
 
-#include <limits>
 #include <unistd.h>
+#include <limits>
 
 #include <chrono>
 #include <cstdio>
@@ -12,19 +12,19 @@
 #include <set>
 #include <sstream>
 
-#include "formats/error_message.h"
+#include "base/text.h"
+#include "code/structure_cache.h"
+#include "code/test_scope.h"
 #include "eval_report.h"
 #include "evaluation.h"
+#include "formats/error_message.h"
 #include "formats/junit.h"
 #include "llm/llm_cache.h"
-#include "miner.h"
-#include "store/knowledge_base.h"
 #include "llm_stage.h"
+#include "miner.h"
 #include "prompt.h"
-#include "code/structure_cache.h"
 #include "report.h"
-#include "code/test_scope.h"
-#include "base/text.h"
+#include "store/knowledge_base.h"
 
 namespace spark::cli {
 
@@ -74,9 +74,7 @@ std::string normalize_path(std::string p) {
 
 }  // namespace
 
-std::string language_field_for(const std::string& path) {
-  return std::string(language_name(language_for(path, "")));
-}
+std::string language_field_for(const std::string& path) { return std::string(language_name(language_for(path, ""))); }
 
 Result<std::string> read_test_file(const std::string& path) {
   auto text = read_file(path);
@@ -124,8 +122,10 @@ int cmd_import(const Common& common, const ImportArgs& args) {
     } else if (auto s = (*engine)->persist(**kb); !s) {
       return report_error(s.error());
     } else {
-      std::printf("added %zu case(s) to the vector index (run `spark index --rebuild` now and then to refit its "
-                  "statistics and the ranker)\n", (*engine)->added_since_load());
+      std::printf(
+          "added %zu case(s) to the vector index (run `spark index --rebuild` now and then to refit its "
+          "statistics and the ranker)\n",
+          (*engine)->added_since_load());
     }
   } else if (summary->replaced > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
     note("cases were replaced: run `spark index --rebuild`");
@@ -187,13 +187,16 @@ int cmd_index(const Common& common, const IndexArgs& args) {
   if (!args.rebuild && path_exists(manifest)) {
     auto m = VectorIndex::read_manifest((*kb)->index_dir());
     auto g = (*kb)->generation();
-    if (m && g && m->generation == *g && (common.embedder.kind.empty() || m->embedder.starts_with(common.embedder.kind == "openai" ? "openai/" : "builtin"))) {
+    if (m && g && m->generation == *g &&
+        (common.embedder.kind.empty() ||
+         m->embedder.starts_with(common.embedder.kind == "openai" ? "openai/" : "builtin"))) {
       // Queries map the vectors unverified (their size and header only): here every file's checksum is checked.
       auto verified = VectorIndex::load((*kb)->index_dir(), VectorIndexOptions{});
       if (verified) {
-        std::printf("the vector index in %s is up to date (%zu cases, %s; every file matches its checksum); use "
-                    "--rebuild to rebuild it\n",
-                    (*kb)->index_dir().c_str(), m->count, m->kind.c_str());
+        std::printf(
+            "the vector index in %s is up to date (%zu cases, %s; every file matches its checksum); use "
+            "--rebuild to rebuild it\n",
+            (*kb)->index_dir().c_str(), m->count, m->kind.c_str());
         return 0;
       }
       note("rebuilding the vector index: " + verified.error().message);
@@ -210,9 +213,10 @@ int cmd_index(const Common& common, const IndexArgs& args) {
       if (engine) {
         if (auto s = (*engine)->persist(**kb); !s) return report_error(s.error());
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics and the ranker are "
-                    "kept: `spark index --rebuild` refits them)\n",
-                    (*engine)->added_since_load(), secs, (*engine)->index().size());
+        std::printf(
+            "added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics and the ranker are "
+            "kept: `spark index --rebuild` refits them)\n",
+            (*engine)->added_since_load(), secs, (*engine)->index().size());
         return 0;
       }
       note("rebuilding the vector index: " + engine.error().message);
@@ -225,10 +229,11 @@ int cmd_index(const Common& common, const IndexArgs& args) {
   std::printf("indexed %zu case(s) (%zu labelled) in %.2f s: %s index, embedder %s\n", report->cases, report->labelled,
               secs, report->kind.c_str(), report->embedder.c_str());
   std::printf("ranker: %s\n", report->ranker.c_str());
-  std::printf("time: embedding %.2f s, index %.2f s, ranker %.2f s (%u thread(s); %zu test-code version(s), %zu distinct "
-              "vector(s))\n",
-              report->embed_seconds, report->index_seconds, report->train_seconds, report->threads, report->versions,
-              report->vectors);
+  std::printf(
+      "time: embedding %.2f s, index %.2f s, ranker %.2f s (%u thread(s); %zu test-code version(s), %zu distinct "
+      "vector(s))\n",
+      report->embed_seconds, report->index_seconds, report->train_seconds, report->threads, report->versions,
+      report->vectors);
   return 0;
 }
 
@@ -346,8 +351,8 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
     const Language language = language_for(path, q.language);
     if (language != Language::python && language != Language::other && stop_line > 0) {
       StructureCache cache(1);
-      q.test_id = test_id_at(*cache.get(q.files.front().content, path, q.language), q.files.front().content, path,
-                             stop_line);
+      q.test_id =
+          test_id_at(*cache.get(q.files.front().content, path, q.language), q.files.front().content, path, stop_line);
     } else if (!function.empty()) {
       // Through the persisted structures: the localize that follows reads this parse instead of making its own.
       StructureCache cache(1);
@@ -407,7 +412,8 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
   args.template_path = config.str("llm.template");
   args.require_llm = config.boolean("llm.require");
   args.llm_deadline = config.number("llm.deadline");
-  if (args.llm_deadline < 0) return fail(config.get("llm.deadline").source + ": llm.deadline must be 0 (none) or more seconds");
+  if (args.llm_deadline < 0)
+    return fail(config.get("llm.deadline").source + ": llm.deadline must be 0 (none) or more seconds");
   args.seed = static_cast<uint64_t>(config.integer("llm.seed"));
   args.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
   args.answer_tokens = static_cast<size_t>(std::max(1LL, config.integer("llm.max_tokens")));
@@ -422,7 +428,8 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
   LlmOptions o;
   o.base_url = config.str("llm.base_url");
   if (!o.base_url.starts_with("http://") && !o.base_url.starts_with("https://"))
-    return fail(config.get("llm.base_url").source + ": llm.base_url must start with http:// or https://, not \"" + o.base_url + "\"");
+    return fail(config.get("llm.base_url").source + ": llm.base_url must start with http:// or https://, not \"" +
+                o.base_url + "\"");
   o.model = config.str("llm.model");
   if (o.model.empty())
     return fail("llm.base_url is set (" + config.get("llm.base_url").source +
@@ -446,10 +453,12 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
 int cmd_localize(const Common& common, const LocalizeArgs& args) {
   // Missing arguments are usage errors (exit 2), like those the parser itself finds.
   std::string usage;
-  if (!args.case_id.empty() && args.case_file.empty()) usage = "--id needs --case";
+  if (!args.case_id.empty() && args.case_file.empty())
+    usage = "--id needs --case";
   else if (!args.junit.empty() && (!args.case_file.empty() || !args.tests.empty()))
     usage = "--junit takes the failures from the report: not with --test or --case";
-  else if (!args.junit.empty()) usage = "";
+  else if (!args.junit.empty())
+    usage = "";
   else if (args.case_file.empty() && args.tests.empty() && args.junit.empty())
     usage = "give the failing test's file with --test (or a cases file with --case [--id])";
   else if (args.case_file.empty() && args.junit.empty() && args.error.empty())
@@ -482,7 +491,8 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
 }
 
 int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch) {
-  // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them (src/base/huge_pages.h).
+  // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
+  // (src/base/huge_pages.h).
   prefer_huge_pages(size_t{64} << 20);
   LocalizeOptions options;
   auto policy = parse_policy(args.policy);
@@ -502,7 +512,8 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     char* end = nullptr;
     const long line = std::strtol(number.c_str(), &end, 10);
     if (number.empty() || *end != '\0' || line < 1 || line > std::numeric_limits<int>::max()) {
-      std::fprintf(stderr, "spark: error: --explain \"%s\": give a line number (12) or a path and line (tests/t.py:12)\n",
+      std::fprintf(stderr,
+                   "spark: error: --explain \"%s\": give a line number (12) or a path and line (tests/t.py:12)\n",
                    args.explain.c_str());
       return 2;
     }
@@ -529,8 +540,9 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   }
   const bool wants_llm = stage.mode != Mode::builtin;
   if (wants_llm && !args.llm && args.require_llm) {
-    std::fprintf(stderr, "spark: error: --require-llm: no LLM configured (set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL, "
-                         "or llm.base_url and llm.model in .spark.toml)\n");
+    std::fprintf(stderr,
+                 "spark: error: --require-llm: no LLM configured (set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL, "
+                 "or llm.base_url and llm.model in .spark.toml)\n");
     return 1;
   }
 
@@ -572,14 +584,17 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   if (args.llm && wants_llm) {
     LlmOptions o = *args.llm;
     if (args.llm_deadline > 0)
-      o.retry.deadline = std::chrono::steady_clock::now() +
-                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.llm_deadline));
+      o.retry.deadline =
+          std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                 std::chrono::duration<double>(args.llm_deadline));
     const double deadline = args.llm_deadline;
     // Every 10 s without an answer, or every tenth of a shorter deadline.
     if (deadline > 0) o.waiting_interval_s = std::min(10.0, std::max(0.2, deadline / 10));
     o.waiting = [endpoint = o.base_url, deadline](double waited, size_t done, size_t total) {
       std::string left;
-      if (deadline > 0) left = ", the run's deadline in " + std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) + " s";
+      if (deadline > 0)
+        left = ", the run's deadline in " + std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) +
+               " s";
       std::fprintf(stderr, "spark: waiting for the LLM at %s: %lld s, %zu of %zu answered%s\n", endpoint.c_str(),
                    static_cast<long long>(waited), done, total, left.c_str());
     };
@@ -597,16 +612,20 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   const bool interactive = ::isatty(STDERR_FILENO);
   const auto progress = [&](size_t done, size_t total) {
     if (total < 2) return;
-    if (interactive) std::fprintf(stderr, "\rspark: LLM %zu/%zu", done, total);
-    else if (done == total || done % 10 == 0) std::fprintf(stderr, "spark: LLM %zu/%zu\n", done, total);
+    if (interactive)
+      std::fprintf(stderr, "\rspark: LLM %zu/%zu", done, total);
+    else if (done == total || done % 10 == 0)
+      std::fprintf(stderr, "spark: LLM %zu/%zu\n", done, total);
     if (interactive && done == total) std::fprintf(stderr, "\n");
   };
   auto results = llm_stage.run(queries, options, progress);
   // Cases learned since the index was built were embedded for this run: keep them, so no manual `spark index` is
   // needed (the statistics and the ranker are refitted only by `spark index --rebuild`).
   if (engine && engine->added_since_load() > 0) {
-    if (auto s = engine->persist(*kb); !s) notes.push_back("the vector index was not updated: " + s.error().message);
-    else notes.push_back("kept them in the vector index");
+    if (auto s = engine->persist(*kb); !s)
+      notes.push_back("the vector index was not updated: " + s.error().message);
+    else
+      notes.push_back("kept them in the vector index");
   }
 
   for (const auto& n : notes) note(n);
@@ -628,8 +647,10 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     for (const auto& n : r.notes) {
       // With --require-llm a failed LLM is an error, not a fallback: the note says what failed, not what ranked.
       constexpr std::string_view fallback = ": ranked by spark's built-in ranker";
-      if (args.require_llm && client && n.ends_with(fallback)) note(who + n.substr(0, n.size() - fallback.size()));
-      else note(who + n);
+      if (args.require_llm && client && n.ends_with(fallback))
+        note(who + n.substr(0, n.size() - fallback.size()));
+      else
+        note(who + n);
     }
     if (!r.ranked.empty() && r.ranker.find("prior") != std::string::npos && i == 0)
       note("ranker: built-in, prior weights (the knowledge base has too few labelled cases to learn from)");
@@ -655,15 +676,18 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
         std::map<std::string, size_t> counts;
         if (const size_t n = redact_localization(*published, queries[i], *common.redactor, counts))
           note(who + "redacted " + std::to_string(n) + " secret(s) from the " +
-               (args.format == "github" ? (args.sarif_output.empty() ? "annotations" : "annotations and the SARIF report")
-                                        : "SARIF report"));
+               (args.format == "github"
+                    ? (args.sarif_output.empty() ? "annotations" : "annotations and the SARIF report")
+                    : "SARIF report"));
       }
       return *published;
     };
     if (args.format == "sarif" || !args.sarif_output.empty()) {
       auto doc = nlohmann::json::parse(report_sarif(shared(), ctx));
-      if (sarif.is_null()) sarif = std::move(doc);
-      else for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
+      if (sarif.is_null())
+        sarif = std::move(doc);
+      else
+        for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
     }
     if (args.format == "github") {
       out += report_github(shared(), ctx);
@@ -673,12 +697,14 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
                (queries[i].id == queries[i].test_id ? "" : " (" + queries[i].test_id + ")") + "\n";
       out += report_text(r, ctx, color);
       if (args.show_annotated)
-        out += "\nannotated test code (as a model would see it):\n" + Localizer::render_annotated(queries[i], r.annotations);
+        out += "\nannotated test code (as a model would see it):\n" +
+               Localizer::render_annotated(queries[i], r.annotations);
       if (args.show_prompt && r.llm) out += "\nprompt:\n" + r.llm->prompt + "\n";
     }
   }
   // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
-  if (args.format == "json") out = (batch ? json_all.dump(2) : json_all.empty() ? std::string("null") : json_all[0].dump(2)) + "\n";
+  if (args.format == "json")
+    out = (batch ? json_all.dump(2) : json_all.empty() ? std::string("null") : json_all[0].dump(2)) + "\n";
   if (args.format == "sarif" && !sarif.is_null()) out = sarif.dump(2) + "\n";
   if (!args.sarif_output.empty() && !sarif.is_null())
     if (auto w = write_file_atomic(args.sarif_output, sarif.dump(2) + "\n"); !w) return report_error(w.error());
@@ -695,9 +721,12 @@ namespace {
 
 std::string duration_text(double s) {
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) % 3600) / 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) % 3600) / 60);
   return buf;
 }
 
@@ -710,7 +739,8 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
   // Ids must be unique across the corpora: they name the cases in the reports.
   std::set<std::string> ids;
   for (size_t i = 0; i < cases.size(); ++i)
-    if (!ids.insert(cases[i].id).second) return report_error(Error{origins[i].where + ": case id \"" + cases[i].id + "\" appears twice"});
+    if (!ids.insert(cases[i].id).second)
+      return report_error(Error{origins[i].where + ": case id \"" + cases[i].id + "\" appears twice"});
 
   EvalOptions options;
   options.modes = args.modes;
@@ -733,8 +763,10 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
   options.seed = args.llm.seed;
   for (const auto& m : options.modes)
     if (!is_eval_mode(m)) {
-      std::fprintf(stderr, "spark: error: --mode: unknown mode \"%s\" (known: builtin, traceback, annotation, baseline, "
-                           "default, random, annotation-free, directive, naive-rag, hybrid)\n", m.c_str());
+      std::fprintf(stderr,
+                   "spark: error: --mode: unknown mode \"%s\" (known: builtin, traceback, annotation, baseline, "
+                   "default, random, annotation-free, directive, naive-rag, hybrid)\n",
+                   m.c_str());
       return 2;
     }
   std::vector<std::pair<std::string, std::string>> compare;
@@ -752,10 +784,13 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
   std::optional<LlmClient> client;
   std::unique_ptr<AnswerCache> cache;
   if (needs_llm) {
-    if (!args.llm.llm) return report_error(Error{"the LLM modes need an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL "
-                                                 "(or llm.base_url and llm.model in .spark.toml, or --llm-url and --model)"});
+    if (!args.llm.llm)
+      return report_error(
+          Error{"the LLM modes need an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL "
+                "(or llm.base_url and llm.model in .spark.toml, or --llm-url and --model)"});
     client.emplace(*args.llm.llm);
-    const std::string cache_path = args.cache.empty() ? (fs::path(local_folder(common)) / "llm-answers.sqlite").string() : args.cache;
+    const std::string cache_path =
+        args.cache.empty() ? (fs::path(local_folder(common)) / "llm-answers.sqlite").string() : args.cache;
     auto c = AnswerCache::open(cache_path);
     if (!c) return report_error(c.error());
     cache = std::move(*c);
@@ -838,11 +873,12 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
 
   auto evaluation = run_evaluation(*kb, **engine, cases, options);
   if (!evaluation) return report_error(evaluation.error());
-  if (cache) note("LLM answer cache: " + std::to_string(cache->hits()) + " answer(s) reused, " +
-                  std::to_string(cache->stores()) + " new");
+  if (cache)
+    note("LLM answer cache: " + std::to_string(cache->hits()) + " answer(s) reused, " +
+         std::to_string(cache->stores()) + " new");
   EvalReport report = make_report(*evaluation, cases, compare);
   report.command = args.command_line;
-  const std::string out = args.format == "json" ? render_json(report, *evaluation)
+  const std::string out = args.format == "json"  ? render_json(report, *evaluation)
                           : args.format == "csv" ? render_csv(report)
                                                  : render_markdown(report);
   if (!args.html.empty()) {
@@ -863,7 +899,8 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
   note("evaluated " + std::to_string(evaluation->cases.size()) + " labelled case(s) in " +
        duration_text(evaluation->seconds) + " (" +
        std::to_string(static_cast<int>(static_cast<double>(evaluation->cases.size() * evaluation->runs.size()) /
-                                       std::max(1e-9, evaluation->seconds))) + " case-settings/s)");
+                                       std::max(1e-9, evaluation->seconds))) +
+       " case-settings/s)");
   return write_output(args.output, out);
 }
 

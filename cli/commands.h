@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "formats/defaults.h"
 #include "formats/config.h"
+#include "formats/defaults.h"
 #include "llm/llm_client.h"
-#include "store/knowledge_base.h"
 #include "localizer.h"
+#include "store/knowledge_base.h"
 
 namespace spark::cli {
 
@@ -18,7 +18,7 @@ struct Common {
   std::string kb_dir = ".spark";     // a folder (SQLite) or a postgresql:// URL
   std::string local_dir = ".spark";  // with a server store: this runner's index, spool and LLM answer cache
   EmbedderConfig embedder;
-  std::shared_ptr<const Redactor> redactor;  // null when redaction is off (--no-redact, redact.enabled = false)
+  std::shared_ptr<const Redactor> redactor;    // null when redaction is off (--no-redact, redact.enabled = false)
   std::vector<RedactionRule> redaction_rules;  // the user's rules (for `export --redact`, which asks for redaction)
 };
 
@@ -35,7 +35,7 @@ struct ImportArgs {
 int cmd_import(const Common& common, const ImportArgs& args);
 
 struct ExportArgs {
-  std::string output;  // "" = standard output
+  std::string output;   // "" = standard output
   bool redact = false;  // redact error messages, file contents and meta (not lossless then)
 };
 int cmd_export(const Common& common, const ExportArgs& args);
@@ -51,8 +51,8 @@ struct LocalizeArgs {
   std::string test_id;
   std::string time;
   std::string case_file, case_id;
-  std::string junit;        // a JUnit XML report: every failed or erroring test in it is a query
-  std::string root = ".";   // with --junit: the repository the report's test files are in
+  std::string junit;       // a JUnit XML report: every failed or erroring test in it is a query
+  std::string root = ".";  // with --junit: the repository the report's test files are in
   std::string policy = "all";
   double window_fraction = defaults::kWindowFraction;
   size_t window = 0;
@@ -70,13 +70,13 @@ struct LocalizeArgs {
   std::string template_path;
   bool show_prompt = false;
   bool require_llm = false;
-  std::optional<LlmOptions> llm;  // absent: no LLM configured (llm.base_url unset)
-  uint64_t seed = 0;              // random mode's draw
+  std::optional<LlmOptions> llm;                     // absent: no LLM configured (llm.base_url unset)
+  uint64_t seed = 0;                                 // random mode's draw
   size_t context_tokens = defaults::kContextTokens;  // prompt bounds, also without an LLM (--show-prompt)
   size_t answer_tokens = 512;
   double llm_deadline = 300;  // seconds for all of the run's LLM requests; 0: none
   bool test_scope_only = false;
-  std::string explain;            // --explain LINE or PATH:LINE: every feature of that line
+  std::string explain;  // --explain LINE or PATH:LINE: every feature of that line
 };
 
 // The localize settings from the effective configuration (flags already applied to it).
@@ -104,9 +104,9 @@ struct EvalArgs {
   std::string output;
   std::string html;
   std::string cache;
-  bool use_kb = false;               // --kb given: retrieve from that knowledge base instead of a temporary one
-  std::string command_line;          // shown in the reports
-  LocalizeArgs llm;                  // LLM settings (from the configuration)
+  bool use_kb = false;       // --kb given: retrieve from that knowledge base instead of a temporary one
+  std::string command_line;  // shown in the reports
+  LocalizeArgs llm;          // LLM settings (from the configuration)
 };
 int cmd_eval(const Common& common, const EvalArgs& args);
 
@@ -123,13 +123,13 @@ struct HistoryArgs {
 struct MineArgs {
   HistoryArgs history;
   std::vector<std::string> outcomes;
-  std::string commit;        // for JUnit reports not named <sha>.xml
-  std::string output;        // also write this run's labelled cases here ("-" = standard output)
-  std::string quarantine;    // also write this run's quarantined cases here
+  std::string commit;      // for JUnit reports not named <sha>.xml
+  std::string output;      // also write this run's labelled cases here ("-" = standard output)
+  std::string quarantine;  // also write this run's quarantined cases here
   // --run: find the fix by running the tests (no recorded outcomes).
-  std::string run;           // "CMD {test_id}"
+  std::string run;  // "CMD {test_id}"
   std::vector<std::string> tests;
-  std::string from;          // the failing commit
+  std::string from;  // the failing commit
   std::string to = "HEAD";
   double timeout = 600;
 };
@@ -138,7 +138,7 @@ int cmd_mine(const Common& common, const MineArgs& args);
 struct RecordArgs {
   HistoryArgs history;
   std::string junit;
-  std::string commit;        // default HEAD
+  std::string commit;  // default HEAD
   bool localize = true;
   LocalizeArgs localize_args;
 };
@@ -150,10 +150,10 @@ struct AuditArgs {
   std::vector<std::string> keep;  // trim: "12", "path:12", "12-14"
   std::string author;             // default: git config user
   std::string reason;
-  bool all = false;               // list: decided ones too
-  std::string format = "text";    // list: text | json
+  bool all = false;             // list: decided ones too
+  std::string format = "text";  // list: text | json
   std::string html;
-  std::string repo = ".";         // for the author from git config
+  std::string repo = ".";  // for the author from git config
   double sigma = 3.0;
   std::string color = "auto";
 };
@@ -164,7 +164,7 @@ struct HooksArgs {
   std::string repo = ".";
   std::string test_command;  // post-commit: "CMD {junit} {tests}"
   double timeout = 1800;
-  std::string spark_path;    // install: the spark binary the hook calls
+  std::string spark_path;  // install: the spark binary the hook calls
   HistoryArgs history;
 };
 int cmd_hooks(const Common& common, const HooksArgs& args);
@@ -181,7 +181,7 @@ std::string local_folder(const Common& common);
 
 // `spark kb init | status | copy`.
 struct KbArgs {
-  std::string action;  // init | status | copy
+  std::string action;    // init | status | copy
   std::string from, to;  // copy
 };
 int cmd_kb(const Common& common, const KbArgs& args);

@@ -32,15 +32,14 @@ struct TableCopy {
 // KnowledgeBase::clear_embeddings) and is not copied.
 constexpr TableCopy kTables[] = {
     {"blobs", "sha, content", "tt", "sha"},
-    {"cases", "rowid, id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash", "ittiitttt",
-     "rowid"},
+    {"cases", "rowid, id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash",
+     "ittiitttt", "rowid"},
     {"case_files", "case_rowid, ord, path, blob_sha", "iitt", "case_rowid, ord"},
     {"outcomes", "commit_sha, test_id, outcome, time, message, origin, recorded_at", "tttitti", "commit_sha, test_id"},
     {"failures",
      "commit_sha, test_id, status, time, message, origin, snapshot, fixed_commit, case_id, faulty_count, record, "
      "fixed_files, decided_by, decided_at, reason, kept, updated_at, fault_key, duplicate_of",
-     "tttitttttitttittitt",
-     "commit_sha, test_id"},
+     "tttitttttitttittitt", "commit_sha, test_id"},
 };
 
 Result<int64_t> copy_table(Database& from, Database& to, const TableCopy& t) {
@@ -58,9 +57,12 @@ Result<int64_t> copy_table(Database& from, Database& to, const TableCopy& t) {
     if (!*r) break;
     for (size_t c = 0; c < kinds.size(); ++c) {
       const int col = static_cast<int>(c);
-      if (read->is_null(col)) write->bind_null(col + 1);
-      else if (kinds[c] == 'i') write->bind(col + 1, read->int64(col));
-      else write->bind(col + 1, read->text(col));
+      if (read->is_null(col))
+        write->bind_null(col + 1);
+      else if (kinds[c] == 'i')
+        write->bind(col + 1, read->int64(col));
+      else
+        write->bind(col + 1, read->text(col));
     }
     if (auto s = write->run(); !s) return std::unexpected(with_context(std::string(t.name) + ": ", s.error()));
     ++n;
@@ -94,7 +96,8 @@ int kb_copy(const Common& common, const KbArgs& args) {
   }
   // Settings other than the store's own (schema version, identity, generation) travel with the cases.
   {
-    auto read = src.prepare("SELECT key, value FROM settings WHERE key NOT IN ('schema_version','store_id','generation')");
+    auto read =
+        src.prepare("SELECT key, value FROM settings WHERE key NOT IN ('schema_version','store_id','generation')");
     if (!read) return report_error(read.error());
     for (;;) {
       auto r = read->step();
@@ -104,18 +107,21 @@ int kb_copy(const Common& common, const KbArgs& args) {
     }
   }
   if (dst.engine() == Engine::postgresql && copied["cases"] > 0)
-    if (auto s = dst.exec("SELECT setval(pg_get_serial_sequence('spark.cases', 'rowid'), (SELECT max(rowid) FROM cases))");
+    if (auto s =
+            dst.exec("SELECT setval(pg_get_serial_sequence('spark.cases', 'rowid'), (SELECT max(rowid) FROM cases))");
         !s)
       return report_error(s.error());
-  if (auto s = dst.exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'"); !s)
+  if (auto s = dst.exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'");
+      !s)
     return report_error(s.error());
   // The check before the commit: every row arrived.
   for (const auto& t : kTables) {
     auto a = count_rows(src, t.name), b = count_rows(dst, t.name);
     if (!a || !b) return report_error(!a ? a.error() : b.error());
     if (*a != *b)
-      return report_error(Error{"kb copy: " + std::string(t.name) + ": " + std::to_string(*a) + " row(s) in the source, " +
-                                std::to_string(*b) + " in the destination; nothing was written"});
+      return report_error(Error{"kb copy: " + std::string(t.name) + ": " + std::to_string(*a) +
+                                " row(s) in the source, " + std::to_string(*b) +
+                                " in the destination; nothing was written"});
   }
   if (auto s = tx->commit(); !s) return report_error(s.error());
   std::printf("copied %lld case(s) (%lld file version(s)), %lld outcome(s), %lld failure(s) from %s to %s\n",
@@ -130,8 +136,7 @@ int kb_status(const Common& common) {
   auto kb = open_kb(common, false);
   if (!kb) return report_error(kb.error());
   Database& db = (*kb)->database();
-  std::printf("store: %s (%s)\n", (*kb)->name().c_str(),
-              (*kb)->engine() == Engine::sqlite ? "SQLite" : "PostgreSQL");
+  std::printf("store: %s (%s)\n", (*kb)->name().c_str(), (*kb)->engine() == Engine::sqlite ? "SQLite" : "PostgreSQL");
   std::printf("schema version: %d\n", kSchemaVersion);
   for (const char* table : {"cases", "blobs", "outcomes", "failures"}) {
     auto n = count_rows(db, table);
@@ -156,8 +161,8 @@ int cmd_kb(const Common& common, const KbArgs& args) {
   if (args.action == "status") return kb_status(common);
   auto kb = open_kb(common, true);
   if (!kb) return report_error(kb.error());
-  std::printf("%s: %s, schema version %d\n", (*kb)->name().c_str(),
-              (*kb)->created() ? "created" : "up to date", kSchemaVersion);
+  std::printf("%s: %s, schema version %d\n", (*kb)->name().c_str(), (*kb)->created() ? "created" : "up to date",
+              kSchemaVersion);
   return 0;
 }
 

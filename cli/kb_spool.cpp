@@ -36,8 +36,8 @@ Result<fs::path> spool_outcomes(const std::string& local_dir, const std::vector<
   if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
   std::random_device rd;
   char name[96];
-  std::snprintf(name, sizeof name, "%lld-%d-%08x.jsonl", static_cast<long long>(now_epoch()), static_cast<int>(::getpid()),
-                rd());
+  std::snprintf(name, sizeof name, "%lld-%d-%08x.jsonl", static_cast<long long>(now_epoch()),
+                static_cast<int>(::getpid()), rd());
   const fs::path path = dir / name;
   if (auto s = write_file_atomic(path, text); !s) return std::unexpected(s.error());
   return path;

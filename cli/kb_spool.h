@@ -15,6 +15,7 @@ std::filesystem::path spool_dir(const std::string& local_dir);
 // The spooled reports, oldest first.
 std::vector<std::filesystem::path> spool_files(const std::string& local_dir);
 // Writes `outcomes` as a new spool file; its path.
-Result<std::filesystem::path> spool_outcomes(const std::string& local_dir, const std::vector<RecordedOutcome>& outcomes);
+Result<std::filesystem::path> spool_outcomes(const std::string& local_dir,
+                                             const std::vector<RecordedOutcome>& outcomes);
 
 }  // namespace spark::cli

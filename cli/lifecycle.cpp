@@ -11,15 +11,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.h"
 #include "commands.h"
-#include "kb_spool.h"
-#include "store/postgres_db.h"
 #include "formats/error_message.h"
 #include "git_history.h"
+#include "kb_spool.h"
 #include "miner.h"
 #include "mining_store.h"
+#include "store/postgres_db.h"
 #include "test_runner.h"
-#include "base/text.h"
 
 namespace spark::cli {
 
@@ -43,15 +43,14 @@ Result<SyncOptions> sync_options(const HistoryArgs& h) {
   return o;
 }
 
-std::string plural(size_t n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
+std::string plural(size_t n, const std::string& word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 // The sync's summary on stderr: what was stored, what was settled and how, the rule.
 void print_summary(const SyncReport& r, const std::string& verb) {
   for (const auto& w : r.warnings) note(w);
   note(verb + " " + plural(r.outcomes, "outcome") + " (new or changed); opened " + plural(r.opened, "failure") +
-       (r.closed_flaky ? "; " + plural(r.closed_flaky, "failure") + " closed as flaky (passed at the same commit)" : ""));
+       (r.closed_flaky ? "; " + plural(r.closed_flaky, "failure") + " closed as flaky (passed at the same commit)"
+                       : ""));
   const std::pair<FailureStatus, const char*> order[] = {
       {FailureStatus::labelled, "labelled into the corpus"},
       {FailureStatus::quarantined, "quarantined for audit"},
@@ -59,7 +58,8 @@ void print_summary(const SyncReport& r, const std::string& verb) {
       {FailureStatus::only_additions, "fixed by additions only"},
       {FailureStatus::mixed_fix, "fixed together with non-test code (--test-only-fixes)"},
       {FailureStatus::missing_file, "without their test file"},
-      {FailureStatus::duplicate, "the same fault as an earlier failure (same test, test code and fix: counted behind its case)"}};
+      {FailureStatus::duplicate,
+       "the same fault as an earlier failure (same test, test code and fix: counted behind its case)"}};
   std::string settled;
   size_t total = 0;
   for (const auto& [status, text] : order)
@@ -75,8 +75,7 @@ void print_summary(const SyncReport& r, const std::string& verb) {
     note("  (with 10 or fewer mined cases no count can lie 3 sd above the mean: the rule starts to bite later)");
   for (const auto& id : r.moved_to_quarantine) note("  moved to quarantine by the recomputed rule: " + id);
   for (const auto& id : r.released) note("  back in the corpus by the recomputed rule: " + id);
-  if (!r.quarantined_ids.empty() || !r.moved_to_quarantine.empty())
-    note("review the quarantine with `spark audit`");
+  if (!r.quarantined_ids.empty() || !r.moved_to_quarantine.empty()) note("review the quarantine with `spark audit`");
 }
 
 std::string cases_jsonl(const std::vector<StoredFailure>& failures) {
@@ -117,12 +116,14 @@ std::string author_or_default(const std::string& given, const std::string& repo_
 
 int cmd_mine(const Common& common, const MineArgs& args) {
   if (args.run.empty() == args.outcomes.empty()) {
-    std::fprintf(stderr, "spark: error: give --outcomes FILE... (recorded outcomes) or --run \"CMD {test_id}\" "
-                         "--test ID --from SHA (run the tests to find the fix), not both\n");
+    std::fprintf(stderr,
+                 "spark: error: give --outcomes FILE... (recorded outcomes) or --run \"CMD {test_id}\" "
+                 "--test ID --from SHA (run the tests to find the fix), not both\n");
     return 2;
   }
   if (!args.run.empty() && (args.tests.empty() || args.from.empty())) {
-    std::fprintf(stderr, "spark: error: --run needs the failing tests (--test ID) and the commit they fail at (--from)\n");
+    std::fprintf(stderr,
+                 "spark: error: --run needs the failing tests (--test ID) and the commit they fail at (--from)\n");
     return 2;
   }
   if (!args.run.empty() && args.run.find("{test_id}") == std::string::npos &&
@@ -137,8 +138,8 @@ int cmd_mine(const Common& common, const MineArgs& args) {
   std::vector<RecordedOutcome> outcomes;
   for (const auto& file : args.outcomes) {
     std::vector<std::string> warnings;
-    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, **repo, &warnings)
-                                       : read_outcomes_jsonl(file);
+    auto read =
+        file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, **repo, &warnings) : read_outcomes_jsonl(file);
     for (const auto& w : warnings) note(w);
     if (!read) return report_error(read.error());
     for (auto& o : *read) outcomes.push_back(std::move(o));
@@ -155,8 +156,10 @@ int cmd_mine(const Common& common, const MineArgs& args) {
       if (!found) return report_error(found.error());
       note(test + ": " +
            (found->fix ? "first passing commit " + found->fix->substr(0, 10) : "no fix (" + found->note + ")") +
-           " after " + plural(found->runs, "run") + (found->flaky ? "; FLAKY: the range is not monotonic, found by a "
-                                                                    "linear scan" : ""));
+           " after " + plural(found->runs, "run") +
+           (found->flaky ? "; FLAKY: the range is not monotonic, found by a "
+                           "linear scan"
+                         : ""));
       for (auto& o : found->outcomes) outcomes.push_back(std::move(o));
     }
   }
@@ -264,8 +267,10 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   for (const auto& o : *outcomes) {
     if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
     auto files = failure_files(**repo, *commit, o.test_id, o.message);
-    if (files.empty() || !same_file(parse_test_id(o.test_id, language_of_test_id(o.test_id)).path, files.front().path)) {
-      note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) + "; not localized");
+    if (files.empty() ||
+        !same_file(parse_test_id(o.test_id, language_of_test_id(o.test_id)).path, files.front().path)) {
+      note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) +
+           "; not localized");
       continue;
     }
     queries.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
@@ -304,11 +309,11 @@ std::string colorize(const std::string& patch, bool color) {
   if (!color) return patch;
   std::string out;
   for (std::string_view line : split_lines(patch)) {
-    const char* c = line.starts_with("@@") ? "\033[36m"
+    const char* c = line.starts_with("@@")                               ? "\033[36m"
                     : line.starts_with("---") || line.starts_with("+++") ? "\033[1m"
-                    : line.starts_with("-") ? "\033[31m"
-                    : line.starts_with("+") ? "\033[32m"
-                    : nullptr;
+                    : line.starts_with("-")                              ? "\033[31m"
+                    : line.starts_with("+")                              ? "\033[32m"
+                                                                         : nullptr;
     out += c ? std::string(c) + std::string(line) + "\033[0m\n" : std::string(line) + "\n";
   }
   return out;
@@ -479,7 +484,8 @@ Result<std::vector<LineRef>> parse_keep(const std::vector<std::string>& specs, c
     char tail = 0;
     const int n = std::sscanf(range.c_str(), "%d-%d%c", &a, &b, &tail);
     if (n == 1) b = a;
-    if (n < 1 || n > 2 || a < 1 || b < a) return fail("--keep \"" + spec + "\": not a line or range (12, 12-14, path:12)");
+    if (n < 1 || n > 2 || a < 1 || b < a)
+      return fail("--keep \"" + spec + "\": not a line or range (12, 12-14, path:12)");
     for (int l = a; l <= b; ++l) out.push_back({path, l});
   }
   return out;
@@ -522,12 +528,19 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
         }
         if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
       }
-      if (auto w = write_file_atomic(args.html, audit_html(common.redactor ? shown : *list, *rule, (*kb)->dir().string())); !w)
+      if (auto w =
+              write_file_atomic(args.html, audit_html(common.redactor ? shown : *list, *rule, (*kb)->dir().string()));
+          !w)
         return report_error(w.error());
     }
     if (args.format == "json") {
-      json j = {{"schema", "spark.audit/1"}, {"rule", {{"n", rule->n}, {"mean", rule->mean}, {"sd", rule->sd}, {"sigma", rule->sigma},
-                          {"threshold", rule->threshold}}},
+      json j = {{"schema", "spark.audit/1"},
+                {"rule",
+                 {{"n", rule->n},
+                  {"mean", rule->mean},
+                  {"sd", rule->sd},
+                  {"sigma", rule->sigma},
+                  {"threshold", rule->threshold}}},
                 {"cases", json::array()}};
       for (const auto& f : *list) j["cases"].push_back(failure_json(f));
       return write_output("", j.dump(2) + "\n");
@@ -569,7 +582,7 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
     }
     return write_output("", out);
   }
-  const Decision decision = args.action == "accept" ? Decision::accept
+  const Decision decision = args.action == "accept"   ? Decision::accept
                             : args.action == "reject" ? Decision::reject
                                                       : Decision::trim;
   std::vector<LineRef> keep;
@@ -587,9 +600,9 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
   auto decided = store.decide(args.id, decision, author_or_default(args.author, args.repo), args.reason, keep);
   if (!decided) return report_error(decided.error());
   note(decided->case_id + ": " + status_name(decided->status) + " by " + decided->decided_by +
-       (decision == Decision::reject ? " (kept out of the corpus)"
-                                     : " (in the corpus with " + plural(decided->labelled->faulty_lines.size(),
-                                                                         "faulty line") + ")"));
+       (decision == Decision::reject
+            ? " (kept out of the corpus)"
+            : " (in the corpus with " + plural(decided->labelled->faulty_lines.size(), "faulty line") + ")"));
   return 0;
 }
 
@@ -609,7 +622,9 @@ std::string hook_script(const std::string& spark) {
          "if [ -x \"$hook_dir/post-commit.spark-chained\" ]; then\n"
          "  \"$hook_dir/post-commit.spark-chained\" \"$@\" || status=$?\n"
          "fi\n"
-         "spark=" + shell_quote(spark) + "\n"
+         "spark=" +
+         shell_quote(spark) +
+         "\n"
          "[ -x \"$spark\" ] || spark=spark\n"
          "\"$spark\" hooks post-commit || echo \"spark: post-commit hook failed (the commit is made)\" >&2\n"
          "exit $status\n";
@@ -675,7 +690,8 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
   }
   if (tests.empty()) return 0;
   if (args.test_command.empty()) {
-    note(plural(tests.size(), "test") + " with open failures; set record.test_command in .spark.toml (e.g. "
+    note(plural(tests.size(), "test") +
+         " with open failures; set record.test_command in .spark.toml (e.g. "
          "\"python3 -m pytest --junitxml={junit} {tests}\") to re-run them after each commit");
     return 0;
   }

@@ -7,9 +7,9 @@
 #include <charconv>
 #include <set>
 
-#include "localizer.h"
 #include "base/pcre_regex.h"
 #include "base/text.h"
+#include "localizer.h"
 
 namespace spark {
 
@@ -55,7 +55,8 @@ long long to_int(std::string_view s) {
 }
 
 // Free text, line by line: "line 12", "Line 12: code", "12: code", "12-14", "L12", "[3, 7, 9]", "1. line 12".
-bool parse_text(std::string_view text, Collector& c, const std::function<std::optional<int>(std::string_view)>& id_of_code) {
+bool parse_text(std::string_view text, Collector& c,
+                const std::function<std::optional<int>(std::string_view)>& id_of_code) {
   static const Regex numbering = Regex::must(R"(^\s*(?:[-*•>]+|\(?\d{1,3}[.)](?=\s)|#+)\s*)");
   static const Regex line_ref = Regex::must(
       R"((?i)\b(?:lines?|ln|l)(?:[\s_]*(?:numbers?|no\.?|#))?["']?\s*[:#=]?\s*(\d+)(?:\s*(?:-|–|—|to|through)\s*(?:lines?\s*)?(\d+))?)");
@@ -72,8 +73,10 @@ bool parse_text(std::string_view text, Collector& c, const std::function<std::op
     const auto numeric = [&](const std::string& t) {
       bool found = false;
       const auto take = [&](const std::vector<std::string_view>& g) {
-        if (g.size() > 2 && !g[2].empty()) c.add_range(to_int(g[1]), to_int(g[2]));
-        else c.add(to_int(g[1]));
+        if (g.size() > 2 && !g[2].empty())
+          c.add_range(to_int(g[1]), to_int(g[2]));
+        else
+          c.add(to_int(g[1]));
       };
       line_ref.for_each_match(t, [&](const std::vector<std::string_view>& g) {
         found = true;
@@ -106,11 +109,11 @@ bool parse_text(std::string_view text, Collector& c, const std::function<std::op
   return c.out.ids.size() + c.out.out_of_range + c.out.duplicates + c.out.not_code > before;
 }
 
-void walk_json(const nlohmann::json& j, Collector& c, const std::function<std::optional<int>(std::string_view)>& id_of_code,
-               int depth) {
+void walk_json(const nlohmann::json& j, Collector& c,
+               const std::function<std::optional<int>(std::string_view)>& id_of_code, int depth) {
   if (depth > 8) return;
-  static const char* kKeys[] = {"line", "line_number", "lineno", "line_no", "id", "ID", "element_id", "element",
-                                "number", "index"};
+  static const char* kKeys[] = {"line", "line_number", "lineno",  "line_no", "id",
+                                "ID",   "element_id",  "element", "number",  "index"};
   // A number no line has (huge, negative, not finite) is out of range: converting it as is would be undefined
   // (tests/fuzz found 1.8e20).
   if (j.is_number_unsigned()) {

@@ -10,11 +10,11 @@
 namespace spark {
 
 struct ParsedAnswer {
-  std::vector<int> ids;          // distinct, in range, in the answer's order (not cut at k)
-  size_t out_of_range = 0;       // ids outside 1..max_id
+  std::vector<int> ids;     // distinct, in range, in the answer's order (not cut at k)
+  size_t out_of_range = 0;  // ids outside 1..max_id
   size_t duplicates = 0;
-  size_t not_code = 0;           // in range but a blank line
-  std::string format = "none";   // json | text | none
+  size_t not_code = 0;          // in range but a blank line
+  std::string format = "none";  // json | text | none
 };
 
 // `is_element(id)`: the id names a line of code (not blank). `id_of_code(text)`: the id of the line whose code is

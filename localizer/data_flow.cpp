@@ -16,9 +16,10 @@ bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c
 
 const std::unordered_set<std::string_view>& keywords() {
   static const std::unordered_set<std::string_view> k = {
-      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
-      "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield"};
+      "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+      "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+      "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
   return k;
 }
 
@@ -79,8 +80,10 @@ size_t assignment_at(std::string_view code, bool& augmented) {
   augmented = false;
   for (size_t i = 0; i < code.size(); ++i) {
     const char c = code[i];
-    if (c == '(' || c == '[' || c == '{') ++depth;
-    else if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == '(' || c == '[' || c == '{')
+      ++depth;
+    else if (c == ')' || c == ']' || c == '}')
+      --depth;
     else if (c == '=' && depth == 0) {
       const char before = i > 0 ? code[i - 1] : ' ';
       const char after = i + 1 < code.size() ? code[i + 1] : ' ';
@@ -109,7 +112,9 @@ std::string target_base(std::string_view target) {
   return t;
 }
 
-void add_all(std::vector<std::string>& to, const std::vector<std::string>& from) { to.insert(to.end(), from.begin(), from.end()); }
+void add_all(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
 
 }  // namespace
 
@@ -159,8 +164,10 @@ DefUse def_use(std::string_view statement) {
       int depth = 0;
       for (size_t i = 0; i <= t.size(); ++i) {
         const char ch = i < t.size() ? t[i] : ',';
-        if (ch == '(' || ch == '[') ++depth;
-        else if (ch == ')' || ch == ']') --depth;
+        if (ch == '(' || ch == '[')
+          ++depth;
+        else if (ch == ')' || ch == ']')
+          --depth;
         else if (ch == ',' && depth == 0) {
           const std::string base = target_base(t.substr(start, i - start));
           if (!base.empty() && name_start(base.front())) du.defs.push_back(base);
@@ -191,9 +198,10 @@ namespace {
 // Words of Java and JavaScript/TypeScript that are not names of values.
 const std::unordered_set<std::string_view>& brace_keywords() {
   static const std::unordered_set<std::string_view> k = {
-      "new", "null", "undefined", "true", "false", "typeof", "instanceof", "void", "const", "let", "var", "final",
-      "static", "super", "throw", "return", "await", "async", "function", "of", "delete", "yield", "int",
-      "long", "double", "float", "boolean", "char", "byte", "short", "String"};
+      "new",    "null",  "undefined", "true",  "false",  "typeof", "instanceof", "void",
+      "const",  "let",   "var",       "final", "static", "super",  "throw",      "return",
+      "await",  "async", "function",  "of",    "delete", "yield",  "int",        "long",
+      "double", "float", "boolean",   "char",  "byte",   "short",  "String"};
   return k;
 }
 
@@ -207,8 +215,10 @@ std::string brace_statement(std::string_view statement) {
     const char c = statement[i];
     if (quote) {
       code += c;
-      if (c == '\\' && i + 1 < statement.size()) code += statement[++i];
-      else if (c == quote) quote = 0;
+      if (c == '\\' && i + 1 < statement.size())
+        code += statement[++i];
+      else if (c == quote)
+        quote = 0;
       continue;
     }
     if (c == '"' || c == '\'' || c == '`') quote = c;
@@ -262,9 +272,12 @@ std::string brace_statement(std::string_view statement) {
     int angle = 0;
     size_t last_space = std::string::npos;
     for (size_t i = 0; i < lhs.size(); ++i) {
-      if (lhs[i] == '<') ++angle;
-      else if (lhs[i] == '>') --angle;
-      else if ((lhs[i] == ' ' || lhs[i] == '\t') && angle == 0) last_space = i;
+      if (lhs[i] == '<')
+        ++angle;
+      else if (lhs[i] == '>')
+        --angle;
+      else if ((lhs[i] == ' ' || lhs[i] == '\t') && angle == 0)
+        last_space = i;
     }
     if (last_space != std::string::npos && lhs.find('.') == std::string::npos && lhs.find('(') == std::string::npos)
       lhs = lhs.substr(last_space + 1);

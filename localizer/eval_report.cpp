@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "code/structure_cache.h"
-#include "base/text.h"
 #include "base/process.h"
+#include "base/text.h"
+#include "code/structure_cache.h"
 
 namespace spark {
 
@@ -41,8 +41,10 @@ std::string num(double v, int digits = 1) {
 }
 std::string pval(double p) {
   char buf[32];
-  if (p < 0.0001) std::snprintf(buf, sizeof buf, "%.1e", p);
-  else std::snprintf(buf, sizeof buf, "%.4f", p);
+  if (p < 0.0001)
+    std::snprintf(buf, sizeof buf, "%.1e", p);
+  else
+    std::snprintf(buf, sizeof buf, "%.4f", p);
   return buf;
 }
 
@@ -75,8 +77,8 @@ bool in_dataset(const EvalCase& c, const std::string& d) { return d == "all" || 
 // The run serving (setting, k): an LLM mode's run for that k, or the one-ranking run.
 const SettingRun* run_for(const Evaluation& e, const EvalSetting& s, size_t k) {
   for (const auto& r : e.runs)
-    if (r.setting.mode == s.mode && r.setting.policy == s.policy && r.setting.epsilon == s.epsilon && r.setting.r == s.r &&
-        (r.k_requested == 0 || r.k_requested == k))
+    if (r.setting.mode == s.mode && r.setting.policy == s.policy && r.setting.epsilon == s.epsilon &&
+        r.setting.r == s.r && (r.k_requested == 0 || r.k_requested == k))
       return &r;
   return nullptr;
 }
@@ -114,7 +116,8 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
   const auto sets = settings(e);
   const auto ds = datasets(e);
 
-  Table eff{"effectiveness", "Effectiveness (%), leave-one-out (the paper's Tables 3, 6, 8, 12)",
+  Table eff{"effectiveness",
+            "Effectiveness (%), leave-one-out (the paper's Tables 3, 6, 8, 12)",
             {"dataset", "level", "k", "mode", "policy", "epsilon", "r", "cases", "P@k", "R@k", "Hit@k", "MAP@k",
              "MAP@k (standard)", "MRR@k"},
             {}};
@@ -130,14 +133,15 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
             if (in_dataset(e.cases[i], d)) sel.push_back(per[i]);
           const CaseMetrics m = mean_metrics(sel);
           eff.rows.push_back({d, std::string(level_name(level)), std::to_string(k), s.mode, s.policy, num(s.epsilon, 2),
-                              std::to_string(s.r), std::to_string(sel.size()), pct(m.precision), pct(m.recall), pct(m.hit),
-                              pct(m.ap_paper), pct(m.ap_standard), pct(m.rr)});
+                              std::to_string(s.r), std::to_string(sel.size()), pct(m.precision), pct(m.recall),
+                              pct(m.hit), pct(m.ap_paper), pct(m.ap_standard), pct(m.rr)});
         }
   report.tables.push_back(std::move(eff));
 
   // The same numbers in the paper's layout: one row per dataset × level × k, each metric a group of columns with one
   // column per setting (Table 3 has Baseline | SPARK under each metric).
-  Table wide{"effectiveness_paper", "Effectiveness (%) in the paper's layout: each metric, one column per setting", {}, {}};
+  Table wide{
+      "effectiveness_paper", "Effectiveness (%) in the paper's layout: each metric, one column per setting", {}, {}};
   wide.headers = {"dataset", "level", "k"};
   std::vector<std::string> names;
   for (const auto& s : sets) {
@@ -172,7 +176,8 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
       }
   report.tables.push_back(std::move(wide));
 
-  Table cost{"efficiency", "Tokens and time per case (the paper's Tables 4, 7, 10, 13)",
+  Table cost{"efficiency",
+             "Tokens and time per case (the paper's Tables 4, 7, 10, 13)",
              {"dataset", "mode", "policy", "epsilon", "r", "k", "cases", "tokens in (mean)", "tokens out (mean)",
               "tokens", "time/case (s)", "time sum (s)", "LLM used (%)", "filled ids", "cached"},
              {}};
@@ -195,16 +200,19 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
       if (n == 0) continue;
       const bool llm = run.k_requested > 0;
       if (!llm) secs = run.wall_seconds * n / static_cast<double>(e.cases.size());
-      cost.rows.push_back({d, run.setting.mode, run.setting.policy, num(run.setting.epsilon, 2), std::to_string(run.setting.r),
-                           llm ? std::to_string(run.k_requested) : "all", num(n, 0), llm ? num(in / n) : "-",
-                           llm ? num(out / n) : "-", llm ? (estimated ? "estimated" : "reported") : "-", num(secs / n, 3),
-                           num(secs, 1), llm ? pct(used / n) : "-", llm ? num(filled, 0) : "-", llm ? num(cached, 0) : "-"});
+      cost.rows.push_back({d, run.setting.mode, run.setting.policy, num(run.setting.epsilon, 2),
+                           std::to_string(run.setting.r), llm ? std::to_string(run.k_requested) : "all", num(n, 0),
+                           llm ? num(in / n) : "-", llm ? num(out / n) : "-",
+                           llm ? (estimated ? "estimated" : "reported") : "-", num(secs / n, 3), num(secs, 1),
+                           llm ? pct(used / n) : "-", llm ? num(filled, 0) : "-", llm ? num(cached, 0) : "-"});
     }
   report.tables.push_back(std::move(cost));
 
   // Table 5: annotated lines per ε, from the first run of each ε that annotates.
-  Table ann{"annotations", "Annotated lines per case: count (share of the case's lines) (the paper's Table 5)",
-            {"dataset", "epsilon", "policy", "r", "min", "mean", "median", "max"}, {}};
+  Table ann{"annotations",
+            "Annotated lines per case: count (share of the case's lines) (the paper's Table 5)",
+            {"dataset", "epsilon", "policy", "r", "min", "mean", "median", "max"},
+            {}};
   for (const auto& d : ds)
     for (double eps : e.options.epsilons) {
       const SettingRun* run = nullptr;
@@ -218,7 +226,9 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
       for (size_t i = 0; i < e.cases.size(); ++i)
         if (in_dataset(e.cases[i], d)) {
           counts.push_back(static_cast<double>(run->outcomes[i].annotated));
-          shares.push_back(e.cases[i].lines ? static_cast<double>(run->outcomes[i].annotated) / static_cast<double>(e.cases[i].lines) : 0);
+          shares.push_back(e.cases[i].lines
+                               ? static_cast<double>(run->outcomes[i].annotated) / static_cast<double>(e.cases[i].lines)
+                               : 0);
         }
       const Quartiles c = stats(counts), sh = stats(shares);
       const auto cell = [](double v, double share, int digits) { return num(v, digits) + " (" + pct(share) + "%)"; };
@@ -227,8 +237,10 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
     }
   report.tables.push_back(std::move(ann));
 
-  Table kbt{"knowledge_base", "Knowledge-base size per query after the policy (the paper's Table 9)",
-            {"dataset", "policy", "min", "mean", "median", "max"}, {}};
+  Table kbt{"knowledge_base",
+            "Knowledge-base size per query after the policy (the paper's Table 9)",
+            {"dataset", "policy", "min", "mean", "median", "max"},
+            {}};
   for (const auto& d : ds)
     for (const auto& policy : e.options.policies) {
       const SettingRun* run = nullptr;
@@ -252,8 +264,8 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
     for (size_t i = 1; i < e.options.modes.size(); ++i) pairs.push_back({e.options.modes[0], e.options.modes[i]});
   Table sig{"significance",
             "Paired comparisons over all cases: McNemar on Hit@k, Wilcoxon signed-rank on AP@k (the paper's AP)",
-            {"level", "k", "A", "B", "policy", "epsilon", "r", "cases", "Hit@k A", "Hit@k B", "only A hits", "only B hits",
-             "McNemar p", "MAP@k A", "MAP@k B", "AP A better", "AP B better", "AP equal", "Wilcoxon p"},
+            {"level", "k", "A", "B", "policy", "epsilon", "r", "cases", "Hit@k A", "Hit@k B", "only A hits",
+             "only B hits", "McNemar p", "MAP@k A", "MAP@k B", "AP A better", "AP B better", "AP equal", "Wilcoxon p"},
             {}};
   for (const auto& [a, b] : pairs)
     for (const auto& s : sets) {
@@ -323,7 +335,7 @@ std::string render_csv(const EvalReport& r) {
   };
   std::string out;
   for (const auto& t : r.tables) {
-    out += "table," ;
+    out += "table,";
     for (size_t i = 0; i < t.headers.size(); ++i) out += (i ? "," : "") + quote(t.headers[i]);
     out += "\n";
     for (const auto& row : t.rows) {
@@ -385,14 +397,17 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
       const auto& o = run.outcomes[i];
       nlohmann::json pr = nlohmann::json::array();
       for (const auto& p : o.predicted) pr.push_back({{"path", p.path}, {"line", p.line}});
-      nlohmann::json x = {{"setting", run.setting.label()}, {"predicted", pr}, {"annotated", o.annotated},
+      nlohmann::json x = {{"setting", run.setting.label()},
+                          {"predicted", pr},
+                          {"annotated", o.annotated},
                           {"knowledge_base", o.kb_size},
                           {"similarity", o.similarity ? nlohmann::json(*o.similarity) : nlohmann::json()}};
       if (run.k_requested > 0) x["k"] = run.k_requested;  // the k asked of the LLM; built-in runs rank every line
       if (run.k_requested > 0)
-        x["llm"] = {{"used", o.llm_used}, {"tokens_in", o.tokens_in}, {"tokens_out", o.tokens_out},
-                    {"estimated", o.tokens_estimated}, {"seconds", o.seconds}, {"filled", o.filled},
-                    {"cached", o.cached}, {"error", o.error}};
+        x["llm"] = {{"used", o.llm_used},         {"tokens_in", o.tokens_in},
+                    {"tokens_out", o.tokens_out}, {"estimated", o.tokens_estimated},
+                    {"seconds", o.seconds},       {"filled", o.filled},
+                    {"cached", o.cached},         {"error", o.error}};
       c["runs"].push_back(std::move(x));
     }
     j["cases"].push_back(std::move(c));
@@ -423,15 +438,16 @@ Result<std::string> gnuplot_svg(const fs::path& dir, const std::string& script) 
   fs::remove(out, ec);
   {
     std::ofstream f(sp);
-    f << "set terminal svg size 720,420 noenhanced font 'sans,12' background '#ffffff'\nset output '" << out.string() << "'\n"
+    f << "set terminal svg size 720,420 noenhanced font 'sans,12' background '#ffffff'\nset output '" << out.string()
+      << "'\n"
       << script;
   }
   // The same runner as the miner's test commands: a timeout, the output kept, nothing left running.
   auto run = run_command("gnuplot " + shell_quote(sp.string()), dir, 120);
   if (!run) return std::unexpected(run.error());
   if (!run->passed())
-    return fail("gnuplot failed (" + run->describe() + "): " +
-                (run->output.empty() ? std::string("(no message)") : clip(run->output, 300)));
+    return fail("gnuplot failed (" + run->describe() +
+                "): " + (run->output.empty() ? std::string("(no message)") : clip(run->output, 300)));
   auto svg = read_file(out);
   if (!svg) return std::unexpected(svg.error());
   const size_t start = svg->find("<svg");
@@ -443,7 +459,8 @@ Result<std::string> gnuplot_svg(const fs::path& dir, const std::string& script) 
 Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const std::vector<Case>& cases) {
   std::string body;
   body += "<h1>spark eval</h1>\n<p>" + std::to_string(e.cases.size()) + " labelled cases, leave-one-out, " +
-          num(e.seconds, 1) + " s. " + (r.command.empty() ? "" : "Command: <code>" + html_escape(r.command) + "</code>") +
+          num(e.seconds, 1) + " s. " +
+          (r.command.empty() ? "" : "Command: <code>" + html_escape(r.command) + "</code>") +
           "</p>\n<nav><a href=\"#effectiveness\">effectiveness</a> · <a href=\"#plots\">plots</a> · <a "
           "href=\"#efficiency\">efficiency</a> · <a href=\"#annotations\">annotations</a> · <a "
           "href=\"#knowledge_base\">knowledge base</a> · <a href=\"#significance\">significance</a> · <a "
@@ -452,7 +469,8 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
     if (t.id == "effectiveness_paper" || t.id == "effectiveness") body += html_table(t);
 
   // Plots: Hit@k and MAP@k against k per setting, first level, all cases.
-  body += "<h2 id=\"plots\">Hit@k and MAP@k by k (all cases, level " + std::string(level_name(e.options.levels.front())) + ")</h2>\n";
+  body += "<h2 id=\"plots\">Hit@k and MAP@k by k (all cases, level " +
+          std::string(level_name(e.options.levels.front())) + ")</h2>\n";
   const fs::path dir = temp_folder() / ("spark-eval-plot-" + std::to_string(::getpid()));
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -460,7 +478,7 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
   const auto sets = settings(e);
   const auto plot = [&](const std::string& what, bool hit) -> std::string {
     std::string data, script = "set key outside right\nset xlabel 'k'\nset ylabel '" + what +
-                                     " (%)'\nset yrange [0:100]\nset grid\nset xtics (";
+                               " (%)'\nset yrange [0:100]\nset grid\nset xtics (";
     for (size_t i = 0; i < e.options.ks.size(); ++i) script += (i ? ", " : "") + std::to_string(e.options.ks[i]);
     script += ")\nplot ";
     size_t block = 0;
@@ -476,8 +494,8 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
       data += rows + "\n\n";
       std::string title = s.label();
       std::replace(title.begin(), title.end(), '_', '-');
-      script += std::string(block ? ", " : "") + "'" + (dir / "data.txt").string() + "' index " + std::to_string(block) +
-                " with linespoints lw 2 title '" + title + "'";
+      script += std::string(block ? ", " : "") + "'" + (dir / "data.txt").string() + "' index " +
+                std::to_string(block) + " with linespoints lw 2 title '" + title + "'";
       ++block;
     }
     script += "\n";
@@ -498,9 +516,11 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
     std::string data;
     for (const auto& [n, count] : hist) data += std::to_string(n) + " " + std::to_string(count) + "\n";
     std::ofstream(dir / "hist.txt") << data;
-    auto svg = gnuplot_svg(dir, "set style fill solid 0.6\nset boxwidth 0.8\nset xlabel 'annotated lines per case (20 = 20 or more)'\n"
-                                "set ylabel 'cases'\nset grid ytics\nplot '" + (dir / "hist.txt").string() +
-                                "' using 1:2 with boxes notitle lc rgb '#d08c00'\n");
+    auto svg = gnuplot_svg(
+        dir,
+        "set style fill solid 0.6\nset boxwidth 0.8\nset xlabel 'annotated lines per case (20 = 20 or more)'\n"
+        "set ylabel 'cases'\nset grid ytics\nplot '" +
+            (dir / "hist.txt").string() + "' using 1:2 with boxes notitle lc rgb '#d08c00'\n");
     body += "<h2>Annotated lines per case (" + html_escape(run.setting.label()) + ")</h2>\n<figure>" +
             (svg ? *svg : "<p class=\"warn\">" + html_escape(svg.error().message) + "</p>") + "</figure>\n";
     break;
@@ -510,8 +530,9 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
   // Per-case drill-down: the lines around faulty, annotated and predicted ones.
   std::map<std::string, const Case*> by_id;
   for (const auto& c : cases) by_id[c.id] = &c;
-  body += "<h2 id=\"cases\">Cases</h2>\n<p>Red: faulty. Yellow: annotated. Badges: rank in each setting's top 10 (run "
-          "order as in the tables). Lines far from all of these are left out.</p>\n";
+  body +=
+      "<h2 id=\"cases\">Cases</h2>\n<p>Red: faulty. Yellow: annotated. Badges: rank in each setting's top 10 (run "
+      "order as in the tables). Lines far from all of these are left out.</p>\n";
   const size_t k_show = 10;
   for (size_t i = 0; i < e.cases.size(); ++i) {
     const EvalCase& ec_ = e.cases[i];
@@ -546,7 +567,8 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
         for (size_t p = 0; p < o.predicted.size() && p < k_show; ++p)
           if (o.predicted[p].path == f.path)
             badges[o.predicted[p].line] += "<span class=\"b r" + std::to_string(ri % 8) + "\" title=\"" +
-                                           html_escape(e.runs[ri].setting.label()) + "\">" + std::to_string(p + 1) + "</span>";
+                                           html_escape(e.runs[ri].setting.label()) + "\">" + std::to_string(p + 1) +
+                                           "</span>";
       }
       for (int l : faulty) near.insert(l);
       for (int l : annotated) near.insert(l);
@@ -560,7 +582,9 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
         if (!show) continue;
         if (last && line > last + 1) body += "<span class=\"gap\">   …</span>\n";
         last = line;
-        const std::string cls = faulty.contains(line) ? " class=\"faulty\"" : annotated.contains(line) ? " class=\"ann\"" : "";
+        const std::string cls = faulty.contains(line)      ? " class=\"faulty\""
+                                : annotated.contains(line) ? " class=\"ann\""
+                                                           : "";
         char num_buf[16];
         std::snprintf(num_buf, sizeof num_buf, "%5d ", line);
         body += "<span" + cls + ">" + num_buf + html_escape(lines[n - 1]) + "</span>" +
@@ -573,19 +597,25 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
 
   const std::string style =
       "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:0.5em 0 1.5em}"
-      "th,td{border:1px solid #ccc;padding:2px 6px;text-align:right;font-size:13px}th{background:#f0f0f0;cursor:pointer}"
+      "th,td{border:1px solid #ccc;padding:2px "
+      "6px;text-align:right;font-size:13px}th{background:#f0f0f0;cursor:pointer}"
       "td:nth-child(-n+4){text-align:left}pre{background:#fafafa;border:1px solid #ddd;padding:4px;overflow-x:auto}"
       ".faulty{background:#f8c8c8}.ann{background:#fff1b0}.gap{color:#999}.file{font-weight:bold;margin-top:6px}"
-      ".b{display:inline-block;min-width:1.4em;margin-left:2px;border-radius:3px;color:#fff;text-align:center;font-size:11px}"
-      ".r0{background:#1f77b4}.r1{background:#ff7f0e}.r2{background:#2ca02c}.r3{background:#d62728}.r4{background:#9467bd}"
+      ".b{display:inline-block;min-width:1.4em;margin-left:2px;border-radius:3px;color:#fff;text-align:center;font-"
+      "size:11px}"
+      ".r0{background:#1f77b4}.r1{background:#ff7f0e}.r2{background:#2ca02c}.r3{background:#d62728}.r4{background:#"
+      "9467bd}"
       ".r5{background:#8c564b}.r6{background:#e377c2}.r7{background:#7f7f7f}.plots{display:flex;flex-wrap:wrap}"
       "figure{margin:0 1em 1em 0}.warn{color:#a00}";
   // Click a header to sort its table (numbers as numbers).
   const std::string script =
       "document.querySelectorAll('table.sortable th').forEach(function(th,i){th.addEventListener('click',function(){"
-      "var tb=th.closest('table').tBodies[0];var rows=Array.from(tb.rows);var asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';"
-      "rows.sort(function(a,b){var x=a.cells[i].textContent,y=b.cells[i].textContent;var nx=parseFloat(x),ny=parseFloat(y);"
-      "var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return asc?c:-c;});rows.forEach(function(r){tb.appendChild(r);});});});";
+      "var tb=th.closest('table').tBodies[0];var rows=Array.from(tb.rows);var "
+      "asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';"
+      "rows.sort(function(a,b){var x=a.cells[i].textContent,y=b.cells[i].textContent;var "
+      "nx=parseFloat(x),ny=parseFloat(y);"
+      "var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return "
+      "asc?c:-c;});rows.forEach(function(r){tb.appendChild(r);});});});";
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>spark eval</title><style>" + style +
          "</style></head><body>\n" + body + "<script>" + script + "</script>\n</body></html>\n";
 }

@@ -12,7 +12,7 @@
 namespace spark {
 
 struct Table {
-  std::string id;     // effectiveness | efficiency | annotations | knowledge_base | significance
+  std::string id;  // effectiveness | efficiency | annotations | knowledge_base | significance
   std::string title;
   std::vector<std::string> headers;
   std::vector<std::vector<std::string>> rows;

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <set>
 
-#include "prompt.h"
-#include "code/structure_cache.h"
 #include "base/text.h"
+#include "code/structure_cache.h"
+#include "prompt.h"
 
 namespace spark {
 
@@ -33,13 +33,12 @@ size_t non_blank_lines(const Case& c) {
   return n;
 }
 
-
 size_t fold_of(const std::string& id, uint64_t seed, size_t folds) { return fnv1a64(id, seed ^ 0x5bd1e995ULL) % folds; }
 
 // Leave-one-fold-out rankers: per fold, a model learnt from the other folds' labelled cases of the knowledge base
 // (their held-out features at this ε and r, and their statement-kind counts).
 Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& engine, size_t folds, uint64_t seed,
-                                             double epsilon, size_t r, double floor) {
+                                              double epsilon, size_t r, double floor) {
   auto entries = kb.entries();
   if (!entries) return std::unexpected(entries.error());
   std::vector<int64_t> rowids;
@@ -61,7 +60,8 @@ Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& e
   auto status = for_each_held_out(
       kb, *entries, rowids, engine.index(),
       [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return engine.index().vector(rowid); },
-      HeldOutOptions{r, floor}, cache, [&](const HeldOut& h) -> Status {
+      HeldOutOptions{r, floor}, cache,
+      [&](const HeldOut& h) -> Status {
         int64_t rowid = 0;
         for (const auto& e : *entries)
           if (e.id == h.held_out.id) rowid = e.rowid;
@@ -107,9 +107,7 @@ bool eval_mode_needs_llm(const std::string& mode) {
   return mode != "builtin" && mode != "traceback" && mode != "annotation";
 }
 
-bool is_eval_mode(const std::string& mode) {
-  return !eval_mode_needs_llm(mode) || static_cast<bool>(parse_mode(mode));
-}
+bool is_eval_mode(const std::string& mode) { return !eval_mode_needs_llm(mode) || static_cast<bool>(parse_mode(mode)); }
 
 Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const std::vector<Case>& cases,
                                   const EvalOptions& options) {
@@ -128,7 +126,8 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
   for (const auto& m : options.modes) {
     if (!is_eval_mode(m)) return fail("unknown mode \"" + m + "\"");
     if (eval_mode_needs_llm(m) && !options.client)
-      return fail("mode " + m + " needs an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL (or llm.base_url, llm.model)");
+      return fail("mode " + m +
+                  " needs an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL (or llm.base_url, llm.model)");
   }
   const size_t k_max = *std::max_element(options.ks.begin(), options.ks.end());
   StructureCache cache;
@@ -155,11 +154,11 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
           auto m = fold_rankers(kb, engine, options.ranker_folds, options.seed, epsilon, r, options.similarity_floor);
           if (!m) return std::unexpected(m.error());
           if (e.ranker_origins.empty())
-            for (size_t f = 0; f < m->size(); ++f) e.ranker_origins.push_back("fold " + std::to_string(f) + ": " + (*m)[f].origin);
+            for (size_t f = 0; f < m->size(); ++f)
+              e.ranker_origins.push_back("fold " + std::to_string(f) + ": " + (*m)[f].origin);
           fold_models[model_key] = std::move(*m);
         }
-        const std::vector<RankerModel>& models =
-            options.ranker_folds > 1 ? fold_models.at(model_key) : no_models;
+        const std::vector<RankerModel>& models = options.ranker_folds > 1 ? fold_models.at(model_key) : no_models;
         const auto ranker_for = [&](const Case& q) -> const RankerModel* {
           return models.empty() ? nullptr : &models[fold_of(q.id, options.seed, models.size())];
         };
@@ -188,7 +187,8 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
                 for (const auto& el : loc->ranked) o.predicted.push_back({el.path, el.line});
               } else if (m == "annotation") {
                 auto a = loc->annotations;
-                std::stable_sort(a.begin(), a.end(), [](const Annotation& x, const Annotation& y) { return x.distance < y.distance; });
+                std::stable_sort(a.begin(), a.end(),
+                                 [](const Annotation& x, const Annotation& y) { return x.distance < y.distance; });
                 for (const auto& an : a) o.predicted.push_back(an.line);
               } else {  // traceback: the test files' frames, deepest first
                 const QueryView view = make_query_view(queries[i], cache);
@@ -201,7 +201,8 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
               runs[m].outcomes.push_back(std::move(o));
             }
             if (options.progress)
-              options.progress("builtin/reference" + EvalSetting{"", policy_name, epsilon, r}.label(), i + 1, queries.size());
+              options.progress("builtin/reference" + EvalSetting{"", policy_name, epsilon, r}.label(), i + 1,
+                               queries.size());
           }
           const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
           for (const auto& m : offline) {

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "code/structure_cache.h"
 #include "formats/defaults.h"
-#include "store/knowledge_base.h"
 #include "llm_stage.h"
 #include "localizer.h"
 #include "metrics.h"
-#include "code/structure_cache.h"
+#include "store/knowledge_base.h"
 
 namespace spark {
 
@@ -29,7 +29,7 @@ struct EvalSetting {
   std::string label() const;  // "default eps=0.05 all r=1"
 };
 
-bool is_eval_mode(const std::string& mode);   // an LLM mode, builtin, traceback or annotation
+bool is_eval_mode(const std::string& mode);  // an LLM mode, builtin, traceback or annotation
 bool eval_mode_needs_llm(const std::string& mode);
 
 struct EvalOptions {
@@ -46,8 +46,8 @@ struct EvalOptions {
   // own labels. So each query is ranked by a model learnt without its fold: cases are split into this many folds by
   // a hash of their id, and each fold's model is trained on the others (leave-one-fold-out). 0 or 1 = the index's.
   size_t ranker_folds = 5;
-  LlmStageOptions stage;          // templates, redaction, context bounds for the LLM modes
-  LlmClient* client = nullptr;    // required for LLM modes
+  LlmStageOptions stage;        // templates, redaction, context bounds for the LLM modes
+  LlmClient* client = nullptr;  // required for LLM modes
   // Progress: the setting being run, cases done, cases in all.
   std::function<void(const std::string&, size_t, size_t)> progress;
 };
@@ -67,12 +67,12 @@ struct CaseOutcome {
   size_t tokens_in = 0, tokens_out = 0, filled = 0;
   bool tokens_estimated = false, llm_used = false, cached = false;
   double seconds = 0;
-  std::string error;               // why the LLM's answer was not used
+  std::string error;  // why the LLM's answer was not used
 };
 
 struct SettingRun {
   EvalSetting setting;
-  size_t k_requested = 0;          // LLM modes ask for exactly k; 0 = one ranking serves every k
+  size_t k_requested = 0;             // LLM modes ask for exactly k; 0 = one ranking serves every k
   std::vector<CaseOutcome> outcomes;  // parallel to Evaluation::cases
   double wall_seconds = 0;
 };
@@ -101,7 +101,7 @@ class ElementKeys {
     std::vector<int> statement, block, function;  // by line - 1
   };
   const Units* units(size_t case_index, const std::string& path);
-  std::vector<const Case*> cases_;                // parallel to Evaluation::cases
+  std::vector<const Case*> cases_;  // parallel to Evaluation::cases
   std::unordered_map<uint64_t, Units> by_content_;
   StructureCache structures_{4};
 };

@@ -6,25 +6,25 @@
 #include <set>
 #include <unordered_set>
 
+#include "base/text.h"
 #include "code/structure_cache.h"
 #include "data_flow.h"
-#include "base/text.h"
 
 namespace spark {
 
 std::string_view feature_name(size_t f) {
   static constexpr std::array<std::string_view, kFeatureCount> names = {
-      "bias",     "annotated", "resembles", "traceback_line", "traceback_frame", "not_reached",
-      "near_failure", "own_body", "support", "module_level", "kind_prior", "error_overlap", "slice",
-      "value_match", "name_match", "gate", "named_line", "same_test", "outside_test"};
+      "bias",       "annotated", "resembles",    "traceback_line", "traceback_frame", "not_reached", "near_failure",
+      "own_body",   "support",   "module_level", "kind_prior",     "error_overlap",   "slice",       "value_match",
+      "name_match", "gate",      "named_line",   "same_test",      "outside_test"};
   return f < names.size() ? names[f] : "?";
 }
 
 std::string_view gate_feature_name(size_t f) {
   static constexpr std::array<std::string_view, kGateCount> names = {
-      "bias",       "assertion",       "type_error",      "name_error",          "lookup_error",
-      "value_error", "raised_in_test", "stop_value",      "other_value",         "stop_name",
-      "other_name", "stop_annotated",  "other_annotated", "stop_is_assertion", "generic_check"};
+      "bias",        "assertion",      "type_error",      "name_error",        "lookup_error",
+      "value_error", "raised_in_test", "stop_value",      "other_value",       "stop_name",
+      "other_name",  "stop_annotated", "other_annotated", "stop_is_assertion", "generic_check"};
   return f < names.size() ? names[f] : "?";
 }
 
@@ -68,8 +68,9 @@ std::pair<int, int> braced_span_by_text(const std::vector<std::string_view>& lin
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string_view t = lines[i];
     size_t at = t.find(call);
-    const bool method = at != std::string_view::npos &&
-                        (at == 0 || !(std::isalnum(static_cast<unsigned char>(t[at - 1])) || t[at - 1] == '_' || t[at - 1] == '.'));
+    const bool method =
+        at != std::string_view::npos &&
+        (at == 0 || !(std::isalnum(static_cast<unsigned char>(t[at - 1])) || t[at - 1] == '_' || t[at - 1] == '.'));
     const bool title = std::any_of(std::begin(titles), std::end(titles),
                                    [&](const std::string& q) { return t.find(q) != std::string_view::npos; });
     if (!method && !title) continue;
@@ -99,8 +100,8 @@ void append_faulty_lines(const Case& c, size_t case_index, std::vector<Retrieved
     const std::string function = parse_test_id(c.test_id, language).function;
     const auto lines = split_lines(c.file(fl.path)->content);
     const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
-    const auto [first, last] = language == Language::python ? function_span_by_text(lines, function)
-                                                            : braced_span_by_text(lines, function);
+    const auto [first, last] =
+        language == Language::python ? function_span_by_text(lines, function) : braced_span_by_text(lines, function);
     const bool outside = first > 0 && (fl.line < first || fl.line > last);
     out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), c.test_id, outside});
   }
@@ -132,7 +133,8 @@ QueryView make_query_view(const Case& query, StructureCache& cache) {
       }
   for (size_t i = 0; i < v.files.size(); ++i)
     for (size_t l = 0; l < v.files[i].lines.size(); ++l)
-      if (!is_blank(v.files[i].lines[l])) v.lines.push_back({i, static_cast<int>(l) + 1, v.files[i].lines[l], {}, -1, 1.0});
+      if (!is_blank(v.files[i].lines[l]))
+        v.lines.push_back({i, static_cast<int>(l) + 1, v.files[i].lines[l], {}, -1, 1.0});
   return v;
 }
 
@@ -142,9 +144,10 @@ bool word_char(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x8
 
 const std::unordered_set<std::string_view>& python_keywords() {
   static const std::unordered_set<std::string_view> k = {
-      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
-      "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield", "self", "pytest"};
+      "False",    "None",   "True",  "and",  "as",     "assert",   "async",   "await", "break", "class",
+      "continue", "def",    "del",   "elif", "else",   "except",   "finally", "for",   "from",  "global",
+      "if",       "import", "in",    "is",   "lambda", "nonlocal", "not",     "or",    "pass",  "raise",
+      "return",   "try",    "while", "with", "yield",  "self",     "pytest"};
   return k;
 }
 
@@ -260,7 +263,8 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
   v.form = parse_failure_form(error_message);
   const ValueMatcher value_match(v.form);
   if (!v.frames.empty())
-    for (const auto& f : v.files) v.raised_in_test = v.raised_in_test || same_file(v.frames.back().path, f.source->path);
+    for (const auto& f : v.files)
+      v.raised_in_test = v.raised_in_test || same_file(v.frames.back().path, f.source->path);
   // Frames inside the test files (other than the stopping one).
   std::set<std::pair<size_t, int>> frame_lines;
   for (const auto& fr : v.frames)
@@ -325,18 +329,22 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
     }
 
     // Traceback.
-    const bool at_stop = v.stop_file == static_cast<int>(ql.file) &&
-                         s.statement[li] != 0 && s.statement[li] == stop_stmt_first;
+    const bool at_stop =
+        v.stop_file == static_cast<int>(ql.file) && s.statement[li] != 0 && s.statement[li] == stop_stmt_first;
     if (frame_lines.contains({ql.file, ql.line})) x[kNamedLine] = 1.0;
-    if (at_stop) x[kTracebackLine] = 1.0;
-    else if (frame_lines.contains({ql.file, ql.line})) x[kTracebackFrame] = 1.0;
-    if (auto it = frame_in_function.find({ql.file, s.function[li]}); it != frame_in_function.end() && s.statement[li] != 0) {
+    if (at_stop)
+      x[kTracebackLine] = 1.0;
+    else if (frame_lines.contains({ql.file, ql.line}))
+      x[kTracebackFrame] = 1.0;
+    if (auto it = frame_in_function.find({ql.file, s.function[li]});
+        it != frame_in_function.end() && s.statement[li] != 0) {
       const int frame_line = it->second;
       const auto [first, last] = s.statement_span(frame_line);
       if (ql.line > last) {
         x[kNotReached] = 1.0;
       } else if (ql.line < first) {
-        const int delta = ordinal[ql.file][static_cast<size_t>(frame_line)] - ordinal[ql.file][static_cast<size_t>(ql.line)];
+        const int delta =
+            ordinal[ql.file][static_cast<size_t>(frame_line)] - ordinal[ql.file][static_cast<size_t>(ql.line)];
         x[kNearFailure] = std::exp(-std::max(0, delta) / 3.0);
       }
     }
@@ -370,19 +378,31 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
   GateVector& g = v.gate;
   g[kGateBias] = 1.0;
   switch (v.form.group) {
-    case ExceptionGroup::assertion: g[kGateAssertion] = 1.0; break;
-    case ExceptionGroup::type: g[kGateType] = 1.0; break;
-    case ExceptionGroup::name: g[kGateName] = 1.0; break;
-    case ExceptionGroup::lookup: g[kGateLookup] = 1.0; break;
-    case ExceptionGroup::value: g[kGateValue] = 1.0; break;
-    default: break;
+    case ExceptionGroup::assertion:
+      g[kGateAssertion] = 1.0;
+      break;
+    case ExceptionGroup::type:
+      g[kGateType] = 1.0;
+      break;
+    case ExceptionGroup::name:
+      g[kGateName] = 1.0;
+      break;
+    case ExceptionGroup::lookup:
+      g[kGateLookup] = 1.0;
+      break;
+    case ExceptionGroup::value:
+      g[kGateValue] = 1.0;
+      break;
+    default:
+      break;
   }
   g[kGateRaisedInTest] = v.raised_in_test ? 1.0 : 0.0;
   g[kGateGenericCheck] = v.form.generic_check ? 1.0 : 0.0;
   for (const auto& ql : v.lines) {
     const auto& file = v.files[ql.file];
     const auto li = static_cast<size_t>(ql.line - 1);
-    const bool reach = !file.scope.found || file.scope.role[li] == ScopeRole::own || file.scope.role[li] == ScopeRole::support;
+    const bool reach =
+        !file.scope.found || file.scope.role[li] == ScopeRole::own || file.scope.role[li] == ScopeRole::support;
     const double resemble = std::max(ql.x[kAnnotated], ql.x[kResembles]);
     if (ql.x[kTracebackLine] > 0) {
       g[kGateStopValue] = std::max(g[kGateStopValue], ql.x[kValueMatch]);

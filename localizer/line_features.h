@@ -7,12 +7,12 @@
 #include <string_view>
 #include <vector>
 
-#include "formats/case.h"
-#include "formats/error_message.h"
-#include "formats/failure_form.h"
 #include "code/levenshtein.h"
 #include "code/python_structure.h"
 #include "code/test_scope.h"
+#include "formats/case.h"
+#include "formats/error_message.h"
+#include "formats/failure_form.h"
 
 namespace spark {
 
@@ -25,7 +25,7 @@ struct RetrievedFaultyLine {
   int line = 0;
   std::string text;
   PreparedLine prepared{""};
-  std::string test_id;     // the retrieved case's test
+  std::string test_id;        // the retrieved case's test
   bool outside_test = false;  // the faulty line lies outside its case's own test function (another test, set-up…)
 };
 
@@ -73,12 +73,13 @@ struct QueryLine {
 // What the gate weighs: the failure's form and how the evidence divides between the failing statement and the rest.
 enum GateFeature : size_t {
   kGateBias,
-  kGateAssertion,       // exception groups (failure_form.h); "other" and "none" are the baseline
+  kGateAssertion,  // exception groups (failure_form.h); "other" and "none" are the baseline
   kGateType,
   kGateName,
   kGateLookup,
   kGateValue,
-  kGateRaisedInTest,    // the deepest frame of the whole traceback is in the test files (not beneath, in the code under test)
+  kGateRaisedInTest,    // the deepest frame of the whole traceback is in the test files (not beneath, in the code under
+                        // test)
   kGateStopValue,       // value match on the failing statement
   kGateOtherValue,      // best value match on another line the test reaches
   kGateStopName,        // name match on the failing statement

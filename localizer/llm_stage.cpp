@@ -3,8 +3,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "code/structure_cache.h"
 #include "base/text.h"
+#include "code/structure_cache.h"
 
 namespace spark {
 
@@ -57,8 +57,9 @@ std::vector<RankedElement> merge_answer(const Case& query, const Prompt& prompt,
       e.score = 0;
       e.code = std::string(trim(lines[static_cast<size_t>(span.first - 1)]));
     }
-    e.reasons.insert(e.reasons.begin(), "ranked #" + std::to_string(rank) + " by the LLM" +
-                                            (level == Level::line ? "" : " (its line " + std::to_string(ref.line) + ")"));
+    e.reasons.insert(e.reasons.begin(),
+                     "ranked #" + std::to_string(rank) + " by the LLM" +
+                         (level == Level::line ? "" : " (its line " + std::to_string(ref.line) + ")"));
     out.push_back(std::move(e));
   }
   for (const auto& b : builtin) {
@@ -119,7 +120,8 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
         for (const auto& e : loc->ranked)
           if (popts.ranker_top.size() < k) popts.ranker_top.push_back({e.path, e.line});
       }
-      auto p = build_prompt(queries[i], view, loc->annotations, loc->retrieved, similar ? &*similar : nullptr, cache_, popts);
+      auto p = build_prompt(queries[i], view, loc->annotations, loc->retrieved, similar ? &*similar : nullptr, cache_,
+                            popts);
       if (!p) {
         results.push_back(std::unexpected(p.error()));
         continue;
@@ -171,7 +173,8 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
             for (const auto& f : queries[i].files)
               if (f.path == p.elements[id].path) {
                 const auto lines = split_lines(f.content);
-                id_by_code.emplace(std::string(trim(lines[static_cast<size_t>(p.elements[id].line - 1)])), static_cast<int>(id));
+                id_by_code.emplace(std::string(trim(lines[static_cast<size_t>(p.elements[id].line - 1)])),
+                                   static_cast<int>(id));
               }
           }
           const ParsedAnswer parsed = parse_answer(
@@ -192,9 +195,10 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
           if (!r.used)
             loc.notes.push_back("the LLM could not be used (" + r.error + "): ranked by spark's built-in ranker");
           else if (r.filled > 0)
-            loc.notes.push_back("the LLM's answer gave " + std::to_string(r.from_llm) + " usable id(s) of " +
-                                std::to_string(k) + "; " + std::to_string(r.filled) + " filled in from the built-in ranker" +
-                                (parsed.out_of_range ? " (" + std::to_string(parsed.out_of_range) + " out of range dropped)" : ""));
+            loc.notes.push_back(
+                "the LLM's answer gave " + std::to_string(r.from_llm) + " usable id(s) of " + std::to_string(k) + "; " +
+                std::to_string(r.filled) + " filled in from the built-in ranker" +
+                (parsed.out_of_range ? " (" + std::to_string(parsed.out_of_range) + " out of range dropped)" : ""));
           loc.ranker = r.used ? "llm " + r.model + " (" + r.mode + " mode)" : loc.ranker;
         } else {
           r.error = a.error().message;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "formats/defaults.h"
 #include "answer.h"
+#include "formats/defaults.h"
 #include "llm/llm_client.h"
 #include "localizer.h"
 #include "prompt.h"
@@ -19,13 +19,13 @@ namespace spark {
 
 struct LlmStageOptions {
   Mode mode = Mode::standard;
-  std::string template_text;      // a user's template (--template); "" = the mode's built-in one
-  bool keep_prompt = false;       // put the prompt into the report (--show-prompt)
+  std::string template_text;                 // a user's template (--template); "" = the mode's built-in one
+  bool keep_prompt = false;                  // put the prompt into the report (--show-prompt)
   std::shared_ptr<const Redactor> redactor;  // null = --no-redact
   // The prompt's bounds when no client gives them (prompts built for --show-prompt or measurement).
   size_t context_tokens = defaults::kContextTokens;
   size_t answer_tokens = 512;
-  bool test_scope_only = false;   // show only the failing test's reach (--prompt-scope test)
+  bool test_scope_only = false;  // show only the failing test's reach (--prompt-scope test)
   // The built-in ranker per query (evaluation: one that never saw the query's labels); unset = the index's.
   std::function<const RankerModel*(const Case&)> ranker_for;
 };

@@ -2,19 +2,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "base/mapped_file.h"
+#include "base/text.h"
+#include "code/test_scope.h"
 #include "formats/error_message.h"
 #include "line_features.h"
-#include "base/mapped_file.h"
-#include "code/test_scope.h"
-#include "base/text.h"
 
 namespace spark {
 
@@ -112,8 +112,8 @@ std::string scope_code_of(const std::string& test_id, const std::string& path, c
 template <class Files, class PathOf>
 size_t test_file_index(const std::string& test_id, const std::string& case_language, const Files& files,
                        PathOf&& path_of) {
-  const TestIdParts parts =
-      parse_test_id(test_id, language_for(files.empty() ? std::string() : std::string(path_of(files.front())), case_language));
+  const TestIdParts parts = parse_test_id(
+      test_id, language_for(files.empty() ? std::string() : std::string(path_of(files.front())), case_language));
   for (size_t i = 0; i < files.size(); ++i)
     if (!parts.path.empty() && same_file(parts.path, path_of(files[i]))) return i;
   return 0;
@@ -142,7 +142,8 @@ EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
 
 unsigned index_threads(unsigned asked) {
   if (asked == 0)
-    if (const char* env = std::getenv("SPARK_THREADS"); env && *env) asked = static_cast<unsigned>(std::strtoul(env, nullptr, 10));
+    if (const char* env = std::getenv("SPARK_THREADS"); env && *env)
+      asked = static_cast<unsigned>(std::strtoul(env, nullptr, 10));
   if (asked == 0) asked = std::thread::hardware_concurrency();
   return std::clamp(asked, 1u, 16u);
 }
@@ -196,8 +197,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
                                                          std::vector<std::string>& notes, bool verify_vectors) {
   const fs::path dir = kb.index_dir();
   std::error_code ec;
-  if (!fs::exists(dir / "manifest.json", ec))
-    return fail("no vector index in " + dir.string() + ": run `spark index`");
+  if (!fs::exists(dir / "manifest.json", ec)) return fail("no vector index in " + dir.string() + ": run `spark index`");
   // One manifest for everything loaded: the index verifies its files and the extra ones against it.
   VectorIndexOptions index_options;
   index_options.verify_vectors = verify_vectors;
@@ -222,7 +222,8 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   if (ranker_file.empty()) return fail((dir / "manifest.json").string() + ": names no ranker (" + kRankerFile + ")");
   auto ranker = RankerModel::load(dir / ranker_file);
   if (!ranker) return std::unexpected(ranker.error());
-  std::unique_ptr<SearchEngine> engine(new SearchEngine(std::move(embedder), std::move(loaded->first), std::move(*ranker)));
+  std::unique_ptr<SearchEngine> engine(
+      new SearchEngine(std::move(embedder), std::move(loaded->first), std::move(*ranker)));
   engine->embedder_identity_ = manifest->embedder;
   for (const auto& e : manifest->extra_files) engine->extras_.push_back({e.name, e.file});
 
@@ -249,7 +250,8 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     std::unordered_set<int64_t> present;
     for (const auto& e : *entries) present.insert(e.rowid);
     if (engine->index_.size() > present.size())
-      return fail(dir.string() + ": the index holds cases the knowledge base no longer has: run `spark index --rebuild`");
+      return fail(dir.string() +
+                  ": the index holds cases the knowledge base no longer has: run `spark index --rebuild`");
     std::vector<int64_t> missing;
     for (const auto& e : *entries)
       if (!engine->index_.contains(e.rowid)) missing.push_back(e.rowid);
@@ -311,9 +313,8 @@ Result<std::vector<float>> SearchEngine::embed(const Case& c) {
   auto v = embedder_->embed({embed_text(c, structures_)});
   if (!v) return std::unexpected(v.error());
   if (v->size() != 1 || v->front().size() != index_.dimension())
-    return fail("the embedder returned a vector of dimension " +
-                std::to_string(v->empty() ? 0 : v->front().size()) + ", the index has " +
-                std::to_string(index_.dimension()));
+    return fail("the embedder returned a vector of dimension " + std::to_string(v->empty() ? 0 : v->front().size()) +
+                ", the index has " + std::to_string(index_.dimension()));
   return std::move(v->front());
 }
 
@@ -334,7 +335,8 @@ struct HeldOutMaterial {
 class HeldOutSource {
  public:
   HeldOutSource(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, const VectorIndex& index,
-                const std::function<Result<std::vector<float>>(int64_t, const Case&)>& vector_of, const HeldOutOptions& options)
+                const std::function<Result<std::vector<float>>(int64_t, const Case&)>& vector_of,
+                const HeldOutOptions& options)
       : kb_(kb), index_(index), vector_of_(vector_of), options_(options) {
     for (const auto& e : entries) {
       by_content_[e.content_key].push_back(e.rowid);
@@ -536,20 +538,23 @@ class VersionEmbedding {
   Status fit(bool fit = true) {
     std::vector<DocumentFrequencies> df(threads_);
     scope_text_.assign(scopes_.size(), {});
-    auto s = for_each_version_chunk([&](unsigned w, size_t vi, const std::string& code,
-                                        const std::vector<std::string>& contents,
-                                        const std::vector<std::string>& messages) {
-      const Version& v = versions_[vi];
-      if (fit)
-        HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code), static_cast<uint32_t>(v.cases.size()), df[w]);
-      for (size_t si : v.scopes) {
-        const Scope& sc = scopes_[si];
-        scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], "", caches_[w]);
-        if (fit) HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
-      }
-      if (fit)
-        for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
-    }, /*messages=*/fit);
+    auto s = for_each_version_chunk(
+        [&](unsigned w, size_t vi, const std::string& code, const std::vector<std::string>& contents,
+            const std::vector<std::string>& messages) {
+          const Version& v = versions_[vi];
+          if (fit)
+            HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code),
+                                                 static_cast<uint32_t>(v.cases.size()), df[w]);
+          for (size_t si : v.scopes) {
+            const Scope& sc = scopes_[si];
+            scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], "", caches_[w]);
+            if (fit)
+              HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
+          }
+          if (fit)
+            for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
+        },
+        /*messages=*/fit);
     if (!s) return s;
     if (!fit) return {};
     embedder_.fit_begin();
@@ -566,15 +571,18 @@ class VersionEmbedding {
   Status vectors(const std::function<Status(const std::vector<int64_t>&, const std::vector<float>&)>& sink) {
     const auto l = embedder_.layout();
     std::vector<float> code_blocks(versions_.size() * l.code), scope_blocks(scopes_.size() * l.scope);
-    auto s = for_each_version_chunk([&](unsigned, size_t vi, const std::string& code, const std::vector<std::string>&,
-                                        const std::vector<std::string>&) {
-      const Version& v = versions_[vi];
-      embedder_.block(HashedTfidfEmbedder::code_terms(code), code_blocks.data() + vi * l.code, l.code);
-      for (size_t si : v.scopes) {
-        embedder_.block(HashedTfidfEmbedder::scope_terms(scope_text_[si]), scope_blocks.data() + si * l.scope, l.scope);
-        std::string().swap(scope_text_[si]);
-      }
-    }, /*messages=*/false);
+    auto s = for_each_version_chunk(
+        [&](unsigned, size_t vi, const std::string& code, const std::vector<std::string>&,
+            const std::vector<std::string>&) {
+          const Version& v = versions_[vi];
+          embedder_.block(HashedTfidfEmbedder::code_terms(code), code_blocks.data() + vi * l.code, l.code);
+          for (size_t si : v.scopes) {
+            embedder_.block(HashedTfidfEmbedder::scope_terms(scope_text_[si]), scope_blocks.data() + si * l.scope,
+                            l.scope);
+            std::string().swap(scope_text_[si]);
+          }
+        },
+        /*messages=*/false);
     if (!s) return s;
     const size_t dim = embedder_.dimension();
     constexpr size_t kBatch = 1024;
@@ -592,7 +600,8 @@ class VersionEmbedding {
         const CaseRef& c = cases_[start + j];
         float* err = error_blocks[w].data();
         embedder_.block(embedder_.error_terms((*messages)[j]), err, l.error);
-        const auto v = embedder_.assemble(err, scope_blocks.data() + c.scope * l.scope, code_blocks.data() + c.version * l.code);
+        const auto v =
+            embedder_.assemble(err, scope_blocks.data() + c.scope * l.scope, code_blocks.data() + c.version * l.code);
         std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(j * dim));
       });
       if (auto st = sink(rowids, out); !st) return st;
@@ -736,8 +745,9 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     const auto tv = std::chrono::steady_clock::now();
     if (auto s = pass.vectors(add); !s) return std::unexpected(s.error());
     if (std::getenv("SPARK_DEBUG_TIMES"))
-      std::fprintf(stderr, "collect %.2f s, fit %.2f s, vectors %.2f s\n", std::chrono::duration<double>(tf - t0).count(),
-                   std::chrono::duration<double>(tv - tf).count(), seconds_since(tv));
+      std::fprintf(stderr, "collect %.2f s, fit %.2f s, vectors %.2f s\n",
+                   std::chrono::duration<double>(tf - t0).count(), std::chrono::duration<double>(tv - tf).count(),
+                   seconds_since(tv));
   } else {
     std::vector<int64_t> batch_ids;
     std::vector<EmbedText> batch;
@@ -749,7 +759,8 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
       if (!got) return std::unexpected(got.error());
       std::vector<float> flat;
       for (const auto& v : *got) {
-        if (!got->empty() && v.size() != got->front().size()) return fail("the embedder returned vectors of different dimensions");
+        if (!got->empty() && v.size() != got->front().size())
+          return fail("the embedder returned vectors of different dimensions");
         flat.insert(flat.end(), v.begin(), v.end());
       }
       if (auto s = add(batch_ids, flat); !s) return s;
@@ -814,9 +825,10 @@ std::string fmt(double v, int digits = 2) {
 }
 
 // Why a line ranks where it does, strongest contribution first.
-std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model, const std::vector<RetrievedCase>& retrieved,
-                                 const std::vector<RetrievedFaultyLine>& faulty, const std::string& kind, double epsilon,
-                                 const std::optional<GateReport>& gate) {
+std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
+                                 const std::vector<RetrievedCase>& retrieved,
+                                 const std::vector<RetrievedFaultyLine>& faulty, const std::string& kind,
+                                 double epsilon, const std::optional<GateReport>& gate) {
   std::vector<std::pair<double, std::string>> r;
   const auto contrib = [&](Feature f) { return model.weights[f] * ql.x[f]; };
   if (ql.best_match >= 0 && ql.best_distance <= 0.5) {
@@ -828,36 +840,45 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model, 
     s += ", distance " + fmt(ql.best_distance) + ", case similarity " + fmt(rc.similarity);
     r.emplace_back(contrib(kAnnotated) + contrib(kResembles), s);
   }
-  if (ql.x[kTracebackLine] > 0) r.emplace_back(contrib(kTracebackLine), "the test stopped here (deepest traceback frame in the test code)");
+  if (ql.x[kTracebackLine] > 0)
+    r.emplace_back(contrib(kTracebackLine), "the test stopped here (deepest traceback frame in the test code)");
   if (ql.x[kTracebackFrame] > 0) r.emplace_back(contrib(kTracebackFrame), "named by the traceback");
   if (ql.x[kNearFailure] > 0.05)
-    r.emplace_back(contrib(kNearFailure), "ran shortly before the failing line (" +
-                                              std::to_string(static_cast<int>(std::lround(-3.0 * std::log(ql.x[kNearFailure])))) +
-                                              " statement(s) before it)");
-  if (ql.x[kNotReached] > 0) r.emplace_back(contrib(kNotReached), "after the failing line in the same function (did not run)");
+    r.emplace_back(contrib(kNearFailure),
+                   "ran shortly before the failing line (" +
+                       std::to_string(static_cast<int>(std::lround(-3.0 * std::log(ql.x[kNearFailure])))) +
+                       " statement(s) before it)");
+  if (ql.x[kNotReached] > 0)
+    r.emplace_back(contrib(kNotReached), "after the failing line in the same function (did not run)");
   if (ql.x[kOwnBody] > 0) r.emplace_back(contrib(kOwnBody), "in the failing test's own body");
   if (ql.x[kSupport] > 0) r.emplace_back(contrib(kSupport), "in set-up, a fixture or a helper the failing test uses");
   if (ql.x[kKindPrior] != 0 && !kind.empty())
     r.emplace_back(contrib(kKindPrior), "'" + kind + "' lines are " + (ql.x[kKindPrior] > 0 ? "more" : "less") +
                                             " often faulty than others in this knowledge base");
   if (ql.x[kErrorOverlap] > 0)
-    r.emplace_back(contrib(kErrorOverlap), "shares " + fmt(100 * ql.x[kErrorOverlap], 0) + "% of its names and values with the error");
+    r.emplace_back(contrib(kErrorOverlap),
+                   "shares " + fmt(100 * ql.x[kErrorOverlap], 0) + "% of its names and values with the error");
   if (ql.x[kSlice] > 0)
     r.emplace_back(contrib(kSlice), "sets a value the failing line uses (data flow, " +
-                                        std::to_string(static_cast<int>(std::lround(1.0 / ql.x[kSlice]))) + " step(s) back)");
+                                        std::to_string(static_cast<int>(std::lround(1.0 / ql.x[kSlice]))) +
+                                        " step(s) back)");
   if (ql.x[kValueMatch] > 0)
-    r.emplace_back(contrib(kValueMatch), ql.x[kValueMatch] >= 1.0 ? "holds a value the failure shows"
-                                                                  : "holds " + fmt(100 * ql.x[kValueMatch], 0) +
-                                                                        "% of its literals among the values the failure shows");
+    r.emplace_back(contrib(kValueMatch), ql.x[kValueMatch] >= 1.0
+                                             ? "holds a value the failure shows"
+                                             : "holds " + fmt(100 * ql.x[kValueMatch], 0) +
+                                                   "% of its literals among the values the failure shows");
   if (ql.x[kNameMatch] > 0) r.emplace_back(contrib(kNameMatch), "uses a name the error quotes");
   if (ql.x[kSameTest] > 0)
-    r.emplace_back(contrib(kSameTest), "resembles a faulty line of an earlier failure of this same test (trust learnt: " +
-                                           std::string(model.weights[kSameTest] >= 0 ? "more" : "less") + ")");
+    r.emplace_back(contrib(kSameTest),
+                   "resembles a faulty line of an earlier failure of this same test (trust learnt: " +
+                       std::string(model.weights[kSameTest] >= 0 ? "more" : "less") + ")");
   if (ql.x[kTracebackLine] > 0 && gate)
-    r.emplace_back(contrib(kGate), "the failure's form (" + (gate->exception.empty() ? std::string("no exception read") : gate->exception) +
-                                       (gate->raised_in_test ? ", raised in the test's code" : ", raised beneath the test") +
-                                       (gate->generic_check ? ", a generic check" : "") +
-                                       ") makes this statement the fault with probability " + fmt(gate->probability));
+    r.emplace_back(contrib(kGate),
+                   "the failure's form (" +
+                       (gate->exception.empty() ? std::string("no exception read") : gate->exception) +
+                       (gate->raised_in_test ? ", raised in the test's code" : ", raised beneath the test") +
+                       (gate->generic_check ? ", a generic check" : "") +
+                       ") makes this statement the fault with probability " + fmt(gate->probability));
   std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> out;
   for (auto& [w, s] : r) out.push_back(std::move(s));
@@ -934,10 +955,12 @@ Result<std::vector<SearchHit>> search_step(const KnowledgeBase* kb, SearchEngine
   } else if (!kb) {
     out.notes.push_back("no knowledge base yet: baseline behaviour, no annotations");
   } else if (!engine || out.knowledge_base_size == 0) {
-    out.notes.push_back("the knowledge base has no labelled case yet (it learns one when a failing test is fixed): "
-                        "baseline behaviour, no annotations");
+    out.notes.push_back(
+        "the knowledge base has no labelled case yet (it learns one when a failing test is fixed): "
+        "baseline behaviour, no annotations");
   } else {
-    out.notes.push_back("the policy " + options.policy.name + " leaves no case for this failure: baseline behaviour, no annotations");
+    out.notes.push_back("the policy " + options.policy.name +
+                        " leaves no case for this failure: baseline behaviour, no annotations");
   }
   return similar;
 }
@@ -978,7 +1001,8 @@ void annotate_step(QueryView& view, const Case& query, const std::vector<Retriev
   // Inputs the ranker can read only in part: said in the notes, the ranking goes on.
   for (const auto& f : view.files)
     if (f.structure->language == Language::other)
-      out.notes.push_back(f.source->path + ": spark reads no structure in this language (it knows Python, Java, "
+      out.notes.push_back(f.source->path +
+                          ": spark reads no structure in this language (it knows Python, Java, "
                           "JavaScript and TypeScript): its lines are ranked one by one, without statements, blocks, "
                           "functions or the test's scope");
     else if (f.structure->has_syntax_errors)
@@ -989,11 +1013,13 @@ void annotate_step(QueryView& view, const Case& query, const std::vector<Retriev
   if (view.frames.empty())
     out.notes.push_back("the error message holds no traceback: ranked without a failing statement");
   else if (view.stop_file < 0)
-    out.notes.push_back("the traceback names no line of the test files (it ends in other code): ranked without a "
-                        "failing statement");
+    out.notes.push_back(
+        "the traceback names no line of the test files (it ends in other code): ranked without a "
+        "failing statement");
   if (!query.test_id.empty() &&
       std::none_of(view.files.begin(), view.files.end(), [](const QueryView::File& f) { return f.scope.found; }))
-    out.notes.push_back("the test id " + query.test_id + " names no function found in the test files: ranked without "
+    out.notes.push_back("the test id " + query.test_id +
+                        " names no function found in the test files: ranked without "
                         "the test's scope (every line alike)");
   if (query.error_message.size() > kErrorMessageReadLimit)
     out.notes.push_back("the error message is " + fmt(static_cast<double>(query.error_message.size()) / (1 << 20), 1) +
@@ -1012,10 +1038,9 @@ void annotate_step(QueryView& view, const Case& query, const std::vector<Retriev
   for (const auto& ql : view.lines)
     if (ql.best_match >= 0 && ql.best_distance <= options.epsilon) {
       const auto& fl = faulty[static_cast<size_t>(ql.best_match)];
-      out.annotations.push_back({{view.files[ql.file].source->path, ql.line}, ql.best_distance, fl.case_index,
-                                 {fl.path, fl.line}});
+      out.annotations.push_back(
+          {{view.files[ql.file].source->path, ql.line}, ql.best_distance, fl.case_index, {fl.path, fl.line}});
     }
-
 }
 
 // L = rank(τ', k): line scores from the ranker, aggregated to the requested element level by their best line, the
@@ -1064,11 +1089,12 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
   const auto cannot_be_faulty = [&](const Group* g) -> const char* {
     if (options.level != Level::line && options.level != Level::statement) return nullptr;
     const QueryLine& ql = *g->best;
-    if (g->annotated || ql.x[kTracebackLine] > 0 || ql.x[kTracebackFrame] > 0 || ql.x[kErrorOverlap] > 0) return nullptr;
+    if (g->annotated || ql.x[kTracebackLine] > 0 || ql.x[kTracebackFrame] > 0 || ql.x[kErrorOverlap] > 0)
+      return nullptr;
     const std::string_view text = trim(ql.text);
     const CodeStructure& s = *view.files[ql.file].structure;
-    const bool braces = s.language == Language::java || s.language == Language::javascript ||
-                        s.language == Language::typescript;
+    const bool braces =
+        s.language == Language::java || s.language == Language::javascript || s.language == Language::typescript;
     if (text.starts_with('#') && !braces) return "a comment";
     if (braces && (text.starts_with("//") || text.starts_with("/*") || text.starts_with("*"))) return "a comment";
     const std::string& kind = s.kind[static_cast<size_t>(ql.line - 1)];
@@ -1127,10 +1153,12 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
     e.score = g->score;
     e.code = std::string(trim(view.files[ql.file].lines[static_cast<size_t>(e.line - 1)]));
     e.annotated = g->annotated;
-    e.reasons = explain(ql, model, out.retrieved, faulty,
-                        view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)], options.epsilon, out.gate);
+    e.reasons =
+        explain(ql, model, out.retrieved, faulty, view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)],
+                options.epsilon, out.gate);
     if (const char* what = g->cannot_be_faulty)
-      e.reasons.push_back(std::string(what) + " with no evidence against it: ranked after the lines that can be faulty");
+      e.reasons.push_back(std::string(what) +
+                          " with no evidence against it: ranked after the lines that can be faulty");
     out.ranked.push_back(std::move(e));
   }
 }
@@ -1154,7 +1182,8 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   if (!similar) return std::unexpected(similar.error());
   out.degraded = similar->empty();
   std::vector<double> sims;
-  auto faulty = similar->empty() ? Result<std::vector<RetrievedFaultyLine>>{} : retrieve_step(*kb_, *similar, sims, out);
+  auto faulty =
+      similar->empty() ? Result<std::vector<RetrievedFaultyLine>>{} : retrieve_step(*kb_, *similar, sims, out);
   if (!faulty) return std::unexpected(faulty.error());
   QueryView view = make_query_view(query, cache);
   annotate_step(view, query, *faulty, sims, options, model, out);
@@ -1181,8 +1210,10 @@ bool strip_annotation_marker(std::string& line) {
   if (at == std::string::npos) return false;
   size_t cut = at;
   while (cut > 0 && line[cut - 1] == ' ') --cut;
-  if (cut >= 2 && line.compare(cut - 2, 2, "//") == 0) cut -= 2;
-  else if (cut >= 1 && line[cut - 1] == '#') cut -= 1;
+  if (cut >= 2 && line.compare(cut - 2, 2, "//") == 0)
+    cut -= 2;
+  else if (cut >= 1 && line[cut - 1] == '#')
+    cut -= 1;
   line.erase(cut);
   return true;
 }

@@ -13,16 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "formats/defaults.h"
-#include "formats/case.h"
-#include "line_features.h"
-#include "retrieval/embedder.h"
-#include "store/knowledge_base.h"
-#include "policy.h"
 #include "code/python_structure.h"
-#include "ranker.h"
 #include "code/structure_cache.h"
+#include "formats/case.h"
+#include "formats/defaults.h"
+#include "line_features.h"
+#include "policy.h"
+#include "ranker.h"
+#include "retrieval/embedder.h"
 #include "retrieval/vector_index.h"
+#include "store/knowledge_base.h"
 
 namespace spark {
 
@@ -68,7 +68,8 @@ class SearchEngine {
   static Result<std::unique_ptr<SearchEngine>> open(KnowledgeBase& kb, EmbedderConfig config,
                                                     std::vector<std::string>& notes, bool verify_vectors = true);
   Result<std::vector<float>> embed(const Case& c);
-  std::vector<SearchHit> search(const std::vector<float>& query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
+  std::vector<SearchHit> search(const std::vector<float>& query, size_t r,
+                                const std::optional<std::vector<int64_t>>& allowed,
                                 const std::unordered_set<int64_t>& excluded) const {
     return index_.search(query.data(), r, allowed, excluded);
   }
@@ -92,7 +93,7 @@ class SearchEngine {
   RankerModel ranker_;
   StructureCache structures_;
   std::string embedder_identity_;
-  std::vector<int64_t> added_ids_;      // embedded since load
+  std::vector<int64_t> added_ids_;          // embedded since load
   std::vector<VectorIndex::Extra> extras_;  // the loaded state's extra files (kept by persist)
   std::vector<CaseFacts> facts_;
   bool facts_from_store_ = false;  // read from the store: persist writes them as a new cases file
@@ -114,7 +115,7 @@ struct IndexReport {
 struct IndexBuildOptions {
   VectorIndexOptions index;
   TrainingOptions training;
-  size_t r = 1;                    // neighbours used when learning the ranker (the localizer's defaults)
+  size_t r = 1;  // neighbours used when learning the ranker (the localizer's defaults)
   double epsilon = defaults::kEpsilon;
   double similarity_floor = defaults::kSimilarityFloor;
   size_t max_training_cases = 500;  // a 12-weight logistic model needs no more; bounds `spark index` time
@@ -163,7 +164,7 @@ struct LocalizeOptions {
   Level level = Level::line;
   double similarity_floor = defaults::kSimilarityFloor;  // retrieved cases below this cosine similarity are not used
   Retrieval retrieval = Retrieval::similar;
-  uint64_t seed = 0;               // Retrieval::random: the draw is a function of (seed, query id)
+  uint64_t seed = 0;  // Retrieval::random: the draw is a function of (seed, query id)
   // The built-in ranker to use instead of the index's (evaluation: a model that never saw the query's labels).
   const RankerModel* ranker = nullptr;
   // Explain one line (`spark localize --explain`): every feature's value and contribution. An empty path means the
@@ -181,18 +182,18 @@ struct RetrievedCase {
 };
 
 struct Annotation {
-  LineRef line;              // in the query
-  double distance = 0;       // w(l): min normalized Levenshtein distance to a retrieved faulty line
-  size_t case_index = 0;     // which retrieved case
-  LineRef matched;           // which of its faulty lines
+  LineRef line;           // in the query
+  double distance = 0;    // w(l): min normalized Levenshtein distance to a retrieved faulty line
+  size_t case_index = 0;  // which retrieved case
+  LineRef matched;        // which of its faulty lines
 };
 
 struct RankedElement {
   std::string path;
-  int line = 0;       // first line of the element
-  int end_line = 0;   // last line (= line at line level)
+  int line = 0;      // first line of the element
+  int end_line = 0;  // last line (= line at line level)
   double score = 0;
-  std::string code;   // the element's first line
+  std::string code;  // the element's first line
   bool annotated = false;
   std::vector<std::string> reasons;
   std::string source = "builtin";  // builtin | llm | filled (the LLM gave fewer than k usable ids)
@@ -201,21 +202,21 @@ struct RankedElement {
 // What the LLM stage did for one failure (absent when no LLM was asked).
 struct LlmReport {
   std::string mode, model, endpoint;
-  bool used = false;               // the answer ranked the elements (false: the built-in ranker's, see error)
-  std::string error;               // why the LLM's answer was not used
+  bool used = false;  // the answer ranked the elements (false: the built-in ranker's, see error)
+  std::string error;  // why the LLM's answer was not used
   size_t prompt_tokens = 0, completion_tokens = 0;
-  bool usage_reported = false;     // false: estimated (src/code/tokens.h)
+  bool usage_reported = false;  // false: estimated (src/code/tokens.h)
   double seconds = 0;
   int attempts = 0;
   bool structured = false;
-  bool cached = false;             // the answer came from the answer cache (spark eval)
-  std::string raw_answer;          // for audit (--format json)
-  std::string answer_format;       // json | text | none
+  bool cached = false;        // the answer came from the answer cache (spark eval)
+  std::string raw_answer;     // for audit (--format json)
+  std::string answer_format;  // json | text | none
   size_t from_llm = 0, filled = 0, out_of_range = 0, duplicates = 0, not_code = 0;
   size_t shown_lines = 0, total_lines = 0;
   bool truncated = false;
   std::map<std::string, size_t> redactions;
-  std::string prompt;              // kept when asked (--show-prompt)
+  std::string prompt;  // kept when asked (--show-prompt)
 };
 
 // One line's score taken apart: the ranker's features, each weight × value (log-odds). `score` is the line's
@@ -235,12 +236,12 @@ struct LineExplanation {
 
 // The gate's verdict on the failing statement (absent when no traceback frame lies in the test files).
 struct GateReport {
-  LineRef line;                  // the failing statement's line (the deepest frame in the test files)
-  double probability = 0;        // that the failing statement itself is the fault
-  std::string exception;         // the failure's exception class ("" if none was read)
-  std::string form;              // its group: assertion | type | name | lookup | value | other | none
-  bool raised_in_test = false;   // raised in the test's own code, not beneath it in the code under test
-  bool generic_check = false;    // the assertion checks truth or a None/True/False/0/1/empty value
+  LineRef line;                 // the failing statement's line (the deepest frame in the test files)
+  double probability = 0;       // that the failing statement itself is the fault
+  std::string exception;        // the failure's exception class ("" if none was read)
+  std::string form;             // its group: assertion | type | name | lookup | value | other | none
+  bool raised_in_test = false;  // raised in the test's own code, not beneath it in the code under test
+  bool generic_check = false;   // the assertion checks truth or a None/True/False/0/1/empty value
 };
 
 struct Localization {

@@ -63,7 +63,8 @@ double mcnemar_p(size_t b, size_t c) {
   if (n == 0) return 1.0;
   const size_t lo = std::min(b, c);
   if (n > 50000) {
-    const double chi = std::pow(std::abs(static_cast<double>(b) - static_cast<double>(c)) - 1.0, 2) / static_cast<double>(n);
+    const double chi =
+        std::pow(std::abs(static_cast<double>(b) - static_cast<double>(c)) - 1.0, 2) / static_cast<double>(n);
     return std::erfc(std::sqrt(std::max(0.0, chi) / 2.0));
   }
   // P(X ≤ lo) for X ~ Binomial(n, 1/2), summed in log space.

@@ -11,12 +11,12 @@ namespace spark {
 // Metrics of one case at one k. `predicted` is the ranked list (element keys, best first; repeats after the first
 // occurrence are ignored, as a ranked list names an element once); `faulty` the case's faulty elements.
 struct CaseMetrics {
-  double precision = 0;   // |top-k ∩ F| / k
-  double recall = 0;      // |top-k ∩ F| / |F|
-  double hit = 0;         // 1 when some faulty element is in the top k
-  double ap_paper = 0;    // (1/m) Σ_{j≤k} P(j)·rel(j), m = faulty elements found in the top k (the paper's AP@k)
-  double ap_standard = 0; // the same sum over min(|F|, k) (the usual AP@k)
-  double rr = 0;          // 1 / rank of the first faulty element in the top k, else 0
+  double precision = 0;    // |top-k ∩ F| / k
+  double recall = 0;       // |top-k ∩ F| / |F|
+  double hit = 0;          // 1 when some faulty element is in the top k
+  double ap_paper = 0;     // (1/m) Σ_{j≤k} P(j)·rel(j), m = faulty elements found in the top k (the paper's AP@k)
+  double ap_standard = 0;  // the same sum over min(|F|, k) (the usual AP@k)
+  double rr = 0;           // 1 / rank of the first faulty element in the top k, else 0
 };
 
 CaseMetrics case_metrics(const std::vector<std::string>& predicted, const std::vector<std::string>& faulty, size_t k);

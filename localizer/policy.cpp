@@ -66,9 +66,9 @@ std::vector<int64_t> filter_corpus(const std::vector<CaseFacts>& corpus, int64_t
   std::vector<const CaseFacts*> labelled;
   for (const auto& e : corpus)
     if (e.labelled) labelled.push_back(&e);
-  const size_t window = policy.window > 0 ? policy.window
-                                          : std::max<size_t>(1, static_cast<size_t>(std::ceil(
-                                                                    policy.window_fraction * labelled.size())));
+  const size_t window =
+      policy.window > 0 ? policy.window
+                        : std::max<size_t>(1, static_cast<size_t>(std::ceil(policy.window_fraction * labelled.size())));
   auto it = registry().find(policy.name);
   const auto kept = it == registry().end() ? labelled : it->second(labelled, query_epoch, window);
   std::vector<int64_t> out;

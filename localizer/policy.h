@@ -6,16 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "formats/defaults.h"
 #include "base/result.h"
+#include "formats/defaults.h"
 #include "store/knowledge_base.h"
 
 namespace spark {
 
 struct Policy {
-  std::string name = "all";        // all | all-preceding | closest-by-time | closest-time-preceding
-  double window_fraction = defaults::kWindowFraction;   // closest-*: the window is this share of the labelled corpus ...
-  size_t window = 0;               // ... or exactly this many cases when > 0
+  std::string name = "all";                            // all | all-preceding | closest-by-time | closest-time-preceding
+  double window_fraction = defaults::kWindowFraction;  // closest-*: the window is this share of the labelled corpus ...
+  size_t window = 0;                                   // ... or exactly this many cases when > 0
 };
 
 // Parses a policy name; the error lists the known ones.

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <set>
 
-#include "formats/error_message.h"
+#include "base/text.h"
 #include "code/structure_cache.h"
 #include "code/test_scope.h"
-#include "base/text.h"
 #include "code/tokens.h"
+#include "formats/error_message.h"
 
 namespace spark {
 
@@ -49,12 +49,12 @@ const ModeInfo& info(Mode m) {
 // One file's lines as candidates for the prompt.
 struct Candidate {
   size_t file = 0;
-  int line = 0;       // 1-based, in the file
-  int id = 0;         // element id
-  std::string text;   // rendered, with newline
+  int line = 0;      // 1-based, in the file
+  int id = 0;        // element id
+  std::string text;  // rendered, with newline
   size_t tokens = 0;
-  int tier = 0;       // lower = kept first when the code must be cut
-  int distance = 0;   // within a tier, nearer first
+  int tier = 0;      // lower = kept first when the code must be cut
+  int distance = 0;  // within a tier, nearer first
 };
 
 // Chooses which candidates fit in `budget` tokens, by (tier, distance, line); returns how many tokens they use.
@@ -103,10 +103,14 @@ std::string render(const std::vector<Candidate>& lines, const std::vector<bool>&
 
 int tier_of_role(ScopeRole r) {
   switch (r) {
-    case ScopeRole::own: return 2;
-    case ScopeRole::support: return 3;
-    case ScopeRole::module: return 4;
-    case ScopeRole::outside: return 5;
+    case ScopeRole::own:
+      return 2;
+    case ScopeRole::support:
+      return 3;
+    case ScopeRole::module:
+      return 4;
+    case ScopeRole::outside:
+      return 5;
   }
   return 5;
 }
@@ -169,9 +173,12 @@ CodeView candidates(const QueryView& view, const std::set<std::pair<std::string,
       cand.tokens = estimate_tokens(cand.text);
       int nearest = 1 << 30;
       for (int a : anchor_lines) nearest = std::min(nearest, std::abs(a - line));
-      if (nearest <= 2) cand.tier = 0;
-      else if (marked.contains({src.path, line}) || ranked != ranker_rank.end()) cand.tier = 1;
-      else cand.tier = i < role.size() ? tier_of_role(role[i]) : 5;
+      if (nearest <= 2)
+        cand.tier = 0;
+      else if (marked.contains({src.path, line}) || ranked != ranker_rank.end())
+        cand.tier = 1;
+      else
+        cand.tier = i < role.size() ? tier_of_role(role[i]) : 5;
       cand.distance = nearest == (1 << 30) ? line : nearest;
       // Another test's line, annotated or not, cannot have caused this failure; a line the traceback names stays.
       if (scope_only && view.files[f].scope.found && cand.tier != 0 && i < role.size() && role[i] == ScopeRole::outside)
@@ -259,11 +266,12 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
                             StructureCache& cache, const PromptOptions& options) {
   Prompt p;
   // The language the prompt names and comments in: the test files' (the first file's), else the case's field.
-  Language language = language_for(query.files.empty() ? std::string_view() : std::string_view(query.files.front().path),
-                                   query.language);
+  Language language = language_for(
+      query.files.empty() ? std::string_view() : std::string_view(query.files.front().path), query.language);
   if (!view.files.empty() && view.files.front().structure) language = view.files.front().structure->language;
-  const std::string language_shown =
-      language == Language::other && !query.language.empty() ? query.language : std::string(language_display_name(language));
+  const std::string language_shown = language == Language::other && !query.language.empty()
+                                         ? query.language
+                                         : std::string(language_display_name(language));
   std::string_view tpl = options.template_text;
   if (tpl.empty()) {
     auto t = builtin_template(mode_template(options.mode));
@@ -288,7 +296,8 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     for (const auto& f : view.files)
       for (auto l : split_lines(f.source->content)) all += is_blank(l) ? 0 : 1;
     if (all > p.total_lines)
-      p.notes.push_back("prompt scope test: " + std::to_string(all - p.total_lines) + " line(s) of other tests left out");
+      p.notes.push_back("prompt scope test: " + std::to_string(all - p.total_lines) +
+                        " line(s) of other tests left out");
   }
   // Trailing blank lines of runner output carry nothing.
   const auto rstrip = [](std::string t) {
@@ -311,7 +320,8 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
         if (f.path == fl.path) {
           const auto lines = split_lines(f.content);
           if (fl.line >= 1 && static_cast<size_t>(fl.line) <= lines.size())
-            similar_lines += std::to_string(fl.line) + ": " + std::string(lines[static_cast<size_t>(fl.line - 1)]) + "\n";
+            similar_lines +=
+                std::to_string(fl.line) + ": " + std::string(lines[static_cast<size_t>(fl.line - 1)]) + "\n";
         }
     if (!similar_lines.empty()) similar_lines.pop_back();
     if (options.redactor) options.redactor->redact(similar_lines, p.redactions);
@@ -323,8 +333,8 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     similar_view = make_query_view(*similar_case, cache);
     std::set<std::pair<std::string, int>> faulty;
     for (const auto& fl : similar_case->faulty_lines) faulty.insert({fl.path, fl.line});
-    similar_code = candidates(*similar_view, {}, faulty, options.redactor, p.redactions, nullptr,
-                              options.test_scope_only);
+    similar_code =
+        candidates(*similar_view, {}, faulty, options.redactor, p.redactions, nullptr, options.test_scope_only);
     similar_error = rstrip(similar_case->error_message);
     if (options.redactor) options.redactor->redact(similar_error, p.redactions);
   }
@@ -348,8 +358,9 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
   // The budget: context minus the answer, the fixed text and the (possibly cut) error messages.
   const size_t fixed = estimate_tokens(fill_template(tpl, values));
   if (fixed + options.answer_tokens + 64 > options.context_tokens)
-    return fail("the context window (" + std::to_string(options.context_tokens) + " tokens) cannot hold the template (" +
-                std::to_string(fixed) + " tokens) and an answer of " + std::to_string(options.answer_tokens) + " tokens");
+    return fail("the context window (" + std::to_string(options.context_tokens) +
+                " tokens) cannot hold the template (" + std::to_string(fixed) + " tokens) and an answer of " +
+                std::to_string(options.answer_tokens) + " tokens");
   const size_t room = options.context_tokens - options.answer_tokens - fixed;
   const bool rag = options.mode == Mode::naive_rag && similar_case;
   const size_t error_cap = room * (rag ? 2 : 3) / 10;  // at most 30 % of the room (20 % each with naive RAG)
@@ -366,7 +377,8 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
   for (int attempt = 0; attempt < 4; ++attempt) {
     p.notes.clear();
     if (p.error_chars_cut)
-      p.notes.push_back("the error message was cut by " + std::to_string(p.error_chars_cut) + " characters to fit the context");
+      p.notes.push_back("the error message was cut by " + std::to_string(p.error_chars_cut) +
+                        " characters to fit the context");
     std::vector<bool> keep;
     size_t query_need = 0;
     for (const auto& c : code.lines) query_need += c.tokens;
@@ -386,8 +398,9 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     for (size_t i = 0; i < code.lines.size(); ++i)
       if (keep[i]) p.shown[static_cast<size_t>(code.lines[i].id)] = true;
     if (p.truncated)
-      p.notes.push_back("the test code was cut to " + std::to_string(p.shown_lines) + " of " + std::to_string(p.total_lines) +
-                        " lines to fit the context (" + std::to_string(options.context_tokens) + " tokens)");
+      p.notes.push_back("the test code was cut to " + std::to_string(p.shown_lines) + " of " +
+                        std::to_string(p.total_lines) + " lines to fit the context (" +
+                        std::to_string(options.context_tokens) + " tokens)");
     if (rag) {
       std::vector<bool> keep2;
       choose(similar_code.lines, code_room - std::min(code_room, used), keep2);
@@ -413,11 +426,12 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
                                  {"code", {{"type", "string"}}}}},
                                {"required", {"line", "code"}},
                                {"additionalProperties", false}};
-  p.schema = {{"type", "object"},
-              {"properties",
-               {{"faulty_lines", {{"type", "array"}, {"items", item}, {"minItems", options.k}, {"maxItems", options.k}}}}},
-              {"required", {"faulty_lines"}},
-              {"additionalProperties", false}};
+  p.schema = {
+      {"type", "object"},
+      {"properties",
+       {{"faulty_lines", {{"type", "array"}, {"items", item}, {"minItems", options.k}, {"maxItems", options.k}}}}},
+      {"required", {"faulty_lines"}},
+      {"additionalProperties", false}};
   return p;
 }
 

@@ -15,11 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/defaults.h"
 #include "formats/case.h"
+#include "formats/defaults.h"
+#include "formats/redact.h"
 #include "line_features.h"
 #include "localizer.h"
-#include "formats/redact.h"
 
 namespace spark {
 
@@ -47,10 +47,10 @@ Status check_template(std::string_view text, const std::string& origin);
 struct PromptOptions {
   Mode mode = Mode::standard;
   size_t k = 5;
-  std::string template_text;        // "" = the mode's built-in template
-  size_t context_tokens = defaults::kContextTokens;    // the model's window: prompt + answer must fit
-  size_t answer_tokens = 512;       // reserved for the answer (max_tokens)
-  const Redactor* redactor = nullptr;  // null: nothing redacted
+  std::string template_text;                         // "" = the mode's built-in template
+  size_t context_tokens = defaults::kContextTokens;  // the model's window: prompt + answer must fit
+  size_t answer_tokens = 512;                        // reserved for the answer (max_tokens)
+  const Redactor* redactor = nullptr;                // null: nothing redacted
   // What code the prompt shows: the whole test file(s), as the paper does, or only the failing test's reach (its own
   // lines, set-up, fixtures and helpers it uses, module-level code): other tests' lines are left out.
   bool test_scope_only = false;
@@ -61,14 +61,14 @@ struct PromptOptions {
 struct Prompt {
   std::string text;
   int max_element_id = 0;
-  std::vector<LineRef> elements;    // element id → line of the query; index 0 unused
-  std::vector<bool> shown;          // element id → shown in the prompt
+  std::vector<LineRef> elements;            // element id → line of the query; index 0 unused
+  std::vector<bool> shown;                  // element id → shown in the prompt
   size_t total_lines = 0, shown_lines = 0;  // non-blank lines of the query
   size_t error_chars_cut = 0;
   bool truncated = false;
-  size_t estimated_tokens = 0;      // estimate_tokens(text)
+  size_t estimated_tokens = 0;  // estimate_tokens(text)
   std::map<std::string, size_t> redactions;
-  nlohmann::json schema;            // the answer's JSON schema (structured output)
+  nlohmann::json schema;  // the answer's JSON schema (structured output)
   std::vector<std::string> notes;
 };
 

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/case.h"
 #include "base/text.h"
+#include "formats/case.h"
 
 namespace spark {
 
@@ -31,10 +31,10 @@ RankerModel RankerModel::prior() {
   m.weights[kModuleLevel] = 1.5;
   m.weights[kKindPrior] = 0.5;
   m.weights[kErrorOverlap] = 1.0;
-  m.weights[kSlice] = 1.5;  // setting a value the failing line uses: evidence like a traceback frame on the way
+  m.weights[kSlice] = 1.5;       // setting a value the failing line uses: evidence like a traceback frame on the way
   m.weights[kValueMatch] = 1.5;  // holding a value the failure shows, or a name it quotes: direct evidence
   m.weights[kNameMatch] = 1.5;
-  m.weights[kGate] = 1.0;   // the gate's log-odds move the failing statement up or down
+  m.weights[kGate] = 1.0;       // the gate's log-odds move the failing statement up or down
   m.weights[kNamedLine] = 0.5;  // of a multi-line statement, the line the traceback prints
   m.gate = GateModel::prior();
   m.origin = "prior";
@@ -180,8 +180,7 @@ Result<RankerModel> RankerModel::load(const std::filesystem::path& path) {
     m.training_cases = j.at("training_cases").get<size_t>();
     m.training_rows = j.at("training_rows").get<size_t>();
     // A model saved before a feature existed weighs it 0 (`spark index` learns it anew).
-    for (size_t i = 0; i < kFeatureCount; ++i)
-      m.weights[i] = j.at("weights").value(std::string(feature_name(i)), 0.0);
+    for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = j.at("weights").value(std::string(feature_name(i)), 0.0);
     for (const auto& [k, v] : j.at("kind_prior").items()) m.kind_prior.llr[k] = v.get<double>();
     // A model saved before the gate existed uses the gate's prior.
     m.gate = GateModel::prior();
@@ -559,8 +558,8 @@ void KindCounts::add(const QueryView& view, const std::vector<LineRef>& faulty_l
   for (const auto& ql : view.lines) {
     const auto& file = view.files[ql.file];
     const auto li = static_cast<size_t>(ql.line - 1);
-    const bool in_reach = !file.scope.found || file.scope.role[li] == ScopeRole::own ||
-                          file.scope.role[li] == ScopeRole::support;
+    const bool in_reach =
+        !file.scope.found || file.scope.role[li] == ScopeRole::own || file.scope.role[li] == ScopeRole::support;
     const bool is_faulty = std::any_of(faulty_lines.begin(), faulty_lines.end(), [&](const LineRef& fl) {
       return fl.line == ql.line && fl.path == file.source->path;
     });

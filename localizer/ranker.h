@@ -44,7 +44,8 @@ struct RankerModel {
   static RankerModel prior();
   double score(const FeatureVector& x) const;
   // Each row's probability of being a faulty line (see `gated`). `has_stop`/`gate` as in QueryView.
-  std::vector<double> probabilities(const std::vector<FeatureVector>& rows, bool has_stop, const GateVector& gate) const;
+  std::vector<double> probabilities(const std::vector<FeatureVector>& rows, bool has_stop,
+                                    const GateVector& gate) const;
 
   Status save(const std::filesystem::path& path) const;
   static Result<RankerModel> load(const std::filesystem::path& path);
@@ -80,8 +81,8 @@ struct TrainingOptions {
   size_t negatives_per_case = 300;  // deterministic subsample of the non-faulty lines
   double l2 = 1.0;                  // ridge penalty on the non-bias weights
   Objective objective = Objective::pairwise;
-  size_t lambda_passes = 0;         // pairwise: LambdaRank reweighting passes after the first fit (measured: no gain)
-  size_t gate_folds = 5;            // the ranker learns from gate values cross-fitted over this many folds
+  size_t lambda_passes = 0;  // pairwise: LambdaRank reweighting passes after the first fit (measured: no gain)
+  size_t gate_folds = 5;     // the ranker learns from gate values cross-fitted over this many folds
 };
 
 // Fits the weights (balanced per case: each case's positives and negatives carry equal total weight), by Newton's

@@ -44,31 +44,37 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
     if (rc.fixed_commit) out += ", fixed in " + rc.fixed_commit->substr(0, 10);
     out += "\n";
     for (size_t i = 0; i < rc.faulty_lines.size(); ++i)
-      out += "    its faulty line " + std::to_string(rc.faulty_lines[i].line) + ": " + std::string(trim(rc.faulty_text[i])) + "\n";
+      out += "    its faulty line " + std::to_string(rc.faulty_lines[i].line) + ": " +
+             std::string(trim(rc.faulty_text[i])) + "\n";
   }
   if (loc.gate)
-    out += "  failing statement " + loc.gate->line.path + ":" + std::to_string(loc.gate->line.line) + ": the fault itself with probability " +
-           fixed(loc.gate->probability, 2) + " (" + (loc.gate->exception.empty() ? "no exception read" : loc.gate->exception) +
+    out += "  failing statement " + loc.gate->line.path + ":" + std::to_string(loc.gate->line.line) +
+           ": the fault itself with probability " + fixed(loc.gate->probability, 2) + " (" +
+           (loc.gate->exception.empty() ? "no exception read" : loc.gate->exception) +
            (loc.gate->raised_in_test ? ", raised in the test's code" : ", raised beneath the test") +
            (loc.gate->generic_check ? ", a generic check" : "") + ")\n";
-  out += "  annotated lines (normalized Levenshtein <= " + fixed(ctx.epsilon, 2) + "): " +
-         std::to_string(loc.annotations.size()) + "\n";
+  out += "  annotated lines (normalized Levenshtein <= " + fixed(ctx.epsilon, 2) +
+         "): " + std::to_string(loc.annotations.size()) + "\n";
   if (loc.llm && !loc.llm->model.empty()) {
     const LlmReport& l = *loc.llm;
     out += "  LLM: " + l.model + ", mode " + l.mode + (l.used ? "" : " — not used: " + l.error) + "\n";
     if (l.attempts > 0)
       out += "       " + std::to_string(l.prompt_tokens) + " prompt + " + std::to_string(l.completion_tokens) +
              " answer tokens" + (l.usage_reported ? "" : " (estimated)") + ", " + fixed(l.seconds, 2) + " s, " +
-             std::to_string(l.attempts) + " attempt(s)" + (l.truncated ? ", code cut to " + std::to_string(l.shown_lines) +
-             " of " + std::to_string(l.total_lines) + " lines" : "") + "\n";
+             std::to_string(l.attempts) + " attempt(s)" +
+             (l.truncated
+                  ? ", code cut to " + std::to_string(l.shown_lines) + " of " + std::to_string(l.total_lines) + " lines"
+                  : "") +
+             "\n";
   }
   out += "\n";
   size_t rank = 0;
   for (const auto& e : loc.ranked) {
     ++rank;
     out += paint("1", std::to_string(rank) + ". " + location(e)) +
-           (e.source == "llm" ? "  (LLM)" : e.source == "filled" ? "  (filled, built-in score " + fixed(e.score, 3) + ")"
-                                                                 : "  score " + fixed(e.score, 3)) +
+           (e.source == "llm"      ? "  (LLM)"
+            : e.source == "filled" ? "  (filled, built-in score " + fixed(e.score, 3) + ")"
+                                   : "  score " + fixed(e.score, 3)) +
            (e.annotated ? "  " + paint("33", annotation_marker(language_for(e.path, ""))) : "") + "\n";
     out += "     " + paint("36", clip(e.code, 160)) + "\n";
     for (const auto& r : e.reasons) out += "     - " + r + "\n";
@@ -103,35 +109,52 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
   j["k"] = ctx.k;
   j["ranker"] = loc.ranker;
   j["degraded"] = loc.degraded;
-  j["knowledge_base"] = {{"labelled", loc.knowledge_base_size}, {"after_policy", loc.filtered_size}, {"policy", ctx.policy}};
+  j["knowledge_base"] = {
+      {"labelled", loc.knowledge_base_size}, {"after_policy", loc.filtered_size}, {"policy", ctx.policy}};
   j["epsilon"] = ctx.epsilon;
   j["retrieved"] = json::array();
   for (const auto& rc : loc.retrieved) {
-    json r = {{"id", rc.id}, {"test_id", rc.test_id}, {"project", rc.project}, {"similarity", rc.similarity},
+    json r = {{"id", rc.id},
+              {"test_id", rc.test_id},
+              {"project", rc.project},
+              {"similarity", rc.similarity},
               {"faulty_commit", rc.faulty_commit ? json(*rc.faulty_commit) : json(nullptr)},
               {"fixed_commit", rc.fixed_commit ? json(*rc.fixed_commit) : json(nullptr)}};
     r["faulty_lines"] = json::array();
     for (size_t i = 0; i < rc.faulty_lines.size(); ++i)
-      r["faulty_lines"].push_back({{"path", rc.faulty_lines[i].path}, {"line", rc.faulty_lines[i].line}, {"text", rc.faulty_text[i]}});
+      r["faulty_lines"].push_back(
+          {{"path", rc.faulty_lines[i].path}, {"line", rc.faulty_lines[i].line}, {"text", rc.faulty_text[i]}});
     j["retrieved"].push_back(std::move(r));
   }
   j["annotations"] = json::array();
   for (const auto& a : loc.annotations) {
     const auto& rc = loc.retrieved[a.case_index];
-    j["annotations"].push_back({{"path", a.line.path}, {"line", a.line.line}, {"distance", a.distance},
-                                {"case", rc.id}, {"matched", {{"path", a.matched.path}, {"line", a.matched.line}}}});
+    j["annotations"].push_back({{"path", a.line.path},
+                                {"line", a.line.line},
+                                {"distance", a.distance},
+                                {"case", rc.id},
+                                {"matched", {{"path", a.matched.path}, {"line", a.matched.line}}}});
   }
   j["ranked"] = json::array();
   size_t rank = 0;
   for (const auto& e : loc.ranked)
-    j["ranked"].push_back({{"rank", ++rank}, {"path", e.path}, {"line", e.line}, {"end_line", e.end_line},
-                           {"score", e.score}, {"code", e.code}, {"annotated", e.annotated}, {"source", e.source},
+    j["ranked"].push_back({{"rank", ++rank},
+                           {"path", e.path},
+                           {"line", e.line},
+                           {"end_line", e.end_line},
+                           {"score", e.score},
+                           {"code", e.code},
+                           {"annotated", e.annotated},
+                           {"source", e.source},
                            {"reasons", e.reasons}});
   j["notes"] = loc.notes;
   if (loc.gate)
-    j["gate"] = {{"path", loc.gate->line.path},           {"line", loc.gate->line.line},
-                 {"probability", loc.gate->probability},   {"exception", loc.gate->exception},
-                 {"form", loc.gate->form},                 {"raised_in_test", loc.gate->raised_in_test},
+    j["gate"] = {{"path", loc.gate->line.path},
+                 {"line", loc.gate->line.line},
+                 {"probability", loc.gate->probability},
+                 {"exception", loc.gate->exception},
+                 {"form", loc.gate->form},
+                 {"raised_in_test", loc.gate->raised_in_test},
                  {"generic_check", loc.gate->generic_check}};
   if (loc.explanation) {
     const LineExplanation& ex = *loc.explanation;
@@ -153,21 +176,26 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
     const LlmReport& l = *loc.llm;
     json redactions = json::object();
     for (const auto& [rule, n] : l.redactions) redactions[rule] = n;
-    j["llm"] = {{"mode", l.mode},
-                {"model", l.model.empty() ? json(nullptr) : json(l.model)},
-                {"endpoint", l.endpoint.empty() ? json(nullptr) : json(l.endpoint)},
-                {"used", l.used},
-                {"error", l.error.empty() ? json(nullptr) : json(l.error)},
-                {"tokens", {{"prompt", l.prompt_tokens}, {"answer", l.completion_tokens},
-                            {"estimated", !l.usage_reported}}},
-                {"seconds", l.seconds},
-                {"attempts", l.attempts},
-                {"structured", l.structured},
-                {"answer", {{"raw", l.raw_answer}, {"format", l.answer_format}, {"from_llm", l.from_llm},
-                            {"filled", l.filled}, {"out_of_range", l.out_of_range}, {"duplicates", l.duplicates},
-                            {"not_code", l.not_code}}},
-                {"code_lines", {{"shown", l.shown_lines}, {"total", l.total_lines}, {"truncated", l.truncated}}},
-                {"redactions", redactions}};
+    j["llm"] = {
+        {"mode", l.mode},
+        {"model", l.model.empty() ? json(nullptr) : json(l.model)},
+        {"endpoint", l.endpoint.empty() ? json(nullptr) : json(l.endpoint)},
+        {"used", l.used},
+        {"error", l.error.empty() ? json(nullptr) : json(l.error)},
+        {"tokens", {{"prompt", l.prompt_tokens}, {"answer", l.completion_tokens}, {"estimated", !l.usage_reported}}},
+        {"seconds", l.seconds},
+        {"attempts", l.attempts},
+        {"structured", l.structured},
+        {"answer",
+         {{"raw", l.raw_answer},
+          {"format", l.answer_format},
+          {"from_llm", l.from_llm},
+          {"filled", l.filled},
+          {"out_of_range", l.out_of_range},
+          {"duplicates", l.duplicates},
+          {"not_code", l.not_code}}},
+        {"code_lines", {{"shown", l.shown_lines}, {"total", l.total_lines}, {"truncated", l.truncated}}},
+        {"redactions", redactions}};
     if (!l.prompt.empty()) j["llm"]["prompt"] = l.prompt;
   }
   return j.dump(2) + "\n";
@@ -223,15 +251,17 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
   json rule = {{"id", "spark/suspicious-test-line"},
                {"name", "SuspiciousTestLine"},
                {"shortDescription", {{"text", "Likely faulty line in a failing test"}}},
-               {"fullDescription", {{"text", "spark ranks the lines of a failing test by how likely they are to be the "
-                                             "fault, using similar failures fixed before."}}},
+               {"fullDescription",
+                {{"text",
+                  "spark ranks the lines of a failing test by how likely they are to be the "
+                  "fault, using similar failures fixed before."}}},
                {"defaultConfiguration", {{"level", "warning"}}}};
   json results = json::array();
   size_t rank = 0;
   for (const auto& e : loc.ranked) {
     ++rank;
-    std::string message = "Rank " + std::to_string(rank) + " of " + std::to_string(loc.ranked.size()) +
-                          " suspicious " + std::string(level_name(ctx.level)) + "s for failing test " + loc.test_id;
+    std::string message = "Rank " + std::to_string(rank) + " of " + std::to_string(loc.ranked.size()) + " suspicious " +
+                          std::string(level_name(ctx.level)) + "s for failing test " + loc.test_id;
     if (!e.reasons.empty()) message += ": " + e.reasons.front();
     for (size_t i = 1; i < e.reasons.size(); ++i) message += "; " + e.reasons[i];
     // Stable across runs and line moves: the test, the file and the line's text.
@@ -250,9 +280,10 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
   json sarif = {
       {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
       {"version", "2.1.0"},
-      {"runs", json::array({{{"tool", {{"driver", {{"name", "spark"}, {"version", ctx.version},
-                                                    {"rules", json::array({rule})}}}}},
-                             {"results", results}}})}};
+      {"runs",
+       json::array(
+           {{{"tool", {{"driver", {{"name", "spark"}, {"version", ctx.version}, {"rules", json::array({rule})}}}}},
+             {"results", results}}})}};
   return sarif.dump(2) + "\n";
 }
 
@@ -261,10 +292,14 @@ namespace {
 std::string gh_escape_data(std::string_view s) {
   std::string out;
   for (char c : s) {
-    if (c == '%') out += "%25";
-    else if (c == '\r') out += "%0D";
-    else if (c == '\n') out += "%0A";
-    else out += c;
+    if (c == '%')
+      out += "%25";
+    else if (c == '\r')
+      out += "%0D";
+    else if (c == '\n')
+      out += "%0A";
+    else
+      out += c;
   }
   return out;
 }
@@ -272,9 +307,12 @@ std::string gh_escape_data(std::string_view s) {
 std::string gh_escape_property(std::string_view s) {
   std::string out;
   for (char c : gh_escape_data(s)) {
-    if (c == ':') out += "%3A";
-    else if (c == ',') out += "%2C";
-    else out += c;
+    if (c == ':')
+      out += "%3A";
+    else if (c == ',')
+      out += "%2C";
+    else
+      out += c;
   }
   return out;
 }
@@ -299,10 +337,10 @@ std::string report_github(const Localization& loc, const ReportContext& ctx) {
   if (shown < n) {
     std::string rest = "more suspicious " + std::string(level_name(ctx.level)) + "s for " + loc.test_id + ":";
     for (size_t i = shown; i < n; ++i)
-      rest += "\n" + std::to_string(i + 1) + ". " + loc.ranked[i].path + ":" + std::to_string(loc.ranked[i].line) + "  " +
-              clip(loc.ranked[i].code, 120);
-    out += "::warning title=" + gh_escape_property("spark: " + std::to_string(n - shown) + " more") + "::" +
-           gh_escape_data(rest) + "\n";
+      rest += "\n" + std::to_string(i + 1) + ". " + loc.ranked[i].path + ":" + std::to_string(loc.ranked[i].line) +
+              "  " + clip(loc.ranked[i].code, 120);
+    out += "::warning title=" + gh_escape_property("spark: " + std::to_string(n - shown) + " more") +
+           "::" + gh_escape_data(rest) + "\n";
   }
   return out;
 }

@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "localizer.h"
 #include "formats/redact.h"
+#include "localizer.h"
 
 namespace spark {
 

@@ -7,8 +7,8 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <set>
+#include <thread>
 
 #include "base/text.h"
 
@@ -125,7 +125,8 @@ Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha
   if (git_tree_entry_bypath(&entry.p, tree.p, path.c_str()) != 0) return std::optional<std::string>();
   if (git_tree_entry_type(entry.p) != GIT_OBJECT_BLOB) return std::optional<std::string>();
   Owned<git_blob, git_blob_free> blob;
-  if (git_blob_lookup(&blob.p, repo_.get(), git_tree_entry_id(entry.p)) != 0) return fail(last_error(path + " at " + sha));
+  if (git_blob_lookup(&blob.p, repo_.get(), git_tree_entry_id(entry.p)) != 0)
+    return fail(last_error(path + " at " + sha));
   const auto* data = static_cast<const char*>(git_blob_rawcontent(blob.p));
   std::string content(data, static_cast<size_t>(git_blob_rawsize(blob.p)));
   if (content.find('\0') != std::string::npos)
@@ -281,8 +282,10 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
       }
       ++emitted;
       if (!status) continue;
-      if (d.error) status = std::unexpected(*d.error);
-      else if (!d.patch.empty()) status = fn(d.info, d.patch);
+      if (d.error)
+        status = std::unexpected(*d.error);
+      else if (!d.patch.empty())
+        status = fn(d.info, d.patch);
     }
   };
   git_oid oid;
@@ -438,7 +441,8 @@ Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, co
   };
   const auto faulty_split = split_lines(faulty);
   Collect c{{}, &faulty_split};
-  const auto line_cb = [](const git_diff_delta*, const git_diff_hunk*, const git_diff_line* line, void* payload) -> int {
+  const auto line_cb = [](const git_diff_delta*, const git_diff_hunk*, const git_diff_line* line,
+                          void* payload) -> int {
     auto* col = static_cast<Collect*>(payload);
     if (line->origin == GIT_DIFF_LINE_DELETION && line->old_lineno > 0) {
       const size_t i = static_cast<size_t>(line->old_lineno - 1);

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/error_message.h"
-#include "code/test_scope.h"
 #include "base/text.h"
+#include "code/test_scope.h"
+#include "formats/error_message.h"
 
 namespace spark {
 
@@ -46,8 +46,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
     ++line_no;
     if (is_blank(line)) continue;
     const std::string where = path.string() + ":" + std::to_string(line_no) + ": ";
-    if (auto deep = json_too_deep(line))
-      return fail(where + json_too_deep_message(*deep));
+    if (auto deep = json_too_deep(line)) return fail(where + json_too_deep_message(*deep));
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return fail(where + "not a JSON object");
     for (const char* key : {"commit", "test_id", "outcome"})
@@ -74,7 +73,8 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
 }
 
 Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, const std::string& commit,
-                                                          const GitRepository& repo, std::vector<std::string>* warnings) {
+                                                         const GitRepository& repo,
+                                                         std::vector<std::string>* warnings) {
   std::string sha = commit;
   if (sha.empty()) {
     sha = path.stem().string();
@@ -121,7 +121,8 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit) {
               const std::string& tail) -> std::string {
             // The commit's paths, listed once; then the work tree's (a file not committed yet).
             if (!*listed) {
-              auto paths = sha.empty() ? Result<std::vector<std::string>>(std::vector<std::string>{}) : repo.paths_at(sha);
+              auto paths =
+                  sha.empty() ? Result<std::vector<std::string>>(std::vector<std::string>{}) : repo.paths_at(sha);
               listed->emplace(paths ? std::move(*paths) : std::vector<std::string>{});
             }
             if (std::string found = find_by_tail(**listed, tail); !found.empty()) return found;
@@ -131,18 +132,30 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit) {
 
 std::string status_name(FailureStatus s) {
   switch (s) {
-    case FailureStatus::open: return "open";
-    case FailureStatus::labelled: return "labelled";
-    case FailureStatus::quarantined: return "quarantined";
-    case FailureStatus::accepted: return "accepted";
-    case FailureStatus::rejected: return "rejected";
-    case FailureStatus::trimmed: return "trimmed";
-    case FailureStatus::not_test_fault: return "not_test_fault";
-    case FailureStatus::only_additions: return "only_additions";
-    case FailureStatus::mixed_fix: return "mixed_fix";
-    case FailureStatus::missing_file: return "missing_file";
-    case FailureStatus::flaky: return "flaky";
-    case FailureStatus::duplicate: return "duplicate";
+    case FailureStatus::open:
+      return "open";
+    case FailureStatus::labelled:
+      return "labelled";
+    case FailureStatus::quarantined:
+      return "quarantined";
+    case FailureStatus::accepted:
+      return "accepted";
+    case FailureStatus::rejected:
+      return "rejected";
+    case FailureStatus::trimmed:
+      return "trimmed";
+    case FailureStatus::not_test_fault:
+      return "not_test_fault";
+    case FailureStatus::only_additions:
+      return "only_additions";
+    case FailureStatus::mixed_fix:
+      return "mixed_fix";
+    case FailureStatus::missing_file:
+      return "missing_file";
+    case FailureStatus::flaky:
+      return "flaky";
+    case FailureStatus::duplicate:
+      return "duplicate";
   }
   return "open";
 }
@@ -170,8 +183,8 @@ bool is_test_path(const std::string& path) {
   if (!language) return false;
   if (looks_like_test_file(path)) return true;
   const std::string name = fs::path(path).filename().string();
-  if (*language == Language::java &&
-      (name.ends_with("Test.java") || name.ends_with("Tests.java") || name.ends_with("IT.java") || name.starts_with("Test")))
+  if (*language == Language::java && (name.ends_with("Test.java") || name.ends_with("Tests.java") ||
+                                      name.ends_with("IT.java") || name.starts_with("Test")))
     return true;
   if ((*language == Language::javascript || *language == Language::typescript) &&
       (name.find(".test.") != std::string::npos || name.find(".spec.") != std::string::npos ||
@@ -218,8 +231,10 @@ std::vector<SourceFile> failure_files(const GitRepository& repo, const std::stri
 
 std::string normalize_remote_url(std::string url) {
   // scheme://[user@]host[:port]/path, or scp-like [user@]host:path; a local path stays a path.
-  if (auto scheme = url.find("://"); scheme != std::string::npos) url = url.substr(scheme + 3);
-  else if (auto colon = url.find(':'); colon != std::string::npos && url.find('/') > colon) url[colon] = '/';
+  if (auto scheme = url.find("://"); scheme != std::string::npos)
+    url = url.substr(scheme + 3);
+  else if (auto colon = url.find(':'); colon != std::string::npos && url.find('/') > colon)
+    url[colon] = '/';
   if (auto slash = url.find('/'), at = url.find('@'); at != std::string::npos && at < slash) url = url.substr(at + 1);
   if (auto slash = url.find('/'), port = url.find(':'); port != std::string::npos && port < slash)
     url.erase(port, slash - port);  // host:port/path → host/path
@@ -310,16 +325,16 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     return out;
   }
   // Through the interchange format's reader: the case is validated like an imported one.
-  nlohmann::json record = {
-      {"id", project_slug(options.project) + "-" + faulty.sha.substr(0, 10) + "-" + hex64(fnv1a64(failure.test_id)).substr(0, 8)},
-      {"project", options.project},
-      {"test_id", failure.test_id},
-      {"language", std::string(language_name(language_for(paths.front(), "")))},
-      {"failure_time", format_iso8601(failure.time.value_or(faulty.time))},
-      {"error_message", sanitize_utf8(failure.message)},
-      {"faulty_commit", faulty.sha},
-      {"fixed_commit", fixed.sha},
-      {"source", "history"}};
+  nlohmann::json record = {{"id", project_slug(options.project) + "-" + faulty.sha.substr(0, 10) + "-" +
+                                      hex64(fnv1a64(failure.test_id)).substr(0, 8)},
+                           {"project", options.project},
+                           {"test_id", failure.test_id},
+                           {"language", std::string(language_name(language_for(paths.front(), "")))},
+                           {"failure_time", format_iso8601(failure.time.value_or(faulty.time))},
+                           {"error_message", sanitize_utf8(failure.message)},
+                           {"faulty_commit", faulty.sha},
+                           {"fixed_commit", fixed.sha},
+                           {"source", "history"}};
   record["files"] = nlohmann::json::array();
   for (const auto& f : files) record["files"].push_back({{"path", f.path}, {"content", f.content}});
   record["faulty_lines"] = nlohmann::json::array();

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "formats/case.h"
-#include "git_history.h"
 #include "formats/junit.h"
+#include "git_history.h"
 
 namespace spark {
 
@@ -38,8 +38,8 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit);
 // are looked up with test_files_at. The reader's warnings (test files outside the repository or absent at that
 // commit, testcases it skipped) go to `warnings` when given.
 Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::path& path, const std::string& commit,
-                                                          const GitRepository& repo,
-                                                          std::vector<std::string>* warnings = nullptr);
+                                                         const GitRepository& repo,
+                                                         std::vector<std::string>* warnings = nullptr);
 
 // What became of a recorded failure. `open` until a later passing outcome of the same test is seen; then the fix
 // decides: `labelled` (a case in the corpus), `quarantined` (an outlier for a person to audit), or one of the
@@ -47,7 +47,17 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::
 // also passed at the failing commit itself. `duplicate`: the same fault as an earlier failure (the same test, test
 // code and fix), which keeps the one case (KnowledgeBase::merge_same_faults).
 enum class FailureStatus {
-  open, labelled, quarantined, accepted, rejected, trimmed, not_test_fault, only_additions, mixed_fix, missing_file, flaky,
+  open,
+  labelled,
+  quarantined,
+  accepted,
+  rejected,
+  trimmed,
+  not_test_fault,
+  only_additions,
+  mixed_fix,
+  missing_file,
+  flaky,
   duplicate
 };
 std::string status_name(FailureStatus s);
@@ -57,7 +67,7 @@ bool is_mined(FailureStatus s);
 std::vector<FailureStatus> mined_statuses();
 
 struct LabelOptions {
-  std::string project;          // the cases' `project`
+  std::string project;           // the cases' `project`
   bool test_only_fixes = false;  // a fix range that also changed non-test files labels nothing (`mixed_fix`)
 };
 
@@ -73,7 +83,7 @@ struct FailureInput {
 struct Labelling {
   FailureStatus status = FailureStatus::open;  // labelled, not_test_fault, only_additions, mixed_fix, missing_file
   std::optional<Case> labelled;                // when labelled
-  std::vector<SourceFile> fixed_files;           // the fixed versions of the case's files (for the audit's diffs)
+  std::vector<SourceFile> fixed_files;         // the fixed versions of the case's files (for the audit's diffs)
   std::string detail;                          // why it labels nothing
 };
 

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/database.h"
 #include "base/text.h"
+#include "store/database.h"
 
 namespace spark {
 
@@ -144,24 +144,31 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
         "INSERT INTO failures(commit_sha, test_id, status, time, message, origin, snapshot, updated_at) "
         "VALUES (?,?,'open',?,?,?,?,?) ON CONFLICT DO NOTHING");
     auto flaky = db.prepare(
-        "UPDATE failures SET status = 'flaky', updated_at = ? WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
+        "UPDATE failures SET status = 'flaky', updated_at = ? WHERE commit_sha = ? AND test_id = ? AND status = "
+        "'open'");
     for (auto* st : {&put, &open, &flaky})
       if (!*st) return std::unexpected(st->error());
     for (const auto& r : resolved) {
       const RecordedOutcome& o = *r.o;
       put->bind(1, r.sha).bind(2, o.test_id).bind(3, outcome_name(o.outcome));
-      if (o.time) put->bind(4, *o.time);
-      else put->bind_null(4);
+      if (o.time)
+        put->bind(4, *o.time);
+      else
+        put->bind_null(4);
       put->bind(5, o.message).bind(6, o.origin).bind(7, now);
       if (auto s = put->run(); !s) return std::unexpected(s.error());
       report.outcomes += static_cast<size_t>(put->changes());
       if (o.outcome == Outcome::failed || o.outcome == Outcome::error) {
         open->bind(1, r.sha).bind(2, o.test_id);
-        if (o.time) open->bind(3, *o.time);
-        else open->bind_null(3);
+        if (o.time)
+          open->bind(3, *o.time);
+        else
+          open->bind_null(3);
         open->bind(4, sanitize_utf8(o.message)).bind(5, o.origin);
-        if (r.snapshot) open->bind(6, files_json(*r.snapshot).dump());
-        else open->bind_null(6);
+        if (r.snapshot)
+          open->bind(6, files_json(*r.snapshot).dump());
+        else
+          open->bind_null(6);
         open->bind(7, now);
         if (auto s = open->run(); !s) return std::unexpected(s.error());
         report.opened += static_cast<size_t>(open->changes());
@@ -242,14 +249,18 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
       update->bind_null(3).bind_null(4).bind_null(5).bind_null(6);
     }
     update->bind(7, l.detail).bind(8, now);
-    if (l.labelled) update->bind(9, fault_key(*l.labelled));
-    else update->bind_null(9);
+    if (l.labelled)
+      update->bind(9, fault_key(*l.labelled));
+    else
+      update->bind_null(9);
     update->bind(10, s.f->commit).bind(11, s.f->test_id);
     if (auto st = update->run(); !st) return std::unexpected(st.error());
     if (update->changes() == 0) continue;  // another process settled it first
     // Labelled ones are counted by the reconciliation, which decides between corpus and quarantine.
-    if (l.labelled) report.labelled_ids.push_back(l.labelled->id);
-    else ++report.settled[l.status];
+    if (l.labelled)
+      report.labelled_ids.push_back(l.labelled->id);
+    else
+      ++report.settled[l.status];
   }
   // One case per fault: failures of the same test with the same test code and fix are counted behind the earliest.
   auto merge = kb_.merge_same_faults();
@@ -298,13 +309,15 @@ Status MiningStore::reconcile(double sigma, SyncReport& report) {
   std::vector<std::string> to_remove;
   for (const auto& m : *all) {
     if (m.status != FailureStatus::labelled && m.status != FailureStatus::quarantined) continue;
-    const FailureStatus want = report.rule.outlier(m.faulty_count) ? FailureStatus::quarantined : FailureStatus::labelled;
+    const FailureStatus want =
+        report.rule.outlier(m.faulty_count) ? FailureStatus::quarantined : FailureStatus::labelled;
     const bool is_fresh = fresh.count(m.case_id) > 0;
     if (want != m.status) {
       set_status->bind(1, status_name(want)).bind(2, now_epoch()).bind(3, m.commit).bind(4, m.test_id);
       if (auto s = set_status->run(); !s) return s;
     }
-    if (is_fresh) (want == FailureStatus::quarantined ? report.quarantined_ids : report.labelled_ids).push_back(m.case_id);
+    if (is_fresh)
+      (want == FailureStatus::quarantined ? report.quarantined_ids : report.labelled_ids).push_back(m.case_id);
     else if (want != m.status)
       (want == FailureStatus::quarantined ? report.moved_to_quarantine : report.released).push_back(m.case_id);
     if (want == FailureStatus::quarantined) {
@@ -340,7 +353,8 @@ Result<std::vector<StoredFailure>> MiningStore::failures(const std::vector<Failu
 
 Result<StoredFailure> MiningStore::failure_by_case(const std::string& case_id) {
   Database& db = kb_.database();
-  auto st = db.prepare(std::string("SELECT ") + kColumns + " FROM failures WHERE case_id = ? OR substr(case_id, 1, ?) = ?");
+  auto st =
+      db.prepare(std::string("SELECT ") + kColumns + " FROM failures WHERE case_id = ? OR substr(case_id, 1, ?) = ?");
   if (!st) return std::unexpected(st.error());
   st->bind(1, case_id).bind(2, static_cast<int64_t>(case_id.size())).bind(3, case_id);
   auto rows = read_rows(*st, db.name());
@@ -425,8 +439,10 @@ Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision d
   if (!set) return std::unexpected(set.error());
   const int64_t now = now_epoch();
   set->bind(1, status_name(status)).bind(2, author).bind(3, now).bind(4, reason);
-  if (kept) set->bind(5, *kept);
-  else set->bind_null(5);
+  if (kept)
+    set->bind(5, *kept);
+  else
+    set->bind_null(5);
   set->bind(6, now).bind(7, f.commit).bind(8, f.test_id);
   if (auto s = set->run(); !s) return std::unexpected(s.error());
   if (in_corpus(status)) {

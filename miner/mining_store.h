@@ -18,32 +18,32 @@
 #include <string>
 #include <vector>
 
-#include "store/knowledge_base.h"
 #include "miner.h"
+#include "store/knowledge_base.h"
 
 namespace spark {
 
 struct SyncOptions {
   bool first_parent = true;
   std::optional<int64_t> since, until;
-  std::string tip;          // the history is walked from here (default HEAD)
+  std::string tip;  // the history is walked from here (default HEAD)
   double sigma = 3.0;
-  std::string project;      // default: the repository's folder name
+  std::string project;  // default: the repository's folder name
   bool test_only_fixes = false;
-  bool snapshot = false;    // keep each new failure's test files (from git objects) with it: `spark record`
+  bool snapshot = false;  // keep each new failure's test files (from git objects) with it: `spark record`
 };
 
 struct SyncReport {
-  size_t outcomes = 0;           // outcomes stored (new or changed)
-  size_t opened = 0;             // failures this sync opened
-  size_t closed_flaky = 0;       // failures whose test passed at the same commit
-  size_t merged = 0;             // settled failures that were the same fault as another: counted behind its case
-  std::map<FailureStatus, size_t> settled;  // failures this sync settled, by status
+  size_t outcomes = 0;      // outcomes stored (new or changed)
+  size_t opened = 0;        // failures this sync opened
+  size_t closed_flaky = 0;  // failures whose test passed at the same commit
+  size_t merged = 0;        // settled failures that were the same fault as another: counted behind its case
+  std::map<FailureStatus, size_t> settled;                 // failures this sync settled, by status
   std::vector<std::string> labelled_ids, quarantined_ids;  // this sync's new cases
   std::vector<std::string> moved_to_quarantine, released;  // earlier cases the recomputed rule moved
-  size_t still_open = 0;         // failures with no later pass yet (over the whole store)
-  size_t not_on_history = 0;     // open failures whose commit is not on the walked history
-  OutlierRule rule;              // over every mined case, after this sync
+  size_t still_open = 0;                                   // failures with no later pass yet (over the whole store)
+  size_t not_on_history = 0;                               // open failures whose commit is not on the walked history
+  OutlierRule rule;                                        // over every mined case, after this sync
   std::vector<std::string> warnings;
 };
 

@@ -49,7 +49,7 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
     std::string tool;
     for (std::string_view line : split_lines(out)) {
       const size_t end = line.rfind(": not found") != std::string_view::npos ? line.rfind(": not found")
-                                                                            : line.rfind(": command not found");
+                                                                             : line.rfind(": command not found");
       if (end == std::string_view::npos) continue;
       const size_t start = line.rfind(": ", end - 1);
       tool = std::string(line.substr(start == std::string_view::npos ? 0 : start + 2,
@@ -152,7 +152,8 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
   for (size_t i = 0; i < history->size(); ++i)
     if ((*history)[i].sha == *from_sha) f = i;
   if (f == history->size())
-    return fail(from + " is not on the " + std::string(options.first_parent ? "first-parent " : "") + "history of " + to);
+    return fail(from + " is not on the " + std::string(options.first_parent ? "first-parent " : "") + "history of " +
+                to);
   const size_t t = history->size() - 1;
   Worktrees trees(repo);
   std::map<size_t, CommandResult> last;
@@ -165,16 +166,19 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
     if (!r) return std::unexpected(r.error());
     ++result.runs;
     const RunClassification verdict = classify_run(*r, test_id);
-    const char* word = verdict.verdict == RunVerdict::passed ? "passed"
-                       : verdict.verdict == RunVerdict::failed ? "failed" : "could not run the test";
+    const char* word = verdict.verdict == RunVerdict::passed   ? "passed"
+                       : verdict.verdict == RunVerdict::failed ? "failed"
+                                                               : "could not run the test";
     if (options.progress)
-      options.progress(test_id + " at " + c.sha.substr(0, 10) + ": " + word + " (" + r->describe() + ", " +
-                       std::to_string(static_cast<int>(r->seconds * 1000)) + " ms)" +
-                       (verdict.verdict == RunVerdict::passed ? "" : "; its output ends:\n" + tail_lines(r->output, 8)));
+      options.progress(
+          test_id + " at " + c.sha.substr(0, 10) + ": " + word + " (" + r->describe() + ", " +
+          std::to_string(static_cast<int>(r->seconds * 1000)) + " ms)" +
+          (verdict.verdict == RunVerdict::passed ? "" : "; its output ends:\n" + tail_lines(r->output, 8)));
     if (verdict.verdict == RunVerdict::environment)
-      return fail("--run: the command could not run " + test_id + " at " + c.sha.substr(0, 10) + ": " +
-                  verdict.reason + "; nothing is labelled from it (fix the command or the environment). Its output "
-                  "ends:\n" + tail_lines(r->output, 8));
+      return fail("--run: the command could not run " + test_id + " at " + c.sha.substr(0, 10) + ": " + verdict.reason +
+                  "; nothing is labelled from it (fix the command or the environment). Its output "
+                  "ends:\n" +
+                  tail_lines(r->output, 8));
     last[i] = std::move(*r);
     return last[i].passed();
   };
@@ -186,8 +190,8 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
     o.test_id = test_id;
     o.outcome = r.passed() ? Outcome::passed : Outcome::failed;
     if (!r.passed())
-      o.message = failure_section(r.output) +
-                  (r.timed_out || r.signal ? "\n[spark: " + r.describe() + "]\n" : std::string());
+      o.message =
+          failure_section(r.output) + (r.timed_out || r.signal ? "\n[spark: " + r.describe() + "]\n" : std::string());
     o.origin = "run at " + o.commit.substr(0, 10);
     result.outcomes.push_back(std::move(o));
   };

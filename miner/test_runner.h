@@ -46,13 +46,12 @@ struct BisectOptions {
 
 struct BisectResult {
   std::string test_id;
-  std::optional<std::string> fix;        // the first passing commit
-  bool flaky = false;                    // the range was not monotonic: found by a linear scan instead
+  std::optional<std::string> fix;  // the first passing commit
+  bool flaky = false;              // the range was not monotonic: found by a linear scan instead
   size_t runs = 0;
   std::vector<RecordedOutcome> outcomes;  // the failure at `from` and the fix's pass, for the mining store
   std::string note;                       // why there is no fix
 };
-
 
 // For a test failing at `from`, the first commit after it on the history up to `to` where it passes. Runs the
 // command O(log n) times (plus the boundary check); a non-monotonic range falls back to a linear scan, flagged.

@@ -159,7 +159,9 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
     return std::chrono::duration<double>(retry.deadline - std::chrono::steady_clock::now()).count();
   };
   const auto attempts_text = [&] {
-    return out.attempts > 0 ? " (after " + std::to_string(out.attempts) + " attempt" + (out.attempts > 1 ? "s" : "") + ")" : "";
+    return out.attempts > 0
+               ? " (after " + std::to_string(out.attempts) + " attempt" + (out.attempts > 1 ? "s" : "") + ")"
+               : "";
   };
   for (int attempt = 0;; ++attempt) {
     HttpOptions this_try = options;
@@ -180,7 +182,8 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
         break;
       }
       why = "HTTP " + std::to_string(a.response->status);
-      const double ra = a.response->status == 429 || a.response->status == 503 ? parse_retry_after(a.response->retry_after) : -1;
+      const double ra =
+          a.response->status == 429 || a.response->status == 503 ? parse_retry_after(a.response->retry_after) : -1;
       if (ra >= 0) {
         why += " (Retry-After " + a.response->retry_after + ")";
         // A server that asks for longer than anyone would wait is not coming back within this run.

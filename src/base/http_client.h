@@ -28,8 +28,8 @@ struct HttpOptions {
 // reset connection, empty reply), HTTP 408, 429 and 5xx. Not retried: other 4xx, a host name that does not
 // resolve, a malformed URL, an over-long answer.
 struct RetryPolicy {
-  int max_retries = 4;            // attempts = 1 + max_retries
-  double initial_delay_s = 1.0;   // doubles per attempt, with jitter: a wait is drawn from [d/2, d]
+  int max_retries = 4;           // attempts = 1 + max_retries
+  double initial_delay_s = 1.0;  // doubles per attempt, with jitter: a wait is drawn from [d/2, d]
   double max_delay_s = 30.0;
   double max_retry_after_s = 120.0;  // a longer Retry-After ends the request (the last response stands)
   // No attempt starts, and no attempt runs, past this moment (all of one run's requests share it; the epoch = none).
@@ -38,10 +38,10 @@ struct RetryPolicy {
 };
 
 struct HttpOutcome {
-  HttpResponse response;            // the last attempt's (status may still be 429/5xx when retries ran out)
+  HttpResponse response;  // the last attempt's (status may still be 429/5xx when retries ran out)
   int attempts = 0;
-  double seconds = 0;               // wall time over all attempts and waits
-  std::vector<std::string> notes;   // "HTTP 503, retried after 1.2 s", …
+  double seconds = 0;              // wall time over all attempts and waits
+  std::vector<std::string> notes;  // "HTTP 503, retried after 1.2 s", …
 };
 
 // POSTs with retries per `retry`. A transport failure on the last attempt (or one not worth retrying) is an error

@@ -73,8 +73,8 @@ Result<Regex> Regex::compile(std::string_view pattern, bool multiline, bool case
   int err = 0;
   PCRE2_SIZE offset = 0;
   uint32_t options = PCRE2_UTF | PCRE2_UCP | (multiline ? PCRE2_MULTILINE : 0) | (caseless ? PCRE2_CASELESS : 0);
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err,
-                                   &offset, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err, &offset, nullptr);
   if (!code) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(err, buf, sizeof buf);
@@ -116,8 +116,10 @@ void Regex::for_each_match(std::string_view original,
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.md);
     groups.clear();
     for (int g = 0; g < rc; ++g) {
-      if (ov[2 * g] == PCRE2_UNSET) groups.emplace_back();
-      else groups.push_back(subject.substr(ov[2 * g], ov[2 * g + 1] - ov[2 * g]));
+      if (ov[2 * g] == PCRE2_UNSET)
+        groups.emplace_back();
+      else
+        groups.push_back(subject.substr(ov[2 * g], ov[2 * g + 1] - ov[2 * g]));
     }
     fn(groups);
     start = ov[1] > ov[0] ? ov[1] : next_start(valid, ov[1]);

@@ -27,7 +27,8 @@ class Regex {
   static Regex must(std::string_view pattern, bool multiline = false, bool caseless = false);
 
   // Calls fn(groups) for every match; groups[0] is the whole match. Groups that did not take part are empty.
-  void for_each_match(std::string_view subject, const std::function<void(const std::vector<std::string_view>&)>& fn) const;
+  void for_each_match(std::string_view subject,
+                      const std::function<void(const std::vector<std::string_view>&)>& fn) const;
   // Replaces every match with `replacement` (literal text).
   std::string replace_all(std::string_view subject, std::string_view replacement) const;
   // The number of the named group `name`, or -1.

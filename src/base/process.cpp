@@ -61,7 +61,7 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here: no race with the child's own call
-  write_end.reset();  // the parent only reads: the pipe ends when the command's side closes
+  write_end.reset();    // the parent only reads: the pipe ends when the command's side closes
   CommandResult result;
   std::string out;
   const auto deadline = start + std::chrono::duration<double>(timeout_seconds);
@@ -69,7 +69,8 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
   int status = 0;
   bool reaped = false;
   while (open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       result.timed_out = true;
       break;
@@ -79,7 +80,8 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
     if (n > 0) {
       char buf[8192];
       const ssize_t got = ::read(read_end.get(), buf, sizeof buf);
-      if (got <= 0) open = false;
+      if (got <= 0)
+        open = false;
       else {
         out.append(buf, static_cast<size_t>(got));
         if (out.size() > 2 * max_output) out.erase(0, out.size() - max_output);
@@ -101,8 +103,10 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
   read_end.reset();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!result.timed_out) {
-    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+    if (WIFEXITED(status))
+      result.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      result.signal = WTERMSIG(status);
   }
   if (out.size() > max_output) out = "[…]\n" + out.substr(out.size() - max_output);
   result.output = sanitize_utf8(out);

@@ -13,10 +13,10 @@
 namespace spark {
 
 struct CommandResult {
-  int exit_code = -1;   // when it exited
-  int signal = 0;       // when a signal ended it (it killed itself, or was killed)
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal ended it (it killed itself, or was killed)
   bool timed_out = false;
-  std::string output;   // standard output and error interleaved; the tail when long
+  std::string output;  // standard output and error interleaved; the tail when long
   double seconds = 0;
   bool passed() const { return exit_code == 0 && !timed_out && signal == 0; }
   std::string describe() const;  // "exit 1", "timed out after 5 s", "killed by signal 9"

@@ -46,20 +46,25 @@ std::optional<size_t> json_too_deep(std::string_view text, size_t limit) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > limit) return i;
-    } else if ((c == ']' || c == '}') && depth > 0) --depth;
+    } else if ((c == ']' || c == '}') && depth > 0)
+      --depth;
   }
   return std::nullopt;
 }
 
 std::string json_too_deep_message(size_t at) {
-  return "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " + std::to_string(at + 1) + ")";
+  return "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " + std::to_string(at + 1) +
+         ")";
 }
 
 std::u32string decode_utf8(std::string_view s) {
@@ -170,12 +175,23 @@ std::string html_escape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

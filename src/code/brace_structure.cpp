@@ -22,38 +22,53 @@ namespace {
 using TypeSet = std::unordered_set<std::string_view>;
 
 // Statements that hold no others (their expressions are still searched for functions: lambdas, callbacks).
-const TypeSet kSimple = {
-    "expression_statement", "local_variable_declaration", "lexical_declaration", "variable_declaration",
-    "return_statement", "throw_statement", "break_statement", "continue_statement", "yield_statement",
-    "assert_statement", "empty_statement", "debugger_statement", "import_declaration", "package_declaration",
-    "import_statement", "field_declaration", "constant_declaration", "explicit_constructor_invocation",
-    "public_field_definition", "type_alias_declaration", "ambient_declaration", "abstract_method_signature",
-    "function_signature", "method_signature", "module_declaration", "annotation_type_element_declaration",
-    "enum_constant", "index_signature", "property_signature"};
+const TypeSet kSimple = {"expression_statement",    "local_variable_declaration",
+                         "lexical_declaration",     "variable_declaration",
+                         "return_statement",        "throw_statement",
+                         "break_statement",         "continue_statement",
+                         "yield_statement",         "assert_statement",
+                         "empty_statement",         "debugger_statement",
+                         "import_declaration",      "package_declaration",
+                         "import_statement",        "field_declaration",
+                         "constant_declaration",    "explicit_constructor_invocation",
+                         "public_field_definition", "type_alias_declaration",
+                         "ambient_declaration",     "abstract_method_signature",
+                         "function_signature",      "method_signature",
+                         "module_declaration",      "annotation_type_element_declaration",
+                         "enum_constant",           "index_signature",
+                         "property_signature"};
 
 // Compound statements: a header, then statements nested one level deeper.
 const TypeSet kCompound = {
-    "if_statement", "for_statement", "enhanced_for_statement", "for_in_statement", "while_statement", "do_statement",
-    "try_statement", "try_with_resources_statement", "catch_clause", "finally_clause", "switch_statement",
-    "switch_block_statement_group", "switch_rule", "switch_case", "switch_default", "synchronized_statement",
-    "labeled_statement", "else_clause", "with_statement", "static_initializer", "class_static_block"};
+    "if_statement",      "for_statement",  "enhanced_for_statement", "for_in_statement",
+    "while_statement",   "do_statement",   "try_statement",          "try_with_resources_statement",
+    "catch_clause",      "finally_clause", "switch_statement",       "switch_block_statement_group",
+    "switch_rule",       "switch_case",    "switch_default",         "synchronized_statement",
+    "labeled_statement", "else_clause",    "with_statement",         "static_initializer",
+    "class_static_block"};
 
-const TypeSet kFunction = {"method_declaration", "constructor_declaration", "compact_constructor_declaration",
+const TypeSet kFunction = {"method_declaration",   "constructor_declaration",        "compact_constructor_declaration",
                            "function_declaration", "generator_function_declaration", "method_definition"};
 
 const TypeSet kFunctionExpression = {"lambda_expression", "arrow_function", "function_expression", "function",
                                      "generator_function"};
 
-const TypeSet kClass = {"class_declaration", "interface_declaration", "enum_declaration", "record_declaration",
-                        "annotation_type_declaration", "abstract_class_declaration", "class"};
+const TypeSet kClass = {"class_declaration",
+                        "interface_declaration",
+                        "enum_declaration",
+                        "record_declaration",
+                        "annotation_type_declaration",
+                        "abstract_class_declaration",
+                        "class"};
 
 // Where a header ends: the first of these among a compound statement's children opens its body.
-const TypeSet kBody = {"block", "statement_block", "class_body", "switch_block", "switch_body", "constructor_body",
-                       "interface_body", "enum_body", "annotation_type_body", "record_body"};
+const TypeSet kBody = {
+    "block",          "statement_block", "class_body",           "switch_block", "switch_body", "constructor_body",
+    "interface_body", "enum_body",       "annotation_type_body", "record_body"};
 
 // JUnit's (4 and 5) and TestNG's set-up and tear-down annotations.
-const TypeSet kSetupAnnotations = {"BeforeEach", "BeforeAll", "AfterEach", "AfterAll", "Before", "After",
-                                   "BeforeClass", "AfterClass", "BeforeMethod", "AfterMethod"};
+const TypeSet kSetupAnnotations = {"BeforeEach", "BeforeAll",   "AfterEach",  "AfterAll",     "Before",
+                                   "After",      "BeforeClass", "AfterClass", "BeforeMethod", "AfterMethod"};
 // The test frameworks' global functions of JavaScript (Jest, Vitest, Mocha, Jasmine, node:test).
 const TypeSet kSuiteCalls = {"describe", "suite", "context", "fdescribe", "xdescribe"};
 const TypeSet kTestCalls = {"test", "it", "specify", "fit", "xit", "xtest"};
@@ -65,7 +80,6 @@ int end_row_of(TSNode n) { return static_cast<int>(ts_node_end_point(n).row) + 1
 TSNode field(TSNode n, std::string_view name) {
   return ts_node_child_by_field_name(n, name.data(), static_cast<uint32_t>(name.size()));
 }
-
 
 std::string kind_from_type(std::string_view type) {
   if (type == "enhanced_for_statement" || type == "for_in_statement") return "for";
@@ -209,8 +223,10 @@ class BraceWalker {
         function(n, n, depth, cls, name, false);
         descend = false;
       } else if (kClass.contains(t) || t == "class_body") {
-        if (t == "class_body") for_each_child(n, [&](TSNode c) { walk(c, depth, cls); });
-        else klass(n, depth, cls);
+        if (t == "class_body")
+          for_each_child(n, [&](TSNode c) { walk(c, depth, cls); });
+        else
+          klass(n, depth, cls);
         descend = false;
       } else if (t == "ERROR") {
         out_.has_syntax_errors = true;
@@ -296,7 +312,8 @@ class BraceWalker {
     TSNode name_node = field(def, "name");
     info.def_line = kFunctionExpression.contains(type) || ts_node_is_null(name_node) ? row_of(def) : row_of(name_node);
     info.setup = setup;
-    const int header_first = kFunctionExpression.contains(type) ? row_of(def) : std::min(info.def_line, declaration_row(def));
+    const int header_first =
+        kFunctionExpression.contains(type) ? row_of(def) : std::min(info.def_line, declaration_row(def));
     // Annotations and decorators: statements of their own, and the function's decorators.
     for_each_child(def, [&](TSNode c) {
       const std::string_view ct = ts_node_type(c);
@@ -309,7 +326,8 @@ class BraceWalker {
         annotation(c, depth, info);
       }
     });
-    if (type == "constructor_declaration" || type == "compact_constructor_declaration") info.decorators.push_back("constructor");
+    if (type == "constructor_declaration" || type == "compact_constructor_declaration")
+      info.decorators.push_back("constructor");
     TSNode body = field(def, "body");
     const int header_last = ts_node_is_null(body) ? end_row_of(def) : std::max(header_first, row_of(body));
     params_of(def, info.params);
@@ -452,8 +470,10 @@ class BraceWalker {
         const std::string prop = ts_node_is_null(p) ? "" : text(p);
         if (kSuiteCalls.contains(prop) || kTestCalls.contains(prop) || kHookCalls.contains(prop)) return prop;
         f = field(f, "object");
-      } else if (t == "call_expression") f = field(f, "function");
-      else return "";
+      } else if (t == "call_expression")
+        f = field(f, "function");
+      else
+        return "";
     }
     return "";
   }
@@ -533,18 +553,24 @@ void collect_calls(std::string_view src, const TSTree* tree, CodeStructure& out)
       TSNode fn = field(node, "function");
       if (ts_node_is_null(fn)) return;
       const std::string_view ft = ts_node_type(fn);
-      if (ft == "identifier") record(fn);
-      else if (ft == "member_expression") record(field(fn, "property"));
+      if (ft == "identifier")
+        record(fn);
+      else if (ft == "member_expression")
+        record(field(fn, "property"));
     }
   });
 }
 
 const TSLanguage* grammar(Language language, bool tsx) {
   switch (language) {
-    case Language::java: return tree_sitter_java();
-    case Language::javascript: return tree_sitter_javascript();
-    case Language::typescript: return tsx ? tree_sitter_tsx() : tree_sitter_typescript();
-    default: return nullptr;
+    case Language::java:
+      return tree_sitter_java();
+    case Language::javascript:
+      return tree_sitter_javascript();
+    case Language::typescript:
+      return tsx ? tree_sitter_tsx() : tree_sitter_typescript();
+    default:
+      return nullptr;
   }
 }
 

@@ -4,30 +4,40 @@
 #include <cctype>
 #include <limits>
 
+#include "base/text.h"
 #include "code/brace_structure.h"
 #include "code/python_structure.h"
-#include "base/text.h"
 
 namespace spark {
 
 std::string_view language_name(Language language) {
   switch (language) {
-    case Language::python: return "python";
-    case Language::java: return "java";
-    case Language::javascript: return "javascript";
-    case Language::typescript: return "typescript";
-    case Language::other: return "other";
+    case Language::python:
+      return "python";
+    case Language::java:
+      return "java";
+    case Language::javascript:
+      return "javascript";
+    case Language::typescript:
+      return "typescript";
+    case Language::other:
+      return "other";
   }
   return "other";
 }
 
 std::string_view language_display_name(Language language) {
   switch (language) {
-    case Language::python: return "Python";
-    case Language::java: return "Java";
-    case Language::javascript: return "JavaScript";
-    case Language::typescript: return "TypeScript";
-    case Language::other: return "plain text";
+    case Language::python:
+      return "Python";
+    case Language::java:
+      return "Java";
+    case Language::javascript:
+      return "JavaScript";
+    case Language::typescript:
+      return "TypeScript";
+    case Language::other:
+      return "plain text";
   }
   return "plain text";
 }
@@ -70,9 +80,11 @@ std::string_view comment_prefix(Language language) {
   switch (language) {
     case Language::java:
     case Language::javascript:
-    case Language::typescript: return "//";
+    case Language::typescript:
+      return "//";
     case Language::python:
-    case Language::other: return "#";
+    case Language::other:
+      return "#";
   }
   return "#";
 }
@@ -123,9 +135,7 @@ bool header_starts_block(std::string_view kind) {
 }
 
 // Whether the first statement of the header's body is a branch target.
-bool body_starts_block(std::string_view kind) {
-  return kind == "if" || kind == "try" || header_starts_block(kind);
-}
+bool body_starts_block(std::string_view kind) { return kind == "if" || kind == "try" || header_starts_block(kind); }
 
 // A line of closing brackets alone ("}", "});", "]);"): it closes the statement before it.
 bool closing_brackets_only(std::string_view line) {
@@ -172,10 +182,12 @@ void assemble_structure(std::string_view source, std::vector<StatementSpan> stmt
   // Functions: outer first, so inner functions overwrite their lines.
   std::vector<const FunctionInfo*> by_size;
   for (const auto& f : out.functions) by_size.push_back(&f);
-  std::stable_sort(by_size.begin(), by_size.end(),
-                   [](const FunctionInfo* a, const FunctionInfo* b) { return (a->end - a->start) > (b->end - b->start); });
+  std::stable_sort(by_size.begin(), by_size.end(), [](const FunctionInfo* a, const FunctionInfo* b) {
+    return (a->end - a->start) > (b->end - b->start);
+  });
   for (const auto* f : by_size)
-    for (int l = f->start; l <= f->end && l <= out.line_count; ++l) out.function[static_cast<size_t>(l - 1)] = f->def_line;
+    for (int l = f->start; l <= f->end && l <= out.line_count; ++l)
+      out.function[static_cast<size_t>(l - 1)] = f->def_line;
 
   // Lines nothing claimed (syntax errors, continuation of strings the walker missed) stand alone; in the brace
   // languages a line of closing brackets is its own statement of kind "brace".
@@ -291,21 +303,28 @@ CodeStructure analyze_lines(std::string_view source, Language language) {
 
 CodeStructure analyze_code(std::string_view source, Language language, std::string_view path) {
   switch (language) {
-    case Language::python: return analyze_python(source);
+    case Language::python:
+      return analyze_python(source);
     case Language::java:
     case Language::javascript:
-    case Language::typescript: return analyze_brace(source, language, path.ends_with(".tsx"));
-    case Language::other: return analyze_lines(source, language);
+    case Language::typescript:
+      return analyze_brace(source, language, path.ends_with(".tsx"));
+    case Language::other:
+      return analyze_lines(source, language);
   }
   return analyze_lines(source, language);
 }
 
 std::string_view level_name(Level level) {
   switch (level) {
-    case Level::line: return "line";
-    case Level::statement: return "statement";
-    case Level::block: return "block";
-    case Level::function: return "function";
+    case Level::line:
+      return "line";
+    case Level::statement:
+      return "statement";
+    case Level::block:
+      return "block";
+    case Level::function:
+      return "function";
   }
   return "line";
 }
@@ -323,10 +342,14 @@ int unit_of(const CodeStructure& s, Level level, int line) {
   if (line < 1 || line > s.line_count) return 0;
   const auto i = static_cast<size_t>(line - 1);
   switch (level) {
-    case Level::line: return line;
-    case Level::statement: return s.statement[i];
-    case Level::block: return s.block[i];
-    case Level::function: return s.statement[i] == 0 ? 0 : s.function[i];
+    case Level::line:
+      return line;
+    case Level::statement:
+      return s.statement[i];
+    case Level::block:
+      return s.block[i];
+    case Level::function:
+      return s.statement[i] == 0 ? 0 : s.function[i];
   }
   return line;
 }

@@ -41,11 +41,11 @@ Language language_for(std::string_view path, std::string_view case_language);
 std::string_view comment_prefix(Language language);
 
 struct FunctionInfo {
-  std::string name;              // JavaScript test callbacks: the test's title; anonymous functions: ""
-  std::string class_name;        // enclosing classes (Java "Outer.Inner") or suites ("suite > inner"); "" at top
-  int start = 0;                 // first line, decorators and annotations included
-  int end = 0;                   // last line
-  int def_line = 0;              // the `def` line, the line of a Java method's name, the line a callback starts on
+  std::string name;        // JavaScript test callbacks: the test's title; anonymous functions: ""
+  std::string class_name;  // enclosing classes (Java "Outer.Inner") or suites ("suite > inner"); "" at top
+  int start = 0;           // first line, decorators and annotations included
+  int end = 0;             // last line
+  int def_line = 0;        // the `def` line, the line of a Java method's name, the line a callback starts on
   std::vector<std::string> params;
   std::vector<std::string> decorators;  // Python decorator text without '@'; Java annotation names; JS "test"
   std::set<std::string> calls;          // names it calls, nested functions included: f(), obj.f(), self.f()
@@ -67,7 +67,7 @@ struct CodeStructure {
   // Indexed by line - 1. 0 means "no unit" (blank line).
   std::vector<int> statement;
   std::vector<int> block;
-  std::vector<int> function;      // def line of the innermost function, 0 outside functions
+  std::vector<int> function;  // def line of the innermost function, 0 outside functions
   // Statement kind: "assert", "assign", "assign_call", "call", "assert_call", "def", "class", "if", "for", "return",
   // "raise", "comment", "brace" (a line of closing brackets), ... Kinds name the same thing alike across languages;
   // the ranker's prior is still learned per language (kind_key).
@@ -118,8 +118,8 @@ class CallRecorder {
 
  private:
   CodeStructure& s_;
-  std::vector<long> parent_;                      // each function's enclosing function, -1 for none
-  std::vector<std::pair<int, size_t>> by_def_;    // def line → function, sorted
+  std::vector<long> parent_;                    // each function's enclosing function, -1 for none
+  std::vector<std::pair<int, size_t>> by_def_;  // def line → function, sorted
 };
 
 // Unit granularity names used by `--level`.

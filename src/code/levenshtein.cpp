@@ -52,8 +52,10 @@ inline int advance_block(Word& pv, Word& mv, Word eq, int hin, Word out_mask) {
   Word ph = mv | ~(xh | pv);
   Word mh = pv & xh;
   int hout = 0;
-  if (ph & out_mask) hout = 1;
-  else if (mh & out_mask) hout = -1;
+  if (ph & out_mask)
+    hout = 1;
+  else if (mh & out_mask)
+    hout = -1;
   ph <<= 1;
   mh <<= 1;
   mh |= hin_neg;

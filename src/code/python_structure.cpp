@@ -31,11 +31,11 @@ bool is_compound(std::string_view t) {
 }
 
 bool is_simple_statement(std::string_view t) {
-  return t == "expression_statement" || t == "assert_statement" || t == "return_statement" ||
-         t == "raise_statement" || t == "pass_statement" || t == "break_statement" || t == "continue_statement" ||
-         t == "import_statement" || t == "import_from_statement" || t == "future_import_statement" ||
-         t == "global_statement" || t == "nonlocal_statement" || t == "delete_statement" || t == "print_statement" ||
-         t == "exec_statement" || t == "type_alias_statement" || t == "decorator";
+  return t == "expression_statement" || t == "assert_statement" || t == "return_statement" || t == "raise_statement" ||
+         t == "pass_statement" || t == "break_statement" || t == "continue_statement" || t == "import_statement" ||
+         t == "import_from_statement" || t == "future_import_statement" || t == "global_statement" ||
+         t == "nonlocal_statement" || t == "delete_statement" || t == "print_statement" || t == "exec_statement" ||
+         t == "type_alias_statement" || t == "decorator";
 }
 
 // Short kind names for the ranker's statistics.
@@ -153,7 +153,8 @@ class Walker {
         } else {
           TSNode pn = ts_node_child_by_field_name(p, "name", 4);
           if (ts_node_is_null(pn) && ts_node_named_child_count(p) > 0) pn = ts_node_named_child(p, 0);
-          if (!ts_node_is_null(pn) && std::string_view(ts_node_type(pn)) == "identifier") info.params.push_back(text(pn));
+          if (!ts_node_is_null(pn) && std::string_view(ts_node_type(pn)) == "identifier")
+            info.params.push_back(text(pn));
         }
       });
     }
@@ -259,7 +260,6 @@ CodeStructure structure_from_tree(std::string_view source, const TSTree* tree) {
   return out;
 }
 
-
 }  // namespace
 
 struct PythonParser::Impl {
@@ -301,15 +301,17 @@ std::vector<size_t> line_starts(std::string_view s) {
 // The edits that turn `old` into `now`, and how many bytes of `now` they leave untouched. With the same number of
 // lines (a changed assertion, a literal, a comment), one edit per run of differing lines, so changes far apart in a
 // large file still share the rest; otherwise one edit between the common prefix and the common suffix.
-size_t diff_edits(std::string_view old, const std::vector<size_t>& a, std::string_view now, const std::vector<size_t>& b,
-                  std::vector<ByteEdit>& edits) {
+size_t diff_edits(std::string_view old, const std::vector<size_t>& a, std::string_view now,
+                  const std::vector<size_t>& b, std::vector<ByteEdit>& edits) {
   edits.clear();
   constexpr size_t kMaxRuns = 64;
   if (a.size() == b.size()) {
     size_t changed = 0;
     const size_t lines = a.size() - 1;
     for (size_t i = 0; i < lines && edits.size() <= kMaxRuns;) {
-      const auto same = [&](size_t l) { return old.substr(a[l], a[l + 1] - a[l]) == now.substr(b[l], b[l + 1] - b[l]); };
+      const auto same = [&](size_t l) {
+        return old.substr(a[l], a[l + 1] - a[l]) == now.substr(b[l], b[l + 1] - b[l]);
+      };
       if (same(i)) {
         ++i;
         continue;
@@ -381,14 +383,17 @@ const TSTree* PythonParser::parse(std::string_view source, std::string_view path
       edit.new_end_point = point_in(source, starts, it->new_end);
       ts_tree_edit(edited.get(), &edit);
     }
-    tree = ts_parser_parse_string(impl_->parser.get(), edited.get(), source.data(), static_cast<uint32_t>(source.size()));
+    tree =
+        ts_parser_parse_string(impl_->parser.get(), edited.get(), source.data(), static_cast<uint32_t>(source.size()));
   } else {
     tree = ts_parser_parse_string(impl_->parser.get(), nullptr, source.data(), static_cast<uint32_t>(source.size()));
   }
   if (tree) {
     if (!path.empty()) {
-      if (impl_->by_path.size() >= Impl::kMaxPaths && !impl_->by_path.contains(std::string(path))) impl_->by_path.clear();
-      impl_->by_path[std::string(path)] = {std::string(source), std::unique_ptr<TSTree, TreeDeleter>(ts_tree_copy(tree)), starts};
+      if (impl_->by_path.size() >= Impl::kMaxPaths && !impl_->by_path.contains(std::string(path)))
+        impl_->by_path.clear();
+      impl_->by_path[std::string(path)] = {std::string(source),
+                                           std::unique_ptr<TSTree, TreeDeleter>(ts_tree_copy(tree)), starts};
     }
     impl_->recent.push_back({std::string(source), std::unique_ptr<TSTree, TreeDeleter>(tree), std::move(starts)});
     if (impl_->recent.size() > impl_->keep) impl_->recent.pop_front();
@@ -402,7 +407,9 @@ CodeStructure PythonParser::analyze(std::string_view source, std::string_view pa
 
 namespace {
 
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80; }
+bool ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+}
 
 // The word at the start of `s` (identifier characters), and `s` after it and the blanks that follow.
 std::string_view take_word(std::string_view& s) {
@@ -451,7 +458,7 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
   // colon on the same logical line (`def f(): return 1`), which opens no indented block.
   bool header = false, colon_seen = false, inline_body = false, soft_header = false;
   int decorator_start = 0, decorator_indent = -1;
-  char triple = 0;                 // the quote of an open triple-quoted string
+  char triple = 0;  // the quote of an open triple-quoted string
   int depth = 0;
   bool continued = false;
   int line_no = 0;
@@ -476,7 +483,7 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
       indents.push_back(indent);
     } else {
       while (indent < indents.back()) indents.pop_back();
-      if (indent != indents.back()) return false;          // "unindent does not match any outer indentation level"
+      if (indent != indents.back()) return false;  // "unindent does not match any outer indentation level"
     }
     return true;
   };
@@ -490,7 +497,7 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
       std::vector<int> bodies;
       for (size_t j = open->stack_index; j < stack.size() && stack[j].indent < last_statement_indent; ++j)
         bodies.push_back(j + 1 < stack.size() && stack[j + 1].indent < last_statement_indent ? stack[j + 1].indent
-                                                                                           : last_statement_indent);
+                                                                                             : last_statement_indent);
       size_t level = bodies.size();
       for (const auto& [line, comment_indent] : comments) {
         while (level > 0 && comment_indent < bodies[level - 1]) --level;
@@ -539,7 +546,8 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
         decorator_indent = -1;
         std::string_view word = take_word(rest);
         if (word == "async") word = take_word(rest);
-        const bool in_classes = std::all_of(stack.begin(), stack.end(), [](const Open& o) { return o.kind == Open::kClass; });
+        const bool in_classes =
+            std::all_of(stack.begin(), stack.end(), [](const Open& o) { return o.kind == Open::kClass; });
         if (word == "def" || word == "class") {
           const std::string_view name = take_word(rest);
           // A header that is not `def NAME(` / `class NAME(` or `NAME:` (a type parameter list `[` too) is a syntax
@@ -556,8 +564,9 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
           }
           stack.push_back({indent, word == "def" ? Open::kDef : Open::kClass, name});
           header = true;
-        } else if (word == "if" || word == "elif" || word == "else" || word == "for" || word == "while" || word == "try" ||
-                   word == "except" || word == "finally" || word == "with" || word == "match" || word == "case") {
+        } else if (word == "if" || word == "elif" || word == "else" || word == "for" || word == "while" ||
+                   word == "try" || word == "except" || word == "finally" || word == "with" || word == "match" ||
+                   word == "case") {
           stack.push_back({indent, Open::kOther, {}});
           header = true;
           soft_header = word == "match" || word == "case";
@@ -594,9 +603,12 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
           if (line[i] == '\\') ++i;
         continue;
       }
-      if (c == '(' || c == '[' || c == '{') ++depth;
-      else if (c == ')' || c == ']' || c == '}') depth = std::max(0, depth - 1);
-      else if (c == '\\' && i + 1 == line.size()) continued = true;
+      if (c == '(' || c == '[' || c == '{')
+        ++depth;
+      else if (c == ')' || c == ']' || c == '}')
+        depth = std::max(0, depth - 1);
+      else if (c == '\\' && i + 1 == line.size())
+        continued = true;
     }
     if (open) open->end = line_no;
   }

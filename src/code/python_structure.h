@@ -50,7 +50,8 @@ class PythonParser {
 // `def`'s block ends. nullopt when the lines cannot tell (tabs or form feeds in indentation, a string or bracket
 // left open at the end of the file): then the parser decides. Checked against the parser on every function of the
 // development corpus (tests/python_structure_test.cpp, dev_corpus_test.cpp).
-std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string_view source, const std::string& class_name,
+std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string_view source,
+                                                                     const std::string& class_name,
                                                                      const std::string& function);
 
 }  // namespace spark

@@ -217,7 +217,7 @@ void StructureCache::to_disk(uint64_t key, std::string_view content, const CodeS
 }
 
 std::shared_ptr<const CodeStructure> StructureCache::get(std::string_view content, std::string_view path,
-                                                        std::string_view case_language) {
+                                                         std::string_view case_language) {
   const Language language = language_for(path, case_language);
   // The same text in two languages is two structures (a .ts file and a .js file may hold the same bytes).
   const uint64_t key = (fnv1a64(content) ^ (content.size() * 0x9e3779b97f4a7c15ULL)) +

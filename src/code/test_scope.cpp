@@ -39,7 +39,8 @@ TestIdParts parse_java_test_id(std::string_view id) {
     start = dot + 1;
   }
   size_t top = 0;
-  while (top + 1 < segments.size() && !(segments[top].size() > 0 && std::isupper(static_cast<unsigned char>(segments[top][0]))))
+  while (top + 1 < segments.size() &&
+         !(segments[top].size() > 0 && std::isupper(static_cast<unsigned char>(segments[top][0]))))
     ++top;
   std::string path;
   for (size_t i = 0; i < top; ++i) path.append(segments[i]).push_back('/');
@@ -185,7 +186,7 @@ TestScope estimate_brace_scope(const CodeStructure& s, std::string_view test_id)
       // @Test, @ParameterizedTest, @RepeatedTest, org.junit.Test; a JavaScript test callback ("test").
       const bool is_test = std::any_of(f.decorators.begin(), f.decorators.end(),
                                        [](const std::string& d) { return d == "test" || d.ends_with("Test"); });
-      if (is_test) continue;  // another test is not a helper, whatever it is called
+      if (is_test) continue;                                    // another test is not a helper, whatever it is called
       if (!java && !within(home, f.class_name, sep)) continue;  // a helper in another suite is out of reach
       next.push_back(&f);
     }
@@ -252,8 +253,8 @@ TestScope estimate_scope(const CodeStructure& s, std::string_view test_id) {
 
   // Support: set-up methods of the class, fixtures by parameter name (transitively), helpers called (transitively).
   static const std::set<std::string, std::less<>> kSetup = {
-      "setUp", "tearDown", "setUpClass", "tearDownClass", "setup_method", "teardown_method", "setup_class",
-      "teardown_class", "setup", "teardown", "asyncSetUp", "asyncTearDown", "__init__"};
+      "setUp",          "tearDown", "setUpClass", "tearDownClass", "setup_method",  "teardown_method", "setup_class",
+      "teardown_class", "setup",    "teardown",   "asyncSetUp",    "asyncTearDown", "__init__"};
   std::set<const FunctionInfo*> support;
   std::vector<const FunctionInfo*> work{test};
   std::set<std::string> wanted;

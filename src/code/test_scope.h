@@ -19,9 +19,9 @@
 namespace spark {
 
 struct TestIdParts {
-  std::string path;                   // "tests/test_x.py"; Java: "com/x/FooTest.java" (a path's tail)
-  std::vector<std::string> classes;   // {"TestC"}; Java {"FooTest", "Inner"}; JavaScript the suites
-  std::string function;               // "test_f" (parameters stripped); JavaScript the test's title
+  std::string path;                  // "tests/test_x.py"; Java: "com/x/FooTest.java" (a path's tail)
+  std::vector<std::string> classes;  // {"TestC"}; Java {"FooTest", "Inner"}; JavaScript the suites
+  std::string function;              // "test_f" (parameters stripped); JavaScript the test's title
 };
 TestIdParts parse_test_id(std::string_view test_id, Language language = Language::python);
 // The language a test id is written in when nothing else tells: " > " after a .js/.ts path is JavaScript or
@@ -30,15 +30,15 @@ TestIdParts parse_test_id(std::string_view test_id, Language language = Language
 Language language_of_test_id(std::string_view test_id);
 
 enum class ScopeRole : unsigned char {
-  outside = 0,   // another test's lines
-  module = 1,    // module-level code (imports, constants) and class bodies: runs, rarely the fault
-  support = 2,   // set-up, fixtures, helpers the test calls
-  own = 3,       // the test function itself
+  outside = 0,  // another test's lines
+  module = 1,   // module-level code (imports, constants) and class bodies: runs, rarely the fault
+  support = 2,  // set-up, fixtures, helpers the test calls
+  own = 3,      // the test function itself
 };
 
 struct TestScope {
-  bool found = false;               // the test function was located in this file
-  std::vector<ScopeRole> role;      // indexed by line - 1
+  bool found = false;           // the test function was located in this file
+  std::vector<ScopeRole> role;  // indexed by line - 1
   int function_start = 0, function_end = 0;
 };
 

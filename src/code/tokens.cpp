@@ -16,12 +16,17 @@ size_t estimate_tokens(std::string_view text) {
     for (size_t i = 0; i < p.size(); ++i) {
       const unsigned char ch = static_cast<unsigned char>(p[i]);
       if ((ch & 0xC0) == 0x80) continue;  // UTF-8 continuation byte: part of the previous character
-      if (std::isalpha(ch) || ch >= 0x80) ++letters;
-      else if (!std::isspace(ch)) ++other;
+      if (std::isalpha(ch) || ch >= 0x80)
+        ++letters;
+      else if (!std::isspace(ch))
+        ++other;
     }
-    if (letters > 0) tokens += 1 + (letters - 1) / 6;
-    else if (other > 0) tokens += (other + 1) / 2;
-    else tokens += 1;  // a whitespace run
+    if (letters > 0)
+      tokens += 1 + (letters - 1) / 6;
+    else if (other > 0)
+      tokens += (other + 1) / 2;
+    else
+      tokens += 1;  // a whitespace run
   });
   return tokens;
 }

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -127,8 +127,11 @@ Result<std::optional<std::string>> optional_string(const json& r, const char* ke
 Result<Case> case_from_json(json r) {
   if (!r.is_object()) return fail(std::string("a case must be a JSON object, not ") + r.type_name());
   Case c;
-  for (auto [field, key] : {std::pair{&c.id, "id"}, {&c.project, "project"}, {&c.test_id, "test_id"},
-                            {&c.language, "language"}, {&c.failure_time, "failure_time"},
+  for (auto [field, key] : {std::pair{&c.id, "id"},
+                            {&c.project, "project"},
+                            {&c.test_id, "test_id"},
+                            {&c.language, "language"},
+                            {&c.failure_time, "failure_time"},
                             {&c.error_message, "error_message"}}) {
     auto v = required_string(r, key);
     if (!v) return std::unexpected(v.error());
@@ -257,8 +260,7 @@ Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
     const std::string where = path.string() + ":" + std::to_string(line_no) + ": ";
     if (is_blank(line)) continue;
     if (auto bad = find_invalid_utf8(line)) return fail(where + "invalid UTF-8 at byte " + std::to_string(*bad));
-    if (auto deep = json_too_deep(line))
-      return fail(where + json_too_deep_message(*deep));
+    if (auto deep = json_too_deep(line)) return fail(where + json_too_deep_message(*deep));
     json record;
     try {
       record = json::parse(line);
@@ -276,8 +278,8 @@ Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
 
 std::string test_file_too_large(std::string_view content) {
   if (content.size() > kMaxTestFileBytes)
-    return std::to_string(content.size()) + " bytes; spark reads test files of up to " + std::to_string(kMaxTestFileBytes) +
-           " bytes and " + std::to_string(kMaxTestFileLines) + " lines";
+    return std::to_string(content.size()) + " bytes; spark reads test files of up to " +
+           std::to_string(kMaxTestFileBytes) + " bytes and " + std::to_string(kMaxTestFileLines) + " lines";
   const size_t lines = static_cast<size_t>(std::count(content.begin(), content.end(), '\n')) +
                        (!content.empty() && content.back() != '\n');
   if (lines > kMaxTestFileLines)

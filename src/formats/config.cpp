@@ -1,12 +1,11 @@
-#include "formats/defaults.h"
 #include "formats/config.h"
+#include "formats/defaults.h"
 
 #include <toml++/toml.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
-
 
 namespace spark {
 
@@ -15,30 +14,59 @@ namespace fs = std::filesystem;
 const std::vector<ConfigKey>& config_keys() {
   using T = ConfigType;
   static const std::vector<ConfigKey> keys = {
-      {"kb", T::string, ".spark", {"SPARK_KB"}, false,
+      {"kb",
+       T::string,
+       ".spark",
+       {"SPARK_KB"},
+       false,
        "knowledge base: a folder (SQLite) or postgresql://user@host/db (a shared server)"},
-      {"local_dir", T::string, ".spark", {"SPARK_LOCAL_DIR"}, false,
+      {"local_dir",
+       T::string,
+       ".spark",
+       {"SPARK_LOCAL_DIR"},
+       false,
        "with a server knowledge base: this runner's vector index, spool and LLM answer cache"},
-      {"llm.base_url", T::string, "", {"SPARK_LLM_BASE_URL"}, false,
+      {"llm.base_url",
+       T::string,
+       "",
+       {"SPARK_LLM_BASE_URL"},
+       false,
        "OpenAI-compatible base URL, e.g. http://localhost:8000/v1; setting it turns the LLM on"},
       {"llm.model", T::string, "", {"SPARK_LLM_MODEL"}, false, "model name the server knows"},
       {"llm.api_key", T::string, "", {"SPARK_LLM_API_KEY", "OPENAI_API_KEY"}, true, "API key (Bearer token)"},
-      {"llm.mode", T::string, "default", {}, false,
+      {"llm.mode",
+       T::string,
+       "default",
+       {},
+       false,
        "builtin | baseline | default | random | annotation-free | directive | naive-rag"},
       {"llm.template", T::string, "", {}, false, "a prompt template file replacing the mode's built-in one"},
-      {"llm.prompt_scope", T::string, "file", {}, false,
+      {"llm.prompt_scope",
+       T::string,
+       "file",
+       {},
+       false,
        "file: the whole test file(s), as the paper; test: only the failing test's reach"},
       {"llm.temperature", T::number, "0", {}, false, "sampling temperature"},
       {"llm.max_tokens", T::integer, "512", {}, false, "answer length limit"},
       {"llm.seed", T::integer, "", {}, false, "sampling seed sent to the server"},
       {"llm.structured", T::boolean, "false", {}, false, "ask for a JSON answer via response_format"},
       {"llm.concurrency", T::integer, "4", {}, false, "requests in flight"},
-      {"llm.context_tokens", T::integer, std::to_string(defaults::kContextTokens), {}, false, "the model's context window (prompt + answer)"},
+      {"llm.context_tokens",
+       T::integer,
+       std::to_string(defaults::kContextTokens),
+       {},
+       false,
+       "the model's context window (prompt + answer)"},
       {"llm.connect_timeout", T::number, "10", {}, false, "seconds to connect"},
       {"llm.timeout", T::number, "300", {}, false, "seconds for one request"},
       {"llm.retries", T::integer, "4", {}, false, "retries on timeouts, 429 and 5xx"},
       {"llm.retry_delay", T::number, "1", {}, false, "first backoff in seconds (doubles, with jitter)"},
-      {"llm.deadline", T::number, "300", {}, false,
+      {"llm.deadline",
+       T::number,
+       "300",
+       {},
+       false,
        "seconds for all LLM requests of one localize or record run, retries included (0: none; eval: none)"},
       {"llm.require", T::boolean, "false", {}, false, "fail instead of falling back to the built-in ranker"},
       {"embedder.kind", T::string, "", {}, false, "builtin | openai (default: as the index was built)"},
@@ -47,17 +75,34 @@ const std::vector<ConfigKey>& config_keys() {
       {"embedder.api_key", T::string, "", {"SPARK_EMBED_API_KEY", "OPENAI_API_KEY"}, true, "embeddings API key"},
       {"localize.k", T::integer, "5", {}, false, "elements to return"},
       {"localize.level", T::string, "line", {}, false, "line | statement | block | function"},
-      {"localize.policy", T::string, "all", {}, false, "all | all-preceding | closest-by-time | closest-time-preceding"},
+      {"localize.policy",
+       T::string,
+       "all",
+       {},
+       false,
+       "all | all-preceding | closest-by-time | closest-time-preceding"},
       {"localize.epsilon", T::number, defaults::text(defaults::kEpsilon), {}, false, "annotation threshold"},
       {"localize.r", T::integer, "1", {}, false, "similar cases to retrieve"},
-      {"localize.similarity_floor", T::number, defaults::text(defaults::kSimilarityFloor), {}, false, "ignore retrieved cases below this cosine"},
+      {"localize.similarity_floor",
+       T::number,
+       defaults::text(defaults::kSimilarityFloor),
+       {},
+       false,
+       "ignore retrieved cases below this cosine"},
       {"redact.enabled", T::boolean, "true", {}, false, "redact secrets before text leaves the machine"},
-      {"project", T::string, "", {"SPARK_PROJECT"}, false,
+      {"project",
+       T::string,
+       "",
+       {"SPARK_PROJECT"},
+       false,
        "the mined cases' project (default: the origin remote's URL normalised, else the root commit)"},
       {"mine.sigma", T::number, "3", {}, false, "outlier rule: quarantine above mean + sigma * sd faulty lines"},
-      {"mine.test_only_fixes", T::boolean, "false", {}, false,
-       "label only fixes that changed nothing but test code"},
-      {"record.test_command", T::string, "", {"SPARK_TEST_COMMAND"}, false,
+      {"mine.test_only_fixes", T::boolean, "false", {}, false, "label only fixes that changed nothing but test code"},
+      {"record.test_command",
+       T::string,
+       "",
+       {"SPARK_TEST_COMMAND"},
+       false,
        "re-runs tests for the post-commit hook: {tests} = test ids, {junit} = the report to write"},
       {"record.timeout", T::number, "1800", {}, false, "seconds the post-commit hook's test run may take"},
   };
@@ -87,7 +132,8 @@ Status check_type(const ConfigKey& k, const std::string& text, const std::string
       if (errno || !end || *end) return fail(source + ": " + k.key + " must be a number, not \"" + text + "\"");
       break;
     case ConfigType::boolean:
-      if (text != "true" && text != "false") return fail(source + ": " + k.key + " must be true or false, not \"" + text + "\"");
+      if (text != "true" && text != "false")
+        return fail(source + ": " + k.key + " must be true or false, not \"" + text + "\"");
       break;
     case ConfigType::string:
       break;
@@ -241,12 +287,16 @@ std::string Config::describe() const {
     }
     const Value& v = get(k.key);
     std::string shown;
-    if (k.secret) shown = v.text.empty() ? "# not set" : "# set (hidden)";
+    if (k.secret)
+      shown = v.text.empty() ? "# not set" : "# set (hidden)";
     else if (k.key == "kb" && is_postgres_url(v.text) && redact_postgres_url(v.text) != v.text)
       shown = "\"" + redact_postgres_url(v.text) + "\"    # password: set (hidden)";
-    else if (v.text.empty()) shown = "# not set";
-    else if (k.type == ConfigType::string) shown = "\"" + v.text + "\"";
-    else shown = v.text;
+    else if (v.text.empty())
+      shown = "# not set";
+    else if (k.type == ConfigType::string)
+      shown = "\"" + v.text + "\"";
+    else
+      shown = v.text;
     out << name << " = " << shown;
     if (!v.text.empty()) out << "    # from " << v.source;
     out << "\n";

@@ -13,18 +13,18 @@
 #include <string>
 #include <vector>
 
-#include "formats/redact.h"
 #include "base/result.h"
+#include "formats/redact.h"
 
 namespace spark {
 
 enum class ConfigType { string, integer, number, boolean };
 
 struct ConfigKey {
-  std::string key;                 // "llm.model"
+  std::string key;  // "llm.model"
   ConfigType type;
-  std::string default_value;       // "" = unset
-  std::vector<std::string> env;    // environment variables, first set wins
+  std::string default_value;     // "" = unset
+  std::vector<std::string> env;  // environment variables, first set wins
   bool secret = false;
   std::string help;
 };

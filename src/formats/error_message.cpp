@@ -9,7 +9,8 @@
 namespace spark {
 
 std::string normalize_error_message(std::string_view message) {
-  static const Regex uuid = Regex::must(R"re([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})re");
+  static const Regex uuid =
+      Regex::must(R"re([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})re");
   static const Regex addr = Regex::must(R"re(\b0x[0-9a-fA-F]{4,}\b)re");
   static const Regex tmp = Regex::must(
       R"re((?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/[^\s'":,)\]]*|\b[A-Za-z]:\\(?:Users\\[^\\]+\\AppData\\Local\\)?Temp\\[^\s'":,)\]]*)re");
@@ -32,7 +33,8 @@ std::string normalize_error_message(std::string_view message) {
 std::vector<TracebackFrame> parse_traceback(std::string_view message) {
   // One alternation so frames come out in the order printed.
   static const Regex frames = Regex::must(
-      R"re(^\s*([^\s:"][^:\n"]*?\.py):(\d+): (?:in (\S+)|(\w+))|File "([^"\n]+)", line (\d+)(?:, in ([^\s\n]+))?)re", true);
+      R"re(^\s*([^\s:"][^:\n"]*?\.py):(\d+): (?:in (\S+)|(\w+))|File "([^"\n]+)", line (\d+)(?:, in ([^\s\n]+))?)re",
+      true);
   std::vector<TracebackFrame> out;
   frames.for_each_match(message, [&](const std::vector<std::string_view>& g) {
     TracebackFrame f;

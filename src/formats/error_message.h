@@ -17,7 +17,7 @@ namespace spark {
 std::string normalize_error_message(std::string_view message);
 
 struct TracebackFrame {
-  std::string path;      // as printed
+  std::string path;  // as printed
   int line = 0;
   std::string function;  // "" when the format has none
 };

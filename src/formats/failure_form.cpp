@@ -11,13 +11,20 @@ namespace spark {
 
 std::string_view exception_group_name(ExceptionGroup g) {
   switch (g) {
-    case ExceptionGroup::none: return "none";
-    case ExceptionGroup::assertion: return "assertion";
-    case ExceptionGroup::type: return "type";
-    case ExceptionGroup::name: return "name";
-    case ExceptionGroup::lookup: return "lookup";
-    case ExceptionGroup::value: return "value";
-    case ExceptionGroup::other: return "other";
+    case ExceptionGroup::none:
+      return "none";
+    case ExceptionGroup::assertion:
+      return "assertion";
+    case ExceptionGroup::type:
+      return "type";
+    case ExceptionGroup::name:
+      return "name";
+    case ExceptionGroup::lookup:
+      return "lookup";
+    case ExceptionGroup::value:
+      return "value";
+    case ExceptionGroup::other:
+      return "other";
   }
   return "other";
 }
@@ -40,8 +47,8 @@ bool exception_header(std::string_view s, std::string& name, std::string& messag
     qualified = i < s.size();
   }
   if (n.empty() || !std::isupper(static_cast<unsigned char>(n[0]))) return false;
-  static constexpr std::array<std::string_view, 9> endings = {"Error", "Exception", "Exit", "Warning", "Iteration",
-                                                              "Interrupt", "Failed", "Failure", "Timeout"};
+  static constexpr std::array<std::string_view, 9> endings = {
+      "Error", "Exception", "Exit", "Warning", "Iteration", "Interrupt", "Failed", "Failure", "Timeout"};
   if (!qualified && std::none_of(endings.begin(), endings.end(), [&](std::string_view e) { return n.ends_with(e); }))
     return false;
   name = std::string(n);
@@ -65,21 +72,26 @@ ExceptionGroup group_of(std::string_view e) {
 
 // Splits `expr` at its first top-level comparison operator (outside quotes and brackets). Bounded by the value cap.
 bool split_comparison(std::string_view expr, std::string_view& left, std::string_view& right) {
-  static constexpr std::array<std::string_view, 10> ops = {" == ", " != ", " not in ", " is not ", " in ", " is ",
-                                                           " <= ", " >= ", " < ", " > "};
+  static constexpr std::array<std::string_view, 10> ops = {" == ", " != ", " not in ", " is not ", " in ",
+                                                           " is ", " <= ", " >= ",     " < ",      " > "};
   int depth = 0;
   char quote = 0;
   const size_t limit = std::min(expr.size(), FailureForm::kMaxValueLength * 2);
   for (size_t i = 0; i < limit; ++i) {
     const char c = expr[i];
     if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
+      if (c == '\\')
+        ++i;
+      else if (c == quote)
+        quote = 0;
       continue;
     }
-    if (c == '\'' || c == '"') quote = c;
-    else if (c == '(' || c == '[' || c == '{') ++depth;
-    else if (c == ')' || c == ']' || c == '}') depth = std::max(0, depth - 1);
+    if (c == '\'' || c == '"')
+      quote = c;
+    else if (c == '(' || c == '[' || c == '{')
+      ++depth;
+    else if (c == ')' || c == ']' || c == '}')
+      depth = std::max(0, depth - 1);
     else if (c == ' ' && depth == 0)
       for (auto op : ops)
         if (expr.substr(i, op.size()) == op) {
@@ -138,7 +150,8 @@ std::vector<std::string> literal_tokens(std::string_view text) {
     }
     if (std::isdigit(static_cast<unsigned char>(c)) && (i == 0 || !ident_char(text[i - 1]))) {
       const size_t s = i;
-      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '.' || text[i] == '_')) ++i;
+      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '.' || text[i] == '_'))
+        ++i;
       if (i - s >= 2) out.emplace_back(text.substr(s, i - s));
       continue;
     }
@@ -201,8 +214,8 @@ FailureForm parse_failure_form(std::string_view message) {
   if (const size_t differ = expr.find(" differ: "); differ != std::string_view::npos && differ < 40)
     expr.remove_prefix(differ + 9);
   const auto generic = [](std::string_view v) {
-    static constexpr std::array<std::string_view, 13> g = {"None", "True", "False", "0", "1", "-1", "''", "\"\"",
-                                                           "[]", "{}", "()", "set()", "b''"};
+    static constexpr std::array<std::string_view, 13> g = {"None", "True", "False", "0",  "1",     "-1", "''",
+                                                           "\"\"", "[]",   "{}",    "()", "set()", "b''"};
     return std::find(g.begin(), g.end(), trim(v)) != g.end();
   };
   if (std::string_view l, r; f.group == ExceptionGroup::assertion && split_comparison(expr, l, r)) {
@@ -213,14 +226,16 @@ FailureForm parse_failure_form(std::string_view message) {
     // No comparison: a truth test (`assert x`, `assert not x`), or unittest's "False is not true", "unexpectedly None".
     const std::string_view m = f.message;
     f.generic_check = m.starts_with("assert") || m.find(" is not true") != std::string_view::npos ||
-                      m.find(" is not false") != std::string_view::npos || m.find("unexpectedly None") != std::string_view::npos;
+                      m.find(" is not false") != std::string_view::npos ||
+                      m.find("unexpectedly None") != std::string_view::npos;
   }
   {
     // Quoted strings of the message: "No such option '--foo'", "'meh' is not one of …".
     static const Regex quoted_text = Regex::must(R"re('([^'\n]{1,200})')re");
-    quoted_text.for_each_match(std::string_view(f.message).substr(0, 4096), [&](const std::vector<std::string_view>& g) {
-      if (g.size() > 1 && g[0].size() >= 3) add_value(f, g[0]);
-    });
+    quoted_text.for_each_match(std::string_view(f.message).substr(0, 4096),
+                               [&](const std::vector<std::string_view>& g) {
+                                 if (g.size() > 1 && g[0].size() >= 3) add_value(f, g[0]);
+                               });
   }
   static const Regex where = Regex::must(R"re(^\+\s*(?:where|and)\s+(.+?) = )re");
   for (size_t i = header + 1; i < block.size(); ++i) {
@@ -231,7 +246,8 @@ FailureForm parse_failure_form(std::string_view message) {
       if (g.size() > 1) add_value(f, g[1]);
     });
     if (matched) continue;
-    if (s.starts_with("- ") || s.starts_with("+ ")) add_value(f, s.substr(2));
+    if (s.starts_with("- ") || s.starts_with("+ "))
+      add_value(f, s.substr(2));
     else if (s.starts_with("First differing element") && i + 2 < block.size()) {
       add_value(f, block[i + 1]);
       add_value(f, block[i + 2]);

@@ -25,7 +25,7 @@ std::string_view exception_group_name(ExceptionGroup g);
 struct FailureForm {
   std::string exception;  // the exception's unqualified class name, "AssertionError" for a bare assert; "" if none
   ExceptionGroup group = ExceptionGroup::none;
-  std::string message;    // its message (the text after "Name: ", or the failed `assert …` expression)
+  std::string message;  // its message (the text after "Name: ", or the failed `assert …` expression)
   // Values the message shows: both sides of a failed comparison (`assert 21 == 20`, `[1, 2] != [1, 3]`), pytest's
   // `where` values, the `-`/`+` lines of its diffs, unittest's "First differing element" lines, a missing key, and
   // the quoted strings (≥ 3 characters) of the exception's message.

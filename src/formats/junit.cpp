@@ -7,10 +7,10 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/text.h"
+#include "code/test_scope.h"
 #include "formats/case.h"
 #include "formats/error_message.h"
-#include "code/test_scope.h"
-#include "base/text.h"
 
 namespace spark {
 
@@ -18,10 +18,14 @@ namespace fs = std::filesystem;
 
 std::string_view outcome_name(Outcome o) {
   switch (o) {
-    case Outcome::passed: return "passed";
-    case Outcome::failed: return "failed";
-    case Outcome::error: return "error";
-    case Outcome::skipped: return "skipped";
+    case Outcome::passed:
+      return "passed";
+    case Outcome::failed:
+      return "failed";
+    case Outcome::error:
+      return "error";
+    case Outcome::skipped:
+      return "skipped";
   }
   return "passed";
 }
@@ -57,7 +61,8 @@ class LineIndex {
   size_t line_at(ptrdiff_t offset) const {
     if (offset <= 0) return 1;
     // The line holding `offset` is the number of line starts at or before it.
-    return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset)) - starts_.begin());
+    return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset)) -
+                               starts_.begin());
   }
 
  private:
@@ -128,18 +133,21 @@ TestFiles files_under(const fs::path& root) {
           }};
 }
 
-Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) { return read_junit(report, files_under(root)); }
+Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {
+  return read_junit(report, files_under(root));
+}
 
 Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
   auto text = read_file(report);
   if (!text) return std::unexpected(text.error());
   pugi::xml_document doc;
-  const pugi::xml_parse_result parsed = doc.load_buffer(text->data(), text->size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
+  const pugi::xml_parse_result parsed =
+      doc.load_buffer(text->data(), text->size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
   const std::string name = report.string();
   const LineIndex lines(*text);
   if (!parsed)
-    return fail(name + ":" + std::to_string(lines.line_at(parsed.offset)) + ": not a readable JUnit report: " +
-                parsed.description());
+    return fail(name + ":" + std::to_string(lines.line_at(parsed.offset)) +
+                ": not a readable JUnit report: " + parsed.description());
   // Element offsets, to name the line of each <testcase>.
   const auto line_of = [&](const pugi::xml_node& n) { return lines.line_at(n.offset_debug()); };
   const pugi::xml_node top = doc.document_element();
@@ -190,22 +198,29 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
       }
       const pugi::xml_node failure = tc.child("failure"), error = tc.child("error"), skipped = tc.child("skipped");
       pugi::xml_node detail;
-      if (failure) o.outcome = Outcome::failed, detail = failure;
-      else if (error) o.outcome = Outcome::error, detail = error;
-      else if (skipped) o.outcome = Outcome::skipped, detail = skipped;
+      if (failure)
+        o.outcome = Outcome::failed, detail = failure;
+      else if (error)
+        o.outcome = Outcome::error, detail = error;
+      else if (skipped)
+        o.outcome = Outcome::skipped, detail = skipped;
       if (detail) {
         const std::string message = detail.attribute("message").as_string();
         const std::string body = detail.text().as_string();
         o.message = body.empty() ? message : body;
-        if (!message.empty() && !body.empty() && body.find(message) == std::string::npos) o.message = message + "\n" + body;
+        if (!message.empty() && !body.empty() && body.find(message) == std::string::npos)
+          o.message = message + "\n" + body;
       }
       // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
       if (classname.empty()) {
         o.collection_error = true;
         const auto parts = split_dots(test_name);
         const std::string path = file_attr.empty() ? join(parts, 0, parts.size(), "/") + ".py" : file_attr;
-        if (exists(path)) o.file = path;
-        else out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " + files.name);
+        if (exists(path))
+          o.file = path;
+        else
+          out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " +
+                                 files.name);
         o.test_id = o.file.empty() ? test_name : o.file;
         out.outcomes.push_back(std::move(o));
         continue;
@@ -283,8 +298,7 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
         path.clear();
       }
       if (path.empty()) {
-        if (file_attr.empty())
-          out.warnings.push_back(where + "no test file for " + classname + " under " + files.name);
+        if (file_attr.empty()) out.warnings.push_back(where + "no test file for " + classname + " under " + files.name);
         o.test_id = classname + "::" + test_name;
       } else {
         o.file = path;

@@ -24,12 +24,12 @@ enum class Outcome { passed, failed, error, skipped };
 std::string_view outcome_name(Outcome o);
 
 struct TestOutcome {
-  std::string test_id;       // node id; for a collection error, the test file's path
+  std::string test_id;  // node id; for a collection error, the test file's path
   Outcome outcome = Outcome::passed;
-  std::string message;       // the <failure>/<error> message attribute and text, as the runner printed it
-  std::string file;          // the test file relative to the root; "" when it could not be found there
+  std::string message;          // the <failure>/<error> message attribute and text, as the runner printed it
+  std::string file;             // the test file relative to the root; "" when it could not be found there
   std::optional<int64_t> time;  // the suite's timestamp, seconds since the epoch (zone-less, as pytest writes it: UTC)
-  size_t report_line = 0;    // where the <testcase> is in the report
+  size_t report_line = 0;       // where the <testcase> is in the report
   bool collection_error = false;
 };
 

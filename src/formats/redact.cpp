@@ -41,8 +41,9 @@ Result<Redactor> Redactor::make(const std::vector<RedactionRule>& extra) {
   for (const auto& rule : extra) {
     ++n;
     auto re = Regex::compile(rule.pattern);
-    if (!re) return fail("redaction rule " + (rule.name.empty() ? "#" + std::to_string(n) : rule.name) + ": " +
-                         re.error().message);
+    if (!re)
+      return fail("redaction rule " + (rule.name.empty() ? "#" + std::to_string(n) : rule.name) + ": " +
+                  re.error().message);
     r.rules_.push_back({rule.name.empty() ? "custom-" + std::to_string(n) : rule.name, std::move(*re)});
   }
   return r;
@@ -68,9 +69,10 @@ size_t Redactor::redact_once(std::string& text, std::map<std::string, size_t>& c
     // Spans to replace, as offsets (matches never overlap within one rule).
     std::vector<std::pair<size_t, size_t>> spans;
     rule.regex.for_each_match(text, [&](const std::vector<std::string_view>& groups) {
-      const std::string_view s = g > 0 && static_cast<size_t>(g) < groups.size() && !groups[static_cast<size_t>(g)].empty()
-                                     ? groups[static_cast<size_t>(g)]
-                                     : groups[0];
+      const std::string_view s =
+          g > 0 && static_cast<size_t>(g) < groups.size() && !groups[static_cast<size_t>(g)].empty()
+              ? groups[static_cast<size_t>(g)]
+              : groups[0];
       if (s.empty() || s.starts_with("[REDACTED")) return;
       spans.emplace_back(static_cast<size_t>(s.data() - text.data()), s.size());
     });

@@ -33,8 +33,9 @@ std::optional<std::string> AnswerCache::get(const std::string& key) {
 
 Status AnswerCache::put(const std::string& key, const std::string& model, const std::string& answer_json) {
   std::lock_guard lock(mu_);
-  auto st = db_->prepare("INSERT INTO answers (key, model, created, answer) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
-                         "model = excluded.model, created = excluded.created, answer = excluded.answer");
+  auto st = db_->prepare(
+      "INSERT INTO answers (key, model, created, answer) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+      "model = excluded.model, created = excluded.created, answer = excluded.answer");
   if (!st) return std::unexpected(st.error());
   const int64_t now = now_epoch();
   st->bind(1, key).bind(2, model).bind(3, now).bind(4, answer_json);

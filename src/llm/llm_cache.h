@@ -20,7 +20,7 @@ class AnswerCache {
   static Result<std::unique_ptr<AnswerCache>> open(const std::filesystem::path& path);
   ~AnswerCache();
 
-  std::optional<std::string> get(const std::string& key);   // the stored answer (JSON text)
+  std::optional<std::string> get(const std::string& key);  // the stored answer (JSON text)
   Status put(const std::string& key, const std::string& model, const std::string& answer_json);
   size_t hits() const { return hits_; }
   size_t stores() const { return stores_; }

@@ -28,15 +28,17 @@ nlohmann::json LlmClient::body(const ChatRequest& request, bool structured) cons
                       {"stream", false}};
   if (options_.seed) b["seed"] = *options_.seed;
   if (structured)
-    b["response_format"] = {{"type", "json_schema"},
-                            {"json_schema", {{"name", "faulty_elements"}, {"strict", true}, {"schema", request.schema}}}};
+    b["response_format"] = {
+        {"type", "json_schema"},
+        {"json_schema", {{"name", "faulty_elements"}, {"strict", true}, {"schema", request.schema}}}};
   return b;
 }
 
 std::string LlmClient::cache_key(const ChatRequest& request) const {
   std::string params = options_.model + "\x1f" + std::to_string(options_.temperature) + "\x1f" +
-                       std::to_string(options_.max_tokens) + "\x1f" + (options_.seed ? std::to_string(*options_.seed) : "-") +
-                       "\x1f" + (options_.structured ? request.schema.dump() : "plain");
+                       std::to_string(options_.max_tokens) + "\x1f" +
+                       (options_.seed ? std::to_string(*options_.seed) : "-") + "\x1f" +
+                       (options_.structured ? request.schema.dump() : "plain");
   // Two independent 64-bit hashes of parameters and prompt: a 128-bit key.
   const uint64_t a = fnv1a64(request.prompt, fnv1a64(params));
   const uint64_t b = fnv1a64(params, fnv1a64(request.prompt, 0x9e3779b97f4a7c15ULL));
@@ -64,11 +66,16 @@ Result<ChatAnswer> LlmClient::complete(const ChatRequest& req) {
   }
   auto a = request(req);
   if (a) {
-    const nlohmann::json j = {{"content", a->content}, {"finish_reason", a->finish_reason},
-                              {"prompt_tokens", a->prompt_tokens}, {"completion_tokens", a->completion_tokens},
-                              {"usage_reported", a->usage_reported}, {"seconds", a->seconds},
-                              {"attempts", a->attempts}, {"structured", a->structured}};
-    if (auto s = cache_->put(key, options_.model, j.dump()); !s) a->notes.push_back("answer not cached: " + s.error().message);
+    const nlohmann::json j = {{"content", a->content},
+                              {"finish_reason", a->finish_reason},
+                              {"prompt_tokens", a->prompt_tokens},
+                              {"completion_tokens", a->completion_tokens},
+                              {"usage_reported", a->usage_reported},
+                              {"seconds", a->seconds},
+                              {"attempts", a->attempts},
+                              {"structured", a->structured}};
+    if (auto s = cache_->put(key, options_.model, j.dump()); !s)
+      a->notes.push_back("answer not cached: " + s.error().message);
   }
   return a;
 }
@@ -124,7 +131,8 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   if (!choice.is_object() || !choice.contains("message") || !choice["message"].is_object())
     return fail(where + "choices[0] has no message: " + clip(choice.dump(), 160));
   const auto& message = choice["message"];
-  if (message.contains("content") && message["content"].is_string()) answer.content = message["content"].get<std::string>();
+  if (message.contains("content") && message["content"].is_string())
+    answer.content = message["content"].get<std::string>();
   else if (message.contains("refusal") && message["refusal"].is_string())
     return fail(where + "the model refused: " + clip(message["refusal"].get<std::string>(), 200));
   if (choice.contains("finish_reason") && choice["finish_reason"].is_string())

@@ -9,28 +9,28 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "formats/defaults.h"
 #include "base/http_client.h"
-#include "llm/llm_cache.h"
 #include "base/result.h"
+#include "formats/defaults.h"
+#include "llm/llm_cache.h"
 
 namespace spark {
 
 struct LlmOptions {
   std::string base_url;  // e.g. http://localhost:8000/v1 (a trailing /chat/completions is accepted too)
   std::string model;
-  std::string api_key;   // sent as a Bearer token; never logged, never stored
+  std::string api_key;  // sent as a Bearer token; never logged, never stored
   double temperature = 0.0;
   int max_tokens = 512;
   std::optional<int64_t> seed;
@@ -47,14 +47,14 @@ struct LlmOptions {
 
 struct ChatAnswer {
   std::string content;
-  std::string finish_reason;           // "stop", "length" (cut at max_tokens), …
+  std::string finish_reason;  // "stop", "length" (cut at max_tokens), …
   size_t prompt_tokens = 0, completion_tokens = 0;
-  bool usage_reported = false;         // false: the counts are estimate_tokens() of prompt and answer
-  double seconds = 0;                  // wall time, all attempts and waits included
+  bool usage_reported = false;  // false: the counts are estimate_tokens() of prompt and answer
+  double seconds = 0;           // wall time, all attempts and waits included
   int attempts = 0;
-  bool structured = false;             // response_format was sent and accepted
-  bool cached = false;                 // from the answer cache (seconds, attempts: the original request's)
-  std::vector<std::string> notes;      // retries, structured-output fallback, a cut-off answer
+  bool structured = false;         // response_format was sent and accepted
+  bool cached = false;             // from the answer cache (seconds, attempts: the original request's)
+  std::vector<std::string> notes;  // retries, structured-output fallback, a cut-off answer
 };
 
 struct ChatRequest {
@@ -105,7 +105,7 @@ class LlmClient {
   // Runs every request with up to options().concurrency in flight. `progress(done, total)` is called after each
   // (from worker threads, one at a time).
   std::vector<Result<ChatAnswer>> complete_all(const std::vector<ChatRequest>& requests,
-                                              const std::function<void(size_t, size_t)>& progress = {});
+                                               const std::function<void(size_t, size_t)>& progress = {});
 
  private:
   nlohmann::json body(const ChatRequest& request, bool structured) const;

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.h"
 #include "formats/case.h"
 #include "formats/error_message.h"
-#include "base/text.h"
 
 namespace spark {
 namespace {
@@ -26,7 +26,8 @@ constexpr uint64_t kSeedCode = 0xa0761d6478bd642fULL;
 constexpr auto kWordChar = [] {
   std::array<bool, 256> t{};
   for (int c = 0; c < 256; ++c)
-    t[static_cast<size_t>(c)] = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
+    t[static_cast<size_t>(c)] =
+        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
   return t;
 }();
 bool word_char(unsigned char c) { return kWordChar[c]; }
@@ -73,9 +74,10 @@ HashedTfidfEmbedder::HashedTfidfEmbedder(HashedTfidfOptions options) : options_(
 }
 
 std::string HashedTfidfEmbedder::identity() const {
-  return "builtin-tfidf-v1/dim=" + std::to_string(options_.dimension) + "/w=" +
-         std::to_string(options_.error_weight).substr(0, 4) + "," + std::to_string(options_.scope_weight).substr(0, 4) +
-         "," + std::to_string(options_.code_weight).substr(0, 4) + "/df=" + hex64(df_digest_);
+  return "builtin-tfidf-v1/dim=" + std::to_string(options_.dimension) +
+         "/w=" + std::to_string(options_.error_weight).substr(0, 4) + "," +
+         std::to_string(options_.scope_weight).substr(0, 4) + "," + std::to_string(options_.code_weight).substr(0, 4) +
+         "/df=" + hex64(df_digest_);
 }
 
 TermMap HashedTfidfEmbedder::error_terms(std::string_view error_message) const {
@@ -270,13 +272,12 @@ Status HashedTfidfEmbedder::load(const std::filesystem::path& path) {
   std::memcpy(&docs, b.data() + 8, 8);
   std::memcpy(&digest, b.data() + 16, 8);
   std::memcpy(&count, b.data() + 24, 8);
-  if (count > b.size() / 12 || b.size() != 32 + count * 12) return fail(path.string() + ": truncated (expected " +
-                                               std::to_string(32 + count * 12) + " bytes, found " +
-                                               std::to_string(b.size()) + ")");
+  if (count > b.size() / 12 || b.size() != 32 + count * 12)
+    return fail(path.string() + ": truncated (expected " + std::to_string(32 + count * 12) + " bytes, found " +
+                std::to_string(b.size()) + ")");
   // Sorted by term and without repeats (as save writes it), or not a file of spark's: the table is searched in place.
   for (uint64_t i = 1; i < count; ++i)
-    if (df_term_at(b, i - 1) >= df_term_at(b, i))
-      return fail(path.string() + ": damaged (its terms are not in order)");
+    if (df_term_at(b, i - 1) >= df_term_at(b, i)) return fail(path.string() + ": damaged (its terms are not in order)");
   df_.clear();
   loaded_ = std::move(*map);
   documents_ = docs;
@@ -396,8 +397,9 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::embed(const std::vector<
   }
   std::vector<std::vector<float>> chunk_vectors;
   for (size_t start = 0; start < pieces.size(); start += options_.batch) {
-    const std::vector<std::string> batch(pieces.begin() + static_cast<long>(start),
-                                         pieces.begin() + static_cast<long>(std::min(pieces.size(), start + options_.batch)));
+    const std::vector<std::string> batch(
+        pieces.begin() + static_cast<long>(start),
+        pieces.begin() + static_cast<long>(std::min(pieces.size(), start + options_.batch)));
     auto got = request(batch);
     if (!got) return std::unexpected(got.error());
     for (auto& v : *got) chunk_vectors.push_back(std::move(v));

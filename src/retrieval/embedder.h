@@ -21,9 +21,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/http_client.h"
 #include "base/mapped_file.h"
 #include "base/result.h"
-#include "base/http_client.h"
 #include "formats/redact.h"
 
 namespace spark {
@@ -46,8 +46,8 @@ class Embedder {
 };
 
 struct HashedTfidfOptions {
-  size_t dimension = 1024;     // total; split 1/2 error, 1/4 scope, 1/4 code
-  double error_weight = 0.5;   // share of the cosine each part carries
+  size_t dimension = 1024;    // total; split 1/2 error, 1/4 scope, 1/4 code
+  double error_weight = 0.5;  // share of the cosine each part carries
   double scope_weight = 0.3;
   double code_weight = 0.2;
   size_t max_error_bytes = 65536;  // longer messages: first and last half of this (the head and the final error)
@@ -118,10 +118,10 @@ class HashedTfidfEmbedder final : public Embedder {
 struct OpenAiEmbedderOptions {
   std::string base_url;  // e.g. http://localhost:8000/v1
   std::string model = "bge-m3";
-  std::string api_key;   // never logged
-  size_t chunk_tokens = 8192;       // the model's context window
-  double chunk_overlap = 0.10;      // the paper: 10 % of the window
-  size_t batch = 16;                // inputs per request
+  std::string api_key;          // never logged
+  size_t chunk_tokens = 8192;   // the model's context window
+  double chunk_overlap = 0.10;  // the paper: 10 % of the window
+  size_t batch = 16;            // inputs per request
   HttpOptions http;
   RetryPolicy retry;
   std::shared_ptr<const Redactor> redactor;  // secrets are redacted before texts leave the machine; null = off

@@ -30,9 +30,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/case.h"
 #include "base/mapped_file.h"
 #include "base/text.h"
+#include "formats/case.h"
 
 namespace spark {
 
@@ -208,7 +208,8 @@ Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path, const std
   auto map = MappedFile::open(path);
   if (!map) return std::unexpected(map.error());
   if (checksum_of((*map)->view(), kind) != checksum)
-    return fail(path.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+    return fail(path.string() +
+                ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   BytesReader reader;
   reader.name = path.string();
   reader.bytes = (*map)->view();
@@ -326,9 +327,12 @@ struct FastFlatIP final : faiss::IndexFlatIP {
     Distance(const uint8_t* stored, size_t bytes, size_t dimension)
         : faiss::FlatCodesDistanceComputer(stored, bytes), dim(dimension) {}
     void set_query(const float* x) override { query = x; }
-    float distance_to_code(const uint8_t* code) override { return dot(query, reinterpret_cast<const float*>(code), dim); }
+    float distance_to_code(const uint8_t* code) override {
+      return dot(query, reinterpret_cast<const float*>(code), dim);
+    }
     float symmetric_dis(idx_t i, idx_t j) override {
-      return dot(reinterpret_cast<const float*>(codes + i * code_size), reinterpret_cast<const float*>(codes + j * code_size), dim);
+      return dot(reinterpret_cast<const float*>(codes + i * code_size),
+                 reinterpret_cast<const float*>(codes + j * code_size), dim);
     }
   };
   faiss::FlatCodesDistanceComputer* get_FlatCodesDistanceComputer() const override {
@@ -388,7 +392,8 @@ std::unique_ptr<faiss::IndexHNSWFlat> new_hnsw(size_t dimension, int m) {
 
 // The index's flat storage, the HNSW graph's or the flat index itself; null when it is not spark's FastFlatIP.
 const FastFlatIP* fast_storage_of(const faiss::Index& index) {
-  if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(&index)) return dynamic_cast<const FastFlatIP*>(hnsw->storage);
+  if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(&index))
+    return dynamic_cast<const FastFlatIP*>(hnsw->storage);
   return dynamic_cast<const FastFlatIP*>(&index);
 }
 // The same, for an index made or loaded by VectorIndex (always a FastFlatIP: load refuses any other).
@@ -471,7 +476,8 @@ Status VectorIndex::CaseTable::load(std::vector<Entry> entries, size_t positions
 std::optional<VectorIndex::CaseTable::Entry> VectorIndex::CaseTable::find(int64_t rowid) const {
   if (frozen_ && dense_) {
     const uint64_t offset = static_cast<uint64_t>(rowid) - static_cast<uint64_t>(min_rowid_);
-    if (rowid < min_rowid_ || offset >= slot_.size() || slot_[static_cast<size_t>(offset)] == kAbsent) return std::nullopt;
+    if (rowid < min_rowid_ || offset >= slot_.size() || slot_[static_cast<size_t>(offset)] == kAbsent)
+      return std::nullopt;
     return entries_[slot_[static_cast<size_t>(offset)]];
   }
   if (frozen_) {
@@ -525,7 +531,8 @@ void VectorIndex::CaseTable::add(const Entry& e) {
   members_[static_cast<size_t>(e.position)].push_back(e.rowid);
   where_[e.rowid] = {e.position, e.group};
   auto& gp = group_positions_[e.group];
-  if (auto it = std::lower_bound(gp.begin(), gp.end(), e.position); it == gp.end() || *it != e.position) gp.insert(it, e.position);
+  if (auto it = std::lower_bound(gp.begin(), gp.end(), e.position); it == gp.end() || *it != e.position)
+    gp.insert(it, e.position);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -599,17 +606,20 @@ void VectorIndex::ensure_hashes() {
   if (hashed_) return;
   by_hash_.clear();
   by_hash_.reserve(table_.positions());
-  for (size_t p = 0; p < table_.positions(); ++p) by_hash_.emplace(vector_hash(stored(static_cast<int64_t>(p)), dimension_), p);
+  for (size_t p = 0; p < table_.positions(); ++p)
+    by_hash_.emplace(vector_hash(stored(static_cast<int64_t>(p)), dimension_), p);
   hashed_ = true;
 }
 
-void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors, const std::vector<int64_t>& groups) {
+void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors,
+                      const std::vector<int64_t>& groups) {
   if (rowids.empty()) return;
   ensure_hashes();
   const auto stored_count = static_cast<int64_t>(table_.positions());
   std::vector<float> fresh;  // the new distinct vectors, positions stored_count + i
   const auto row = [&](int64_t position) {
-    return position < stored_count ? stored(position) : fresh.data() + static_cast<size_t>(position - stored_count) * dimension_;
+    return position < stored_count ? stored(position)
+                                   : fresh.data() + static_cast<size_t>(position - stored_count) * dimension_;
   };
   for (size_t i = 0; i < rowids.size(); ++i) {
     const int64_t rowid = rowids[i];
@@ -705,7 +715,8 @@ std::vector<SearchHit> VectorIndex::search_exact(const float* query, size_t r) c
   return expand(hits, r, nullptr, {});
 }
 
-std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const std::optional<std::vector<int64_t>>& allowed,
+std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
+                                           const std::optional<std::vector<int64_t>>& allowed,
                                            const std::unordered_set<int64_t>& excluded) const {
   if (table_.positions() == 0 || r == 0) return {};
   const auto* hnsw = dynamic_cast<const faiss::IndexHNSWFlat*>(index_.get());
@@ -767,7 +778,10 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r, const s
 std::string VectorIndex::fresh_name(const std::string& stem, const std::string& ext) {
   static std::atomic<uint64_t> counter{0};
   const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  return stem + "." + hex64(fnv1a64(std::to_string(::getpid()) + "/" + std::to_string(t) + "/" + std::to_string(counter++))).substr(0, 12) + ext;
+  return stem + "." +
+         hex64(fnv1a64(std::to_string(::getpid()) + "/" + std::to_string(t) + "/" + std::to_string(counter++)))
+             .substr(0, 12) +
+         ext;
 }
 
 namespace {
@@ -918,7 +932,8 @@ Status VectorIndex::save_segment(const fs::path& dir, const std::string& embedde
   return {};
 }
 
-Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man, const std::vector<Extra>& extra_files) {
+Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man,
+                                   const std::vector<Extra>& extra_files) {
   nlohmann::json m = {{"format", man.format},
                       {"embedder", man.embedder},
                       {"generation", man.generation},
@@ -940,7 +955,8 @@ Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man
     m["base_vectors"] = man.base_vectors;
     m["segments"] = nlohmann::json::array();
     for (const auto& sg : man.segments)
-      m["segments"].push_back({{"file", sg.file}, {"checksum", sg.checksum}, {"count", sg.count}, {"vectors", sg.vectors}});
+      m["segments"].push_back(
+          {{"file", sg.file}, {"checksum", sg.checksum}, {"count", sg.count}, {"vectors", sg.vectors}});
   }
   for (const auto& e : extra_files) {
     auto sum = file_checksum(dir / e.file, checksum_for_format(man.format));
@@ -1014,9 +1030,9 @@ Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
       distinct += sg.vectors;
     }
     if (total != out.count || distinct != out.vectors)
-      return fail(man.string() + ": damaged manifest (its base and segments hold " + std::to_string(total) + " cases and " +
-                  std::to_string(distinct) + " vectors, it says " + std::to_string(out.count) + " and " +
-                  std::to_string(out.vectors) + ")");
+      return fail(man.string() + ": damaged manifest (its base and segments hold " + std::to_string(total) +
+                  " cases and " + std::to_string(distinct) + " vectors, it says " + std::to_string(out.count) +
+                  " and " + std::to_string(out.vectors) + ")");
     out.vectors_checksum = m.at("vectors_checksum").get<std::string>();
     out.ids_checksum = m.at("ids_checksum").get<std::string>();
     if (m.contains("files"))
@@ -1046,13 +1062,15 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     auto got = file_checksum(dir / e.file, kind);
     if (!got) return std::unexpected(got.error());
     if (*got != e.checksum)
-      return fail((dir / e.file).string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+      return fail((dir / e.file).string() +
+                  ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   }
   auto id_map = MappedFile::open(ids);  // mapped once: checked, then used
   if (!id_map) return std::unexpected(id_map.error());
   const std::string_view id_bytes = (*id_map)->view();
   if (checksum_of(id_bytes, kind) != manifest->ids_checksum)
-    return fail(ids.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+    return fail(ids.string() +
+                ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
   const size_t per_case = manifest->format >= 2 ? 3 : 1;
   if (id_bytes.size() != manifest->base_count * per_case * sizeof(int64_t))
     return fail(ids.string() + ": holds " + std::to_string(id_bytes.size() / (8 * per_case)) + " ids, manifest says " +
@@ -1066,9 +1084,11 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     const size_t body = manifest->base_vectors * manifest->dimension * sizeof(float);
     uint64_t dc[2] = {0, 0};
     if ((*map)->size() >= kVectorsHeader) std::memcpy(dc, (*map)->data() + sizeof kVectorsMagic, sizeof dc);
-    if ((*map)->size() != kVectorsHeader + body || std::memcmp((*map)->data(), kVectorsMagic, sizeof kVectorsMagic) != 0 ||
-        dc[0] != manifest->dimension || dc[1] != manifest->base_vectors)
-      return fail(vec.string() + ": size or header does not match manifest.json (truncated or damaged); run `spark index --rebuild`");
+    if ((*map)->size() != kVectorsHeader + body ||
+        std::memcmp((*map)->data(), kVectorsMagic, sizeof kVectorsMagic) != 0 || dc[0] != manifest->dimension ||
+        dc[1] != manifest->base_vectors)
+      return fail(vec.string() +
+                  ": size or header does not match manifest.json (truncated or damaged); run `spark index --rebuild`");
     if (options.verify_vectors) {
       if (checksum_of((*map)->view(), kind) != manifest->vectors_checksum)
         return fail(vec.string() + ": checksum mismatch with manifest.json (damaged); run `spark index --rebuild`");
@@ -1098,7 +1118,8 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     index.index_ = std::move(*read);
     // Into the fast storage (FastFlatIP): the codes move, nothing is copied.
     if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) {
-      if (auto* flat = dynamic_cast<faiss::IndexFlat*>(h->storage); flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
+      if (auto* flat = dynamic_cast<faiss::IndexFlat*>(h->storage);
+          flat && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {
         auto fast = fast_copy_of(*flat);
         if (h->own_fields) delete h->storage;
         h->storage = fast.release();
@@ -1134,7 +1155,8 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     if (!map) return std::unexpected(map.error());
     const std::string_view segment = (*map)->view();
     if (checksum_of(segment, kind) != sg.checksum)
-      return fail(path.string() + ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+      return fail(path.string() +
+                  ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
     uint64_t header[3] = {0, 0, 0};
     const size_t head = sizeof kSegmentMagic + sizeof header;
     if (segment.size() >= head) std::memcpy(header, segment.data() + sizeof kSegmentMagic, sizeof header);
@@ -1142,7 +1164,8 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     if (segment.size() < head || std::memcmp(segment.data(), kSegmentMagic, sizeof kSegmentMagic) != 0 ||
         header[0] != manifest->dimension || n != sg.count || fresh != sg.vectors ||
         segment.size() != head + n * 3 * sizeof(int64_t) + fresh * manifest->dimension * sizeof(float))
-      return fail(path.string() + ": not a segment of this index (header, dimension or size); run `spark index --rebuild`");
+      return fail(path.string() +
+                  ": not a segment of this index (header, dimension or size); run `spark index --rebuild`");
     const char* p = segment.data() + head;
     const char* vectors = p + n * 3 * sizeof(int64_t);
     if (fresh > 0) {

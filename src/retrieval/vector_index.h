@@ -33,7 +33,7 @@
 namespace faiss {
 struct Index;
 struct IndexFlat;
-}
+}  // namespace faiss
 
 namespace spark {
 
@@ -69,7 +69,7 @@ struct IndexManifest {
   std::string kind;  // "flat" or "hnsw"
   std::string vectors_file = "vectors.faiss", ids_file = "ids.bin";
   std::string vectors_checksum, ids_checksum;
-  std::string graph_file, graph_checksum;  // format 4, HNSW only
+  std::string graph_file, graph_checksum;   // format 4, HNSW only
   size_t base_count = 0, base_vectors = 0;  // what the vectors and ids files hold (= count, vectors without segments)
   // Cases added after the base was written, appended as they came (an incremental update writes one segment, not
   // the whole index): rowid, group and vector each, in the order they were added.
@@ -104,7 +104,8 @@ class VectorIndex {
   // Adds vectors (row-major, dimension floats each); `groups` (one per rowid, or empty: each case its own group)
   // are the keys the HNSW refinement scores together. A vector identical to a stored one joins its entry.
   // Switches to HNSW when the distinct count crosses the threshold.
-  void add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors, const std::vector<int64_t>& groups = {});
+  void add(const std::vector<int64_t>& rowids, const std::vector<float>& vectors,
+           const std::vector<int64_t>& groups = {});
 
   // Top-r by cosine; equal similarities by rowid. `allowed` (sorted or not) restricts the candidates; nullopt means
   // all. `excluded` are never returned (the query itself, its duplicates).
@@ -143,7 +144,7 @@ class VectorIndex {
   size_t segments() const { return saved_ ? saved_->manifest.segments.size() : 0; }
   // Loads and verifies against the manifest; errors name the file ("…/vectors.….faiss: checksum mismatch").
   static Result<std::pair<VectorIndex, IndexManifest>> load(const std::filesystem::path& dir,
-                                                           VectorIndexOptions options);
+                                                            VectorIndexOptions options);
   static Result<IndexManifest> read_manifest(const std::filesystem::path& dir);
   // A fresh name for a file of the next saved state: "<stem>.<unique token><ext>".
   static std::string fresh_name(const std::string& stem, const std::string& ext);
@@ -206,7 +207,7 @@ class VectorIndex {
     std::unordered_map<int64_t, std::vector<int64_t>> group_positions_;
   };
   CaseTable table_;
-  std::unordered_multimap<uint64_t, int64_t> by_hash_;    // vector bytes' hash -> position (built on first add)
+  std::unordered_multimap<uint64_t, int64_t> by_hash_;  // vector bytes' hash -> position (built on first add)
   bool hashed_ = true;
   // The saved state this index was loaded from or last saved as (absent for a new index), and the cases added since
   // in the order they came: what a segment save appends.
@@ -219,7 +220,8 @@ class VectorIndex {
                     const std::vector<Extra>& extra_files);
   Status save_segment(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
                       const std::vector<Extra>& extra_files);
-  Status write_manifest(const std::filesystem::path& dir, const IndexManifest& m, const std::vector<Extra>& extra_files);
+  Status write_manifest(const std::filesystem::path& dir, const IndexManifest& m,
+                        const std::vector<Extra>& extra_files);
 };
 
 // The inner product of two float vectors with eight independent accumulators (GCC vector extensions: two 4-lane

@@ -28,8 +28,10 @@ Result<Transaction> Transaction::begin(Database& db) {
 
 Transaction::~Transaction() {
   if (!db_) return;
-  if (savepoint_.empty()) (void)db_->exec("ROLLBACK");
-  else (void)db_->exec("ROLLBACK TO SAVEPOINT " + savepoint_ + "; RELEASE SAVEPOINT " + savepoint_);
+  if (savepoint_.empty())
+    (void)db_->exec("ROLLBACK");
+  else
+    (void)db_->exec("ROLLBACK TO SAVEPOINT " + savepoint_ + "; RELEASE SAVEPOINT " + savepoint_);
 }
 
 Status Transaction::commit() {

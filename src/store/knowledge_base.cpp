@@ -9,9 +9,9 @@
 #include <random>
 #include <unordered_map>
 
+#include "base/text.h"
 #include "store/postgres_db.h"
 #include "store/sqlite_db.h"
-#include "base/text.h"
 
 namespace spark {
 
@@ -80,7 +80,8 @@ CREATE INDEX IF NOT EXISTS failures_status ON failures(status);
 )sql";
 
 // The same tables on PostgreSQL, in the schema `spark` (so they never meet another application's tables). Text that
-// comes from files and test runs is BYTEA (any bytes, NUL included); keys compare byte-wise (COLLATE "C"), as SQLite's do.
+// comes from files and test runs is BYTEA (any bytes, NUL included); keys compare byte-wise (COLLATE "C"), as SQLite's
+// do.
 const char* kPostgresSchema = R"sql(
 CREATE TABLE IF NOT EXISTS settings(key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs(sha TEXT COLLATE "C" PRIMARY KEY, content BYTEA NOT NULL);
@@ -224,7 +225,8 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
   if (is_postgres_url(location.string())) {
     auto db = PostgresDb::connect(location.string());
     if (!db) return std::unexpected(db.error());
-    std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(local_dir.empty() ? fs::path(".spark") : local_dir, std::move(*db)));
+    std::unique_ptr<KnowledgeBase> kb(
+        new KnowledgeBase(local_dir.empty() ? fs::path(".spark") : local_dir, std::move(*db)));
     if (auto s = kb->migrate_postgres(create); !s) return std::unexpected(s.error());
     return kb;
   }
@@ -233,7 +235,8 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
   std::error_code ec;
   if (!fs::exists(db_file, ec)) {
     if (!create)
-      return fail("no knowledge base at " + dir.string() + " (make one with `spark import`, `spark mine` or `spark record`, or pass --kb DIR)");
+      return fail("no knowledge base at " + dir.string() +
+                  " (make one with `spark import`, `spark mine` or `spark record`, or pass --kb DIR)");
     fs::create_directories(dir, ec);
     if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
   }
@@ -264,8 +267,10 @@ Result<int64_t> KnowledgeBase::postgres_version() {
   if (exists->int64(0) == 0) return 0;
   auto v = setting("schema_version");
   if (!v) return std::unexpected(v.error());
-  if (!*v) return fail("knowledge base " + name() + ": the schema spark has a settings table but no schema version: it is "
-                       "not a spark knowledge base");
+  if (!*v)
+    return fail("knowledge base " + name() +
+                ": the schema spark has a settings table but no schema version: it is "
+                "not a spark knowledge base");
   return std::strtoll((*v)->c_str(), nullptr, 10);
 }
 
@@ -315,8 +320,9 @@ Status KnowledgeBase::migrate() {
   if (version == kSchemaVersion) return {};
   if (version == 0) {
     // A new file, or an SQLite file that is not ours.
-    auto tables = db_->prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT IN "
-                               "('settings','blobs','cases','case_files','embeddings','outcomes','failures')");
+    auto tables = db_->prepare(
+        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT IN "
+        "('settings','blobs','cases','case_files','embeddings','outcomes','failures')");
     if (!tables) return std::unexpected(tables.error());
     if (auto r = tables->step(); !r) return std::unexpected(r.error());
     if (tables->int64(0) > 0)
@@ -346,7 +352,8 @@ Status KnowledgeBase::migrate() {
       if (!*r) break;
       auto c = case_from_json(json::parse(rows->text(2), nullptr, false));
       if (!c) continue;  // a damaged record is reported where it is read; it cannot be merged
-      if (auto done = set->bind(1, fault_key(*c)).bind(2, rows->text(0)).bind(3, rows->text(1)).run(); !done) return done;
+      if (auto done = set->bind(1, fault_key(*c)).bind(2, rows->text(0)).bind(3, rows->text(1)).run(); !done)
+        return done;
     }
   }
   if (auto s = db_->exec(kSchema3); !s) return s;
@@ -378,7 +385,8 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
       "FROM failures WHERE fault_key = ? AND (status IN ('labelled','quarantined','accepted','rejected','trimmed') "
       "OR status = 'duplicate') ORDER BY coalesce(time, updated_at), commit_sha");
   auto as_duplicate = db_->prepare(
-      "UPDATE failures SET status = 'duplicate', duplicate_of = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
+      "UPDATE failures SET status = 'duplicate', duplicate_of = ?, updated_at = ? WHERE commit_sha = ? AND test_id = "
+      "?");
   auto as_kept = db_->prepare(
       "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, kept = ?, record = ?, "
       "duplicate_of = NULL, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
@@ -407,7 +415,7 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
       if (!r) return std::unexpected(r.error());
       if (!*r) break;
       Member m{members->text(0), members->text(1), members->text(2), members->text(4), members->text(5),
-               members->text(6), members->text(8), members->text(9), std::nullopt, std::nullopt};
+               members->text(6), members->text(8), members->text(9), std::nullopt,     std::nullopt};
       if (!members->is_null(3)) m.time = members->int64(3);
       if (!members->is_null(7)) m.decided_at = members->int64(7);
       if (members->is_null(9)) m.kept.clear();
@@ -451,18 +459,23 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
         ++newly_merged;
         if (!group[i].case_id.empty() && group[i].case_id != kept.case_id) to_remove.push_back(group[i].case_id);
       }
-      if (auto st = as_duplicate->bind(1, kept.case_id).bind(2, now).bind(3, group[i].commit).bind(4, group[i].test_id).run();
+      if (auto st =
+              as_duplicate->bind(1, kept.case_id).bind(2, now).bind(3, group[i].commit).bind(4, group[i].test_id).run();
           !st)
         return std::unexpected(st.error());
     }
     if (newly_merged == 0 && !changed_occurrences && kept.status == status) continue;
     out.merged += newly_merged;
     as_kept->bind(1, status).bind(2, decided_by);
-    if (decided_at) as_kept->bind(3, *decided_at);
-    else as_kept->bind_null(3);
+    if (decided_at)
+      as_kept->bind(3, *decided_at);
+    else
+      as_kept->bind_null(3);
     as_kept->bind(4, reason);
-    if (kept_lines.empty()) as_kept->bind_null(5);
-    else as_kept->bind(5, kept_lines);
+    if (kept_lines.empty())
+      as_kept->bind_null(5);
+    else
+      as_kept->bind(5, kept_lines);
     as_kept->bind(6, record.dump()).bind(7, now).bind(8, kept.commit).bind(9, kept.test_id);
     if (auto st = as_kept->run(); !st) return std::unexpected(st.error());
     if (corpus_status(status)) {
@@ -569,7 +582,8 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
     auto inserted = ins->step();
     if (!inserted || !*inserted) {
       ins->reset();
-      return inserted ? fail(name() + ": inserting case " + c.id + " returned no rowid") : std::unexpected(inserted.error());
+      return inserted ? fail(name() + ": inserting case " + c.id + " returned no rowid")
+                      : std::unexpected(inserted.error());
     }
     const int64_t rowid = ins->int64(0);
     ins->reset();
@@ -581,13 +595,16 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       if (!present) return std::unexpected(present.error());
       has_blob->reset();
       if (!*present)
-        if (auto s = ins_blob->bind(1, sha).bind_static(2, c.files[ord].content).run(); !s) return std::unexpected(s.error());
+        if (auto s = ins_blob->bind(1, sha).bind_static(2, c.files[ord].content).run(); !s)
+          return std::unexpected(s.error());
       ins_file->bind(1, rowid).bind(2, static_cast<int64_t>(ord)).bind(3, c.files[ord].path).bind(4, sha);
       if (auto s = ins_file->run(); !s) return std::unexpected(s.error());
     }
   }
   if (summary.added + summary.replaced > 0)
-    if (auto s = db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'"); !s)
+    if (auto s =
+            db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'");
+        !s)
       return std::unexpected(s.error());
   if (auto s = tx->commit(); !s) return std::unexpected(s.error());
   return summary;
@@ -607,7 +624,9 @@ Result<size_t> KnowledgeBase::remove_cases(const std::vector<std::string>& ids) 
     // Blobs no case refers to any more go too.
     if (auto s = db_->exec("DELETE FROM blobs WHERE sha NOT IN (SELECT blob_sha FROM case_files)"); !s)
       return std::unexpected(s.error());
-    if (auto s = db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'"); !s)
+    if (auto s =
+            db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'");
+        !s)
       return std::unexpected(s.error());
   }
   if (auto s = tx->commit(); !s) return std::unexpected(s.error());
@@ -724,7 +743,8 @@ Result<int64_t> KnowledgeBase::generation() {
 
 Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Status(CaseSketch&&)>& fn) {
   auto st = db_->prepare(
-      "SELECT c.rowid, c.test_id, c.labelled, f.path, f.blob_sha FROM cases c JOIN case_files f ON f.case_rowid = c.rowid "
+      "SELECT c.rowid, c.test_id, c.labelled, f.path, f.blob_sha FROM cases c JOIN case_files f ON f.case_rowid = "
+      "c.rowid "
       "WHERE c.rowid >= ? ORDER BY c.rowid, f.ord");
   if (!st) return std::unexpected(st.error());
   st->bind(1, min_rowid);
@@ -795,7 +815,8 @@ Result<std::optional<std::string>> KnowledgeBase::setting(const std::string& key
 }
 
 Status KnowledgeBase::set_setting(const std::string& key, const std::string& value) {
-  auto st = db_->prepare("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+  auto st = db_->prepare(
+      "INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
   if (!st) return std::unexpected(st.error());
   return st->bind(1, key).bind(2, value).run();
 }

@@ -9,16 +9,16 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "formats/case.h"
 #include "store/database.h"
-#include "base/result.h"
 
 namespace spark {
 

@@ -46,7 +46,10 @@ int hex_value(char c) {
 class PostgresStatement final : public StatementImpl {
  public:
   PostgresStatement(PostgresDb& db, std::string sql, int params)
-      : db_(&db), sql_(std::move(sql)), values_(static_cast<size_t>(params)), views_(static_cast<size_t>(params)),
+      : db_(&db),
+        sql_(std::move(sql)),
+        values_(static_cast<size_t>(params)),
+        views_(static_cast<size_t>(params)),
         kinds_(static_cast<size_t>(params), Kind::null) {}
   ~PostgresStatement() override { PQclear(result_); }
   PostgresStatement(const PostgresStatement&) = delete;
@@ -90,9 +93,7 @@ class PostgresStatement final : public StatementImpl {
     row_ = -1;
     std::fill(kinds_.begin(), kinds_.end(), Kind::null);
   }
-  int64_t int64(int col) const override {
-    return std::strtoll(PQgetvalue(result_, row_, col), nullptr, 10);
-  }
+  int64_t int64(int col) const override { return std::strtoll(PQgetvalue(result_, row_, col), nullptr, 10); }
   std::string text(int col) const override {
     if (PQgetisnull(result_, row_, col)) return {};
     const char* v = PQgetvalue(result_, row_, col);
@@ -192,13 +193,17 @@ Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, 
     // Whether trying later may help: no answer at all, or a server starting or shutting down. A server that answers
     // and refuses (a wrong password, an unknown database) will say the same next time.
     const PGPing ping = PQpingParams(keys.data(), values.data(), 1);
-    if (ping == PQPING_NO_RESPONSE) msg += kNoAnswer;
-    else if (ping == PQPING_REJECT) msg += kNotAccepting;
+    if (ping == PQPING_NO_RESPONSE)
+      msg += kNoAnswer;
+    else if (ping == PQPING_REJECT)
+      msg += kNotAccepting;
     return fail("knowledge base " + name + ": cannot connect: " + msg);
   }
   // "relation already exists, skipping" and other notices are not the user's business.
-  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
-  if (auto s = db->exec("SET client_min_messages = warning; SET TIME ZONE 'UTC'"); !s) return std::unexpected(s.error());
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
+  if (auto s = db->exec("SET client_min_messages = warning; SET TIME ZONE 'UTC'"); !s)
+    return std::unexpected(s.error());
   return db;
 }
 

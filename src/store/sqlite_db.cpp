@@ -72,7 +72,8 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::filesystem::path& pa
     }
     uri += "?immutable=1";
     raw = nullptr;
-    const int ro = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+    const int ro =
+        sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
     db.reset(new SqliteDb(raw, path));
     if (ro != SQLITE_OK) return std::unexpected(db->error("cannot open read-only"));
     sqlite3_extended_result_codes(raw, 1);
