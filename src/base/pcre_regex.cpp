@@ -115,7 +115,7 @@ void Regex::for_each_match(std::string_view original,
     if (rc < 0) break;
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.md);
     groups.clear();
-    for (int g = 0; g < rc; ++g) {
+    for (size_t g = 0; g < static_cast<size_t>(rc); ++g) {
       if (ov[2 * g] == PCRE2_UNSET)
         groups.emplace_back();
       else

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -20,7 +21,7 @@ namespace spark {
 namespace fs = std::filesystem;
 
 std::string CommandResult::describe() const {
-  if (timed_out) return "timed out after " + std::to_string(static_cast<long long>(seconds + 0.5)) + " s";
+  if (timed_out) return "timed out after " + std::to_string(std::llround(seconds)) + " s";
   if (signal) return std::string("killed by signal ") + std::to_string(signal) + " (" + strsignal(signal) + ")";
   return "exit " + std::to_string(exit_code);
 }

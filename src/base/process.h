@@ -25,7 +25,7 @@ struct CommandResult {
 // Runs `command` with /bin/sh in `cwd`. On timeout the whole process group is killed. Keeps the last
 // `max_output` bytes of output.
 Result<CommandResult> run_command(const std::string& command, const std::filesystem::path& cwd, double timeout_seconds,
-                                  size_t max_output = 64 * 1024);
+                                  size_t max_output = size_t{64} * 1024);
 
 // A new, empty folder under the system's temporary directory ("/tmp/<prefix>-XXXXXX").
 Result<std::filesystem::path> make_temp_dir(const std::string& prefix);

@@ -467,7 +467,7 @@ class BraceWalker {
       if (t == "identifier") return text(f);
       if (t == "member_expression") {  // test.only(...), but node:test's test.describe(...) and t.test(...)
         TSNode p = field(f, "property");
-        const std::string prop = ts_node_is_null(p) ? "" : text(p);
+        std::string prop = ts_node_is_null(p) ? "" : text(p);
         if (kSuiteCalls.contains(prop) || kTestCalls.contains(prop) || kHookCalls.contains(prop)) return prop;
         f = field(f, "object");
       } else if (t == "call_expression")

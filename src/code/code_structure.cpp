@@ -181,6 +181,7 @@ void assemble_structure(std::string_view source, std::vector<StatementSpan> stmt
   }
   // Functions: outer first, so inner functions overwrite their lines.
   std::vector<const FunctionInfo*> by_size;
+  by_size.reserve(out.functions.size());
   for (const auto& f : out.functions) by_size.push_back(&f);
   std::stable_sort(by_size.begin(), by_size.end(), [](const FunctionInfo* a, const FunctionInfo* b) {
     return (a->end - a->start) > (b->end - b->start);

@@ -40,7 +40,7 @@ TestIdParts parse_java_test_id(std::string_view id) {
   }
   size_t top = 0;
   while (top + 1 < segments.size() &&
-         !(segments[top].size() > 0 && std::isupper(static_cast<unsigned char>(segments[top][0]))))
+         !(!segments[top].empty() && std::isupper(static_cast<unsigned char>(segments[top][0]))))
     ++top;
   std::string path;
   for (size_t i = 0; i < top; ++i) path.append(segments[i]).push_back('/');

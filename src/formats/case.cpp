@@ -84,7 +84,7 @@ Result<int64_t> parse_iso8601(std::string_view s) {
                                         std::chrono::day{static_cast<unsigned>(day)}};
   if (!ymd.ok() || hour > 23 || minute > 59 || second > 60) return bad();
   const auto days = std::chrono::sys_days{ymd}.time_since_epoch().count();
-  return static_cast<int64_t>(days) * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
+  return static_cast<int64_t>(days) * 86400 + int64_t{hour} * 3600 + int64_t{minute} * 60 + second - offset_seconds;
 }
 
 int64_t now_epoch() {
