@@ -34,7 +34,7 @@ type typeset ulimit umask unalias unset until wait while
 SHELL_FILES = ["scripts/*.sh", "hooks/*.sh", "bench/*.sh", ".ci/run"]
 CPP_FILES = ["src/*/*.cpp", "src/*/*.h", "miner/*.cpp", "cli/*.cpp", "localizer/*.cpp", "tests/*.cpp", "tests/*.h",
              "bench/*.cpp"]
-PY_FILES = ["scripts/*.py"]
+PY_FILES = ["scripts/*.py", "tests/*.py"]
 
 WORD = r"([A-Za-z0-9_][A-Za-z0-9_.+-]*|/(?:usr/)?s?bin/[A-Za-z0-9_.+-]+)"
 SHELL_CMD = re.compile(r"(?:^|[;&|(`]|\$\(|\b(?:then|do|else|exec|time|as_root|xargs|!)\s)\s*" + WORD)

@@ -11,8 +11,9 @@ REPO is a git directory (a clone, or a bare mirror) holding REV. Options: --case
 (keep the work tree there).
 
 How the runs are made, per language (scripts/setup.sh --corpus installs what they need):
-  java        javac and JUnit 5's console launcher from Debian (junit5), with Debian's assertj, mockito,
-              commons-lang3 and commons-collections4 on the class path. Each test file is compiled with the project's
+  java        javac and JUnit 5's console launcher from Debian (junit5, from --tests), with Debian's assertj,
+              mockito, commons-lang3, commons-collections4, hamcrest and JUnit 4 on the class path where installed
+              (--corpus installs them). Each test file is compiled with the project's
               main and test sources on the source path; a file that does not compile with Debian's JDK and jars, or
               whose tests do not all pass unmutated, is skipped. A mutant recompiles only its test file.
   javascript  Jest and jest-junit pinned by tests/js-tools (third_party/js-test-tools, from scripts/setup.sh
@@ -47,6 +48,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# JUnit 5's console launcher is required; the other libraries go on the class path when Debian's packages are there
+# (scripts/setup.sh --corpus installs them), and a test file that needs a missing one does not compile and is skipped.
 JAVA_JARS = ["junit-platform-console-standalone.jar", "assertj-core.jar", "commons-lang3.jar",
              "commons-collections4.jar", "mockito-core.jar", "hamcrest.jar", "junit4.jar"]
 CONSOLE = "/usr/share/java/junit-platform-console-standalone.jar"
@@ -206,12 +209,11 @@ def literal_spans(text, masked_text):
     """(kind, start, end, value) of the literals on a line that sit in code (not in comments)."""
     spans = []
     for m in STRING.finditer(text):
-        if masked_text[m.start()] == m.group(1) and m.start() < len(masked_text):
+        if masked_text[m.start()] == m.group(1):  # an opening quote in code (masked_text is as long as text)
             spans.append(("string", m.start(), m.end(), m.group(0)))
-    code_only = masked_text
-    for m in NUMBER.finditer(code_only):
+    for m in NUMBER.finditer(masked_text):
         spans.append(("number", m.start(), m.end(), m.group(1)))
-    for m in BOOLEAN.finditer(code_only):
+    for m in BOOLEAN.finditer(masked_text):
         spans.append(("boolean", m.start(), m.end(), m.group(1)))
     return spans
 
@@ -231,9 +233,9 @@ def change_literal(kind, value, rng, off_by_one=False):
     return q + body + "x" + q
 
 
-def mutate_line(line0, lines, masked, rng, want, off_by_one=False):
+def mutate_line(line0, lines, masked, rng, only_kind=None, off_by_one=False):
     text, mtext = lines[line0], masked[line0]
-    spans = [s for s in literal_spans(text, mtext) if want(s)]
+    spans = [s for s in literal_spans(text, mtext) if only_kind is None or s[0] == only_kind]
     if not spans:
         return None
     kind, a, b, value = rng.choice(spans)
@@ -256,15 +258,14 @@ def make_mutant(op, language, lines, masked, blocks, rng):
     """One mutant of the file by operator `op`: [(line0, new_text, description)], or None when none applies."""
     asserts = candidate_lines(blocks, lines, masked, True)
     setups = candidate_lines(blocks, lines, masked, False)
-    any_literal = lambda s: True
     if op == "assert_literal" and asserts:
         for _ in range(6):
-            e = mutate_line(rng.choice(asserts), lines, masked, rng, any_literal)
+            e = mutate_line(rng.choice(asserts), lines, masked, rng)
             if e:
                 return [e]
     if op == "setup_literal" and setups:
         for _ in range(6):
-            e = mutate_line(rng.choice(setups), lines, masked, rng, any_literal)
+            e = mutate_line(rng.choice(setups), lines, masked, rng)
             if e:
                 return [e]
     if op == "off_by_one":
@@ -272,7 +273,7 @@ def make_mutant(op, language, lines, masked, blocks, rng):
         for _ in range(6):
             if not pool:
                 break
-            e = mutate_line(rng.choice(pool), lines, masked, rng, lambda s: s[0] == "number", off_by_one=True)
+            e = mutate_line(rng.choice(pool), lines, masked, rng, only_kind="number", off_by_one=True)
             if e:
                 return [e]
     if op == "comparison":
@@ -309,7 +310,7 @@ def make_mutant(op, language, lines, masked, blocks, rng):
             ks = [k for k in range(first + 1, last) if literal_spans(lines[k], masked[k])]
             edits = []
             for k in sorted(rng.sample(ks, 2)):
-                e = mutate_line(k, lines, masked, rng, any_literal)
+                e = mutate_line(k, lines, masked, rng)
                 if e:
                     edits.append(e)
             if len(edits) == 2:
@@ -389,10 +390,9 @@ class JavaProject:
 
     def __init__(self, work, tmp):
         self.work, self.tmp = work, tmp
-        missing = [j for j in JAVA_JARS if not Path("/usr/share/java", j).exists()]
-        if missing or not shutil.which("javac"):
-            die("javac or Debian jars missing (" + ", ".join(missing or ["javac"]) + "): run scripts/setup.sh --corpus")
-        self.jars = ":".join(str(Path("/usr/share/java", j)) for j in JAVA_JARS)
+        if not Path(CONSOLE).exists() or not shutil.which("javac"):
+            die("javac or JUnit 5's console launcher (" + CONSOLE + ") missing: run scripts/setup.sh --corpus")
+        self.jars = ":".join(str(Path("/usr/share/java", j)) for j in JAVA_JARS if Path("/usr/share/java", j).exists())
         mains = [p for p in ["src/main/java"] if (work / p).is_dir()]
         tests = [p for p in ["src/test/java"] if (work / p).is_dir()]
         if not tests:
@@ -496,6 +496,8 @@ class JsProject:
         return message.replace(str(self.work), "/build/work").replace(tools, "/build/work/node_modules")
 
     def test_id(self, rel, content, key):
+        # The id spark's JUnit reader gives a jest-junit test case (src/formats/junit.cpp); tests/lang_corpus_check.py
+        # checks it against the id `spark localize` reads from the case's own stack trace.
         classname, name, file_attr = key
         path = file_attr or rel
         while path.startswith("./"):
@@ -548,7 +550,7 @@ def main():
     say(f"{args.project} at {sha[:12]}: {len(files)} test files to try")
 
     cases = []
-    stats = {"files_ok": 0, "files_skipped": 0, "runs": 0, "killed": 0, "survived": 0, "no_compile": 0}
+    stats = {"files_ok": 0, "files_skipped": 0, "runs": 0, "killed": 0, "survived": 0, "no_result": 0}
     per_file = max(2, args.cases // max(1, len(files) // 2))
     for rel in files:
         if len(cases) >= args.cases:
@@ -580,7 +582,7 @@ def main():
             stats["runs"] += 1
             reports = project.mutant(rel, mutated)
             if reports is None:
-                stats["no_compile"] += 1
+                stats["no_result"] += 1  # did not compile (Java), or the runner wrote no report
                 continue
             failures = {k: project.stable_paths(m) for k, m in junit_failures(reports).items()}
             if not failures:
