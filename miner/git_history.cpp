@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "base/text.h"
+#include "base/work_pool.h"
 
 namespace spark {
 
@@ -196,14 +196,9 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
   if (git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
   git_revwalk_simplify_first_parent(walk.p);
 
-  // The walk (and the cheap check whether a commit touched the prefixes) runs here; the patches are made by
-  // `threads` workers, each with its own handle on the repository, and handed to `fn` in history order. At most
-  // `window` commits are in flight, so memory stays bounded whatever the history's length.
-  struct Job {
-    size_t seq;
-    CommitInfo info;
-    git_oid commit;
-  };
+  // The walk (and the cheap check whether a commit touched the prefixes) runs here; the patches are made on a
+  // WorkerPool of `threads` workers, each with its own handle on the repository, and handed to `fn` in history order.
+  // At most `window` commits are in flight, so memory stays bounded whatever the history's length.
   struct Done {
     CommitInfo info;
     std::string patch;
@@ -212,58 +207,38 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
   const size_t window = 4 * threads;
   std::mutex m;
   std::condition_variable cv;
-  std::deque<Job> jobs;
   std::map<size_t, Done> done;
-  bool closing = false;
   const std::string path = git_repository_path(repo_.get());
-  const auto worker = [&] {
-    git_repository* own = nullptr;
-    const bool opened = git_repository_open_bare(&own, path.c_str()) == 0;
-    std::vector<char*> specs;
-    for (const auto& p : prefixes) specs.push_back(const_cast<char*>(p.c_str()));
-    git_diff_options opts;
-    git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
-    opts.pathspec.strings = specs.data();
-    opts.pathspec.count = specs.size();
-    for (;;) {
-      Job job;
-      {
-        std::unique_lock lock(m);
-        cv.wait(lock, [&] { return !jobs.empty() || closing; });
-        if (jobs.empty()) break;
-        job = std::move(jobs.front());
-        jobs.pop_front();
-      }
-      Done out{std::move(job.info), {}, {}};
-      const auto make = [&]() -> Status {
-        if (!opened) return fail(last_error(path));
-        Owned<git_commit, git_commit_free> commit;
-        if (git_commit_lookup(&commit.p, own, &job.commit) != 0) return fail(last_error(out.info.sha));
-        Owned<git_tree, git_tree_free> tree, parent_tree;
-        if (git_commit_tree(&tree.p, commit.p) != 0) return fail(last_error("tree"));
-        if (git_commit_parentcount(commit.p) > 0) {
-          Owned<git_commit, git_commit_free> parent;
-          if (git_commit_parent(&parent.p, commit.p, 0) != 0) return fail(last_error("parent"));
-          if (git_commit_tree(&parent_tree.p, parent.p) != 0) return fail(last_error("tree"));
-        }
-        Owned<git_diff, git_diff_free> diff;
-        if (git_diff_tree_to_tree(&diff.p, own, parent_tree.p, tree.p, &opts) != 0) return fail(last_error("diff"));
-        if (git_diff_num_deltas(diff.p) == 0) return {};
-        git_buf buf = GIT_BUF_INIT;
-        if (git_diff_to_buf(&buf, diff.p, GIT_DIFF_FORMAT_PATCH) != 0) return fail(last_error("patch"));
-        out.patch.assign(buf.ptr, buf.size);
-        git_buf_dispose(&buf);
-        return {};
-      };
-      if (auto s = make(); !s) out.error = s.error();
-      std::lock_guard lock(m);
-      done.emplace(job.seq, std::move(out));
-      cv.notify_all();
+  std::vector<char*> specs;
+  for (const auto& p : prefixes) specs.push_back(const_cast<char*>(p.c_str()));
+  git_diff_options opts;
+  git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+  opts.pathspec.strings = specs.data();
+  opts.pathspec.count = specs.size();
+  // One repository handle per worker, opened by it on its first commit (libgit2 handles are not shared-safe).
+  std::vector<Owned<git_repository, git_repository_free>> handles(threads);
+  const auto make_patch = [&](unsigned w, const git_oid& id, Done& out) -> Status {
+    git_repository*& own = handles[w].p;
+    if (!own && git_repository_open_bare(&own, path.c_str()) != 0) return fail(last_error(path));
+    Owned<git_commit, git_commit_free> commit;
+    if (git_commit_lookup(&commit.p, own, &id) != 0) return fail(last_error(out.info.sha));
+    Owned<git_tree, git_tree_free> tree, parent_tree;
+    if (git_commit_tree(&tree.p, commit.p) != 0) return fail(last_error("tree"));
+    if (git_commit_parentcount(commit.p) > 0) {
+      Owned<git_commit, git_commit_free> parent;
+      if (git_commit_parent(&parent.p, commit.p, 0) != 0) return fail(last_error("parent"));
+      if (git_commit_tree(&parent_tree.p, parent.p) != 0) return fail(last_error("tree"));
     }
-    if (own) git_repository_free(own);
+    Owned<git_diff, git_diff_free> diff;
+    if (git_diff_tree_to_tree(&diff.p, own, parent_tree.p, tree.p, &opts) != 0) return fail(last_error("diff"));
+    if (git_diff_num_deltas(diff.p) == 0) return {};
+    git_buf buf = GIT_BUF_INIT;
+    if (git_diff_to_buf(&buf, diff.p, GIT_DIFF_FORMAT_PATCH) != 0) return fail(last_error("patch"));
+    out.patch.assign(buf.ptr, buf.size);
+    git_buf_dispose(&buf);
+    return {};
   };
-  std::vector<std::thread> pool;
-  for (size_t i = 0; i < threads; ++i) pool.emplace_back(worker);
+  WorkerPool pool(static_cast<unsigned>(threads));
   size_t submitted = 0, emitted = 0;
   Status status;
   // Hands finished patches to `fn` in order; with `all`, waits for every submitted one.
@@ -306,30 +281,28 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
     }
     // As git does: a commit whose trees under every prefix are its parent's changed nothing there.
     if (same_under(parent_tree.p, tree.p, prefixes)) continue;
-    Job job;
-    job.seq = submitted;
-    job.commit = oid;
+    CommitInfo info;
     char hex[GIT_OID_HEXSZ + 1];
     git_oid_tostr(hex, sizeof hex, &oid);
-    job.info.sha = hex;
-    job.info.time = static_cast<int64_t>(git_commit_time(commit.p));
+    info.sha = hex;
+    info.time = static_cast<int64_t>(git_commit_time(commit.p));
     const char* summary = git_commit_summary(commit.p);
-    job.info.summary = summary ? summary : "";
+    info.summary = summary ? summary : "";
+    pool.submit([&, seq = submitted, id = oid, info = std::move(info)](unsigned w) mutable {
+      Done out{std::move(info), {}, {}};
+      if (auto s = make_patch(w, id, out); !s) out.error = s.error();
+      std::lock_guard lock(m);
+      done.emplace(seq, std::move(out));
+      cv.notify_all();
+    });
     {
       std::lock_guard lock(m);
-      jobs.push_back(std::move(job));
       ++submitted;
     }
-    cv.notify_all();
     emit(false);
   }
   emit(true);
-  {
-    std::lock_guard lock(m);
-    closing = true;
-  }
-  cv.notify_all();
-  for (auto& t : pool) t.join();
+  pool.wait();
   return status;
 }
 

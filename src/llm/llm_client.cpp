@@ -161,55 +161,30 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
 }
 
 RequestPool::RequestPool(LlmClient& client, size_t expected, std::function<void(size_t, size_t)> progress)
-    : client_(client), progress_(std::move(progress)), expected_(expected) {
-  for (size_t i = 0; i < std::max<size_t>(1, std::min(expected, client.options().concurrency)); ++i)
-    workers_.emplace_back([this] { work(); });
-}
-
-RequestPool::~RequestPool() {
-  {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : workers_)
-    if (t.joinable()) t.join();
-}
+    : client_(client),
+      progress_(std::move(progress)),
+      expected_(expected),
+      workers_(static_cast<unsigned>(std::max<size_t>(1, std::min(expected, client.options().concurrency)))) {}
 
 void RequestPool::submit(size_t index, ChatRequest request) {
   {
     std::lock_guard lock(mu_);
     if (results_.size() <= index) results_.resize(index + 1, fail("not asked"));
-    queue_.emplace_back(index, std::move(request));
     ++submitted_;
   }
-  cv_.notify_one();
-}
-
-void RequestPool::work() {
-  for (;;) {
-    std::pair<size_t, ChatRequest> job;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    auto r = client_.complete(job.second);
+  workers_.submit([this, index, request = std::move(request)](unsigned) {
+    auto r = client_.complete(request);
     std::lock_guard lock(mu_);
-    results_[job.first] = std::move(r);
+    results_[index] = std::move(r);
     ++done_;
     if (progress_) progress_(done_, std::max(expected_, submitted_));
     answered_.notify_all();
-  }
+  });
 }
 
 std::vector<Result<ChatAnswer>> RequestPool::finish() {
   {
     std::unique_lock lock(mu_);
-    closed_ = true;
-    cv_.notify_all();
     // While answers are awaited, say so now and then: a slow or silent server must not look like a hung spark.
     const auto& o = client_.options();
     if (o.waiting && o.waiting_interval_s > 0) {
@@ -225,8 +200,8 @@ std::vector<Result<ChatAnswer>> RequestPool::finish() {
       }
     }
   }
-  for (auto& t : workers_) t.join();
-  workers_.clear();
+  workers_.wait();
+  std::lock_guard lock(mu_);
   return std::move(results_);
 }
 

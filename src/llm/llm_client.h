@@ -10,18 +10,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/http_client.h"
 #include "base/result.h"
+#include "base/work_pool.h"
 #include "formats/defaults.h"
 #include "llm/llm_cache.h"
 
@@ -64,30 +63,27 @@ struct ChatRequest {
 
 class LlmClient;
 
-// Requests sent while more are being prepared: up to the client's concurrency in flight, each answer stored under
-// the index it was submitted with. finish() waits for all and returns them in index order.
+// Requests sent while more are being prepared: up to the client's concurrency in flight (on a WorkerPool), each answer
+// stored under the index it was submitted with. finish() waits for all and returns them in index order.
 class RequestPool {
  public:
   // `expected`: how many requests will come (for the worker count and the progress total).
   RequestPool(LlmClient& client, size_t expected, std::function<void(size_t, size_t)> progress = {});
-  ~RequestPool();
+  RequestPool(const RequestPool&) = delete;
+  RequestPool& operator=(const RequestPool&) = delete;
   void submit(size_t index, ChatRequest request);
   // Answers for indexes never submitted are errors.
   std::vector<Result<ChatAnswer>> finish();
 
  private:
-  void work();
   LlmClient& client_;
   std::function<void(size_t, size_t)> progress_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<size_t, ChatRequest>> queue_;
   std::vector<Result<ChatAnswer>> results_;
   std::condition_variable answered_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   size_t expected_ = 0, submitted_ = 0, done_ = 0;
-  bool closed_ = false;
-  std::vector<std::thread> workers_;
+  WorkerPool workers_;  // last: its destructor runs what is queued while the state above still exists
 };
 
 class LlmClient {
