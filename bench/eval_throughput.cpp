@@ -10,7 +10,8 @@
 #include <filesystem>
 
 #include "chat_server.h"
-#include "evaluation.h"
+#include "eval/evaluation.h"
+#include "index_build.h"
 #include "store/knowledge_base.h"
 
 using namespace spark;

@@ -19,6 +19,8 @@
 #include <map>
 #include <set>
 
+#include "held_out.h"
+#include "index_build.h"
 #include "localizer.h"
 #include "base/text.h"
 

@@ -13,6 +13,7 @@
 
 #include "store/knowledge_base.h"
 #include "llm_stage.h"
+#include "index_build.h"
 #include "localizer.h"
 #include "code/structure_cache.h"
 #include "code/tokens.h"

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <random>
 
+#include "index_build.h"
 #include "localizer.h"
 #include "process.h"
 #include "base/text.h"

@@ -1,10 +1,18 @@
 // The localizer: the paper's Algorithm 1 over the knowledge base.
 //
 //   D' = filter(τ_f, D, p)      policy.h
-//   S  = search(τ_f, D', r)     SearchEngine (embedder + vector index)
+//   S  = search(τ_f, D', r)     search_engine.h (embedder + vector index)
 //   X  = retrieve(S)            the retrieved cases' faulty lines
 //   τ' = annotate(τ_f, X, ε)    lines within normalized Levenshtein ε get the marker
-//   L  = rank(τ', k)            the built-in ranker here; the LLM (a later issue) takes τ' as its prompt
+//   L  = rank(τ', k)            the built-in ranker (ranker.h); the LLM stage (llm_stage.h) takes τ' as its prompt
+//
+// Each step is a function of localizer.cpp over plain data (filter_step … rank_step); Localizer::localize runs them in
+// order. The index a search needs is made by index_build.h; held-out runs (ranker learning, evaluation) by held_out.h.
+//
+// Ownership: a Localizer does not own the knowledge base or the search engine it is given; both must outlive it.
+// Thread safety: one thread per Localizer (its structure cache and the engine's embedder are not shared-safe).
+// Failures of the store or the embedder are returned as errors; a knowledge base with no usable similar case is not
+// an error (the answer is degraded to the baseline and says so).
 #pragma once
 
 #include <map>
@@ -13,15 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "code/python_structure.h"
 #include "code/structure_cache.h"
 #include "formats/case.h"
 #include "formats/defaults.h"
 #include "line_features.h"
 #include "policy.h"
 #include "ranker.h"
-#include "retrieval/embedder.h"
-#include "retrieval/vector_index.h"
+#include "search_engine.h"
 #include "store/knowledge_base.h"
 
 namespace spark {
@@ -34,123 +40,6 @@ std::string annotation_marker(Language language);
 // Cuts an annotation marker (in any language's comment syntax) and what follows it off `line`; false when it has
 // none. A model's answer may quote annotated lines back.
 bool strip_annotation_marker(std::string& line);
-
-struct EmbedderConfig {
-  std::string kind;  // builtin | openai; "" = as the index was built (open), builtin (build)
-  HashedTfidfOptions builtin;
-  OpenAiEmbedderOptions openai;
-};
-
-// The failing test's own lines per (file content, test id): small strings, so many can be kept, and cases that
-// share a test-file version need no parse.
-class ScopeCache {
- public:
-  explicit ScopeCache(size_t max_bytes = 256u << 20) : max_bytes_(max_bytes) {}
-  const std::string* find(uint64_t key) const;
-  void put(uint64_t key, std::string scope);
-
- private:
-  size_t max_bytes_, bytes_ = 0;
-  std::unordered_map<uint64_t, std::string> map_;
-};
-
-// The embedding text of a case: error message, all files, the failing test's own function.
-EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes = nullptr);
-
-// Embedder + vector index, loaded from DIR/index and checked against the knowledge base.
-class SearchEngine {
- public:
-  // Loads the index. When the knowledge base has cases the index lacks (added since), they are embedded and added in
-  // memory and `notes` says so; when the index cannot be trusted (damaged, other embedder, cases replaced), the error
-  // says to run `spark index --rebuild`. A knowledge base with no index yet is an error naming that command.
-  // `verify_vectors` false maps the vectors file after checking its size and header only (VectorIndexOptions): what
-  // a query needs; an update or a build verifies every byte.
-  static Result<std::unique_ptr<SearchEngine>> open(KnowledgeBase& kb, EmbedderConfig config,
-                                                    std::vector<std::string>& notes, bool verify_vectors = true);
-  Result<std::vector<float>> embed(const Case& c);
-  std::vector<SearchHit> search(const std::vector<float>& query, size_t r,
-                                const std::optional<std::vector<int64_t>>& allowed,
-                                const std::unordered_set<int64_t>& excluded) const {
-    return index_.search(query.data(), r, allowed, excluded);
-  }
-  const VectorIndex& index() const { return index_; }
-  VectorIndex& index() { return index_; }
-  // Saves the index with the cases embedded since it was loaded (after `spark import`), under the knowledge base's
-  // current generation. The statistics and the ranker stay as `spark index` made them.
-  Status persist(KnowledgeBase& kb);
-  size_t added_since_load() const { return added_ids_.size(); }
-  const RankerModel& ranker() const { return ranker_; }
-  StructureCache& structures() { return structures_; }
-  // Every case of the knowledge base as the index holds it (rowid order): from the index's cases file when the store
-  // has not changed since it was saved, else from the store.
-  const std::vector<CaseFacts>& facts() const { return facts_; }
-
- private:
-  SearchEngine(std::unique_ptr<Embedder> e, VectorIndex i, RankerModel r)
-      : embedder_(std::move(e)), index_(std::move(i)), ranker_(std::move(r)) {}
-  std::unique_ptr<Embedder> embedder_;
-  VectorIndex index_;
-  RankerModel ranker_;
-  StructureCache structures_;
-  std::string embedder_identity_;
-  std::vector<int64_t> added_ids_;          // embedded since load
-  std::vector<VectorIndex::Extra> extras_;  // the loaded state's extra files (kept by persist)
-  std::vector<CaseFacts> facts_;
-  bool facts_from_store_ = false;  // read from the store: persist writes them as a new cases file
-};
-
-struct IndexReport {
-  size_t cases = 0;
-  size_t labelled = 0;
-  std::string kind;      // flat | hnsw
-  std::string embedder;  // identity
-  std::string ranker;    // origin of the ranker weights
-  double embed_seconds = 0, index_seconds = 0, train_seconds = 0;
-  unsigned threads = 1;
-  size_t versions = 0;  // distinct test-code versions embedded (built-in embedder)
-  size_t scopes = 0;    // distinct (failing test, version) pairs
-  size_t vectors = 0;   // distinct vectors in the index (identical ones share an entry)
-};
-
-struct IndexBuildOptions {
-  VectorIndexOptions index;
-  TrainingOptions training;
-  size_t r = 1;  // neighbours used when learning the ranker (the localizer's defaults)
-  double epsilon = defaults::kEpsilon;
-  double similarity_floor = defaults::kSimilarityFloor;
-  size_t max_training_cases = 500;  // a 12-weight logistic model needs no more; bounds `spark index` time
-  unsigned threads = 0;             // worker threads for embedding; 0: SPARK_THREADS, else the machine's cores
-};
-
-// The worker threads `spark index` uses: `asked`, else SPARK_THREADS, else the machine's cores (at most 16).
-unsigned index_threads(unsigned asked);
-
-// One labelled case localized against the rest of the knowledge base: itself and its exact duplicates excluded,
-// its labels unseen by retrieval. `view` holds its lines; `faulty` the retrieved faulty lines (X) and `similarity`
-// the retrieved cases' similarities. The material both for learning the ranker and for leave-one-out evaluation.
-struct HeldOut {
-  const Case& held_out;
-  QueryView& view;
-  const std::vector<RetrievedFaultyLine>& faulty;
-  const std::vector<double>& similarity;
-  const std::vector<std::string>& retrieved_ids;
-};
-
-struct HeldOutOptions {
-  size_t r = 1;
-  double similarity_floor = defaults::kSimilarityFloor;
-};
-
-// Calls `fn` for each case of `cases` (rowids of labelled cases), retrieving with `index` and the vectors
-// `vector_of` gives for a stored case.
-Status for_each_held_out(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, const std::vector<int64_t>& cases,
-                         const VectorIndex& index,
-                         const std::function<Result<std::vector<float>>(int64_t, const Case&)>& vector_of,
-                         const HeldOutOptions& options, StructureCache& cache,
-                         const std::function<Status(const HeldOut&)>& fn);
-
-// Embeds every case, fits the built-in embedder's statistics, builds and saves the vector index, learns the ranker.
-Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options);
 
 // How S = search(τ_f, D', r) picks cases: by similarity (Algorithm 1), at random from D' (the paper's Random mode,
 // seeded per query), or not at all (the baseline).

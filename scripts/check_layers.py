@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks that src/ keeps its layers (docs/ARCHITECTURE.md): a file includes headers of its own layer and of the
-layers below it only, and src/ includes nothing of localizer/, miner/ or cli/. CMakeLists.txt links the layers in the
+layers below it only, and src/ includes nothing of localizer/, miner/ or cli/; the localizer includes nothing of
+localizer/eval/, and the miner nothing of either. CMakeLists.txt links the layers in the
 same order; this catches the #include that would make a lower layer need a higher one before the linker does.
 
 Usage: scripts/check_layers.py      exit 0 when every #include keeps the order, 1 otherwise (each breach listed).
@@ -46,6 +47,16 @@ def main():
                 elif head != layer and head not in BELOW[layer]:
                     breaches.append(f"src/{layer}/{f.name}:{n}: \"{target}\": {layer} may include only "
                                     f"{', '.join(sorted(BELOW[layer])) or 'itself'}")
+    # Above src/: the evaluation (localizer/eval/, target spark_eval) builds on the localizer, never the reverse, and
+    # the miner needs neither.
+    for folder, banned, why in ((ROOT / "localizer", ("eval/",), "the localizer does not include the evaluation"),
+                                (ROOT / "miner", ("eval/", "localizer.h", "search_engine.h", "index_build.h"),
+                                 "the miner does not include the localizer or the evaluation")):
+        for f in sorted(folder.glob("*.[hc]*")):
+            for n, line in enumerate(f.read_text().splitlines(), 1):
+                m = INCLUDE.match(line)
+                if m and m.group(1).startswith(banned):
+                    breaches.append(f"{f.relative_to(ROOT)}:{n}: \"{m.group(1)}\": {why}")
     stray = [p.name for p in (ROOT / "src").iterdir() if p.is_file()]
     if stray:
         breaches.append("files outside the layer folders of src/: " + ", ".join(sorted(stray)))

@@ -32,7 +32,7 @@ type typeset ulimit umask unalias unset until wait while
 """.split())
 
 SHELL_FILES = ["scripts/*.sh", "hooks/*.sh", "bench/*.sh", ".ci/run"]
-CPP_FILES = ["src/*/*.cpp", "src/*/*.h", "miner/*.cpp", "cli/*.cpp", "localizer/*.cpp", "tests/*.cpp", "tests/*.h",
+CPP_FILES = ["src/*/*.cpp", "src/*/*.h", "miner/*.cpp", "cli/*.cpp", "localizer/*.cpp", "localizer/eval/*.cpp", "tests/*.cpp", "tests/*.h",
              "bench/*.cpp"]
 PY_FILES = ["scripts/*.py", "tests/*.py"]
 

@@ -14,7 +14,7 @@ build=${1:-$root/build}
 tidy=$(command -v clang-tidy-16 || true)
 [ -n "$tidy" ] || { echo "tidy: clang-tidy-16 is not installed: run scripts/setup.sh --tests" >&2; exit 2; }
 if [ $# -gt 0 ]; then files=("$@"); else
-    mapfile -t files < <(cd "$root" && ls src/*/*.cpp localizer/*.cpp miner/*.cpp cli/*.cpp)
+    mapfile -t files < <(cd "$root" && ls src/*/*.cpp localizer/*.cpp localizer/eval/*.cpp miner/*.cpp cli/*.cpp)
 fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

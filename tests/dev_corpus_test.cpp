@@ -103,6 +103,8 @@ TEST(dev_corpus, policies_narrow_the_knowledge_base_by_time) {
 
 }  // namespace spark
 
+#include "held_out.h"
+#include "index_build.h"
 #include "localizer.h"
 
 namespace spark {

@@ -1,3 +1,4 @@
+#include "index_build.h"
 #include "localizer.h"
 
 #include <gtest/gtest.h>

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "evaluation.h"
+#include "eval/evaluation.h"
 
 namespace spark {
 

@@ -11,10 +11,11 @@
 #include <vector>
 
 #include "code/structure_cache.h"
+#include "eval/metrics.h"
 #include "formats/defaults.h"
+#include "held_out.h"
 #include "llm_stage.h"
 #include "localizer.h"
-#include "metrics.h"
 #include "store/knowledge_base.h"
 
 namespace spark {

@@ -1,4 +1,4 @@
-#include "metrics.h"
+#include "eval/metrics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "eval_report.h"
+#include "eval/eval_report.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "evaluation.h"
+#include "eval/evaluation.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,0 +1,203 @@
+#include "index_build.h"
+
+#include <chrono>
+#include <optional>
+#include <unordered_map>
+
+#include "base/text.h"
+#include "base/work_pool.h"
+#include "held_out.h"
+#include "line_features.h"
+#include "search_engine.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The labelled cases the ranker learns from: all of them, or a deterministic spread-out sample of a large corpus.
+std::vector<const CaseEntry*> training_sample(const std::vector<CaseEntry>& entries, size_t max_cases) {
+  std::vector<const CaseEntry*> labelled;
+  for (const auto& e : entries)
+    if (e.labelled) labelled.push_back(&e);
+  if (labelled.size() <= max_cases) return labelled;
+  std::vector<const CaseEntry*> sample;
+  const double step = static_cast<double>(labelled.size()) / static_cast<double>(max_cases);
+  for (size_t i = 0; i < max_cases; ++i) sample.push_back(labelled[static_cast<size_t>(static_cast<double>(i) * step)]);
+  return sample;
+}
+
+// One pass over the sample: each case is parsed once, for both the statement kinds' prior and its features. The
+// prior is known only at the end, so each kept row carries its line's kind (an index into `kinds`) in the kind-prior
+// slot until then. In chunks: the cases are loaded and searched in order (one store connection), their views parsed
+// and featured on worker threads (a structure cache each), and folded into the training set in order, so the model
+// is the one a single thread learns.
+Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>& entries,
+                                 const std::vector<const CaseEntry*>& labelled, const VectorIndex& index,
+                                 const std::function<std::vector<float>(int64_t)>& vector_of,
+                                 const IndexBuildOptions& options) {
+  const unsigned threads = index_threads(options.threads);
+  std::vector<TrainingCase> training;
+  std::vector<StructureCache> caches;
+  for (unsigned w = 0; w < threads; ++w) caches.emplace_back(16);
+  KindCounts kind_counts;
+  std::vector<std::string> kinds;
+  std::unordered_map<std::string, size_t> kind_index;
+  const KindPrior no_prior;
+  const VectorOf stored_vector = [&](int64_t rowid, const Case&) -> Result<std::vector<float>> {
+    return vector_of(rowid);
+  };
+  HeldOutSource source(kb, entries, index, stored_vector, HeldOutOptions{options.r, options.similarity_floor});
+  // Small chunks: each view holds every line's features (7,000 lines in the largest test files).
+  constexpr size_t kChunk = 16;
+  for (size_t start = 0; start < labelled.size(); start += kChunk) {
+    const size_t n = std::min(kChunk, labelled.size() - start);
+    std::vector<HeldOutMaterial> items;
+    items.reserve(n);  // views point into the cases: no reallocation after they are made
+    for (size_t i = 0; i < n; ++i) {
+      auto m = source.material(labelled[start + i]->rowid);
+      if (!m) return std::unexpected(m.error());
+      items.push_back(std::move(*m));
+    }
+    std::vector<std::optional<QueryView>> views(n);
+    parallel_for(n, threads, [&](unsigned w, size_t i) {
+      views[i] = make_query_view(items[i].c, caches[w]);
+      compute_features(*views[i], items[i].faulty, items[i].sims, options.epsilon, no_prior, items[i].c.error_message);
+    });
+    for (size_t i = 0; i < n; ++i) {
+      QueryView& view = *views[i];
+      kind_counts.add(view, items[i].c.faulty_lines);
+      for (auto& ql : view.lines) {
+        const auto& s = *view.files[ql.file].structure;
+        const std::string kind = kind_key(s.language, s.kind[static_cast<size_t>(ql.line - 1)]);
+        auto [it, added] = kind_index.emplace(kind, kinds.size());
+        if (added) kinds.push_back(kind);
+        ql.x[kKindPrior] = static_cast<double>(it->second);
+      }
+      training.push_back(training_case(view, items[i].c.faulty_lines));
+      thin_training_case(training.back(), training.size() - 1, options.training.negatives_per_case);
+    }
+  }
+  const KindPrior prior = kind_counts.prior();
+  std::vector<double> prior_of(kinds.size());
+  for (size_t i = 0; i < kinds.size(); ++i) prior_of[i] = prior.get(kinds[i]);
+  for (auto& tc : training)
+    for (auto& row : tc.rows) row[kKindPrior] = prior_of[static_cast<size_t>(row[kKindPrior])];
+  return train_ranker(std::move(training), prior, options.training);
+}
+
+}  // namespace
+
+Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options) {
+  if (config.kind.empty()) config.kind = "builtin";
+  if (auto s = check_embedder_kind(config); !s) return std::unexpected(s.error());
+  IndexReport report;
+  auto generation = kb.generation();
+  if (!generation) return std::unexpected(generation.error());
+  auto entries = kb.entries();
+  if (!entries) return std::unexpected(entries.error());
+  report.cases = entries->size();
+  for (const auto& e : *entries) report.labelled += e.labelled ? 1 : 0;
+  const unsigned threads = index_threads(options.threads);
+  report.threads = threads;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Embedder> embedder = make_embedder(config);
+  // Vectors stream into the index in batches: no full copy of them is ever held (at 100k cases × 1024 floats one
+  // copy is 400 MB).
+  std::optional<VectorIndex> index;
+  double add_seconds = 0;
+  size_t dim = 0;
+  if (auto s = kb.clear_embeddings(); !s) return std::unexpected(s.error());
+  std::unordered_map<int64_t, int64_t> group_of;
+  for (const auto& e : *entries) group_of[e.rowid] = static_cast<int64_t>(fnv1a64(e.test_id));
+  const auto add = [&](const std::vector<int64_t>& rowids, const std::vector<float>& vectors) -> Status {
+    if (rowids.empty()) return {};
+    if (!index) {
+      dim = vectors.size() / rowids.size();
+      index.emplace(VectorIndex::for_count(dim, entries->size(), options.index));
+    }
+    if (vectors.size() != rowids.size() * dim) return fail("the embedder returned vectors of different dimensions");
+    // A test's cases form one group: the HNSW search scores its near-duplicates exactly.
+    std::vector<int64_t> groups;
+    for (int64_t rowid : rowids) groups.push_back(group_of.at(rowid));
+    const auto ta = std::chrono::steady_clock::now();
+    index->add(rowids, vectors, groups);
+    add_seconds += seconds_since(ta);
+    return {};
+  };
+  if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
+    StoredEmbeddingOptions embedding;
+    embedding.expected = entries->size();
+    embedding.fit = true;
+    embedding.threads = threads;
+    auto pass = embed_stored_cases(kb, *builtin, embedding, add);
+    if (!pass) return std::unexpected(pass.error());
+    report.versions = pass->versions;
+    report.scopes = pass->scopes;
+  } else {
+    std::vector<int64_t> batch_ids;
+    std::vector<EmbedText> batch;
+    StructureCache cache;
+    ScopeCache scope_cache;
+    const auto flush = [&]() -> Status {
+      if (batch.empty()) return {};
+      auto got = embedder->embed(batch);
+      if (!got) return std::unexpected(got.error());
+      std::vector<float> flat;
+      for (const auto& v : *got) {
+        if (!got->empty() && v.size() != got->front().size())
+          return fail("the embedder returned vectors of different dimensions");
+        flat.insert(flat.end(), v.begin(), v.end());
+      }
+      if (auto s = add(batch_ids, flat); !s) return s;
+      batch.clear();
+      batch_ids.clear();
+      return {};
+    };
+    auto pass = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
+      batch_ids.push_back(rowid);
+      batch.push_back(embed_text(c, cache, &scope_cache));
+      return batch.size() >= 16 ? flush() : Status{};
+    });
+    if (!pass) return std::unexpected(pass.error());
+    if (auto s = flush(); !s) return std::unexpected(s.error());
+  }
+  report.embedder = embedder->identity();
+  report.embed_seconds = seconds_since(t0) - add_seconds;
+
+  const auto t1 = std::chrono::steady_clock::now();
+  if (!index) index.emplace(embedder->dimension(), options.index);  // an empty knowledge base
+  report.kind = index->is_hnsw() ? "hnsw" : "flat";
+  report.index_seconds = add_seconds + seconds_since(t1);
+
+  const auto t2 = std::chrono::steady_clock::now();
+  // The ranker learns from a spread-out sample of the labelled cases; the statement kinds' prior from the same.
+  const auto sample = training_sample(*entries, options.max_training_cases);
+  const auto vector_of = [&](int64_t rowid) { return index->vector(rowid); };
+  auto ranker = learn_ranker(kb, *entries, sample, *index, vector_of, options);
+  if (!ranker) return std::unexpected(ranker.error());
+  report.ranker = ranker->origin;
+  report.train_seconds = seconds_since(t2);
+
+  const fs::path dir = kb.index_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
+  // Every file of the new state under a new name; the manifest switches to them (old or new state after a crash).
+  std::vector<VectorIndex::Extra> extra = {{index_files::kRanker, VectorIndex::fresh_name("ranker", ".json")}};
+  if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
+    extra.push_back({index_files::kDocumentFrequencies, VectorIndex::fresh_name("df", ".bin")});
+    if (auto s = builtin->save(dir / extra.back().file); !s) return std::unexpected(s.error());
+  }
+  if (auto s = ranker->save(dir / extra.front().file); !s) return std::unexpected(s.error());
+  extra.push_back({index_files::kCases, VectorIndex::fresh_name("cases", ".bin")});
+  if (auto s = index_files::write_cases(dir / extra.back().file, facts_of(*entries)); !s)
+    return std::unexpected(s.error());
+  if (auto s = index->save(dir, report.embedder, *generation, extra); !s) return std::unexpected(s.error());
+  report.vectors = index->distinct();
+  return report;
+}
+
+}  // namespace spark

@@ -1,0 +1,82 @@
+// S = search(τ_f, D', r): the embedder and the vector index of a knowledge base, loaded from its index folder
+// (DIR/index) and checked against the store; and the index folder's files besides the vectors.
+//
+// Ownership: a SearchEngine owns its embedder, index, ranker model and structure cache; it does not own the knowledge
+// base it was opened on, which must outlive it. Thread safety: search() and the const accessors may be called from
+// several threads at once; embed(), persist() and structures() are for one thread. What may fail: a missing, damaged
+// or stale index, an embedder that does not match it, and the store — each an error that names the file and the
+// command that repairs it (`spark index`, `spark index --rebuild`).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "case_embedding.h"
+#include "code/structure_cache.h"
+#include "formats/case.h"
+#include "ranker.h"
+#include "retrieval/vector_index.h"
+#include "store/knowledge_base.h"
+
+namespace spark {
+
+// The files an index folder holds besides the vectors, by their names in the manifest.
+namespace index_files {
+inline constexpr const char* kDocumentFrequencies = "df.bin";  // the built-in embedder's statistics
+inline constexpr const char* kRanker = "ranker.json";          // the built-in ranker's model
+inline constexpr const char* kCases = "cases.bin";             // what filtering needs of every case (CaseFacts)
+
+// The cases file: "SPKCAS01", the count (u64), then per case rowid, failure epoch, id hash, content-key hash and
+// labelled (0 or 1), u64 each, in rowid order. Written atomically; a file of another size or header is an error.
+Status write_cases(const std::filesystem::path& path, const std::vector<CaseFacts>& facts);
+Result<std::vector<CaseFacts>> read_cases(const std::filesystem::path& path);
+}  // namespace index_files
+
+class SearchEngine {
+ public:
+  // Loads the index. When the knowledge base has cases the index lacks (added since), they are embedded and added in
+  // memory and `notes` says so; when the index cannot be trusted (damaged, other embedder, cases replaced), the error
+  // says to run `spark index --rebuild`. A knowledge base with no index yet is an error naming that command.
+  // `verify_vectors` false maps the vectors file after checking its size and header only (VectorIndexOptions): what
+  // a query needs; an update or a build verifies every byte.
+  static Result<std::unique_ptr<SearchEngine>> open(KnowledgeBase& kb, EmbedderConfig config,
+                                                    std::vector<std::string>& notes, bool verify_vectors = true);
+  Result<std::vector<float>> embed(const Case& c);
+  std::vector<SearchHit> search(const std::vector<float>& query, size_t r,
+                                const std::optional<std::vector<int64_t>>& allowed,
+                                const std::unordered_set<int64_t>& excluded) const {
+    return index_.search(query.data(), r, allowed, excluded);
+  }
+  const VectorIndex& index() const { return index_; }
+  VectorIndex& index() { return index_; }
+  // Saves the index with the cases embedded since it was loaded (after `spark import`), under the knowledge base's
+  // current generation. The statistics and the ranker stay as `spark index` made them.
+  Status persist(KnowledgeBase& kb);
+  size_t added_since_load() const { return added_ids_.size(); }
+  const RankerModel& ranker() const { return ranker_; }
+  StructureCache& structures() { return structures_; }
+  // Every case of the knowledge base as the index holds it (rowid order): from the index's cases file when the store
+  // has not changed since it was saved, else from the store.
+  const std::vector<CaseFacts>& facts() const { return facts_; }
+
+ private:
+  SearchEngine(std::unique_ptr<Embedder> e, VectorIndex i, RankerModel r)
+      : embedder_(std::move(e)), index_(std::move(i)), ranker_(std::move(r)) {}
+  // Embeds the store's cases the loaded index lacks and adds them (in memory).
+  Status catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, std::vector<std::string>& notes);
+  std::unique_ptr<Embedder> embedder_;
+  VectorIndex index_;
+  RankerModel ranker_;
+  StructureCache structures_;
+  std::string embedder_identity_;
+  std::vector<int64_t> added_ids_;          // embedded since load
+  std::vector<VectorIndex::Extra> extras_;  // the loaded state's extra files (kept by persist)
+  std::vector<CaseFacts> facts_;
+  bool facts_from_store_ = false;  // read from the store: persist writes them as a new cases file
+};
+
+}  // namespace spark
