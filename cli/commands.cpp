@@ -17,9 +17,9 @@
 #include "code/test_scope.h"
 #include "eval/eval_report.h"
 #include "eval/evaluation.h"
-#include "index_build.h"
 #include "formats/error_message.h"
 #include "formats/junit.h"
+#include "index_build.h"
 #include "llm/llm_cache.h"
 #include "llm_stage.h"
 #include "miner.h"
@@ -398,18 +398,21 @@ int cmd_config(const Config& config) {
 
 Status localize_from_config(const Config& config, LocalizeArgs& args) {
   args.k = static_cast<size_t>(config.integer("localize.k"));
-  args.level = config.str("localize.level");
-  args.policy = config.str("localize.policy");
   args.epsilon = config.number("localize.epsilon");
   args.r = static_cast<size_t>(config.integer("localize.r"));
   args.similarity_floor = config.number("localize.similarity_floor");
   if (args.k < 1) return fail(config.get("localize.k").source + ": localize.k must be at least 1");
   if (args.r < 1) return fail(config.get("localize.r").source + ": localize.r must be at least 1");
-  Level level;
-  if (!parse_level(args.level, level))
-    return fail(config.get("localize.level").source + ": unknown level \"" + args.level + "\"");
-  args.mode = config.str("llm.mode");
-  if (auto m = parse_mode(args.mode); !m) return fail(config.get("llm.mode").source + ": " + m.error().message);
+  if (const std::string level = config.str("localize.level"); !parse_level(level, args.level))
+    return fail(config.get("localize.level").source + ": unknown level \"" + level + "\"");
+  auto policy = parse_policy(config.str("localize.policy"));
+  if (!policy) return fail(config.get("localize.policy").source + ": " + policy.error().message);
+  policy->window_fraction = args.policy.window_fraction;
+  policy->window = args.policy.window;
+  args.policy = *policy;
+  auto mode = parse_mode(config.str("llm.mode"));
+  if (!mode) return fail(config.get("llm.mode").source + ": " + mode.error().message);
+  args.mode = *mode;
   args.template_path = config.str("llm.template");
   args.require_llm = config.boolean("llm.require");
   args.llm_deadline = config.number("llm.deadline");
@@ -496,17 +499,13 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   // (src/base/huge_pages.h).
   prefer_huge_pages(size_t{64} << 20);
   LocalizeOptions options;
-  auto policy = parse_policy(args.policy);
-  if (!policy) return report_error(policy.error());
-  options.policy = *policy;
-  options.policy.window_fraction = args.window_fraction;
-  options.policy.window = args.window;
+  options.policy = args.policy;
   options.r = args.r;
   options.epsilon = args.epsilon;
   options.k = args.k;
   options.similarity_floor = args.similarity_floor;
   options.seed = args.seed;
-  parse_level(args.level, options.level);
+  options.level = args.level;
   if (!args.explain.empty()) {
     const size_t colon = args.explain.rfind(':');
     const std::string number = colon == std::string::npos ? args.explain : args.explain.substr(colon + 1);
@@ -522,12 +521,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   }
 
   LlmStageOptions stage;
-  auto mode = parse_mode(args.mode);
-  if (!mode) {
-    std::fprintf(stderr, "spark: error: %s\n", mode.error().message.c_str());
-    return 2;
-  }
-  stage.mode = *mode;
+  stage.mode = args.mode;
   stage.keep_prompt = args.show_prompt;
   stage.redactor = common.redactor;
   stage.context_tokens = args.context_tokens;

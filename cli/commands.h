@@ -10,6 +10,8 @@
 #include "formats/defaults.h"
 #include "llm/llm_client.h"
 #include "localizer.h"
+#include "policy.h"
+#include "prompt.h"
 #include "store/knowledge_base.h"
 
 namespace spark::cli {
@@ -53,20 +55,19 @@ struct LocalizeArgs {
   std::string case_file, case_id;
   std::string junit;       // a JUnit XML report: every failed or erroring test in it is a query
   std::string root = ".";  // with --junit: the repository the report's test files are in
-  std::string policy = "all";
-  double window_fraction = defaults::kWindowFraction;
-  size_t window = 0;
+  // Parsed once, by localize_from_config (an unknown name is an error naming where it was set).
+  Policy policy;  // its window and window fraction come from the flags
+  Level level = Level::line;
+  Mode mode = Mode::standard;
   size_t r = 1;
   double epsilon = defaults::kEpsilon;
   size_t k = 5;
-  std::string level = "line";
   std::string format = "text";
   std::string sarif_output;  // also write SARIF here (any --format)
   double similarity_floor = defaults::kSimilarityFloor;
   bool show_annotated = false;
   std::string color = "auto";
   // The LLM stage.
-  std::string mode = "default";
   std::string template_path;
   bool show_prompt = false;
   bool require_llm = false;

@@ -1,11 +1,17 @@
 // spark: find the faulty lines in a failing test by reusing what earlier fixes taught (SPARK).
+//
+// main parses the command line with CLI11: one registration function per subcommand adds its flags and returns what
+// it runs. Flags that name a configuration key are bound through `Flags`, so they win over the environment and the
+// configuration file (src/formats/config.h); the command runs once the configuration is complete.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <new>
 
 #include "commands.h"
@@ -13,386 +19,473 @@
 
 namespace {
 
-// A flag that sets a configuration key: flags win over the environment and the configuration file.
-struct Binding {
-  CLI::Option* option;
-  std::string key;
-  std::string* text;
+using namespace spark::cli;
+using spark::Config;
+
+// The flags that set configuration keys, across all subcommands.
+class Flags {
+ public:
+  // An option whose value sets `key`.
+  CLI::Option* bind(CLI::App* sub, const std::string& names, const std::string& key, const std::string& help) {
+    std::string* slot = &text_[key + "@" + sub->get_name() + "@" + names];
+    CLI::Option* o = sub->add_option(names, *slot, help);
+    bindings_.push_back({o, key, slot, {}});
+    return o;
+  }
+  // A switch that sets `key` to `value` when given.
+  CLI::Option* bind_switch(CLI::App* sub, const std::string& names, const std::string& key, const std::string& value,
+                           const std::string& help) {
+    CLI::Option* o = sub->add_flag(names, help);
+    bindings_.push_back({o, key, nullptr, value});
+    return o;
+  }
+  // Sets every key whose flag was given; an error names the flag.
+  spark::Status apply(Config& config) const {
+    for (const auto& b : bindings_)
+      if (b.option->count() > 0)
+        if (auto s = config.set(b.key, b.text ? *b.text : b.fixed, "flag " + b.option->get_name()); !s) return s;
+    return {};
+  }
+
+ private:
+  struct Binding {
+    CLI::Option* option;
+    std::string key;
+    std::string* text;  // the option's value; null for a switch
+    std::string fixed;  // a switch's value
+  };
+  std::map<std::string, std::string> text_;  // stable addresses for the options' values
+  std::vector<Binding> bindings_;
 };
 
-}  // namespace
+// A subcommand once registered: what it runs with the complete configuration and the settings every command shares.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int(Config&, Common&)> run;
+  bool needs_common = true;  // false: runs on the configuration alone (`spark config`)
+};
 
-namespace {
+int usage_error(const spark::Error& e) {
+  std::fprintf(stderr, "spark: error: %s\n", e.message.c_str());
+  return 2;
+}
+
+const std::vector<std::string> kModes = {"builtin",         "baseline",  "default",   "random",
+                                         "annotation-free", "directive", "naive-rag", "hybrid"};
+const std::vector<std::string> kFormats = {"text", "json", "sarif", "github"};
+const std::vector<std::string> kLevels = {"line", "statement", "block", "function"};
+
+// The global options: --config (read here) and the store (--kb, --local-dir).
+void add_global(CLI::App& app, Flags& flags, std::string& config_path) {
+  app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
+  flags.bind(&app, "--kb", "kb",
+             "knowledge base: a folder, or postgresql://user@host/db for a shared server (env SPARK_KB; "
+             "default .spark)");
+  flags.bind(&app, "--local-dir", "local_dir",
+             "with a server knowledge base: this runner's index, spool and LLM answer cache (env SPARK_LOCAL_DIR; "
+             "default .spark)");
+}
+
+// The LLM settings `spark localize`, `record` and `eval` share.
+void add_llm_flags(CLI::App* sub, Flags& flags) {
+  flags.bind(sub, "--llm-url", "llm.base_url",
+             "OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (env SPARK_LLM_BASE_URL)");
+  flags.bind(sub, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
+  flags.bind(sub, "--template", "llm.template", "prompt template file replacing the mode's built-in one");
+  flags
+      .bind(sub, "--prompt-scope", "llm.prompt_scope",
+            "file (default, as the paper) | test: only the failing test's reach")
+      ->check(CLI::IsMember({"file", "test"}));
+  flags.bind(sub, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
+  flags.bind(sub, "--seed", "llm.seed", "seed sent to the server and for random mode's draw");
+  flags.bind(sub, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
+  flags
+      .bind(sub, "--context-tokens", "llm.context_tokens",
+            "the model's context window (default " + std::to_string(spark::defaults::kContextTokens) + ")")
+      ->check(CLI::Range(256, 10000000));
+  flags.bind(sub, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
+  flags.bind(sub, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")
+      ->check(CLI::Range(0, 100));
+  flags.bind(sub, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")
+      ->check(CLI::Range(0.0, 600.0));
+  flags
+      .bind(
+          sub, "--deadline", "llm.deadline",
+          "seconds for all LLM requests of the run, retries included; then the built-in ranking (default 300; 0: none; "
+          "not used by eval)")
+      ->check(CLI::Range(0.0, 1e9));
+}
+
+// The history options `mine`, `record` and `hooks post-commit` share; filled from the configuration by
+// history_from_config.
+void add_history(CLI::App* sub, Flags& flags, HistoryArgs& h) {
+  sub->add_option("--repo", h.repo, "the git repository (default .)")->check(CLI::ExistingDirectory);
+  sub->add_flag("--all-parents", h.all_parents, "walk every parent, not only the first-parent line");
+  sub->add_option("--since", h.since, "only commits from this time (ISO-8601)");
+  sub->add_option("--until", h.until, "only commits up to this time (ISO-8601)");
+  flags.bind(sub, "--sigma", "mine.sigma", "outlier rule: quarantine above mean + SIGMA * sd faulty lines (default 3)")
+      ->check(CLI::Range(0.0, 100.0));
+  flags.bind(sub, "--project", "project",
+             "the cases' project (default: the origin URL normalised, else the root commit)");
+  flags.bind_switch(sub, "--test-only-fixes", "mine.test_only_fixes", "true",
+                    "label only fixes that changed nothing but test code");
+}
+
+void history_from_config(const Config& config, HistoryArgs& h) {
+  h.sigma = config.number("mine.sigma");
+  h.test_only_fixes = config.boolean("mine.test_only_fixes");
+  h.project = config.str("project");
+}
+
+Command add_import(CLI::App& app) {
+  auto args = std::make_shared<ImportArgs>();
+  auto* sub = app.add_subcommand("import", "import labelled cases (JSON Lines) into the knowledge base");
+  sub->add_option("files", args->files, "cases.jsonl files")->required()->check(CLI::ExistingFile);
+  sub->add_flag("--replace", args->replace, "overwrite stored cases whose id is imported with a different record");
+  return {sub, [args](Config&, Common& common) { return cmd_import(common, *args); }};
+}
+
+Command add_export(CLI::App& app) {
+  auto args = std::make_shared<ExportArgs>();
+  auto* sub = app.add_subcommand("export", "write every stored case as JSON Lines (lossless unless --redact)");
+  sub->add_option("-o,--output", args->output, "file to write atomically (default: standard output)");
+  sub->add_flag("--redact", args->redact,
+                "replace secrets in error messages, file contents and meta with [REDACTED:rule] (not lossless)");
+  return {sub, [args](Config&, Common& common) { return cmd_export(common, *args); }};
+}
+
+Command add_index(CLI::App& app, Flags& flags) {
+  auto args = std::make_shared<IndexArgs>();
+  auto dimension = std::make_shared<size_t>(0);
+  auto* sub = app.add_subcommand("index", "embed the cases, build the vector index, learn the ranker");
+  sub->add_flag("--rebuild", args->rebuild, "rebuild from scratch even when the index is up to date");
+  flags.bind(sub, "--embedder", "embedder.kind", "builtin (default) or openai")
+      ->check(CLI::IsMember({"builtin", "openai"}));
+  sub->add_option("--dimension", *dimension, "built-in embedder dimension (default 1024)")
+      ->check(CLI::Range(16, 65536));
+  flags.bind(sub, "--embed-url", "embedder.base_url", "OpenAI-compatible base URL (env SPARK_EMBED_BASE_URL)");
+  flags.bind(sub, "--embed-model", "embedder.model", "embedding model (env SPARK_EMBED_MODEL; default bge-m3)");
+  return {sub, [args, dimension](Config&, Common& common) {
+            if (*dimension) common.embedder.builtin.dimension = *dimension;
+            return cmd_index(common, *args);
+          }};
+}
+
+Command add_localize(CLI::App& app, Flags& flags) {
+  auto args = std::make_shared<LocalizeArgs>();
+  LocalizeArgs& loc = *args;
+  auto* sub = app.add_subcommand("localize", "rank the suspicious lines of a failing test");
+  sub->add_option("--test", loc.tests, "the failing test's file(s); the first holds the test")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--error", loc.error, "file with the failure output (traceback + message), or - for stdin");
+  sub->add_option("--test-id", loc.test_id,
+                  "the test id: a pytest node id, com.x.FooTest#testBar, tests/x.test.js > suite > case "
+                  "(default: from the traceback)");
+  sub->add_option("--time", loc.time, "failure time, ISO-8601 (default: now)");
+  sub->add_option("--case", loc.case_file, "take the query from this cases.jsonl (labels are ignored)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--id", loc.case_id, "with --case: the case's id (default: every case of the file)");
+  sub->add_option("--junit", loc.junit, "a JUnit XML report: localize every failed or erroring test in it")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--root", loc.root, "with --junit: the repository its test files are in (default .)")
+      ->check(CLI::ExistingDirectory);
+  flags.bind(sub, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
+  flags.bind(sub, "--level", "localize.level", "line | statement | block | function")->check(CLI::IsMember(kLevels));
+  flags.bind(sub, "--policy", "localize.policy", "all | all-preceding | closest-by-time | closest-time-preceding");
+  sub->add_option("--window-fraction", loc.policy.window_fraction,
+                  "closest-* policies: share of the corpus (default " +
+                      spark::defaults::text(spark::defaults::kWindowFraction) + ")")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--window", loc.policy.window, "closest-* policies: exact number of cases (overrides the fraction)");
+  flags.bind(sub, "-r", "localize.r", "similar cases to retrieve (default 1)")->check(CLI::Range(1, 1000));
+  flags
+      .bind(sub, "--epsilon", "localize.epsilon",
+            "annotation threshold, normalized Levenshtein (default " +
+                spark::defaults::text(spark::defaults::kEpsilon) + ")")
+      ->check(CLI::Range(0.0, 1.0));
+  flags.bind(sub, "--similarity-floor", "localize.similarity_floor",
+             "ignore retrieved cases below this cosine (default " +
+                 spark::defaults::text(spark::defaults::kSimilarityFloor) + ")");
+  sub->add_option("--format", loc.format, "text | json | sarif | github")->check(CLI::IsMember(kFormats));
+  sub->add_flag("--show-annotated", loc.show_annotated, "also print the annotated test code (text format)");
+  sub->add_option("--color", loc.color, "auto | always | never")->check(CLI::IsMember({"auto", "always", "never"}));
+  flags
+      .bind(sub, "--mode", "llm.mode",
+            "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid")
+      ->check(CLI::IsMember(kModes));
+  add_llm_flags(sub, flags);
+  flags.bind(sub, "--llm-api-key", "llm.api_key",
+             "API key (prefer env SPARK_LLM_API_KEY: flags show in process lists)");
+  flags.bind(sub, "--temperature", "llm.temperature", "sampling temperature (default 0)")->check(CLI::Range(0.0, 2.0));
+  flags.bind(sub, "--connect-timeout", "llm.connect_timeout", "seconds to connect (default 10)")
+      ->check(CLI::Range(0.1, 3600.0));
+  flags.bind_switch(sub, "--structured", "llm.structured", "true",
+                    "ask for a JSON answer (response_format json_schema)");
+  flags.bind_switch(sub, "--require-llm", "llm.require", "true",
+                    "exit 1 when the LLM cannot be used, instead of falling back");
+  flags.bind_switch(sub, "--no-redact", "redact.enabled", "false",
+                    "send text as it is (secrets are redacted by default)");
+  sub->add_flag("--show-prompt", loc.show_prompt, "print the prompt (and put it into --format json)");
+  sub->add_option("--explain", loc.explain,
+                  "print every feature value and contribution of one line "
+                  "(LINE, or PATH:LINE)");
+
+  return {sub, [args](Config& config, Common& common) {
+            if (auto s = localize_from_config(config, *args); !s) return usage_error(s.error());
+            return cmd_localize(common, *args);
+          }};
+}
+
+Command add_config(CLI::App& app) {
+  auto* sub = app.add_subcommand("config", "print the effective configuration (secrets hidden)");
+  return {sub, [](Config& config, Common&) { return cmd_config(config); }, /*needs_common=*/false};
+}
+
+Command add_mine(CLI::App& app, Flags& flags) {
+  auto args = std::make_shared<MineArgs>();
+  MineArgs& mine_args = *args;
+  auto* sub = app.add_subcommand("mine",
+                                 "label failures from git history into the knowledge base: each failure's "
+                                 "first later passing commit is its fix");
+  add_history(sub, flags, mine_args.history);
+  sub->add_option("--outcomes", mine_args.outcomes, "outcome files: JSON Lines (.jsonl) or JUnit XML (<sha>.xml)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--commit", mine_args.commit, "the commit of JUnit reports not named <sha>.xml");
+  sub->add_option("-o,--output", mine_args.output,
+                  "also write the mined corpus (every labelled case) as JSON Lines "
+                  "(- = standard output)");
+  sub->add_option("--quarantine", mine_args.quarantine, "also write the quarantined cases as JSON Lines");
+  sub->add_option("--run", mine_args.run,
+                  "no recorded outcomes: run this command per commit, e.g. "
+                  "\"python3 -m pytest {test_id}\" (exit 0 = passed)");
+  sub->add_option("--test", mine_args.tests, "with --run: a test that fails at --from");
+  sub->add_option("--from", mine_args.from, "with --run: the commit the tests fail at");
+  sub->add_option("--to", mine_args.to, "with --run: the end of the range searched for the fix (default HEAD)");
+  sub->add_option("--run-timeout", mine_args.timeout, "with --run: seconds per run (default 600)")
+      ->check(CLI::Range(0.1, 86400.0));
+
+  return {sub, [args](Config& config, Common& common) {
+            history_from_config(config, args->history);
+            return cmd_mine(common, *args);
+          }};
+}
+
+Command add_record(CLI::App& app, Flags& flags) {
+  auto args = std::make_shared<RecordArgs>();
+  RecordArgs& rec = *args;
+  auto no_localize = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand("record",
+                                 "CI post-failure step: record a JUnit report's outcomes at a commit, "
+                                 "localize its failures, label the failures its passes fix");
+  add_history(sub, flags, rec.history);
+  sub->add_option("--junit", rec.junit, "the JUnit XML report of the test run")->required()->check(CLI::ExistingFile);
+  sub->add_option("--commit", rec.commit, "the commit tested (default HEAD)");
+  sub->add_flag("--no-localize", *no_localize, "only record; do not localize the failures");
+  sub->add_option("--format", rec.localize_args.format, "text | json | sarif | github")->check(CLI::IsMember(kFormats));
+  sub->add_option("--sarif", rec.localize_args.sarif_output,
+                  "also write the localization as SARIF to this file (code scanning)");
+  flags.bind(sub, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
+  flags
+      .bind(sub, "--mode", "llm.mode",
+            "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid")
+      ->check(CLI::IsMember(kModes));
+  add_llm_flags(sub, flags);
+
+  return {sub, [args, no_localize](Config& config, Common& common) {
+            history_from_config(config, args->history);
+            if (auto s = localize_from_config(config, args->localize_args); !s) return usage_error(s.error());
+            args->localize = !*no_localize;
+            return cmd_record(common, *args);
+          }};
+}
+
+Command add_audit(CLI::App& app, Flags& flags) {
+  auto args = std::make_shared<AuditArgs>();
+  AuditArgs& audit_args = *args;
+  auto* sub = app.add_subcommand("audit", "review quarantined mined cases: list, show, accept, reject, trim");
+  sub->add_option("action", audit_args.action, "list (default) | show | accept | reject | trim")
+      ->check(CLI::IsMember({"list", "show", "accept", "reject", "trim"}));
+  sub->add_option("id", audit_args.id, "the mined case's id (or a unique prefix)");
+  sub->add_option("--keep", audit_args.keep, "trim: the true faulty lines (12, 12-14, path:12; comma-separated)")
+      ->delimiter(',');
+  sub->add_option("--author", audit_args.author, "who decides (default: git config user.name <user.email>)");
+  sub->add_option("--reason", audit_args.reason, "why (stored with the decision)");
+  sub->add_flag("--all", audit_args.all, "list: every mined case, not only the quarantine");
+  sub->add_option("--format", audit_args.format, "list: text | json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_option("--html", audit_args.html, "list: also write a self-contained HTML report with side-by-side diffs");
+  sub->add_option("--repo", audit_args.repo, "the repository whose git config names the author (default .)");
+  sub->add_option("--color", audit_args.color, "auto | always | never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  flags.bind(sub, "--sigma", "mine.sigma", "the outlier rule shown (default 3)")->check(CLI::Range(0.0, 100.0));
+
+  return {sub, [args](Config& config, Common& common) {
+            args->sigma = config.number("mine.sigma");
+            return cmd_audit(common, *args);
+          }};
+}
+
+Command add_kb(CLI::App& app) {
+  auto args = std::make_shared<KbArgs>();
+  auto* sub = app.add_subcommand("kb", "make, inspect and copy knowledge bases (SQLite folder or PostgreSQL server)");
+  sub->require_subcommand(1);
+  auto* init = sub->add_subcommand("init", "create the store named by --kb, or upgrade its schema");
+  auto* status = sub->add_subcommand("status", "the store's engine, schema, counts, local index and spool");
+  auto* copy = sub->add_subcommand("copy", "copy every case, outcome, failure and decision into an empty store");
+  copy->add_option("from", args->from, "source: a folder or a postgresql:// URL")->required();
+  copy->add_option("to", args->to, "destination (must be empty; made when absent)")->required();
+  return {sub, [args, init, status](Config&, Common& common) {
+            args->action = init->parsed() ? "init" : status->parsed() ? "status" : "copy";
+            return cmd_kb(common, *args);
+          }};
+}
+
+Command add_hooks(CLI::App& app, Flags& flags) {
+  auto args = std::make_shared<HooksArgs>();
+  auto* sub = app.add_subcommand("hooks", "git hooks: install | uninstall the post-commit hook; post-commit runs it");
+  sub->add_option("action", args->action, "install | uninstall | post-commit")
+      ->required()
+      ->check(CLI::IsMember({"install", "uninstall", "post-commit"}));
+  add_history(sub, flags, args->history);
+  sub->add_option("--spark", args->spark_path, "install: the spark binary the hook runs (default: this one)");
+  flags.bind(sub, "--test-command", "record.test_command",
+             "post-commit: re-runs tests, {tests} = test ids, {junit} = report path");
+  return {sub, [args](Config& config, Common& common) {
+            history_from_config(config, args->history);
+            args->test_command = config.str("record.test_command");
+            args->timeout = config.number("record.timeout");
+            if (args->spark_path.empty()) {
+              std::error_code ec;
+              auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+              args->spark_path = ec ? std::string("spark") : self.string();
+            }
+            args->repo = args->history.repo;
+            return cmd_hooks(common, *args);
+          }};
+}
+
+Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv) {
+  auto args = std::make_shared<EvalArgs>();
+  EvalArgs& ev = *args;
+  auto* sub =
+      app.add_subcommand("eval", "leave-one-out evaluation on labelled corpora: the paper's metrics and tables");
+  sub->add_option("corpora", ev.corpora, "labelled cases.jsonl files")->required()->check(CLI::ExistingFile);
+  sub->add_option("--mode", ev.modes,
+                  "modes, comma-separated: builtin, traceback, annotation, baseline, default, random, "
+                  "annotation-free, directive, naive-rag, hybrid (default builtin)")
+      ->delimiter(',');
+  sub->add_option("-k,--k", ev.ks, "k values, comma-separated (default 1,3,5,10)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--level", ev.levels, "levels, comma-separated: line, statement, block, function (default line)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(kLevels));
+  sub->add_option("--policy", ev.policies, "policies, comma-separated (default all)")->delimiter(',');
+  sub->add_option(
+         "--epsilon", ev.epsilons,
+         "annotation thresholds, comma-separated (default " + spark::defaults::text(spark::defaults::kEpsilon) + ")")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("-r", ev.rs, "retrieved cases, comma-separated (default 1)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--compare", ev.compare, "pairs to test, A:B (repeatable; default: every mode against the first)");
+  sub->add_option("--window-fraction", ev.window_fraction,
+                  "closest-* policies: share of the corpus (default " +
+                      spark::defaults::text(spark::defaults::kWindowFraction) + ")")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--similarity-floor", ev.similarity_floor,
+                  "ignore retrieved cases below this cosine (default " +
+                      spark::defaults::text(spark::defaults::kSimilarityFloor) + ")");
+  sub->add_option("--format", ev.format, "markdown | csv | json")->check(CLI::IsMember({"markdown", "csv", "json"}));
+  sub->add_option("-o,--output", ev.output, "write the report here (atomically) instead of standard output");
+  sub->add_option("--html", ev.html, "also write a self-contained HTML report with plots and a per-case drill-down");
+  sub->add_option("--cache", ev.cache, "LLM answer cache (default: <kb>/llm-answers.sqlite)");
+  add_llm_flags(sub, flags);
+  flags.bind_switch(sub, "--structured", "llm.structured", "true", "ask for JSON answers (response_format)");
+  flags.bind_switch(sub, "--no-redact", "redact.enabled", "false", "send text as it is");
+
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(i == 0 ? "spark" : argv[i]);
+  return {sub, [args, command_line](Config& config, Common& common) {
+            if (auto s = localize_from_config(config, args->llm); !s) return usage_error(s.error());
+            args->use_kb = config.get("kb").source != "default";
+            args->command_line = command_line;
+            return cmd_eval(common, *args);
+          }};
+}
+
+// The configuration: the file given or found, the environment, then the flags given.
+spark::Result<Config> load_config(const std::string& config_path, const Flags& flags, int& exit_code) {
+  std::optional<std::filesystem::path> file;
+  std::error_code ec;
+  if (!config_path.empty()) {
+    if (!std::filesystem::is_regular_file(config_path, ec)) {
+      exit_code = 2;
+      return spark::fail("--config " + config_path + ": no such file");
+    }
+    file = config_path;
+  } else {
+    const auto here = std::filesystem::current_path(ec);
+    if (ec) {
+      exit_code = 1;
+      return spark::fail("the current folder cannot be read: " + ec.message());
+    }
+    file = Config::discover(here);
+  }
+  auto config = Config::load(file);
+  if (!config) {
+    exit_code = 1;
+    return config;
+  }
+  if (auto s = flags.apply(*config); !s) {
+    exit_code = 2;
+    return std::unexpected(s.error());
+  }
+  return config;
+}
 
 int run(int argc, char** argv) {
-  using namespace spark::cli;
   CLI::App app{"spark — localize the faulty lines of a failing test from similar failures fixed before"};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--kb, --config) also after the subcommand
   app.set_version_flag("--version", std::string("spark ") + SPARK_VERSION);
-  std::map<std::string, std::string> text;  // key → flag text (stable addresses)
-  std::vector<Binding> bindings;
-  const auto bind = [&](CLI::App* sub, const std::string& names, const std::string& key, const std::string& help) {
-    std::string* slot = &text[key + "@" + sub->get_name()];
-    CLI::Option* o = sub->add_option(names, *slot, help);
-    bindings.push_back({o, key, slot});
-    return o;
-  };
-  // The LLM settings `spark localize` and `spark eval` share.
-  const auto bind_llm_flags = [&](CLI::App* sub) {
-    bind(sub, "--llm-url", "llm.base_url",
-         "OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (env SPARK_LLM_BASE_URL)");
-    bind(sub, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
-    bind(sub, "--template", "llm.template", "prompt template file replacing the mode's built-in one");
-    bind(sub, "--prompt-scope", "llm.prompt_scope",
-         "file (default, as the paper) | test: only the failing test's reach")
-        ->check(CLI::IsMember({"file", "test"}));
-    bind(sub, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
-    bind(sub, "--seed", "llm.seed", "seed sent to the server and for random mode's draw");
-    bind(sub, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
-    bind(sub, "--context-tokens", "llm.context_tokens",
-         "the model's context window (default " + std::to_string(spark::defaults::kContextTokens) + ")")
-        ->check(CLI::Range(256, 10000000));
-    bind(sub, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
-    bind(sub, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")->check(CLI::Range(0, 100));
-    bind(sub, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")
-        ->check(CLI::Range(0.0, 600.0));
-    bind(sub, "--deadline", "llm.deadline",
-         "seconds for all LLM requests of the run, retries included; then the built-in ranking (default 300; 0: none; "
-         "not used by eval)")
-        ->check(CLI::Range(0.0, 1e9));
-  };
+  Flags flags;
   std::string config_path;
-  app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
-  bind(&app, "--kb", "kb",
-       "knowledge base: a folder, or postgresql://user@host/db for a shared server (env SPARK_KB; "
-       "default .spark)");
-  bind(&app, "--local-dir", "local_dir",
-       "with a server knowledge base: this runner's index, spool and LLM answer cache (env SPARK_LOCAL_DIR; default "
-       ".spark)");
-
-  ImportArgs import_args;
-  auto* import = app.add_subcommand("import", "import labelled cases (JSON Lines) into the knowledge base");
-  import->add_option("files", import_args.files, "cases.jsonl files")->required()->check(CLI::ExistingFile);
-  import->add_flag("--replace", import_args.replace,
-                   "overwrite stored cases whose id is imported with a different record");
-
-  ExportArgs export_args;
-  auto* exp = app.add_subcommand("export", "write every stored case as JSON Lines (lossless unless --redact)");
-  exp->add_option("-o,--output", export_args.output, "file to write atomically (default: standard output)");
-  exp->add_flag("--redact", export_args.redact,
-                "replace secrets in error messages, file contents and meta with [REDACTED:rule] (not lossless)");
-
-  IndexArgs index_args;
-  size_t dimension = 0;
-  auto* index = app.add_subcommand("index", "embed the cases, build the vector index, learn the ranker");
-  index->add_flag("--rebuild", index_args.rebuild, "rebuild from scratch even when the index is up to date");
-  bind(index, "--embedder", "embedder.kind", "builtin (default) or openai")
-      ->check(CLI::IsMember({"builtin", "openai"}));
-  index->add_option("--dimension", dimension, "built-in embedder dimension (default 1024)")
-      ->check(CLI::Range(16, 65536));
-  bind(index, "--embed-url", "embedder.base_url", "OpenAI-compatible base URL (env SPARK_EMBED_BASE_URL)");
-  bind(index, "--embed-model", "embedder.model", "embedding model (env SPARK_EMBED_MODEL; default bge-m3)");
-
-  LocalizeArgs loc;
-  bool no_redact = false, structured = false, require_llm = false;
-  auto* localize = app.add_subcommand("localize", "rank the suspicious lines of a failing test");
-  localize->add_option("--test", loc.tests, "the failing test's file(s); the first holds the test")
-      ->check(CLI::ExistingFile);
-  localize->add_option("--error", loc.error, "file with the failure output (traceback + message), or - for stdin");
-  localize->add_option("--test-id", loc.test_id,
-                       "the test id: a pytest node id, com.x.FooTest#testBar, tests/x.test.js > suite > case "
-                       "(default: from the traceback)");
-  localize->add_option("--time", loc.time, "failure time, ISO-8601 (default: now)");
-  localize->add_option("--case", loc.case_file, "take the query from this cases.jsonl (labels are ignored)")
-      ->check(CLI::ExistingFile);
-  localize->add_option("--id", loc.case_id, "with --case: the case's id (default: every case of the file)");
-  localize->add_option("--junit", loc.junit, "a JUnit XML report: localize every failed or erroring test in it")
-      ->check(CLI::ExistingFile);
-  localize->add_option("--root", loc.root, "with --junit: the repository its test files are in (default .)")
-      ->check(CLI::ExistingDirectory);
-  bind(localize, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
-  bind(localize, "--level", "localize.level", "line | statement | block | function")
-      ->check(CLI::IsMember({"line", "statement", "block", "function"}));
-  bind(localize, "--policy", "localize.policy", "all | all-preceding | closest-by-time | closest-time-preceding");
-  localize
-      ->add_option("--window-fraction", loc.window_fraction,
-                   "closest-* policies: share of the corpus (default " +
-                       spark::defaults::text(spark::defaults::kWindowFraction) + ")")
-      ->check(CLI::Range(0.0, 1.0));
-  localize->add_option("--window", loc.window, "closest-* policies: exact number of cases (overrides the fraction)");
-  bind(localize, "-r", "localize.r", "similar cases to retrieve (default 1)")->check(CLI::Range(1, 1000));
-  bind(
-      localize, "--epsilon", "localize.epsilon",
-      "annotation threshold, normalized Levenshtein (default " + spark::defaults::text(spark::defaults::kEpsilon) + ")")
-      ->check(CLI::Range(0.0, 1.0));
-  bind(localize, "--similarity-floor", "localize.similarity_floor",
-       "ignore retrieved cases below this cosine (default " + spark::defaults::text(spark::defaults::kSimilarityFloor) +
-           ")");
-  localize->add_option("--format", loc.format, "text | json | sarif | github")
-      ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
-  localize->add_flag("--show-annotated", loc.show_annotated, "also print the annotated test code (text format)");
-  localize->add_option("--color", loc.color, "auto | always | never")
-      ->check(CLI::IsMember({"auto", "always", "never"}));
-  bind(localize, "--mode", "llm.mode",
-       "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid")
-      ->check(CLI::IsMember(
-          {"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag", "hybrid"}));
-  bind_llm_flags(localize);
-  bind(localize, "--llm-api-key", "llm.api_key", "API key (prefer env SPARK_LLM_API_KEY: flags show in process lists)");
-  bind(localize, "--temperature", "llm.temperature", "sampling temperature (default 0)")->check(CLI::Range(0.0, 2.0));
-  bind(localize, "--connect-timeout", "llm.connect_timeout", "seconds to connect (default 10)")
-      ->check(CLI::Range(0.1, 3600.0));
-  auto* structured_flag =
-      localize->add_flag("--structured", structured, "ask for a JSON answer (response_format json_schema)");
-  auto* require_flag =
-      localize->add_flag("--require-llm", require_llm, "exit 1 when the LLM cannot be used, instead of falling back");
-  auto* no_redact_flag =
-      localize->add_flag("--no-redact", no_redact, "send text as it is (secrets are redacted by default)");
-  localize->add_flag("--show-prompt", loc.show_prompt, "print the prompt (and put it into --format json)");
-  localize->add_option("--explain", loc.explain,
-                       "print every feature value and contribution of one line "
-                       "(LINE, or PATH:LINE)");
-
-  auto* config_cmd = app.add_subcommand("config", "print the effective configuration (secrets hidden)");
-
-  // The history options `mine`, `record` and `hooks post-commit` share.
-  const auto add_history = [&](CLI::App* sub, HistoryArgs& h) {
-    sub->add_option("--repo", h.repo, "the git repository (default .)")->check(CLI::ExistingDirectory);
-    sub->add_flag("--all-parents", h.all_parents, "walk every parent, not only the first-parent line");
-    sub->add_option("--since", h.since, "only commits from this time (ISO-8601)");
-    sub->add_option("--until", h.until, "only commits up to this time (ISO-8601)");
-    bind(sub, "--sigma", "mine.sigma", "outlier rule: quarantine above mean + SIGMA * sd faulty lines (default 3)")
-        ->check(CLI::Range(0.0, 100.0));
-    bind(sub, "--project", "project", "the cases' project (default: the origin URL normalised, else the root commit)");
+  add_global(app, flags, config_path);
+  const std::vector<Command> commands = {
+      add_import(app),
+      add_export(app),
+      add_index(app, flags),
+      add_localize(app, flags),
+      add_config(app),
+      add_mine(app, flags),
+      add_record(app, flags),
+      add_audit(app, flags),
+      add_kb(app),
+      add_hooks(app, flags),
+      add_eval(app, flags, argc, argv),
   };
-  bool test_only_fixes = false;
-  MineArgs mine_args;
-  auto* mine = app.add_subcommand("mine",
-                                  "label failures from git history into the knowledge base: each failure's "
-                                  "first later passing commit is its fix");
-  add_history(mine, mine_args.history);
-  mine->add_option("--outcomes", mine_args.outcomes, "outcome files: JSON Lines (.jsonl) or JUnit XML (<sha>.xml)")
-      ->check(CLI::ExistingFile);
-  mine->add_option("--commit", mine_args.commit, "the commit of JUnit reports not named <sha>.xml");
-  auto* mine_test_only =
-      mine->add_flag("--test-only-fixes", test_only_fixes, "label only fixes that changed nothing but test code");
-  mine->add_option("-o,--output", mine_args.output,
-                   "also write the mined corpus (every labelled case) as JSON Lines "
-                   "(- = standard output)");
-  mine->add_option("--quarantine", mine_args.quarantine, "also write the quarantined cases as JSON Lines");
-  mine->add_option("--run", mine_args.run,
-                   "no recorded outcomes: run this command per commit, e.g. "
-                   "\"python3 -m pytest {test_id}\" (exit 0 = passed)");
-  mine->add_option("--test", mine_args.tests, "with --run: a test that fails at --from");
-  mine->add_option("--from", mine_args.from, "with --run: the commit the tests fail at");
-  mine->add_option("--to", mine_args.to, "with --run: the end of the range searched for the fix (default HEAD)");
-  mine->add_option("--run-timeout", mine_args.timeout, "with --run: seconds per run (default 600)")
-      ->check(CLI::Range(0.1, 86400.0));
-
-  RecordArgs rec;
-  auto* record = app.add_subcommand("record",
-                                    "CI post-failure step: record a JUnit report's outcomes at a commit, "
-                                    "localize its failures, label the failures its passes fix");
-  add_history(record, rec.history);
-  record->add_option("--junit", rec.junit, "the JUnit XML report of the test run")
-      ->required()
-      ->check(CLI::ExistingFile);
-  record->add_option("--commit", rec.commit, "the commit tested (default HEAD)");
-  auto* record_test_only =
-      record->add_flag("--test-only-fixes", test_only_fixes, "label only fixes that changed nothing but test code");
-  bool no_localize_flag = false;
-  record->add_flag("--no-localize", no_localize_flag, "only record; do not localize the failures");
-  record->add_option("--format", rec.localize_args.format, "text | json | sarif | github")
-      ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
-  std::string record_sarif;
-  record->add_option("--sarif", record_sarif, "also write the localization as SARIF to this file (code scanning)");
-  bind(record, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
-  bind(record, "--mode", "llm.mode",
-       "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid")
-      ->check(CLI::IsMember(
-          {"builtin", "baseline", "default", "random", "annotation-free", "directive", "naive-rag", "hybrid"}));
-  bind_llm_flags(record);
-
-  AuditArgs audit_args;
-  auto* audit = app.add_subcommand("audit", "review quarantined mined cases: list, show, accept, reject, trim");
-  audit->add_option("action", audit_args.action, "list (default) | show | accept | reject | trim")
-      ->check(CLI::IsMember({"list", "show", "accept", "reject", "trim"}));
-  audit->add_option("id", audit_args.id, "the mined case's id (or a unique prefix)");
-  audit->add_option("--keep", audit_args.keep, "trim: the true faulty lines (12, 12-14, path:12; comma-separated)")
-      ->delimiter(',');
-  audit->add_option("--author", audit_args.author, "who decides (default: git config user.name <user.email>)");
-  audit->add_option("--reason", audit_args.reason, "why (stored with the decision)");
-  audit->add_flag("--all", audit_args.all, "list: every mined case, not only the quarantine");
-  audit->add_option("--format", audit_args.format, "list: text | json")->check(CLI::IsMember({"text", "json"}));
-  audit->add_option("--html", audit_args.html, "list: also write a self-contained HTML report with side-by-side diffs");
-  audit->add_option("--repo", audit_args.repo, "the repository whose git config names the author (default .)");
-  audit->add_option("--color", audit_args.color, "auto | always | never")
-      ->check(CLI::IsMember({"auto", "always", "never"}));
-  bind(audit, "--sigma", "mine.sigma", "the outlier rule shown (default 3)")->check(CLI::Range(0.0, 100.0));
-
-  HooksArgs hooks_args;
-  KbArgs kb_args;
-  auto* kb = app.add_subcommand("kb", "make, inspect and copy knowledge bases (SQLite folder or PostgreSQL server)");
-  kb->require_subcommand(1);
-  auto* kb_init = kb->add_subcommand("init", "create the store named by --kb, or upgrade its schema");
-  auto* kb_status = kb->add_subcommand("status", "the store's engine, schema, counts, local index and spool");
-  auto* kb_copy = kb->add_subcommand("copy", "copy every case, outcome, failure and decision into an empty store");
-  kb_copy->add_option("from", kb_args.from, "source: a folder or a postgresql:// URL")->required();
-  kb_copy->add_option("to", kb_args.to, "destination (must be empty; made when absent)")->required();
-
-  auto* hooks = app.add_subcommand("hooks", "git hooks: install | uninstall the post-commit hook; post-commit runs it");
-  hooks->add_option("action", hooks_args.action, "install | uninstall | post-commit")
-      ->required()
-      ->check(CLI::IsMember({"install", "uninstall", "post-commit"}));
-  add_history(hooks, hooks_args.history);
-  hooks->add_option("--spark", hooks_args.spark_path, "install: the spark binary the hook runs (default: this one)");
-  bind(hooks, "--test-command", "record.test_command",
-       "post-commit: re-runs tests, {tests} = test ids, {junit} = report path");
-
-  EvalArgs ev;
-  bool eval_structured = false;
-  auto* eval =
-      app.add_subcommand("eval", "leave-one-out evaluation on labelled corpora: the paper's metrics and tables");
-  eval->add_option("corpora", ev.corpora, "labelled cases.jsonl files")->required()->check(CLI::ExistingFile);
-  eval->add_option("--mode", ev.modes,
-                   "modes, comma-separated: builtin, traceback, annotation, baseline, default, random, "
-                   "annotation-free, directive, naive-rag, hybrid (default builtin)")
-      ->delimiter(',');
-  eval->add_option("-k,--k", ev.ks, "k values, comma-separated (default 1,3,5,10)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1000));
-  eval->add_option("--level", ev.levels, "levels, comma-separated: line, statement, block, function (default line)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"line", "statement", "block", "function"}));
-  eval->add_option("--policy", ev.policies, "policies, comma-separated (default all)")->delimiter(',');
-  eval->add_option(
-          "--epsilon", ev.epsilons,
-          "annotation thresholds, comma-separated (default " + spark::defaults::text(spark::defaults::kEpsilon) + ")")
-      ->delimiter(',')
-      ->check(CLI::Range(0.0, 1.0));
-  eval->add_option("-r", ev.rs, "retrieved cases, comma-separated (default 1)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1000));
-  eval->add_option("--compare", ev.compare, "pairs to test, A:B (repeatable; default: every mode against the first)");
-  eval->add_option("--window-fraction", ev.window_fraction,
-                   "closest-* policies: share of the corpus (default " +
-                       spark::defaults::text(spark::defaults::kWindowFraction) + ")")
-      ->check(CLI::Range(0.0, 1.0));
-  eval->add_option("--similarity-floor", ev.similarity_floor,
-                   "ignore retrieved cases below this cosine (default " +
-                       spark::defaults::text(spark::defaults::kSimilarityFloor) + ")");
-  eval->add_option("--format", ev.format, "markdown | csv | json")->check(CLI::IsMember({"markdown", "csv", "json"}));
-  eval->add_option("-o,--output", ev.output, "write the report here (atomically) instead of standard output");
-  eval->add_option("--html", ev.html, "also write a self-contained HTML report with plots and a per-case drill-down");
-  eval->add_option("--cache", ev.cache, "LLM answer cache (default: <kb>/llm-answers.sqlite)");
-  bind_llm_flags(eval);
-  auto* eval_structured_flag =
-      eval->add_flag("--structured", eval_structured, "ask for JSON answers (response_format)");
-  auto* eval_no_redact = eval->add_flag("--no-redact", no_redact, "send text as it is");
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-
-  std::optional<std::filesystem::path> file;
-  if (!config_path.empty()) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(config_path, ec)) {
-      std::fprintf(stderr, "spark: error: --config %s: no such file\n", config_path.c_str());
-      return 2;
-    }
-    file = config_path;
-  } else {
-    std::error_code ec;
-    const auto here = std::filesystem::current_path(ec);
-    if (ec) {
-      std::fprintf(stderr, "spark: error: the current folder cannot be read: %s\n", ec.message().c_str());
-      return 1;
-    }
-    file = spark::Config::discover(here);
-  }
-  auto config = spark::Config::load(file);
+  int exit_code = 1;
+  auto config = load_config(config_path, flags, exit_code);
   if (!config) {
     std::fprintf(stderr, "spark: error: %s\n", config.error().message.c_str());
-    return 1;
+    return exit_code;
   }
-  for (const auto& b : bindings)
-    if (b.option->count() > 0)
-      if (auto s = config->set(b.key, *b.text, "flag " + b.option->get_name()); !s) {
+  for (const auto& command : commands) {
+    if (!command.app->parsed()) continue;
+    Common common;
+    if (command.needs_common)
+      if (auto s = common_from_config(*config, common); !s) {
         std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
-        return 2;
+        return 1;
       }
-  if (structured_flag->count() > 0) (void)config->set("llm.structured", "true", "flag --structured");
-  if (require_flag->count() > 0) (void)config->set("llm.require", "true", "flag --require-llm");
-  if (no_redact_flag->count() > 0 || eval_no_redact->count() > 0)
-    (void)config->set("redact.enabled", "false", "flag --no-redact");
-  if (eval_structured_flag->count() > 0) (void)config->set("llm.structured", "true", "flag --structured");
-
-  if (config_cmd->parsed()) return cmd_config(*config);
-  Common common;
-  if (auto s = common_from_config(*config, common); !s) {
-    std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
-    return 1;
-  }
-  if (dimension) common.embedder.builtin.dimension = dimension;
-  if (mine_test_only->count() > 0 || record_test_only->count() > 0)
-    (void)config->set("mine.test_only_fixes", "true", "flag --test-only-fixes");
-  for (HistoryArgs* h : {&mine_args.history, &rec.history, &hooks_args.history}) {
-    h->sigma = config->number("mine.sigma");
-    h->test_only_fixes = config->boolean("mine.test_only_fixes");
-    h->project = config->str("project");
-  }
-  audit_args.sigma = config->number("mine.sigma");
-  if (mine->parsed()) return cmd_mine(common, mine_args);
-  if (audit->parsed()) return cmd_audit(common, audit_args);
-  if (record->parsed()) {
-    const std::string format = rec.localize_args.format;
-    if (auto s = localize_from_config(*config, rec.localize_args); !s) {
-      std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
-      return 2;
-    }
-    rec.localize_args.format = format;
-    rec.localize_args.sarif_output = record_sarif;
-    rec.localize = !no_localize_flag;
-    return cmd_record(common, rec);
-  }
-  if (kb->parsed()) {
-    kb_args.action = kb_init->parsed() ? "init" : kb_status->parsed() ? "status" : "copy";
-    return cmd_kb(common, kb_args);
-  }
-  if (hooks->parsed()) {
-    hooks_args.test_command = config->str("record.test_command");
-    hooks_args.timeout = config->number("record.timeout");
-    if (hooks_args.spark_path.empty()) {
-      std::error_code ec;
-      auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-      hooks_args.spark_path = ec ? std::string("spark") : self.string();
-    }
-    hooks_args.repo = hooks_args.history.repo;
-    return cmd_hooks(common, hooks_args);
-  }
-  if (import->parsed()) return cmd_import(common, import_args);
-  if (exp->parsed()) return cmd_export(common, export_args);
-  if (index->parsed()) return cmd_index(common, index_args);
-  if (eval->parsed()) {
-    if (auto s = localize_from_config(*config, ev.llm); !s) {
-      std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
-      return 2;
-    }
-    ev.use_kb = config->get("kb").source != "default";
-    for (int i = 0; i < argc; ++i) ev.command_line += (i ? " " : "") + std::string(i == 0 ? "spark" : argv[i]);
-    return cmd_eval(common, ev);
-  }
-  if (localize->parsed()) {
-    if (auto s = localize_from_config(*config, loc); !s) {
-      std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
-      return 2;
-    }
-    return cmd_localize(common, loc);
+    return command.run(*config, common);
   }
   return 2;
 }
