@@ -101,10 +101,23 @@ bool in_corpus(FailureStatus s) {
 Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                      const SyncOptions& options) {
   SyncReport report;
-  Database& db = kb_.database();
   const int64_t now = now_epoch();
+  if (auto s = record_outcomes(repo, outcomes, options, now, report); !s) return std::unexpected(s.error());
+  auto open = failures({FailureStatus::open});
+  if (!open) return std::unexpected(open.error());
+  auto settled = label_fixed(repo, *open, options, report);
+  if (!settled) return std::unexpected(settled.error());
+  if (auto s = settle(*settled, options, now, report); !s) return std::unexpected(s.error());
+  auto counts = status_counts();
+  if (!counts) return std::unexpected(counts.error());
+  report.still_open = (*counts)["open"];
+  return report;
+}
 
-  // 1. Outcomes in. Commits are stored as full shas; one the repository does not have is named and skipped.
+Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
+                                    const SyncOptions& options, int64_t now, SyncReport& report) {
+  Database& db = kb_.database();
+  // Commits are stored as full shas; one the repository does not have is named and skipped.
   struct Resolved {
     const RecordedOutcome* o;
     std::string sha;
@@ -179,60 +192,61 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
     }
     if (auto s = tx->commit(); !s) return std::unexpected(s.error());
   }
+  return {};
+}
 
-  // 2. Label the open failures whose test passed later on the history. No write lock is held meanwhile.
-  auto open_failures = failures({FailureStatus::open});
-  if (!open_failures) return std::unexpected(open_failures.error());
-  struct Settled {
-    const StoredFailure* f;
-    std::string fixed;
-    Labelling labelling;
-  };
+Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepository& repo,
+                                                                   const std::vector<StoredFailure>& open,
+                                                                   const SyncOptions& options, SyncReport& report) {
+  Database& db = kb_.database();
   std::vector<Settled> settled;
-  if (!open_failures->empty()) {
-    auto history = repo.history(options.first_parent, options.since, options.until, options.tip);
-    if (!history) return std::unexpected(history.error());
-    std::unordered_map<std::string, size_t> position;
-    for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
-    const LabelOptions label_options{options.project.empty() ? default_project(repo) : options.project,
-                                     options.test_only_fixes};
-    auto passes = db.prepare("SELECT commit_sha FROM outcomes WHERE test_id = ? AND outcome = 'passed'");
-    if (!passes) return std::unexpected(passes.error());
-    std::map<std::string, std::vector<size_t>> passes_of;  // test id → positions of its passes, sorted
-    for (const auto& f : *open_failures) {
-      auto at = position.find(f.commit);
-      if (at == position.end()) {
-        ++report.not_on_history;
-        continue;
-      }
-      auto [it, fresh] = passes_of.try_emplace(f.test_id);
-      if (fresh) {
-        passes->bind(1, f.test_id);
-        for (;;) {
-          auto row = passes->step();
-          if (!row) return std::unexpected(row.error());
-          if (!*row) break;
-          if (auto p = position.find(passes->text(0)); p != position.end()) it->second.push_back(p->second);
-        }
-        passes->reset();
-        std::sort(it->second.begin(), it->second.end());
-      }
-      auto next = std::upper_bound(it->second.begin(), it->second.end(), at->second);
-      if (next == it->second.end()) continue;  // not fixed yet
-      FailureInput input{f.test_id, f.message, f.time, f.origin, f.snapshot};
-      auto labelling = label_failure(repo, input, (*history)[at->second], (*history)[*next], label_options);
-      if (!labelling) {
-        report.warnings.push_back(labelling.error().message);
-        Labelling missing;
-        missing.status = FailureStatus::missing_file;
-        missing.detail = labelling.error().message;
-        labelling = std::move(missing);
-      }
-      settled.push_back({&f, (*history)[*next].sha, std::move(*labelling)});
+  if (open.empty()) return settled;
+  auto history = repo.history(options.first_parent, options.since, options.until, options.tip);
+  if (!history) return std::unexpected(history.error());
+  std::unordered_map<std::string, size_t> position;
+  for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
+  const LabelOptions label_options{options.project.empty() ? default_project(repo) : options.project,
+                                   options.test_only_fixes};
+  auto passes = db.prepare("SELECT commit_sha FROM outcomes WHERE test_id = ? AND outcome = 'passed'");
+  if (!passes) return std::unexpected(passes.error());
+  std::map<std::string, std::vector<size_t>> passes_of;  // test id → positions of its passes, sorted
+  for (const auto& f : open) {
+    auto at = position.find(f.commit);
+    if (at == position.end()) {
+      ++report.not_on_history;
+      continue;
     }
+    auto [it, fresh] = passes_of.try_emplace(f.test_id);
+    if (fresh) {
+      passes->bind(1, f.test_id);
+      for (;;) {
+        auto row = passes->step();
+        if (!row) return std::unexpected(row.error());
+        if (!*row) break;
+        if (auto p = position.find(passes->text(0)); p != position.end()) it->second.push_back(p->second);
+      }
+      passes->reset();
+      std::sort(it->second.begin(), it->second.end());
+    }
+    auto next = std::upper_bound(it->second.begin(), it->second.end(), at->second);
+    if (next == it->second.end()) continue;  // not fixed yet
+    FailureInput input{f.test_id, f.message, f.time, f.origin, f.snapshot};
+    auto labelling = label_failure(repo, input, (*history)[at->second], (*history)[*next], label_options);
+    if (!labelling) {
+      report.warnings.push_back(labelling.error().message);
+      Labelling missing;
+      missing.status = FailureStatus::missing_file;
+      missing.detail = labelling.error().message;
+      labelling = std::move(missing);
+    }
+    settled.push_back({&f, (*history)[*next].sha, std::move(*labelling)});
   }
+  return settled;
+}
 
-  // 3. Settle what is still open, recompute the rule, bring the corpus in line: one transaction.
+Status MiningStore::settle(const std::vector<Settled>& settled, const SyncOptions& options, int64_t now,
+                           SyncReport& report) {
+  Database& db = kb_.database();
   auto tx = Transaction::begin(db);
   if (!tx) return std::unexpected(tx.error());
   auto update = db.prepare(
@@ -253,7 +267,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
       update->bind(9, fault_key(*l.labelled));
     else
       update->bind_null(9);
-    update->bind(10, s.f->commit).bind(11, s.f->test_id);
+    update->bind(10, s.failure->commit).bind(11, s.failure->test_id);
     if (auto st = update->run(); !st) return std::unexpected(st.error());
     if (update->changes() == 0) continue;  // another process settled it first
     // Labelled ones are counted by the reconciliation, which decides between corpus and quarantine.
@@ -268,11 +282,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
   report.merged = merge->merged;
   if (merge->merged) report.settled[FailureStatus::duplicate] = merge->merged;
   if (auto s = reconcile(options.sigma, report); !s) return std::unexpected(s.error());
-  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
-  auto counts = status_counts();
-  if (!counts) return std::unexpected(counts.error());
-  report.still_open = (*counts)["open"];
-  return report;
+  return tx->commit();
 }
 
 Result<std::vector<MiningStore::Mined>> MiningStore::mined() {

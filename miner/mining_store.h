@@ -96,6 +96,22 @@ class MiningStore {
   };
   Result<std::vector<Mined>> mined();
   Status reconcile(double sigma, SyncReport& report);
+
+  // sync's three steps. An open failure whose test passed later, labelled by its fix.
+  struct Settled {
+    const StoredFailure* failure;
+    std::string fixed;  // the fixing commit
+    Labelling labelling;
+  };
+  // 1. The outcomes in (one transaction): failures opened, open ones a pass at the same commit shows flaky closed.
+  Status record_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
+                         const SyncOptions& options, int64_t now, SyncReport& report);
+  // 2. The open failures whose test passed later on the history, labelled (no write lock held).
+  Result<std::vector<Settled>> label_fixed(const GitRepository& repo, const std::vector<StoredFailure>& open,
+                                           const SyncOptions& options, SyncReport& report);
+  // 3. Those still open settled, same faults merged, the rule recomputed and the corpus brought in line (one
+  // transaction).
+  Status settle(const std::vector<Settled>& settled, const SyncOptions& options, int64_t now, SyncReport& report);
   KnowledgeBase& kb_;
 };
 
