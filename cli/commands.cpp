@@ -727,17 +727,11 @@ std::string duration_text(double s) {
 
 }  // namespace
 
-int cmd_eval(const Common& common, const EvalArgs& args) {
-  std::vector<Case> cases;
-  std::vector<CaseOrigin> origins;
-  if (auto s = read_corpora(args.corpora, cases, origins); !s) return report_error(s.error());
-  // Ids must be unique across the corpora: they name the cases in the reports.
-  std::set<std::string> ids;
-  for (size_t i = 0; i < cases.size(); ++i)
-    if (!ids.insert(cases[i].id).second)
-      return report_error(Error{origins[i].where + ": case id \"" + cases[i].id + "\" appears twice"});
+namespace {
 
-  EvalOptions options;
+// The settings of the evaluation from the command line; 0, or the exit code of a usage error (said on stderr).
+int eval_settings(const EvalArgs& args, EvalOptions& options,
+                  std::vector<std::pair<std::string, std::string>>& compare) {
   options.modes = args.modes;
   options.ks = args.ks;
   std::sort(options.ks.begin(), options.ks.end());
@@ -745,7 +739,11 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
   options.levels.clear();
   for (const auto& l : args.levels) {
     Level level;
-    parse_level(l, level);
+    if (!parse_level(l, level)) {
+      std::fprintf(stderr, "spark: error: --level: unknown level \"%s\" (known: line, statement, block, function)\n",
+                   l.c_str());
+      return 2;
+    }
     options.levels.push_back(level);
   }
   options.policies = args.policies;
@@ -764,7 +762,6 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
                    m.c_str());
       return 2;
     }
-  std::vector<std::pair<std::string, std::string>> compare;
   for (const auto& c : args.compare) {
     const auto colon = c.find(':');
     if (colon == std::string::npos) {
@@ -774,20 +771,24 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
     compare.push_back({c.substr(0, colon), c.substr(colon + 1)});
   }
 
+  return 0;
+}
+
+// The LLM stage of the evaluation: a client with the answer cache when a mode needs one, the prompt settings.
+Status eval_llm(const Common& common, const EvalArgs& args, EvalOptions& options, std::optional<LlmClient>& client,
+                std::unique_ptr<AnswerCache>& cache) {
   bool needs_llm = false;
   for (const auto& m : options.modes) needs_llm = needs_llm || eval_mode_needs_llm(m);
-  std::optional<LlmClient> client;
-  std::unique_ptr<AnswerCache> cache;
   if (needs_llm) {
     if (!args.llm.llm)
-      return report_error(
-          Error{"the LLM modes need an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL "
-                "(or llm.base_url and llm.model in .spark.toml, or --llm-url and --model)"});
+      return fail(
+          "the LLM modes need an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL "
+          "(or llm.base_url and llm.model in .spark.toml, or --llm-url and --model)");
     client.emplace(*args.llm.llm);
     const std::string cache_path =
         args.cache.empty() ? (fs::path(local_folder(common)) / "llm-answers.sqlite").string() : args.cache;
     auto c = AnswerCache::open(cache_path);
-    if (!c) return report_error(c.error());
+    if (!c) return std::unexpected(c.error());
     cache = std::move(*c);
     client->set_cache(cache.get());
     options.client = &*client;
@@ -799,52 +800,44 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
   options.stage.test_scope_only = args.llm.test_scope_only;
   if (!args.llm.template_path.empty()) {
     auto t = read_file(args.llm.template_path);
-    if (!t) return report_error(t.error());
-    if (auto s = check_template(*t, args.llm.template_path); !s) return report_error(s.error());
+    if (!t) return std::unexpected(t.error());
+    if (auto s = check_template(*t, args.llm.template_path); !s) return s;
     options.stage.template_text = std::move(*t);
   }
 
-  // The knowledge base: the one given with --kb, or a temporary one of the corpora (removed afterwards).
-  fs::path temp;
+  return {};
+}
+
+// The knowledge base the evaluation retrieves from: the one given with --kb, or a temporary one of the corpora with
+// its index (its folder in `temp`, which the caller removes).
+Result<std::unique_ptr<KnowledgeBase>> eval_knowledge_base(const Common& common, const EvalArgs& args,
+                                                           const std::vector<Case>& cases,
+                                                           const std::vector<CaseOrigin>& origins, fs::path& temp) {
   std::unique_ptr<KnowledgeBase> kb;
   if (args.use_kb) {
     auto opened = open_kb(common, false);
-    if (!opened) return report_error(opened.error());
-    kb = std::move(*opened);
-  } else {
-    temp = temp_folder() / ("spark-eval-" + std::to_string(::getpid()));
-    std::error_code ignored;
-    fs::remove_all(temp, ignored);
-    auto opened = KnowledgeBase::open(temp, true);
-    if (!opened) return report_error(opened.error());
-    kb = std::move(*opened);
-    if (auto s = kb->import_cases(cases, origins, false); !s) {
-      fs::remove_all(temp, ignored);
-      return report_error(s.error());
-    }
-    note("indexing " + std::to_string(cases.size()) + " case(s) into a temporary knowledge base");
-    if (auto r = build_index(*kb, common.embedder, IndexBuildOptions{}); !r) {
-      fs::remove_all(temp, ignored);
-      return report_error(r.error());
-    }
+    if (!opened) return std::unexpected(opened.error());
+    return std::move(*opened);
   }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!dir.empty()) fs::remove_all(dir, ec);
-    }
-  } cleanup{temp};
-  std::vector<std::string> notes;
-  auto engine = SearchEngine::open(*kb, common.embedder, notes);
-  if (!engine) return report_error(engine.error());
-  for (const auto& n : notes) note(n);
+  temp = temp_folder() / ("spark-eval-" + std::to_string(::getpid()));
+  std::error_code ignored;
+  fs::remove_all(temp, ignored);
+  auto opened = KnowledgeBase::open(temp, true);
+  if (!opened) return std::unexpected(opened.error());
+  kb = std::move(*opened);
+  if (auto s = kb->import_cases(cases, origins, false); !s) return std::unexpected(s.error());
+  note("indexing " + std::to_string(cases.size()) + " case(s) into a temporary knowledge base");
+  if (auto r = build_index(*kb, common.embedder, IndexBuildOptions{}); !r) return std::unexpected(r.error());
+  return kb;
+}
 
+// Progress on stderr: a bar on a terminal, a line per tenth otherwise (CI logs).
+std::function<void(const std::string&, size_t, size_t)> eval_progress() {
   const bool tty = ::isatty(STDERR_FILENO);
   std::string current;
   auto started = std::chrono::steady_clock::now();
   size_t last_tenth = 0;
-  options.progress = [&](const std::string& label, size_t done, size_t total) {
+  return [=](const std::string& label, size_t done, size_t total) mutable {
     if (label != current) {
       if (tty && !current.empty()) std::fprintf(stderr, "\n");
       current = label;
@@ -865,8 +858,62 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
       std::fprintf(stderr, "spark eval: %s %zu/%zu ETA %s\n", label.c_str(), done, total, duration_text(eta).c_str());
     }
   };
+}
 
-  auto evaluation = run_evaluation(*kb, **engine, cases, options);
+// The HTML report (--html). It shows the cases' code and is meant to be shared: made from redacted copies unless
+// redaction is off.
+Status write_eval_html(const Common& common, const EvalArgs& args, const EvalReport& report,
+                       const Evaluation& evaluation, const std::vector<Case>& cases) {
+  std::vector<Case> shown;
+  if (common.redactor) {
+    shown = cases;
+    std::map<std::string, size_t> counts;
+    size_t n = 0;
+    for (auto& c : shown) n += redact_case(c, *common.redactor, counts);
+    if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
+  }
+  auto page = render_html(report, evaluation, common.redactor ? shown : cases);
+  if (!page) return std::unexpected(page.error());
+  if (auto w = write_file_atomic(args.html, *page); !w) return w;
+  note("wrote " + args.html);
+  return {};
+}
+
+}  // namespace
+
+int cmd_eval(const Common& common, const EvalArgs& args) {
+  std::vector<Case> cases;
+  std::vector<CaseOrigin> origins;
+  if (auto s = read_corpora(args.corpora, cases, origins); !s) return report_error(s.error());
+  // Ids must be unique across the corpora: they name the cases in the reports.
+  std::set<std::string> ids;
+  for (size_t i = 0; i < cases.size(); ++i)
+    if (!ids.insert(cases[i].id).second)
+      return report_error(Error{origins[i].where + ": case id \"" + cases[i].id + "\" appears twice"});
+
+  EvalOptions options;
+  std::vector<std::pair<std::string, std::string>> compare;
+  if (int code = eval_settings(args, options, compare); code != 0) return code;
+  std::optional<LlmClient> client;
+  std::unique_ptr<AnswerCache> cache;
+  if (auto s = eval_llm(common, args, options, client, cache); !s) return report_error(s.error());
+
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup;
+  auto kb = eval_knowledge_base(common, args, cases, origins, cleanup.dir);
+  if (!kb) return report_error(kb.error());
+  std::vector<std::string> notes;
+  auto engine = SearchEngine::open(**kb, common.embedder, notes);
+  if (!engine) return report_error(engine.error());
+  for (const auto& n : notes) note(n);
+
+  options.progress = eval_progress();
+  auto evaluation = run_evaluation(**kb, **engine, cases, options);
   if (!evaluation) return report_error(evaluation.error());
   if (cache)
     note("LLM answer cache: " + std::to_string(cache->hits()) + " answer(s) reused, " +
@@ -876,21 +923,8 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
   const std::string out = args.format == "json"  ? render_json(report, *evaluation)
                           : args.format == "csv" ? render_csv(report)
                                                  : render_markdown(report);
-  if (!args.html.empty()) {
-    // The page shows the cases' code and is meant to be shared: made from redacted copies unless redaction is off.
-    std::vector<Case> shown;
-    if (common.redactor) {
-      shown = cases;
-      std::map<std::string, size_t> counts;
-      size_t n = 0;
-      for (auto& c : shown) n += redact_case(c, *common.redactor, counts);
-      if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
-    }
-    auto page = render_html(report, *evaluation, common.redactor ? shown : cases);
-    if (!page) return report_error(page.error());
-    if (auto w = write_file_atomic(args.html, *page); !w) return report_error(w.error());
-    note("wrote " + args.html);
-  }
+  if (!args.html.empty())
+    if (auto s = write_eval_html(common, args, report, *evaluation, cases); !s) return report_error(s.error());
   note("evaluated " + std::to_string(evaluation->cases.size()) + " labelled case(s) in " +
        duration_text(evaluation->seconds) + " (" +
        std::to_string(static_cast<int>(static_cast<double>(evaluation->cases.size() * evaluation->runs.size()) /
