@@ -107,15 +107,23 @@ struct MetricsCache {
   }
 };
 
-}  // namespace
+// The mean of the per-case metrics over a dataset's cases, and how many there are.
+CaseMetrics dataset_mean(const Evaluation& e, const std::vector<CaseMetrics>& per, const std::string& d) {
+  std::vector<CaseMetrics> sel;
+  for (size_t i = 0; i < e.cases.size(); ++i)
+    if (in_dataset(e.cases[i], d)) sel.push_back(per[i]);
+  return mean_metrics(sel);
+}
 
-EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
-                       const std::vector<std::pair<std::string, std::string>>& compare) {
-  EvalReport report;
-  MetricsCache mc(e, cases);
-  const auto sets = settings(e);
-  const auto ds = datasets(e);
+size_t dataset_size(const Evaluation& e, const std::string& d) {
+  size_t n = 0;
+  for (const auto& c : e.cases) n += in_dataset(c, d) ? 1 : 0;
+  return n;
+}
 
+// P/R/Hit/MAP/MRR@k per dataset, level, k and setting (the paper's Tables 3, 6, 8, 12).
+Table effectiveness_table(const Evaluation& e, MetricsCache& mc, const std::vector<EvalSetting>& sets,
+                          const std::vector<std::string>& ds) {
   Table eff{"effectiveness",
             "Effectiveness (%), leave-one-out (the paper's Tables 3, 6, 8, 12)",
             {"dataset", "level", "k", "mode", "policy", "epsilon", "r", "cases", "P@k", "R@k", "Hit@k", "MAP@k",
@@ -128,18 +136,18 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
           const SettingRun* run = run_for(e, s, k);
           if (!run) continue;
           const auto& per = mc.get(run, level, k);
-          std::vector<CaseMetrics> sel;
-          for (size_t i = 0; i < e.cases.size(); ++i)
-            if (in_dataset(e.cases[i], d)) sel.push_back(per[i]);
-          const CaseMetrics m = mean_metrics(sel);
+          const CaseMetrics m = dataset_mean(e, per, d);
           eff.rows.push_back({d, std::string(level_name(level)), std::to_string(k), s.mode, s.policy, num(s.epsilon, 2),
-                              std::to_string(s.r), std::to_string(sel.size()), pct(m.precision), pct(m.recall),
+                              std::to_string(s.r), std::to_string(dataset_size(e, d)), pct(m.precision), pct(m.recall),
                               pct(m.hit), pct(m.ap_paper), pct(m.ap_standard), pct(m.rr)});
         }
-  report.tables.push_back(std::move(eff));
+  return eff;
+}
 
-  // The same numbers in the paper's layout: one row per dataset × level × k, each metric a group of columns with one
-  // column per setting (Table 3 has Baseline | SPARK under each metric).
+// The same numbers in the paper's layout: one row per dataset × level × k, each metric a group of columns with one
+// column per setting (Table 3 has Baseline | SPARK under each metric).
+Table paper_layout_table(const Evaluation& e, MetricsCache& mc, const std::vector<EvalSetting>& sets,
+                         const std::vector<std::string>& ds) {
   Table wide{
       "effectiveness_paper", "Effectiveness (%) in the paper's layout: each metric, one column per setting", {}, {}};
   wide.headers = {"dataset", "level", "k"};
@@ -160,11 +168,7 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
           const SettingRun* run = run_for(e, s, k);
           CaseMetrics m;
           if (run) {
-            const auto& per = mc.get(run, level, k);
-            std::vector<CaseMetrics> sel;
-            for (size_t i = 0; i < e.cases.size(); ++i)
-              if (in_dataset(e.cases[i], d)) sel.push_back(per[i]);
-            m = mean_metrics(sel);
+            m = dataset_mean(e, mc.get(run, level, k), d);
           }
           means.push_back(m);
         }
@@ -174,8 +178,11 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
           for (const auto& m : means) row.push_back(pct(m.*field));
         wide.rows.push_back(std::move(row));
       }
-  report.tables.push_back(std::move(wide));
+  return wide;
+}
 
+// Tokens and time per case (the paper's Tables 4, 7, 10, 13).
+Table efficiency_table(const Evaluation& e, const std::vector<std::string>& ds) {
   Table cost{"efficiency",
              "Tokens and time per case (the paper's Tables 4, 7, 10, 13)",
              {"dataset", "mode", "policy", "epsilon", "r", "k", "cases", "tokens in (mean)", "tokens out (mean)",
@@ -206,9 +213,11 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
                            llm ? (estimated ? "estimated" : "reported") : "-", num(secs / n, 3), num(secs, 1),
                            llm ? pct(used / n) : "-", llm ? num(filled, 0) : "-", llm ? num(cached, 0) : "-"});
     }
-  report.tables.push_back(std::move(cost));
+  return cost;
+}
 
-  // Table 5: annotated lines per ε, from the first run of each ε that annotates.
+// Table 5: annotated lines per ε, from the first run of each ε that annotates.
+Table annotations_table(const Evaluation& e, const std::vector<std::string>& ds) {
   Table ann{"annotations",
             "Annotated lines per case: count (share of the case's lines) (the paper's Table 5)",
             {"dataset", "epsilon", "policy", "r", "min", "mean", "median", "max"},
@@ -235,8 +244,11 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
       ann.rows.push_back({d, num(eps, 2), run->setting.policy, std::to_string(run->setting.r), cell(c.min, sh.min, 0),
                           cell(c.mean, sh.mean, 1), cell(c.median, sh.median, 1), cell(c.max, sh.max, 0)});
     }
-  report.tables.push_back(std::move(ann));
+  return ann;
+}
 
+// Table 9: the knowledge base's size per query after the policy.
+Table knowledge_base_table(const Evaluation& e, const std::vector<std::string>& ds) {
   Table kbt{"knowledge_base",
             "Knowledge-base size per query after the policy (the paper's Table 9)",
             {"dataset", "policy", "min", "mean", "median", "max"},
@@ -256,9 +268,12 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
       const Quartiles q = stats(sizes);
       kbt.rows.push_back({d, policy, num(q.min, 0), num(q.mean, 1), num(q.median, 1), num(q.max, 0)});
     }
-  report.tables.push_back(std::move(kbt));
+  return kbt;
+}
 
-  // Significance: paired over the same cases, same policy, ε and r.
+// Significance: paired over the same cases, same policy, ε and r (McNemar on Hit@k, Wilcoxon on AP@k).
+Table significance_table(const Evaluation& e, MetricsCache& mc, const std::vector<EvalSetting>& sets,
+                         const std::vector<std::pair<std::string, std::string>>& compare) {
   std::vector<std::pair<std::string, std::string>> pairs = compare;
   if (pairs.empty())
     for (size_t i = 1; i < e.options.modes.size(); ++i) pairs.push_back({e.options.modes[0], e.options.modes[i]});
@@ -297,7 +312,23 @@ EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
                               std::to_string(better_b), std::to_string(equal), pval(wilcoxon_p(diff))});
         }
     }
-  report.tables.push_back(std::move(sig));
+  return sig;
+}
+
+}  // namespace
+
+EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
+                       const std::vector<std::pair<std::string, std::string>>& compare) {
+  MetricsCache mc(e, cases);
+  const auto sets = settings(e);
+  const auto ds = datasets(e);
+  EvalReport report;
+  report.tables.push_back(effectiveness_table(e, mc, sets, ds));
+  report.tables.push_back(paper_layout_table(e, mc, sets, ds));
+  report.tables.push_back(efficiency_table(e, ds));
+  report.tables.push_back(annotations_table(e, ds));
+  report.tables.push_back(knowledge_base_table(e, ds));
+  report.tables.push_back(significance_table(e, mc, sets, compare));
   return report;
 }
 
