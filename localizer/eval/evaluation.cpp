@@ -97,6 +97,118 @@ Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& e
   return models;
 }
 
+// One (policy, ε, r) setting of an evaluation: the localize options every mode starts from and the ranker per query.
+struct SettingContext {
+  const std::string& policy_name;
+  double epsilon;
+  size_t r;
+  const LocalizeOptions& options;
+  const std::function<const RankerModel*(const Case&)>& ranker_for;
+};
+
+// What one case's localization by an LLM mode gave.
+CaseOutcome llm_outcome(const Localization& loc, Mode mode) {
+  CaseOutcome o;
+  o.annotated = mode_annotates(mode) ? loc.annotations.size() : 0;
+  if (mode_annotates(mode))
+    for (const auto& an : loc.annotations) o.annotated_lines.push_back(an.line);
+  o.kb_size = loc.filtered_size;
+  if (!loc.retrieved.empty()) o.similarity = loc.retrieved.front().similarity;
+  for (const auto& el : loc.ranked) o.predicted.push_back({el.path, el.line});
+  if (loc.llm) {
+    const LlmReport& l = *loc.llm;
+    o.tokens_in = l.prompt_tokens;
+    o.tokens_out = l.completion_tokens;
+    o.tokens_estimated = !l.usage_reported;
+    o.seconds = l.seconds;
+    o.llm_used = l.used;
+    o.filled = l.filled;
+    o.error = l.error;
+    o.cached = l.cached;
+  }
+  return o;
+}
+
+// The modes without an LLM (builtin, traceback, annotation) at one setting: one localization per case serves all.
+Result<std::vector<SettingRun>> run_offline_modes(KnowledgeBase& kb, SearchEngine& engine,
+                                                  const std::vector<Case>& queries,
+                                                  const std::vector<std::string>& offline, const SettingContext& at,
+                                                  StructureCache& cache, const EvalOptions& options) {
+  const auto ts = std::chrono::steady_clock::now();
+  std::map<std::string, SettingRun> runs;
+  for (const auto& m : offline) runs[m].setting = {m, at.policy_name, at.epsilon, at.r};
+  Localizer localizer(&kb, &engine);
+  for (size_t i = 0; i < queries.size(); ++i) {
+    LocalizeOptions lq = at.options;
+    lq.ranker = at.ranker_for(queries[i]);
+    auto loc = localizer.localize(queries[i], lq);
+    if (!loc) return std::unexpected(with_context(queries[i].id + ": ", loc.error()));
+    CaseOutcome base;
+    base.annotated = loc->annotations.size();
+    for (const auto& an : loc->annotations) base.annotated_lines.push_back(an.line);
+    base.kb_size = loc->filtered_size;
+    if (!loc->retrieved.empty()) base.similarity = loc->retrieved.front().similarity;
+    for (const auto& m : offline) {
+      CaseOutcome o = base;
+      if (m == "builtin") {
+        for (const auto& el : loc->ranked) o.predicted.push_back({el.path, el.line});
+      } else if (m == "annotation") {
+        auto a = loc->annotations;
+        std::stable_sort(a.begin(), a.end(),
+                         [](const Annotation& x, const Annotation& y) { return x.distance < y.distance; });
+        for (const auto& an : a) o.predicted.push_back(an.line);
+      } else {  // traceback: the test files' frames, deepest first
+        const QueryView view = make_query_view(queries[i], cache);
+        std::set<std::pair<std::string, int>> seen;
+        for (auto it = view.frames.rbegin(); it != view.frames.rend(); ++it)
+          for (const auto& f : view.files)
+            if (same_file(it->path, f.source->path) && seen.insert({f.source->path, it->line}).second)
+              o.predicted.push_back({f.source->path, it->line});
+      }
+      runs[m].outcomes.push_back(std::move(o));
+    }
+    if (options.progress)
+      options.progress("builtin/reference" + EvalSetting{"", at.policy_name, at.epsilon, at.r}.label(), i + 1,
+                       queries.size());
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+  std::vector<SettingRun> out;
+  for (const auto& m : offline) {
+    runs[m].wall_seconds = wall;
+    out.push_back(std::move(runs[m]));
+  }
+  return out;
+}
+
+// One LLM mode at one setting and k: every case's prompt through the LLM stage (the client's pool and cache).
+Result<SettingRun> run_llm_mode(KnowledgeBase& kb, SearchEngine& engine, const std::vector<Case>& queries,
+                                const std::string& mode, size_t k, const SettingContext& at, StructureCache& cache,
+                                const EvalOptions& options) {
+  const auto ts = std::chrono::steady_clock::now();
+  SettingRun run;
+  run.setting = {mode, at.policy_name, at.epsilon, at.r};
+  run.k_requested = k;
+  LlmStageOptions so = options.stage;
+  auto parsed = parse_mode(mode);
+  if (!parsed) return std::unexpected(parsed.error());
+  so.mode = *parsed;
+  so.ranker_for = at.ranker_for;
+  Localizer localizer(&kb, &engine);
+  LlmStage stage(localizer, cache, options.client, so);
+  LocalizeOptions lk = at.options;
+  lk.k = k;
+  const std::string label = run.setting.label() + " k=" + std::to_string(k);
+  auto results = stage.run(queries, lk, [&](size_t done, size_t total) {
+    if (options.progress) options.progress(label, done, total);
+  });
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i]) return std::unexpected(with_context(queries[i].id + ": ", results[i].error()));
+    run.outcomes.push_back(llm_outcome(*results[i], so.mode));
+  }
+  run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+  return run;
+}
+
 }  // namespace
 
 std::string EvalSetting::label() const {
@@ -159,101 +271,25 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
           fold_models[model_key] = std::move(*m);
         }
         const std::vector<RankerModel>& models = options.ranker_folds > 1 ? fold_models.at(model_key) : no_models;
-        const auto ranker_for = [&](const Case& q) -> const RankerModel* {
+        const std::function<const RankerModel*(const Case&)> ranker_for = [&](const Case& q) -> const RankerModel* {
           return models.empty() ? nullptr : &models[fold_of(q.id, options.seed, models.size())];
         };
         // builtin, traceback and annotation come from one localization per case.
         std::vector<std::string> offline;
         for (const auto& m : options.modes)
           if (!eval_mode_needs_llm(m)) offline.push_back(m);
+        const SettingContext at{policy_name, epsilon, r, lo, ranker_for};
         if (!offline.empty()) {
-          const auto ts = std::chrono::steady_clock::now();
-          std::map<std::string, SettingRun> runs;
-          for (const auto& m : offline) runs[m].setting = {m, policy_name, epsilon, r};
-          Localizer localizer(&kb, &engine);
-          for (size_t i = 0; i < queries.size(); ++i) {
-            LocalizeOptions lq = lo;
-            lq.ranker = ranker_for(queries[i]);
-            auto loc = localizer.localize(queries[i], lq);
-            if (!loc) return std::unexpected(with_context(queries[i].id + ": ", loc.error()));
-            CaseOutcome base;
-            base.annotated = loc->annotations.size();
-            for (const auto& an : loc->annotations) base.annotated_lines.push_back(an.line);
-            base.kb_size = loc->filtered_size;
-            if (!loc->retrieved.empty()) base.similarity = loc->retrieved.front().similarity;
-            for (const auto& m : offline) {
-              CaseOutcome o = base;
-              if (m == "builtin") {
-                for (const auto& el : loc->ranked) o.predicted.push_back({el.path, el.line});
-              } else if (m == "annotation") {
-                auto a = loc->annotations;
-                std::stable_sort(a.begin(), a.end(),
-                                 [](const Annotation& x, const Annotation& y) { return x.distance < y.distance; });
-                for (const auto& an : a) o.predicted.push_back(an.line);
-              } else {  // traceback: the test files' frames, deepest first
-                const QueryView view = make_query_view(queries[i], cache);
-                std::set<std::pair<std::string, int>> seen;
-                for (auto it = view.frames.rbegin(); it != view.frames.rend(); ++it)
-                  for (const auto& f : view.files)
-                    if (same_file(it->path, f.source->path) && seen.insert({f.source->path, it->line}).second)
-                      o.predicted.push_back({f.source->path, it->line});
-              }
-              runs[m].outcomes.push_back(std::move(o));
-            }
-            if (options.progress)
-              options.progress("builtin/reference" + EvalSetting{"", policy_name, epsilon, r}.label(), i + 1,
-                               queries.size());
-          }
-          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
-          for (const auto& m : offline) {
-            runs[m].wall_seconds = wall;
-            e.runs.push_back(std::move(runs[m]));
-          }
+          auto runs = run_offline_modes(kb, engine, queries, offline, at, cache, options);
+          if (!runs) return std::unexpected(runs.error());
+          for (auto& run : *runs) e.runs.push_back(std::move(run));
         }
         for (const auto& m : options.modes) {
           if (!eval_mode_needs_llm(m)) continue;
           for (size_t k : options.ks) {
-            const auto ts = std::chrono::steady_clock::now();
-            SettingRun run;
-            run.setting = {m, policy_name, epsilon, r};
-            run.k_requested = k;
-            LlmStageOptions so = options.stage;
-            auto parsed = parse_mode(m);
-            if (!parsed) return std::unexpected(parsed.error());
-            so.mode = *parsed;
-            so.ranker_for = ranker_for;
-            Localizer localizer(&kb, &engine);
-            LlmStage stage(localizer, cache, options.client, so);
-            LocalizeOptions lk = lo;
-            lk.k = k;
-            const std::string label = run.setting.label() + " k=" + std::to_string(k);
-            auto results = stage.run(queries, lk, [&](size_t done, size_t total) {
-              if (options.progress) options.progress(label, done, total);
-            });
-            for (size_t i = 0; i < results.size(); ++i) {
-              if (!results[i]) return std::unexpected(with_context(queries[i].id + ": ", results[i].error()));
-              CaseOutcome o;
-              o.annotated = mode_annotates(so.mode) ? results[i]->annotations.size() : 0;
-              if (mode_annotates(so.mode))
-                for (const auto& an : results[i]->annotations) o.annotated_lines.push_back(an.line);
-              o.kb_size = results[i]->filtered_size;
-              if (!results[i]->retrieved.empty()) o.similarity = results[i]->retrieved.front().similarity;
-              for (const auto& el : results[i]->ranked) o.predicted.push_back({el.path, el.line});
-              if (results[i]->llm) {
-                const LlmReport& l = *results[i]->llm;
-                o.tokens_in = l.prompt_tokens;
-                o.tokens_out = l.completion_tokens;
-                o.tokens_estimated = !l.usage_reported;
-                o.seconds = l.seconds;
-                o.llm_used = l.used;
-                o.filled = l.filled;
-                o.error = l.error;
-                o.cached = l.cached;
-              }
-              run.outcomes.push_back(std::move(o));
-            }
-            run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
-            e.runs.push_back(std::move(run));
+            auto run = run_llm_mode(kb, engine, queries, m, k, at, cache, options);
+            if (!run) return std::unexpected(run.error());
+            e.runs.push_back(std::move(*run));
           }
         }
       }
