@@ -58,7 +58,7 @@ struct Candidate {
 };
 
 // Chooses which candidates fit in `budget` tokens, by (tier, distance, line); returns how many tokens they use.
-size_t choose(std::vector<Candidate>& lines, size_t budget, std::vector<bool>& keep) {
+size_t choose(const std::vector<Candidate>& lines, size_t budget, std::vector<bool>& keep) {
   keep.assign(lines.size(), false);
   size_t total = 0;
   for (const auto& c : lines) total += c.tokens;
@@ -198,6 +198,131 @@ std::set<std::pair<std::string, int>> traceback_anchors(const QueryView& view) {
   return out;
 }
 
+// Trailing blank lines of runner output carry nothing.
+std::string rstrip_output(std::string t) {
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) t.pop_back();
+  return t;
+}
+
+// The language the prompt names and comments in: the test files' (the first file's), else the case's field; and the
+// name the prompt shows for it.
+std::pair<Language, std::string> prompt_language(const Case& query, const QueryView& view) {
+  Language language = language_for(
+      query.files.empty() ? std::string_view() : std::string_view(query.files.front().path), query.language);
+  if (!view.files.empty() && view.files.front().structure) language = view.files.front().structure->language;
+  return {language, language == Language::other && !query.language.empty()
+                        ? query.language
+                        : std::string(language_display_name(language))};
+}
+
+// {similar_faulty_lines}: annotation-free mode's retrieved faulty lines, or naive RAG's labelled faulty lines of the
+// similar case with their line numbers as its code shows them; redacted.
+std::string similar_faulty_lines(const std::vector<RetrievedCase>& retrieved, const Case* similar_case,
+                                 const PromptOptions& options, std::map<std::string, size_t>& redactions) {
+  std::string similar_lines;
+  if (options.mode == Mode::annotation_free) {
+    for (const auto& rc : retrieved)
+      for (const auto& t : rc.faulty_text) similar_lines += std::string(trim(t)) + "\n";
+  } else if (options.mode == Mode::naive_rag && similar_case) {
+    for (const auto& fl : similar_case->faulty_lines)
+      for (const auto& f : similar_case->files)
+        if (f.path == fl.path) {
+          const auto lines = split_lines(f.content);
+          if (fl.line >= 1 && static_cast<size_t>(fl.line) <= lines.size())
+            similar_lines +=
+                std::to_string(fl.line) + ": " + std::string(lines[static_cast<size_t>(fl.line - 1)]) + "\n";
+        }
+  }
+  if (!similar_lines.empty()) similar_lines.pop_back();
+  if (options.redactor) options.redactor->redact(similar_lines, redactions);
+  return similar_lines;
+}
+
+// Naive RAG's similar case as the prompt shows it: its code (faulty lines anchored) and error message, redacted.
+struct SimilarContext {
+  CodeView code;
+  std::string error;
+};
+SimilarContext similar_context(const Case& similar_case, StructureCache& cache, const PromptOptions& options,
+                               std::map<std::string, size_t>& redactions) {
+  SimilarContext out;
+  const QueryView similar_view = make_query_view(similar_case, cache);
+  std::set<std::pair<std::string, int>> faulty;
+  for (const auto& fl : similar_case.faulty_lines) faulty.insert({fl.path, fl.line});
+  out.code = candidates(similar_view, {}, faulty, options.redactor, redactions, nullptr, options.test_scope_only);
+  out.error = rstrip_output(similar_case.error_message);
+  if (options.redactor) options.redactor->redact(out.error, redactions);
+  return out;
+}
+
+// Chooses the code lines that fit `code_room` tokens and fills {test_code} (and naive RAG's {similar_test_code}).
+// Token estimates of pieces do not add up exactly (pieces merge at their seams), and the cut notes cost a few
+// tokens: the whole prompt is measured, and the code's room shrinks by the overshoot until it fits.
+Status fit_code(Prompt& p, std::map<std::string, std::string>& values, std::string_view tpl, const CodeView& code,
+                const CodeView* similar_code, size_t code_room, const PromptOptions& options) {
+  const bool rag = similar_code != nullptr;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    p.notes.clear();
+    if (p.error_chars_cut)
+      p.notes.push_back("the error message was cut by " + std::to_string(p.error_chars_cut) +
+                        " characters to fit the context");
+    std::vector<bool> keep;
+    size_t query_need = 0;
+    for (const auto& c : code.lines) query_need += c.tokens;
+    // Naive RAG: the query's code first; the retrieved case gets what is left, but at least 40 % when both are long.
+    size_t query_room = code_room;
+    if (rag) {
+      size_t similar_need = 0;
+      for (const auto& c : similar_code->lines) similar_need += c.tokens;
+      if (query_need + similar_need > code_room)
+        query_room = std::max(code_room * 6 / 10, code_room - std::min(code_room, similar_need));
+    }
+    const size_t used = choose(code.lines, query_room, keep);
+    p.shown_lines = static_cast<size_t>(std::count(keep.begin(), keep.end(), true));
+    p.truncated = p.shown_lines < p.total_lines;
+    values["test_code"] = render(code.lines, keep, code.paths, p.shown_lines);
+    p.shown.assign(p.elements.size(), false);
+    for (size_t i = 0; i < code.lines.size(); ++i)
+      if (keep[i]) p.shown[static_cast<size_t>(code.lines[i].id)] = true;
+    if (p.truncated)
+      p.notes.push_back("the test code was cut to " + std::to_string(p.shown_lines) + " of " +
+                        std::to_string(p.total_lines) + " lines to fit the context (" +
+                        std::to_string(options.context_tokens) + " tokens)");
+    if (rag) {
+      std::vector<bool> keep2;
+      choose(similar_code->lines, code_room - std::min(code_room, used), keep2);
+      const size_t shown2 = static_cast<size_t>(std::count(keep2.begin(), keep2.end(), true));
+      values["similar_test_code"] = render(similar_code->lines, keep2, similar_code->paths, shown2);
+      if (shown2 < similar_code->lines.size())
+        p.notes.push_back("the similar case's code was cut to " + std::to_string(shown2) + " of " +
+                          std::to_string(similar_code->lines.size()) + " lines to fit the context");
+    }
+    p.text = fill_template(tpl, values);
+    p.estimated_tokens = estimate_tokens(p.text);
+    const size_t limit = options.context_tokens - options.answer_tokens;
+    if (p.estimated_tokens <= limit) break;
+    const size_t over = p.estimated_tokens - limit + 8;
+    code_room -= std::min(code_room, over);
+    if (attempt == 3 || code_room == 0)
+      return fail("the prompt does not fit the context window (" + std::to_string(options.context_tokens) + " tokens)");
+  }
+  return {};
+}
+
+// The answer's JSON schema: exactly k items of a line id (0 .. max_element_id) and its code.
+nlohmann::json answer_schema(int max_element_id, size_t k) {
+  const nlohmann::json item = {
+      {"type", "object"},
+      {"properties",
+       {{"line", {{"type", "integer"}, {"minimum", 1}, {"maximum", max_element_id}}}, {"code", {{"type", "string"}}}}},
+      {"required", {"line", "code"}},
+      {"additionalProperties", false}};
+  return {{"type", "object"},
+          {"properties", {{"faulty_lines", {{"type", "array"}, {"items", item}, {"minItems", k}, {"maxItems", k}}}}},
+          {"required", {"faulty_lines"}},
+          {"additionalProperties", false}};
+}
+
 }  // namespace
 
 Result<Mode> parse_mode(std::string_view name) {
@@ -265,13 +390,7 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
                             const std::vector<RetrievedCase>& retrieved, const Case* similar_case,
                             StructureCache& cache, const PromptOptions& options) {
   Prompt p;
-  // The language the prompt names and comments in: the test files' (the first file's), else the case's field.
-  Language language = language_for(
-      query.files.empty() ? std::string_view() : std::string_view(query.files.front().path), query.language);
-  if (!view.files.empty() && view.files.front().structure) language = view.files.front().structure->language;
-  const std::string language_shown = language == Language::other && !query.language.empty()
-                                         ? query.language
-                                         : std::string(language_display_name(language));
+  const auto [language, language_shown] = prompt_language(query, view);
   std::string_view tpl = options.template_text;
   if (tpl.empty()) {
     auto t = builtin_template(mode_template(options.mode));
@@ -299,46 +418,13 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
       p.notes.push_back("prompt scope test: " + std::to_string(all - p.total_lines) +
                         " line(s) of other tests left out");
   }
-  // Trailing blank lines of runner output carry nothing.
-  const auto rstrip = [](std::string t) {
-    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) t.pop_back();
-    return t;
-  };
-  std::string error = rstrip(query.error_message);
+  std::string error = rstrip_output(query.error_message);
   if (options.redactor) options.redactor->redact(error, p.redactions);
 
-  std::string similar_lines;
-  if (options.mode == Mode::annotation_free) {
-    for (const auto& rc : retrieved)
-      for (const auto& t : rc.faulty_text) similar_lines += std::string(trim(t)) + "\n";
-    if (!similar_lines.empty()) similar_lines.pop_back();
-    if (options.redactor) options.redactor->redact(similar_lines, p.redactions);
-  } else if (options.mode == Mode::naive_rag && similar_case) {
-    // The labelled faulty elements of the similar case, with their line numbers as its code shows them.
-    for (const auto& fl : similar_case->faulty_lines)
-      for (const auto& f : similar_case->files)
-        if (f.path == fl.path) {
-          const auto lines = split_lines(f.content);
-          if (fl.line >= 1 && static_cast<size_t>(fl.line) <= lines.size())
-            similar_lines +=
-                std::to_string(fl.line) + ": " + std::string(lines[static_cast<size_t>(fl.line - 1)]) + "\n";
-        }
-    if (!similar_lines.empty()) similar_lines.pop_back();
-    if (options.redactor) options.redactor->redact(similar_lines, p.redactions);
-  }
-  std::optional<QueryView> similar_view;
-  CodeView similar_code;
-  std::string similar_error;
-  if (options.mode == Mode::naive_rag && similar_case) {
-    similar_view = make_query_view(*similar_case, cache);
-    std::set<std::pair<std::string, int>> faulty;
-    for (const auto& fl : similar_case->faulty_lines) faulty.insert({fl.path, fl.line});
-    similar_code =
-        candidates(*similar_view, {}, faulty, options.redactor, p.redactions, nullptr, options.test_scope_only);
-    similar_error = rstrip(similar_case->error_message);
-    if (options.redactor) options.redactor->redact(similar_error, p.redactions);
-  }
-
+  const std::string similar_lines = similar_faulty_lines(retrieved, similar_case, options, p.redactions);
+  const bool rag = options.mode == Mode::naive_rag && similar_case;
+  SimilarContext similar;
+  if (rag) similar = similar_context(*similar_case, cache, options, p.redactions);
   std::map<std::string, std::string> values = {
       {"programming_language", language_shown},
       {"element", "line"},
@@ -362,76 +448,18 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
                 " tokens) cannot hold the template (" + std::to_string(fixed) + " tokens) and an answer of " +
                 std::to_string(options.answer_tokens) + " tokens");
   const size_t room = options.context_tokens - options.answer_tokens - fixed;
-  const bool rag = options.mode == Mode::naive_rag && similar_case;
   const size_t error_cap = room * (rag ? 2 : 3) / 10;  // at most 30 % of the room (20 % each with naive RAG)
   values["err_msg"] = cut_error(error, error_cap, p.error_chars_cut);
   size_t code_room = room - std::min(room, estimate_tokens(values["err_msg"]));
   if (rag) {
     size_t cut = 0;
-    values["similar_err_msg"] = cut_error(similar_error, error_cap, cut);
+    values["similar_err_msg"] = cut_error(similar.error, error_cap, cut);
     code_room -= std::min(code_room, estimate_tokens(values["similar_err_msg"]));
   }
 
-  // Token estimates of pieces do not add up exactly (pieces merge at their seams), and the cut note costs a few
-  // tokens: the whole prompt is measured, and the code's room shrinks by the overshoot until it fits.
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    p.notes.clear();
-    if (p.error_chars_cut)
-      p.notes.push_back("the error message was cut by " + std::to_string(p.error_chars_cut) +
-                        " characters to fit the context");
-    std::vector<bool> keep;
-    size_t query_need = 0;
-    for (const auto& c : code.lines) query_need += c.tokens;
-    // Naive RAG: the query's code first; the retrieved case gets what is left, but at least 40 % when both are long.
-    size_t query_room = code_room;
-    if (rag) {
-      size_t similar_need = 0;
-      for (const auto& c : similar_code.lines) similar_need += c.tokens;
-      if (query_need + similar_need > code_room)
-        query_room = std::max(code_room * 6 / 10, code_room - std::min(code_room, similar_need));
-    }
-    const size_t used = choose(code.lines, query_room, keep);
-    p.shown_lines = static_cast<size_t>(std::count(keep.begin(), keep.end(), true));
-    p.truncated = p.shown_lines < p.total_lines;
-    values["test_code"] = render(code.lines, keep, code.paths, p.shown_lines);
-    p.shown.assign(p.elements.size(), false);
-    for (size_t i = 0; i < code.lines.size(); ++i)
-      if (keep[i]) p.shown[static_cast<size_t>(code.lines[i].id)] = true;
-    if (p.truncated)
-      p.notes.push_back("the test code was cut to " + std::to_string(p.shown_lines) + " of " +
-                        std::to_string(p.total_lines) + " lines to fit the context (" +
-                        std::to_string(options.context_tokens) + " tokens)");
-    if (rag) {
-      std::vector<bool> keep2;
-      choose(similar_code.lines, code_room - std::min(code_room, used), keep2);
-      const size_t shown2 = static_cast<size_t>(std::count(keep2.begin(), keep2.end(), true));
-      values["similar_test_code"] = render(similar_code.lines, keep2, similar_code.paths, shown2);
-      if (shown2 < similar_code.lines.size())
-        p.notes.push_back("the similar case's code was cut to " + std::to_string(shown2) + " of " +
-                          std::to_string(similar_code.lines.size()) + " lines to fit the context");
-    }
-    p.text = fill_template(tpl, values);
-    p.estimated_tokens = estimate_tokens(p.text);
-    const size_t limit = options.context_tokens - options.answer_tokens;
-    if (p.estimated_tokens <= limit) break;
-    const size_t over = p.estimated_tokens - limit + 8;
-    code_room -= std::min(code_room, over);
-    if (attempt == 3 || code_room == 0)
-      return fail("the prompt does not fit the context window (" + std::to_string(options.context_tokens) + " tokens)");
-  }
-
-  const nlohmann::json item = {{"type", "object"},
-                               {"properties",
-                                {{"line", {{"type", "integer"}, {"minimum", 1}, {"maximum", p.max_element_id}}},
-                                 {"code", {{"type", "string"}}}}},
-                               {"required", {"line", "code"}},
-                               {"additionalProperties", false}};
-  p.schema = {
-      {"type", "object"},
-      {"properties",
-       {{"faulty_lines", {{"type", "array"}, {"items", item}, {"minItems", options.k}, {"maxItems", options.k}}}}},
-      {"required", {"faulty_lines"}},
-      {"additionalProperties", false}};
+  if (auto s = fit_code(p, values, tpl, code, rag ? &similar.code : nullptr, code_room, options); !s)
+    return std::unexpected(s.error());
+  p.schema = answer_schema(p.max_element_id, options.k);
   return p;
 }
 
