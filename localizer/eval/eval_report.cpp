@@ -485,6 +485,121 @@ Result<std::string> gnuplot_svg(const fs::path& dir, const std::string& script) 
   return start == std::string::npos ? *svg : svg->substr(start);
 }
 
+// A line plot of Hit@k (or MAP@k) against k, one line per setting, at the first level over all cases (gnuplot, SVG);
+// its data file goes into `dir`. A warning paragraph when gnuplot cannot draw it.
+std::string plot_by_k(const Evaluation& e, MetricsCache& mc, const std::vector<EvalSetting>& sets, const fs::path& dir,
+                      const std::string& what, bool hit) {
+  std::string data, script = "set key outside right\nset xlabel 'k'\nset ylabel '" + what +
+                             " (%)'\nset yrange [0:100]\nset grid\nset xtics (";
+  for (size_t i = 0; i < e.options.ks.size(); ++i) script += (i ? ", " : "") + std::to_string(e.options.ks[i]);
+  script += ")\nplot ";
+  size_t block = 0;
+  for (const auto& s : sets) {
+    std::string rows;
+    for (size_t k : e.options.ks) {
+      const SettingRun* run = run_for(e, s, k);
+      if (!run) continue;
+      const CaseMetrics m = mean_metrics(mc.get(run, e.options.levels.front(), k));
+      rows += std::to_string(k) + " " + num(100 * (hit ? m.hit : m.ap_paper), 2) + "\n";
+    }
+    if (rows.empty()) continue;
+    data += rows + "\n\n";
+    std::string title = s.label();
+    std::replace(title.begin(), title.end(), '_', '-');
+    script += std::string(block ? ", " : "") + "'" + (dir / "data.txt").string() + "' index " + std::to_string(block) +
+              " with linespoints lw 2 title '" + title + "'";
+    ++block;
+  }
+  script += "\n";
+  std::ofstream(dir / "data.txt") << data;
+  auto svg = gnuplot_svg(dir, script);
+  return svg ? *svg : "<p class=\"warn\">" + html_escape(svg.error().message) + "</p>";
+}
+
+// The histogram of annotated lines per case of the first run that annotates ("" when none does).
+std::string annotation_histogram(const Evaluation& e, const fs::path& dir) {
+  for (const auto& run : e.runs) {
+    if (eval_mode_needs_llm(run.setting.mode) && !mode_name_annotates(run.setting.mode)) continue;
+    std::map<size_t, size_t> hist;
+    for (const auto& o : run.outcomes) hist[std::min<size_t>(o.annotated, 20)]++;
+    std::string data;
+    for (const auto& [n, count] : hist) data += std::to_string(n) + " " + std::to_string(count) + "\n";
+    std::ofstream(dir / "hist.txt") << data;
+    auto svg = gnuplot_svg(
+        dir,
+        "set style fill solid 0.6\nset boxwidth 0.8\nset xlabel 'annotated lines per case (20 = 20 or more)'\n"
+        "set ylabel 'cases'\nset grid ytics\nplot '" +
+            (dir / "hist.txt").string() + "' using 1:2 with boxes notitle lc rgb '#d08c00'\n");
+    return "<h2>Annotated lines per case (" + html_escape(run.setting.label()) + ")</h2>\n<figure>" +
+           (svg ? *svg : "<p class=\"warn\">" + html_escape(svg.error().message) + "</p>") + "</figure>\n";
+  }
+  return "";
+}
+
+// One case's drill-down: its first hit per run, and the lines near faulty, annotated and predicted ones (top
+// `k_show` of each run) with rank badges.
+std::string html_case(const Evaluation& e, size_t i, const Case& c, size_t k_show) {
+  std::string out;
+  const EvalCase& ec_ = e.cases[i];
+  std::string first_hits;
+  for (size_t ri = 0; ri < e.runs.size(); ++ri) {
+    const auto& o = e.runs[ri].outcomes[i];
+    size_t rank = 0;
+    std::set<std::pair<std::string, int>> truth;
+    for (const auto& f : ec_.faulty) truth.insert({f.path, f.line});
+    for (size_t p = 0; p < o.predicted.size() && p < k_show; ++p)
+      if (truth.contains({o.predicted[p].path, o.predicted[p].line})) {
+        rank = p + 1;
+        break;
+      }
+    first_hits += std::string(ri ? ", " : "") + e.runs[ri].setting.mode +
+                  (e.runs[ri].k_requested ? "@" + std::to_string(e.runs[ri].k_requested) : "") + ": " +
+                  (rank ? "#" + std::to_string(rank) : "–");
+  }
+  out += "<details><summary><b>" + html_escape(ec_.id) + "</b> " + html_escape(ec_.test_id) + " — first hit " +
+         html_escape(first_hits) + "</summary>\n";
+  for (const auto& f : c.files) {
+    const auto lines = split_lines(f.content);
+    std::map<int, std::string> badges;
+    std::set<int> faulty, annotated, near;
+    for (const auto& fl : ec_.faulty)
+      if (fl.path == f.path) faulty.insert(fl.line);
+    for (size_t ri = 0; ri < e.runs.size(); ++ri) {
+      const auto& o = e.runs[ri].outcomes[i];
+      for (const auto& a : o.annotated_lines)
+        if (a.path == f.path) annotated.insert(a.line);
+      for (size_t p = 0; p < o.predicted.size() && p < k_show; ++p)
+        if (o.predicted[p].path == f.path)
+          badges[o.predicted[p].line] += "<span class=\"b r" + std::to_string(ri % 8) + "\" title=\"" +
+                                         html_escape(e.runs[ri].setting.label()) + "\">" + std::to_string(p + 1) +
+                                         "</span>";
+    }
+    for (int l : faulty) near.insert(l);
+    for (int l : annotated) near.insert(l);
+    for (const auto& [l, b] : badges) near.insert(l);
+    out += "<div class=\"file\">" + html_escape(f.path) + "</div><pre>";
+    int last = 0;
+    for (size_t n = 1; n <= lines.size(); ++n) {
+      const int line = static_cast<int>(n);
+      bool show = false;
+      for (int x : near) show = show || std::abs(x - line) <= 3;
+      if (!show) continue;
+      if (last && line > last + 1) out += "<span class=\"gap\">   …</span>\n";
+      last = line;
+      const std::string cls = faulty.contains(line)      ? " class=\"faulty\""
+                              : annotated.contains(line) ? " class=\"ann\""
+                                                         : "";
+      char num_buf[16];
+      std::snprintf(num_buf, sizeof num_buf, "%5d ", line);
+      out += "<span" + cls + ">" + num_buf + html_escape(lines[n - 1]) + "</span>" +
+             (badges.contains(line) ? " " + badges[line] : "") + "\n";
+    }
+    out += "</pre>\n";
+  }
+  out += "</details>\n";
+  return out;
+}
+
 }  // namespace
 
 Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const std::vector<Case>& cases) {
@@ -507,55 +622,13 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
   fs::create_directories(dir, ec);
   MetricsCache mc(e, cases);
   const auto sets = settings(e);
-  const auto plot = [&](const std::string& what, bool hit) -> std::string {
-    std::string data, script = "set key outside right\nset xlabel 'k'\nset ylabel '" + what +
-                               " (%)'\nset yrange [0:100]\nset grid\nset xtics (";
-    for (size_t i = 0; i < e.options.ks.size(); ++i) script += (i ? ", " : "") + std::to_string(e.options.ks[i]);
-    script += ")\nplot ";
-    size_t block = 0;
-    for (const auto& s : sets) {
-      std::string rows;
-      for (size_t k : e.options.ks) {
-        const SettingRun* run = run_for(e, s, k);
-        if (!run) continue;
-        const CaseMetrics m = mean_metrics(mc.get(run, e.options.levels.front(), k));
-        rows += std::to_string(k) + " " + num(100 * (hit ? m.hit : m.ap_paper), 2) + "\n";
-      }
-      if (rows.empty()) continue;
-      data += rows + "\n\n";
-      std::string title = s.label();
-      std::replace(title.begin(), title.end(), '_', '-');
-      script += std::string(block ? ", " : "") + "'" + (dir / "data.txt").string() + "' index " +
-                std::to_string(block) + " with linespoints lw 2 title '" + title + "'";
-      ++block;
-    }
-    script += "\n";
-    std::ofstream(dir / "data.txt") << data;
-    auto svg = gnuplot_svg(dir, script);
-    return svg ? *svg : "<p class=\"warn\">" + html_escape(svg.error().message) + "</p>";
-  };
-  body += "<div class=\"plots\"><figure>" + plot("Hit@k", true) + "<figcaption>Hit@k</figcaption></figure><figure>" +
-          plot("MAP@k", false) + "<figcaption>MAP@k (the paper's AP)</figcaption></figure></div>\n";
+  body += "<div class=\"plots\"><figure>" + plot_by_k(e, mc, sets, dir, "Hit@k", true) +
+          "<figcaption>Hit@k</figcaption></figure><figure>" + plot_by_k(e, mc, sets, dir, "MAP@k", false) +
+          "<figcaption>MAP@k (the paper's AP)</figcaption></figure></div>\n";
   for (const auto& t : r.tables)
     if (t.id != "effectiveness" && t.id != "effectiveness_paper") body += html_table(t);
 
-  // Annotated-lines histogram of the first annotating run.
-  for (const auto& run : e.runs) {
-    if (eval_mode_needs_llm(run.setting.mode) && !mode_name_annotates(run.setting.mode)) continue;
-    std::map<size_t, size_t> hist;
-    for (const auto& o : run.outcomes) hist[std::min<size_t>(o.annotated, 20)]++;
-    std::string data;
-    for (const auto& [n, count] : hist) data += std::to_string(n) + " " + std::to_string(count) + "\n";
-    std::ofstream(dir / "hist.txt") << data;
-    auto svg = gnuplot_svg(
-        dir,
-        "set style fill solid 0.6\nset boxwidth 0.8\nset xlabel 'annotated lines per case (20 = 20 or more)'\n"
-        "set ylabel 'cases'\nset grid ytics\nplot '" +
-            (dir / "hist.txt").string() + "' using 1:2 with boxes notitle lc rgb '#d08c00'\n");
-    body += "<h2>Annotated lines per case (" + html_escape(run.setting.label()) + ")</h2>\n<figure>" +
-            (svg ? *svg : "<p class=\"warn\">" + html_escape(svg.error().message) + "</p>") + "</figure>\n";
-    break;
-  }
+  body += annotation_histogram(e, dir);
   fs::remove_all(dir, ec);
 
   // Per-case drill-down: the lines around faulty, annotated and predicted ones.
@@ -565,66 +638,7 @@ Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const 
       "<h2 id=\"cases\">Cases</h2>\n<p>Red: faulty. Yellow: annotated. Badges: rank in each setting's top 10 (run "
       "order as in the tables). Lines far from all of these are left out.</p>\n";
   const size_t k_show = 10;
-  for (size_t i = 0; i < e.cases.size(); ++i) {
-    const EvalCase& ec_ = e.cases[i];
-    const Case& c = *by_id.at(ec_.id);
-    std::string first_hits;
-    for (size_t ri = 0; ri < e.runs.size(); ++ri) {
-      const auto& o = e.runs[ri].outcomes[i];
-      size_t rank = 0;
-      std::set<std::pair<std::string, int>> truth;
-      for (const auto& f : ec_.faulty) truth.insert({f.path, f.line});
-      for (size_t p = 0; p < o.predicted.size() && p < k_show; ++p)
-        if (truth.contains({o.predicted[p].path, o.predicted[p].line})) {
-          rank = p + 1;
-          break;
-        }
-      first_hits += std::string(ri ? ", " : "") + e.runs[ri].setting.mode +
-                    (e.runs[ri].k_requested ? "@" + std::to_string(e.runs[ri].k_requested) : "") + ": " +
-                    (rank ? "#" + std::to_string(rank) : "–");
-    }
-    body += "<details><summary><b>" + html_escape(ec_.id) + "</b> " + html_escape(ec_.test_id) + " — first hit " +
-            html_escape(first_hits) + "</summary>\n";
-    for (const auto& f : c.files) {
-      const auto lines = split_lines(f.content);
-      std::map<int, std::string> badges;
-      std::set<int> faulty, annotated, near;
-      for (const auto& fl : ec_.faulty)
-        if (fl.path == f.path) faulty.insert(fl.line);
-      for (size_t ri = 0; ri < e.runs.size(); ++ri) {
-        const auto& o = e.runs[ri].outcomes[i];
-        for (const auto& a : o.annotated_lines)
-          if (a.path == f.path) annotated.insert(a.line);
-        for (size_t p = 0; p < o.predicted.size() && p < k_show; ++p)
-          if (o.predicted[p].path == f.path)
-            badges[o.predicted[p].line] += "<span class=\"b r" + std::to_string(ri % 8) + "\" title=\"" +
-                                           html_escape(e.runs[ri].setting.label()) + "\">" + std::to_string(p + 1) +
-                                           "</span>";
-      }
-      for (int l : faulty) near.insert(l);
-      for (int l : annotated) near.insert(l);
-      for (const auto& [l, b] : badges) near.insert(l);
-      body += "<div class=\"file\">" + html_escape(f.path) + "</div><pre>";
-      int last = 0;
-      for (size_t n = 1; n <= lines.size(); ++n) {
-        const int line = static_cast<int>(n);
-        bool show = false;
-        for (int x : near) show = show || std::abs(x - line) <= 3;
-        if (!show) continue;
-        if (last && line > last + 1) body += "<span class=\"gap\">   …</span>\n";
-        last = line;
-        const std::string cls = faulty.contains(line)      ? " class=\"faulty\""
-                                : annotated.contains(line) ? " class=\"ann\""
-                                                           : "";
-        char num_buf[16];
-        std::snprintf(num_buf, sizeof num_buf, "%5d ", line);
-        body += "<span" + cls + ">" + num_buf + html_escape(lines[n - 1]) + "</span>" +
-                (badges.contains(line) ? " " + badges[line] : "") + "\n";
-      }
-      body += "</pre>\n";
-    }
-    body += "</details>\n";
-  }
+  for (size_t i = 0; i < e.cases.size(); ++i) body += html_case(e, i, *by_id.at(e.cases[i].id), k_show);
 
   const std::string style =
       "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:0.5em 0 1.5em}"
