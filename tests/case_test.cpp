@@ -1,6 +1,11 @@
 #include "formats/case.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "test_util.h"
 
@@ -93,6 +98,44 @@ TEST(write_file_atomic, replaces_the_whole_file) {
   write_file(dir / "f", "old content that is longer");
   ASSERT_TRUE(write_file_atomic(dir / "f", "new"));
   EXPECT_EQ(testing::slurp(dir / "f"), "new");
+}
+
+// `spark eval -o /dev/null` once put a regular file in /dev/null's place (run as root): a path that is not a regular
+// file is written to, never replaced. A FIFO stands in for the device here, so a failure harms nothing outside the
+// test's folder.
+TEST(write_file_atomic, writes_into_a_fifo_or_device_and_keeps_it_one) {
+  TempDir dir;
+  const auto fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The read end is open first (without waiting for a writer), so the write cannot block; what it wrote sits in the
+  // pipe's buffer when it returns.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  const auto written = write_file_atomic(fifo, "through the pipe\n");
+  std::string got(64, '\0');
+  const ssize_t n = ::read(reader, got.data(), got.size());
+  ::close(reader);
+  got.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  ASSERT_TRUE(written) << written.error().message;
+  EXPECT_EQ(got, "through the pipe\n");
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_FALSE(std::filesystem::exists(dir / ("pipe.tmp." + std::to_string(::getpid()))));
+}
+
+TEST(write_file_atomic, keeps_a_link_to_a_regular_file_and_refuses_a_folder) {
+  TempDir dir;
+  write_file(dir / "target", "old");
+  std::filesystem::create_symlink("target", dir / "link");
+  ASSERT_TRUE(write_file_atomic(dir / "link", "new"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "link"));
+  EXPECT_EQ(testing::slurp(dir / "target"), "new");
+  std::filesystem::create_directory(dir / "folder");
+  const auto refused = write_file_atomic(dir / "folder", "x");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("folder: is a folder"), std::string::npos) << refused.error().message;
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "folder"));
 }
 
 }  // namespace spark

@@ -58,22 +58,54 @@ std::filesystem::path temp_folder() noexcept {
   return ec ? std::filesystem::path("/tmp") : p;
 }
 
-Status write_file_atomic(const std::filesystem::path& path, std::string_view content) {
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
+namespace {
+
+Status write_all(int fd, std::string_view content, const std::string& name) {
   size_t done = 0;
   while (done < content.size()) {
     const ssize_t w = ::write(fd, content.data() + done, content.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      const std::string msg = std::strerror(errno);
-      ::close(fd);
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      return fail(tmp.string() + ": write failed: " + msg);
+      return fail(name + ": write failed: " + std::strerror(errno));
     }
     done += static_cast<size_t>(w);
+  }
+  return {};
+}
+
+}  // namespace
+
+Status write_file_atomic(const std::filesystem::path& given, std::string_view content) {
+  // Only a regular file (or a new one) is replaced. A device, a FIFO or a socket (`-o /dev/null`, `-o /dev/stdout` on
+  // a pipe) is written to as it is: renaming over it would put a regular file in its place. A symbolic link to a
+  // regular file is kept: its target is replaced.
+  std::filesystem::path path = given;
+  struct stat st {};
+  if (::lstat(given.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return fail(given.string() + ": is a folder, not a file");
+    const bool link = S_ISLNK(st.st_mode);
+    struct stat target {};
+    const bool regular = link ? ::stat(given.c_str(), &target) == 0 && S_ISREG(target.st_mode) : S_ISREG(st.st_mode);
+    if (!regular) {  // a device, a FIFO, a socket, or a link to one of them (or to nothing yet)
+      const int fd = ::open(given.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) return fail(given.string() + ": cannot open: " + std::strerror(errno));
+      UniqueFd owned(fd);
+      return write_all(fd, content, given.string());
+    }
+    if (link) {
+      std::error_code ec;
+      path = std::filesystem::canonical(given, ec);
+      if (ec) return fail(given.string() + ": cannot resolve the link: " + ec.message());
+    }
+  }
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(tmp.string() + ": cannot create: " + std::strerror(errno));
+  if (auto w = write_all(fd, content, tmp.string()); !w) {
+    ::close(fd);
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    return w;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     std::error_code ignored;

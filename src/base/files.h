@@ -37,7 +37,9 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// Writes text to `path` atomically: a temporary file beside it, fsync, rename.
+// Writes text to `path` atomically: a temporary file beside it, fsync, rename. A path that names a device, a FIFO or a
+// socket (/dev/null, /dev/stdout on a pipe) is written to in place, never replaced; a symbolic link to a regular file
+// stays a link (its target is replaced); a folder is an error.
 Status write_file_atomic(const std::filesystem::path& path, std::string_view content);
 
 // Reads a whole file. Errors name the path.
