@@ -397,34 +397,35 @@ int cmd_config(const Config& config) {
 }
 
 Status localize_from_config(const Config& config, LocalizeArgs& args) {
-  args.k = static_cast<size_t>(config.integer("localize.k"));
-  args.epsilon = config.number("localize.epsilon");
-  args.r = static_cast<size_t>(config.integer("localize.r"));
-  args.similarity_floor = config.number("localize.similarity_floor");
-  if (args.k < 1) return fail(config.get("localize.k").source + ": localize.k must be at least 1");
-  if (args.r < 1) return fail(config.get("localize.r").source + ": localize.r must be at least 1");
-  if (const std::string level = config.str("localize.level"); !parse_level(level, args.level))
+  LocalizeOptions& lo = args.localize;
+  lo.k = static_cast<size_t>(config.integer("localize.k"));
+  lo.epsilon = config.number("localize.epsilon");
+  lo.r = static_cast<size_t>(config.integer("localize.r"));
+  lo.similarity_floor = config.number("localize.similarity_floor");
+  if (lo.k < 1) return fail(config.get("localize.k").source + ": localize.k must be at least 1");
+  if (lo.r < 1) return fail(config.get("localize.r").source + ": localize.r must be at least 1");
+  if (const std::string level = config.str("localize.level"); !parse_level(level, lo.level))
     return fail(config.get("localize.level").source + ": unknown level \"" + level + "\"");
   auto policy = parse_policy(config.str("localize.policy"));
   if (!policy) return fail(config.get("localize.policy").source + ": " + policy.error().message);
-  policy->window_fraction = args.policy.window_fraction;
-  policy->window = args.policy.window;
-  args.policy = *policy;
+  policy->window_fraction = lo.policy.window_fraction;
+  policy->window = lo.policy.window;
+  lo.policy = *policy;
   auto mode = parse_mode(config.str("llm.mode"));
   if (!mode) return fail(config.get("llm.mode").source + ": " + mode.error().message);
-  args.mode = *mode;
+  args.stage.mode = *mode;
   args.template_path = config.str("llm.template");
   args.require_llm = config.boolean("llm.require");
   args.llm_deadline = config.number("llm.deadline");
   if (args.llm_deadline < 0)
     return fail(config.get("llm.deadline").source + ": llm.deadline must be 0 (none) or more seconds");
-  args.seed = static_cast<uint64_t>(config.integer("llm.seed"));
-  args.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
-  args.answer_tokens = static_cast<size_t>(std::max(1LL, config.integer("llm.max_tokens")));
+  lo.seed = static_cast<uint64_t>(config.integer("llm.seed"));
+  args.stage.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
+  args.stage.answer_tokens = static_cast<size_t>(std::max(1LL, config.integer("llm.max_tokens")));
   const std::string scope = config.str("llm.prompt_scope");
   if (scope != "file" && scope != "test")
     return fail(config.get("llm.prompt_scope").source + ": llm.prompt_scope is file or test, not \"" + scope + "\"");
-  args.test_scope_only = scope == "test";
+  args.stage.test_scope_only = scope == "test";
   if (!config.is_set("llm.base_url")) {
     args.llm.reset();
     return {};
@@ -498,14 +499,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
   // (src/base/huge_pages.h).
   prefer_huge_pages(size_t{64} << 20);
-  LocalizeOptions options;
-  options.policy = args.policy;
-  options.r = args.r;
-  options.epsilon = args.epsilon;
-  options.k = args.k;
-  options.similarity_floor = args.similarity_floor;
-  options.seed = args.seed;
-  options.level = args.level;
+  LocalizeOptions options = args.localize;
   if (!args.explain.empty()) {
     const size_t colon = args.explain.rfind(':');
     const std::string number = colon == std::string::npos ? args.explain : args.explain.substr(colon + 1);
@@ -520,13 +514,8 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     options.explain = LineRef{colon == std::string::npos ? "" : args.explain.substr(0, colon), static_cast<int>(line)};
   }
 
-  LlmStageOptions stage;
-  stage.mode = args.mode;
-  stage.keep_prompt = args.show_prompt;
+  LlmStageOptions stage = args.stage;
   stage.redactor = common.redactor;
-  stage.context_tokens = args.context_tokens;
-  stage.answer_tokens = args.answer_tokens;
-  stage.test_scope_only = args.test_scope_only;
   if (!args.template_path.empty()) {
     auto t = read_file(args.template_path);
     if (!t) return report_error(t.error());
@@ -694,7 +683,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
       if (args.show_annotated)
         out += "\nannotated test code (as a model would see it):\n" +
                Localizer::render_annotated(queries[i], r.annotations);
-      if (args.show_prompt && r.llm) out += "\nprompt:\n" + r.llm->prompt + "\n";
+      if (args.stage.keep_prompt && r.llm) out += "\nprompt:\n" + r.llm->prompt + "\n";
     }
   }
   // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
@@ -753,7 +742,7 @@ int eval_settings(const EvalArgs& args, EvalOptions& options,
   options.rs = args.rs;
   options.window_fraction = args.window_fraction;
   options.similarity_floor = args.similarity_floor;
-  options.seed = args.llm.seed;
+  options.seed = args.llm.localize.seed;
   for (const auto& m : options.modes)
     if (!is_eval_mode(m)) {
       std::fprintf(stderr,
@@ -795,9 +784,9 @@ Status eval_llm(const Common& common, const EvalArgs& args, EvalOptions& options
     note("LLM answers are cached in " + cache_path + " (a re-run or a resumed run asks only for what is missing)");
   }
   options.stage.redactor = common.redactor;
-  options.stage.context_tokens = args.llm.context_tokens;
-  options.stage.answer_tokens = args.llm.answer_tokens;
-  options.stage.test_scope_only = args.llm.test_scope_only;
+  options.stage.context_tokens = args.llm.stage.context_tokens;
+  options.stage.answer_tokens = args.llm.stage.answer_tokens;
+  options.stage.test_scope_only = args.llm.stage.test_scope_only;
   if (!args.llm.template_path.empty()) {
     auto t = read_file(args.llm.template_path);
     if (!t) return std::unexpected(t.error());

@@ -9,6 +9,7 @@
 #include "formats/config.h"
 #include "formats/defaults.h"
 #include "llm/llm_client.h"
+#include "llm_stage.h"
 #include "localizer.h"
 #include "policy.h"
 #include "prompt.h"
@@ -55,29 +56,20 @@ struct LocalizeArgs {
   std::string case_file, case_id;
   std::string junit;       // a JUnit XML report: every failed or erroring test in it is a query
   std::string root = ".";  // with --junit: the repository the report's test files are in
-  // Parsed once, by localize_from_config (an unknown name is an error naming where it was set).
-  Policy policy;  // its window and window fraction come from the flags
-  Level level = Level::line;
-  Mode mode = Mode::standard;
-  size_t r = 1;
-  double epsilon = defaults::kEpsilon;
-  size_t k = 5;
+  // The localizer's and the LLM stage's settings, parsed once by localize_from_config (an unknown name is an error
+  // naming where it was set); the policy's window and window fraction, and keep_prompt, come from flags.
+  LocalizeOptions localize;
+  LlmStageOptions stage;  // its template text and redactor are set where the stage is made
   std::string format = "text";
   std::string sarif_output;  // also write SARIF here (any --format)
-  double similarity_floor = defaults::kSimilarityFloor;
   bool show_annotated = false;
   std::string color = "auto";
   // The LLM stage.
   std::string template_path;
-  bool show_prompt = false;
   bool require_llm = false;
-  std::optional<LlmOptions> llm;                     // absent: no LLM configured (llm.base_url unset)
-  uint64_t seed = 0;                                 // random mode's draw
-  size_t context_tokens = defaults::kContextTokens;  // prompt bounds, also without an LLM (--show-prompt)
-  size_t answer_tokens = 512;
-  double llm_deadline = 300;  // seconds for all of the run's LLM requests; 0: none
-  bool test_scope_only = false;
-  std::string explain;  // --explain LINE or PATH:LINE: every feature of that line
+  std::optional<LlmOptions> llm;  // absent: no LLM configured (llm.base_url unset)
+  double llm_deadline = 300;      // seconds for all of the run's LLM requests; 0: none
+  std::string explain;            // --explain LINE or PATH:LINE: every feature of that line
 };
 
 // The localize settings from the effective configuration (flags already applied to it).

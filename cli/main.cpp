@@ -192,11 +192,12 @@ Command add_localize(CLI::App& app, Flags& flags) {
   flags.bind(sub, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
   flags.bind(sub, "--level", "localize.level", "line | statement | block | function")->check(CLI::IsMember(kLevels));
   flags.bind(sub, "--policy", "localize.policy", "all | all-preceding | closest-by-time | closest-time-preceding");
-  sub->add_option("--window-fraction", loc.policy.window_fraction,
+  sub->add_option("--window-fraction", loc.localize.policy.window_fraction,
                   "closest-* policies: share of the corpus (default " +
                       spark::defaults::text(spark::defaults::kWindowFraction) + ")")
       ->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--window", loc.policy.window, "closest-* policies: exact number of cases (overrides the fraction)");
+  sub->add_option("--window", loc.localize.policy.window,
+                  "closest-* policies: exact number of cases (overrides the fraction)");
   flags.bind(sub, "-r", "localize.r", "similar cases to retrieve (default 1)")->check(CLI::Range(1, 1000));
   flags
       .bind(sub, "--epsilon", "localize.epsilon",
@@ -225,7 +226,7 @@ Command add_localize(CLI::App& app, Flags& flags) {
                     "exit 1 when the LLM cannot be used, instead of falling back");
   flags.bind_switch(sub, "--no-redact", "redact.enabled", "false",
                     "send text as it is (secrets are redacted by default)");
-  sub->add_flag("--show-prompt", loc.show_prompt, "print the prompt (and put it into --format json)");
+  sub->add_flag("--show-prompt", loc.stage.keep_prompt, "print the prompt (and put it into --format json)");
   sub->add_option("--explain", loc.explain,
                   "print every feature value and contribution of one line "
                   "(LINE, or PATH:LINE)");
