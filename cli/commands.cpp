@@ -235,6 +235,10 @@ int cmd_index(const Common& common, const IndexArgs& args) {
       "vector(s))\n",
       report->embed_seconds, report->index_seconds, report->train_seconds, report->threads, report->versions,
       report->vectors);
+  if (report->recall_checked)
+    std::printf(
+        "hnsw check: the nearest case as similar as an exact search finds for %zu of %zu sampled case(s) (%.2f s)\n",
+        report->recall_matched, report->recall_checked, report->recall_seconds);
   return 0;
 }
 

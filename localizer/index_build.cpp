@@ -87,6 +87,26 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
   return train_ranker(std::move(training), prior, options.training);
 }
 
+// HNSW's approximate search against the exact one (VectorIndex::search_exact), on a spread-out sample of the stored
+// vectors, each a query with itself excluded: how often HNSW's best is as similar as the exact best.
+void check_recall(const VectorIndex& index, const std::vector<CaseEntry>& entries, IndexReport& report) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = std::min(kRecallSample, entries.size());
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t rowid = entries[i * entries.size() / n].rowid;
+    const std::vector<float> v = index.vector(rowid);
+    if (v.empty()) continue;
+    const auto approximate = index.search(v.data(), 1, std::nullopt, {rowid});
+    auto exact = index.search_exact(v.data(), 2);
+    std::erase_if(exact, [&](const SearchHit& h) { return h.rowid == rowid; });
+    if (exact.empty()) continue;
+    ++report.recall_checked;
+    if (!approximate.empty() && approximate.front().similarity >= exact.front().similarity - 1e-6)
+      ++report.recall_matched;
+  }
+  report.recall_seconds = seconds_since(t0);
+}
+
 }  // namespace
 
 Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options) {
@@ -171,6 +191,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   if (!index) index.emplace(embedder->dimension(), options.index);  // an empty knowledge base
   report.kind = index->is_hnsw() ? "hnsw" : "flat";
   report.index_seconds = add_seconds + seconds_since(t1);
+  if (index->is_hnsw()) check_recall(*index, *entries, report);
 
   const auto t2 = std::chrono::steady_clock::now();
   // The ranker learns from a spread-out sample of the labelled cases; the statement kinds' prior from the same.

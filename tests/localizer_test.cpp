@@ -310,6 +310,35 @@ TEST(Localizer, reports_the_gate_and_explains_it_on_the_failing_statement) {
 }
 
 
+// An HNSW index is checked against the exact search at build time, and the report says how it did. A flat index is
+// exact: nothing to check.
+TEST(build_index, an_hnsw_index_is_checked_against_an_exact_search) {
+  TempDir dir;
+  auto kb = std::move(*KnowledgeBase::open(dir / "kb", true));
+  std::vector<Case> cases = corpus();
+  const size_t base = cases.size();
+  for (size_t i = 0; i < base; ++i)
+    for (int copy = 0; copy < 8; ++copy) {
+      nlohmann::json j = case_to_json(cases[i]);
+      j["id"] = cases[i].id + "-v" + std::to_string(copy);
+      j["error_message"] = cases[i].error_message + "\nvariant " + std::to_string(copy) + " of the failure";
+      cases.push_back(*case_from_json(j));
+    }
+  ASSERT_TRUE(kb->import_cases(cases, {}, false));
+  auto flat = build_index(*kb, {}, {});
+  ASSERT_TRUE(flat) << flat.error().message;
+  EXPECT_EQ(flat->kind, "flat");
+  EXPECT_EQ(flat->recall_checked, 0u);
+  IndexBuildOptions options;
+  options.index.hnsw_threshold = 8;
+  auto hnsw = build_index(*kb, {}, options);
+  ASSERT_TRUE(hnsw) << hnsw.error().message;
+  EXPECT_EQ(hnsw->kind, "hnsw");
+  EXPECT_EQ(hnsw->recall_checked, std::min(kRecallSample, cases.size()));
+  // A few dozen vectors: HNSW with the exact refinement finds the true nearest for every one.
+  EXPECT_EQ(hnsw->recall_matched, hnsw->recall_checked);
+}
+
 TEST(build_index, vectors_built_per_version_on_threads_equal_each_case_embedded_alone) {
   // Cases sharing a test-file version (and a failing test) are embedded from shared blocks on several threads; each
   // vector must be bit-identical to embedding the case alone with the same statistics.
