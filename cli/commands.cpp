@@ -20,7 +20,7 @@
 #include "formats/error_message.h"
 #include "formats/junit.h"
 #include "index_build.h"
-#include "llm/llm_cache.h"
+#include "llm/answer_cache.h"
 #include "llm_stage.h"
 #include "miner.h"
 #include "prompt.h"

@@ -194,7 +194,7 @@ Table efficiency_table(const Evaluation& e, const std::vector<std::string>& ds) 
       bool estimated = false;
       for (size_t i = 0; i < e.cases.size(); ++i) {
         if (!in_dataset(e.cases[i], d)) continue;
-        const auto& o = run.outcomes[i];
+        const auto& o = run.results[i];
         in += static_cast<double>(o.tokens_in);
         out += static_cast<double>(o.tokens_out);
         secs += o.seconds;
@@ -234,9 +234,9 @@ Table annotations_table(const Evaluation& e, const std::vector<std::string>& ds)
       std::vector<double> counts, shares;
       for (size_t i = 0; i < e.cases.size(); ++i)
         if (in_dataset(e.cases[i], d)) {
-          counts.push_back(static_cast<double>(run->outcomes[i].annotated));
+          counts.push_back(static_cast<double>(run->results[i].annotated));
           shares.push_back(e.cases[i].lines
-                               ? static_cast<double>(run->outcomes[i].annotated) / static_cast<double>(e.cases[i].lines)
+                               ? static_cast<double>(run->results[i].annotated) / static_cast<double>(e.cases[i].lines)
                                : 0);
         }
       const Quartiles c = stats(counts), sh = stats(shares);
@@ -264,7 +264,7 @@ Table knowledge_base_table(const Evaluation& e, const std::vector<std::string>& 
       if (!run) continue;
       std::vector<double> sizes;
       for (size_t i = 0; i < e.cases.size(); ++i)
-        if (in_dataset(e.cases[i], d)) sizes.push_back(static_cast<double>(run->outcomes[i].kb_size));
+        if (in_dataset(e.cases[i], d)) sizes.push_back(static_cast<double>(run->results[i].kb_size));
       const Quartiles q = stats(sizes);
       kbt.rows.push_back({d, policy, num(q.min, 0), num(q.mean, 1), num(q.median, 1), num(q.max, 0)});
     }
@@ -425,7 +425,7 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
     for (const auto& f : e.cases[i].faulty) c["faulty"].push_back({{"path", f.path}, {"line", f.line}});
     c["runs"] = nlohmann::json::array();
     for (const auto& run : e.runs) {
-      const auto& o = run.outcomes[i];
+      const auto& o = run.results[i];
       nlohmann::json pr = nlohmann::json::array();
       for (const auto& p : o.predicted) pr.push_back({{"path", p.path}, {"line", p.line}});
       nlohmann::json x = {{"setting", run.setting.label()},
@@ -521,7 +521,7 @@ std::string annotation_histogram(const Evaluation& e, const fs::path& dir) {
   for (const auto& run : e.runs) {
     if (eval_mode_needs_llm(run.setting.mode) && !mode_name_annotates(run.setting.mode)) continue;
     std::map<size_t, size_t> hist;
-    for (const auto& o : run.outcomes) hist[std::min<size_t>(o.annotated, 20)]++;
+    for (const auto& o : run.results) hist[std::min<size_t>(o.annotated, 20)]++;
     std::string data;
     for (const auto& [n, count] : hist) data += std::to_string(n) + " " + std::to_string(count) + "\n";
     std::ofstream(dir / "hist.txt") << data;
@@ -543,7 +543,7 @@ std::string html_case(const Evaluation& e, size_t i, const Case& c, size_t k_sho
   const EvalCase& ec_ = e.cases[i];
   std::string first_hits;
   for (size_t ri = 0; ri < e.runs.size(); ++ri) {
-    const auto& o = e.runs[ri].outcomes[i];
+    const auto& o = e.runs[ri].results[i];
     size_t rank = 0;
     std::set<std::pair<std::string, int>> truth;
     for (const auto& f : ec_.faulty) truth.insert({f.path, f.line});
@@ -565,7 +565,7 @@ std::string html_case(const Evaluation& e, size_t i, const Case& c, size_t k_sho
     for (const auto& fl : ec_.faulty)
       if (fl.path == f.path) faulty.insert(fl.line);
     for (size_t ri = 0; ri < e.runs.size(); ++ri) {
-      const auto& o = e.runs[ri].outcomes[i];
+      const auto& o = e.runs[ri].results[i];
       for (const auto& a : o.annotated_lines)
         if (a.path == f.path) annotated.insert(a.line);
       for (size_t p = 0; p < o.predicted.size() && p < k_show; ++p)

@@ -107,8 +107,8 @@ struct SettingContext {
 };
 
 // What one case's localization by an LLM mode gave.
-CaseOutcome llm_outcome(const Localization& loc, Mode mode) {
-  CaseOutcome o;
+CaseResult llm_result(const Localization& loc, Mode mode) {
+  CaseResult o;
   o.annotated = mode_annotates(mode) ? loc.annotations.size() : 0;
   if (mode_annotates(mode))
     for (const auto& an : loc.annotations) o.annotated_lines.push_back(an.line);
@@ -143,13 +143,13 @@ Result<std::vector<SettingRun>> run_offline_modes(KnowledgeBase& kb, SearchEngin
     lq.ranker = at.ranker_for(queries[i]);
     auto loc = localizer.localize(queries[i], lq);
     if (!loc) return std::unexpected(with_context(queries[i].id + ": ", loc.error()));
-    CaseOutcome base;
+    CaseResult base;
     base.annotated = loc->annotations.size();
     for (const auto& an : loc->annotations) base.annotated_lines.push_back(an.line);
     base.kb_size = loc->filtered_size;
     if (!loc->retrieved.empty()) base.similarity = loc->retrieved.front().similarity;
     for (const auto& m : offline) {
-      CaseOutcome o = base;
+      CaseResult o = base;
       if (m == "builtin") {
         for (const auto& el : loc->ranked) o.predicted.push_back({el.path, el.line});
       } else if (m == "annotation") {
@@ -165,7 +165,7 @@ Result<std::vector<SettingRun>> run_offline_modes(KnowledgeBase& kb, SearchEngin
             if (same_file(it->path, f.source->path) && seen.insert({f.source->path, it->line}).second)
               o.predicted.push_back({f.source->path, it->line});
       }
-      runs[m].outcomes.push_back(std::move(o));
+      runs[m].results.push_back(std::move(o));
     }
     if (options.progress)
       options.progress("builtin/reference" + EvalSetting{"", at.policy_name, at.epsilon, at.r}.label(), i + 1,
@@ -203,7 +203,7 @@ Result<SettingRun> run_llm_mode(KnowledgeBase& kb, SearchEngine& engine, const s
   });
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i]) return std::unexpected(with_context(queries[i].id + ": ", results[i].error()));
-    run.outcomes.push_back(llm_outcome(*results[i], so.mode));
+    run.results.push_back(llm_result(*results[i], so.mode));
   }
   run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
   return run;
@@ -339,7 +339,7 @@ std::vector<CaseMetrics> run_case_metrics(const Evaluation& e, const SettingRun&
   std::vector<CaseMetrics> out;
   for (size_t i = 0; i < e.cases.size(); ++i) {
     std::vector<std::string> predicted, faulty;
-    for (const auto& p : run.outcomes[i].predicted) predicted.push_back(keys.key(i, p, level));
+    for (const auto& p : run.results[i].predicted) predicted.push_back(keys.key(i, p, level));
     for (const auto& f : e.cases[i].faulty) faulty.push_back(keys.key(i, f, level));
     out.push_back(case_metrics(predicted, faulty, k));
   }

@@ -59,8 +59,9 @@ struct EvalCase {
   size_t lines = 0;  // non-blank lines of its files
 };
 
-// One case under one setting (and, for LLM modes, one requested k).
-struct CaseOutcome {
+// What one case gave under one setting (and, for LLM modes, one requested k). Not a test outcome (the miner's
+// passed/failed/error): the localization's result, scored by the metrics.
+struct CaseResult {
   std::vector<LineRef> predicted;  // line level, best first
   std::vector<LineRef> annotated_lines;
   size_t annotated = 0, kb_size = 0;
@@ -73,8 +74,8 @@ struct CaseOutcome {
 
 struct SettingRun {
   EvalSetting setting;
-  size_t k_requested = 0;             // LLM modes ask for exactly k; 0 = one ranking serves every k
-  std::vector<CaseOutcome> outcomes;  // parallel to Evaluation::cases
+  size_t k_requested = 0;           // LLM modes ask for exactly k; 0 = one ranking serves every k
+  std::vector<CaseResult> results;  // parallel to Evaluation::cases
   double wall_seconds = 0;
 };
 

@@ -22,7 +22,7 @@
 #include "base/result.h"
 #include "base/work_pool.h"
 #include "formats/defaults.h"
-#include "llm/llm_cache.h"
+#include "llm/answer_cache.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "llm/llm_cache.h"
+#include "llm/answer_cache.h"
 
 #include "formats/case.h"
 #include "store/sqlite_db.h"
