@@ -7,8 +7,8 @@
 
 #include <thread>
 
-#include "test_util.h"
 #include "base/text.h"
+#include "test_util.h"
 
 namespace spark {
 
@@ -52,8 +52,9 @@ TEST(KnowledgeBase, reimport_is_harmless_and_a_conflict_stores_nothing) {
   // "c" is new but "a" conflicts: the whole import is rolled back.
   auto conflict = (*kb)->import_cases({make("c"), make("a", 2)}, {{"x.jsonl:1"}, {"x.jsonl:2"}}, false);
   ASSERT_FALSE(conflict);
-  EXPECT_EQ(conflict.error().message,
-            "x.jsonl:2: id \"a\" is already in the knowledge base with a different record (use --replace to overwrite it)");
+  EXPECT_EQ(
+      conflict.error().message,
+      "x.jsonl:2: id \"a\" is already in the knowledge base with a different record (use --replace to overwrite it)");
   EXPECT_EQ(*(*kb)->count(), 1u);
   EXPECT_FALSE((*kb)->find("c")->has_value());
   auto replaced = (*kb)->import_cases({make("a", 2)}, {}, true);
@@ -77,8 +78,9 @@ TEST(KnowledgeBase, a_conflict_deep_in_a_large_import_is_named_and_stores_nothin
   }
   auto conflict = (*kb)->import_cases(many, origins, false);
   ASSERT_FALSE(conflict);
-  EXPECT_EQ(conflict.error().message, "big.jsonl:151: id \"c150\" is already in the knowledge base with a different record "
-                                      "(use --replace to overwrite it)");
+  EXPECT_EQ(conflict.error().message,
+            "big.jsonl:151: id \"c150\" is already in the knowledge base with a different record "
+            "(use --replace to overwrite it)");
   EXPECT_EQ(*(*kb)->count(), 1u);
   auto replaced = (*kb)->import_cases(many, origins, true);
   ASSERT_TRUE(replaced) << replaced.error().message;
@@ -249,8 +251,25 @@ TEST(postgres_url, only_connection_failures_that_may_pass_are_retried) {
       "connections now)"));
   EXPECT_FALSE(is_transient_connect_error(
       "knowledge base x: cannot connect: FATAL:  password authentication failed for user \"spark\""));
-  EXPECT_FALSE(is_transient_connect_error("knowledge base x: cannot connect: FATAL:  database \"nope\" does not exist"));
+  EXPECT_FALSE(
+      is_transient_connect_error("knowledge base x: cannot connect: FATAL:  database \"nope\" does not exist"));
   EXPECT_FALSE(is_transient_connect_error("x.jsonl:3: a test named (the server did not answer)"));
+}
+
+// A record's retry once gave up: the reconnect failed with "starting up", and libpq's ping a moment later found the
+// server up, so the failure was taken for one that would not pass (fault_postgres's restart test, on a loaded machine).
+TEST(postgres_url, a_server_starting_up_is_transient_whatever_the_ping_finds_after) {
+  const auto note = [](const std::string& m, bool no_answer, bool rejected) {
+    return "knowledge base x: cannot connect: " + note_connect_failure(m, no_answer, rejected);
+  };
+  const std::string starting =
+      "connection to server at \"127.0.0.1\", port 40297 failed: FATAL:  the database system is starting up";
+  EXPECT_TRUE(is_transient_connect_error(note(starting, false, false)));  // the ping found the server up
+  EXPECT_TRUE(is_transient_connect_error(note(starting, false, true)));
+  EXPECT_TRUE(is_transient_connect_error(note("FATAL:  the database system is shutting down", false, false)));
+  EXPECT_TRUE(is_transient_connect_error(note("Connection refused", true, false)));
+  EXPECT_FALSE(
+      is_transient_connect_error(note("FATAL:  password authentication failed for user \"spark\"", false, false)));
 }
 
 }  // namespace

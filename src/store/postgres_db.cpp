@@ -162,6 +162,21 @@ bool is_transient_connect_error(std::string_view m) {
   return m.find("cannot connect: ") != std::string_view::npos && (m.ends_with(kNoAnswer) || m.ends_with(kNotAccepting));
 }
 
+std::string note_connect_failure(std::string message, bool no_answer, bool rejected) {
+  // PostgreSQL's "cannot connect now" (SQLSTATE 57P03) messages.
+  constexpr std::string_view kNotReady[] = {
+      "the database system is starting up", "the database system is shutting down",
+      "the database system is in recovery mode", "the database system is not yet accepting connections",
+      "the database system is not accepting connections"};
+  bool not_ready = rejected;
+  for (std::string_view m : kNotReady) not_ready = not_ready || message.find(m) != std::string::npos;
+  if (no_answer)
+    message += kNoAnswer;
+  else if (not_ready)
+    message += kNotAccepting;
+  return message;
+}
+
 Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, int connect_timeout_s) {
   const std::string name = redact_postgres_url(url);
   const std::string timeout = std::to_string(connect_timeout_s);
@@ -192,11 +207,10 @@ Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, 
     for (size_t i; (i = msg.find('\n')) != std::string::npos;) msg.replace(i, 1, "; ");
     // Whether trying later may help: no answer at all, or a server starting or shutting down. A server that answers
     // and refuses (a wrong password, an unknown database) will say the same next time.
+    // The ping comes a moment after the failure: a server that was starting up may be up by then, so the failure's
+    // own words count too.
     const PGPing ping = PQpingParams(keys.data(), values.data(), 1);
-    if (ping == PQPING_NO_RESPONSE)
-      msg += kNoAnswer;
-    else if (ping == PQPING_REJECT)
-      msg += kNotAccepting;
+    msg = note_connect_failure(std::move(msg), ping == PQPING_NO_RESPONSE, ping == PQPING_REJECT);
     return fail("knowledge base " + name + ": cannot connect: " + msg);
   }
   // "relation already exists, skipping" and other notices are not the user's business.

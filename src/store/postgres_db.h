@@ -22,6 +22,11 @@ namespace spark {
 // (a wrong password, an unknown database).
 bool is_transient_connect_error(std::string_view message);
 
+// A connection failure's message with the note is_transient_connect_error reads: "the server did not answer" when
+// libpq's ping found no server, "not accepting connections now" when the ping was rejected or when the failure itself
+// says the server is starting, shutting down or recovering (a ping made a moment later may find it up).
+std::string note_connect_failure(std::string message, bool no_answer, bool rejected);
+
 class PostgresDb final : public Database {
  public:
   // Connects. A server that cannot be reached fails with libpq's message, which names host and port; after
