@@ -52,6 +52,7 @@ IMPLICIT = {
     "c++": "cmake's C++ compiler",
     "ld": "the compilers' linker",
     "pkg-config": "CMake's FindPkgConfig",
+    "objdump": "CMakeLists.txt (the sonames of the libraries opened when needed)",
     "node": "npm",
 }
 

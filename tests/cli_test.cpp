@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ranges>
 #include <set>
 
 #include "chat_server.h"
@@ -470,6 +471,52 @@ TEST(cli, configuration_file_env_and_flags_in_priority_order_and_secrets_hidden)
   EXPECT_EQ(broken.exit_code, 1);
   EXPECT_NE(broken.err.find("broken.toml:1"), std::string::npos) << broken.err;
   EXPECT_EQ(run_spark({"--config", "missing.toml", "config"}, dir.path()).exit_code, 2);
+}
+
+// libcurl, libpq and libgit2 are opened when a command first needs them (base/shared_library.h), not at start: the
+// loader's own trace (LD_DEBUG=files) lists each library a process loads.
+TEST(cli, the_network_postgres_and_git_libraries_are_loaded_only_by_commands_that_use_them) {
+  Workspace w;
+  const auto loaded = [&](const std::vector<std::string>& args) {
+    ::setenv("LD_DEBUG", "files", 1);
+    auto r = run_spark(args, w.dir.path());
+    ::unsetenv("LD_DEBUG");
+    std::set<std::string> libraries;
+    for (const char* name : {"libcurl.so", "libpq.so", "libgit2.so"})
+      if (r.err.find(std::string("file=") + name) != std::string::npos) libraries.insert(name);
+    // spark's own messages, without the trace (its lines start with the process id).
+    std::string messages;
+    for (const auto line : std::views::split(r.err, '\n')) {
+      const std::string_view l(line.begin(), line.end());
+      const size_t text = l.find_first_not_of(' ');
+      if (text != std::string_view::npos && !std::isdigit(static_cast<unsigned char>(l[text])))
+        messages.append(l).append("\n");
+    }
+    // The trace is there: the library every process loads is in it.
+    EXPECT_NE(r.err.find("file=libstdc++.so"), std::string::npos) << r.err.substr(0, 1000);
+    r.err = messages;
+    return std::make_pair(r, libraries);
+  };
+  auto [version, none] = loaded({"--version"});
+  EXPECT_EQ(version.exit_code, 0) << version.err;
+  EXPECT_TRUE(none.empty());
+  auto [localize, local_only] = loaded({"localize", "--test", "tests/test_x.py", "--error", "failure.txt"});
+  EXPECT_EQ(localize.exit_code, 0) << localize.err;
+  EXPECT_TRUE(local_only.empty()) << *local_only.begin();
+
+  // An LLM server (a port nothing listens on: the answer falls back to the built-in ranker) needs libcurl only.
+  auto [llm, with_llm] = loaded({"localize", "--test", "tests/test_x.py", "--error", "failure.txt", "--llm-url",
+                                 "http://127.0.0.1:9/v1", "--model", "m", "--retries", "0"});
+  EXPECT_EQ(with_llm, std::set<std::string>{"libcurl.so"}) << llm.err;
+  // A PostgreSQL knowledge base needs libpq only (nothing answers there either).
+  auto [pg, with_pg] = loaded({"--kb", "postgresql://127.0.0.1:9/none?connect_timeout=1", "export"});
+  EXPECT_NE(pg.exit_code, 0);
+  EXPECT_EQ(with_pg, std::set<std::string>{"libpq.so"}) << pg.err;
+  // Git history needs libgit2 (the workspace is no repository: the error says so, from libgit2).
+  write_file(w.dir / "none.jsonl", "");
+  auto [mine, with_git] = loaded({"mine", "--outcomes", "none.jsonl"});
+  EXPECT_NE(mine.exit_code, 0);
+  EXPECT_TRUE(with_git.contains("libgit2.so")) << mine.err;
 }
 
 }  // namespace spark

@@ -1,5 +1,7 @@
 #include "base/http_client.h"
 
+// Its calls go through the table below (the library is opened when first needed): no type-checking macros.
+#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -13,16 +15,44 @@
 #include <random>
 #include <thread>
 
+#include "base/shared_library.h"
 #include "base/text.h"
 
 namespace spark {
 namespace {
 
+// libcurl, opened the first time a request is made (base/shared_library.h).
+#define SPARK_LIBCURL_FUNCTIONS(X)                                                                               \
+  X(curl_global_init) X(curl_easy_init) X(curl_easy_cleanup) X(curl_easy_setopt) X(curl_easy_perform)           \
+  X(curl_easy_getinfo) X(curl_easy_strerror) X(curl_slist_append) X(curl_slist_free_all) X(curl_getdate)
+
+struct Curl {
+  SPARK_LIBCURL_FUNCTIONS(SPARK_LIBRARY_FIELD)
+};
+
+// The table, loaded and curl_global_init'ed once (C++ runs a function-local static's initialiser once, whichever
+// thread comes first); an error when libcurl is missing or too old.
+const Result<Curl>& libcurl() {
+  static const Result<Curl> loaded = []() -> Result<Curl> {
+    auto opened = SharedLibrary::open(SPARK_LIBCURL_SONAME, "libcurl, for HTTP to an LLM or an embeddings server");
+    if (!opened) return std::unexpected(opened.error());
+    SharedLibrary& lib = *opened;
+    Curl table;
+    SPARK_LIBCURL_FUNCTIONS(SPARK_LIBRARY_BIND)
+    if (auto ok = lib.complete(); !ok) return std::unexpected(ok.error());
+    table.curl_global_init(CURL_GLOBAL_DEFAULT);
+    return table;
+  }();
+  return loaded;
+}
+
 struct CurlDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+  const Curl* api;
+  void operator()(CURL* c) const { api->curl_easy_cleanup(c); }
 };
 struct SlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+  const Curl* api;
+  void operator()(curl_slist* l) const { api->curl_slist_free_all(l); }
 };
 
 struct Sink {
@@ -55,11 +85,6 @@ size_t header_cb(char* data, size_t size, size_t nmemb, void* user) {
   return n;
 }
 
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 struct Attempt {
   std::optional<HttpResponse> response;
   std::string error;
@@ -68,42 +93,47 @@ struct Attempt {
 
 Attempt post_once(const std::string& url, const std::string& body, const std::vector<std::string>& headers,
                   const HttpOptions& options) {
-  global_init();
   Attempt a;
-  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  const auto& loaded = libcurl();
+  if (!loaded) {
+    a.error = "POST " + url + ": " + loaded.error().message;
+    return a;
+  }
+  const Curl& api = *loaded;
+  std::unique_ptr<CURL, CurlDeleter> curl(api.curl_easy_init(), CurlDeleter{&api});
   if (!curl) {
     a.error = "POST " + url + ": cannot initialise libcurl";
     return a;
   }
-  std::unique_ptr<curl_slist, SlistDeleter> list;
-  curl_slist* raw = curl_slist_append(nullptr, "Content-Type: application/json");
-  for (const auto& h : headers) raw = curl_slist_append(raw, h.c_str());
+  std::unique_ptr<curl_slist, SlistDeleter> list(nullptr, SlistDeleter{&api});
+  curl_slist* raw = api.curl_slist_append(nullptr, "Content-Type: application/json");
+  for (const auto& h : headers) raw = api.curl_slist_append(raw, h.c_str());
   list.reset(raw);
   HttpResponse response;
   Sink sink{&response.body, options.max_response_bytes};
   char errbuf[CURL_ERROR_SIZE] = {0};
   CURL* c = curl.get();
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, list.get());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response.retry_after);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, options.connect_timeout_ms);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, options.timeout_ms);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
-  const CURLcode rc = curl_easy_perform(c);
+  api.curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  api.curl_easy_setopt(c, CURLOPT_POST, 1L);
+  api.curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+  api.curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  api.curl_easy_setopt(c, CURLOPT_HTTPHEADER, list.get());
+  api.curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
+  api.curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  api.curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
+  api.curl_easy_setopt(c, CURLOPT_HEADERDATA, &response.retry_after);
+  api.curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, options.connect_timeout_ms);
+  api.curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, options.timeout_ms);
+  api.curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  api.curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  api.curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
+  const CURLcode rc = api.curl_easy_perform(c);
   if (sink.overflow) {
     a.error = "POST " + url + ": response larger than " + std::to_string(options.max_response_bytes) + " bytes";
     return a;
   }
   if (rc != CURLE_OK) {
-    a.error = "POST " + url + ": " + (errbuf[0] ? std::string(errbuf) : std::string(curl_easy_strerror(rc)));
+    a.error = "POST " + url + ": " + (errbuf[0] ? std::string(errbuf) : std::string(api.curl_easy_strerror(rc)));
     switch (rc) {
       case CURLE_OPERATION_TIMEDOUT:
       case CURLE_COULDNT_CONNECT:
@@ -120,9 +150,9 @@ Attempt post_once(const std::string& url, const std::string& body, const std::ve
     }
     return a;
   }
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
+  api.curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
   const char* ct = nullptr;
-  curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+  api.curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
   if (ct) response.content_type = ct;
   a.response = std::move(response);
   return a;
@@ -143,7 +173,9 @@ double parse_retry_after(const std::string& value) {
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
   if (end && *end == '\0' && v >= 0) return v;
-  const time_t when = curl_getdate(value.c_str(), nullptr);
+  const auto& loaded = libcurl();
+  if (!loaded) return -1;  // only a date needs libcurl; without it the header is ignored, as an unreadable one is
+  const time_t when = loaded->curl_getdate(value.c_str(), nullptr);
   if (when < 0) return -1;
   return std::max(0.0, std::difftime(when, std::time(nullptr)));
 }

@@ -6,9 +6,37 @@
 #include <cstring>
 #include <vector>
 
+#include "base/shared_library.h"
+
 namespace spark {
 
 namespace {
+
+// libpq, opened when the first postgresql:// knowledge base is connected (base/shared_library.h).
+#define SPARK_LIBPQ_FUNCTIONS(X)                                                                                 \
+  X(PQconnectdbParams) X(PQpingParams) X(PQstatus) X(PQfinish) X(PQerrorMessage) X(PQsetNoticeProcessor)         \
+  X(PQexec) X(PQexecParams) X(PQresultStatus) X(PQresultErrorMessage) X(PQresultErrorField) X(PQcmdTuples)       \
+  X(PQntuples) X(PQgetvalue) X(PQgetlength) X(PQgetisnull) X(PQftype) X(PQclear) X(PQtransactionStatus)
+
+struct Pq {
+  SPARK_LIBPQ_FUNCTIONS(SPARK_LIBRARY_FIELD)
+};
+
+const Result<Pq>& load_libpq() {
+  static const Result<Pq> loaded = []() -> Result<Pq> {
+    auto opened = SharedLibrary::open(SPARK_LIBPQ_SONAME, "the PostgreSQL client library, for a postgresql:// knowledge base");
+    if (!opened) return std::unexpected(opened.error());
+    SharedLibrary& lib = *opened;
+    Pq table;
+    SPARK_LIBPQ_FUNCTIONS(SPARK_LIBRARY_BIND)
+    if (auto ok = lib.complete(); !ok) return std::unexpected(ok.error());
+    return table;
+  }();
+  return loaded;
+}
+
+// The table, once PostgresDb::connect has loaded it: every other use is on a connection it made.
+const Pq& pq() { return *load_libpq(); }
 
 constexpr Oid kByteaOid = 17;
 // The advisory lock every writer takes (pg_advisory_xact_lock): "spark" in ASCII.
@@ -51,7 +79,7 @@ class PostgresStatement final : public StatementImpl {
         values_(static_cast<size_t>(params)),
         views_(static_cast<size_t>(params)),
         kinds_(static_cast<size_t>(params), Kind::null) {}
-  ~PostgresStatement() override { PQclear(result_); }
+  ~PostgresStatement() override { pq().PQclear(result_); }
   PostgresStatement(const PostgresStatement&) = delete;
   PostgresStatement& operator=(const PostgresStatement&) = delete;
 
@@ -81,24 +109,24 @@ class PostgresStatement final : public StatementImpl {
     if (!result_) {
       if (auto s = execute(); !s) return std::unexpected(s.error());
     }
-    if (row_ + 1 < PQntuples(result_)) {
+    if (row_ + 1 < pq().PQntuples(result_)) {
       ++row_;
       return true;
     }
     return false;
   }
   void reset() override {
-    PQclear(result_);
+    pq().PQclear(result_);
     result_ = nullptr;
     row_ = -1;
     std::fill(kinds_.begin(), kinds_.end(), Kind::null);
   }
-  int64_t int64(int col) const override { return std::strtoll(PQgetvalue(result_, row_, col), nullptr, 10); }
+  int64_t int64(int col) const override { return std::strtoll(pq().PQgetvalue(result_, row_, col), nullptr, 10); }
   std::string text(int col) const override {
-    if (PQgetisnull(result_, row_, col)) return {};
-    const char* v = PQgetvalue(result_, row_, col);
-    const size_t n = static_cast<size_t>(PQgetlength(result_, row_, col));
-    if (PQftype(result_, col) != kByteaOid) return std::string(v, n);
+    if (pq().PQgetisnull(result_, row_, col)) return {};
+    const char* v = pq().PQgetvalue(result_, row_, col);
+    const size_t n = static_cast<size_t>(pq().PQgetlength(result_, row_, col));
+    if (pq().PQftype(result_, col) != kByteaOid) return std::string(v, n);
     // bytea in text form: \x and two hex digits a byte.
     std::string out;
     if (n < 2 || v[0] != '\\' || v[1] != 'x') return std::string(v, n);
@@ -106,7 +134,7 @@ class PostgresStatement final : public StatementImpl {
     for (size_t i = 2; i + 1 < n; i += 2) out += static_cast<char>(hex_value(v[i]) * 16 + hex_value(v[i + 1]));
     return out;
   }
-  bool is_null(int col) const override { return PQgetisnull(result_, row_, col) != 0; }
+  bool is_null(int col) const override { return pq().PQgetisnull(result_, row_, col) != 0; }
   int64_t changes() const override { return changes_; }
 
  private:
@@ -125,16 +153,16 @@ class PostgresStatement final : public StatementImpl {
       // numbers as decimal text, which every integer type parses.
       formats[i] = kinds_[i] == Kind::bytes ? 1 : 0;
     }
-    result_ = PQexecParams(db_->handle(), sql_.c_str(), static_cast<int>(n), nullptr, values.data(), lengths.data(),
+    result_ = pq().PQexecParams(db_->handle(), sql_.c_str(), static_cast<int>(n), nullptr, values.data(), lengths.data(),
                            formats.data(), 0);
-    const auto status = PQresultStatus(result_);
+    const auto status = pq().PQresultStatus(result_);
     if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
       Error e = db_->error("query failed (" + sql_.substr(0, 60) + ")", result_);
-      PQclear(result_);
+      pq().PQclear(result_);
       result_ = nullptr;
       return std::unexpected(e);
     }
-    const char* tuples = PQcmdTuples(result_);
+    const char* tuples = pq().PQcmdTuples(result_);
     changes_ = tuples && *tuples ? std::strtoll(tuples, nullptr, 10) : 0;
     row_ = -1;
     return {};
@@ -179,6 +207,7 @@ std::string note_connect_failure(std::string message, bool no_answer, bool rejec
 
 Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, int connect_timeout_s) {
   const std::string name = redact_postgres_url(url);
+  if (const auto& loaded = load_libpq(); !loaded) return fail("knowledge base " + name + ": " + loaded.error().message);
   const std::string timeout = std::to_string(connect_timeout_s);
   std::vector<const char*> keys, values;
   if (!std::getenv("PGCONNECT_TIMEOUT")) {
@@ -191,17 +220,17 @@ Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, 
   values.push_back(url.c_str());
   keys.push_back(nullptr);
   values.push_back(nullptr);
-  PGconn* conn = PQconnectdbParams(keys.data(), values.data(), 1);
-  if (conn && PQstatus(conn) != CONNECTION_OK && PQpingParams(keys.data(), values.data(), 1) == PQPING_OK) {
+  PGconn* conn = pq().PQconnectdbParams(keys.data(), values.data(), 1);
+  if (conn && pq().PQstatus(conn) != CONNECTION_OK && pq().PQpingParams(keys.data(), values.data(), 1) == PQPING_OK) {
     // The server accepts connections now: it was starting up a moment ago, or it refuses us. One more attempt
     // tells which, so that the verdict below is about the same state of the server.
-    PQfinish(conn);
-    conn = PQconnectdbParams(keys.data(), values.data(), 1);
+    pq().PQfinish(conn);
+    conn = pq().PQconnectdbParams(keys.data(), values.data(), 1);
   }
   if (!conn) return fail(name + ": out of memory");
   std::unique_ptr<PostgresDb> db(new PostgresDb(conn, name));
-  if (PQstatus(conn) != CONNECTION_OK) {
-    std::string msg = PQerrorMessage(conn);
+  if (pq().PQstatus(conn) != CONNECTION_OK) {
+    std::string msg = pq().PQerrorMessage(conn);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     for (size_t i; (i = msg.find("\n\t")) != std::string::npos;) msg.replace(i, 2, " ");
     for (size_t i; (i = msg.find('\n')) != std::string::npos;) msg.replace(i, 1, "; ");
@@ -209,29 +238,29 @@ Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, 
     // and refuses (a wrong password, an unknown database) will say the same next time.
     // The ping comes a moment after the failure: a server that was starting up may be up by then, so the failure's
     // own words count too.
-    const PGPing ping = PQpingParams(keys.data(), values.data(), 1);
+    const PGPing ping = pq().PQpingParams(keys.data(), values.data(), 1);
     msg = note_connect_failure(std::move(msg), ping == PQPING_NO_RESPONSE, ping == PQPING_REJECT);
     return fail("knowledge base " + name + ": cannot connect: " + msg);
   }
   // "relation already exists, skipping" and other notices are not the user's business.
-  PQsetNoticeProcessor(
+  pq().PQsetNoticeProcessor(
       conn, [](void*, const char*) {}, nullptr);
   if (auto s = db->exec("SET client_min_messages = warning; SET TIME ZONE 'UTC'"); !s)
     return std::unexpected(s.error());
   return db;
 }
 
-PostgresDb::~PostgresDb() { PQfinish(conn_); }
+PostgresDb::~PostgresDb() { pq().PQfinish(conn_); }
 
 Error PostgresDb::error(std::string_view what, const void* result) {
   const auto* r = static_cast<const PGresult*>(result);
-  std::string msg = r ? PQresultErrorMessage(r) : "";
-  if (msg.empty()) msg = PQerrorMessage(conn_);
+  std::string msg = r ? pq().PQresultErrorMessage(r) : "";
+  if (msg.empty()) msg = pq().PQerrorMessage(conn_);
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
   for (size_t i; (i = msg.find('\n')) != std::string::npos;) msg.replace(i, 1, " ");
-  const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  const char* state = r ? pq().PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   // Class 08: connection exceptions; 57P01-57P03: the server shut down or is starting.
-  const bool lost = PQstatus(conn_) == CONNECTION_BAD ||
+  const bool lost = pq().PQstatus(conn_) == CONNECTION_BAD ||
                     (state && (std::strncmp(state, "08", 2) == 0 || std::strncmp(state, "57P0", 4) == 0));
   if (lost) lost_ = true;
   return Error{name_ + ": " + std::string(what) + ": " + (msg.empty() ? "unknown error" : msg) +
@@ -245,18 +274,18 @@ Result<Statement> PostgresDb::prepare(std::string_view sql) {
 }
 
 Status PostgresDb::exec(const std::string& sql) {
-  PGresult* r = PQexec(conn_, sql.c_str());
-  const auto status = PQresultStatus(r);
+  PGresult* r = pq().PQexec(conn_, sql.c_str());
+  const auto status = pq().PQresultStatus(r);
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
     Error e = error("\"" + sql.substr(0, 60) + "\" failed", r);
-    PQclear(r);
+    pq().PQclear(r);
     return std::unexpected(e);
   }
-  PQclear(r);
+  pq().PQclear(r);
   return {};
 }
 
-bool PostgresDb::in_transaction() { return PQtransactionStatus(conn_) != PQTRANS_IDLE; }
+bool PostgresDb::in_transaction() { return pq().PQtransactionStatus(conn_) != PQTRANS_IDLE; }
 
 Status PostgresDb::begin_write() { return exec(std::string("BEGIN; ") + kWriteLock); }
 
