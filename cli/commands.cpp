@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include "base/clock.h"
 #include "base/huge_pages.h"
 #include "store/postgres_db.h"
 
@@ -213,7 +214,7 @@ int cmd_index(const Common& common, const IndexArgs& args) {
       auto engine = SearchEngine::open(**kb, common.embedder, notes);
       if (engine) {
         if (auto s = (*engine)->persist(**kb); !s) return report_error(s.error());
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double secs = seconds_since(t0);
         std::printf(
             "added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics and the ranker are "
             "kept: `spark index --rebuild` refits them)\n",
@@ -226,7 +227,7 @@ int cmd_index(const Common& common, const IndexArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   auto report = build_index(**kb, common.embedder, IndexBuildOptions{});
   if (!report) return report_error(report.error());
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = seconds_since(t0);
   std::printf("indexed %zu case(s) (%zu labelled) in %.2f s: %s index, embedder %s\n", report->cases, report->labelled,
               secs, report->kind.c_str(), report->embedder.c_str());
   std::printf("ranker: %s\n", report->ranker.c_str());
@@ -837,7 +838,7 @@ std::function<void(const std::string&, size_t, size_t)> eval_progress() {
       started = std::chrono::steady_clock::now();
       last_tenth = 0;
     }
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double elapsed = seconds_since(started);
     const double eta = done ? elapsed / static_cast<double>(done) * static_cast<double>(total - done) : 0;
     const size_t tenth = total ? done * 10 / total : 10;
     if (tty) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/text.h"
 #include "commands.h"
 #include "formats/error_message.h"
@@ -228,7 +229,7 @@ int store_recorded(const Common& common, const GitRepository& repo, const std::v
       error = kb.error();
       transient = server && is_transient_connect_error(error.message);
     }
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double elapsed = seconds_since(t0);
     if (!transient || elapsed + delay > retry_budget()) break;
     note(error.message + "; trying again in " + std::to_string(delay).substr(0, 3) + " s");
     std::this_thread::sleep_for(std::chrono::duration<double>(delay));

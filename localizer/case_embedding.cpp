@@ -6,6 +6,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "base/clock.h"
 #include "base/text.h"
 #include "base/work_pool.h"
 #include "code/test_scope.h"

@@ -4,6 +4,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "base/clock.h"
 #include "base/text.h"
 #include "base/work_pool.h"
 #include "held_out.h"

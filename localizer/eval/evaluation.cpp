@@ -4,6 +4,7 @@
 #include <chrono>
 #include <set>
 
+#include "base/clock.h"
 #include "base/text.h"
 #include "code/structure_cache.h"
 #include "prompt.h"
@@ -171,7 +172,7 @@ Result<std::vector<SettingRun>> run_offline_modes(KnowledgeBase& kb, SearchEngin
       options.progress("builtin/reference" + EvalSetting{"", at.policy_name, at.epsilon, at.r}.label(), i + 1,
                        queries.size());
   }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+  const double wall = seconds_since(ts);
   std::vector<SettingRun> out;
   for (const auto& m : offline) {
     runs[m].wall_seconds = wall;
@@ -205,7 +206,7 @@ Result<SettingRun> run_llm_mode(KnowledgeBase& kb, SearchEngine& engine, const s
     if (!results[i]) return std::unexpected(with_context(queries[i].id + ": ", results[i].error()));
     run.results.push_back(llm_result(*results[i], so.mode));
   }
-  run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+  run.wall_seconds = seconds_since(ts);
   return run;
 }
 
@@ -294,7 +295,7 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
         }
       }
   }
-  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  e.seconds = seconds_since(t0);
   return e;
 }
 

@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/shared_library.h"
 #include "base/text.h"
 
@@ -228,7 +229,7 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
       }
     } else {
       if (!a.transient || last) {
-        out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        out.seconds = seconds_since(t0);
         return fail(a.error + (out.attempts > 1 ? " (after " + std::to_string(out.attempts) + " attempts)" : ""));
       }
       why = a.error;
@@ -238,14 +239,14 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
       wait = std::uniform_real_distribution<double>(d / 2, d)(rng);
     }
     if (has_deadline && wait >= left_s()) {
-      out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out.seconds = seconds_since(t0);
       return fail((a.response ? "POST " + url + ": " : std::string()) + why + attempts_text() +
                   ": no time left before the run's LLM deadline to try again");
     }
     out.notes.push_back(why + ": retrying in " + seconds_text(wait));
     std::this_thread::sleep_for(std::chrono::duration<double>(wait));
   }
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.seconds = seconds_since(t0);
   return out;
 }
 

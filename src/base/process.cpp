@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/text.h"
 
@@ -102,7 +103,7 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
   ::kill(-pid, SIGKILL);  // the command's whole process group: nothing it started outlives it
   if (!reaped) ::waitpid(pid, &status, 0);
   read_end.reset();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = seconds_since(start);
   if (!result.timed_out) {
     if (WIFEXITED(status))
       result.exit_code = WEXITSTATUS(status);

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -60,11 +59,6 @@ void parallel_for(size_t n, unsigned threads, Fn&& fn) {
       for (size_t i; (i = next.fetch_add(1)) < n;) fn(worker, i);
     });
   pool.wait();
-}
-
-// Seconds since `t0` on the steady clock (timings in reports).
-inline double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace spark

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/text.h"
 #include "code/tokens.h"
 
@@ -195,7 +196,7 @@ std::vector<Result<ChatAnswer>> RequestPool::finish() {
           seen = done_;
           continue;
         }
-        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        const double waited = seconds_since(started_);
         o.waiting(waited, done_, std::max(expected_, submitted_));
       }
     }
