@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // libgit2, opened the first time a repository is opened or a diff is made (base/shared_library.h).
+// clang-format off
 #define SPARK_LIBGIT2_FUNCTIONS(X)                                                                                    \
   X(git_blob_free) X(git_blob_lookup) X(git_blob_rawcontent) X(git_blob_rawsize) X(git_buf_dispose)                   \
   X(git_checkout_options_init) X(git_checkout_tree) X(git_commit_free) X(git_commit_lookup)                           \
@@ -35,6 +36,7 @@ namespace {
   X(git_revwalk_simplify_first_parent) X(git_revwalk_sorting) X(git_tree_entry_bypath)                                \
   X(git_tree_entry_filemode) X(git_tree_entry_free) X(git_tree_entry_id) X(git_tree_entry_name)                       \
   X(git_tree_entry_type) X(git_tree_free) X(git_tree_walk)
+// clang-format on
 
 struct Git {
   SPARK_LIBGIT2_FUNCTIONS(SPARK_LIBRARY_FIELD)
@@ -213,7 +215,8 @@ bool same_under(git_tree* a, git_tree* b, const std::vector<std::string>& prefix
     Owned<git_tree_entry, &Git::git_tree_entry_free> x, y;
     const bool in_a = git().git_tree_entry_bypath(&x.p, a, p.c_str()) == 0;
     const bool in_b = git().git_tree_entry_bypath(&y.p, b, p.c_str()) == 0;
-    if (in_a != in_b || (in_a && !git().git_oid_equal(git().git_tree_entry_id(x.p), git().git_tree_entry_id(y.p)))) return false;
+    if (in_a != in_b || (in_a && !git().git_oid_equal(git().git_tree_entry_id(x.p), git().git_tree_entry_id(y.p))))
+      return false;
   }
   return true;
 }
@@ -363,7 +366,8 @@ Result<std::vector<std::string>> GitRepository::paths_at(const std::string& sha)
   Owned<git_tree, &Git::git_tree_free> tree{*t};
   std::vector<std::string> out;
   const auto visit = [](const char* root, const git_tree_entry* entry, void* payload) -> int {
-    if (git().git_tree_entry_type(entry) == GIT_OBJECT_BLOB && git().git_tree_entry_filemode(entry) != GIT_FILEMODE_LINK)
+    if (git().git_tree_entry_type(entry) == GIT_OBJECT_BLOB &&
+        git().git_tree_entry_filemode(entry) != GIT_FILEMODE_LINK)
       static_cast<std::vector<std::string>*>(payload)->push_back(std::string(root) + git().git_tree_entry_name(entry));
     return 0;
   };
@@ -426,7 +430,7 @@ Result<std::string> unified_diff(const std::string& before, const std::string& a
   opts.flags |= GIT_DIFF_FORCE_TEXT;
   Owned<git_patch, &Git::git_patch_free> patch;
   if (git().git_patch_from_buffers(&patch.p, before.data(), before.size(), path.c_str(), after.data(), after.size(),
-                             path.c_str(), &opts) != 0)
+                                   path.c_str(), &opts) != 0)
     return fail(last_error("diff of " + path));
   git_buf buf = GIT_BUF_INIT;
   if (git().git_patch_to_buf(&buf, patch.p) != 0) return fail(last_error("diff of " + path));
@@ -457,8 +461,8 @@ Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, co
     }
     return 0;
   };
-  if (git().git_diff_buffers(faulty.data(), faulty.size(), path.c_str(), fixed.data(), fixed.size(), path.c_str(), &opts,
-                       nullptr, nullptr, nullptr, line_cb, &c) != 0)
+  if (git().git_diff_buffers(faulty.data(), faulty.size(), path.c_str(), fixed.data(), fixed.size(), path.c_str(),
+                             &opts, nullptr, nullptr, nullptr, line_cb, &c) != 0)
     return fail(last_error("diff of " + path));
   return std::vector<int>(c.lines.begin(), c.lines.end());
 }

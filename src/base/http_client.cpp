@@ -23,9 +23,11 @@ namespace spark {
 namespace {
 
 // libcurl, opened the first time a request is made (base/shared_library.h).
+// clang-format off
 #define SPARK_LIBCURL_FUNCTIONS(X)                                                                               \
   X(curl_global_init) X(curl_easy_init) X(curl_easy_cleanup) X(curl_easy_setopt) X(curl_easy_perform)           \
   X(curl_easy_getinfo) X(curl_easy_strerror) X(curl_slist_append) X(curl_slist_free_all) X(curl_getdate)
+// clang-format on
 
 struct Curl {
   SPARK_LIBCURL_FUNCTIONS(SPARK_LIBRARY_FIELD)

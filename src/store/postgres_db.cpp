@@ -13,10 +13,12 @@ namespace spark {
 namespace {
 
 // libpq, opened when the first postgresql:// knowledge base is connected (base/shared_library.h).
+// clang-format off
 #define SPARK_LIBPQ_FUNCTIONS(X)                                                                                 \
   X(PQconnectdbParams) X(PQpingParams) X(PQstatus) X(PQfinish) X(PQerrorMessage) X(PQsetNoticeProcessor)         \
   X(PQexec) X(PQexecParams) X(PQresultStatus) X(PQresultErrorMessage) X(PQresultErrorField) X(PQcmdTuples)       \
   X(PQntuples) X(PQgetvalue) X(PQgetlength) X(PQgetisnull) X(PQftype) X(PQclear) X(PQtransactionStatus)
+// clang-format on
 
 struct Pq {
   SPARK_LIBPQ_FUNCTIONS(SPARK_LIBRARY_FIELD)
@@ -24,7 +26,8 @@ struct Pq {
 
 const Result<Pq>& load_libpq() {
   static const Result<Pq> loaded = []() -> Result<Pq> {
-    auto opened = SharedLibrary::open(SPARK_LIBPQ_SONAME, "the PostgreSQL client library, for a postgresql:// knowledge base");
+    auto opened =
+        SharedLibrary::open(SPARK_LIBPQ_SONAME, "the PostgreSQL client library, for a postgresql:// knowledge base");
     if (!opened) return std::unexpected(opened.error());
     SharedLibrary& lib = *opened;
     Pq table;
@@ -153,8 +156,8 @@ class PostgresStatement final : public StatementImpl {
       // numbers as decimal text, which every integer type parses.
       formats[i] = kinds_[i] == Kind::bytes ? 1 : 0;
     }
-    result_ = pq().PQexecParams(db_->handle(), sql_.c_str(), static_cast<int>(n), nullptr, values.data(), lengths.data(),
-                           formats.data(), 0);
+    result_ = pq().PQexecParams(db_->handle(), sql_.c_str(), static_cast<int>(n), nullptr, values.data(),
+                                lengths.data(), formats.data(), 0);
     const auto status = pq().PQresultStatus(result_);
     if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
       Error e = db_->error("query failed (" + sql_.substr(0, 60) + ")", result_);
