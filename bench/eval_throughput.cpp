@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   if (!engine) return 1;
 
   EvalOptions builtin;
-  builtin.modes = {"builtin"};
+  builtin.modes = {Mode::builtin};
   auto e1 = run_evaluation(**kb, **engine, cases, builtin);
   if (!e1) {
     std::fprintf(stderr, "%s\n", e1.error().message.c_str());
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   LlmClient client(o);
   std::vector<Case> subset(cases.begin(), cases.begin() + static_cast<long>(std::min(llm_cases, cases.size())));
   EvalOptions llm;
-  llm.modes = {"default"};
+  llm.modes = {Mode::standard};
   llm.ks = {5};
   llm.client = &client;
   llm.stage.redactor = std::make_shared<const Redactor>(*Redactor::make());

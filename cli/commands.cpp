@@ -724,9 +724,16 @@ std::string duration_text(double s) {
 namespace {
 
 // The settings of the evaluation from the command line; 0, or the exit code of a usage error (said on stderr).
-int eval_settings(const EvalArgs& args, EvalOptions& options,
-                  std::vector<std::pair<std::string, std::string>>& compare) {
-  options.modes = args.modes;
+int eval_settings(const EvalArgs& args, EvalOptions& options, std::vector<std::pair<EvalMode, EvalMode>>& compare) {
+  options.modes.clear();
+  for (const auto& m : args.modes) {
+    auto mode = EvalMode::parse(m);
+    if (!mode) {
+      std::fprintf(stderr, "spark: error: --mode: %s\n", mode.error().message.c_str());
+      return 2;
+    }
+    options.modes.push_back(*mode);
+  }
   options.ks = args.ks;
   std::sort(options.ks.begin(), options.ks.end());
   options.ks.erase(std::unique(options.ks.begin(), options.ks.end()), options.ks.end());
@@ -748,21 +755,19 @@ int eval_settings(const EvalArgs& args, EvalOptions& options,
   options.window_fraction = args.window_fraction;
   options.similarity_floor = args.similarity_floor;
   options.seed = args.llm.localize.seed;
-  for (const auto& m : options.modes)
-    if (!is_eval_mode(m)) {
-      std::fprintf(stderr,
-                   "spark: error: --mode: unknown mode \"%s\" (known: builtin, traceback, annotation, baseline, "
-                   "default, random, annotation-free, directive, naive-rag, hybrid)\n",
-                   m.c_str());
-      return 2;
-    }
   for (const auto& c : args.compare) {
     const auto colon = c.find(':');
     if (colon == std::string::npos) {
       std::fprintf(stderr, "spark: error: --compare %s: give two modes as A:B\n", c.c_str());
       return 2;
     }
-    compare.push_back({c.substr(0, colon), c.substr(colon + 1)});
+    auto a = EvalMode::parse(c.substr(0, colon));
+    auto b = a ? EvalMode::parse(c.substr(colon + 1)) : a;
+    if (!b) {
+      std::fprintf(stderr, "spark: error: --compare %s: %s\n", c.c_str(), b.error().message.c_str());
+      return 2;
+    }
+    compare.push_back({*a, *b});
   }
 
   return 0;
@@ -772,7 +777,7 @@ int eval_settings(const EvalArgs& args, EvalOptions& options,
 Status eval_llm(const Common& common, const EvalArgs& args, EvalOptions& options, std::optional<LlmClient>& client,
                 std::unique_ptr<AnswerCache>& cache) {
   bool needs_llm = false;
-  for (const auto& m : options.modes) needs_llm = needs_llm || eval_mode_needs_llm(m);
+  for (const EvalMode& m : options.modes) needs_llm = needs_llm || m.needs_llm();
   if (needs_llm) {
     if (!args.llm.llm)
       return fail(
@@ -886,7 +891,7 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
       return report_error(Error{origins[i].where + ": case id \"" + cases[i].id + "\" appears twice"});
 
   EvalOptions options;
-  std::vector<std::pair<std::string, std::string>> compare;
+  std::vector<std::pair<EvalMode, EvalMode>> compare;
   if (int code = eval_settings(args, options, compare); code != 0) return code;
   std::optional<LlmClient> client;
   std::unique_ptr<AnswerCache> cache;

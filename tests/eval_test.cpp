@@ -188,7 +188,17 @@ TEST(eval, bad_input_is_named_and_llm_modes_need_an_llm) {
   auto twice = run_spark({"eval", "corpus.jsonl", "corpus.jsonl"}, dir.path());
   EXPECT_EQ(twice.exit_code, 1);
   EXPECT_NE(twice.err.find("appears twice"), std::string::npos);
-  EXPECT_EQ(run_spark({"eval", "corpus.jsonl", "--mode", "magic"}, dir.path()).exit_code, 2);
+  auto magic = run_spark({"eval", "corpus.jsonl", "--mode", "magic"}, dir.path());
+  EXPECT_EQ(magic.exit_code, 2);
+  EXPECT_NE(magic.err.find("--mode: unknown mode \"magic\" (known: traceback, annotation, builtin, baseline, default,"),
+            std::string::npos)
+      << magic.err;
+  // --compare's modes are parsed too: an unknown one is refused before anything runs, not skipped in silence.
+  auto compare = run_spark({"eval", "corpus.jsonl", "--mode", "builtin,traceback", "--compare", "builtin:tracebak"},
+                           dir.path());
+  EXPECT_EQ(compare.exit_code, 2);
+  EXPECT_NE(compare.err.find("--compare builtin:tracebak: unknown mode \"tracebak\""), std::string::npos)
+      << compare.err;
   auto no_llm = run_spark({"eval", "corpus.jsonl", "--mode", "default"}, dir.path());
   EXPECT_EQ(no_llm.exit_code, 1);
   EXPECT_NE(no_llm.err.find("need an LLM"), std::string::npos) << no_llm.err;

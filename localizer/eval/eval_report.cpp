@@ -24,11 +24,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // Whether a setting's mode (a name from a report) annotates the prompt; a name spark does not know does not.
-bool mode_name_annotates(const std::string& name) {
-  auto mode = parse_mode(name);
-  return mode && mode_annotates(*mode);
-}
-
 std::string pct(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", 100 * v);
@@ -137,9 +132,10 @@ Table effectiveness_table(const Evaluation& e, MetricsCache& mc, const std::vect
           if (!run) continue;
           const auto& per = mc.get(run, level, k);
           const CaseMetrics m = dataset_mean(e, per, d);
-          eff.rows.push_back({d, std::string(level_name(level)), std::to_string(k), s.mode, s.policy, num(s.epsilon, 2),
-                              std::to_string(s.r), std::to_string(dataset_size(e, d)), pct(m.precision), pct(m.recall),
-                              pct(m.hit), pct(m.ap_paper), pct(m.ap_standard), pct(m.rr)});
+          eff.rows.push_back({d, std::string(level_name(level)), std::to_string(k), std::string(s.mode.name()),
+                              s.policy, num(s.epsilon, 2), std::to_string(s.r), std::to_string(dataset_size(e, d)),
+                              pct(m.precision), pct(m.recall), pct(m.hit), pct(m.ap_paper), pct(m.ap_standard),
+                              pct(m.rr)});
         }
   return eff;
 }
@@ -156,7 +152,7 @@ Table paper_layout_table(const Evaluation& e, MetricsCache& mc, const std::vecto
     bool only_mode_differs = true;
     for (const auto& t : sets)
       only_mode_differs = only_mode_differs && t.policy == s.policy && t.epsilon == s.epsilon && t.r == s.r;
-    names.push_back(only_mode_differs ? s.mode : s.label());
+    names.push_back(only_mode_differs ? std::string(s.mode.name()) : s.label());
   }
   for (const char* metric : {"P@k", "R@k", "Hit@k", "MAP@k", "MRR@k"})
     for (const auto& n : names) wide.headers.push_back(std::string(metric) + " " + n);
@@ -207,7 +203,7 @@ Table efficiency_table(const Evaluation& e, const std::vector<std::string>& ds) 
       if (n == 0) continue;
       const bool llm = run.k_requested > 0;
       if (!llm) secs = run.wall_seconds * n / static_cast<double>(e.cases.size());
-      cost.rows.push_back({d, run.setting.mode, run.setting.policy, num(run.setting.epsilon, 2),
+      cost.rows.push_back({d, std::string(run.setting.mode.name()), run.setting.policy, num(run.setting.epsilon, 2),
                            std::to_string(run.setting.r), llm ? std::to_string(run.k_requested) : "all", num(n, 0),
                            llm ? num(in / n) : "-", llm ? num(out / n) : "-",
                            llm ? (estimated ? "estimated" : "reported") : "-", num(secs / n, 3), num(secs, 1),
@@ -226,7 +222,7 @@ Table annotations_table(const Evaluation& e, const std::vector<std::string>& ds)
     for (double eps : e.options.epsilons) {
       const SettingRun* run = nullptr;
       for (const auto& r : e.runs)
-        if (r.setting.epsilon == eps && (!eval_mode_needs_llm(r.setting.mode) || mode_name_annotates(r.setting.mode))) {
+        if (r.setting.epsilon == eps && r.setting.mode.annotates()) {
           run = &r;
           break;
         }
@@ -257,7 +253,7 @@ Table knowledge_base_table(const Evaluation& e, const std::vector<std::string>& 
     for (const auto& policy : e.options.policies) {
       const SettingRun* run = nullptr;
       for (const auto& r : e.runs)
-        if (r.setting.policy == policy && r.setting.mode != "baseline") {
+        if (r.setting.policy == policy && r.setting.mode != Mode::baseline) {
           run = &r;
           break;
         }
@@ -273,8 +269,8 @@ Table knowledge_base_table(const Evaluation& e, const std::vector<std::string>& 
 
 // Significance: paired over the same cases, same policy, ε and r (McNemar on Hit@k, Wilcoxon on AP@k).
 Table significance_table(const Evaluation& e, MetricsCache& mc, const std::vector<EvalSetting>& sets,
-                         const std::vector<std::pair<std::string, std::string>>& compare) {
-  std::vector<std::pair<std::string, std::string>> pairs = compare;
+                         const std::vector<std::pair<EvalMode, EvalMode>>& compare) {
+  std::vector<std::pair<EvalMode, EvalMode>> pairs = compare;
   if (pairs.empty())
     for (size_t i = 1; i < e.options.modes.size(); ++i) pairs.push_back({e.options.modes[0], e.options.modes[i]});
   Table sig{"significance",
@@ -305,11 +301,12 @@ Table significance_table(const Evaluation& e, MetricsCache& mc, const std::vecto
             (std::abs(d) < 1e-12 ? equal : d > 0 ? better_a : better_b)++;
           }
           const CaseMetrics mean_a = mean_metrics(ma), mean_b = mean_metrics(mb);
-          sig.rows.push_back({std::string(level_name(level)), std::to_string(k), a, b, s.policy, num(s.epsilon, 2),
-                              std::to_string(s.r), std::to_string(ma.size()), pct(mean_a.hit), pct(mean_b.hit),
-                              std::to_string(only_a), std::to_string(only_b), pval(mcnemar_p(only_a, only_b)),
-                              pct(mean_a.ap_paper), pct(mean_b.ap_paper), std::to_string(better_a),
-                              std::to_string(better_b), std::to_string(equal), pval(wilcoxon_p(diff))});
+          sig.rows.push_back({std::string(level_name(level)), std::to_string(k), std::string(a.name()),
+                              std::string(b.name()), s.policy, num(s.epsilon, 2), std::to_string(s.r),
+                              std::to_string(ma.size()), pct(mean_a.hit), pct(mean_b.hit), std::to_string(only_a),
+                              std::to_string(only_b), pval(mcnemar_p(only_a, only_b)), pct(mean_a.ap_paper),
+                              pct(mean_b.ap_paper), std::to_string(better_a), std::to_string(better_b),
+                              std::to_string(equal), pval(wilcoxon_p(diff))});
         }
     }
   return sig;
@@ -318,7 +315,7 @@ Table significance_table(const Evaluation& e, MetricsCache& mc, const std::vecto
 }  // namespace
 
 EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
-                       const std::vector<std::pair<std::string, std::string>>& compare) {
+                       const std::vector<std::pair<EvalMode, EvalMode>>& compare) {
   MetricsCache mc(e, cases);
   const auto sets = settings(e);
   const auto ds = datasets(e);
@@ -519,7 +516,7 @@ std::string plot_by_k(const Evaluation& e, MetricsCache& mc, const std::vector<E
 // The histogram of annotated lines per case of the first run that annotates ("" when none does).
 std::string annotation_histogram(const Evaluation& e, const fs::path& dir) {
   for (const auto& run : e.runs) {
-    if (eval_mode_needs_llm(run.setting.mode) && !mode_name_annotates(run.setting.mode)) continue;
+    if (!run.setting.mode.annotates()) continue;
     std::map<size_t, size_t> hist;
     for (const auto& o : run.results) hist[std::min<size_t>(o.annotated, 20)]++;
     std::string data;
@@ -552,7 +549,7 @@ std::string html_case(const Evaluation& e, size_t i, const Case& c, size_t k_sho
         rank = p + 1;
         break;
       }
-    first_hits += std::string(ri ? ", " : "") + e.runs[ri].setting.mode +
+    first_hits += std::string(ri ? ", " : "") + std::string(e.runs[ri].setting.mode.name()) +
                   (e.runs[ri].k_requested ? "@" + std::to_string(e.runs[ri].k_requested) : "") + ": " +
                   (rank ? "#" + std::to_string(rank) : "–");
   }

@@ -25,7 +25,7 @@ struct EvalReport {
 
 // `compare`: pairs of modes to test; empty = every mode against the first one.
 EvalReport make_report(const Evaluation& e, const std::vector<Case>& cases,
-                       const std::vector<std::pair<std::string, std::string>>& compare);
+                       const std::vector<std::pair<EvalMode, EvalMode>>& compare);
 
 std::string render_markdown(const EvalReport& r);
 std::string render_csv(const EvalReport& r);

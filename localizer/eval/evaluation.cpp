@@ -133,11 +133,11 @@ CaseResult llm_result(const Localization& loc, Mode mode) {
 // The modes without an LLM (builtin, traceback, annotation) at one setting: one localization per case serves all.
 Result<std::vector<SettingRun>> run_offline_modes(KnowledgeBase& kb, SearchEngine& engine,
                                                   const std::vector<Case>& queries,
-                                                  const std::vector<std::string>& offline, const SettingContext& at,
+                                                  const std::vector<EvalMode>& offline, const SettingContext& at,
                                                   StructureCache& cache, const EvalOptions& options) {
   const auto ts = std::chrono::steady_clock::now();
-  std::map<std::string, SettingRun> runs;
-  for (const auto& m : offline) runs[m].setting = {m, at.policy_name, at.epsilon, at.r};
+  std::vector<SettingRun> runs(offline.size());
+  for (size_t j = 0; j < offline.size(); ++j) runs[j].setting = {offline[j], at.policy_name, at.epsilon, at.r};
   Localizer localizer(&kb, &engine);
   for (size_t i = 0; i < queries.size(); ++i) {
     LocalizeOptions lq = at.options;
@@ -149,11 +149,12 @@ Result<std::vector<SettingRun>> run_offline_modes(KnowledgeBase& kb, SearchEngin
     for (const auto& an : loc->annotations) base.annotated_lines.push_back(an.line);
     base.kb_size = loc->filtered_size;
     if (!loc->retrieved.empty()) base.similarity = loc->retrieved.front().similarity;
-    for (const auto& m : offline) {
+    for (size_t j = 0; j < offline.size(); ++j) {
+      const EvalMode& m = offline[j];
       CaseResult o = base;
-      if (m == "builtin") {
+      if (m == Mode::builtin) {
         for (const auto& el : loc->ranked) o.predicted.push_back({el.path, el.line});
-      } else if (m == "annotation") {
+      } else if (m.is(EvalMode::Reference::annotation)) {
         auto a = loc->annotations;
         std::stable_sort(a.begin(), a.end(),
                          [](const Annotation& x, const Annotation& y) { return x.distance < y.distance; });
@@ -166,33 +167,26 @@ Result<std::vector<SettingRun>> run_offline_modes(KnowledgeBase& kb, SearchEngin
             if (same_file(it->path, f.source->path) && seen.insert({f.source->path, it->line}).second)
               o.predicted.push_back({f.source->path, it->line});
       }
-      runs[m].results.push_back(std::move(o));
+      runs[j].results.push_back(std::move(o));
     }
     if (options.progress)
-      options.progress("builtin/reference" + EvalSetting{"", at.policy_name, at.epsilon, at.r}.label(), i + 1,
-                       queries.size());
+      options.progress("builtin/reference eps=" + fmt(at.epsilon) + " " + at.policy_name + " r=" + std::to_string(at.r),
+                       i + 1, queries.size());
   }
   const double wall = seconds_since(ts);
-  std::vector<SettingRun> out;
-  for (const auto& m : offline) {
-    runs[m].wall_seconds = wall;
-    out.push_back(std::move(runs[m]));
-  }
-  return out;
+  for (auto& run : runs) run.wall_seconds = wall;
+  return runs;
 }
 
 // One LLM mode at one setting and k: every case's prompt through the LLM stage (the client's pool and cache).
-Result<SettingRun> run_llm_mode(KnowledgeBase& kb, SearchEngine& engine, const std::vector<Case>& queries,
-                                const std::string& mode, size_t k, const SettingContext& at, StructureCache& cache,
-                                const EvalOptions& options) {
+Result<SettingRun> run_llm_mode(KnowledgeBase& kb, SearchEngine& engine, const std::vector<Case>& queries, Mode mode,
+                                size_t k, const SettingContext& at, StructureCache& cache, const EvalOptions& options) {
   const auto ts = std::chrono::steady_clock::now();
   SettingRun run;
   run.setting = {mode, at.policy_name, at.epsilon, at.r};
   run.k_requested = k;
   LlmStageOptions so = options.stage;
-  auto parsed = parse_mode(mode);
-  if (!parsed) return std::unexpected(parsed.error());
-  so.mode = *parsed;
+  so.mode = mode;
   so.ranker_for = at.ranker_for;
   Localizer localizer(&kb, &engine);
   LlmStage stage(localizer, cache, options.client, so);
@@ -213,14 +207,42 @@ Result<SettingRun> run_llm_mode(KnowledgeBase& kb, SearchEngine& engine, const s
 }  // namespace
 
 std::string EvalSetting::label() const {
-  return mode + " eps=" + fmt(epsilon) + " " + policy + " r=" + std::to_string(r);
+  return std::string(mode.name()) + " eps=" + fmt(epsilon) + " " + policy + " r=" + std::to_string(r);
 }
 
-bool eval_mode_needs_llm(const std::string& mode) {
-  return mode != "builtin" && mode != "traceback" && mode != "annotation";
+Result<EvalMode> EvalMode::parse(std::string_view name) {
+  if (name == "traceback") return EvalMode(Reference::traceback);
+  if (name == "annotation") return EvalMode(Reference::annotation);
+  auto mode = parse_mode(name);
+  if (mode) return EvalMode(*mode);
+  std::string known = "traceback, annotation";
+  for (Mode m : {Mode::builtin, Mode::baseline, Mode::standard, Mode::random, Mode::annotation_free, Mode::directive,
+                 Mode::naive_rag, Mode::hybrid})
+    known += ", " + std::string(mode_name(m));
+  return fail("unknown mode \"" + std::string(name) + "\" (known: " + known + ")");
 }
 
-bool is_eval_mode(const std::string& mode) { return !eval_mode_needs_llm(mode) || static_cast<bool>(parse_mode(mode)); }
+std::string_view EvalMode::name() const {
+  if (const Mode* m = std::get_if<Mode>(&value_)) return mode_name(*m);
+  return std::get<Reference>(value_) == Reference::traceback ? "traceback" : "annotation";
+}
+
+std::optional<Mode> EvalMode::mode() const {
+  if (const Mode* m = std::get_if<Mode>(&value_)) return *m;
+  return std::nullopt;
+}
+
+bool EvalMode::is(Reference reference) const {
+  const Reference* r = std::get_if<Reference>(&value_);
+  return r && *r == reference;
+}
+
+bool EvalMode::needs_llm() const {
+  const Mode* m = std::get_if<Mode>(&value_);
+  return m && *m != Mode::builtin;
+}
+
+bool EvalMode::annotates() const { return !needs_llm() || mode_annotates(*mode()); }
 
 Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const std::vector<Case>& cases,
                                   const EvalOptions& options) {
@@ -236,12 +258,10 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
     e.cases.push_back({c.id, c.project.empty() ? "corpus" : c.project, c.test_id, c.faulty_lines, non_blank_lines(c)});
   }
   if (queries.empty()) return fail("no labelled case to evaluate");
-  for (const auto& m : options.modes) {
-    if (!is_eval_mode(m)) return fail("unknown mode \"" + m + "\"");
-    if (eval_mode_needs_llm(m) && !options.client)
-      return fail("mode " + m +
+  for (const EvalMode& m : options.modes)
+    if (m.needs_llm() && !options.client)
+      return fail("mode " + std::string(m.name()) +
                   " needs an LLM: set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL (or llm.base_url, llm.model)");
-  }
   const size_t k_max = *std::max_element(options.ks.begin(), options.ks.end());
   StructureCache cache;
   std::map<std::pair<double, size_t>, std::vector<RankerModel>> fold_models;
@@ -276,19 +296,19 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
           return models.empty() ? nullptr : &models[fold_of(q.id, options.seed, models.size())];
         };
         // builtin, traceback and annotation come from one localization per case.
-        std::vector<std::string> offline;
-        for (const auto& m : options.modes)
-          if (!eval_mode_needs_llm(m)) offline.push_back(m);
+        std::vector<EvalMode> offline;
+        for (const EvalMode& m : options.modes)
+          if (!m.needs_llm()) offline.push_back(m);
         const SettingContext at{policy_name, epsilon, r, lo, ranker_for};
         if (!offline.empty()) {
           auto runs = run_offline_modes(kb, engine, queries, offline, at, cache, options);
           if (!runs) return std::unexpected(runs.error());
           for (auto& run : *runs) e.runs.push_back(std::move(run));
         }
-        for (const auto& m : options.modes) {
-          if (!eval_mode_needs_llm(m)) continue;
+        for (const EvalMode& m : options.modes) {
+          if (!m.needs_llm()) continue;
           for (size_t k : options.ks) {
-            auto run = run_llm_mode(kb, engine, queries, m, k, at, cache, options);
+            auto run = run_llm_mode(kb, engine, queries, *m.mode(), k, at, cache, options);
             if (!run) return std::unexpected(run.error());
             e.runs.push_back(std::move(*run));
           }

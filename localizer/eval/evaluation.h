@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "code/structure_cache.h"
@@ -16,25 +18,45 @@
 #include "held_out.h"
 #include "llm_stage.h"
 #include "localizer.h"
+#include "prompt.h"
 #include "store/knowledge_base.h"
 
 namespace spark {
 
-// The settings one experiment runs with: a mode (an LLM mode, `builtin`, or a reference: `traceback` = the lines
-// the traceback names in the test code, deepest first; `annotation` = the annotated lines, closest first).
+// What one run of the evaluation ranks with: one of the localizer's modes (`builtin`, or an LLM mode), or a reference
+// ranking the localizer does not offer: `traceback` = the lines the traceback names in the test code, deepest first;
+// `annotation` = the annotated lines, closest first. Parsed once from its name (`spark eval --mode`).
+class EvalMode {
+ public:
+  enum class Reference { traceback, annotation };
+  EvalMode(Mode mode) : value_(mode) {}                 // NOLINT(google-explicit-constructor): a mode is one
+  EvalMode(Reference reference) : value_(reference) {}  // NOLINT(google-explicit-constructor)
+  // Every name `--mode` takes; an unknown one is an error that lists them.
+  static Result<EvalMode> parse(std::string_view name);
+  std::string_view name() const;
+  // The localizer's mode; nullopt for a reference.
+  std::optional<Mode> mode() const;
+  bool is(Reference reference) const;
+  bool needs_llm() const;
+  // Whether its localizations mark annotated lines: builtin, the references, and the LLM modes that annotate.
+  bool annotates() const;
+  bool operator==(const EvalMode&) const = default;
+
+ private:
+  std::variant<Mode, Reference> value_;
+};
+
+// The settings one experiment runs with.
 struct EvalSetting {
-  std::string mode;
+  EvalMode mode = Mode::builtin;
   std::string policy = "all";
   double epsilon = defaults::kEpsilon;
   size_t r = 1;
   std::string label() const;  // "default eps=0.05 all r=1"
 };
 
-bool is_eval_mode(const std::string& mode);  // an LLM mode, builtin, traceback or annotation
-bool eval_mode_needs_llm(const std::string& mode);
-
 struct EvalOptions {
-  std::vector<std::string> modes = {"builtin"};
+  std::vector<EvalMode> modes = {Mode::builtin};
   std::vector<size_t> ks = {1, 3, 5, 10};
   std::vector<Level> levels = {Level::line};
   std::vector<std::string> policies = {"all"};
