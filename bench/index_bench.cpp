@@ -1,7 +1,7 @@
 // Micro-benchmarks of `spark index`'s two new steps, each against its peer in the same run:
 //   build/bench/spark_bench_index --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // - The built-in embedder per test-file version: N cases sharing one 70 KB test file embedded from shared code and
-//   scope blocks (HashedTfidfEmbedder::block + assemble, as build_index does) against each case embedded alone
+//   test-function blocks (HashedTfidfEmbedder::block + assemble, as build_index does) against each case embedded alone
 //   (count_terms + vectorize, as before; its code-term cache already spares the tokenising, not the hashing,
 //   copying and weighting).
 // - The collapse of identical vectors in VectorIndex::add: 20,000 vectors of which three in four repeat one
@@ -65,13 +65,13 @@ void BM_embed_per_version(benchmark::State& state) {
   const auto texts = cases_sharing_a_version(static_cast<size_t>(state.range(0)));
   auto e = fitted(texts);
   const auto l = e.layout();
-  std::vector<float> code(l.code), scope(l.scope), error(l.error);
+  std::vector<float> code(l.code), test_function(l.test_function), error(l.error);
   for (auto _ : state) {
     e.block(HashedTfidfEmbedder::code_terms(texts[0].code), code.data(), l.code);
-    e.block(HashedTfidfEmbedder::scope_terms(texts[0].scope_code), scope.data(), l.scope);
+    e.block(HashedTfidfEmbedder::test_function_terms(texts[0].test_function_code), test_function.data(), l.test_function);
     for (const auto& t : texts) {
       e.block(e.error_terms(t.error_message), error.data(), l.error);
-      benchmark::DoNotOptimize(e.assemble(error.data(), scope.data(), code.data()));
+      benchmark::DoNotOptimize(e.assemble(error.data(), test_function.data(), code.data()));
     }
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));

@@ -30,8 +30,8 @@ const SourceFile& test_file_of(const Case& c) {
 
 // The failing test's own function: for Python by the light lookup (a scan of the lines, PythonParser::function_span);
 // the full structure when that finds nothing, and for the other languages.
-std::string scope_code_of(const std::string& test_id, const std::string& path, const std::string& content,
-                          const std::string& case_language, StructureCache& cache) {
+std::string test_function_code_of(const std::string& test_id, const std::string& path, const std::string& content,
+                                  const std::string& case_language, StructureCache& cache) {
   const Language language = language_for(path, case_language);
   if (language == Language::python) {
     const TestIdParts parts = parse_test_id(test_id, language);
@@ -39,7 +39,7 @@ std::string scope_code_of(const std::string& test_id, const std::string& path, c
         cache.function_span(content, path, parts.classes.empty() ? "" : parts.classes.back(), parts.function);
     if (span) return lines_text(content, span->first, span->second);
   }
-  return scope_text(content, estimate_scope(*cache.get(content, path, case_language), test_id));
+  return test_function_text(content, estimate_scope(*cache.get(content, path, case_language), test_id));
 }
 
 // Which of a case's files is its test file: the one its test id names, else the first.
@@ -54,7 +54,7 @@ size_t test_file_index(const std::string& test_id, const std::string& case_langu
 }
 
 // The built-in embedder over a whole knowledge base, each test-file version tokenised once per pass and each failing
-// test's scope once, however many cases share them; the cases' vectors are put together from cached blocks
+// test's own function once, however many cases share them; the cases' vectors are put together from cached blocks
 // (HashedTfidfEmbedder::assemble), bit-identical to embedding each case alone. Work is spread over worker threads
 // by version. Memory: one block per distinct version and per distinct (test, version) (1 KB each at the default
 // dimension), plus the contents of one chunk of versions.
@@ -65,7 +65,7 @@ class VersionEmbedding {
 
   // The cases to embed: all, or only those of `only` (all of whose rowids are at least `min_rowid`).
   Status collect(const std::unordered_set<int64_t>* only = nullptr, int64_t min_rowid = 0) {
-    std::unordered_map<std::string, size_t> version_of, scope_of;
+    std::unordered_map<std::string, size_t> version_of, function_of;
     auto s = kb_.for_each_sketch(min_rowid, [&](KnowledgeBase::CaseSketch&& c) -> Status {
       if (only && !only->contains(c.rowid)) return {};
       std::string vkey;
@@ -82,13 +82,13 @@ class VersionEmbedding {
       Version& v = versions_[vit->second];
       // A sketch has no `language` field: the files' extensions tell (what a case of a known language has).
       const size_t file = test_file_index(c.test_id, "", v.paths, [](const std::string& p) { return p; });
-      auto [sit, snew] = scope_of.emplace(std::to_string(vit->second) + "\n" + std::to_string(file) + "\n" + c.test_id,
-                                          scopes_.size());
+      auto [sit, snew] = function_of.emplace(
+          std::to_string(vit->second) + "\n" + std::to_string(file) + "\n" + c.test_id, functions_.size());
       if (snew) {
-        scopes_.push_back({vit->second, file, c.test_id, 0});
-        v.scopes.push_back(sit->second);
+        functions_.push_back({vit->second, file, c.test_id, 0});
+        v.functions.push_back(sit->second);
       }
-      ++scopes_[sit->second].cases;
+      ++functions_[sit->second].cases;
       v.cases.push_back(cases_.size());
       cases_.push_back({c.rowid, vit->second, sit->second});
       return {};
@@ -99,7 +99,7 @@ class VersionEmbedding {
     for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
     const auto path_of = [&](size_t vi) -> const std::string& {
       const Version& v = versions_[vi];
-      return v.paths[scopes_[v.scopes.front()].file];
+      return v.paths[functions_[v.functions.front()].file];
     };
     std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) { return path_of(a) < path_of(b); });
     return {};
@@ -107,12 +107,12 @@ class VersionEmbedding {
 
   size_t cases() const { return cases_.size(); }
   size_t versions() const { return versions_.size(); }
-  size_t scopes() const { return scopes_.size(); }
+  size_t test_functions() const { return functions_.size(); }
 
-  // Pass 1: the failing tests' scopes and, with `fit`, document frequencies (else the embedder's are used).
+  // Pass 1: the failing tests' own functions and, with `fit`, document frequencies (else the embedder's are used).
   Status fit(bool fit = true) {
     std::vector<DocumentFrequencies> df(threads_);
-    scope_text_.assign(scopes_.size(), {});
+    test_function_text_.assign(functions_.size(), {});
     auto s = for_each_version_chunk(
         [&](unsigned w, size_t vi, const std::string& code, const std::vector<std::string>& contents,
             const std::vector<std::string>& messages) {
@@ -120,11 +120,13 @@ class VersionEmbedding {
           if (fit)
             HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code),
                                                  static_cast<uint32_t>(v.cases.size()), df[w]);
-          for (size_t si : v.scopes) {
-            const Scope& sc = scopes_[si];
-            scope_text_[si] = scope_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], "", caches_[w]);
+          for (size_t si : v.functions) {
+            const TestFunction& sc = functions_[si];
+            test_function_text_[si] =
+                test_function_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], "", caches_[w]);
             if (fit)
-              HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::scope_terms(scope_text_[si]), sc.cases, df[w]);
+              HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::test_function_terms(test_function_text_[si]),
+                                                   sc.cases, df[w]);
           }
           if (fit)
             for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
@@ -141,20 +143,20 @@ class VersionEmbedding {
     return {};
   }
 
-  // Pass 2: the code block of each version and the scope block of each failing test in it; then the cases' vectors
-  // in rowid order, `sink` called with batches of (rowids, row-major vectors).
+  // Pass 2: the code block of each version and the test-function block of each failing test in it; then the cases'
+  // vectors in rowid order, `sink` called with batches of (rowids, row-major vectors).
   Status vectors(const std::function<Status(const std::vector<int64_t>&, const std::vector<float>&)>& sink) {
     const auto l = embedder_.layout();
-    std::vector<float> code_blocks(versions_.size() * l.code), scope_blocks(scopes_.size() * l.scope);
+    std::vector<float> code_blocks(versions_.size() * l.code), function_blocks(functions_.size() * l.test_function);
     auto s = for_each_version_chunk(
         [&](unsigned, size_t vi, const std::string& code, const std::vector<std::string>&,
             const std::vector<std::string>&) {
           const Version& v = versions_[vi];
           embedder_.block(HashedTfidfEmbedder::code_terms(code), code_blocks.data() + vi * l.code, l.code);
-          for (size_t si : v.scopes) {
-            embedder_.block(HashedTfidfEmbedder::scope_terms(scope_text_[si]), scope_blocks.data() + si * l.scope,
-                            l.scope);
-            std::string().swap(scope_text_[si]);
+          for (size_t si : v.functions) {
+            embedder_.block(HashedTfidfEmbedder::test_function_terms(test_function_text_[si]),
+                            function_blocks.data() + si * l.test_function, l.test_function);
+            std::string().swap(test_function_text_[si]);
           }
         },
         /*messages=*/false);
@@ -175,8 +177,8 @@ class VersionEmbedding {
         const CaseRef& c = cases_[start + j];
         float* err = error_blocks[w].data();
         embedder_.block(embedder_.error_terms((*messages)[j]), err, l.error);
-        const auto v =
-            embedder_.assemble(err, scope_blocks.data() + c.scope * l.scope, code_blocks.data() + c.version * l.code);
+        const auto v = embedder_.assemble(err, function_blocks.data() + c.function * l.test_function,
+                                          code_blocks.data() + c.version * l.code);
         std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(j * dim));
       });
       if (auto st = sink(rowids, out); !st) return st;
@@ -187,17 +189,17 @@ class VersionEmbedding {
  private:
   struct Version {
     std::vector<std::string> paths, keys;
-    std::vector<size_t> cases;   // indices into cases_
-    std::vector<size_t> scopes;  // indices into scopes_
+    std::vector<size_t> cases;      // indices into cases_
+    std::vector<size_t> functions;  // indices into functions_
   };
-  struct Scope {
+  struct TestFunction {
     size_t version = 0, file = 0;
     std::string test_id;
     uint32_t cases = 0;
   };
   struct CaseRef {
     int64_t rowid = 0;
-    size_t version = 0, scope = 0;
+    size_t version = 0, function = 0;
   };
 
   // Loads versions in chunks (their contents, and the error messages of their cases when asked) and calls
@@ -242,10 +244,10 @@ class VersionEmbedding {
   unsigned threads_;
   std::vector<StructureCache> caches_;  // one per worker
   std::vector<Version> versions_;
-  std::vector<Scope> scopes_;
+  std::vector<TestFunction> functions_;
   std::vector<CaseRef> cases_;
   std::vector<size_t> order_;  // versions in processing order
-  std::vector<std::string> scope_text_;
+  std::vector<std::string> test_function_text_;
 };
 
 }  // namespace
@@ -263,21 +265,21 @@ Status check_embedder_kind(const EmbedderConfig& config) {
   return {};
 }
 
-const std::string* ScopeCache::find(uint64_t key) const {
+const std::string* TestFunctionCache::find(uint64_t key) const {
   auto it = map_.find(key);
   return it == map_.end() ? nullptr : &it->second;
 }
 
-void ScopeCache::put(uint64_t key, std::string scope) {
-  if (bytes_ + scope.size() > max_bytes_) {
+void TestFunctionCache::put(uint64_t key, std::string text) {
+  if (bytes_ + text.size() > max_bytes_) {
     map_.clear();
     bytes_ = 0;
   }
-  bytes_ += scope.size();
-  map_.emplace(key, std::move(scope));
+  bytes_ += text.size();
+  map_.emplace(key, std::move(text));
 }
 
-EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
+EmbedText embed_text(const Case& c, StructureCache& cache, TestFunctionCache* functions) {
   EmbedText t;
   t.error_message = c.error_message;
   for (const auto& f : c.files) {
@@ -286,13 +288,13 @@ EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes) {
   }
   const SourceFile& tf = test_file_of(c);
   const uint64_t key = fnv1a64(c.test_id, fnv1a64(tf.content)) ^ tf.content.size();
-  if (scopes)
-    if (const std::string* hit = scopes->find(key)) {
-      t.scope_code = *hit;
+  if (functions)
+    if (const std::string* hit = functions->find(key)) {
+      t.test_function_code = *hit;
       return t;
     }
-  t.scope_code = scope_code_of(c.test_id, tf.path, tf.content, c.language, cache);
-  if (scopes) scopes->put(key, t.scope_code);
+  t.test_function_code = test_function_code_of(c.test_id, tf.path, tf.content, c.language, cache);
+  if (functions) functions->put(key, t.test_function_code);
   return t;
 }
 
@@ -323,16 +325,17 @@ Result<StoredEmbedding> embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedde
                 " case(s) have no files (a damaged store)");
   if (pass.cases() > expected)
     return fail(kb.name() + ": the knowledge base changed while it was read (another writer?): run again");
-  out = {pass.cases(), pass.versions(), pass.scopes()};
+  out = {pass.cases(), pass.versions(), pass.test_functions()};
   const auto t1 = std::chrono::steady_clock::now();
   if (auto s = pass.fit(options.fit); !s) return std::unexpected(s.error());
   const auto t2 = std::chrono::steady_clock::now();
   if (auto s = pass.vectors(sink); !s) return std::unexpected(s.error());
   if (std::getenv("SPARK_DEBUG_TIMES"))
-    std::fprintf(stderr, "embedding %zu case(s), %zu versions, %zu scopes: collect %.2f s, %s %.2f s, vectors %.2f s\n",
-                 out.cases, out.versions, out.scopes, std::chrono::duration<double>(t1 - t0).count(),
-                 options.fit ? "scopes and fit" : "scopes", std::chrono::duration<double>(t2 - t1).count(),
-                 seconds_since(t2));
+    std::fprintf(stderr,
+                 "embedding %zu case(s), %zu versions, %zu test functions: collect %.2f s, %s %.2f s, vectors %.2f s\n",
+                 out.cases, out.versions, out.test_functions, std::chrono::duration<double>(t1 - t0).count(),
+                 options.fit ? "test functions and fit" : "test functions",
+                 std::chrono::duration<double>(t2 - t1).count(), seconds_since(t2));
   return out;
 }
 

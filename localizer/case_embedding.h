@@ -1,11 +1,11 @@
 // A case as the embedder sees it, and the passes that embed a whole knowledge base.
 //
-// embed_text() makes a case's three blocks (error message, all files, the failing test's own function); ScopeCache
-// keeps the last of these per (test-file version, test id) so cases that share a version need no parse.
-// embed_stored_cases() embeds stored cases with the built-in embedder, each test-file version and each failing test's
-// scope once however many cases share them, on worker threads (base/work_pool.h).
+// embed_text() makes a case's three blocks (error message, all files, the failing test's own function);
+// TestFunctionCache keeps the last of these per (test-file version, test id) so cases that share a version need no
+// parse. embed_stored_cases() embeds stored cases with the built-in embedder, each test-file version and each failing
+// test's own function once however many cases share them, on worker threads (base/work_pool.h).
 //
-// Ownership: nothing here owns the knowledge base or the embedder it is given. Thread safety: ScopeCache and the
+// Ownership: nothing here owns the knowledge base or the embedder it is given. Thread safety: TestFunctionCache and the
 // StructureCache passed in are for one thread. Failures (the store, a damaged case) are returned as errors.
 #pragma once
 
@@ -35,11 +35,11 @@ std::unique_ptr<Embedder> make_embedder(const EmbedderConfig& config);
 
 // The failing test's own lines per (file content, test id): small strings, so many can be kept, and cases that
 // share a test-file version need no parse.
-class ScopeCache {
+class TestFunctionCache {
  public:
-  explicit ScopeCache(size_t max_bytes = 256u << 20) : max_bytes_(max_bytes) {}
+  explicit TestFunctionCache(size_t max_bytes = 256u << 20) : max_bytes_(max_bytes) {}
   const std::string* find(uint64_t key) const;
-  void put(uint64_t key, std::string scope);
+  void put(uint64_t key, std::string text);
 
  private:
   size_t max_bytes_, bytes_ = 0;
@@ -47,7 +47,7 @@ class ScopeCache {
 };
 
 // The embedding text of a case: error message, all files, the failing test's own function.
-EmbedText embed_text(const Case& c, StructureCache& cache, ScopeCache* scopes = nullptr);
+EmbedText embed_text(const Case& c, StructureCache& cache, TestFunctionCache* functions = nullptr);
 
 // The worker threads `spark index` uses: `asked`, else SPARK_THREADS, else the machine's cores (at most 16).
 unsigned index_threads(unsigned asked);
@@ -56,9 +56,9 @@ unsigned index_threads(unsigned asked);
 using VectorSink = std::function<Status(const std::vector<int64_t>&, const std::vector<float>&)>;
 
 struct StoredEmbedding {
-  size_t cases = 0;     // cases embedded
-  size_t versions = 0;  // distinct test-code versions among them
-  size_t scopes = 0;    // distinct (failing test, version) pairs
+  size_t cases = 0;           // cases embedded
+  size_t versions = 0;        // distinct test-code versions among them
+  size_t test_functions = 0;  // distinct (failing test, version) pairs
 };
 
 struct StoredEmbeddingOptions {

@@ -156,12 +156,12 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     auto pass = embed_stored_cases(kb, *builtin, embedding, add);
     if (!pass) return std::unexpected(pass.error());
     report.versions = pass->versions;
-    report.scopes = pass->scopes;
+    report.test_functions = pass->test_functions;
   } else {
     std::vector<int64_t> batch_ids;
     std::vector<EmbedText> batch;
     StructureCache cache;
-    ScopeCache scope_cache;
+    TestFunctionCache function_cache;
     const auto flush = [&]() -> Status {
       if (batch.empty()) return {};
       auto got = embedder->embed(batch);
@@ -179,7 +179,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     };
     auto pass = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
       batch_ids.push_back(rowid);
-      batch.push_back(embed_text(c, cache, &scope_cache));
+      batch.push_back(embed_text(c, cache, &function_cache));
       return batch.size() >= 16 ? flush() : Status{};
     });
     if (!pass) return std::unexpected(pass.error());

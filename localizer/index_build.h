@@ -24,9 +24,9 @@ struct IndexReport {
   std::string ranker;    // origin of the ranker weights
   double embed_seconds = 0, index_seconds = 0, train_seconds = 0;
   unsigned threads = 1;
-  size_t versions = 0;  // distinct test-code versions embedded (built-in embedder)
-  size_t scopes = 0;    // distinct (failing test, version) pairs
-  size_t vectors = 0;   // distinct vectors in the index (identical ones share an entry)
+  size_t versions = 0;        // distinct test-code versions embedded (built-in embedder)
+  size_t test_functions = 0;  // distinct (failing test, version) pairs
+  size_t vectors = 0;         // distinct vectors in the index (identical ones share an entry)
   // An HNSW index is checked against an exact search: up to kRecallSample stored vectors spread over the index, each
   // searched with itself excluded; `recall_matched` of them found a neighbour as similar as the exact best.
   size_t recall_checked = 0, recall_matched = 0;

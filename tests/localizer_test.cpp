@@ -362,7 +362,7 @@ TEST(build_index, vectors_built_per_version_on_threads_equal_each_case_embedded_
     ASSERT_TRUE(report) << report.error().message;
     EXPECT_EQ(report->threads, threads);
     EXPECT_EQ(report->versions, base);  // every copy shares its original's version
-    EXPECT_EQ(report->scopes, base);
+    EXPECT_EQ(report->test_functions, base);
     if (identity.empty()) identity = report->embedder;
     EXPECT_EQ(report->embedder, identity);  // the statistics do not depend on the thread count
     std::vector<std::string> notes;

@@ -299,7 +299,7 @@ std::string lines_text(std::string_view content, int first, int last) {
   return out;
 }
 
-std::string scope_text(std::string_view content, const TestScope& scope) {
+std::string test_function_text(std::string_view content, const TestScope& scope) {
   return scope.found ? lines_text(content, scope.function_start, scope.function_end) : std::string();
 }
 

@@ -52,8 +52,8 @@ std::string test_id_at(const CodeStructure& s, std::string_view content, std::st
 // file, `found` is false and every line is `module` (no basis to prefer one line over another).
 TestScope estimate_scope(const CodeStructure& s, std::string_view test_id);
 
-// The text of the test function's own lines (for the embedder's scope block); "" when not found.
-std::string scope_text(std::string_view content, const TestScope& scope);
+// The text of the test function's own lines (for the embedder's test-function block); "" when not found.
+std::string test_function_text(std::string_view content, const TestScope& scope);
 // The text of lines [first, last].
 std::string lines_text(std::string_view content, int first, int last);
 

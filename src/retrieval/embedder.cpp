@@ -19,7 +19,7 @@ namespace {
 constexpr uint64_t kSeedError = 0x51ed270b27a5f1e3ULL;
 constexpr uint64_t kSeedBigram = 0x2545f4914f6cdd1dULL;
 constexpr uint64_t kSeedGram = 0x9e3779b97f4a7c15ULL;
-constexpr uint64_t kSeedScope = 0xd6e8feb86659fd93ULL;
+constexpr uint64_t kSeedTestFunction = 0xd6e8feb86659fd93ULL;
 constexpr uint64_t kSeedCode = 0xa0761d6478bd642fULL;
 
 // Letters, digits, '_' and non-ASCII bytes (a table: isalnum's locale lookup per byte is measurable here).
@@ -76,8 +76,8 @@ HashedTfidfEmbedder::HashedTfidfEmbedder(HashedTfidfOptions options) : options_(
 std::string HashedTfidfEmbedder::identity() const {
   return "builtin-tfidf-v1/dim=" + std::to_string(options_.dimension) +
          "/w=" + std::to_string(options_.error_weight).substr(0, 4) + "," +
-         std::to_string(options_.scope_weight).substr(0, 4) + "," + std::to_string(options_.code_weight).substr(0, 4) +
-         "/df=" + hex64(df_digest_);
+         std::to_string(options_.test_function_weight).substr(0, 4) + "," +
+         std::to_string(options_.code_weight).substr(0, 4) + "/df=" + hex64(df_digest_);
 }
 
 TermMap HashedTfidfEmbedder::error_terms(std::string_view error_message) const {
@@ -102,13 +102,15 @@ TermMap HashedTfidfEmbedder::error_terms(std::string_view error_message) const {
   return t;
 }
 
-TermMap HashedTfidfEmbedder::scope_terms(std::string_view scope_code) { return hashed_words(scope_code, kSeedScope); }
+TermMap HashedTfidfEmbedder::test_function_terms(std::string_view test_function_code) {
+  return hashed_words(test_function_code, kSeedTestFunction);
+}
 TermMap HashedTfidfEmbedder::code_terms(std::string_view code) { return hashed_words(code, kSeedCode); }
 
 TermCounts HashedTfidfEmbedder::count_terms(const EmbedText& text) {
   TermCounts t;
   t.error = error_terms(text.error_message);
-  t.scope = scope_terms(text.scope_code);
+  t.test_function = test_function_terms(text.test_function_code);
   const uint64_t code_hash = fnv1a64(text.code);
   if (auto it = code_cache_.find(code_hash); it != code_cache_.end()) {
     t.code = it->second;
@@ -156,7 +158,7 @@ void HashedTfidfEmbedder::thaw() {
 void HashedTfidfEmbedder::fit_add(const TermCounts& doc) {
   thaw();
   ++documents_;
-  for (const auto* part : {&doc.error, &doc.scope, &doc.code})
+  for (const auto* part : {&doc.error, &doc.test_function, &doc.code})
     for (const auto& [h, count] : *part) ++df_[h];
 }
 
@@ -208,19 +210,20 @@ void HashedTfidfEmbedder::block(const TermMap& counts, float* out, size_t n) con
   l2_normalize(out, n);
 }
 
-std::vector<float> HashedTfidfEmbedder::assemble(const float* error, const float* scope, const float* code) const {
+std::vector<float> HashedTfidfEmbedder::assemble(const float* error, const float* test_function,
+                                                 const float* code) const {
   const Layout l = layout();
   std::vector<float> v(options_.dimension);
   std::copy(error, error + l.error, v.data());
-  std::copy(scope, scope + l.scope, v.data() + l.error);
-  std::copy(code, code + l.code, v.data() + l.error + l.scope);
+  std::copy(test_function, test_function + l.test_function, v.data() + l.error);
+  std::copy(code, code + l.code, v.data() + l.error + l.test_function);
   const auto scale = [&](size_t from, size_t n, double w) {
     const auto s = static_cast<float>(std::sqrt(w));
     for (size_t i = from; i < from + n; ++i) v[i] *= s;
   };
   scale(0, l.error, options_.error_weight);
-  scale(l.error, l.scope, options_.scope_weight);
-  scale(l.error + l.scope, l.code, options_.code_weight);
+  scale(l.error, l.test_function, options_.test_function_weight);
+  scale(l.error + l.test_function, l.code, options_.code_weight);
   l2_normalize(v.data(), v.size());
   return v;
 }
@@ -229,9 +232,9 @@ std::vector<float> HashedTfidfEmbedder::vectorize(const TermCounts& t) const {
   const Layout l = layout();
   std::vector<float> blocks(options_.dimension);
   block(t.error, blocks.data(), l.error);
-  block(t.scope, blocks.data() + l.error, l.scope);
-  block(t.code, blocks.data() + l.error + l.scope, l.code);
-  return assemble(blocks.data(), blocks.data() + l.error, blocks.data() + l.error + l.scope);
+  block(t.test_function, blocks.data() + l.error, l.test_function);
+  block(t.code, blocks.data() + l.error + l.test_function, l.code);
+  return assemble(blocks.data(), blocks.data() + l.error, blocks.data() + l.error + l.test_function);
 }
 
 Result<std::vector<std::vector<float>>> HashedTfidfEmbedder::embed(const std::vector<EmbedText>& inputs) {

@@ -31,8 +31,8 @@ namespace spark {
 // What a case contributes to its embedding.
 struct EmbedText {
   std::string error_message;
-  std::string code;        // all test files, concatenated
-  std::string scope_code;  // the failing test's own function ("" when unknown)
+  std::string code;                // all test files, concatenated
+  std::string test_function_code;  // the failing test's own function ("" when unknown)
 };
 
 class Embedder {
@@ -46,9 +46,9 @@ class Embedder {
 };
 
 struct HashedTfidfOptions {
-  size_t dimension = 1024;    // total; split 1/2 error, 1/4 scope, 1/4 code
+  size_t dimension = 1024;    // total; split 1/2 error, 1/4 test function, 1/4 code
   double error_weight = 0.5;  // share of the cosine each part carries
-  double scope_weight = 0.3;
+  double test_function_weight = 0.3;
   double code_weight = 0.2;
   size_t max_error_bytes = 65536;  // longer messages: first and last half of this (the head and the final error)
 };
@@ -56,7 +56,7 @@ struct HashedTfidfOptions {
 // Sparse term counts of one document, per part.
 using TermMap = std::unordered_map<uint64_t, float>;
 struct TermCounts {
-  TermMap error, scope, code;
+  TermMap error, test_function, code;
 };
 // Document frequencies: term -> number of documents holding it.
 using DocumentFrequencies = std::unordered_map<uint64_t, uint32_t>;
@@ -70,9 +70,9 @@ class HashedTfidfEmbedder final : public Embedder {
 
   TermCounts count_terms(const EmbedText& text);
   // The parts counted one at a time, so a knowledge base counts each test-file version (code) and each failing test
-  // in it (scope) once, however many cases share them. Thread-safe (no state is touched).
+  // in it (its test function) once, however many cases share them. Thread-safe (no state is touched).
   TermMap error_terms(std::string_view message) const;
-  static TermMap scope_terms(std::string_view scope_code);
+  static TermMap test_function_terms(std::string_view test_function_code);
   static TermMap code_terms(std::string_view code);
   // Adds the terms of one part to `df` as if `documents` documents held it.
   static void count_documents(const TermMap& part, uint32_t documents, DocumentFrequencies& df);
@@ -86,16 +86,16 @@ class HashedTfidfEmbedder final : public Embedder {
   std::vector<float> vectorize(const TermCounts& terms) const;
   size_t fitted_documents() const { return documents_; }
 
-  // The vector's three blocks (error message, the test's scope, the whole code), in that order.
+  // The vector's three blocks (error message, the failing test's own function, the whole code), in that order.
   struct Layout {
-    size_t error = 0, scope = 0, code = 0;
+    size_t error = 0, test_function = 0, code = 0;
   };
   Layout layout() const;
   // One block: TF-IDF weights hashed into `n` buckets, L2-normalised. Thread-safe after fit_end.
   void block(const TermMap& terms, float* out, size_t n) const;
   // The whole vector from its three blocks (as block() made them): weighted and L2-normalised. vectorize() is
   // block() three times and assemble(), so vectors put together from cached blocks are bit-identical.
-  std::vector<float> assemble(const float* error, const float* scope, const float* code) const;
+  std::vector<float> assemble(const float* error, const float* test_function, const float* code) const;
 
   // Document frequencies persist beside the vector index (binary, little-endian, with a header).
   Status save(const std::filesystem::path& path) const;
