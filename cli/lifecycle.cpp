@@ -53,7 +53,7 @@ void print_summary(const SyncReport& r, const std::string& verb) {
        (r.closed_flaky ? "; " + plural(r.closed_flaky, "failure") + " closed as flaky (passed at the same commit)"
                        : ""));
   const std::pair<FailureStatus, const char*> order[] = {
-      {FailureStatus::labelled, "labelled into the corpus"},
+      {FailureStatus::labelled, "labelled into the knowledge base"},
       {FailureStatus::quarantined, "quarantined for audit"},
       {FailureStatus::not_test_fault, "fixed outside the test code"},
       {FailureStatus::only_additions, "fixed by additions only"},
@@ -75,7 +75,7 @@ void print_summary(const SyncReport& r, const std::string& verb) {
   if (r.rule.n > 0 && r.rule.n <= 10 && r.rule.sigma >= 3)
     note("  (with 10 or fewer mined cases no count can lie 3 sd above the mean: the rule starts to bite later)");
   for (const auto& id : r.moved_to_quarantine) note("  moved to quarantine by the recomputed rule: " + id);
-  for (const auto& id : r.released) note("  back in the corpus by the recomputed rule: " + id);
+  for (const auto& id : r.released) note("  back in the knowledge base by the recomputed rule: " + id);
   if (!r.quarantined_ids.empty() || !r.moved_to_quarantine.empty()) note("review the quarantine with `spark audit`");
 }
 
@@ -602,8 +602,8 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
   if (!decided) return report_error(decided.error());
   note(decided->case_id + ": " + status_name(decided->status) + " by " + decided->decided_by +
        (decision == Decision::reject
-            ? " (kept out of the corpus)"
-            : " (in the corpus with " + plural(decided->labelled->faulty_lines.size(), "faulty line") + ")"));
+            ? " (kept out of the knowledge base)"
+            : " (in the knowledge base with " + plural(decided->labelled->faulty_lines.size(), "faulty line") + ")"));
   return 0;
 }
 

@@ -193,7 +193,7 @@ Command add_localize(CLI::App& app, Flags& flags) {
   flags.bind(sub, "--level", "localize.level", "line | statement | block | function")->check(CLI::IsMember(kLevels));
   flags.bind(sub, "--policy", "localize.policy", "all | all-preceding | closest-by-time | closest-time-preceding");
   sub->add_option("--window-fraction", loc.localize.policy.window_fraction,
-                  "closest-* policies: share of the corpus (default " +
+                  "closest-* policies: share of the labelled cases (default " +
                       spark::defaults::text(spark::defaults::kWindowFraction) + ")")
       ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--window", loc.localize.policy.window,
@@ -391,7 +391,7 @@ Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   sub->add_option("--compare", ev.compare, "pairs to test, A:B (repeatable; default: every mode against the first)");
   sub->add_option("--window-fraction", ev.window_fraction,
-                  "closest-* policies: share of the corpus (default " +
+                  "closest-* policies: share of the labelled cases (default " +
                       spark::defaults::text(spark::defaults::kWindowFraction) + ")")
       ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--similarity-floor", ev.similarity_floor,

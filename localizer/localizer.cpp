@@ -110,7 +110,7 @@ Filtered filter_step(const std::vector<CaseFacts>& facts, const std::vector<int6
     if (f.id_hash == id_hash || f.key_hash == key_hash) d.excluded.insert(f.rowid);
   out.knowledge_base_size = labelled.size();
   // `all` keeps every labelled case: no pass over the cases per query.
-  d.subset = policy.name == "all" ? labelled : filter_corpus(facts, query.failure_epoch, policy);
+  d.subset = policy.name == "all" ? labelled : filter_by_policy(facts, query.failure_epoch, policy);
   if (d.excluded.size() > 64) {
     std::erase_if(d.subset, [&](int64_t id) { return d.excluded.contains(id); });
   } else {

@@ -58,13 +58,13 @@ Result<Policy> parse_policy(const std::string& name) {
   return p;
 }
 
-std::vector<int64_t> filter_corpus(const std::vector<CaseEntry>& corpus, int64_t query_epoch, const Policy& policy) {
-  return filter_corpus(facts_of(corpus), query_epoch, policy);
+std::vector<int64_t> filter_by_policy(const std::vector<CaseEntry>& cases, int64_t query_epoch, const Policy& policy) {
+  return filter_by_policy(facts_of(cases), query_epoch, policy);
 }
 
-std::vector<int64_t> filter_corpus(const std::vector<CaseFacts>& corpus, int64_t query_epoch, const Policy& policy) {
+std::vector<int64_t> filter_by_policy(const std::vector<CaseFacts>& cases, int64_t query_epoch, const Policy& policy) {
   std::vector<const CaseFacts*> labelled;
-  for (const auto& e : corpus)
+  for (const auto& e : cases)
     if (e.labelled) labelled.push_back(&e);
   const size_t window =
       policy.window > 0 ? policy.window

@@ -1,5 +1,6 @@
-// Filtering policies: filter(τ_f, D, p) = D' (the paper's Definition 1). A policy keeps a subset of the labelled
-// corpus as the knowledge base for one query, by failure time.
+// Filtering policies: filter(τ_f, D, p) = D' (the paper's Definition 1). A policy keeps, by failure time, the subset
+// of the knowledge base's labelled cases one query is localized against (the paper calls D the corpus and D' the
+// knowledge base; docs/ARCHITECTURE.md, "Names").
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@ namespace spark {
 
 struct Policy {
   std::string name = "all";                            // all | all-preceding | closest-by-time | closest-time-preceding
-  double window_fraction = defaults::kWindowFraction;  // closest-*: the window is this share of the labelled corpus ...
+  double window_fraction = defaults::kWindowFraction;  // closest-*: the window is this share of the labelled cases ...
   size_t window = 0;                                   // ... or exactly this many cases when > 0
 };
 
@@ -25,8 +26,8 @@ std::vector<std::string> policy_names();
 // Rowids of the labelled cases the policy keeps for a query that failed at `query_epoch`, in ascending rowid.
 // all: every labelled case. all-preceding: failure time strictly before the query's. closest-by-time: the `window`
 // cases nearest in time (either side; ties by earlier time, then rowid). closest-time-preceding: the `window` nearest
-// among the preceding ones. Window size = max(1, ceil(fraction × labelled corpus size)) unless `window` is set.
-std::vector<int64_t> filter_corpus(const std::vector<CaseFacts>& corpus, int64_t query_epoch, const Policy& policy);
-std::vector<int64_t> filter_corpus(const std::vector<CaseEntry>& corpus, int64_t query_epoch, const Policy& policy);
+// among the preceding ones. Window size = max(1, ceil(fraction × labelled cases)) unless `window` is set.
+std::vector<int64_t> filter_by_policy(const std::vector<CaseFacts>& cases, int64_t query_epoch, const Policy& policy);
+std::vector<int64_t> filter_by_policy(const std::vector<CaseEntry>& cases, int64_t query_epoch, const Policy& policy);
 
 }  // namespace spark

@@ -1,7 +1,7 @@
 // Mining labelled cases from history (the paper's §5.1): for each recorded failure of a test, the first later
 // commit where that test passes is its fix; the test code's diff between the two labels the faulty lines; cases whose
 // fix touched an outlying number of lines (mean + σ·sd of the mined cases, σ = 3) go to quarantine for a person to
-// audit instead of into the corpus. This file has the pieces; mining_store.h keeps the state and runs them.
+// audit instead of into the knowledge base. This file has the pieces; mining_store.h keeps the state and runs them.
 #pragma once
 
 #include <filesystem>
@@ -42,7 +42,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::
                                                          std::vector<std::string>* warnings = nullptr);
 
 // What became of a recorded failure. `open` until a later passing outcome of the same test is seen; then the fix
-// decides: `labelled` (a case in the corpus), `quarantined` (an outlier for a person to audit), or one of the
+// decides: `labelled` (a case in the knowledge base), `quarantined` (an outlier for a person to audit), or one of the
 // reasons it labels nothing. `accepted`, `rejected` and `trimmed` are a person's audit decisions. `flaky`: the test
 // also passed at the failing commit itself. `duplicate`: the same fault as an earlier failure (the same test, test
 // code and fix), which keeps the one case (KnowledgeBase::merge_same_faults).

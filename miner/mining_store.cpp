@@ -91,7 +91,7 @@ std::string status_filter(const std::vector<FailureStatus>& statuses) {
   return sql + ")";
 }
 
-// The statuses whose case belongs in the corpus.
+// The statuses whose case belongs in the knowledge base.
 bool in_corpus(FailureStatus s) {
   return s == FailureStatus::labelled || s == FailureStatus::accepted || s == FailureStatus::trimmed;
 }
@@ -302,7 +302,7 @@ Result<std::vector<MiningStore::Mined>> MiningStore::mined() {
 
 Status MiningStore::reconcile(double sigma, SyncReport& report) {
   Database& db = kb_.database();
-  // Only ids, statuses and counts: the records are read for the cases that enter the corpus.
+  // Only ids, statuses and counts: the records are read for the cases that enter the knowledge base.
   auto all = mined();
   if (!all) return std::unexpected(all.error());
   std::vector<size_t> counts;

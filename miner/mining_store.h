@@ -81,8 +81,8 @@ class MiningStore {
   Result<OutlierRule> rule(double sigma);
 
   // A person's audit decision on a mined case (normally a quarantined one; a decision can be changed). accept: the
-  // case joins the corpus as mined; reject: it never does (the fix was a refactoring, not a fault); trim: it joins
-  // with only `keep` as its faulty lines, which must be some of the mined ones. Stored with author and time.
+  // case joins the knowledge base as mined; reject: it never does (the fix was a refactoring, not a fault); trim: it
+  // joins with only `keep` as its faulty lines, which must be some of the mined ones. Stored with author and time.
   Result<StoredFailure> decide(const std::string& case_id, Decision decision, const std::string& author,
                                const std::string& reason, const std::vector<LineRef>& keep = {});
 
@@ -109,7 +109,7 @@ class MiningStore {
   // 2. The open failures whose test passed later on the history, labelled (no write lock held).
   Result<std::vector<Settled>> label_fixed(const GitRepository& repo, const std::vector<StoredFailure>& open,
                                            const SyncOptions& options, SyncReport& report);
-  // 3. Those still open settled, same faults merged, the rule recomputed and the corpus brought in line (one
+  // 3. Those still open settled, same faults merged, the rule recomputed and the knowledge base brought in line (one
   // transaction).
   Status settle(const std::vector<Settled>& settled, const SyncOptions& options, int64_t now, SyncReport& report);
   KnowledgeBase& kb_;

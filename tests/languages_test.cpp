@@ -248,7 +248,7 @@ void junit5(const TempDir& dir, const std::string& report) {
 }
 
 // A real project's lifecycle: its test fails at commit 1 (its expected value is wrong), `spark record` opens and
-// localizes the failure; a fix commit passes and `spark record` labels the expected value's line into the corpus;
+// localizes the failure; a fix commit passes and `spark record` labels the expected value's line into the knowledge base;
 // a later failure of the same test retrieves the learned case, whose faulty line weighs for the same line.
 struct RealProject {
   std::string test_path, test_id, language;
@@ -295,7 +295,7 @@ void learn_and_reuse(const RealProject& p) {
   testing::git(dir, "commit -am fix", "2026-02-02T00:00:00Z");
   ASSERT_NO_FATAL_FAILURE(p.run(dir, "r2.xml"));
   record(dir, "r2.xml", err);
-  EXPECT_NE(err.find("1 labelled into the corpus"), std::string::npos) << err;
+  EXPECT_NE(err.find("1 labelled into the knowledge base"), std::string::npos) << err;
   auto exported = run_spark({"export"}, dir.path());
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   const auto learned = json::parse(exported.out);

@@ -59,7 +59,7 @@ TEST(spark_mine_store, incremental_runs_and_the_rule_recomputed_as_the_corpus_gr
   auto r1 = run_spark({"mine", "--outcomes", "o1.jsonl"}, dir.path());
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_NE(r1.err.find("stored 24 outcomes"), std::string::npos) << r1.err;
-  EXPECT_NE(r1.err.find("12 labelled into the corpus"), std::string::npos) << r1.err;
+  EXPECT_NE(r1.err.find("12 labelled into the knowledge base"), std::string::npos) << r1.err;
   EXPECT_EQ(stored_cases(dir), 12u);
   // The same file again: nothing new.
   auto again = run_spark({"mine", "--outcomes", "o1.jsonl"}, dir.path());
@@ -73,10 +73,10 @@ TEST(spark_mine_store, incremental_runs_and_the_rule_recomputed_as_the_corpus_gr
   EXPECT_NE(r2.err.find("1 quarantined for audit"), std::string::npos) << r2.err;
   EXPECT_NE(r2.err.find("(over 13 mined cases)"), std::string::npos) << r2.err;
   EXPECT_EQ(stored_cases(dir), 12u);
-  // A looser rule releases it into the corpus; the default rule moves it back.
+  // A looser rule releases it into the knowledge base; the default rule moves it back.
   auto loose = run_spark({"mine", "--outcomes", "o2.jsonl", "--sigma", "10"}, dir.path());
   ASSERT_EQ(loose.exit_code, 0) << loose.err;
-  EXPECT_NE(loose.err.find("back in the corpus by the recomputed rule"), std::string::npos) << loose.err;
+  EXPECT_NE(loose.err.find("back in the knowledge base by the recomputed rule"), std::string::npos) << loose.err;
   EXPECT_EQ(stored_cases(dir), 13u);
   auto strict = run_spark({"mine", "--outcomes", "o2.jsonl", "-o", "-", "--quarantine", "q.jsonl"}, dir.path());
   ASSERT_EQ(strict.exit_code, 0) << strict.err;
@@ -98,7 +98,7 @@ TEST(spark_mine_store, a_killed_mine_leaves_a_consistent_store_and_resumes) {
   // A reference run in a copy of the knowledge base folder.
   auto ref = run_spark({"--kb", "ref", "mine", "--outcomes", "all.jsonl", "-o", "ref.jsonl"}, dir.path());
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  // Kill -9 at varying moments; after each, the store is consistent: every case in the corpus belongs to a
+  // Kill -9 at varying moments; after each, the store is consistent: every case in the knowledge base belongs to a
   // settled failure, and no failure is settled without its case.
   int killed = 0;  // runs the kill really interrupted (not ones that had finished)
   for (int delay_ms : {2, 5, 10, 20, 40}) {
@@ -167,7 +167,7 @@ TEST(spark_audit, lists_shows_and_records_decisions_with_author_and_time) {
   auto exported = run_spark({"export"}, dir.path());
   EXPECT_NE(exported.out.find("\"faulty_lines\":[{\"line\":1,\"path\":\"tests/test_m.py\"},{\"line\":2,"),
             std::string::npos);
-  // A person's decision survives a re-mine with any rule; a rejection takes the case out of the corpus.
+  // A person's decision survives a re-mine with any rule; a rejection takes the case out of the knowledge base.
   ASSERT_EQ(run_spark({"mine", "--outcomes", "all.jsonl", "--sigma", "1"}, dir.path()).exit_code, 0);
   auto after = nlohmann::json::parse(run_spark({"audit", "--all", "--format", "json"}, dir.path()).out);
   bool found = false;
@@ -247,7 +247,7 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   auto r3 = run_spark({"record", "--junit", "r3.xml"}, dir.path());
   ASSERT_EQ(r3.exit_code, 0) << r3.err;
   // It failed at two commits with the same test code, and one fix mended it: one fault, one case, both commits behind it.
-  EXPECT_NE(r3.err.find("settled 2 failures: 1 labelled into the corpus, 1 the same fault as an earlier failure"),
+  EXPECT_NE(r3.err.find("settled 2 failures: 1 labelled into the knowledge base, 1 the same fault as an earlier failure"),
             std::string::npos) << r3.err;
   auto exported = run_spark({"export"}, dir.path());
   ASSERT_EQ(exported.exit_code, 0);

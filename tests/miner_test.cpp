@@ -188,7 +188,7 @@ TEST(spark_mine, labels_real_pytest_failures_by_their_fix_and_counts_fixes_outsi
   for (const auto& e : std::filesystem::directory_iterator(dir / "reports")) args.push_back("reports/" + e.path().filename().string());
   auto r = testing::run_spark(args, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("1 labelled into the corpus"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 labelled into the knowledge base"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1 the same fault as an earlier failure"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1 fixed outside the test code"), std::string::npos) << r.err;
   auto cases = read_cases_jsonl(dir / "mined.jsonl");

@@ -13,19 +13,19 @@ std::vector<CaseEntry> corpus() {
 }
 }  // namespace
 
-TEST(filter_corpus, applies_each_policy_of_the_paper) {
+TEST(filter_by_policy, applies_each_policy_of_the_paper) {
   const auto c = corpus();
-  EXPECT_EQ(filter_corpus(c, 550, *parse_policy("all")).size(), 10u);  // unlabelled cases never count
-  EXPECT_EQ(filter_corpus(c, 550, *parse_policy("all-preceding")), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(filter_by_policy(c, 550, *parse_policy("all")).size(), 10u);  // unlabelled cases never count
+  EXPECT_EQ(filter_by_policy(c, 550, *parse_policy("all-preceding")), (std::vector<int64_t>{1, 2, 3, 4, 5}));
   Policy closest = *parse_policy("closest-by-time");
   closest.window = 3;
-  EXPECT_EQ(filter_corpus(c, 550, closest), (std::vector<int64_t>{4, 5, 6}));  // 500 and 600 tie; 400 before 700
+  EXPECT_EQ(filter_by_policy(c, 550, closest), (std::vector<int64_t>{4, 5, 6}));  // 500 and 600 tie; 400 before 700
   Policy preceding = *parse_policy("closest-time-preceding");
   preceding.window = 2;
-  EXPECT_EQ(filter_corpus(c, 550, preceding), (std::vector<int64_t>{4, 5}));
-  // Default window: 10 % of the labelled corpus, at least one.
-  EXPECT_EQ(filter_corpus(c, 550, *parse_policy("closest-by-time")).size(), 1u);
-  EXPECT_TRUE(filter_corpus(c, 50, *parse_policy("all-preceding")).empty());
+  EXPECT_EQ(filter_by_policy(c, 550, preceding), (std::vector<int64_t>{4, 5}));
+  // Default window: 10 % of the labelled cases, at least one.
+  EXPECT_EQ(filter_by_policy(c, 550, *parse_policy("closest-by-time")).size(), 1u);
+  EXPECT_TRUE(filter_by_policy(c, 50, *parse_policy("all-preceding")).empty());
 }
 
 TEST(parse_policy, lists_the_known_policies_on_a_typo) {

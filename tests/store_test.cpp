@@ -179,7 +179,7 @@ TYPED_TEST(Store, mining_state_and_audit_decisions_through_the_cli) {
   auto mined = this->spark({"mine", "--outcomes", "all.jsonl"}, repo.path());
   ASSERT_EQ(mined.exit_code, 0) << mined.err;
   EXPECT_NE(mined.err.find("stored 26 outcomes"), std::string::npos) << mined.err;
-  EXPECT_NE(mined.err.find("12 labelled into the corpus"), std::string::npos) << mined.err;
+  EXPECT_NE(mined.err.find("12 labelled into the knowledge base"), std::string::npos) << mined.err;
   auto list = this->spark({"audit", "--format", "json"}, repo.path());
   ASSERT_EQ(list.exit_code, 0) << list.err;
   const json j = json::parse(list.out);

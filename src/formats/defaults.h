@@ -12,7 +12,7 @@ namespace spark::defaults {
 
 inline constexpr double kEpsilon = 0.05;          // annotation threshold ε, normalized Levenshtein (docs/LOCALIZER.md)
 inline constexpr double kSimilarityFloor = 0.10;  // retrieved cases below this cosine similarity are not used
-inline constexpr double kWindowFraction = 0.10;   // closest-* policies: the window's share of the labelled corpus
+inline constexpr double kWindowFraction = 0.10;   // closest-* policies: the window's share of the labelled cases
 inline constexpr size_t kContextTokens = 32768;   // the model's context window: prompt + answer must fit
 
 // A default as help and `spark config` print it: two decimals ("0.05", "0.10").

@@ -127,8 +127,8 @@ class KnowledgeBase {
 
   // One case per fault. Mined failures with the same fault key (failures.fault_key: the same test, faulty test code
   // and fix) are one fault: the earliest failure (by failure time, then commit) keeps the case; the others become
-  // `duplicate` failures pointing at it (duplicate_of) and their cases leave the corpus; a person's decision on any
-  // of them carries over to the one kept. The kept case's record gets meta.occurrences: count, first and last
+  // `duplicate` failures pointing at it (duplicate_of) and their cases leave the knowledge base; a person's decision on
+  // any of them carries over to the one kept. The kept case's record gets meta.occurrences: count, first and last
   // commit and time, and every failing commit. Runs inside the caller's transaction when there is one.
   struct FaultMerge {
     size_t merged = 0;  // failures that became duplicates in this call
