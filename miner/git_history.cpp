@@ -46,17 +46,15 @@ struct Git {
 // file (GitRepository::open, unified_diff, removed_or_modified_lines) checks it first.
 const Result<Git>& load_libgit2() {
   static const Result<Git> loaded = []() -> Result<Git> {
-    auto opened = SharedLibrary::open(SPARK_LIBGIT2_SONAME, "libgit2, for reading git history");
-    if (!opened) return std::unexpected(opened.error());
-    SharedLibrary& lib = *opened;
-    Git table;
-    SPARK_LIBGIT2_FUNCTIONS(SPARK_LIBRARY_BIND)
-    if (auto ok = lib.complete(); !ok) return std::unexpected(ok.error());
-    table.git_libgit2_init();
+    auto api =
+        load_library_table<Git>(SPARK_LIBGIT2_SONAME, "libgit2, for reading git history",
+                                [](SharedLibrary& lib, Git& table) { SPARK_LIBGIT2_FUNCTIONS(SPARK_LIBRARY_BIND) });
+    if (!api) return api;
+    api->git_libgit2_init();
     // As git itself: objects are not re-hashed on every read (they were checked when fetched). Halves the time of
     // reading history.
-    table.git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 0);
-    return table;
+    api->git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 0);
+    return api;
   }();
   return loaded;
 }

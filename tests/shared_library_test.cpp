@@ -50,5 +50,18 @@ TEST(shared_library, functions_an_older_library_lacks_are_named) {
   EXPECT_EQ(absent, nullptr);
 }
 
+TEST(shared_library, load_library_table_fills_a_table_or_says_what_is_missing) {
+  auto api = load_library_table<Sqlite>("libsqlite3.so.0", "SQL", [](SharedLibrary& lib, Sqlite& table) {
+    TEST_SQLITE_FUNCTIONS(SPARK_LIBRARY_BIND)
+  });
+  ASSERT_TRUE(api) << api.error().message;
+  EXPECT_EQ(api->sqlite3_complete("SELECT 1;"), 1);
+  auto missing = load_library_table<Sqlite>("libspark-no-such-library.so.7", "nothing",
+                                            [](SharedLibrary&, Sqlite&) { ADD_FAILURE() << "bound without a library"; });
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("libspark-no-such-library.so.7 (nothing) cannot be loaded"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace spark

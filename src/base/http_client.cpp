@@ -37,14 +37,11 @@ struct Curl {
 // thread comes first); an error when libcurl is missing or too old.
 const Result<Curl>& libcurl() {
   static const Result<Curl> loaded = []() -> Result<Curl> {
-    auto opened = SharedLibrary::open(SPARK_LIBCURL_SONAME, "libcurl, for HTTP to an LLM or an embeddings server");
-    if (!opened) return std::unexpected(opened.error());
-    SharedLibrary& lib = *opened;
-    Curl table;
-    SPARK_LIBCURL_FUNCTIONS(SPARK_LIBRARY_BIND)
-    if (auto ok = lib.complete(); !ok) return std::unexpected(ok.error());
-    table.curl_global_init(CURL_GLOBAL_DEFAULT);
-    return table;
+    auto api =
+        load_library_table<Curl>(SPARK_LIBCURL_SONAME, "libcurl, for HTTP to an LLM or an embeddings server",
+                                 [](SharedLibrary& lib, Curl& table) { SPARK_LIBCURL_FUNCTIONS(SPARK_LIBRARY_BIND) });
+    if (api) api->curl_global_init(CURL_GLOBAL_DEFAULT);
+    return api;
   }();
   return loaded;
 }

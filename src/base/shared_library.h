@@ -60,9 +60,21 @@ class SharedLibrary {
   std::vector<std::string> missing_;
 };
 
+// Opens `soname` and fills a table of its functions: `bind(lib, table)` binds each member (SPARK_LIBRARY_BIND). An
+// error when the library cannot be loaded or lacks one of them.
+template <class Table, class Bind>
+Result<Table> load_library_table(const std::string& soname, const std::string& purpose, Bind bind) {
+  auto opened = SharedLibrary::open(soname, purpose);
+  if (!opened) return std::unexpected(opened.error());
+  Table table;
+  bind(*opened, table);
+  if (auto ok = opened->complete(); !ok) return std::unexpected(ok.error());
+  return table;
+}
+
 // A table member typed from the function's declaration in the library's header.
 #define SPARK_LIBRARY_FIELD(function) decltype(&::function) function = nullptr;
-// Binds a table member (inside a function with a `SharedLibrary& lib` and a `table`).
+// Binds a table member (inside a function with a `SharedLibrary& lib` and a `table`: load_library_table's `bind`).
 #define SPARK_LIBRARY_BIND(function) lib.bind(table.function, #function);
 
 }  // namespace spark

@@ -25,16 +25,9 @@ struct Pq {
 };
 
 const Result<Pq>& load_libpq() {
-  static const Result<Pq> loaded = []() -> Result<Pq> {
-    auto opened =
-        SharedLibrary::open(SPARK_LIBPQ_SONAME, "the PostgreSQL client library, for a postgresql:// knowledge base");
-    if (!opened) return std::unexpected(opened.error());
-    SharedLibrary& lib = *opened;
-    Pq table;
-    SPARK_LIBPQ_FUNCTIONS(SPARK_LIBRARY_BIND)
-    if (auto ok = lib.complete(); !ok) return std::unexpected(ok.error());
-    return table;
-  }();
+  static const Result<Pq> loaded =
+      load_library_table<Pq>(SPARK_LIBPQ_SONAME, "the PostgreSQL client library, for a postgresql:// knowledge base",
+                             [](SharedLibrary& lib, Pq& table) { SPARK_LIBPQ_FUNCTIONS(SPARK_LIBRARY_BIND) });
   return loaded;
 }
 
