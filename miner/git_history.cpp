@@ -245,6 +245,7 @@ Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
   std::map<size_t, Done> done;
   const std::string path = git().git_repository_path(repo_.get());
   std::vector<char*> specs;
+  specs.reserve(prefixes.size());
   for (const auto& p : prefixes) specs.push_back(const_cast<char*>(p.c_str()));
   git_diff_options opts;
   git().git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);

@@ -72,8 +72,9 @@ Result<Table> load_library_table(const std::string& soname, const std::string& p
   return table;
 }
 
-// A table member typed from the function's declaration in the library's header.
-#define SPARK_LIBRARY_FIELD(function) decltype(&::function) function = nullptr;
+// A table member typed from the function's declaration in the library's header. (`function` is a name here, the
+// member's and the declaration's: it cannot be parenthesised.)
+#define SPARK_LIBRARY_FIELD(function) decltype(&::function) function = nullptr;  // NOLINT(bugprone-macro-parentheses)
 // Binds a table member (inside a function with a `SharedLibrary& lib` and a `table`: load_library_table's `bind`).
 #define SPARK_LIBRARY_BIND(function) lib.bind(table.function, #function);
 
