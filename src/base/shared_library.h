@@ -6,7 +6,8 @@
 // (docs/PERFORMANCE.md), and every `spark localize` on the embedded store paid it without calling any of them. The
 // three are no longer linked: each is opened with dlopen the first time one of its functions is needed, and its
 // functions are resolved into a table of pointers whose types come from the library's own header, so a call still
-// reads as a call and the compiler still checks its arguments:
+// reads as a call and the compiler still checks its arguments against the declaration (not the values of a variadic
+// function: curl_easy_setopt's value is no longer checked by curl's GCC type-check macros, which wrap the name):
 //
 //   #define SPARK_LIBGIT2_FUNCTIONS(X) X(git_libgit2_init) X(git_commit_lookup) ...
 //   struct Git { SPARK_LIBGIT2_FUNCTIONS(SPARK_LIBRARY_FIELD) };
