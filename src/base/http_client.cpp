@@ -10,7 +10,6 @@
 #include <cmath>
 #include <ctime>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
