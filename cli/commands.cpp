@@ -647,7 +647,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
       note(wants_llm ? "no LLM configured: ranked by spark's built-in ranker"
                      : "mode builtin: ranked by spark's built-in ranker");
     if (r.llm && client && !r.llm->used) llm_failed = true;
-    if (r.llm && r.llm->redactions.size() && i == 0) {
+    if (r.llm && !r.llm->redactions.empty() && i == 0) {
       size_t n = 0;
       for (const auto& [rule, count] : r.llm->redactions) n += count;
       note(who + "redacted " + std::to_string(n) + " secret(s) from the prompt");

@@ -222,6 +222,7 @@ class VersionEmbedding {
         }
         if (messages) {
           std::vector<int64_t> rowids;
+          rowids.reserve(v.cases.size());
           for (size_t ci : v.cases) rowids.push_back(cases_[ci].rowid);
           auto m = kb_.error_messages(rowids);
           if (!m) return std::unexpected(m.error());

@@ -142,6 +142,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     if (vectors.size() != rowids.size() * dim) return fail("the embedder returned vectors of different dimensions");
     // A test's cases form one group: the HNSW search scores its near-duplicates exactly.
     std::vector<int64_t> groups;
+    groups.reserve(rowids.size());
     for (int64_t rowid : rowids) groups.push_back(group_of.at(rowid));
     const auto ta = std::chrono::steady_clock::now();
     index->add(rowids, vectors, groups);

@@ -84,6 +84,7 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
                        ") makes this statement the fault with probability " + fmt(gate->probability));
   std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> out;
+  out.reserve(r.size());
   for (auto& [w, s] : r) out.push_back(std::move(s));
   return out;
 }
@@ -280,6 +281,7 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
     g.annotated = g.annotated || (ql.best_match >= 0 && ql.best_distance <= options.epsilon);
   }
   std::vector<const Group*> order;
+  order.reserve(groups.size());
   for (const auto& [key, g] : groups) order.push_back(&g);
   const auto distance_to_stop = [&](const Group* g) {
     return view.stop_file == static_cast<int>(g->best->file) ? std::abs(g->best->line - view.stop_line) : 1 << 30;

@@ -537,6 +537,7 @@ RankerModel train_ranker(std::vector<TrainingCase> cases, const KindPrior& prior
           }
       }
     }
+    prow.reserve(prow.size() + platt.size());
     for (const auto& p : platt) prow.push_back(p.data());
     const auto ab = fit_logistic(prow, py, pw, 2, 0.0, 0);
     beta[kBias] = ab[0];

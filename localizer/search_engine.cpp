@@ -136,6 +136,7 @@ Status SearchEngine::catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& e
       return fail("the embedder returned vectors of another dimension than the index's " +
                   std::to_string(index_.dimension()));
     std::vector<int64_t> groups;
+    groups.reserve(rowids.size());
     for (int64_t rowid : rowids) groups.push_back(group.at(rowid));
     index_.add(rowids, flat, groups);
     return {};

@@ -6,8 +6,10 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer, then runs each libFuzzer target of tests/fuzz from a fixed seed for
 # a set number of executions (scripts/fuzz.sh --fixed, ~15 s each; SPARK_FUZZ_SCALE multiplies the counts,
 # SPARK_FUZZ_SECONDS=N explores for N s each from a new seed instead). SPARK_SKIP_SANITIZE=1 skips the second pass,
-# SPARK_SKIP_FUZZ=1 the fuzzing. The knowledge-base tests run against SQLite and a real PostgreSQL 15 server each
-# test process starts for itself (initdb + pg_ctl in a temporary folder, as nobody when run as root).
+# SPARK_SKIP_FUZZ=1 the fuzzing. Between the two passes, scripts/tidy.sh holds the sources to .clang-tidy's checks
+# (clang-tidy-16; a finding fails the run; SPARK_SKIP_TIDY=1 skips it). The knowledge-base tests run against SQLite
+# and a real PostgreSQL 15 server each test process starts for itself (initdb + pg_ctl in a temporary folder, as
+# nobody when run as root).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
@@ -20,6 +22,12 @@ cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_WERR
 cmake --build "$root/build" -j"$jobs"
 echo "== tests"
 ctest --test-dir "$root/build" --output-on-failure -j"$jobs"
+
+if [ "${SPARK_SKIP_TIDY:-0}" != 1 ]; then
+    # .clang-tidy's checks over every source file of src/, localizer/, miner/ and cli/: a finding fails the run.
+    echo "== clang-tidy"
+    "$root/scripts/tidy.sh" "$root/build"
+fi
 
 if [ "${SPARK_SKIP_SANITIZE:-0}" != 1 ]; then
     echo "== build with ASan + UBSan"

@@ -33,9 +33,11 @@ bool prefer_huge_pages(size_t bytes) {
     blocks.push_back(p);
     // The block's whole pages (malloc's header before it is not the block's); neighbouring blocks are contiguous,
     // so the marked ranges join into one.
-    const auto begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~uintptr_t{kPage - 1};
-    const auto end = (reinterpret_cast<uintptr_t>(p) + kBlock) & ~uintptr_t{kPage - 1};
-    if (end > begin && ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) == 0) advised = true;
+    // The page boundaries are found on the address's value and reached from p (no integer-to-pointer cast).
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    const auto begin = (at + kPage - 1) & ~uintptr_t{kPage - 1};
+    const auto end = (at + kBlock) & ~uintptr_t{kPage - 1};
+    if (end > begin && ::madvise(static_cast<char*>(p) + (begin - at), end - begin, MADV_HUGEPAGE) == 0) advised = true;
   }
   for (void* p : blocks) std::free(p);
   return advised;
