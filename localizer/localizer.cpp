@@ -100,7 +100,7 @@ struct Filtered {
   std::unordered_set<int64_t> excluded;  // the query itself, its exact duplicates, and the caller's exclusions
 };
 
-Filtered filter_step(const std::vector<CaseFacts>& facts, const std::vector<int64_t>& labelled, const Case& query,
+Filtered filter_step(std::span<const CaseFacts> facts, const std::vector<int64_t>& labelled, const Case& query,
                      const Policy& policy, const std::unordered_set<int64_t>& extra_excluded, Localization& out) {
   Filtered d;
   d.excluded = extra_excluded;
@@ -399,9 +399,12 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
 const std::vector<int64_t>& Localizer::labelled_rowids() {
   if (!labelled_rowids_) {
     labelled_rowids_.emplace();
+    labelled_rowids_->reserve(engine_->facts().size());
     for (const auto& f : engine_->facts())
       if (f.labelled) labelled_rowids_->push_back(f.rowid);
-    std::sort(labelled_rowids_->begin(), labelled_rowids_->end());
+    // The facts are in rowid order (the cases file, the store's rows): sorted already, but for a caller's own order.
+    if (!std::is_sorted(labelled_rowids_->begin(), labelled_rowids_->end()))
+      std::sort(labelled_rowids_->begin(), labelled_rowids_->end());
   }
   return *labelled_rowids_;
 }

@@ -62,7 +62,7 @@ std::vector<int64_t> filter_by_policy(const std::vector<CaseEntry>& cases, int64
   return filter_by_policy(facts_of(cases), query_epoch, policy);
 }
 
-std::vector<int64_t> filter_by_policy(const std::vector<CaseFacts>& cases, int64_t query_epoch, const Policy& policy) {
+std::vector<int64_t> filter_by_policy(std::span<const CaseFacts> cases, int64_t query_epoch, const Policy& policy) {
   std::vector<const CaseFacts*> labelled;
   for (const auto& e : cases)
     if (e.labelled) labelled.push_back(&e);

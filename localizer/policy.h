@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ std::vector<std::string> policy_names();
 // all: every labelled case. all-preceding: failure time strictly before the query's. closest-by-time: the `window`
 // cases nearest in time (either side; ties by earlier time, then rowid). closest-time-preceding: the `window` nearest
 // among the preceding ones. Window size = max(1, ceil(fraction × labelled cases)) unless `window` is set.
-std::vector<int64_t> filter_by_policy(const std::vector<CaseFacts>& cases, int64_t query_epoch, const Policy& policy);
+std::vector<int64_t> filter_by_policy(std::span<const CaseFacts> cases, int64_t query_epoch, const Policy& policy);
 std::vector<int64_t> filter_by_policy(const std::vector<CaseEntry>& cases, int64_t query_epoch, const Policy& policy);
 
 }  // namespace spark

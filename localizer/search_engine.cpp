@@ -1,9 +1,12 @@
 #include "search_engine.h"
 
+#include <bit>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <unordered_map>
 
 #include "base/files.h"
@@ -21,7 +24,13 @@ namespace {
 constexpr char kCasesMagic[8] = {'S', 'P', 'K', 'C', 'A', 'S', '0', '1'};
 }
 
-Status write_cases(const fs::path& path, const std::vector<CaseFacts>& facts) {
+// A row of the file is a CaseFacts in memory: five 64-bit fields, no padding, little-endian.
+static_assert(sizeof(CaseFacts) == 5 * sizeof(uint64_t) && std::is_standard_layout_v<CaseFacts> &&
+                  std::is_trivially_copyable_v<CaseFacts> && offsetof(CaseFacts, labelled) == 4 * sizeof(uint64_t),
+              "the cases file's rows are CaseFacts in place");
+static_assert(std::endian::native == std::endian::little, "the cases file is little-endian");
+
+Status write_cases(const fs::path& path, std::span<const CaseFacts> facts) {
   std::string bytes(kCasesMagic, sizeof kCasesMagic);
   const uint64_t n = facts.size();
   bytes.append(reinterpret_cast<const char*>(&n), sizeof n);
@@ -34,7 +43,7 @@ Status write_cases(const fs::path& path, const std::vector<CaseFacts>& facts) {
   return write_file_atomic(path, bytes);
 }
 
-Result<std::vector<CaseFacts>> read_cases(const fs::path& path) {
+Result<MappedCases> map_cases(const fs::path& path) {
   auto map = MappedFile::open(path);
   if (!map) return std::unexpected(map.error());
   const std::string_view bytes = (*map)->view();
@@ -42,16 +51,12 @@ Result<std::vector<CaseFacts>> read_cases(const fs::path& path) {
   const size_t head = sizeof kCasesMagic + sizeof n;
   if (bytes.size() >= head) std::memcpy(&n, bytes.data() + sizeof kCasesMagic, sizeof n);
   if (bytes.size() < head || std::memcmp(bytes.data(), kCasesMagic, sizeof kCasesMagic) != 0 ||
-      n > bytes.size() / (5 * sizeof(uint64_t)) || bytes.size() != head + n * 5 * sizeof(uint64_t))
+      n > bytes.size() / sizeof(CaseFacts) || bytes.size() != head + n * sizeof(CaseFacts))
     return fail(path.string() + ": not a cases file of this index (header or size); run `spark index --rebuild`");
-  std::vector<CaseFacts> out(n);
-  const char* p = bytes.data() + head;
-  for (size_t i = 0; i < n; ++i, p += 5 * sizeof(uint64_t)) {
-    uint64_t row[5];
-    std::memcpy(row, p, sizeof row);
-    out[i] = {static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]), row[2], row[3], row[4] != 0};
-  }
-  return out;
+  // The mapping is page-aligned and the rows start 16 bytes in: each row is an aligned CaseFacts (an implicit-lifetime
+  // aggregate of five 64-bit integers; any bytes are valid values of it).
+  const auto* rows = reinterpret_cast<const CaseFacts*>(bytes.data() + head);
+  return MappedCases{std::move(*map), std::span<const CaseFacts>(rows, n)};
 }
 
 }  // namespace index_files
@@ -98,14 +103,13 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     // The store has not changed since the index was saved: the cases file says what filtering needs, with no pass
     // over the store's rows (an index saved by an earlier spark has none: read from the store, written by persist).
     if (const std::string cases_file = manifest->file_of(kCases); !cases_file.empty()) {
-      auto facts = read_cases(dir / cases_file);
-      if (!facts) return std::unexpected(facts.error());
-      engine->facts_ = std::move(*facts);
+      auto mapped = map_cases(dir / cases_file);
+      if (!mapped) return std::unexpected(mapped.error());
+      engine->set_facts(std::move(*mapped));
     } else {
       auto entries = kb.entries();
       if (!entries) return std::unexpected(entries.error());
-      engine->facts_ = facts_of(*entries);
-      engine->facts_from_store_ = true;
+      engine->set_facts(facts_of(*entries));
     }
     if (engine->facts_.size() != engine->index_.size())
       return fail(dir.string() + ": the index does not match the knowledge base: run `spark index --rebuild`");
@@ -158,8 +162,7 @@ Status SearchEngine::catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& e
     if (auto s = add(missing, flat); !s) return s;
   }
   added_ids_ = missing;
-  facts_ = facts_of(entries);
-  facts_from_store_ = true;
+  set_facts(facts_of(entries));
   if (!missing.empty())
     notes.push_back("the index lacked " + std::to_string(missing.size()) +
                     " case(s) added since it was built; embedded them for this run");
@@ -169,7 +172,7 @@ Status SearchEngine::catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& e
 Status SearchEngine::persist(KnowledgeBase& kb) {
   auto generation = kb.generation();
   if (!generation) return std::unexpected(generation.error());
-  if (facts_from_store_) {
+  if (facts_need_file_) {
     // The cases file of the state being saved: a new file, named by the new manifest.
     const std::string name = VectorIndex::fresh_name("cases", ".bin");
     if (auto s = index_files::write_cases(kb.index_dir() / name, facts_); !s) return s;
@@ -177,8 +180,22 @@ Status SearchEngine::persist(KnowledgeBase& kb) {
     extras_.push_back({index_files::kCases, name});
   }
   if (auto s = index_.save(kb.index_dir(), embedder_identity_, *generation, extras_); !s) return s;
-  facts_from_store_ = false;
+  facts_need_file_ = false;
   return {};
+}
+
+void SearchEngine::set_facts(std::vector<CaseFacts> from_store) {
+  facts_from_store_ = std::move(from_store);
+  facts_map_.reset();
+  facts_ = facts_from_store_;
+  facts_need_file_ = true;
+}
+
+void SearchEngine::set_facts(index_files::MappedCases mapped) {
+  facts_from_store_.clear();
+  facts_map_ = std::move(mapped.file);
+  facts_ = mapped.rows;
+  facts_need_file_ = false;
 }
 
 Result<std::vector<float>> SearchEngine::embed(const Case& c) {

@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
+#include "base/mapped_file.h"
 #include "case_embedding.h"
 #include "code/structure_cache.h"
 #include "formats/case.h"
@@ -31,9 +33,15 @@ inline constexpr const char* kRanker = "ranker.json";          // the built-in r
 inline constexpr const char* kCases = "cases.bin";             // what filtering needs of every case (CaseFacts)
 
 // The cases file: "SPKCAS01", the count (u64), then per case rowid, failure epoch, id hash, content-key hash and
-// labelled (0 or 1), u64 each, in rowid order. Written atomically; a file of another size or header is an error.
-Status write_cases(const std::filesystem::path& path, const std::vector<CaseFacts>& facts);
-Result<std::vector<CaseFacts>> read_cases(const std::filesystem::path& path);
+// labelled (0 or 1), u64 each (little-endian), in rowid order: each row is a CaseFacts as it lies in memory. Written
+// atomically; a file of another size or header is an error.
+Status write_cases(const std::filesystem::path& path, std::span<const CaseFacts> facts);
+// The cases file mapped, its rows used in place (no copy): valid while the returned mapping lives.
+struct MappedCases {
+  std::shared_ptr<const MappedFile> file;
+  std::span<const CaseFacts> rows;
+};
+Result<MappedCases> map_cases(const std::filesystem::path& path);
 }  // namespace index_files
 
 class SearchEngine {
@@ -59,9 +67,9 @@ class SearchEngine {
   size_t added_since_load() const { return added_ids_.size(); }
   const RankerModel& ranker() const { return ranker_; }
   StructureCache& structures() { return structures_; }
-  // Every case of the knowledge base as the index holds it (rowid order): from the index's cases file when the store
-  // has not changed since it was saved, else from the store.
-  const std::vector<CaseFacts>& facts() const { return facts_; }
+  // Every case of the knowledge base as the index holds it (rowid order): the index's cases file, mapped, when the
+  // store has not changed since it was saved, else read from the store.
+  std::span<const CaseFacts> facts() const { return facts_; }
 
  private:
   SearchEngine(std::unique_ptr<Embedder> e, VectorIndex i, RankerModel r)
@@ -75,8 +83,13 @@ class SearchEngine {
   std::string embedder_identity_;
   std::vector<int64_t> added_ids_;          // embedded since load
   std::vector<VectorIndex::Extra> extras_;  // the loaded state's extra files (kept by persist)
-  std::vector<CaseFacts> facts_;
-  bool facts_from_store_ = false;  // read from the store: persist writes them as a new cases file
+  // Set the facts: read from the store (persist writes them as a new cases file), or the mapped cases file's rows.
+  void set_facts(std::vector<CaseFacts> from_store);
+  void set_facts(index_files::MappedCases mapped);
+  std::span<const CaseFacts> facts_;             // one of the two below
+  std::vector<CaseFacts> facts_from_store_;      // read from the store (not yet in a cases file)
+  std::shared_ptr<const MappedFile> facts_map_;  // the cases file facts_ lies in
+  bool facts_need_file_ = false;                 // read from the store: persist writes them as a new cases file
 };
 
 }  // namespace spark

@@ -649,7 +649,7 @@ Result<std::vector<CaseEntry>> KnowledgeBase::entries() {
 uint64_t fact_hash(std::string_view text) { return fnv1a64(text) ^ (static_cast<uint64_t>(text.size()) << 56); }
 
 CaseFacts facts_of(const CaseEntry& e) {
-  return {e.rowid, e.failure_epoch, fact_hash(e.id), fact_hash(e.content_key), e.labelled};
+  return {e.rowid, e.failure_epoch, fact_hash(e.id), fact_hash(e.content_key), e.labelled ? 1u : 0u};
 }
 
 std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries) {

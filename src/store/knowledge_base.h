@@ -50,13 +50,15 @@ struct CaseEntry {
 };
 
 // What filtering a query needs of a stored case, in fixed size (the id and the content key as 64-bit hashes): kept
-// beside the vector index, so a new process does not read every case's row (docs/FORMATS.md, "cases file").
+// beside the vector index, so a new process does not read every case's row (docs/FORMATS.md, "cases file"). Five
+// 64-bit fields and nothing else: a row of the cases file is one CaseFacts as it lies in memory, so a query uses the
+// mapped file in place.
 struct CaseFacts {
   int64_t rowid = 0;
   int64_t failure_epoch = 0;
   uint64_t id_hash = 0;
   uint64_t key_hash = 0;
-  bool labelled = false;
+  uint64_t labelled = 0;  // 1 when the case has faulty lines, else 0
 };
 CaseFacts facts_of(const CaseEntry& e);
 std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries);
