@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "test_util.h"
@@ -84,6 +85,89 @@ TEST(git_history, bad_input_names_what_is_wrong) {
   auto binary = (*repo)->file_at(*head, "tests/blob.py");
   ASSERT_FALSE(binary);
   EXPECT_NE(binary.error().message.find("a binary file"), std::string::npos);
+}
+
+// git's own answer: the first-parent commits, oldest first, that touch `prefix` (all commits when empty).
+std::vector<std::string> git_log_first_parent(const TempDir& dir, const std::string& prefix) {
+  const std::string cmd = "git -C '" + dir.path().string() + "' log --first-parent --reverse --format=%H" +
+                          (prefix.empty() ? std::string() : " -- '" + prefix + "'");
+  std::vector<std::string> out;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char line[128];
+  while (std::fgets(line, sizeof line, p)) {
+    std::string sha(line);
+    while (!sha.empty() && (sha.back() == '\n' || sha.back() == '\r')) sha.pop_back();
+    out.push_back(sha);
+  }
+  ::pclose(p);
+  return out;
+}
+
+// The history walk issue 4's benchmark times against `git log -p` (bench/history_walk.cpp): the same commits as git
+// names for the prefix, in history order, whatever the number of patch workers, each with its own patch.
+TEST(git_history, for_each_patch_gives_the_commits_git_log_names_for_a_prefix_in_order_with_their_patches) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / "tests" / "test_a.py", kFaulty);
+  write_file(dir / "src" / "m.py", "x = 1\n");
+  git(dir, "add -A");
+  git(dir, "commit -m start", "2026-01-01T10:00:00Z");
+  write_file(dir / "src" / "m.py", "x = 2\n");  // outside tests/: no patch under the prefix
+  git(dir, "add -A");
+  git(dir, "commit -m source-only", "2026-01-02T10:00:00Z");
+  write_file(dir / "tests" / "test_a.py", kFixed);
+  git(dir, "add -A");
+  git(dir, "commit -m fix", "2026-01-03T10:00:00Z");
+  git(dir, "checkout -b side");
+  write_file(dir / "tests" / "test_b.py", "def test_b():\n    assert True\n");
+  git(dir, "add -A");
+  git(dir, "commit -m side-test", "2026-01-04T10:00:00Z");
+  git(dir, "checkout main");
+  git(dir, "merge --no-ff side -m merge", "2026-01-05T10:00:00Z");
+  git(dir, "rm -q tests/test_a.py");
+  git(dir, "commit -m remove", "2026-01-06T10:00:00Z");
+
+  auto repo = GitRepository::open(dir.path());
+  ASSERT_TRUE(repo) << repo.error().message;
+  const auto expected = git_log_first_parent(dir, "tests/");
+  ASSERT_EQ(expected.size(), 4u);  // start, fix, merge (against its first parent), remove
+  for (size_t threads : {1u, 3u}) {
+    std::vector<std::string> shas, summaries, patches;
+    auto s = (*repo)->for_each_patch(
+        {"tests/"},
+        [&](const CommitInfo& c, std::string_view patch) -> Status {
+          shas.push_back(c.sha);
+          summaries.push_back(c.summary);
+          patches.emplace_back(patch);
+          return {};
+        },
+        threads);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ(shas, expected) << threads << " worker(s)";
+    ASSERT_EQ(summaries, (std::vector<std::string>{"start", "fix", "merge", "remove"}));
+    EXPECT_NE(patches[0].find("+    shape = 'square'"), std::string::npos);
+    EXPECT_EQ(patches[0].find("src/m.py"), std::string::npos);  // limited to the prefix
+    EXPECT_NE(patches[1].find("-    shape = 'square'\n+    shape = 'rectangle'"), std::string::npos) << patches[1];
+    EXPECT_NE(patches[2].find("+++ b/tests/test_b.py"), std::string::npos) << patches[2];
+    EXPECT_NE(patches[3].find("deleted file"), std::string::npos) << patches[3];
+  }
+  // No prefix: every first-parent commit that changes anything, the source-only one too.
+  std::vector<std::string> every;
+  ASSERT_TRUE((*repo)->for_each_patch({}, [&](const CommitInfo& c, std::string_view) -> Status {
+    every.push_back(c.sha);
+    return {};
+  }));
+  EXPECT_EQ(every, git_log_first_parent(dir, ""));
+  // A callback's error ends the walk and is the walk's result.
+  size_t calls = 0;
+  auto stopped = (*repo)->for_each_patch({"tests/"}, [&](const CommitInfo&, std::string_view) -> Status {
+    ++calls;
+    return fail("stop here");
+  });
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.error().message, "stop here");
+  EXPECT_EQ(calls, 1u);
 }
 
 TEST(normalize_remote_url, one_name_for_every_spelling_of_a_remote) {
