@@ -204,6 +204,12 @@ struct BytesReader final : faiss::IOReader {
   }
 };
 
+// The error of an index file whose bytes do not match the checksum its manifest gives.
+std::unexpected<Error> checksum_mismatch(const fs::path& path) {
+  return fail(path.string() +
+              ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+}
+
 // Reads a faiss index file from its mapping, whose checksum the caller has verified (faiss 1.7.3's reader leaks what
 // it was reading when it throws on damaged bytes): the bytes the checksum read are the bytes FAISS reads.
 Result<std::unique_ptr<faiss::Index>> read_verified_faiss(const fs::path& path, const MappedFile& map) {
@@ -221,9 +227,7 @@ Result<std::unique_ptr<faiss::Index>> read_verified_faiss(const fs::path& path, 
 Result<std::unique_ptr<faiss::Index>> read_faiss(const fs::path& path, const std::string& checksum, Checksum kind) {
   auto map = MappedFile::open(path);
   if (!map) return std::unexpected(map.error());
-  if (checksum_of((*map)->view(), kind) != checksum)
-    return fail(path.string() +
-                ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+  if (checksum_of((*map)->view(), kind) != checksum) return checksum_mismatch(path);
   return read_verified_faiss(path, **map);
 }
 
@@ -1084,16 +1088,12 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   for (const auto& e : manifest->extra_files) {
     auto got = file_checksum(dir / e.file, kind);
     if (!got) return std::unexpected(got.error());
-    if (*got != e.checksum)
-      return fail((dir / e.file).string() +
-                  ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+    if (*got != e.checksum) return checksum_mismatch(dir / e.file);
   }
   auto id_map = MappedFile::open(ids);  // mapped once: checked, then used
   if (!id_map) return std::unexpected(id_map.error());
   const std::string_view id_bytes = (*id_map)->view();
-  if (checksum_of(id_bytes, kind) != manifest->ids_checksum)
-    return fail(ids.string() +
-                ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+  if (checksum_of(id_bytes, kind) != manifest->ids_checksum) return checksum_mismatch(ids);
   const size_t per_case = manifest->format >= 2 ? 3 : 1;
   if (id_bytes.size() != manifest->base_count * per_case * sizeof(int64_t))
     return fail(ids.string() + ": holds " + std::to_string(id_bytes.size() / (8 * per_case)) + " ids, manifest says " +
@@ -1121,9 +1121,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     if (manifest->kind == "hnsw") {
       const fs::path graph = dir / manifest->graph_file;
       // A damaged graph never reaches FAISS (its reader leaks what it was reading when it throws, faiss 1.7.3).
-      if (graph_sum.get() != manifest->graph_checksum)
-        return fail(graph.string() +
-                    ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+      if (graph_sum.get() != manifest->graph_checksum) return checksum_mismatch(graph);
       auto read = read_verified_faiss(graph, *graph_map);
       if (!read) return std::unexpected(read.error());
       index.index_ = std::move(*read);
@@ -1180,9 +1178,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     auto map = MappedFile::open(path);
     if (!map) return std::unexpected(map.error());
     const std::string_view segment = (*map)->view();
-    if (checksum_of(segment, kind) != sg.checksum)
-      return fail(path.string() +
-                  ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
+    if (checksum_of(segment, kind) != sg.checksum) return checksum_mismatch(path);
     uint64_t header[3] = {0, 0, 0};
     const size_t head = sizeof kSegmentMagic + sizeof header;
     if (segment.size() >= head) std::memcpy(header, segment.data() + sizeof kSegmentMagic, sizeof header);
