@@ -32,8 +32,8 @@ struct TableCopy {
 // KnowledgeBase::clear_embeddings) and is not copied.
 constexpr TableCopy kTables[] = {
     {"blobs", "sha, content", "tt", "sha"},
-    {"cases", "rowid, id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash",
-     "ittiitttt", "rowid"},
+    {"cases", "rowid, id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash, language",
+     "ittiittttt", "rowid"},
     {"case_files", "case_rowid, ord, path, blob_sha", "iitt", "case_rowid, ord"},
     {"outcomes", "commit_sha, test_id, outcome, time, message, origin, recorded_at", "tttitti", "commit_sha, test_id"},
     {"failures",

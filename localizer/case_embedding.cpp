@@ -68,11 +68,13 @@ class VersionEmbedding {
     std::unordered_map<std::string, size_t> version_of, function_of;
     auto s = kb_.for_each_sketch(min_rowid, [&](KnowledgeBase::CaseSketch&& c) -> Status {
       if (only && !only->contains(c.rowid)) return {};
-      std::string vkey;
+      // The case's language is part of its version: it decides how a file of no known extension is read.
+      std::string vkey = c.language + "\n";
       for (const auto& [path, key] : c.files) vkey += key + "\n";
       auto [vit, vnew] = version_of.emplace(vkey, versions_.size());
       if (vnew) {
         Version v;
+        v.language = c.language;
         for (auto& [path, key] : c.files) {
           v.paths.push_back(path);
           v.keys.push_back(key);
@@ -80,8 +82,7 @@ class VersionEmbedding {
         versions_.push_back(std::move(v));
       }
       Version& v = versions_[vit->second];
-      // A sketch has no `language` field: the files' extensions tell (what a case of a known language has).
-      const size_t file = test_file_index(c.test_id, "", v.paths, [](const std::string& p) { return p; });
+      const size_t file = test_file_index(c.test_id, v.language, v.paths, [](const std::string& p) { return p; });
       auto [sit, snew] = function_of.emplace(
           std::to_string(vit->second) + "\n" + std::to_string(file) + "\n" + c.test_id, functions_.size());
       if (snew) {
@@ -123,7 +124,7 @@ class VersionEmbedding {
           for (size_t si : v.functions) {
             const TestFunction& sc = functions_[si];
             test_function_text_[si] =
-                test_function_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], "", caches_[w]);
+                test_function_code_of(sc.test_id, v.paths[sc.file], contents[sc.file], v.language, caches_[w]);
             if (fit)
               HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::test_function_terms(test_function_text_[si]),
                                                    sc.cases, df[w]);
@@ -188,6 +189,7 @@ class VersionEmbedding {
 
  private:
   struct Version {
+    std::string language;  // the cases' `language` field
     std::vector<std::string> paths, keys;
     std::vector<size_t> cases;      // indices into cases_
     std::vector<size_t> functions;  // indices into functions_
@@ -288,7 +290,7 @@ EmbedText embed_text(const Case& c, StructureCache& cache, TestFunctionCache* fu
     t.code += '\n';
   }
   const SourceFile& tf = test_file_of(c);
-  const uint64_t key = fnv1a64(c.test_id, fnv1a64(tf.content)) ^ tf.content.size();
+  const uint64_t key = fnv1a64(c.language, fnv1a64(c.test_id, fnv1a64(tf.content))) ^ tf.content.size();
   if (functions)
     if (const std::string* hit = functions->find(key)) {
       t.test_function_code = *hit;

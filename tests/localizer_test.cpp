@@ -401,6 +401,63 @@ TEST(build_index, vectors_built_per_version_on_threads_equal_each_case_embedded_
   }
 }
 
+TEST(build_index, a_cases_language_reads_its_file_of_no_known_extension_in_bulk_as_alone) {
+  // A Java test file with no extension: the extension says nothing, so the case's `language` field decides how it
+  // is read. The store keeps that field beside the record (schema 4), so the per-version pass reads the file as Java
+  // too, and each vector equals the case embedded alone.
+  TempDir dir;
+  auto kb = std::move(*KnowledgeBase::open(dir / "kb", true));
+  const std::string java =
+      "package com.example.shop;\n"
+      "class CartCheck {\n"
+      "    @Test\n"
+      "    void totalCountsItems() {\n"
+      "        int expected = 3;\n"
+      "        assertEquals(expected, cart.total());\n"
+      "    }\n"
+      "    @Test\n"
+      "    void emptyCart() {\n"
+      "        cart.clear();\n"
+      "        assertEquals(0, cart.total());\n"
+      "    }\n"
+      "}\n";
+  std::vector<Case> cases = corpus();
+  for (int i = 0; i < 3; ++i) {
+    nlohmann::json j = {{"id", "java-" + std::to_string(i)},
+                        {"project", "demo/shop"},
+                        {"test_id", "com.example.shop.CartCheck#" + std::string(i == 2 ? "emptyCart" : "totalCountsItems")},
+                        {"language", "java"},
+                        {"failure_time", "2026-01-02T00:00:00Z"},
+                        {"error_message", "org.opentest4j.AssertionFailedError: expected: <3> but was: <" +
+                                              std::to_string(i) + ">"},
+                        {"files", {{{"path", "checks/CartCheck"}, {"content", java}}}},
+                        {"faulty_lines", {{{"path", "checks/CartCheck"}, {"line", i == 2 ? 10 : 5}}}}};
+    auto c = case_from_json(j);
+    ASSERT_TRUE(c) << c.error().message;
+    cases.push_back(*c);
+  }
+  ASSERT_TRUE(kb->import_cases(cases, {}, false));
+  std::vector<std::string> languages;
+  ASSERT_TRUE(kb->for_each_sketch(0, [&](KnowledgeBase::CaseSketch&& s) -> Status {
+    languages.push_back(s.language);
+    return {};
+  }));
+  ASSERT_EQ(languages.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(languages[i], cases[i].language) << cases[i].id;
+  auto report = build_index(*kb, {}, {});
+  ASSERT_TRUE(report) << report.error().message;
+  std::vector<std::string> notes;
+  auto engine = SearchEngine::open(*kb, {}, notes);
+  ASSERT_TRUE(engine) << engine.error().message;
+  for (const auto& c : cases) {
+    auto rowid = kb->find(c.id);
+    ASSERT_TRUE(rowid && *rowid);
+    auto stored = kb->load(**rowid);
+    ASSERT_TRUE(stored);
+    EXPECT_EQ(*(*engine)->embed(*stored), (*engine)->index().vector(**rowid)) << c.id;
+  }
+}
+
 TEST(SearchEngine, keeps_the_cases_filtering_needs_in_a_file_beside_the_index) {
   Fixture f;
   const auto dir = f.kb->index_dir();

@@ -169,6 +169,51 @@ TYPED_TEST(Store, settings_and_a_newer_schema_refused_by_name) {
       << newer.error().message;
 }
 
+TYPED_TEST(Store, a_schema_3_store_gets_each_cases_language_on_upgrade) {
+  std::string store_id;
+  {
+    auto kb = this->open();
+    ASSERT_TRUE(kb);
+    auto java = sample_case("java", "class CartCheck {\n  @Test void total() {\n    assertEquals(3, t);\n  }\n}\n", 3);
+    java["language"] = "java";
+    java["files"][0]["path"] = "checks/CartCheck";
+    java["faulty_lines"][0]["path"] = "checks/CartCheck";
+    auto c = case_from_json(java);
+    ASSERT_TRUE(c) << c.error().message;
+    ASSERT_TRUE(kb->import_cases({*c, make_case("plain", "def test_b():\n    assert 2 == 3\n", 2)}, {}, false));
+    if (auto id = kb->setting("store_id"); id && *id) store_id = **id;
+    // What a schema-3 store looked like: no language column.
+    ASSERT_TRUE(kb->database().exec("ALTER TABLE cases DROP COLUMN language"));
+    if constexpr (TypeParam::kServer) ASSERT_TRUE(kb->set_setting("schema_version", "3"));
+    else ASSERT_TRUE(kb->database().exec("PRAGMA user_version=3"));
+  }
+  if constexpr (TypeParam::kServer) {
+    // Commands that only read leave a server's schema alone and say what to run.
+    auto reader = KnowledgeBase::open(this->location_, false, 30000, this->dir_ / "local");
+    ASSERT_FALSE(reader);
+    EXPECT_NE(reader.error().message.find("older schema: run `spark kb init` first"), std::string::npos)
+        << reader.error().message;
+  }
+  auto kb = this->open(true);
+  ASSERT_TRUE(kb);
+  EXPECT_FALSE(kb->created());
+  std::vector<std::string> languages;  // in rowid order
+  ASSERT_TRUE(kb->for_each_sketch(0, [&](KnowledgeBase::CaseSketch&& s) -> Status {
+    languages.push_back(s.language);
+    return {};
+  }));
+  EXPECT_EQ(languages, (std::vector<std::string>{"java", "python"}));
+  EXPECT_EQ(*kb->count(), 2u);
+  if constexpr (TypeParam::kServer) {
+    EXPECT_EQ(**kb->setting("schema_version"), std::to_string(kSchemaVersion));
+    EXPECT_EQ(**kb->setting("store_id"), store_id);  // the runners' local indexes stay theirs
+  } else {
+    auto version = kb->database().prepare("PRAGMA user_version");
+    ASSERT_TRUE(version && *version->step());
+    EXPECT_EQ(version->int64(0), kSchemaVersion);
+  }
+}
+
 TYPED_TEST(Store, mining_state_and_audit_decisions_through_the_cli) {
   TempDir repo;
   std::vector<int> sizes(12, 1);

@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS cases(
   content_key TEXT NOT NULL,
   error_message TEXT NOT NULL,
   record TEXT NOT NULL,
-  record_hash TEXT NOT NULL);
+  record_hash TEXT NOT NULL,
+  language TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS cases_time ON cases(failure_epoch);
 CREATE TABLE IF NOT EXISTS case_files(
   case_rowid INTEGER NOT NULL REFERENCES cases(rowid) ON DELETE CASCADE,
@@ -94,7 +95,8 @@ CREATE TABLE IF NOT EXISTS cases(
   content_key TEXT COLLATE "C" NOT NULL,
   error_message BYTEA NOT NULL,
   record TEXT NOT NULL,
-  record_hash TEXT NOT NULL);
+  record_hash TEXT NOT NULL,
+  language TEXT COLLATE "C" NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS cases_time ON cases(failure_epoch);
 CREATE TABLE IF NOT EXISTS case_files(
   case_rowid BIGINT NOT NULL REFERENCES cases(rowid) ON DELETE CASCADE,
@@ -294,9 +296,19 @@ Status KnowledgeBase::migrate_postgres(bool create) {
     if (!version) return std::unexpected(version.error());
     if (*version < kSchemaVersion) {
       if (auto s = db_->exec(kPostgresSchema); !s) return s;
+      if (*version > 0) {
+        // Schema 3 → 4 (the server store began at 3): each case's language beside its record.
+        if (auto s = db_->exec("ALTER TABLE cases ADD COLUMN IF NOT EXISTS language TEXT COLLATE \"C\" NOT NULL "
+                               "DEFAULT ''");
+            !s)
+          return s;
+        if (auto s = fill_case_languages(); !s) return s;
+      }
       if (auto s = set_setting("schema_version", std::to_string(kSchemaVersion)); !s) return s;
-      if (auto s = set_setting("store_id", random_hex(16)); !s) return s;
-      created_ = true;
+      if (*version == 0) {
+        if (auto s = set_setting("store_id", random_hex(16)); !s) return s;
+        created_ = true;
+      }
     }
     if (auto s = tx->commit(); !s) return s;
   }
@@ -332,6 +344,15 @@ Status KnowledgeBase::migrate() {
   auto tx = Transaction::begin(*db_);
   if (!tx) return std::unexpected(tx.error());
   if (auto s = db_->exec(kSchema); !s) return s;
+  if (version > 0 && version < 4) {
+    // Schema 3 → 4 (first: the merge below imports cases): each case's language beside its record.
+    auto columns = db_->prepare("SELECT count(*) FROM pragma_table_info('cases') WHERE name = 'language'");
+    if (!columns) return std::unexpected(columns.error());
+    if (auto r = columns->step(); !r) return std::unexpected(r.error());
+    if (columns->int64(0) == 0)
+      if (auto s = db_->exec("ALTER TABLE cases ADD COLUMN language TEXT NOT NULL DEFAULT ''"); !s) return s;
+    if (auto s = fill_case_languages(); !s) return s;
+  }
   if (version > 0 && version < 3) {
     // Schema 2 → 3: failures get their fault key; failures that are one fault are merged into one case.
     auto columns = db_->prepare("SELECT count(*) FROM pragma_table_info('failures') WHERE name = 'fault_key'");
@@ -361,6 +382,31 @@ Status KnowledgeBase::migrate() {
     if (auto merged = merge_same_faults(); !merged) return std::unexpected(merged.error());
   if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(kSchemaVersion)); !s) return s;
   return tx->commit();
+}
+
+Status KnowledgeBase::fill_case_languages() {
+  // Read first, then write: a statement still stepping over `cases` never sees its own updates.
+  std::vector<std::pair<int64_t, std::string>> languages;
+  {
+    auto rows = db_->prepare("SELECT rowid, record FROM cases ORDER BY rowid");
+    if (!rows) return std::unexpected(rows.error());
+    for (;;) {
+      auto r = rows->step();
+      if (!r) return std::unexpected(r.error());
+      if (!*r) break;
+      // A damaged record is reported where it is loaded; its case keeps "" (the files' extensions then tell).
+      const json record = json::parse(rows->text(1), nullptr, false);
+      if (!record.is_object()) continue;
+      const auto it = record.find("language");
+      if (it == record.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) continue;
+      languages.emplace_back(rows->int64(0), it->get<std::string>());
+    }
+  }
+  auto set = db_->prepare("UPDATE cases SET language = ? WHERE rowid = ?");
+  if (!set) return std::unexpected(set.error());
+  for (const auto& [rowid, language] : languages)
+    if (auto s = set->bind(1, language).bind(2, rowid).run(); !s) return s;
+  return {};
 }
 
 namespace {
@@ -518,8 +564,8 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
   auto find = db_->prepare("SELECT rowid, record_hash FROM cases WHERE id = ?");
   auto del = db_->prepare("DELETE FROM cases WHERE rowid = ?");
   auto ins = db_->prepare(
-      "INSERT INTO cases(id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash) "
-      "VALUES (?,?,?,?,?,?,?,?) RETURNING rowid");
+      "INSERT INTO cases(id, test_id, failure_epoch, labelled, content_key, error_message, record, record_hash, "
+      "language) VALUES (?,?,?,?,?,?,?,?,?) RETURNING rowid");
   auto ins_blob = db_->prepare("INSERT INTO blobs(sha, content) VALUES (?, ?) ON CONFLICT DO NOTHING");
   auto has_blob = db_->prepare("SELECT 1 FROM blobs WHERE sha = ?");
   auto ins_file = db_->prepare("INSERT INTO case_files(case_rowid, ord, path, blob_sha) VALUES (?,?,?,?)");
@@ -578,7 +624,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       ++summary.added;
     }
     ins->bind(1, c.id).bind(2, c.test_id).bind(3, c.failure_epoch).bind(4, int64_t{c.labelled() ? 1 : 0});
-    ins->bind(5, key).bind(6, c.error_message).bind_static(7, record).bind(8, hash);
+    ins->bind(5, key).bind(6, c.error_message).bind_static(7, record).bind(8, hash).bind(9, c.language);
     auto inserted = ins->step();
     if (!inserted || !*inserted) {
       ins->reset();
@@ -743,9 +789,8 @@ Result<int64_t> KnowledgeBase::generation() {
 
 Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Status(CaseSketch&&)>& fn) {
   auto st = db_->prepare(
-      "SELECT c.rowid, c.test_id, c.labelled, f.path, f.blob_sha FROM cases c JOIN case_files f ON f.case_rowid = "
-      "c.rowid "
-      "WHERE c.rowid >= ? ORDER BY c.rowid, f.ord");
+      "SELECT c.rowid, c.test_id, c.labelled, f.path, f.blob_sha, c.language FROM cases c JOIN case_files f ON "
+      "f.case_rowid = c.rowid WHERE c.rowid >= ? ORDER BY c.rowid, f.ord");
   if (!st) return std::unexpected(st.error());
   st->bind(1, min_rowid);
   CaseSketch current;
@@ -762,6 +807,7 @@ Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Sta
       current.rowid = rowid;
       current.test_id = st->text(1);
       current.labelled = st->int64(2) != 0;
+      current.language = st->text(5);
     }
     current.files.emplace_back(st->text(3), st->text(4));
   }

@@ -22,8 +22,9 @@
 
 namespace spark {
 
-// 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state).
-inline constexpr int kSchemaVersion = 3;
+// 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state). 3: each
+// failure's fault key (one case per fault). 4: each case's `language` field beside its record (the sketches carry it).
+inline constexpr int kSchemaVersion = 4;
 
 // Where a case came from, for error messages ("cases.jsonl:12").
 struct CaseOrigin {
@@ -112,6 +113,7 @@ class KnowledgeBase {
   struct CaseSketch {
     int64_t rowid = 0;
     std::string test_id;
+    std::string language;  // the case's `language` field as given (a required field of the corpus format)
     bool labelled = false;
     std::vector<std::pair<std::string, std::string>> files;  // path, content key (see blob())
   };
@@ -148,6 +150,8 @@ class KnowledgeBase {
   KnowledgeBase(std::filesystem::path dir, std::unique_ptr<Database> db);
   Status migrate();
   Status migrate_postgres(bool create);
+  // Schema 3 → 4: fills cases.language from each case's record (a record that does not parse keeps "").
+  Status fill_case_languages();
   Result<int64_t> postgres_version();
   std::filesystem::path dir_;
   std::unique_ptr<Database> db_;
