@@ -12,8 +12,8 @@ REPO is a git directory (a clone, or a bare mirror) holding REV. Options: --case
 
 How the runs are made, per language (scripts/setup.sh --corpus installs what they need):
   java        javac and JUnit 5's console launcher from Debian (junit5, from --tests), with Debian's assertj,
-              mockito, commons-lang3, commons-collections4, hamcrest and JUnit 4 on the class path where installed
-              (--corpus installs them). Each test file is compiled with the project's
+              mockito, commons-lang3, commons-collections4, hamcrest, JUnit 4, jsr305 and gson on the class path where
+              installed (--corpus installs them), and the project's resource folders as Maven has them. Each test file is compiled with the project's
               main and test sources on the source path; a file that does not compile with Debian's JDK and jars, or
               whose tests do not all pass unmutated, is skipped. A mutant recompiles only its test file.
   javascript  Jest and jest-junit pinned by tests/js-tools (third_party/js-test-tools, from scripts/setup.sh
@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # JUnit 5's console launcher is required; the other libraries go on the class path when Debian's packages are there
 # (scripts/setup.sh --corpus installs them), and a test file that needs a missing one does not compile and is skipped.
 JAVA_JARS = ["junit-platform-console-standalone.jar", "assertj-core.jar", "commons-lang3.jar",
-             "commons-collections4.jar", "mockito-core.jar", "hamcrest.jar", "junit4.jar"]
+             "commons-collections4.jar", "mockito-core.jar", "hamcrest.jar", "junit4.jar", "jsr305.jar", "gson.jar"]
 CONSOLE = "/usr/share/java/junit-platform-console-standalone.jar"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -398,6 +398,8 @@ class JavaProject:
         if not tests:
             die("no src/test/java in the project")
         self.sourcepath = ":".join(str(work / p) for p in mains + tests)
+        # Maven's resource folders are on the class path of the tests, as Surefire puts them.
+        self.resources = [str(work / p) for p in ["src/test/resources", "src/main/resources"] if (work / p).is_dir()]
         self.base_out = {}
 
     def test_files(self):
@@ -419,7 +421,7 @@ class JavaProject:
 
     def run_tests(self, rel, content, classpath):
         reports = Path(tempfile.mkdtemp(dir=self.tmp))
-        r = run(["java", "-XX:TieredStopAtLevel=1", "-jar", CONSOLE, "-cp", ":".join(classpath + [self.jars]), "--select-class",
+        r = run(["java", "-XX:TieredStopAtLevel=1", "-jar", CONSOLE, "-cp", ":".join(classpath + self.resources + [self.jars]), "--select-class",
                  self.class_name(rel, content), "--reports-dir", str(reports), "--disable-banner",
                  "--details=none"], self.work)
         if r is None:

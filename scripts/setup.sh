@@ -26,7 +26,7 @@ if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
 fi
 if [ "$mode" = --corpus ]; then
     packages+=(libassertj-core-java libmockito-java libcommons-lang3-java libcommons-collections4-java libhamcrest-java
-               junit4)
+               junit4 libjsr305-java libgoogle-gson-java)
 fi
 
 say() { printf 'setup: %s\n' "$*" >&2; }
