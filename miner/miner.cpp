@@ -127,6 +127,25 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit) {
             }
             if (std::string found = find_by_tail(**listed, tail); !found.empty()) return found;
             return bare ? std::string() : files_under(workdir).find(tail);
+          },
+          [&repo, sha, bare, workdir,
+           texts = std::make_shared<std::optional<std::vector<std::pair<std::string, std::string>>>>()](
+              const std::vector<std::string>& names) {
+            // The commit's JavaScript/TypeScript test files, read once; then the work tree's (not committed yet).
+            if (!*texts) {
+              texts->emplace();
+              if (auto paths = sha.empty() ? Result<std::vector<std::string>>(std::vector<std::string>{})
+                                           : repo.paths_at(sha))
+                for (const auto& p : *paths)
+                  if (js_test_path(p))
+                    if (auto content = repo.file_at(sha, p); content && *content)
+                      (*texts)->emplace_back(p, std::move(**content));
+            }
+            std::vector<std::string> out;
+            for (const auto& [path, text] : **texts)
+              if (holds_names(text, names)) out.push_back(path);
+            if (out.empty() && !bare) return files_under(workdir).holding(names);
+            return out;
           }};
 }
 

@@ -219,5 +219,60 @@ TEST(junit, find_by_tail_prefers_a_test_source_root_then_the_shortest_path) {
   EXPECT_EQ(find_by_tail(paths, ""), "");
 }
 
+TEST(junit, node_test_reports_name_no_file_and_the_one_test_file_holding_the_names_is_taken) {
+  // node:test's reporter: classname "test", describe blocks as nested <testsuite>s, top-level tests right under
+  // <testsuites>. A name two files hold is not guessed; a file under node_modules/ or not a test file is not read.
+  TempDir dir;
+  write_file(dir / "test/cart.test.js",
+             "describe('Cart', () => {\n  describe(\"when empty\", () => {\n    test(`has no total`, () => {});\n"
+             "  });\n  test('shared', () => {});\n});\ntest('top level', () => {});\n");
+  write_file(dir / "test/other.test.js", "describe('Cart', () => { it('shared', () => {}); });\n");
+  write_file(dir / "src/cart.js", "// 'top level' 'Cart' 'only here'\n");
+  write_file(dir / "node_modules/x/test/a.test.js", "test('only here', () => {});\n");
+  write_file(dir / "report.xml",
+             "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<testsuites>\n"
+             "<testsuite name=\"Cart\"><testsuite name=\"when empty\">"
+             "<testcase name=\"has no total\" classname=\"test\" failure=\"boom\"><failure type=\"testCodeFailure\" "
+             "message=\"boom\">Error [ERR_TEST_FAILURE]: boom</failure></testcase></testsuite>"
+             "<testcase name=\"shared\" classname=\"test\"/></testsuite>\n"
+             "<testcase name=\"top level\" classname=\"test\"/>\n"
+             "<testcase name=\"only here\" classname=\"test\"/>\n"
+             "</testsuites>\n");
+  auto r = read_junit(dir / "report.xml", dir.path());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcomes.size(), 4u);
+  const auto* empty = find(*r, "test/cart.test.js > Cart > when empty > has no total");
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->outcome, Outcome::failed);
+  EXPECT_EQ(empty->file, "test/cart.test.js");
+  const auto* top = find(*r, "test/cart.test.js > top level");
+  ASSERT_TRUE(top);
+  EXPECT_EQ(top->outcome, Outcome::passed);
+  const auto* shared = find(*r, "Cart > shared");  // two test files hold 'Cart' and 'shared'
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(shared->file, "");
+  const auto* only = find(*r, "only here");  // held by a non-test file and a file under node_modules/ only
+  ASSERT_TRUE(only);
+  EXPECT_EQ(only->file, "");
+  std::string warnings;
+  for (const auto& w : r->warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("node:test names no file for \"Cart > shared\", and 2 test files (test/cart.test.js, "
+                          "test/other.test.js) hold its names; not read"),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("node:test names no file for \"only here\", and no test file in " + dir.path().string() +
+                          " holds its names"),
+            std::string::npos)
+      << warnings;
+  EXPECT_TRUE(js_test_path("test/x.js"));
+  EXPECT_TRUE(js_test_path("src/cart-test.mjs"));
+  EXPECT_TRUE(js_test_path("web/cart.spec.ts"));
+  EXPECT_FALSE(js_test_path("src/cart.js"));
+  EXPECT_FALSE(js_test_path("node_modules/x/test/a.test.js"));
+  EXPECT_FALSE(js_test_path("tests/test_x.py"));
+  EXPECT_TRUE(holds_names("it(\"a b\", () => {})", {"a b"}));
+  EXPECT_FALSE(holds_names("it('a bc', () => {})", {"a b"}));  // a whole literal only
+}
+
 }  // namespace
 }  // namespace spark

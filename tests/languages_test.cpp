@@ -381,5 +381,49 @@ TEST(languages, a_real_javascript_projects_failure_is_recorded_learned_from_its_
                    jest});
 }
 
+// The same project tested with node's own test runner and its JUnit reporter (node 18.20 and later), which names
+// no file: spark finds the test file by the names it holds.
+std::string cart_test_node(int expected, int pear) {
+  return "const { describe, test, beforeEach } = require('node:test');\n"  // 1
+         "const assert = require('node:assert');\n"                        // 2
+         "const { Cart } = require('../src/cart');\n"                      // 3
+         "\n"                                                              // 4
+         "describe('Cart', () => {\n"                                      // 5
+         "  let cart;\n"                                                   // 6
+         "  beforeEach(() => {\n"                                          // 7
+         "    cart = new Cart();\n"                                        // 8
+         "    cart.add('apple', 2);\n"                                     // 9
+         "  });\n"                                                         // 10
+         "\n"                                                              // 11
+         "  test('counts items', () => {\n"                                // 12
+         "    cart.add('pear', " + std::to_string(pear) + ");\n"           // 13
+         "    const expected = " + std::to_string(expected) + ";\n"        // 14
+         "    assert.strictEqual(cart.total(), expected);\n"               // 15
+         "  });\n"                                                         // 16
+         "\n"                                                              // 17
+         "  test('empty cart is zero', () => {\n"                          // 18
+         "    assert.strictEqual(new Cart().total(), 0);\n"                // 19
+         "  });\n"                                                         // 20
+         "});\n";                                                          // 21
+}
+
+void node_test(const TempDir& dir, const std::string& report) {
+  const std::string cmd = "cd '" + dir.path().string() + "' && node --test --test-reporter=junit "
+                          "--test-reporter-destination=" + report + " " + kJsPath + " > node.log 2>&1";
+  (void)std::system(cmd.c_str());
+  ASSERT_TRUE(std::filesystem::exists(dir / report))
+      << "node's test runner wrote no JUnit report (it needs node 18.20 or later; scripts/setup.sh --tests installs "
+         "nodejs): " << testing::slurp(dir / "node.log");
+}
+
+TEST(languages, a_real_node_test_projects_failure_is_recorded_learned_from_its_fix_and_used_for_the_next) {
+  learn_and_reuse({kJsPath, kJsPath + " > Cart > counts items", "javascript", 14, 15, 13, cart_test_node,
+                   [](const TempDir& dir) {
+                     write_file(dir / "package.json", "{\"name\": \"shop\", \"private\": true}\n");
+                     write_file(dir / "src/cart.js", kCartJs);
+                   },
+                   node_test});
+}
+
 }  // namespace
 }  // namespace spark

@@ -89,6 +89,35 @@ std::string join(const std::vector<std::string>& parts, size_t from, size_t to, 
 
 }  // namespace
 
+bool js_test_path(std::string_view path) {
+  const auto language = language_of_path(path);
+  if (language != Language::javascript && language != Language::typescript) return false;
+  const std::string p = "/" + std::string(path);
+  if (p.find("/node_modules/") != std::string::npos) return false;
+  if (p.find("/test/") != std::string::npos || p.find("/tests/") != std::string::npos ||
+      p.find("/__tests__/") != std::string::npos)
+    return true;
+  const std::string name = fs::path(std::string(path)).filename().string();
+  const std::string stem = name.substr(0, name.find('.'));
+  return name.find(".test.") != std::string::npos || name.find(".spec.") != std::string::npos ||
+         stem.ends_with("-test") || stem.ends_with("_test") || stem.starts_with("test-") || stem == "test";
+}
+
+bool holds_names(std::string_view text, const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    bool found = false;
+    for (const char quote : {'\'', '"', '`'}) {
+      const std::string literal = quote + n + quote;
+      if (text.find(literal) != std::string_view::npos) {
+        found = true;
+        break;
+      }
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
 std::string find_by_tail(const std::vector<std::string>& paths, std::string_view tail) {
   if (tail.empty()) return "";
   const auto under_test_root = [](std::string_view p) {
@@ -110,26 +139,42 @@ std::string find_by_tail(const std::vector<std::string>& paths, std::string_view
 }
 
 TestFiles files_under(const fs::path& root) {
-  // The folder's files, listed once on the first `find`.
+  // The folder's files, listed once on the first `find` or `holding`.
   auto listed = std::make_shared<std::optional<std::vector<std::string>>>();
+  const auto list = [root, listed]() -> const std::vector<std::string>& {
+    if (!*listed) {
+      listed->emplace();
+      std::error_code ec;
+      fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
+      for (; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (it->is_directory(ec)) {
+          if (name.starts_with('.') || name == "node_modules" || name == "target" || name == "build")
+            it.disable_recursion_pending();
+          continue;
+        }
+        if (it->is_regular_file(ec) && language_of_path(name))
+          (*listed)->push_back(fs::relative(it->path(), root, ec).generic_string());
+      }
+    }
+    return **listed;
+  };
+  // The JavaScript/TypeScript test files' texts, read once on the first `holding`.
+  auto texts = std::make_shared<std::optional<std::vector<std::pair<std::string, std::string>>>>();
   return {[root](const std::string& relative) { return inside_root(root, relative).has_value(); }, root.string(),
-          [root, listed](const std::string& tail) -> std::string {
-            if (!*listed) {
-              listed->emplace();
-              std::error_code ec;
-              fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
-              for (; !ec && it != end; it.increment(ec)) {
-                const std::string name = it->path().filename().string();
-                if (it->is_directory(ec)) {
-                  if (name.starts_with('.') || name == "node_modules" || name == "target" || name == "build")
-                    it.disable_recursion_pending();
-                  continue;
-                }
-                if (it->is_regular_file(ec) && language_of_path(name))
-                  (*listed)->push_back(fs::relative(it->path(), root, ec).generic_string());
-              }
+          [list](const std::string& tail) -> std::string { return find_by_tail(list(), tail); },
+          [root, list, texts](const std::vector<std::string>& names) {
+            if (!*texts) {
+              texts->emplace();
+              for (const auto& p : list())
+                if (js_test_path(p))
+                  if (auto full = inside_root(root, p))
+                    if (auto text = read_file(*full)) (*texts)->emplace_back(p, std::move(*text));
             }
-            return find_by_tail(**listed, tail);
+            std::vector<std::string> out;
+            for (const auto& [path, text] : **texts)
+              if (holds_names(text, names)) out.push_back(path);
+            return out;
           }};
 }
 
@@ -164,7 +209,8 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
     return it->second;
   };
   std::vector<pugi::xml_node> suites;
-  if (top_name == "testsuite") suites.push_back(top);
+  // A <testsuite> root, or a <testsuites> root holding test cases itself (node:test's top-level tests).
+  if (top_name == "testsuite" || top.child("testcase")) suites.push_back(top);
   // Suites may nest (some runners); walk them all, depth first in document order, without recursion (a report nested
   // 50,000 suites deep overflowed the stack).
   std::vector<pugi::xml_node> pending;
@@ -222,6 +268,31 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
           out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " +
                                  files.name);
         o.test_id = o.file.empty() ? test_name : o.file;
+        out.outcomes.push_back(std::move(o));
+        continue;
+      }
+      // node:test's reporter: classname "test", no file; the describe blocks are the enclosing <testsuite>s. The file
+      // is the one test file that holds all those names as string literals.
+      if (classname == "test" && file_attr.empty() && !exists("test.py")) {
+        std::vector<std::string> names;
+        for (pugi::xml_node p = tc.parent(); p && std::string_view(p.name()) == "testsuite"; p = p.parent())
+          names.emplace_back(p.attribute("name").as_string());
+        std::reverse(names.begin(), names.end());
+        names.push_back(test_name);
+        const std::string title = join(names, 0, names.size(), " > ");
+        const std::vector<std::string> holders = files.holding ? files.holding(names) : std::vector<std::string>{};
+        if (holders.size() == 1) {
+          o.file = holders.front();
+          o.test_id = o.file + " > " + title;
+        } else {
+          out.warnings.push_back(where + "node:test names no file for \"" + title + "\", and " +
+                                 (holders.empty() ? std::string("no test file in ") + files.name + " holds"
+                                                  : std::to_string(holders.size()) + " test files (" + holders[0] +
+                                                        ", " + holders[1] + (holders.size() > 2 ? ", …" : "") +
+                                                        ") hold") +
+                                 " its names; not read");
+          o.test_id = title;
+        }
         out.outcomes.push_back(std::move(o));
         continue;
       }

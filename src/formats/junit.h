@@ -3,7 +3,9 @@
 // Surefire, Gradle). Each <testcase> becomes an outcome with a test id: for Python a node id, `classname` + `name`
 // mapped to `tests/test_x.py::TestC::test_f[param]` by finding which prefix of the dotted class name is a test file
 // under the repository root; for JavaScript/TypeScript `tests/x.test.js > suite > case` (jest-junit with its `file`
-// attribute, Vitest's classname); for Java `com.x.FooTest#testBar` (`name` without its empty "()"), when the class's
+// attribute, Vitest's classname, and node:test's reporter, which names no file: classname "test", the describe
+// blocks as nested <testsuite>s, top-level tests right under <testsuites>; its file is the one test file whose text
+// holds the suites' and the test's names as string literals); for Java `com.x.FooTest#testBar` (`name` without its empty "()"), when the class's
 // package path and file ("com/x/FooTest.java") end the path of a file there (any source root: src/test/java/, …).
 // Files outside the root are never read or named as test files.
 // Contract: the readers own nothing past the call and are thread-safe; a file that is not XML fails with a Result
@@ -47,7 +49,16 @@ struct TestFiles {
   // The path of a file there whose path ends with `tail` at a '/' (or that an absolute `tail` ends with); "" when
   // none. Unset: never found.
   std::function<std::string(const std::string& tail)> find;
+  // The JavaScript/TypeScript test files there (js_test_path) whose text holds each of `names` as a string literal
+  // (holds_names): where node:test's test is, which its report does not say. Unset: none.
+  std::function<std::vector<std::string>(const std::vector<std::string>& names)> holding;
 };
+// A path node:test, Jest, Vitest or Mocha takes for a test file: a JavaScript/TypeScript file named *.test.*,
+// *.spec.*, *-test.*, *_test.*, test-*, test.* or under a test/, tests/ or __tests__/ folder; never under
+// node_modules/.
+bool js_test_path(std::string_view path);
+// Whether `text` holds each of `names` as a whole string literal: 'name', "name" or `name`.
+bool holds_names(std::string_view text, const std::vector<std::string>& names);
 // The path of `paths` that best matches `tail` (see TestFiles::find): one under a test source root (src/test/,
 // test/, tests/, __tests__/) before others, then the shortest, then the first.
 std::string find_by_tail(const std::vector<std::string>& paths, std::string_view tail);
