@@ -280,7 +280,8 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
         std::reverse(names.begin(), names.end());
         names.push_back(test_name);
         const std::string title = join(names, 0, names.size(), " > ");
-        const std::vector<std::string> holders = files.holding ? files.holding(names) : std::vector<std::string>{};
+        std::vector<std::string> holders = files.holding ? files.holding(names) : std::vector<std::string>{};
+        std::sort(holders.begin(), holders.end());  // a folder lists its files in no set order
         if (holders.size() == 1) {
           o.file = holders.front();
           o.test_id = o.file + " > " + title;
