@@ -105,6 +105,24 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit) {
   std::string name = full ? "commit " + full->substr(0, 10) + " of " + workdir.string() : workdir.string();
   if (full && !bare) name += " (or its work tree)";
   const std::string sha = full ? *full : "";
+  // The commit's paths, listed once; the work tree (a file not committed yet), listed once when first needed.
+  auto listed = std::make_shared<std::optional<std::vector<std::string>>>();
+  const auto list = [&repo, sha, listed]() -> const std::vector<std::string>& {
+    if (!*listed) {
+      auto paths = sha.empty() ? Result<std::vector<std::string>>(std::vector<std::string>{}) : repo.paths_at(sha);
+      listed->emplace(paths ? std::move(*paths) : std::vector<std::string>{});
+    }
+    return **listed;
+  };
+  auto tree = std::make_shared<std::optional<TestFiles>>();
+  const auto work_tree = [workdir, tree]() -> const TestFiles& {
+    if (!*tree) tree->emplace(files_under(workdir));
+    return **tree;
+  };
+  auto committed = holding_over(list, [&repo, sha](const std::string& path) -> std::optional<std::string> {
+    auto content = repo.file_at(sha, path);
+    return content && *content ? std::optional<std::string>(std::move(**content)) : std::nullopt;
+  });
   return {[&repo, sha, bare, workdir](const std::string& relative) {
             const fs::path rel(relative);
             if (relative.empty() || rel.is_absolute()) return false;
@@ -117,34 +135,13 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit) {
             return !bare && inside_root(workdir, relative).has_value();
           },
           name,
-          [&repo, sha, bare, workdir, listed = std::make_shared<std::optional<std::vector<std::string>>>()](
-              const std::string& tail) -> std::string {
-            // The commit's paths, listed once; then the work tree's (a file not committed yet).
-            if (!*listed) {
-              auto paths =
-                  sha.empty() ? Result<std::vector<std::string>>(std::vector<std::string>{}) : repo.paths_at(sha);
-              listed->emplace(paths ? std::move(*paths) : std::vector<std::string>{});
-            }
-            if (std::string found = find_by_tail(**listed, tail); !found.empty()) return found;
-            return bare ? std::string() : files_under(workdir).find(tail);
+          [list, work_tree, bare](const std::string& tail) -> std::string {
+            if (std::string found = find_by_tail(list(), tail); !found.empty()) return found;
+            return bare ? std::string() : work_tree().find(tail);
           },
-          [&repo, sha, bare, workdir,
-           texts = std::make_shared<std::optional<std::vector<std::pair<std::string, std::string>>>>()](
-              const std::vector<std::string>& names) {
-            // The commit's JavaScript/TypeScript test files, read once; then the work tree's (not committed yet).
-            if (!*texts) {
-              texts->emplace();
-              if (auto paths = sha.empty() ? Result<std::vector<std::string>>(std::vector<std::string>{})
-                                           : repo.paths_at(sha))
-                for (const auto& p : *paths)
-                  if (js_test_path(p))
-                    if (auto content = repo.file_at(sha, p); content && *content)
-                      (*texts)->emplace_back(p, std::move(**content));
-            }
-            std::vector<std::string> out;
-            for (const auto& [path, text] : **texts)
-              if (holds_names(text, names)) out.push_back(path);
-            if (out.empty() && !bare) return files_under(workdir).holding(names);
+          [committed, work_tree, bare](const std::vector<std::string>& names) {
+            auto out = committed(names);
+            if (out.empty() && !bare) return work_tree().holding(names);
             return out;
           }};
 }

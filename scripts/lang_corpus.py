@@ -13,9 +13,10 @@ REPO is a git directory (a clone, or a bare mirror) holding REV. Options: --case
 How the runs are made, per language (scripts/setup.sh --corpus installs what they need):
   java        javac and JUnit 5's console launcher from Debian (junit5, from --tests), with Debian's assertj,
               mockito, commons-lang3, commons-collections4, hamcrest, JUnit 4, jsr305 and gson on the class path where
-              installed (--corpus installs them), and the project's resource folders as Maven has them. Each test file is compiled with the project's
-              main and test sources on the source path; a file that does not compile with Debian's JDK and jars, or
-              whose tests do not all pass unmutated, is skipped. A mutant recompiles only its test file.
+              installed (--corpus installs them), and the project's resource folders as Maven has them. Each test
+              file is compiled with the project's main and test sources on the source path; a file that does not
+              compile with Debian's JDK and jars, or whose tests do not all pass unmutated, is skipped. A mutant
+              recompiles only its test file.
   javascript  Jest and jest-junit pinned by tests/js-tools (third_party/js-test-tools, from scripts/setup.sh
               --tests), run on one test file at a time with the settings docs/MINER.md gives. The project must be
               CommonJS or otherwise run under Jest without a transform, and have no runtime dependencies to install.
@@ -421,9 +422,9 @@ class JavaProject:
 
     def run_tests(self, rel, content, classpath):
         reports = Path(tempfile.mkdtemp(dir=self.tmp))
-        r = run(["java", "-XX:TieredStopAtLevel=1", "-jar", CONSOLE, "-cp", ":".join(classpath + self.resources + [self.jars]), "--select-class",
-                 self.class_name(rel, content), "--reports-dir", str(reports), "--disable-banner",
-                 "--details=none"], self.work)
+        r = run(["java", "-XX:TieredStopAtLevel=1", "-jar", CONSOLE, "-cp",
+                 ":".join(classpath + self.resources + [self.jars]), "--select-class", self.class_name(rel, content),
+                 "--reports-dir", str(reports), "--disable-banner", "--details=none"], self.work)
         if r is None:
             return None
         return reports

@@ -118,6 +118,24 @@ bool holds_names(std::string_view text, const std::vector<std::string>& names) {
   return true;
 }
 
+std::function<std::vector<std::string>(const std::vector<std::string>& names)> holding_over(
+    std::function<const std::vector<std::string>&()> list,
+    std::function<std::optional<std::string>(const std::string& path)> read) {
+  auto texts = std::make_shared<std::optional<std::vector<std::pair<std::string, std::string>>>>();
+  return [list = std::move(list), read = std::move(read), texts](const std::vector<std::string>& names) {
+    if (!*texts) {
+      texts->emplace();
+      for (const auto& p : list())
+        if (js_test_path(p))
+          if (auto text = read(p)) (*texts)->emplace_back(p, std::move(*text));
+    }
+    std::vector<std::string> out;
+    for (const auto& [path, text] : **texts)
+      if (holds_names(text, names)) out.push_back(path);
+    return out;
+  };
+}
+
 std::string find_by_tail(const std::vector<std::string>& paths, std::string_view tail) {
   if (tail.empty()) return "";
   const auto under_test_root = [](std::string_view p) {
@@ -159,23 +177,14 @@ TestFiles files_under(const fs::path& root) {
     }
     return **listed;
   };
-  // The JavaScript/TypeScript test files' texts, read once on the first `holding`.
-  auto texts = std::make_shared<std::optional<std::vector<std::pair<std::string, std::string>>>>();
   return {[root](const std::string& relative) { return inside_root(root, relative).has_value(); }, root.string(),
           [list](const std::string& tail) -> std::string { return find_by_tail(list(), tail); },
-          [root, list, texts](const std::vector<std::string>& names) {
-            if (!*texts) {
-              texts->emplace();
-              for (const auto& p : list())
-                if (js_test_path(p))
-                  if (auto full = inside_root(root, p))
-                    if (auto text = read_file(*full)) (*texts)->emplace_back(p, std::move(*text));
-            }
-            std::vector<std::string> out;
-            for (const auto& [path, text] : **texts)
-              if (holds_names(text, names)) out.push_back(path);
-            return out;
-          }};
+          holding_over(list, [root](const std::string& path) -> std::optional<std::string> {
+            auto full = inside_root(root, path);
+            if (!full) return std::nullopt;
+            auto text = read_file(*full);
+            return text ? std::optional<std::string>(std::move(*text)) : std::nullopt;
+          })};
 }
 
 Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {

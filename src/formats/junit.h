@@ -5,8 +5,9 @@
 // under the repository root; for JavaScript/TypeScript `tests/x.test.js > suite > case` (jest-junit with its `file`
 // attribute, Vitest's classname, and node:test's reporter, which names no file: classname "test", the describe
 // blocks as nested <testsuite>s, top-level tests right under <testsuites>; its file is the one test file whose text
-// holds the suites' and the test's names as string literals); for Java `com.x.FooTest#testBar` (`name` without its empty "()"), when the class's
-// package path and file ("com/x/FooTest.java") end the path of a file there (any source root: src/test/java/, …).
+// holds the suites' and the test's names as string literals); for Java `com.x.FooTest#testBar` (`name` without its
+// empty "()"), when the class's package path and file ("com/x/FooTest.java") end the path of a file there (any
+// source root: src/test/java/, …).
 // Files outside the root are never read or named as test files.
 // Contract: the readers own nothing past the call and are thread-safe; a file that is not XML fails with a Result
 // naming the report, line and reason; a test case whose file cannot be found becomes a warning, not a failure.
@@ -59,6 +60,11 @@ struct TestFiles {
 bool js_test_path(std::string_view path);
 // Whether `text` holds each of `names` as a whole string literal: 'name', "name" or `name`.
 bool holds_names(std::string_view text, const std::vector<std::string>& names);
+// A TestFiles::holding over the files `list` names that js_test_path accepts, each read by `read` once, on the first
+// call (nullopt: left out). Copies share what they read.
+std::function<std::vector<std::string>(const std::vector<std::string>& names)> holding_over(
+    std::function<const std::vector<std::string>&()> list,
+    std::function<std::optional<std::string>(const std::string& path)> read);
 // The path of `paths` that best matches `tail` (see TestFiles::find): one under a test source root (src/test/,
 // test/, tests/, __tests__/) before others, then the shortest, then the first.
 std::string find_by_tail(const std::vector<std::string>& paths, std::string_view tail);

@@ -177,6 +177,14 @@ CaseKeys case_keys(const Case& c) {
   return out;
 }
 
+// Whether an SQLite table has a column (an upgrade adds it only once).
+Result<bool> has_column(Database& db, const std::string& table, const std::string& column) {
+  auto st = db.prepare("SELECT count(*) FROM pragma_table_info('" + table + "') WHERE name = '" + column + "'");
+  if (!st) return std::unexpected(st.error());
+  if (auto r = st->step(); !r) return std::unexpected(r.error());
+  return st->int64(0) > 0;
+}
+
 std::string random_hex(size_t bytes) {
   std::random_device rd;
   std::string out;
@@ -346,19 +354,17 @@ Status KnowledgeBase::migrate() {
   if (auto s = db_->exec(kSchema); !s) return s;
   if (version > 0 && version < 4) {
     // Schema 3 → 4 (first: the merge below imports cases): each case's language beside its record.
-    auto columns = db_->prepare("SELECT count(*) FROM pragma_table_info('cases') WHERE name = 'language'");
-    if (!columns) return std::unexpected(columns.error());
-    if (auto r = columns->step(); !r) return std::unexpected(r.error());
-    if (columns->int64(0) == 0)
+    auto has = has_column(*db_, "cases", "language");
+    if (!has) return std::unexpected(has.error());
+    if (!*has)
       if (auto s = db_->exec("ALTER TABLE cases ADD COLUMN language TEXT NOT NULL DEFAULT ''"); !s) return s;
     if (auto s = fill_case_languages(); !s) return s;
   }
   if (version > 0 && version < 3) {
     // Schema 2 → 3: failures get their fault key; failures that are one fault are merged into one case.
-    auto columns = db_->prepare("SELECT count(*) FROM pragma_table_info('failures') WHERE name = 'fault_key'");
-    if (!columns) return std::unexpected(columns.error());
-    if (auto r = columns->step(); !r) return std::unexpected(r.error());
-    if (columns->int64(0) == 0)
+    auto has = has_column(*db_, "failures", "fault_key");
+    if (!has) return std::unexpected(has.error());
+    if (!*has)
       if (auto s = db_->exec("ALTER TABLE failures ADD COLUMN fault_key TEXT; "
                              "ALTER TABLE failures ADD COLUMN duplicate_of TEXT;");
           !s)
