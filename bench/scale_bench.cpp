@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
   }
   IndexBuildOptions build_options;
   if (const char* efc = std::getenv("SPARK_SCALE_EF_CONSTRUCTION")) build_options.index.ef_construction = std::atoi(efc);
+  if (const char* m = std::getenv("SPARK_SCALE_HNSW_M")) build_options.index.hnsw_m = std::atoi(m);
   auto t = Clock::now();
   auto report = build_index(**kb, {}, build_options);
   if (!report) {
@@ -192,6 +193,7 @@ int main(int argc, char** argv) {
   // The HNSW trade-off on the same queries: top-1 as similar as the exact top-1, and vector-search time alone.
   if ((*engine)->index().is_hnsw()) {
     std::vector<float> exact_best;
+    exact_best.reserve(query_vectors.size());
     for (const auto& v : query_vectors) exact_best.push_back((*engine)->index().search_exact(v.data(), 1)[0].similarity);
     // Without the exact scoring of the hits' groups first (the graph walk alone), then with it.
     std::vector<std::pair<int, size_t>> settings = {{128, 0}, {16, 4}, {64, 4}, {128, 4}, {256, 4}, {128, 8}, {256, 8}};

@@ -43,10 +43,13 @@ Status write_cases(const fs::path& path, std::span<const CaseFacts> facts) {
   return write_file_atomic(path, bytes);
 }
 
-Result<MappedCases> map_cases(const fs::path& path) {
-  auto map = MappedFile::open(path);
-  if (!map) return std::unexpected(map.error());
-  const std::string_view bytes = (*map)->view();
+Result<MappedCases> map_cases(const fs::path& path, std::shared_ptr<const MappedFile> mapped) {
+  if (!mapped) {
+    auto map = MappedFile::open(path);
+    if (!map) return std::unexpected(map.error());
+    mapped = std::move(*map);
+  }
+  const std::string_view bytes = mapped->view();
   uint64_t n = 0;
   const size_t head = sizeof kCasesMagic + sizeof n;
   if (bytes.size() >= head) std::memcpy(&n, bytes.data() + sizeof kCasesMagic, sizeof n);
@@ -56,7 +59,7 @@ Result<MappedCases> map_cases(const fs::path& path) {
   // The mapping is page-aligned and the rows start 16 bytes in: each row is an aligned CaseFacts (an implicit-lifetime
   // aggregate of five 64-bit integers; any bytes are valid values of it).
   const auto* rows = reinterpret_cast<const CaseFacts*>(bytes.data() + head);
-  return MappedCases{std::move(*map), std::span<const CaseFacts>(rows, n)};
+  return MappedCases{std::move(mapped), std::span<const CaseFacts>(rows, n)};
 }
 
 }  // namespace index_files
@@ -80,7 +83,9 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     const std::string df = manifest->file_of(kDocumentFrequencies);
     if (df.empty())
       return fail((dir / "manifest.json").string() + ": names no document frequencies (" + kDocumentFrequencies + ")");
-    if (auto s = builtin->load(dir / df); !s) return std::unexpected(s.error());
+    // Through the mapping the index verified it by: its pages are touched once, not once per mapping.
+    if (auto s = builtin->load(dir / df, loaded->first.take_verified_extra(kDocumentFrequencies)); !s)
+      return std::unexpected(s.error());
   }
   if (config.kind == "builtin" && embedder->identity() != manifest->embedder)
     return fail(dir.string() + ": the index was built with embedder \"" + manifest->embedder +
@@ -92,6 +97,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   if (ranker_file.empty()) return fail((dir / "manifest.json").string() + ": names no ranker (" + kRanker + ")");
   auto ranker = RankerModel::load(dir / ranker_file);
   if (!ranker) return std::unexpected(ranker.error());
+  std::shared_ptr<const MappedFile> cases_map = loaded->first.take_verified_extra(kCases);
   std::unique_ptr<SearchEngine> engine(
       new SearchEngine(std::move(embedder), std::move(loaded->first), std::move(*ranker)));
   engine->embedder_identity_ = manifest->embedder;
@@ -103,7 +109,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     // The store has not changed since the index was saved: the cases file says what filtering needs, with no pass
     // over the store's rows (an index saved by an earlier spark has none: read from the store, written by persist).
     if (const std::string cases_file = manifest->file_of(kCases); !cases_file.empty()) {
-      auto mapped = map_cases(dir / cases_file);
+      auto mapped = map_cases(dir / cases_file, std::move(cases_map));
       if (!mapped) return std::unexpected(mapped.error());
       engine->set_facts(std::move(*mapped));
     } else {

@@ -41,7 +41,8 @@ struct MappedCases {
   std::shared_ptr<const MappedFile> file;
   std::span<const CaseFacts> rows;
 };
-Result<MappedCases> map_cases(const std::filesystem::path& path);
+// `mapped`, when given, is the file already mapped (and verified) by the index's load; errors still name `path`.
+Result<MappedCases> map_cases(const std::filesystem::path& path, std::shared_ptr<const MappedFile> mapped = nullptr);
 }  // namespace index_files
 
 class SearchEngine {

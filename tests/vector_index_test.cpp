@@ -77,7 +77,7 @@ TEST(VectorIndex, round_trips_through_disk_and_refuses_damaged_files) {
 
   const std::string file = loaded->second.vectors_file;
   EXPECT_TRUE(file.starts_with("vectors.") && file.ends_with(".f32")) << file;
-  EXPECT_EQ(loaded->second.format, 5);
+  EXPECT_EQ(loaded->second.format, 6);
   EXPECT_EQ(loaded->second.graph_file, "");  // a flat index has no graph
   const std::string bytes = testing::slurp(dir / "index" / file);
   testing::write_file(dir / "index" / file, bytes.substr(0, bytes.size() / 2));
@@ -93,7 +93,8 @@ TEST(VectorIndex, round_trips_through_disk_and_refuses_damaged_files) {
   // unverified still searches, and the damaged vector ranks last instead of breaking the order.
   std::string nan_bytes = bytes;
   const float nan = std::nanf("");
-  std::memcpy(nan_bytes.data() + 64 + 17 * dim * sizeof(float), &nan, sizeof nan);  // vector of rowid 177
+  // The rows start at the file's second page (format 6), the vector of rowid 177 at the 18th row.
+  std::memcpy(nan_bytes.data() + 4096 + 17 * dim * sizeof(float), &nan, sizeof nan);
   testing::write_file(dir / "index" / file, nan_bytes);
   auto damaged = VectorIndex::load(dir / "index", {});
   ASSERT_FALSE(damaged);
@@ -323,7 +324,7 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   const auto base = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(base);
-  EXPECT_EQ(base->format, 5);
+  EXPECT_EQ(base->format, 6);
   EXPECT_TRUE(base->segments.empty());
   const std::string base_bytes = testing::slurp(dir / "index" / base->vectors_file);
 
@@ -340,7 +341,7 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   auto m = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(m) << m.error().message;
-  EXPECT_EQ(m->format, 5);
+  EXPECT_EQ(m->format, 6);
   EXPECT_EQ(m->segments.size(), 1u);
   EXPECT_EQ(m->generation, 2);
   EXPECT_EQ(m->vectors_file, base->vectors_file);
@@ -390,7 +391,7 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   }
   auto compacted = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(compacted);
-  EXPECT_EQ(compacted->format, 5);
+  EXPECT_EQ(compacted->format, 6);
   EXPECT_TRUE(compacted->segments.empty());
   EXPECT_NE(compacted->vectors_file, base->vectors_file);
   EXPECT_EQ(compacted->count, 335u);
@@ -494,8 +495,92 @@ TEST(checksum, both_kinds_see_every_byte_and_the_serial_one_keeps_its_values) {
   EXPECT_EQ(checksum_for_format(5), Checksum::lanes);
 }
 
-// An index saved as format 4 (serial checksums) by the previous spark loads; an update appends a segment summed the
-// base's way and keeps format 4; the next whole save writes format 5.
+namespace {
+
+// Rewrites a saved index's vectors file as formats 4 and 5 wrote it (a 64-byte header; format 6's is one page) and
+// its manifest as that format, every checksum of `kind`.
+void rewrite_as_older_format(const fs::path& index, int format, Checksum kind) {
+  auto j = nlohmann::json::parse(testing::slurp(index / "manifest.json"));
+  ASSERT_EQ(j["format"], 6);
+  const fs::path vectors = index / j["vectors_file"].get<std::string>();
+  const std::string bytes = testing::slurp(vectors);
+  ASSERT_EQ(bytes.substr(0, 8), "SPKVEC01");
+  ASSERT_GE(bytes.size(), size_t{4096});
+  ASSERT_EQ(bytes.substr(24, 4096 - 24), std::string(4096 - 24, '\0'));  // the header: the magic, two u64, zeros
+  testing::write_file(vectors, bytes.substr(0, 64) + bytes.substr(4096));
+  const auto sum = [&](const std::string& file) { return *file_checksum(index / file, kind); };
+  j["format"] = format;
+  j["vectors_checksum"] = sum(j["vectors_file"]);
+  j["ids_checksum"] = sum(j["ids_file"]);
+  if (j.contains("graph_file")) j["graph_checksum"] = sum(j["graph_file"]);
+  for (auto& [name, entry] : j["files"].items()) entry["checksum"] = sum(entry["file"]);
+  testing::write_file(index / "manifest.json", j.dump());
+}
+
+}  // namespace
+
+// An index saved as format 5 (a 64-byte vectors header) by the previous spark loads, its rows where that format put
+// them; a segment keeps format 5; the next whole save writes format 6.
+TEST(VectorIndex, a_format_5_index_loads_takes_a_segment_and_is_rewritten_as_format_6) {
+  testing::TempDir dir;
+  const size_t dim = 16, n = 300;
+  auto v = random_unit_vectors(n + 10, dim, 37);
+  VectorIndexOptions o;
+  o.hnsw_threshold = 100;
+  o.segment_min_base = 100;
+  {
+    VectorIndex index(dim, o);
+    index.add(ids(n), std::vector<float>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n * dim)));
+    ASSERT_TRUE(index.save(dir / "index", "emb", 1));
+  }
+  rewrite_as_older_format(dir / "index", 5, Checksum::lanes);
+  for (bool verify : {true, false}) {
+    VectorIndexOptions opened = o;
+    opened.verify_vectors = verify;
+    auto loaded = VectorIndex::load(dir / "index", opened);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    EXPECT_EQ(loaded->second.format, 5);
+    for (size_t i : {0u, 5u, 299u}) {
+      EXPECT_EQ(loaded->first.vector(ids(n)[i]), std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(i * dim),
+                                                                    v.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim)));
+      EXPECT_EQ(loaded->first.search(&v[i * dim], 1, std::nullopt, {})[0].rowid, ids(n)[i]);
+    }
+  }
+  {
+    auto loaded = VectorIndex::load(dir / "index", o);
+    ASSERT_TRUE(loaded);
+    loaded->first.add({90001}, std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(n * dim),
+                                                  v.begin() + static_cast<std::ptrdiff_t>((n + 1) * dim)));
+    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 2));
+    EXPECT_EQ(loaded->first.segments(), 1u);
+  }
+  auto m = VectorIndex::read_manifest(dir / "index");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->format, 5);
+  {
+    auto loaded = VectorIndex::load(dir / "index", o);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    EXPECT_EQ(loaded->first.search(&v[n * dim], 1, std::nullopt, {})[0].rowid, 90001);
+    // A whole save (what `spark index --rebuild` and a compaction write) is format 6 again.
+    VectorIndex whole(dim, o);
+    whole.add(ids(n), std::vector<float>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n * dim)));
+    ASSERT_TRUE(whole.save(dir / "index2", "emb", 3));
+  }
+  auto six = VectorIndex::read_manifest(dir / "index2");
+  ASSERT_TRUE(six);
+  EXPECT_EQ(six->format, 6);
+  EXPECT_EQ(fs::file_size(dir / "index2" / six->vectors_file), 4096 + n * dim * sizeof(float));
+  // A format-6 manifest over a vectors file with format 5's header is refused by name, not read from the wrong place.
+  rewrite_as_older_format(dir / "index2", 6, Checksum::lanes);
+  auto refused = VectorIndex::load(dir / "index2", o);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find(six->vectors_file + ": size or header does not match manifest.json"),
+            std::string::npos)
+      << refused.error().message;
+}
+
+// An index saved as format 4 (serial checksums) by an earlier spark loads; an update appends a segment summed the
+// base's way and keeps format 4; the next whole save writes format 6.
 TEST(VectorIndex, a_format_4_index_loads_and_takes_a_segment_in_its_own_checksums) {
   testing::TempDir dir;
   const size_t dim = 16, n = 300;
@@ -509,16 +594,9 @@ TEST(VectorIndex, a_format_4_index_loads_and_takes_a_segment_in_its_own_checksum
     testing::write_file(dir / "index" / "extra.bin", "the caller's file");
     ASSERT_TRUE(index.save(dir / "index", "emb", 1, {{"extra", "extra.bin"}}));
   }
-  // Rewritten as the previous spark wrote it: format 4, every checksum serial.
-  auto j = nlohmann::json::parse(testing::slurp(dir / "index" / "manifest.json"));
-  ASSERT_EQ(j["format"], 5);
+  // Rewritten as an earlier spark wrote it: format 4, every checksum serial.
+  rewrite_as_older_format(dir / "index", 4, Checksum::serial);
   const auto serial = [&](const std::string& file) { return *file_checksum(dir / "index" / file, Checksum::serial); };
-  j["format"] = 4;
-  j["vectors_checksum"] = serial(j["vectors_file"]);
-  j["ids_checksum"] = serial(j["ids_file"]);
-  j["graph_checksum"] = serial(j["graph_file"]);
-  j["files"]["extra"]["checksum"] = serial(j["files"]["extra"]["file"]);
-  testing::write_file(dir / "index" / "manifest.json", j.dump());
   {
     auto loaded = VectorIndex::load(dir / "index", o);
     ASSERT_TRUE(loaded) << loaded.error().message;
@@ -569,12 +647,12 @@ TEST(VectorIndex, loads_an_index_of_the_earlier_format_with_one_faiss_file) {
   auto loaded = VectorIndex::load(dir / "index", {});
   ASSERT_TRUE(loaded) << loaded.error().message;
   EXPECT_EQ(loaded->first.search(&v[9 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[9]);
-  // Its next whole save writes format 5, and the old file goes.
+  // Its next whole save writes format 6, and the old file goes.
   loaded->first.add({5000}, random_unit_vectors(1, dim, 6));
   ASSERT_TRUE(loaded->first.save(dir / "index", "emb-1", 4));
   auto again = VectorIndex::load(dir / "index", {});
   ASSERT_TRUE(again) << again.error().message;
-  EXPECT_EQ(again->second.format, 5);
+  EXPECT_EQ(again->second.format, 6);
   EXPECT_FALSE(fs::exists(dir / "index" / "vectors.old.faiss"));
   EXPECT_EQ(again->first.search(&v[9 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[9]);
 }

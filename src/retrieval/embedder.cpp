@@ -265,10 +265,13 @@ Status HashedTfidfEmbedder::save(const std::filesystem::path& path) const {
   return write_file_atomic(path, buf);
 }
 
-Status HashedTfidfEmbedder::load(const std::filesystem::path& path) {
-  auto map = MappedFile::open(path);
-  if (!map) return std::unexpected(map.error());
-  const std::string_view b = (*map)->view();
+Status HashedTfidfEmbedder::load(const std::filesystem::path& path, std::shared_ptr<const MappedFile> mapped) {
+  if (!mapped) {
+    auto map = MappedFile::open(path);
+    if (!map) return std::unexpected(map.error());
+    mapped = std::move(*map);
+  }
+  const std::string_view b = mapped->view();
   if (b.size() < 32 || std::memcmp(b.data(), kDfMagic, 8) != 0)
     return fail(path.string() + ": not a spark document-frequency file (truncated or damaged)");
   uint64_t docs = 0, digest = 0, count = 0;
@@ -282,7 +285,7 @@ Status HashedTfidfEmbedder::load(const std::filesystem::path& path) {
   for (uint64_t i = 1; i < count; ++i)
     if (df_term_at(b, i - 1) >= df_term_at(b, i)) return fail(path.string() + ": damaged (its terms are not in order)");
   df_.clear();
-  loaded_ = std::move(*map);
+  loaded_ = std::move(mapped);
   documents_ = docs;
   df_digest_ = digest;
   return {};

@@ -99,7 +99,8 @@ class HashedTfidfEmbedder final : public Embedder {
 
   // Document frequencies persist beside the vector index (binary, little-endian, with a header).
   Status save(const std::filesystem::path& path) const;
-  Status load(const std::filesystem::path& path);
+  // `mapped`, when given, is the file already mapped (and verified) by its caller; errors still name `path`.
+  Status load(const std::filesystem::path& path, std::shared_ptr<const MappedFile> mapped = nullptr);
 
  private:
   float idf(uint64_t term) const;

@@ -29,6 +29,7 @@
 #include <set>
 #include <system_error>
 #include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -43,8 +44,8 @@ using idx_t = faiss::Index::idx_t;
 
 namespace {
 
-// What a whole save writes: format 5, whose checksums are the four-lane kind.
-constexpr int kSaveFormat = 5;
+// What a whole save writes: format 6 (format 5's four-lane checksums, the vectors' rows from a page boundary on).
+constexpr int kSaveFormat = 6;
 constexpr Checksum kSaveChecksum = Checksum::lanes;
 
 // The checksums of the index's files, over a stream of bytes fed in pieces of any size.
@@ -291,10 +292,13 @@ float inner_product(const float* x, const float* y, size_t d) {
 
 namespace {
 
-// The raw vectors file of index format 4: "SPKVEC01", dimension and count (u64 each), zeros to 64 bytes, then the
-// rows (float32, row-major).
+// The raw vectors file of index formats 4 on: "SPKVEC01", dimension and count (u64 each), zeros to the header's end,
+// then the rows (float32, row-major). The header is 64 bytes in formats 4 and 5 and one page (4,096 bytes) from
+// format 6 on, so that a row of 1,024 floats (the built-in embedder's) is one page of the mapping, not the end of one
+// and the start of the next: a query's graph walk touches half the pages (each page a new process touches costs it a
+// fault; docs/PERFORMANCE.md).
 constexpr char kVectorsMagic[8] = {'S', 'P', 'K', 'V', 'E', 'C', '0', '1'};
-constexpr size_t kVectorsHeader = 64;
+constexpr size_t vectors_header(int format) { return format >= 6 ? 4096 : 64; }
 
 // Flat inner-product storage whose distances (the HNSW graph's, as it is built and searched) and exact searches use
 // dot() above. Its rows are its own (faiss's `codes`) or, loaded from a format-4 index, a read-only map of the vectors
@@ -550,6 +554,12 @@ void VectorIndex::CaseTable::add(const Entry& e) {
 
 VectorIndex VectorIndex::for_count(size_t dimension, size_t, VectorIndexOptions options) {
   return VectorIndex(dimension, options);
+}
+
+std::shared_ptr<const MappedFile> VectorIndex::take_verified_extra(const std::string& name) {
+  for (auto& [n, map] : verified_extras_)
+    if (n == name) return std::exchange(map, nullptr);
+  return nullptr;
 }
 
 std::string IndexManifest::file_of(const std::string& name) const {
@@ -850,11 +860,11 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   const fs::path vec = dir / vec_name, ids = dir / ids_name;
   const FastFlatIP& flat = flat_of(*index_);
   auto vsum = write_checksummed(vec, kSaveChecksum, [&](ChecksumWriter& w) {
-    char header[kVectorsHeader] = {};
-    std::memcpy(header, kVectorsMagic, sizeof kVectorsMagic);
+    std::string header(vectors_header(kSaveFormat), '\0');
+    std::memcpy(header.data(), kVectorsMagic, sizeof kVectorsMagic);
     const uint64_t dc[2] = {dimension_, static_cast<uint64_t>(flat.ntotal)};
-    std::memcpy(header + sizeof kVectorsMagic, dc, sizeof dc);
-    w(header, 1, sizeof header);
+    std::memcpy(header.data() + sizeof kVectorsMagic, dc, sizeof dc);
+    w(header.data(), 1, header.size());
     w(flat.rows(), sizeof(float) * dimension_, static_cast<size_t>(flat.ntotal));
   });
   if (!vsum) return std::unexpected(vsum.error());
@@ -1085,10 +1095,13 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
       graph_sum = std::async(std::launch::deferred, sum);
     }
   }
+  // The extra files: verified through mappings that are kept for their users (take_verified_extra).
+  std::vector<std::pair<std::string, std::shared_ptr<const MappedFile>>> extras;
   for (const auto& e : manifest->extra_files) {
-    auto got = file_checksum(dir / e.file, kind);
-    if (!got) return std::unexpected(got.error());
-    if (*got != e.checksum) return checksum_mismatch(dir / e.file);
+    auto map = MappedFile::open(dir / e.file);
+    if (!map) return std::unexpected(map.error());
+    if (checksum_of((*map)->view(), kind) != e.checksum) return checksum_mismatch(dir / e.file);
+    extras.emplace_back(e.name, std::move(*map));
   }
   auto id_map = MappedFile::open(ids);  // mapped once: checked, then used
   if (!id_map) return std::unexpected(id_map.error());
@@ -1105,9 +1118,10 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     auto map = MappedFile::open(vec);
     if (!map) return std::unexpected(map.error());
     const size_t body = manifest->base_vectors * manifest->dimension * sizeof(float);
+    const size_t head = vectors_header(manifest->format);
     uint64_t dc[2] = {0, 0};
-    if ((*map)->size() >= kVectorsHeader) std::memcpy(dc, (*map)->data() + sizeof kVectorsMagic, sizeof dc);
-    if ((*map)->size() != kVectorsHeader + body ||
+    if ((*map)->size() >= head) std::memcpy(dc, (*map)->data() + sizeof kVectorsMagic, sizeof dc);
+    if ((*map)->size() != head + body ||
         std::memcmp((*map)->data(), kVectorsMagic, sizeof kVectorsMagic) != 0 || dc[0] != manifest->dimension ||
         dc[1] != manifest->base_vectors)
       return fail(vec.string() +
@@ -1117,7 +1131,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
         return fail(vec.string() + ": checksum mismatch with manifest.json (damaged); run `spark index --rebuild`");
     }
     auto flat = std::make_unique<FastFlatIP>(static_cast<idx_t>(manifest->dimension));
-    flat->use_mapped(std::move(*map), kVectorsHeader, static_cast<idx_t>(manifest->base_vectors));
+    flat->use_mapped(std::move(*map), head, static_cast<idx_t>(manifest->base_vectors));
     if (manifest->kind == "hnsw") {
       const fs::path graph = dir / manifest->graph_file;
       // A damaged graph never reaches FAISS (its reader leaks what it was reading when it throws, faiss 1.7.3).
@@ -1212,6 +1226,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
                 s.error().message + ")");
   index.appended_.clear();
   index.saved_ = SavedState{*manifest};
+  index.verified_extras_ = std::move(extras);
   IndexManifest m = *manifest;
   return std::pair<VectorIndex, IndexManifest>{std::move(index), std::move(m)};
 }

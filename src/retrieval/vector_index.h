@@ -8,7 +8,7 @@
 // exactly over the stored vectors with an id selector, because HNSW with a narrow filter returns too few results
 // (faiss 1.7.3). Ids are knowledge-base rowids, mapped by spark itself.
 //
-// On disk (docs/FORMATS.md): manifest.json names the data files of one saved state (format 5: the raw vectors
+// On disk (docs/FORMATS.md): manifest.json names the data files of one saved state (format 6: the raw vectors
 // vectors.<token>.f32, mapped on load; the HNSW graph graph.<token>.faiss; ids.<token>.bin; segments; the caller's
 // extra files), with the format version, the embedder identity, the knowledge-base generation the index was built
 // from, and checksums. A save writes new files under new names and then replaces the manifest atomically, so a
@@ -26,6 +26,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -36,6 +37,8 @@ struct IndexFlat;
 }  // namespace faiss
 
 namespace spark {
+
+class MappedFile;
 
 struct VectorIndexOptions {
   size_t hnsw_threshold = 8192;  // distinct vectors from which HNSW is built (below: exact search, ≤ ~6 ms a query)
@@ -59,8 +62,9 @@ struct VectorIndexOptions {
 
 struct IndexManifest {
   // 2: a faiss vectors file; 3: that and segments; 4: a raw vectors file (mapped on load), an HNSW graph file of its
-  // own when kind is "hnsw", and segments or none; 5: format 4 with the four-lane checksums (Checksum::lanes).
-  int format = 5;
+  // own when kind is "hnsw", and segments or none; 5: format 4 with the four-lane checksums (Checksum::lanes);
+  // 6: format 5 with the vectors file's rows from its first page boundary on (a 4,096-byte header).
+  int format = 6;
   std::string embedder;
   int64_t generation = 0;
   size_t count = 0;    // cases, segments included
@@ -140,6 +144,10 @@ class VectorIndex {
   // index) while the segments stay small (VectorIndexOptions); else, and for a new index, it writes a whole base.
   Status save(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
               const std::vector<Extra>& extra_files = {});
+  // The mapping of the extra file `name` that load() verified, handed over once (null when it named none, or after
+  // the first call): its user reads the bytes the checksum read, through the pages that read touched, instead of
+  // mapping the file again (each page a new process touches is a page fault).
+  std::shared_ptr<const MappedFile> take_verified_extra(const std::string& name);
   // Segments the last load or save left (0 after a whole save).
   size_t segments() const { return saved_ ? saved_->manifest.segments.size() : 0; }
   // Loads and verifies against the manifest; errors name the file ("…/vectors.….faiss: checksum mismatch").
@@ -215,6 +223,7 @@ class VectorIndex {
     IndexManifest manifest;
   };
   std::optional<SavedState> saved_;
+  std::vector<std::pair<std::string, std::shared_ptr<const MappedFile>>> verified_extras_;  // load()'s, until taken
   std::vector<int64_t> appended_;
   Status save_whole(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
                     const std::vector<Extra>& extra_files);
