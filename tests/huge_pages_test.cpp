@@ -1,5 +1,7 @@
 #include "base/huge_pages.h"
 
+#include "base/mapped_file.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "test_util.h"
 
 namespace spark {
 namespace {
@@ -20,7 +24,7 @@ std::string slurp(const char* path) {
 }
 
 // The VmFlags line of the mapping of /proc/self/smaps that holds `address` ("" when none does).
-[[maybe_unused]] std::string vm_flags_at(const void* address) {
+std::string vm_flags_at(const void* address) {
   std::istringstream smaps(slurp("/proc/self/smaps"));
   const auto a = reinterpret_cast<uintptr_t>(address);
   bool inside = false;
@@ -59,6 +63,27 @@ TEST(prefer_huge_pages, marks_the_heap_the_next_large_allocations_take) {
   std::free(p);
   EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
 #endif
+}
+
+// An index file's mapping (2 MiB or more) asks for huge pages, so the parts of it the page cache does not hold are
+// read back as 2 MiB folios; a small file's mapping does not ask.
+TEST(MappedFile, a_mapping_of_2_mib_or_more_asks_for_huge_pages) {
+  const std::string mode = slurp("/sys/kernel/mm/transparent_hugepage/enabled");
+  if (mode.find("[never]") != std::string::npos || mode.empty())
+    GTEST_SKIP() << "the kernel has transparent huge pages off: " << mode;
+  testing::TempDir dir;
+  testing::write_file(dir / "large.bin", std::string(4u << 20, 'x'));
+  testing::write_file(dir / "small.bin", std::string(64u << 10, 'x'));
+  auto large = MappedFile::open(dir / "large.bin");
+  auto small = MappedFile::open(dir / "small.bin");
+  ASSERT_TRUE(large && small);
+  EXPECT_EQ((*large)->view(), std::string(4u << 20, 'x'));
+  const std::string large_flags = vm_flags_at((*large)->data());
+  const std::string small_flags = vm_flags_at((*small)->data());
+  ASSERT_FALSE(large_flags.empty());
+  ASSERT_FALSE(small_flags.empty());
+  EXPECT_NE(large_flags.find(" hg"), std::string::npos) << large_flags;
+  EXPECT_EQ(small_flags.find(" hg"), std::string::npos) << small_flags;
 }
 
 }  // namespace spark

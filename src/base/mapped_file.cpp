@@ -10,6 +10,10 @@
 
 namespace spark {
 
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+}  // namespace
+
 Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return fail(path.string() + ": cannot open: " + std::strerror(errno));
@@ -33,6 +37,10 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem
       return fail(path.string() + ": cannot map: " + std::strerror(e));
     }
     m->data_ = static_cast<const char*>(p);
+#ifdef MADV_HUGEPAGE
+    // Advice only: an error (no transparent huge pages in this kernel) changes nothing.
+    if (m->size_ >= kHugePage) (void)::madvise(p, m->size_, MADV_HUGEPAGE);
+#endif
   }
   ::close(fd);  // the mapping keeps the file
   return std::shared_ptr<const MappedFile>(std::move(m));

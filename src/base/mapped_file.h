@@ -2,6 +2,14 @@
 // (a save writes new files, then the manifest, then removes the old ones; an unlinked file stays mapped), so a
 // mapping stays valid for as long as it is held. Reading a file that is already in the page cache through a mapping
 // costs no copy and no zero-filled buffer: what a new `spark localize` process reads of a 100k-case index.
+//
+// A mapping of 2 MiB or more is marked MADV_HUGEPAGE. Where the kernel offers transparent huge pages on request
+// (/sys/kernel/mm/transparent_hugepage/enabled: [madvise] or [always]), a page fault on a part of the file that is not
+// in the page cache then reads it as one 2 MiB folio, which every later process maps with one page-table entry
+// instead of 512 (Linux 6.x). Without it, an index file read back after the page cache dropped it (a reboot, memory
+// pressure) stays in 4 KiB pieces, and a new process pays a fault per page it touches: on this project's 2-core VM,
+// 3,000 rows of a 100k-case vectors file took 270–410 ms to touch in 4 KiB pieces against 4–8 ms in 2 MiB ones
+// (docs/PERFORMANCE.md). Elsewhere the advice is ignored.
 // Thread safety: immutable after open; share it with std::shared_ptr.
 #pragma once
 #include <cstddef>
