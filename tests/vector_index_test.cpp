@@ -517,6 +517,22 @@ void rewrite_as_older_format(const fs::path& index, int format, Checksum kind) {
   testing::write_file(index / "manifest.json", j.dump());
 }
 
+// HNSW from 100 distinct vectors and segments on a base of 100, as at scale.
+VectorIndexOptions small_hnsw_options() {
+  VectorIndexOptions o;
+  o.hnsw_threshold = 100;
+  o.segment_min_base = 100;
+  return o;
+}
+
+// Saves the first `n` of `v` (rowids ids(n)) as a whole index in `index_dir`.
+void save_first(const fs::path& index_dir, const std::vector<float>& v, size_t n, size_t dim,
+                const VectorIndexOptions& o, const std::vector<VectorIndex::Extra>& extras = {}) {
+  VectorIndex index(dim, o);
+  index.add(ids(n), std::vector<float>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n * dim)));
+  ASSERT_TRUE(index.save(index_dir, "emb", 1, extras));
+}
+
 }  // namespace
 
 // An index saved as format 5 (a 64-byte vectors header) by the previous spark loads, its rows where that format put
@@ -525,15 +541,9 @@ TEST(VectorIndex, a_format_5_index_loads_takes_a_segment_and_is_rewritten_as_for
   testing::TempDir dir;
   const size_t dim = 16, n = 300;
   auto v = random_unit_vectors(n + 10, dim, 37);
-  VectorIndexOptions o;
-  o.hnsw_threshold = 100;
-  o.segment_min_base = 100;
-  {
-    VectorIndex index(dim, o);
-    index.add(ids(n), std::vector<float>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n * dim)));
-    ASSERT_TRUE(index.save(dir / "index", "emb", 1));
-  }
-  rewrite_as_older_format(dir / "index", 5, Checksum::lanes);
+  const VectorIndexOptions o = small_hnsw_options();
+  ASSERT_NO_FATAL_FAILURE(save_first(dir / "index", v, n, dim, o));
+  ASSERT_NO_FATAL_FAILURE(rewrite_as_older_format(dir / "index", 5, Checksum::lanes));
   for (bool verify : {true, false}) {
     VectorIndexOptions opened = o;
     opened.verify_vectors = verify;
@@ -561,17 +571,15 @@ TEST(VectorIndex, a_format_5_index_loads_takes_a_segment_and_is_rewritten_as_for
     auto loaded = VectorIndex::load(dir / "index", o);
     ASSERT_TRUE(loaded) << loaded.error().message;
     EXPECT_EQ(loaded->first.search(&v[n * dim], 1, std::nullopt, {})[0].rowid, 90001);
-    // A whole save (what `spark index --rebuild` and a compaction write) is format 6 again.
-    VectorIndex whole(dim, o);
-    whole.add(ids(n), std::vector<float>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n * dim)));
-    ASSERT_TRUE(whole.save(dir / "index2", "emb", 3));
   }
+  // A whole save (what `spark index --rebuild` and a compaction write) is format 6 again.
+  ASSERT_NO_FATAL_FAILURE(save_first(dir / "index2", v, n, dim, o));
   auto six = VectorIndex::read_manifest(dir / "index2");
   ASSERT_TRUE(six);
   EXPECT_EQ(six->format, 6);
   EXPECT_EQ(fs::file_size(dir / "index2" / six->vectors_file), 4096 + n * dim * sizeof(float));
   // A format-6 manifest over a vectors file with format 5's header is refused by name, not read from the wrong place.
-  rewrite_as_older_format(dir / "index2", 6, Checksum::lanes);
+  ASSERT_NO_FATAL_FAILURE(rewrite_as_older_format(dir / "index2", 6, Checksum::lanes));
   auto refused = VectorIndex::load(dir / "index2", o);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find(six->vectors_file + ": size or header does not match manifest.json"),
@@ -585,17 +593,11 @@ TEST(VectorIndex, a_format_4_index_loads_and_takes_a_segment_in_its_own_checksum
   testing::TempDir dir;
   const size_t dim = 16, n = 300;
   auto v = random_unit_vectors(n + 10, dim, 31);
-  VectorIndexOptions o;
-  o.hnsw_threshold = 100;
-  o.segment_min_base = 100;
-  {
-    VectorIndex index(dim, o);
-    index.add(ids(n), std::vector<float>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n * dim)));
-    testing::write_file(dir / "index" / "extra.bin", "the caller's file");
-    ASSERT_TRUE(index.save(dir / "index", "emb", 1, {{"extra", "extra.bin"}}));
-  }
+  const VectorIndexOptions o = small_hnsw_options();
+  testing::write_file(dir / "index" / "extra.bin", "the caller's file");
+  ASSERT_NO_FATAL_FAILURE(save_first(dir / "index", v, n, dim, o, {{"extra", "extra.bin"}}));
   // Rewritten as an earlier spark wrote it: format 4, every checksum serial.
-  rewrite_as_older_format(dir / "index", 4, Checksum::serial);
+  ASSERT_NO_FATAL_FAILURE(rewrite_as_older_format(dir / "index", 4, Checksum::serial));
   const auto serial = [&](const std::string& file) { return *file_checksum(dir / "index" / file, Checksum::serial); };
   {
     auto loaded = VectorIndex::load(dir / "index", o);
