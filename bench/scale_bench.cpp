@@ -12,7 +12,8 @@
 // Last, `spark localize` (build/spark, beside bench/) runs as a new process for up to 20 new failures, twice: first
 // with no parsed structures kept, then again; beside them, `spark --version` as many times (the floor: a process
 // that loads spark and does nothing). SPARK_SCALE_KEEP=1 keeps the store (its path is printed) for profiling;
-// SPARK_SCALE_STOP=import ends after the import.
+// SPARK_SCALE_STOP=import ends after the import; SPARK_SCALE_EF_CONSTRUCTION and SPARK_SCALE_HNSW_M build the graph
+// with another efConstruction or M (the defaults: VectorIndexOptions).
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/mapped_file.h"
 #include "random_vectors.h"
 #include "test_util.h"
 
@@ -303,6 +304,19 @@ TEST(VectorIndex, a_save_replaces_the_old_state_whole_and_removes_its_files) {
   EXPECT_FALSE(std::filesystem::exists(dir / "index" / first->ids_file));
   EXPECT_FALSE(std::filesystem::exists(dir / "index" / "extra.1"));
   EXPECT_TRUE(std::filesystem::exists(dir / "index" / loaded->second.vectors_file));
+
+  // The extra file's mapping the load verified is handed over once, with the verified bytes; none for a name the
+  // manifest lacks; and a save, which replaces the state it was of, drops it.
+  auto extra = loaded->first.take_verified_extra("extra");
+  ASSERT_NE(extra, nullptr);
+  EXPECT_EQ(extra->view(), "two");
+  EXPECT_EQ(loaded->first.take_verified_extra("extra"), nullptr);
+  EXPECT_EQ(loaded->first.take_verified_extra("ranker"), nullptr);
+  auto again = VectorIndex::load(dir / "index", {});
+  ASSERT_TRUE(again);
+  testing::write_file(dir / "index" / "extra.3", "three");
+  ASSERT_TRUE(again->first.save(dir / "index", "emb", 3, {{"extra", "extra.3"}}));
+  EXPECT_EQ(again->first.take_verified_extra("extra"), nullptr);
 }
 
 TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {

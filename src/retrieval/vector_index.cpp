@@ -815,6 +815,8 @@ bool safe_name(const std::string& f) { return !f.empty() && f.find('/') == std::
 
 Status VectorIndex::save(const fs::path& dir, const std::string& embedder, int64_t generation,
                          const std::vector<Extra>& extra_files) {
+  // The mappings load() verified are of the state this save replaces: never handed out after it.
+  verified_extras_.clear();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return fail(dir.string() + ": cannot create: " + ec.message());

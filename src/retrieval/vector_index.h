@@ -146,7 +146,8 @@ class VectorIndex {
               const std::vector<Extra>& extra_files = {});
   // The mapping of the extra file `name` that load() verified, handed over once (null when it named none, or after
   // the first call): its user reads the bytes the checksum read, through the pages that read touched, instead of
-  // mapping the file again (each page a new process touches is a page fault).
+  // mapping the file again (each page a new process touches is a page fault). A save() drops them: they are of the
+  // state it replaces.
   std::shared_ptr<const MappedFile> take_verified_extra(const std::string& name);
   // Segments the last load or save left (0 after a whole save).
   size_t segments() const { return saved_ ? saved_->manifest.segments.size() : 0; }
