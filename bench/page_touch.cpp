@@ -12,15 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
+
+#include "smaps.h"
 
 int main(int argc, char** argv) {
   if (argc < 3 || (argc == 4 && std::strcmp(argv[3], "--huge") != 0) || argc > 4) {
@@ -49,27 +49,8 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   for (long i = 0; i < n; ++i) sum += bytes[(rng() % (size / 4096)) * 4096 + 100];
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  // This mapping's entry of /proc/self/smaps: its resident and 2 MiB-mapped sizes.
-  std::ifstream smaps("/proc/self/smaps");
-  const auto start = reinterpret_cast<uintptr_t>(map);
-  long rss = -1, pmd = -1;
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    unsigned long lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
-      inside = lo == start;
-      continue;
-    }
-    if (!inside) continue;
-    std::istringstream field(line);
-    std::string key;
-    long kb = 0;
-    field >> key >> kb;
-    if (key == "Rss:") rss = kb;
-    if (key == "FilePmdMapped:") pmd = kb;
-  }
+  const std::string entry = spark::testing::smaps_entry(map);
+  const long rss = spark::testing::smaps_kb(entry, "Rss"), pmd = spark::testing::smaps_kb(entry, "FilePmdMapped");
   std::printf("%s: %ld pages touched in %.2f ms; resident %ld KiB of %zu, in 2 MiB pieces %ld KiB (%u)\n", path, n, ms,
               rss, size / 1024, pmd, sum & 1u);
   ::munmap(map, size);

@@ -1,7 +1,5 @@
 #include "base/huge_pages.h"
 
-#include "base/mapped_file.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "base/mapped_file.h"
+#include "smaps.h"
 #include "test_util.h"
 
 namespace spark {
@@ -23,21 +23,11 @@ std::string slurp(const char* path) {
   return s.str();
 }
 
-// The VmFlags line of the mapping of /proc/self/smaps that holds `address` ("" when none does).
+// The VmFlags line of the mapping that holds `address` ("" when none does).
 std::string vm_flags_at(const void* address) {
-  std::istringstream smaps(slurp("/proc/self/smaps"));
-  const auto a = reinterpret_cast<uintptr_t>(address);
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    unsigned long lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
-      inside = lo <= a && a < hi;
-      continue;
-    }
-    if (inside && line.starts_with("VmFlags:")) return line;
-  }
+  std::istringstream entry(testing::smaps_entry(address));
+  for (std::string line; std::getline(entry, line);)
+    if (line.starts_with("VmFlags:")) return line;
   return "";
 }
 
