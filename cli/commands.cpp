@@ -63,6 +63,9 @@ int write_output(const std::string& path, const std::string& text) {
 
 namespace {
 
+// The heap a localize prepares for huge pages: the index's load fills ~30 MB at 100k cases at once.
+constexpr size_t kLocalizeHeap = size_t{64} << 20;
+
 size_t line_of_offset(std::string_view text, size_t offset) {
   size_t line = 1;
   for (size_t i = 0; i < offset && i < text.size(); ++i) line += text[i] == '\n' ? 1 : 0;
@@ -461,6 +464,8 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
 }
 
 int cmd_localize(const Common& common, const LocalizeArgs& args) {
+  // Before the query is read and parsed: its allocations then come from huge pages too (src/base/huge_pages.h).
+  prefer_huge_pages(kLocalizeHeap);
   // Missing arguments are usage errors (exit 2), like those the parser itself finds.
   std::string usage;
   if (!args.case_id.empty() && args.case_file.empty())
@@ -503,7 +508,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
 int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch) {
   // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
   // (src/base/huge_pages.h).
-  prefer_huge_pages(size_t{64} << 20);
+  prefer_huge_pages(kLocalizeHeap);
   LocalizeOptions options = args.localize;
   if (!args.explain.empty()) {
     const size_t colon = args.explain.rfind(':');

@@ -6,10 +6,11 @@
 // [always]), one 2 MiB page replaces 512 of those faults. glibc can ask for them itself (GLIBC_TUNABLES
 // glibc.malloc.hugetlb=1), but only from the environment a process starts with; this does the same for the first
 // `bytes` of the main heap from inside the process: allocations up to 32 MiB come from the heap (glibc's
-// mmap threshold, at its maximum), `bytes` of heap are reserved in blocks, marked MADV_HUGEPAGE and freed again, so
-// the allocations that follow take huge pages. No effect (and no error) without glibc, under a sanitizer's
+// mmap threshold, at its maximum), the heap is grown by `bytes` at once (M_TOP_PAD and one probe allocation), the
+// memory past its old end is marked MADV_HUGEPAGE before anything is written in it, and the allocations that follow
+// start at a 2 MiB boundary, so they take huge pages. No effect (and no error) without glibc, under a sanitizer's
 // allocator, or where the kernel has transparent huge pages off; SPARK_HUGE_PAGES=0 turns it off.
-// Call once, early, from the main thread.
+// Call early, from the main thread; once the heap is prepared, a later call does nothing and returns true.
 #pragma once
 #include <cstddef>
 
