@@ -393,6 +393,30 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
       << damaged.error().message;
   testing::write_file(seg, seg_bytes);
 
+  // A second segment: the first one's vectors, searched from its mapping after a load, are copied into the tail with
+  // the second's; both load and are found, and neither file changes on the way.
+  const auto later = slice(340, 345);
+  {
+    auto loaded = VectorIndex::load(dir / "index", o);
+    ASSERT_TRUE(loaded);
+    loaded->first.add({7000, 7001, 7002, 7003, 7004}, later);
+    EXPECT_EQ(loaded->first.vector(5003), std::vector<float>(extra.begin() + 3 * dim, extra.begin() + 4 * dim));
+    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 3));
+    EXPECT_EQ(loaded->first.segments(), 2u);
+  }
+  EXPECT_EQ(testing::slurp(seg), seg_bytes);
+  {
+    auto loaded = VectorIndex::load(dir / "index", o);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    const VectorIndex& index = loaded->first;
+    EXPECT_EQ(index.size(), 315u);
+    EXPECT_EQ(index.vector(5003), std::vector<float>(extra.begin() + 3 * dim, extra.begin() + 4 * dim));
+    EXPECT_EQ(index.vector(7002), std::vector<float>(later.begin() + 2 * dim, later.begin() + 3 * dim));
+    EXPECT_EQ(index.search(&extra[3 * dim], 1, std::nullopt, {})[0].rowid, 5003);
+    EXPECT_EQ(index.search(&later[4 * dim], 1, std::nullopt, {})[0].rowid, 7004);
+    EXPECT_EQ(index.search_exact(&later[0], 1)[0].rowid, 7000);
+  }
+
   // Past the share (30 cases here) the next save writes a whole new base and drops the segments.
   {
     auto loaded = VectorIndex::load(dir / "index", o);
@@ -400,7 +424,7 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
     std::vector<int64_t> many;
     for (int64_t i = 0; i < 25; ++i) many.push_back(6000 + i);
     loaded->first.add(many, slice(310, 335));
-    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 3));
+    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 4));
     EXPECT_EQ(loaded->first.segments(), 0u);
   }
   auto compacted = VectorIndex::read_manifest(dir / "index");
@@ -408,9 +432,14 @@ TEST(VectorIndex, an_update_appends_a_segment_that_loads_to_the_same_index) {
   EXPECT_EQ(compacted->format, 6);
   EXPECT_TRUE(compacted->segments.empty());
   EXPECT_NE(compacted->vectors_file, base->vectors_file);
-  EXPECT_EQ(compacted->count, 335u);
+  EXPECT_EQ(compacted->count, 340u);
   EXPECT_FALSE(fs::exists(dir / "index" / base->vectors_file));
   EXPECT_FALSE(fs::exists(seg));
+  auto whole = VectorIndex::load(dir / "index", o);
+  ASSERT_TRUE(whole) << whole.error().message;
+  EXPECT_EQ(whole->first.vector(5003), std::vector<float>(extra.begin() + 3 * dim, extra.begin() + 4 * dim));
+  EXPECT_EQ(whole->first.vector(7002), std::vector<float>(later.begin() + 2 * dim, later.begin() + 3 * dim));
+  EXPECT_EQ(whole->first.search(&later[4 * dim], 1, std::nullopt, {})[0].rowid, 7004);
 }
 
 TEST(VectorIndex, a_segment_is_never_written_on_a_base_another_process_replaced) {

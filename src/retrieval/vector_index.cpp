@@ -1174,21 +1174,16 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   if (static_cast<size_t>(index.index_->ntotal) != manifest->base_vectors ||
       static_cast<size_t>(index.index_->d) != manifest->dimension)
     return fail(vec.string() + ": does not match manifest.json (count or dimension)");
-  // The cases: the ids file's, then each segment's in order, into one table built once.
-  std::vector<CaseTable::Entry> entries(manifest->base_count);
-  for (size_t i = 0; i < manifest->base_count; ++i) {
-    int64_t t[3] = {0, static_cast<int64_t>(i), 0};
-    std::memcpy(t, id_bytes.data() + i * per_case * sizeof(int64_t), per_case * sizeof(int64_t));
-    if (per_case == 1) t[2] = t[0];
-    if (t[1] < 0 || static_cast<size_t>(t[1]) >= manifest->base_vectors)
-      return fail(ids.string() + ": damaged (a case at an invalid position)");
-    entries[i] = {t[0], t[1], t[2]};
-  }
-  index.hashed_ = false;  // the duplicate lookup is built by the first add
-  if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) h->hnsw.efSearch = options.ef_search;
-  // The segments, in order: their cases at the positions they had, their new vectors into the exact tail. No
-  // hashing, no graph insertion: a cold start with segments costs their bytes.
-  size_t positions = manifest->base_vectors;
+  // The segments: each mapped, verified and its header checked before any case is taken, so the table's entries
+  // are sized once, for the counts the files were found to hold. (A reallocation as the segments' cases came would
+  // fill twice the entries' memory, and fresh memory is what a new process pays most for: docs/PERFORMANCE.md,
+  // "Issue 12, ninth part".)
+  struct CheckedSegment {
+    std::shared_ptr<const MappedFile> map;
+    size_t cases = 0, fresh = 0;
+  };
+  std::vector<CheckedSegment> segments;
+  size_t all_cases = manifest->base_count;
   for (const auto& sg : manifest->segments) {
     const fs::path path = dir / sg.file;
     auto map = MappedFile::open(path);
@@ -1204,15 +1199,45 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
         segment.size() != head + n * 3 * sizeof(int64_t) + fresh * manifest->dimension * sizeof(float))
       return fail(path.string() +
                   ": not a segment of this index (header, dimension or size); run `spark index --rebuild`");
-    const char* p = segment.data() + head;
-    const char* vectors = p + n * 3 * sizeof(int64_t);
-    if (fresh > 0) {
-      if (!index.tail_) index.tail_ = std::make_unique<FastFlatIP>(static_cast<idx_t>(manifest->dimension));
-      // Straight from the mapping (its rows start at a multiple of 8 bytes): FAISS copies them into the tail.
-      index.tail_->add(static_cast<idx_t>(fresh), reinterpret_cast<const float*>(vectors));
-      positions += fresh;
+    segments.push_back({std::move(*map), n, fresh});
+    all_cases += n;
+  }
+  // The cases: the ids file's, then each segment's in order, into one table built once.
+  std::vector<CaseTable::Entry> entries;
+  entries.reserve(all_cases);
+  entries.resize(manifest->base_count);
+  for (size_t i = 0; i < manifest->base_count; ++i) {
+    int64_t t[3] = {0, static_cast<int64_t>(i), 0};
+    std::memcpy(t, id_bytes.data() + i * per_case * sizeof(int64_t), per_case * sizeof(int64_t));
+    if (per_case == 1) t[2] = t[0];
+    if (t[1] < 0 || static_cast<size_t>(t[1]) >= manifest->base_vectors)
+      return fail(ids.string() + ": damaged (a case at an invalid position)");
+    entries[i] = {t[0], t[1], t[2]};
+  }
+  index.hashed_ = false;  // the duplicate lookup is built by the first add
+  if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) h->hnsw.efSearch = options.ef_search;
+  // The segments' cases at the positions they had, their new vectors into the exact tail. No hashing, no graph
+  // insertion: a cold start with segments costs their bytes.
+  size_t positions = manifest->base_vectors;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const CheckedSegment& sg = segments[s];
+    const fs::path path = dir / manifest->segments[s].file;
+    const char* p = sg.map->data() + sizeof kSegmentMagic + 3 * sizeof(uint64_t);
+    const char* vectors = p + sg.cases * 3 * sizeof(int64_t);
+    if (sg.fresh > 0) {
+      if (!index.tail_) {
+        // The first segment's new vectors are searched where they lie in its mapping (their rows start at a multiple
+        // of 8 bytes; dot() loads them unaligned), not copied into fresh memory; a later segment's are added to
+        // them, which copies both (FastFlatIP::add).
+        auto tail = std::make_unique<FastFlatIP>(static_cast<idx_t>(manifest->dimension));
+        tail->use_mapped(sg.map, static_cast<size_t>(vectors - sg.map->data()), static_cast<idx_t>(sg.fresh));
+        index.tail_ = std::move(tail);
+      } else {
+        index.tail_->add(static_cast<idx_t>(sg.fresh), reinterpret_cast<const float*>(vectors));
+      }
+      positions += sg.fresh;
     }
-    for (size_t i = 0; i < n; ++i, p += 3 * sizeof(int64_t)) {
+    for (size_t i = 0; i < sg.cases; ++i, p += 3 * sizeof(int64_t)) {
       int64_t t[3];
       std::memcpy(t, p, sizeof t);
       if (t[1] < 0 || static_cast<size_t>(t[1]) >= positions)
