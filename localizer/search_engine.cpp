@@ -73,6 +73,8 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   // One manifest for everything loaded: the index verifies its files and the extra ones against it.
   VectorIndexOptions index_options;
   index_options.verify_vectors = verify_vectors;
+  // A query's load: files an earlier load verified, unchanged since, are not hashed again (VectorIndexOptions).
+  index_options.trust_verified_files = !verify_vectors;
   auto loaded = VectorIndex::load(dir, index_options);
   if (!loaded) return std::unexpected(loaded.error());
   const IndexManifest* manifest = &loaded->second;

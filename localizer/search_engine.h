@@ -50,8 +50,9 @@ class SearchEngine {
   // Loads the index. When the knowledge base has cases the index lacks (added since), they are embedded and added in
   // memory and `notes` says so; when the index cannot be trusted (damaged, other embedder, cases replaced), the error
   // says to run `spark index --rebuild`. A knowledge base with no index yet is an error naming that command.
-  // `verify_vectors` false maps the vectors file after checking its size and header only (VectorIndexOptions): what
-  // a query needs; an update or a build verifies every byte.
+  // `verify_vectors` false maps the vectors file after checking its size and header only, and does not hash again the
+  // files the index folder's verified list vouches for (VectorIndexOptions): what a query needs; an update or a build
+  // verifies every byte of every file.
   static Result<std::unique_ptr<SearchEngine>> open(KnowledgeBase& kb, EmbedderConfig config,
                                                     std::vector<std::string>& notes, bool verify_vectors = true);
   Result<std::vector<float>> embed(const Case& c);

@@ -6,10 +6,12 @@
 #include <faiss/IndexHNSW.h>
 #include <faiss/index_io.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
@@ -577,6 +579,121 @@ void save_first(const fs::path& index_dir, const std::vector<float>& v, size_t n
 }
 
 }  // namespace
+
+// A query's load trusts the index folder's verified list: a file an earlier load hashed, unchanged since, is not hashed
+// again; a file written since (damaged, or put back as it was) is hashed again, and refused when it does not match.
+TEST(VectorIndex, a_query_load_hashes_only_the_files_changed_since_a_load_verified_them) {
+  testing::TempDir dir;
+  const fs::path index_dir = dir / "index";
+  const size_t dim = 16, n = 300;
+  auto v = random_unit_vectors(n + 5, dim, 41);
+  const VectorIndexOptions o = small_hnsw_options();
+  fs::create_directories(index_dir);
+  testing::write_file(index_dir / "extra.bin", "the extra file's bytes");
+  ASSERT_NO_FATAL_FAILURE(save_first(index_dir, v, n, dim, o, {{"extra", "extra.bin"}}));
+  {
+    auto loaded = VectorIndex::load(index_dir, o);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    loaded->first.add({9001, 9002, 9003, 9004, 9005},
+                      std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(n * dim), v.end()));
+    ASSERT_TRUE(loaded->first.save(index_dir, "emb", 2, {{"extra", "extra.bin"}}));
+    ASSERT_EQ(loaded->first.segments(), 1u);
+  }
+  VectorIndexOptions query = o;
+  query.verify_vectors = false;
+  query.trust_verified_files = true;
+  query.verified_min_age_ms = 0;
+  const auto load = [&](const VectorIndexOptions& opts) { return VectorIndex::load(index_dir, opts); };
+
+  // The first query load hashes the graph, the ids, the segment and the extra file (not the vectors file) and lists
+  // them; the next hashes none, and answers alike.
+  auto first = load(query);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->first.files_hashed_at_load(), 4u);
+  const std::string list = testing::slurp(index_dir / "verified");
+  EXPECT_TRUE(list.starts_with("spark verified files 1\n")) << list;
+  for (const auto& f : {first->second.graph_file, first->second.ids_file, first->second.segments[0].file,
+                        std::string("extra.bin")})
+    EXPECT_NE(list.find(f + " "), std::string::npos) << f << " not in\n" << list;
+  auto second = load(query);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_EQ(second->first.files_hashed_at_load(), 0u);
+  for (size_t q : {0u, 150u, 299u, 302u}) {
+    const auto a = first->first.search(&v[q * dim], 3, std::nullopt, {});
+    const auto b = second->first.search(&v[q * dim], 3, std::nullopt, {});
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].rowid, b[i].rowid);
+  }
+
+  // A changed byte in the graph (its size kept): written since, so hashed again and refused. (The pauses put each
+  // write in a later tick of the file system's clock than the listing: what verified_min_age_ms ensures outside tests.)
+  const auto next_tick = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  next_tick();
+  const fs::path graph = index_dir / first->second.graph_file;
+  const std::string bytes = testing::slurp(graph);
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x5a);
+  testing::write_file(graph, flipped);
+  auto damaged = load(query);
+  ASSERT_FALSE(damaged);
+  EXPECT_NE(damaged.error().message.find(first->second.graph_file + ": checksum mismatch"), std::string::npos)
+      << damaged.error().message;
+  // Put back as it was: hashed once (it was written again), then listed again.
+  next_tick();
+  testing::write_file(graph, bytes);
+  auto restored = load(query);
+  ASSERT_TRUE(restored) << restored.error().message;
+  EXPECT_EQ(restored->first.files_hashed_at_load(), 1u);
+  auto again = load(query);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->first.files_hashed_at_load(), 0u);
+
+  // A load that does not trust the list hashes every file, the vectors file too.
+  auto full = load(o);
+  ASSERT_TRUE(full) << full.error().message;
+  EXPECT_EQ(full->first.files_hashed_at_load(), 5u);
+
+  // A damaged list vouches for nothing.
+  testing::write_file(index_dir / "verified", list.substr(0, list.size() / 2) + "x\n");
+  auto unlisted = load(query);
+  ASSERT_TRUE(unlisted) << unlisted.error().message;
+  EXPECT_EQ(unlisted->first.files_hashed_at_load(), 4u);
+}
+
+// A file changed less than verified_min_age_ms before the load is not listed: its next change could leave its times
+// as they were (the file system's clock ticks coarser than its nanoseconds). A save keeps the list.
+TEST(VectorIndex, a_file_written_just_before_a_load_is_verified_but_not_listed) {
+  testing::TempDir dir;
+  const fs::path index_dir = dir / "index";
+  const size_t dim = 16, n = 300;
+  auto v = random_unit_vectors(n + 5, dim, 43);
+  const VectorIndexOptions o = small_hnsw_options();
+  ASSERT_NO_FATAL_FAILURE(save_first(index_dir, v, n, dim, o));
+  VectorIndexOptions query = o;
+  query.verify_vectors = false;
+  query.trust_verified_files = true;
+  query.verified_min_age_ms = 60 * 60 * 1000;  // an hour: every file here is newer
+  for (int i = 0; i < 2; ++i) {
+    auto loaded = VectorIndex::load(index_dir, query);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    EXPECT_EQ(loaded->first.files_hashed_at_load(), 2u);  // the graph and the ids, both times
+  }
+  EXPECT_FALSE(fs::exists(index_dir / "verified"));
+  query.verified_min_age_ms = 0;
+  {
+    auto loaded = VectorIndex::load(index_dir, query);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    ASSERT_TRUE(fs::exists(index_dir / "verified"));
+    // A save whose cleanup takes every stray file of the folder that is not its own keeps the list.
+    loaded->first.add({9001}, std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(n * dim),
+                                                 v.begin() + static_cast<std::ptrdiff_t>((n + 1) * dim)));
+    ASSERT_TRUE(loaded->first.save(index_dir, "emb", 2));
+  }
+  EXPECT_TRUE(fs::exists(index_dir / "verified"));
+  auto after = VectorIndex::load(index_dir, query);
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(after->first.files_hashed_at_load(), 1u);  // the new segment; the base's files are listed
+}
 
 // An index saved as format 5 (a 64-byte vectors header) by the previous spark loads, its rows where that format put
 // them; a segment keeps format 5; the next whole save writes format 6.

@@ -29,6 +29,9 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem
   }
   auto m = std::shared_ptr<MappedFile>(new MappedFile);
   m->size_ = static_cast<size_t>(st.st_size);
+  const auto ns = [](const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; };
+  m->identity_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+                  ns(st.st_mtim), ns(st.st_ctim)};
   if (m->size_ > 0) {
     void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {

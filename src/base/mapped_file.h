@@ -13,6 +13,7 @@
 // Thread safety: immutable after open; share it with std::shared_ptr.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string_view>
@@ -23,6 +24,14 @@ namespace spark {
 
 class MappedFile {
  public:
+  // What the file system said of the file when it was opened (fstat of the descriptor that was mapped): any write
+  // through the file system changes its change time (ctime), which no user can set back, and a replaced file has
+  // another inode. See VectorIndex's verified files (vector_index.h).
+  struct Identity {
+    uint64_t device = 0, inode = 0, size = 0;
+    int64_t mtime_ns = 0, ctime_ns = 0;
+    bool operator==(const Identity&) const = default;
+  };
   // Errors name the file (cannot open, stat or map). An empty file maps to an empty view.
   static Result<std::shared_ptr<const MappedFile>> open(const std::filesystem::path& path);
   ~MappedFile();
@@ -31,11 +40,13 @@ class MappedFile {
   const char* data() const { return data_; }
   size_t size() const { return size_; }
   std::string_view view() const { return {data_, size_}; }
+  const Identity& identity() const { return identity_; }
 
  private:
   MappedFile() = default;
   const char* data_ = nullptr;
   size_t size_ = 0;
+  Identity identity_;
 };
 
 }  // namespace spark

@@ -26,13 +26,16 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <map>
 #include <set>
+#include <sstream>
 #include <system_error>
 #include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "base/mapped_file.h"
 #include "base/text.h"
 #include "formats/case.h"
@@ -210,6 +213,106 @@ std::unexpected<Error> checksum_mismatch(const fs::path& path) {
   return fail(path.string() +
               ": checksum mismatch with manifest.json (truncated or damaged); run `spark index --rebuild`");
 }
+
+// The index folder's list of the files a load verified (VectorIndexOptions::trust_verified_files): a first line
+// "spark verified files 1", then a line per file: its name, its checksum, and its identity when it was verified
+// (device, inode, size, mtime and ctime in ns). A cache, not a record: a missing or damaged list vouches for nothing.
+constexpr const char* kVerifiedList = "verified";
+constexpr std::string_view kVerifiedHeader = "spark verified files 1";
+struct VerifiedFile {
+  std::string checksum;
+  MappedFile::Identity identity;
+};
+using VerifiedFiles = std::map<std::string, VerifiedFile>;
+
+VerifiedFiles read_verified_list(const fs::path& dir) {
+  auto text = read_file(dir / kVerifiedList);
+  if (!text) return {};
+  std::istringstream in(*text);
+  std::string line;
+  if (!std::getline(in, line) || line != kVerifiedHeader) return {};
+  VerifiedFiles out;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string name, rest;
+    VerifiedFile v;
+    MappedFile::Identity& id = v.identity;
+    if (!(f >> name >> v.checksum >> id.device >> id.inode >> id.size >> id.mtime_ns >> id.ctime_ns) || f >> rest)
+      return {};
+    out[name] = v;
+  }
+  return out;
+}
+
+// Written whole and renamed into place; a folder spark may not write keeps no list (every load then hashes).
+void write_verified_list(const fs::path& dir, const VerifiedFiles& files) {
+  std::string text(kVerifiedHeader);
+  text += '\n';
+  for (const auto& [name, v] : files) {
+    const MappedFile::Identity& id = v.identity;
+    text += name + ' ' + v.checksum + ' ' + std::to_string(id.device) + ' ' + std::to_string(id.inode) + ' ' +
+            std::to_string(id.size) + ' ' + std::to_string(id.mtime_ns) + ' ' + std::to_string(id.ctime_ns) + '\n';
+  }
+  (void)write_file_atomic(dir / kVerifiedList, text);
+}
+
+// One load's verification of its files against the manifest: each file's checksum is computed, unless the folder's
+// verified list vouches for it (when trusted); what was verified is listed for the next load.
+class FileVerifier {
+ public:
+  FileVerifier(const fs::path& dir, const VectorIndexOptions& options, Checksum kind)
+      : dir_(dir), kind_(kind), trust_(options.trust_verified_files), known_(read_verified_list(dir)) {
+    struct timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    listable_before_ns_ = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec -
+                          static_cast<int64_t>(options.verified_min_age_ms) * 1'000'000;
+  }
+  // True when the list vouches for `file` as it is mapped (and trust was asked for).
+  bool vouched(const std::string& file, const std::string& checksum, const MappedFile& map) {
+    if (!trust_) return false;
+    const auto it = known_.find(file);
+    if (it == known_.end() || it->second.checksum != checksum || !(it->second.identity == map.identity())) return false;
+    seen_[file] = it->second;
+    return true;
+  }
+  // The checksum `sum` computed over the mapping against the manifest's `checksum`.
+  bool hashed(const std::string& file, const std::string& checksum, const MappedFile& map, const std::string& sum) {
+    ++hashed_;
+    if (sum != checksum) return false;
+    const MappedFile::Identity& id = map.identity();
+    if (std::max(id.mtime_ns, id.ctime_ns) <= listable_before_ns_) {
+      seen_[file] = {checksum, id};
+      listed_new_ = true;
+    }
+    return true;
+  }
+  bool verify(const std::string& file, const std::string& checksum, const MappedFile& map) {
+    return vouched(file, checksum, map) || hashed(file, checksum, map, checksum_of(map.view(), kind_));
+  }
+  size_t files_hashed() const { return hashed_; }
+  // After a load that verified everything: the list written again when this load verified a file it did not hold,
+  // keeping what it held of the manifest's other files (a query does not verify the vectors file).
+  void update_list(const IndexManifest& m) {
+    if (!listed_new_) return;
+    std::set<std::string> current = {m.vectors_file, m.ids_file};
+    if (!m.graph_file.empty()) current.insert(m.graph_file);
+    for (const auto& sg : m.segments) current.insert(sg.file);
+    for (const auto& e : m.extra_files) current.insert(e.file);
+    VerifiedFiles out = seen_;
+    for (const auto& [name, v] : known_)
+      if (current.contains(name)) out.emplace(name, v);
+    write_verified_list(dir_, out);
+  }
+
+ private:
+  fs::path dir_;
+  Checksum kind_;
+  bool trust_;
+  VerifiedFiles known_, seen_;
+  int64_t listable_before_ns_ = 0;
+  size_t hashed_ = 0;
+  bool listed_new_ = false;
+};
 
 // Reads a faiss index file from its mapping, whose checksum the caller has verified (faiss 1.7.3's reader leaks what
 // it was reading when it throws on damaged bytes): the bytes the checksum read are the bytes FAISS reads.
@@ -989,7 +1092,7 @@ Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man
   auto old = read_manifest(dir);
   if (auto s = write_file_atomic(dir / "manifest.json", m.dump(2) + "\n"); !s) return s;
   // The replaced state's files go, and files of states that crashed before their manifest (an hour old or more).
-  std::set<std::string> keep = {"manifest.json", "save.lock", man.vectors_file, man.ids_file};
+  std::set<std::string> keep = {"manifest.json", "save.lock", kVerifiedList, man.vectors_file, man.ids_file};
   if (!man.graph_file.empty()) keep.insert(man.graph_file);
   for (const auto& sg : man.segments) keep.insert(sg.file);
   for (const auto& e : extra_files) keep.insert(e.file);
@@ -1081,6 +1184,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   if (!manifest) return std::unexpected(manifest.error());
   const fs::path vec = dir / manifest->vectors_file, ids = dir / manifest->ids_file;
   const Checksum kind = checksum_for_format(manifest->format);
+  FileVerifier verifier(dir, options, kind);
   // The HNSW graph (format 4 on; ~20 MB at 10^5 cases) is checksummed on a second thread while this one checks the
   // other files (~10 MB there); FAISS reads it here once both are done (its allocations then come from the main
   // heap, which may be on huge pages: src/base/huge_pages.h). The future's destructor waits on every early return.
@@ -1090,11 +1194,13 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     auto map = MappedFile::open(dir / manifest->graph_file);
     if (!map) return std::unexpected(map.error());
     graph_map = std::move(*map);
-    const auto sum = [&graph_map, kind] { return checksum_of(graph_map->view(), kind); };
-    try {
-      graph_sum = std::async(std::launch::async, sum);
-    } catch (const std::system_error&) {  // no thread to be had: the checksum runs when it is asked for
-      graph_sum = std::async(std::launch::deferred, sum);
+    if (!verifier.vouched(manifest->graph_file, manifest->graph_checksum, *graph_map)) {
+      const auto sum = [&graph_map, kind] { return checksum_of(graph_map->view(), kind); };
+      try {
+        graph_sum = std::async(std::launch::async, sum);
+      } catch (const std::system_error&) {  // no thread to be had: the checksum runs when it is asked for
+        graph_sum = std::async(std::launch::deferred, sum);
+      }
     }
   }
   // The extra files: verified through mappings that are kept for their users (take_verified_extra).
@@ -1102,13 +1208,13 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   for (const auto& e : manifest->extra_files) {
     auto map = MappedFile::open(dir / e.file);
     if (!map) return std::unexpected(map.error());
-    if (checksum_of((*map)->view(), kind) != e.checksum) return checksum_mismatch(dir / e.file);
+    if (!verifier.verify(e.file, e.checksum, **map)) return checksum_mismatch(dir / e.file);
     extras.emplace_back(e.name, std::move(*map));
   }
   auto id_map = MappedFile::open(ids);  // mapped once: checked, then used
   if (!id_map) return std::unexpected(id_map.error());
   const std::string_view id_bytes = (*id_map)->view();
-  if (checksum_of(id_bytes, kind) != manifest->ids_checksum) return checksum_mismatch(ids);
+  if (!verifier.verify(manifest->ids_file, manifest->ids_checksum, **id_map)) return checksum_mismatch(ids);
   const size_t per_case = manifest->format >= 2 ? 3 : 1;
   if (id_bytes.size() != manifest->base_count * per_case * sizeof(int64_t))
     return fail(ids.string() + ": holds " + std::to_string(id_bytes.size() / (8 * per_case)) + " ids, manifest says " +
@@ -1129,7 +1235,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
       return fail(vec.string() +
                   ": size or header does not match manifest.json (truncated or damaged); run `spark index --rebuild`");
     if (options.verify_vectors) {
-      if (checksum_of((*map)->view(), kind) != manifest->vectors_checksum)
+      if (!verifier.verify(manifest->vectors_file, manifest->vectors_checksum, **map))
         return fail(vec.string() + ": checksum mismatch with manifest.json (damaged); run `spark index --rebuild`");
     }
     auto flat = std::make_unique<FastFlatIP>(static_cast<idx_t>(manifest->dimension));
@@ -1137,7 +1243,9 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     if (manifest->kind == "hnsw") {
       const fs::path graph = dir / manifest->graph_file;
       // A damaged graph never reaches FAISS (its reader leaks what it was reading when it throws, faiss 1.7.3).
-      if (graph_sum.get() != manifest->graph_checksum) return checksum_mismatch(graph);
+      if (graph_sum.valid() &&
+          !verifier.hashed(manifest->graph_file, manifest->graph_checksum, *graph_map, graph_sum.get()))
+        return checksum_mismatch(graph);
       auto read = read_verified_faiss(graph, *graph_map);
       if (!read) return std::unexpected(read.error());
       index.index_ = std::move(*read);
@@ -1189,7 +1297,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     auto map = MappedFile::open(path);
     if (!map) return std::unexpected(map.error());
     const std::string_view segment = (*map)->view();
-    if (checksum_of(segment, kind) != sg.checksum) return checksum_mismatch(path);
+    if (!verifier.verify(sg.file, sg.checksum, **map)) return checksum_mismatch(path);
     uint64_t header[3] = {0, 0, 0};
     const size_t head = sizeof kSegmentMagic + sizeof header;
     if (segment.size() >= head) std::memcpy(header, segment.data() + sizeof kSegmentMagic, sizeof header);
@@ -1254,6 +1362,8 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
   index.appended_.clear();
   index.saved_ = SavedState{*manifest};
   index.verified_extras_ = std::move(extras);
+  index.files_hashed_at_load_ = verifier.files_hashed();
+  verifier.update_list(*manifest);
   IndexManifest m = *manifest;
   return std::pair<VectorIndex, IndexManifest>{std::move(index), std::move(m)};
 }

@@ -58,6 +58,18 @@ struct VectorIndexOptions {
   // load() reads a format-4 vectors file's every byte to verify its checksum; false checks only its size and header
   // and maps it (a query reads the pages its search touches; similarities from damaged bytes rank last, never crash).
   bool verify_vectors = true;
+  // true: a file an earlier load verified, unchanged since, is not hashed again. The index folder's `verified` list
+  // (written by any load that hashed a file) names each verified file with its checksum and identity (device, inode,
+  // size, mtime, ctime: MappedFile::Identity); a file whose manifest checksum and identity both match its line is
+  // taken as verified. Any write through the file system changes a file's ctime, which no user can set back, so a
+  // damaged or replaced file is hashed again and refused. What a list cannot see is damage beneath the file system (a
+  // failing disk): every load that does not trust the list (`spark index`, `spark eval`, updates) hashes every file.
+  // A query's load (SearchEngine::open with verify_vectors false) trusts it; a folder spark may not write keeps no
+  // list, and then every load hashes.
+  bool trust_verified_files = false;
+  // A file changed less than this long before a load verified it is not listed (a change in the same tick of the file
+  // system's clock could leave its times as they were): tests set 0.
+  int verified_min_age_ms = 2000;
 };
 
 struct IndexManifest {
@@ -149,6 +161,9 @@ class VectorIndex {
   // mapping the file again (each page a new process touches is a page fault). A save() drops them: they are of the
   // state it replaces.
   std::shared_ptr<const MappedFile> take_verified_extra(const std::string& name);
+  // How many files the load that made this index hashed to verify them (the others: its `verified` list vouched for
+  // them, or they are not checked on a query's load); 0 for an index not loaded.
+  size_t files_hashed_at_load() const { return files_hashed_at_load_; }
   // Segments the last load or save left (0 after a whole save).
   size_t segments() const { return saved_ ? saved_->manifest.segments.size() : 0; }
   // Loads and verifies against the manifest; errors name the file ("…/vectors.….faiss: checksum mismatch").
@@ -226,6 +241,7 @@ class VectorIndex {
   std::optional<SavedState> saved_;
   std::vector<std::pair<std::string, std::shared_ptr<const MappedFile>>> verified_extras_;  // load()'s, until taken
   std::vector<int64_t> appended_;
+  size_t files_hashed_at_load_ = 0;
   Status save_whole(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
                     const std::vector<Extra>& extra_files);
   Status save_segment(const std::filesystem::path& dir, const std::string& embedder, int64_t generation,
