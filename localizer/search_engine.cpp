@@ -100,6 +100,11 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   auto ranker = RankerModel::load(dir / ranker_file);
   if (!ranker) return std::unexpected(ranker.error());
   std::shared_ptr<const MappedFile> cases_map = loaded->first.take_verified_extra(kCases);
+  // A failure that shares its test code with no stored one is searched exactly, not through the HNSW graph, whose
+  // walk is unreliable far from its clusters (VectorIndexOptions::exact_below). The OpenAI-compatible embedder's
+  // similarities have no such known scale: its searches keep the graph's answer.
+  if (const auto* builtin = dynamic_cast<const HashedTfidfEmbedder*>(embedder.get()))
+    loaded->first.set_exact_below(static_cast<float>(builtin->same_test_code_similarity()));
   std::unique_ptr<SearchEngine> engine(
       new SearchEngine(std::move(embedder), std::move(loaded->first), std::move(*ranker)));
   engine->embedder_identity_ = manifest->embedder;

@@ -182,6 +182,67 @@ TEST(VectorIndex, hnsw_search_scores_the_groups_of_its_hits_exactly) {
   EXPECT_LE(same_unrefined, same);
 }
 
+// Queries unlike any cluster of near-duplicates (a project the index never saw): the graph's walk misses the nearest
+// for some; a search whose best hit is below exact_below is repeated exactly, over all vectors and over a policy
+// subset (HNSW with a selector), and then always finds it. A search whose best hit reaches the bound keeps the graph's.
+TEST(VectorIndex, a_search_whose_best_hit_is_below_exact_below_is_repeated_exactly) {
+  const size_t dim = 32, tests = 40, copies = 60, n = tests * copies;
+  auto centres = random_unit_vectors(tests, dim, 21);
+  auto noise = random_unit_vectors(n, dim, 22);
+  std::vector<float> all;
+  std::vector<int64_t> rowids, groups;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<float> x(dim);
+    double norm = 0;
+    for (size_t d = 0; d < dim; ++d) {
+      x[d] = centres[(i % tests) * dim + d] + 0.05f * noise[i * dim + d];
+      norm += x[d] * x[d];
+    }
+    for (auto& f : x) f = static_cast<float>(f / std::sqrt(norm));
+    all.insert(all.end(), x.begin(), x.end());
+    rowids.push_back(static_cast<int64_t>(i));
+    groups.push_back(static_cast<int64_t>(i % tests));
+  }
+  VectorIndexOptions o;
+  o.hnsw_threshold = 500;
+  o.ef_search = 1;  // a narrow walk, so that the graph alone misses
+  o.refine_hits = 0;
+  o.exact_subset_limit = 100;
+  VectorIndex index(dim, o);
+  index.add(rowids, all, groups);
+  ASSERT_TRUE(index.is_hnsw());
+  const auto far_queries = random_unit_vectors(60, dim, 23);  // no cluster near any of them
+  std::vector<int64_t> subset;
+  for (size_t i = 0; i < n; i += 2) subset.push_back(static_cast<int64_t>(i));
+  const auto best_in_subset = [&](const float* q) {
+    float best = -2;
+    for (int64_t id : subset) best = std::max(best, inner_product(q, all.data() + static_cast<size_t>(id) * dim, dim));
+    return best;
+  };
+  const auto count_exact = [&] {
+    size_t all_found = 0, subset_found = 0;
+    for (size_t q = 0; q < 60; ++q) {
+      const float* query = far_queries.data() + q * dim;
+      all_found += index.search(query, 1, std::nullopt, {}).at(0).similarity >=
+                   index.search_exact(query, 1).at(0).similarity - 1e-6f;
+      subset_found += index.search(query, 1, subset, {}).at(0).similarity >= best_in_subset(query) - 1e-6f;
+    }
+    return std::pair{all_found, subset_found};
+  };
+  const auto graph_only = count_exact();
+  ASSERT_LT(graph_only.first, 60u) << "the graph alone found every nearest: the test shows nothing";
+  ASSERT_LT(graph_only.second, 60u) << "the graph alone found every nearest in the subset: the test shows nothing";
+  index.set_exact_below(1.5f);  // above every cosine: every search repeated exactly
+  EXPECT_EQ(count_exact(), (std::pair<size_t, size_t>{60, 60}));
+  // A stored vector as the query: the graph's best hit (in its cluster) reaches a bound of 0.9, and stands.
+  const float* near = all.data() + 17 * dim;
+  index.set_exact_below(-2.0f);
+  const auto graph = index.search(near, 1, std::nullopt, {});
+  ASSERT_GE(graph.at(0).similarity, 0.9f);
+  index.set_exact_below(0.9f);
+  EXPECT_EQ(index.search(near, 1, std::nullopt, {}).at(0).rowid, graph.at(0).rowid);
+}
+
 // A loaded index keeps its cases in arrays (no hash map built per case); the first add turns them into hash maps. Every search must answer as the index it was saved from, before and after that add, and an ids file with a
 // case twice or at a position past the vectors is refused by name.
 // Rowids `spacing` apart: 3 keeps them dense (looked up through a direct table), a large spacing makes them sparse

@@ -67,6 +67,9 @@ class HashedTfidfEmbedder final : public Embedder {
   std::string identity() const override;
   size_t dimension() const override { return options_.dimension; }
   Result<std::vector<std::vector<float>>> embed(const std::vector<EmbedText>& inputs) override;
+  // The similarity two failures of one test in one test-file version reach from their code alone (the test-function
+  // and code blocks' shares): a query whose nearest stored failure is less similar shares its test code with none.
+  double same_test_code_similarity() const { return options_.test_function_weight + options_.code_weight; }
 
   TermCounts count_terms(const EmbedText& text);
   // The parts counted one at a time, so a knowledge base counts each test-file version (code) and each failing test

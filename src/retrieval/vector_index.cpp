@@ -839,6 +839,12 @@ std::vector<SearchHit> VectorIndex::search_exact(const float* query, size_t r) c
   return expand(hits, r, nullptr, {});
 }
 
+bool VectorIndex::similar_enough(const std::vector<std::pair<int64_t, float>>& hits) const {
+  float best = -std::numeric_limits<float>::max();
+  for (const auto& [position, similarity] : hits) best = std::max(best, similarity);
+  return best >= options_.exact_below;
+}
+
 std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
                                            const std::optional<std::vector<int64_t>>& allowed,
                                            const std::unordered_set<int64_t>& excluded) const {
@@ -861,6 +867,11 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
       search_tail(query, k, nullptr, hits);
       std::sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
       refine(query, hits, nullptr);
+      if (!similar_enough(hits)) {  // a query unlike the graph's clusters: every vector, exactly
+        hits.clear();
+        run(flat_of(*index_), k, nullptr);
+        search_tail(query, k, nullptr, hits);
+      }
     } else {
       run(*index_, k, nullptr);
     }
@@ -889,7 +900,8 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
     std::sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     refine(query, hits, &allowed_set);
     auto out = expand(hits, r, &allowed_set, excluded);
-    if (out.size() >= k) return out;  // else fall through to the exact search
+    // Else (too few found, or a query unlike the graph's clusters) fall through to the exact search.
+    if (out.size() >= k && similar_enough(hits)) return out;
     hits.clear();
   }
   faiss::SearchParameters params;

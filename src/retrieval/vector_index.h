@@ -42,11 +42,17 @@ class MappedFile;
 
 struct VectorIndexOptions {
   size_t hnsw_threshold = 8192;  // distinct vectors from which HNSW is built (below: exact search, ≤ ~6 ms a query)
-  int hnsw_m = 32;
+  int hnsw_m = 16;
   int ef_construction = 64;
   int ef_search = 128;
   size_t exact_subset_limit = 20000;  // a policy subset this small is searched exactly
   size_t refine_hits = 4;             // HNSW hits whose groups are scored exactly
+  // An HNSW search whose best hit is less similar than this is run again exactly, over every vector. A graph built
+  // over clusters of near-duplicate failures (as CI makes them) walks well to a query near one of its clusters, and
+  // badly to a failure unlike any stored: on 100k cases, queries from a project left out of the knowledge base found
+  // the exact top-1 for 20–40 % of queries at any efSearch (docs/PERFORMANCE.md, "Issue 12, tenth part"). The
+  // default, below any cosine, never does; SearchEngine sets it from the embedder.
+  float exact_below = -2.0f;
   size_t refine_limit = 16384;        // at most this many vectors scored exactly per search
   // save() appends the cases added since load as a segment file instead of rewriting the index when the base holds
   // at least this many distinct vectors, the segments' cases stay within 1/segment_share_divisor of the base's, and
@@ -140,6 +146,9 @@ class VectorIndex {
   static void search_on_this_thread();
   // Turns the exact refinement of HNSW hits off (0) or on (the default 4): for measuring what it adds.
   void set_refine_hits(size_t n) { options_.refine_hits = n; }
+  // The similarity below which an HNSW search is repeated exactly (VectorIndexOptions::exact_below).
+  void set_exact_below(float similarity) { options_.exact_below = similarity; }
+  float exact_below() const { return options_.exact_below; }
 
   size_t size() const { return table_.cases(); }          // cases
   size_t distinct() const { return table_.positions(); }  // distinct vectors (index entries)
@@ -182,6 +191,8 @@ class VectorIndex {
                                 const std::unordered_set<int64_t>& excluded) const;
   void refine(const float* query, std::vector<std::pair<int64_t, float>>& hits,
               const std::unordered_set<int64_t>* allowed) const;
+  // Whether the best of an HNSW search's hits reaches options_.exact_below (else the search is repeated exactly).
+  bool similar_enough(const std::vector<std::pair<int64_t, float>>& hits) const;
   size_t dimension_;
   VectorIndexOptions options_;
   std::unique_ptr<faiss::Index> index_;
