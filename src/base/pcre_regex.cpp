@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 
 #include "base/text.h"
@@ -13,6 +14,13 @@ namespace spark {
 
 struct Regex::Impl {
   pcre2_code* code = nullptr;
+  // JIT-compiled at the first match, not at compile(): a process compiles more patterns than it runs (the redaction
+  // rules of a localize that sends nothing anywhere), and a JIT compile costs more than an interpreted one.
+  std::once_flag jit;
+  const pcre2_code* ready() {
+    std::call_once(jit, [this] { pcre2_jit_compile(code, PCRE2_JIT_COMPLETE); });  // else the interpreter
+    return code;
+  }
   ~Impl() { pcre2_code_free(code); }
 };
 
@@ -81,7 +89,6 @@ Result<Regex> Regex::compile(std::string_view pattern, bool multiline, bool case
     return fail("regular expression \"" + std::string(pattern) + "\" at offset " + std::to_string(offset) + ": " +
                 reinterpret_cast<char*>(buf));
   }
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when JIT is unavailable
   Regex r;
   r.impl_ = std::make_shared<Impl>();
   r.impl_->code = code;
@@ -99,14 +106,15 @@ Regex Regex::must(std::string_view pattern, bool multiline, bool caseless) {
 
 void Regex::for_each_match(std::string_view original,
                            const std::function<void(const std::vector<std::string_view>&)>& fn) const {
-  MatchData md(impl_->code);
+  const pcre2_code* code = impl_->ready();
+  MatchData md(code);
   std::string copy;
   const std::string_view valid = valid_subject(original, copy);
   const std::string_view subject = original;  // groups view the caller's text (same offsets)
   PCRE2_SIZE start = 0;
   std::vector<std::string_view> groups;
   while (start <= subject.size()) {
-    const int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(valid.data()), valid.size(), start,
+    const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(valid.data()), valid.size(), start,
                                PCRE2_NO_UTF_CHECK, md.md, md.mc);
     if (hit_limit(rc)) {
       start = after_limit(valid, start);
@@ -127,14 +135,15 @@ void Regex::for_each_match(std::string_view original,
 }
 
 std::string Regex::replace_all(std::string_view subject, std::string_view replacement) const {
-  MatchData md(impl_->code);
+  const pcre2_code* code = impl_->ready();
+  MatchData md(code);
   std::string copy;
   const std::string_view valid = valid_subject(subject, copy);
   std::string out;
   out.reserve(subject.size());
   PCRE2_SIZE start = 0, copied = 0;
   while (start <= subject.size()) {
-    const int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(valid.data()), valid.size(), start,
+    const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(valid.data()), valid.size(), start,
                                PCRE2_NO_UTF_CHECK, md.md, md.mc);
     if (hit_limit(rc)) {
       start = after_limit(valid, start);

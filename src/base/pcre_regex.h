@@ -1,4 +1,4 @@
-// RAII over PCRE2 (8-bit, UTF mode, JIT when available). Thread safety: a Regex may be shared; each call makes its
+// RAII over PCRE2 (8-bit, UTF mode, JIT-compiled at the first match when available). Thread safety: a Regex may be shared; each call makes its
 // own match data.
 #pragma once
 

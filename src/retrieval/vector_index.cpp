@@ -528,66 +528,88 @@ VectorIndex& VectorIndex::operator=(VectorIndex&&) noexcept = default;
 // ---------------------------------------------------------------------------------------------------------------
 // CaseTable
 
-Status VectorIndex::CaseTable::load(std::vector<Entry> entries, size_t positions) {
-  if (entries.size() >= std::numeric_limits<uint32_t>::max()) return fail("more cases than an index holds");
+Status VectorIndex::CaseTable::load(std::span<const Entry> mapped, std::shared_ptr<const MappedFile> file,
+                                    std::vector<Entry> more, size_t positions) {
+  const size_t n = mapped.size() + more.size();
+  if (n >= std::numeric_limits<uint32_t>::max()) return fail("more cases than an index holds");
   *this = CaseTable();
   frozen_ = true;
+  entries_.mapped = mapped;
+  entries_.file = std::move(file);
+  entries_.more = std::move(more);
   // Members by position: a counting sort that keeps the order the cases were added.
   member_start_.assign(positions + 1, 0);
-  for (const auto& e : entries) {
-    if (e.position < 0 || static_cast<size_t>(e.position) >= positions)
-      return fail("a case at an invalid position (" + std::to_string(e.position) + ")");
+  Status bad;
+  entries_.for_each([&](const Entry& e) {
+    if (e.position < 0 || static_cast<size_t>(e.position) >= positions) {
+      if (bad) bad = fail("a case at an invalid position (" + std::to_string(e.position) + ")");
+      return;
+    }
     ++member_start_[static_cast<size_t>(e.position) + 1];
-  }
+  });
+  if (!bad) return bad;
   for (size_t p = 0; p < positions; ++p) member_start_[p + 1] += member_start_[p];
-  member_rowids_.resize(entries.size());
+  member_rowids_.resize(n);
   {
     std::vector<uint32_t> next(member_start_.begin(), member_start_.end() - 1);
-    for (const auto& e : entries) member_rowids_[next[static_cast<size_t>(e.position)]++] = e.rowid;
+    entries_.for_each([&](const Entry& e) { member_rowids_[next[static_cast<size_t>(e.position)]++] = e.rowid; });
   }
   {
-    // (group, position) pairs, sorted, each once. The ids file is written in this order, so only the pairs of the
-    // segments (cases added since) are sorted, then merged in.
-    std::vector<std::pair<int64_t, int64_t>> pairs;
-    pairs.reserve(entries.size());
-    for (const auto& e : entries) pairs.emplace_back(e.group, e.position);
-    size_t in_order = std::min<size_t>(1, pairs.size());
-    while (in_order < pairs.size() && !(pairs[in_order] < pairs[in_order - 1])) ++in_order;
-    std::sort(pairs.begin() + static_cast<std::ptrdiff_t>(in_order), pairs.end());
-    std::inplace_merge(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(in_order), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-    group_keys_.reserve(pairs.size());
-    group_positions_of_.reserve(pairs.size());
-    for (const auto& [g, p] : pairs) {
-      group_keys_.push_back(g);
-      group_positions_of_.push_back(p);
+    // (group, position) pairs, sorted, each once. The ids file is written in this order: the pairs of its sorted
+    // prefix are read where they lie, the rest (the segments' cases added since) copied, sorted and merged in.
+    const auto pair_at = [&](size_t i) { return std::pair{entries_[i].group, entries_[i].position}; };
+    size_t in_order = std::min<size_t>(1, n);
+    while (in_order < n && !(pair_at(in_order) < pair_at(in_order - 1))) ++in_order;
+    std::vector<std::pair<int64_t, int64_t>> rest;
+    rest.reserve(n - in_order);
+    for (size_t i = in_order; i < n; ++i) rest.push_back(pair_at(i));
+    std::sort(rest.begin(), rest.end());
+    group_keys_.reserve(n);
+    group_positions_of_.reserve(n);
+    const auto put = [&](const std::pair<int64_t, int64_t>& gp) {
+      if (!group_keys_.empty() && group_keys_.back() == gp.first && group_positions_of_.back() == gp.second) return;
+      group_keys_.push_back(gp.first);
+      group_positions_of_.push_back(gp.second);
+    };
+    size_t i = 0, j = 0;
+    while (i < in_order || j < rest.size()) {
+      if (j == rest.size() || (i < in_order && !(rest[j] < pair_at(i))))
+        put(pair_at(i++));
+      else
+        put(rest[j++]);
     }
+    group_keys_.shrink_to_fit();
+    group_positions_of_.shrink_to_fit();
   }
-  entries_ = std::move(entries);
   // The rowid lookup: a direct table when the rowids are dense (a store's are 1..N with few gaps), else the entries
-  // sorted by rowid.
+  // sorted by rowid (copied: the mapped ones are in the order they were added).
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-  for (const auto& e : entries_) {
+  entries_.for_each([&](const Entry& e) {
     lo = std::min(lo, e.rowid);
     hi = std::max(hi, e.rowid);
-  }
-  const size_t n = entries_.size();
+  });
   if (n > 0 && static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) < 4 * static_cast<uint64_t>(n) + 1024) {
     dense_ = true;
     min_rowid_ = lo;
     slot_.assign(static_cast<size_t>(static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo)) + 1, kAbsent);
     for (size_t i = 0; i < n; ++i) {
-      uint32_t& slot = slot_[static_cast<size_t>(static_cast<uint64_t>(entries_[i].rowid) - static_cast<uint64_t>(lo))];
-      if (slot != kAbsent) return fail("case " + std::to_string(entries_[i].rowid) + " is there twice");
+      const int64_t rowid = entries_[i].rowid;
+      uint32_t& slot = slot_[static_cast<size_t>(static_cast<uint64_t>(rowid) - static_cast<uint64_t>(lo))];
+      if (slot != kAbsent) return fail("case " + std::to_string(rowid) + " is there twice");
       slot = static_cast<uint32_t>(i);
     }
     return {};
   }
+  std::vector<Entry> all;
+  all.reserve(n);
+  entries_.for_each([&](const Entry& e) { all.push_back(e); });
+  entries_ = Entries{{}, nullptr, std::move(all)};
+  std::vector<Entry>& sorted = entries_.more;
   const auto by_id = [](const Entry& a, const Entry& b) { return a.rowid < b.rowid; };
-  if (!std::is_sorted(entries_.begin(), entries_.end(), by_id)) std::sort(entries_.begin(), entries_.end(), by_id);
-  for (size_t i = 1; i < entries_.size(); ++i)
-    if (entries_[i - 1].rowid == entries_[i].rowid)
-      return fail("case " + std::to_string(entries_[i].rowid) + " is there twice");
+  if (!std::is_sorted(sorted.begin(), sorted.end(), by_id)) std::sort(sorted.begin(), sorted.end(), by_id);
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i - 1].rowid == sorted[i].rowid)
+      return fail("case " + std::to_string(sorted[i].rowid) + " is there twice");
   return {};
 }
 
@@ -598,10 +620,11 @@ std::optional<VectorIndex::CaseTable::Entry> VectorIndex::CaseTable::find(int64_
       return std::nullopt;
     return entries_[slot_[static_cast<size_t>(offset)]];
   }
-  if (frozen_) {
-    const auto it = std::lower_bound(entries_.begin(), entries_.end(), rowid,
-                                     [](const Entry& e, int64_t id) { return e.rowid < id; });
-    if (it == entries_.end() || it->rowid != rowid) return std::nullopt;
+  if (frozen_) {  // not dense: every entry owned, sorted by rowid
+    const auto& sorted = entries_.more;
+    const auto it =
+        std::lower_bound(sorted.begin(), sorted.end(), rowid, [](const Entry& e, int64_t id) { return e.rowid < id; });
+    if (it == sorted.end() || it->rowid != rowid) return std::nullopt;
     return *it;
   }
   const auto it = where_.find(rowid);
@@ -631,10 +654,10 @@ void VectorIndex::CaseTable::thaw() {
   for (size_t p = 0; p + 1 < member_start_.size(); ++p)
     members_[p].assign(member_rowids_.begin() + member_start_[p], member_rowids_.begin() + member_start_[p + 1]);
   where_.reserve(entries_.size());
-  for (const auto& e : entries_) where_.emplace(e.rowid, std::pair{e.position, e.group});
+  entries_.for_each([&](const Entry& e) { where_.emplace(e.rowid, std::pair{e.position, e.group}); });
   for (size_t i = 0; i < group_keys_.size(); ++i) group_positions_[group_keys_[i]].push_back(group_positions_of_[i]);
   frozen_ = false;
-  std::vector<Entry>().swap(entries_);
+  entries_ = Entries();
   std::vector<uint32_t>().swap(slot_);
   dense_ = false;
   member_start_ = {0};
@@ -1322,17 +1345,26 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     segments.push_back({std::move(*map), n, fresh});
     all_cases += n;
   }
-  // The cases: the ids file's, then each segment's in order, into one table built once.
-  std::vector<CaseTable::Entry> entries;
-  entries.reserve(all_cases);
-  entries.resize(manifest->base_count);
-  for (size_t i = 0; i < manifest->base_count; ++i) {
-    int64_t t[3] = {0, static_cast<int64_t>(i), 0};
-    std::memcpy(t, id_bytes.data() + i * per_case * sizeof(int64_t), per_case * sizeof(int64_t));
-    if (per_case == 1) t[2] = t[0];
-    if (t[1] < 0 || static_cast<size_t>(t[1]) >= manifest->base_vectors)
-      return fail(ids.string() + ": damaged (a case at an invalid position)");
-    entries[i] = {t[0], t[1], t[2]};
+  // The cases: the ids file's where they lie in its mapping (its (rowid, position, group) int64 triples are the
+  // table's entries as they are: a new process copies none of them into fresh memory), then each segment's in order.
+  std::span<const CaseTable::Entry> base_entries;
+  std::vector<CaseTable::Entry> entries;  // the segments' cases (and a format-1 file's, which holds only rowids)
+  if (per_case == 3) {
+    static_assert(sizeof(CaseTable::Entry) == 3 * sizeof(int64_t));
+    // Any bytes are valid values of the aggregate of three int64 (a mapping is page-aligned).
+    base_entries = {reinterpret_cast<const CaseTable::Entry*>(id_bytes.data()), manifest->base_count};
+    for (const auto& e : base_entries)
+      if (e.position < 0 || static_cast<size_t>(e.position) >= manifest->base_vectors)
+        return fail(ids.string() + ": damaged (a case at an invalid position)");
+    entries.reserve(all_cases - manifest->base_count);
+  } else {
+    entries.reserve(all_cases);
+    for (size_t i = 0; i < manifest->base_count; ++i) {
+      int64_t rowid = 0;
+      std::memcpy(&rowid, id_bytes.data() + i * sizeof(int64_t), sizeof rowid);
+      if (i >= manifest->base_vectors) return fail(ids.string() + ": damaged (a case at an invalid position)");
+      entries.push_back({rowid, static_cast<int64_t>(i), rowid});
+    }
   }
   index.hashed_ = false;  // the duplicate lookup is built by the first add
   if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) h->hnsw.efSearch = options.ef_search;
@@ -1365,10 +1397,12 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
       entries.push_back({t[0], t[1], t[2]});
     }
   }
-  if (entries.size() != manifest->count || positions != manifest->vectors)
-    return fail((dir / "manifest.json").string() + ": its files hold " + std::to_string(entries.size()) +
-                " cases, it says " + std::to_string(manifest->count) + "; run `spark index --rebuild`");
-  if (auto s = index.table_.load(std::move(entries), positions); !s)
+  const size_t held = base_entries.size() + entries.size();
+  if (held != manifest->count || positions != manifest->vectors)
+    return fail((dir / "manifest.json").string() + ": its files hold " + std::to_string(held) + " cases, it says " +
+                std::to_string(manifest->count) + "; run `spark index --rebuild`");
+  if (auto s = index.table_.load(base_entries, base_entries.empty() ? nullptr : *id_map, std::move(entries), positions);
+      !s)
     return fail(ids.string() + (manifest->segments.empty() ? "" : " and its segments") + ": damaged (" +
                 s.error().message + ")");
   index.appended_.clear();

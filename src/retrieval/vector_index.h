@@ -47,13 +47,13 @@ struct VectorIndexOptions {
   int ef_search = 128;
   size_t exact_subset_limit = 20000;  // a policy subset this small is searched exactly
   size_t refine_hits = 4;             // HNSW hits whose groups are scored exactly
+  size_t refine_limit = 16384;        // at most this many vectors scored exactly per search
   // An HNSW search whose best hit is less similar than this is run again exactly, over every vector. A graph built
   // over clusters of near-duplicate failures (as CI makes them) walks well to a query near one of its clusters, and
   // badly to a failure unlike any stored: on 100k cases, queries from a project left out of the knowledge base found
-  // the exact top-1 for 20–40 % of queries at any efSearch (docs/PERFORMANCE.md, "Issue 12, tenth part"). The
+  // the exact top-1 for 20–30 % of queries at any efSearch (docs/PERFORMANCE.md, "Issue 12, tenth part"). The
   // default, below any cosine, never does; SearchEngine sets it from the embedder.
   float exact_below = -2.0f;
-  size_t refine_limit = 16384;        // at most this many vectors scored exactly per search
   // save() appends the cases added since load as a segment file instead of rewriting the index when the base holds
   // at least this many distinct vectors, the segments' cases stay within 1/segment_share_divisor of the base's, and
   // there are at most max_segments; otherwise it writes a whole new base (compaction). Segment vectors are searched
@@ -211,9 +211,12 @@ class VectorIndex {
     struct Entry {
       int64_t rowid = 0, position = 0, group = 0;
     };
-    // Replaces the table with `entries` (in the order they were added) over `positions` distinct vectors; an error
-    // names what is wrong (a position out of range, a case twice).
-    Status load(std::vector<Entry> entries, size_t positions);
+    // Replaces the table with the entries `mapped` then `more` (in the order they were added) over `positions`
+    // distinct vectors; an error names what is wrong (a position out of range, a case twice). `mapped` lies in `file`
+    // (the ids file's (rowid, position, group) int64 triples, used where they lie: a new process writes no copy of
+    // them into fresh memory); `more` are the segments' cases.
+    Status load(std::span<const Entry> mapped, std::shared_ptr<const MappedFile> file, std::vector<Entry> more,
+                size_t positions);
     size_t cases() const { return frozen_ ? entries_.size() : where_.size(); }
     size_t positions() const { return frozen_ ? member_start_.size() - 1 : members_.size(); }
     std::optional<Entry> find(int64_t rowid) const;
@@ -229,7 +232,21 @@ class VectorIndex {
     // else sorted by rowid; the members of position p at member_rowids_[member_start_[p] .. member_start_[p+1]);
     // the (group, position) pairs sorted, each once, as two arrays (a group's positions are one span).
     static constexpr uint32_t kAbsent = 0xffffffffu;
-    std::vector<Entry> entries_;
+    // The entries: those in the mapped ids file, then the owned ones (all of them, sorted by rowid, when the rowids
+    // are not dense).
+    struct Entries {
+      std::span<const Entry> mapped;
+      std::shared_ptr<const MappedFile> file;
+      std::vector<Entry> more;
+      size_t size() const { return mapped.size() + more.size(); }
+      const Entry& operator[](size_t i) const { return i < mapped.size() ? mapped[i] : more[i - mapped.size()]; }
+      template <class Fn>
+      void for_each(Fn&& fn) const {
+        for (const Entry& e : mapped) fn(e);
+        for (const Entry& e : more) fn(e);
+      }
+    };
+    Entries entries_;
     bool dense_ = false;
     int64_t min_rowid_ = 0;
     std::vector<uint32_t> slot_;
