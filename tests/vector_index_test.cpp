@@ -32,6 +32,33 @@ std::vector<int64_t> ids(size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(i) * 10 + 7;
   return out;
 }
+
+// Near-duplicates of few tests (groups), as a long-lived knowledge base holds: `copies` noisy copies of each of
+// `tests` random unit centres (row-major, copy i of centre i % tests), their rowids 0.. and groups (the centre), and
+// the noise rows (`extra` more than the copies use).
+struct Clusters {
+  std::vector<float> all;
+  std::vector<int64_t> rowids, groups;
+  std::vector<float> noise;
+};
+Clusters clustered_vectors(size_t tests, size_t copies, size_t dim, size_t extra, uint32_t seed) {
+  Clusters c;
+  const auto centres = random_unit_vectors(tests, dim, seed);
+  c.noise = random_unit_vectors(tests * copies + extra, dim, seed + 1);
+  for (size_t i = 0; i < tests * copies; ++i) {
+    std::vector<float> x(dim);
+    double norm = 0;
+    for (size_t d = 0; d < dim; ++d) {
+      x[d] = centres[(i % tests) * dim + d] + 0.05f * c.noise[i * dim + d];
+      norm += x[d] * x[d];
+    }
+    for (auto& f : x) f = static_cast<float>(f / std::sqrt(norm));
+    c.all.insert(c.all.end(), x.begin(), x.end());
+    c.rowids.push_back(static_cast<int64_t>(i));
+    c.groups.push_back(static_cast<int64_t>(i % tests));
+  }
+  return c;
+}
 }  // namespace
 
 TEST(VectorIndex, finds_the_nearest_and_never_returns_excluded_ids) {
@@ -142,22 +169,7 @@ TEST(VectorIndex, hnsw_search_scores_the_groups_of_its_hits_exactly) {
   // Many near-duplicates of few tests (groups), as a long-lived knowledge base holds: the refined HNSW search must
   // return the exact nearest for every query.
   const size_t dim = 32, tests = 40, copies = 60;
-  auto centres = random_unit_vectors(tests, dim, 11);
-  auto noise = random_unit_vectors(tests * copies + 50, dim, 12);
-  std::vector<float> all;
-  std::vector<int64_t> rowids, groups;
-  for (size_t i = 0; i < tests * copies; ++i) {
-    std::vector<float> x(dim);
-    double norm = 0;
-    for (size_t d = 0; d < dim; ++d) {
-      x[d] = centres[(i % tests) * dim + d] + 0.05f * noise[i * dim + d];
-      norm += x[d] * x[d];
-    }
-    for (auto& f : x) f = static_cast<float>(f / std::sqrt(norm));
-    all.insert(all.end(), x.begin(), x.end());
-    rowids.push_back(static_cast<int64_t>(i));
-    groups.push_back(static_cast<int64_t>(i % tests));
-  }
+  const auto [all, rowids, groups, noise] = clustered_vectors(tests, copies, dim, 50, 11);
   VectorIndexOptions o;
   o.hnsw_threshold = 500;
   o.ef_search = 16;
@@ -187,22 +199,7 @@ TEST(VectorIndex, hnsw_search_scores_the_groups_of_its_hits_exactly) {
 // subset (HNSW with a selector), and then always finds it. A search whose best hit reaches the bound keeps the graph's.
 TEST(VectorIndex, a_search_whose_best_hit_is_below_exact_below_is_repeated_exactly) {
   const size_t dim = 32, tests = 40, copies = 60, n = tests * copies;
-  auto centres = random_unit_vectors(tests, dim, 21);
-  auto noise = random_unit_vectors(n, dim, 22);
-  std::vector<float> all;
-  std::vector<int64_t> rowids, groups;
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<float> x(dim);
-    double norm = 0;
-    for (size_t d = 0; d < dim; ++d) {
-      x[d] = centres[(i % tests) * dim + d] + 0.05f * noise[i * dim + d];
-      norm += x[d] * x[d];
-    }
-    for (auto& f : x) f = static_cast<float>(f / std::sqrt(norm));
-    all.insert(all.end(), x.begin(), x.end());
-    rowids.push_back(static_cast<int64_t>(i));
-    groups.push_back(static_cast<int64_t>(i % tests));
-  }
+  const auto [all, rowids, groups, noise] = clustered_vectors(tests, copies, dim, 0, 21);
   VectorIndexOptions o;
   o.hnsw_threshold = 500;
   o.ef_search = 1;  // a narrow walk, so that the graph alone misses
