@@ -564,7 +564,7 @@ Status VectorIndex::CaseTable::load(std::span<const Entry> mapped, std::shared_p
     rest.reserve(n - in_order);
     for (size_t i = in_order; i < n; ++i) rest.push_back(pair_at(i));
     std::sort(rest.begin(), rest.end());
-    group_keys_.reserve(n);
+    group_keys_.reserve(n);  // room for every case; the part no pair fills is never written, so never faulted in
     group_positions_of_.reserve(n);
     const auto put = [&](const std::pair<int64_t, int64_t>& gp) {
       if (!group_keys_.empty() && group_keys_.back() == gp.first && group_positions_of_.back() == gp.second) return;
@@ -578,8 +578,6 @@ Status VectorIndex::CaseTable::load(std::span<const Entry> mapped, std::shared_p
       else
         put(rest[j++]);
     }
-    group_keys_.shrink_to_fit();
-    group_positions_of_.shrink_to_fit();
   }
   // The rowid lookup: a direct table when the rowids are dense (a store's are 1..N with few gaps), else the entries
   // sorted by rowid (copied: the mapped ones are in the order they were added).
