@@ -198,6 +198,8 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   const auto t2 = std::chrono::steady_clock::now();
   // The ranker learns from a spread-out sample of the labelled cases; the statement kinds' prior from the same.
   const auto sample = training_sample(*entries, options.max_training_cases);
+  // The check above measured the graph alone; the ranker learns from retrievals as a query's engine makes them.
+  index->set_exact_below(exact_search_bound(*embedder));
   const auto vector_of = [&](int64_t rowid) { return index->vector(rowid); };
   auto ranker = learn_ranker(kb, *entries, sample, *index, vector_of, options);
   if (!ranker) return std::unexpected(ranker.error());

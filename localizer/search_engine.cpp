@@ -64,6 +64,12 @@ Result<MappedCases> map_cases(const fs::path& path, std::shared_ptr<const Mapped
 
 }  // namespace index_files
 
+float exact_search_bound(const Embedder& embedder) {
+  if (const auto* builtin = dynamic_cast<const HashedTfidfEmbedder*>(&embedder))
+    return static_cast<float>(builtin->same_test_code_similarity());
+  return VectorIndexOptions{}.exact_below;  // never
+}
+
 Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, EmbedderConfig config,
                                                          std::vector<std::string>& notes, bool verify_vectors) {
   using namespace index_files;
@@ -100,11 +106,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   auto ranker = RankerModel::load(dir / ranker_file);
   if (!ranker) return std::unexpected(ranker.error());
   std::shared_ptr<const MappedFile> cases_map = loaded->first.take_verified_extra(kCases);
-  // A failure that shares its test code with no stored one is searched exactly, not through the HNSW graph, whose
-  // walk is unreliable far from its clusters (VectorIndexOptions::exact_below). The OpenAI-compatible embedder's
-  // similarities have no such known scale: its searches keep the graph's answer.
-  if (const auto* builtin = dynamic_cast<const HashedTfidfEmbedder*>(embedder.get()))
-    loaded->first.set_exact_below(static_cast<float>(builtin->same_test_code_similarity()));
+  loaded->first.set_exact_below(exact_search_bound(*embedder));
   std::unique_ptr<SearchEngine> engine(
       new SearchEngine(std::move(embedder), std::move(loaded->first), std::move(*ranker)));
   engine->embedder_identity_ = manifest->embedder;

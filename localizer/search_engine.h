@@ -45,6 +45,14 @@ struct MappedCases {
 Result<MappedCases> map_cases(const std::filesystem::path& path, std::shared_ptr<const MappedFile> mapped = nullptr);
 }  // namespace index_files
 
+// The similarity below which a search of an index made by `embedder` is repeated exactly rather than answered by the
+// HNSW graph (VectorIndexOptions::exact_below): with the built-in embedder, the similarity two failures of one test in
+// one test-file version reach from their code alone (a query less similar to every stored failure shares its test
+// code with none, and the graph walks badly to it); the OpenAI-compatible embedder's similarities have no such known
+// scale, and its searches keep the graph's answer. Set wherever an index is searched for localization: a query's
+// engine and the ranker's training at `spark index`, so both retrieve alike.
+float exact_search_bound(const Embedder& embedder);
+
 class SearchEngine {
  public:
   // Loads the index. When the knowledge base has cases the index lacks (added since), they are embedded and added in

@@ -458,6 +458,23 @@ TEST(build_index, a_cases_language_reads_its_file_of_no_known_extension_in_bulk_
   }
 }
 
+// With the built-in embedder, a search whose best hit shares less than the test code's share of the cosine is repeated
+// exactly (VectorIndexOptions::exact_below), by a query's engine as by the ranker's training; its shares decide the
+// bound. The OpenAI-compatible embedder's searches keep the graph's answer.
+TEST(SearchEngine, searches_exactly_below_the_built_in_embedders_same_test_code_similarity) {
+  EXPECT_FLOAT_EQ(exact_search_bound(HashedTfidfEmbedder()), 0.5f);
+  HashedTfidfOptions shares;
+  shares.error_weight = 0.7;
+  shares.test_function_weight = 0.2;
+  shares.code_weight = 0.1;
+  EXPECT_FLOAT_EQ(exact_search_bound(HashedTfidfEmbedder(shares)), 0.3f);
+  OpenAiEmbedderOptions openai;
+  openai.base_url = "http://127.0.0.1:9/v1";
+  EXPECT_LT(exact_search_bound(OpenAiEmbedder(openai)), -1.0f);  // below any cosine: never
+  Fixture f;
+  EXPECT_FLOAT_EQ(f.engine->index().exact_below(), 0.5f);
+}
+
 TEST(SearchEngine, keeps_the_cases_filtering_needs_in_a_file_beside_the_index) {
   Fixture f;
   const auto dir = f.kb->index_dir();

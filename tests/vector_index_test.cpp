@@ -636,6 +636,15 @@ void save_first(const fs::path& index_dir, const std::vector<float>& v, size_t n
   ASSERT_TRUE(index.save(index_dir, "emb", 1, extras));
 }
 
+// A query's load, as SearchEngine::open makes it: the vectors file mapped unread, the verified list trusted, files
+// listed when at least `min_age_ms` old.
+VectorIndexOptions query_load_options(VectorIndexOptions o, int min_age_ms) {
+  o.verify_vectors = false;
+  o.trust_verified_files = true;
+  o.verified_min_age_ms = min_age_ms;
+  return o;
+}
+
 }  // namespace
 
 // A query's load trusts the index folder's verified list: a file an earlier load hashed, unchanged since, is not hashed
@@ -657,10 +666,7 @@ TEST(VectorIndex, a_query_load_hashes_only_the_files_changed_since_a_load_verifi
     ASSERT_TRUE(loaded->first.save(index_dir, "emb", 2, {{"extra", "extra.bin"}}));
     ASSERT_EQ(loaded->first.segments(), 1u);
   }
-  VectorIndexOptions query = o;
-  query.verify_vectors = false;
-  query.trust_verified_files = true;
-  query.verified_min_age_ms = 0;
+  VectorIndexOptions query = query_load_options(o, 0);
   const auto load = [&](const VectorIndexOptions& opts) { return VectorIndex::load(index_dir, opts); };
 
   // The first query load hashes the graph, the ids, the segment and the extra file (not the vectors file) and lists
@@ -727,10 +733,7 @@ TEST(VectorIndex, a_file_written_just_before_a_load_is_verified_but_not_listed) 
   auto v = random_unit_vectors(n + 5, dim, 43);
   const VectorIndexOptions o = small_hnsw_options();
   ASSERT_NO_FATAL_FAILURE(save_first(index_dir, v, n, dim, o));
-  VectorIndexOptions query = o;
-  query.verify_vectors = false;
-  query.trust_verified_files = true;
-  query.verified_min_age_ms = 60 * 60 * 1000;  // an hour: every file here is newer
+  VectorIndexOptions query = query_load_options(o, 60 * 60 * 1000);  // an hour: every file here is newer
   for (int i = 0; i < 2; ++i) {
     auto loaded = VectorIndex::load(index_dir, query);
     ASSERT_TRUE(loaded) << loaded.error().message;
