@@ -76,6 +76,89 @@ TEST(VectorIndex, finds_the_nearest_and_never_returns_excluded_ids) {
   EXPECT_EQ(without[0].rowid, hits[1].rowid);
 }
 
+// A restricted search against a brute-force answer: a subset of almost every case (a policy keeping every labelled
+// case while a few failures are unfixed), given unsorted, with repeats, ids the index lacks and excluded ids; cases
+// sharing a vector of which only one is allowed; the vectors a loaded index added since (its exact tail). Exact
+// below the subset limit; through the graph above it, with every hit allowed and never excluded.
+TEST(VectorIndex, a_search_restricted_to_most_cases_returns_only_allowed_ones_and_the_exact_best) {
+  const size_t n = 600, dim = 24;
+  testing::TempDir tmp;
+  const fs::path dir = tmp / "index";
+  auto v = random_unit_vectors(n, dim, 41);
+  std::vector<int64_t> rowids = ids(n);
+  // Rowids 1, 2 and 3 share vector 11's entry (rowid 117); only 2 of the three is allowed below.
+  std::vector<float> all = v;
+  for (int64_t shared : {1, 2, 3}) {
+    rowids.push_back(shared);
+    all.insert(all.end(), v.begin() + 11 * dim, v.begin() + 12 * dim);
+  }
+  VectorIndexOptions o;
+  o.hnsw_threshold = 100;
+  {
+    VectorIndex built(dim, o);
+    built.add(rowids, all);
+    ASSERT_TRUE(built.is_hnsw());
+    ASSERT_TRUE(built.save(dir, "emb", 1));
+  }
+  auto loaded = VectorIndex::load(dir, o);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  VectorIndex& index = loaded->first;
+  const auto extra = random_unit_vectors(40, dim, 43);
+  std::vector<int64_t> extra_ids;
+  for (size_t i = 0; i < 40; ++i) extra_ids.push_back(100000 + static_cast<int64_t>(i));
+  index.add(extra_ids, extra);  // into the exact tail beside the graph
+  std::vector<std::pair<int64_t, const float*>> cases;
+  for (size_t i = 0; i < rowids.size(); ++i) cases.emplace_back(rowids[i], all.data() + i * dim);
+  for (size_t i = 0; i < extra_ids.size(); ++i) cases.emplace_back(extra_ids[i], extra.data() + i * dim);
+
+  std::vector<int64_t> allowed;  // every case but one in 25 and the shared 1 and 3, backwards, some twice
+  for (auto it = cases.rbegin(); it != cases.rend(); ++it)
+    if (it->first % 25 != 7 && it->first != 1 && it->first != 3) allowed.push_back(it->first);
+  allowed.push_back(allowed[5]);
+  allowed.push_back(424242);  // not in the index
+  const std::set<int64_t> allowed_set(allowed.begin(), allowed.end());
+  for (size_t limit : {size_t{1} << 20, size_t{10}}) {
+    SCOPED_TRACE(limit > 1000 ? "exact" : "graph");
+    VectorIndexOptions so = o;
+    so.exact_subset_limit = limit;
+    auto reloaded = VectorIndex::load(dir, so);
+    ASSERT_TRUE(reloaded);
+    VectorIndex& idx = reloaded->first;
+    idx.add(extra_ids, extra);
+    for (size_t q = 0; q < 30; ++q) {
+      const float* query = q % 3 == 0 ? extra.data() + (q % 40) * dim : all.data() + ((q * 19) % n) * dim;
+      const std::unordered_set<int64_t> excluded = {rowids[(q * 19) % n], extra_ids[q % 40], 2};
+      const auto hits = idx.search(query, 5, allowed, excluded);
+      ASSERT_EQ(hits.size(), 5u);
+      for (const auto& h : hits) {
+        EXPECT_TRUE(allowed_set.contains(h.rowid)) << h.rowid;
+        EXPECT_FALSE(excluded.contains(h.rowid)) << h.rowid;
+      }
+      if (limit < 1000) continue;
+      std::vector<std::pair<float, int64_t>> want;
+      for (const auto& [id, x] : cases) {
+        if (!allowed_set.contains(id) || excluded.contains(id)) continue;
+        float dot = 0;
+        for (size_t d = 0; d < dim; ++d) dot += query[d] * x[d];
+        want.emplace_back(dot, id);
+      }
+      std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      for (size_t i = 0; i < hits.size(); ++i) {
+        EXPECT_EQ(hits[i].rowid, want[i].second) << "query " << q << ", hit " << i;
+        EXPECT_NEAR(hits[i].similarity, want[i].first, 1e-5) << "query " << q << ", hit " << i;
+      }
+    }
+    // The shared vector's query: of its three cases only 2 is allowed (and 117, whose vector it is).
+    const auto shared = idx.search(all.data() + 11 * dim, 3, allowed, {});
+    std::set<int64_t> got;
+    for (const auto& h : shared) got.insert(h.rowid);
+    EXPECT_TRUE(got.contains(2) && got.contains(117)) << "the shared entry's allowed cases";
+    EXPECT_FALSE(got.contains(1) || got.contains(3));
+  }
+}
+
 TEST(VectorIndex, restricts_search_to_a_policy_subset_exactly_even_with_hnsw) {
   const size_t n = 3000, dim = 16;
   auto v = random_unit_vectors(n, dim, 2);

@@ -698,24 +698,43 @@ const float* VectorIndex::stored(int64_t position) const {
   return static_cast<const FastFlatIP&>(*tail_).xb() + static_cast<size_t>(position - base) * dimension_;
 }
 
-void VectorIndex::search_tail(const float* query, size_t k, const std::vector<idx_t>* positions,
+namespace {
+// A subset's positions as FAISS asks for them: ids of an index whose first vector is at position `offset`.
+struct PositionSelector final : faiss::IDSelector {
+  const std::vector<uint8_t>* bits = nullptr;  // one per position
+  idx_t offset = 0;
+  bool is_member(idx_t id) const override {
+    const auto p = static_cast<uint64_t>(id + offset);
+    return p / 8 < bits->size() && (((*bits)[p / 8] >> (p % 8)) & 1) != 0;
+  }
+};
+}  // namespace
+
+bool VectorIndex::Subset::has_rowid(int64_t rowid) const {
+  return std::binary_search(rowids.begin(), rowids.end(), rowid);
+}
+
+bool VectorIndex::Subset::has_position(int64_t position) const {
+  const auto p = static_cast<uint64_t>(position);
+  return p / 8 < position_bits.size() && ((position_bits[p / 8] >> (p % 8)) & 1) != 0;
+}
+
+void VectorIndex::search_tail(const float* query, size_t k, const Subset* allowed,
                               std::vector<std::pair<int64_t, float>>& hits) const {
   if (!tail_ || tail_->ntotal == 0 || k == 0) return;
   const idx_t base = index_->ntotal;
-  std::vector<idx_t> local;
-  std::optional<faiss::IDSelectorBatch> selector;
+  PositionSelector selector;
   faiss::SearchParameters params;
-  if (positions) {
-    for (idx_t p : *positions)
-      if (p >= base) local.push_back(p - base);
-    if (local.empty()) return;
-    selector.emplace(local.size(), local.data());
-    params.sel = &*selector;
+  if (allowed) {
+    if (allowed->tail_positions == 0) return;
+    selector.bits = &allowed->position_bits;
+    selector.offset = base;
+    params.sel = &selector;
   }
-  const size_t n = std::min<size_t>(k, positions ? local.size() : static_cast<size_t>(tail_->ntotal));
+  const size_t n = std::min<size_t>(k, allowed ? allowed->tail_positions : static_cast<size_t>(tail_->ntotal));
   std::vector<float> d(n);
   std::vector<idx_t> l(n, -1);
-  tail_->search(1, query, static_cast<idx_t>(n), d.data(), l.data(), positions ? &params : nullptr);
+  tail_->search(1, query, static_cast<idx_t>(n), d.data(), l.data(), allowed ? &params : nullptr);
   for (size_t i = 0; i < n; ++i)
     if (l[i] >= 0) hits.emplace_back(l[i] + base, finite_or_lowest(d[i]));
 }
@@ -804,14 +823,13 @@ void VectorIndex::add(const std::vector<int64_t>& rowids, const std::vector<floa
 }
 
 std::vector<SearchHit> VectorIndex::expand(const std::vector<std::pair<int64_t, float>>& positions, size_t r,
-                                           const std::unordered_set<int64_t>* allowed,
-                                           const std::unordered_set<int64_t>& excluded) const {
+                                           const Subset* allowed, const std::unordered_set<int64_t>& excluded) const {
   std::vector<SearchHit> hits;
   std::unordered_set<int64_t> seen;
   for (const auto& [position, similarity] : positions) {
     if (position < 0 || static_cast<size_t>(position) >= table_.positions() || !seen.insert(position).second) continue;
     for (int64_t rowid : table_.members(position)) {
-      if (excluded.contains(rowid) || (allowed && !allowed->contains(rowid))) continue;
+      if (excluded.contains(rowid) || (allowed && !allowed->has_rowid(rowid))) continue;
       hits.push_back({rowid, similarity});
     }
   }
@@ -823,7 +841,7 @@ std::vector<SearchHit> VectorIndex::expand(const std::vector<std::pair<int64_t, 
 }
 
 void VectorIndex::refine(const float* query, std::vector<std::pair<int64_t, float>>& hits,
-                         const std::unordered_set<int64_t>* allowed) const {
+                         const Subset* allowed) const {
   if (!is_hnsw() || options_.refine_hits == 0) return;
   std::unordered_set<int64_t> groups, scored;
   for (const auto& h : hits) scored.insert(h.first);
@@ -836,10 +854,7 @@ void VectorIndex::refine(const float* query, std::vector<std::pair<int64_t, floa
       for (int64_t p : table_.group_positions(group)) {
         if (budget == 0) return;
         if (!scored.insert(p).second) continue;
-        if (allowed) {
-          const auto m = table_.members(p);
-          if (std::none_of(m.begin(), m.end(), [&](int64_t id) { return allowed->contains(id); })) continue;
-        }
+        if (allowed && !allowed->has_position(p)) continue;
         --budget;
         hits.emplace_back(p, finite_or_lowest(dot(query, stored(p), dimension_)));
       }
@@ -898,29 +913,40 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
     }
     return expand(hits, r, nullptr, excluded);
   }
-  std::unordered_set<int64_t> allowed_set;
-  std::vector<idx_t> positions;
-  for (int64_t id : *allowed) {
-    if (excluded.contains(id)) continue;
-    if (const auto e = table_.find(id)) {
-      allowed_set.insert(id);
-      positions.push_back(e->position);
+  Subset subset;
+  subset.rowids.reserve(allowed->size());
+  for (int64_t id : *allowed)
+    if (!excluded.contains(id)) subset.rowids.push_back(id);
+  if (!std::is_sorted(subset.rowids.begin(), subset.rowids.end())) std::sort(subset.rowids.begin(), subset.rowids.end());
+  subset.rowids.erase(std::unique(subset.rowids.begin(), subset.rowids.end()), subset.rowids.end());
+  subset.position_bits.assign((table_.positions() + 7) / 8, 0);
+  const auto base = static_cast<int64_t>(index_->ntotal);
+  std::erase_if(subset.rowids, [&](int64_t id) {
+    const auto e = table_.find(id);
+    if (!e) return true;  // not in the index
+    const auto p = static_cast<uint64_t>(e->position);
+    uint8_t& byte = subset.position_bits[p / 8];
+    const auto bit = static_cast<uint8_t>(1u << (p % 8));
+    if ((byte & bit) == 0) {
+      byte |= bit;
+      ++subset.positions;
+      if (e->position >= base) ++subset.tail_positions;
     }
-  }
-  std::sort(positions.begin(), positions.end());
-  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
-  if (positions.empty()) return {};
-  const size_t k = std::min(positions.size(), r);
-  faiss::IDSelectorBatch selector(positions.size(), positions.data());
-  if (hnsw && positions.size() > options_.exact_subset_limit) {
+    return false;
+  });
+  if (subset.positions == 0) return {};
+  const size_t k = std::min(subset.positions, r);
+  PositionSelector selector;
+  selector.bits = &subset.position_bits;
+  if (hnsw && subset.positions > options_.exact_subset_limit) {
     faiss::SearchParametersHNSW params;
     params.sel = &selector;
     params.efSearch = std::max<int>(options_.ef_search, static_cast<int>(k));
     run(*index_, k, &params);
-    search_tail(query, k, &positions, hits);
+    search_tail(query, k, &subset, hits);
     std::sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    refine(query, hits, &allowed_set);
-    auto out = expand(hits, r, &allowed_set, excluded);
+    refine(query, hits, &subset);
+    auto out = expand(hits, r, &subset, excluded);
     // Else (too few found, or a query unlike the graph's clusters) fall through to the exact search.
     if (out.size() >= k && similar_enough(hits)) return out;
     hits.clear();
@@ -928,8 +954,8 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
   faiss::SearchParameters params;
   params.sel = &selector;
   if (index_->ntotal > 0) run(flat_of(*index_), k, &params);
-  search_tail(query, k, &positions, hits);
-  return expand(hits, r, &allowed_set, excluded);
+  search_tail(query, k, &subset, hits);
+  return expand(hits, r, &subset, excluded);
 }
 
 std::string VectorIndex::fresh_name(const std::string& stem, const std::string& ext) {
