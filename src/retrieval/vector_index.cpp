@@ -914,11 +914,17 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
     return expand(hits, r, nullptr, excluded);
   }
   Subset subset;
-  subset.rowids.reserve(allowed->size());
-  for (int64_t id : *allowed)
-    if (!excluded.contains(id)) subset.rowids.push_back(id);
+  subset.rowids = *allowed;
   if (!std::is_sorted(subset.rowids.begin(), subset.rowids.end())) std::sort(subset.rowids.begin(), subset.rowids.end());
   subset.rowids.erase(std::unique(subset.rowids.begin(), subset.rowids.end()), subset.rowids.end());
+  if (excluded.size() > 64) {
+    std::erase_if(subset.rowids, [&](int64_t id) { return excluded.contains(id); });
+  } else {
+    for (int64_t id : excluded)  // a few (the query, its duplicates): each found by bisection, not one lookup a case
+      if (auto at = std::lower_bound(subset.rowids.begin(), subset.rowids.end(), id);
+          at != subset.rowids.end() && *at == id)
+        subset.rowids.erase(at);
+  }
   subset.position_bits.assign((table_.positions() + 7) / 8, 0);
   const auto base = static_cast<int64_t>(index_->ntotal);
   std::erase_if(subset.rowids, [&](int64_t id) {
