@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
@@ -111,14 +112,21 @@ TEST(VectorIndex, a_search_restricted_to_most_cases_returns_only_allowed_ones_an
   for (size_t i = 0; i < rowids.size(); ++i) cases.emplace_back(rowids[i], all.data() + i * dim);
   for (size_t i = 0; i < extra_ids.size(); ++i) cases.emplace_back(extra_ids[i], extra.data() + i * dim);
 
-  std::vector<int64_t> allowed;  // every case but one in 25 and the shared 1 and 3, backwards, some twice
+  std::vector<int64_t> spread;  // every case but one in 25 and the shared 1 and 3, backwards, some twice
   for (auto it = cases.rbegin(); it != cases.rend(); ++it)
-    if (it->first % 25 != 7 && it->first != 1 && it->first != 3) allowed.push_back(it->first);
-  allowed.push_back(allowed[5]);
-  allowed.push_back(424242);  // not in the index
-  const std::set<int64_t> allowed_set(allowed.begin(), allowed.end());
-  for (size_t limit : {size_t{1} << 20, size_t{10}}) {
-    SCOPED_TRACE(limit > 1000 ? "exact" : "graph");
+    if (it->first % 25 != 7 && it->first != 1 && it->first != 3) spread.push_back(it->first);
+  spread.push_back(spread[5]);
+  // The same without the tail's rowids (100000 on): dense rowids, tested in a bitmap; with them and one the index
+  // lacks, too spread for one, tested by bisection.
+  std::vector<int64_t> dense;
+  for (int64_t id : spread)
+    if (id < 100000) dense.push_back(id);
+  spread.push_back(424242);  // not in the index
+  for (const auto& [name, limit, allowed] :
+       {std::tuple{"spread, exact", size_t{1} << 20, spread}, std::tuple{"spread, graph", size_t{10}, spread},
+        std::tuple{"dense, exact", size_t{1} << 20, dense}, std::tuple{"dense, graph", size_t{10}, dense}}) {
+    SCOPED_TRACE(name);
+    const std::set<int64_t> allowed_set(allowed.begin(), allowed.end());
     VectorIndexOptions so = o;
     so.exact_subset_limit = limit;
     auto reloaded = VectorIndex::load(dir, so);
@@ -129,7 +137,7 @@ TEST(VectorIndex, a_search_restricted_to_most_cases_returns_only_allowed_ones_an
       const float* query = q % 3 == 0 ? extra.data() + (q % 40) * dim : all.data() + ((q * 19) % n) * dim;
       const std::unordered_set<int64_t> excluded = {rowids[(q * 19) % n], extra_ids[q % 40], 2};
       const auto hits = idx.search(query, 5, allowed, excluded);
-      ASSERT_EQ(hits.size(), 5u);
+      ASSERT_EQ(hits.size(), 5u) << "query " << q;
       for (const auto& h : hits) {
         EXPECT_TRUE(allowed_set.contains(h.rowid)) << h.rowid;
         EXPECT_FALSE(excluded.contains(h.rowid)) << h.rowid;

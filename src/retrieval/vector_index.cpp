@@ -711,7 +711,10 @@ struct PositionSelector final : faiss::IDSelector {
 }  // namespace
 
 bool VectorIndex::Subset::has_rowid(int64_t rowid) const {
-  return std::binary_search(rowids.begin(), rowids.end(), rowid);
+  if (rowid_bits.empty()) return std::binary_search(rowids.begin(), rowids.end(), rowid);
+  if (rowids.empty() || rowid < rowids.front()) return false;
+  const uint64_t i = static_cast<uint64_t>(rowid) - static_cast<uint64_t>(rowids.front());
+  return i / 8 < rowid_bits.size() && ((rowid_bits[i / 8] >> (i % 8)) & 1) != 0;
 }
 
 bool VectorIndex::Subset::has_position(int64_t position) const {
@@ -927,19 +930,38 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
   }
   subset.position_bits.assign((table_.positions() + 7) / 8, 0);
   const auto base = static_cast<int64_t>(index_->ntotal);
-  std::erase_if(subset.rowids, [&](int64_t id) {
-    const auto e = table_.find(id);
-    if (!e) return true;  // not in the index
-    const auto p = static_cast<uint64_t>(e->position);
+  const auto set_position = [&](int64_t position) {
+    const auto p = static_cast<uint64_t>(position);
     uint8_t& byte = subset.position_bits[p / 8];
     const auto bit = static_cast<uint8_t>(1u << (p % 8));
-    if ((byte & bit) == 0) {
-      byte |= bit;
-      ++subset.positions;
-      if (e->position >= base) ++subset.tail_positions;
+    if ((byte & bit) != 0) return;
+    byte |= bit;
+    ++subset.positions;
+    if (position >= base) ++subset.tail_positions;
+  };
+  if (subset.rowids.size() * 8 < table_.cases()) {
+    // A small subset: each case looked up.
+    std::erase_if(subset.rowids, [&](int64_t id) {
+      const auto e = table_.find(id);
+      if (!e) return true;  // not in the index
+      set_position(e->position);
+      return false;
+    });
+  } else if (!subset.rowids.empty()) {
+    // Most of the cases: one pass over the table, each case's rowid tested in a bitmap of the subset's (when the
+    // rowids are dense, as a store's are; else by bisection). Rowids the index lacks stay in the list: never a hit.
+    const auto span = static_cast<uint64_t>(subset.rowids.back()) - static_cast<uint64_t>(subset.rowids.front());
+    if (span < 64 * static_cast<uint64_t>(subset.rowids.size()) + 4096) {
+      subset.rowid_bits.assign(static_cast<size_t>(span / 8 + 1), 0);
+      for (int64_t id : subset.rowids) {
+        const uint64_t i = static_cast<uint64_t>(id) - static_cast<uint64_t>(subset.rowids.front());
+        subset.rowid_bits[i / 8] = static_cast<uint8_t>(subset.rowid_bits[i / 8] | (1u << (i % 8)));
+      }
     }
-    return false;
-  });
+    table_.for_each_case([&](int64_t rowid, int64_t position) {
+      if (subset.has_rowid(rowid)) set_position(position);
+    });
+  }
   if (subset.positions == 0) return {};
   const size_t k = std::min(subset.positions, r);
   PositionSelector selector;

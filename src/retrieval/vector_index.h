@@ -192,6 +192,7 @@ class VectorIndex {
   // cost a copy and a pass.
   struct Subset {
     std::vector<int64_t> rowids;
+    std::vector<uint8_t> rowid_bits;  // rowids - rowids.front(), one bit each, when they are dense enough
     std::vector<uint8_t> position_bits;
     size_t positions = 0, tail_positions = 0;  // distinct positions set; of them, those in the exact tail
     bool has_rowid(int64_t rowid) const;
@@ -233,6 +234,14 @@ class VectorIndex {
     std::span<const int64_t> group_positions(int64_t group) const;
     // Adds a case (at a new position when `position` == positions()).
     void add(const Entry& e);
+    // Calls fn(rowid, position) for every case, in no particular order.
+    template <class Fn>
+    void for_each_case(Fn&& fn) const {
+      if (frozen_)
+        entries_.for_each([&fn](const Entry& e) { fn(e.rowid, e.position); });
+      else
+        for (const auto& [rowid, where] : where_) fn(rowid, where.first);
+    }
 
    private:
     void thaw();
