@@ -7,6 +7,7 @@
 
 #include "answer.h"
 #include "formats/case.h"
+#include "formats/config.h"
 #include "formats/error_message.h"
 #include "formats/junit.h"
 #include "miner.h"
@@ -314,6 +315,33 @@ TEST(scan_function_span, declines_a_malformed_header_and_an_unexpected_indent) {
   // The fuzzer's case in small: a docstring closed early leaves its next lines as code indented deeper.
   EXPECT_FALSE(scan_function_span("def t():\n    \"\"\"Doc\"\"\" closes early\n        def u(self):\n    x = 1\n", "", "t")
                    .has_value());
+}
+
+// Found by tests/fuzz (config, UBSan): toml++ 3.3.0 reaches __builtin_unreachable when it tests some characters
+// beyond ASCII (here U+FEFD) for whitespace where a key may start. Such a file is refused, naming its line, before
+// toml++ reads it; strings, comments and a byte order mark keep theirs. Input as in tests/fuzz/regressions/config.
+TEST(config, a_character_beyond_ascii_outside_strings_and_comments_is_refused_with_its_line) {
+  testing::TempDir dir;
+  const auto load = [&](const std::string& name, const std::string& text) {
+    write_file(dir / name, text);
+    return Config::load(dir / name);
+  };
+  auto bad = load("bad.toml", "[llm]\n\xef\xbb\xbd" "base_url = \"http://localhost\"");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, (dir / "bad.toml").string() +
+                                     ":2: a character beyond ASCII outside a string or comment (TOML allows them "
+                                     "only in strings and comments)");
+  auto ml = load("ml.toml", "[llm]\nmodel = \"\"\"a \\\n  \xc3\xa9\"\"\"\n");
+  ASSERT_FALSE(ml);
+  EXPECT_NE(ml.error().message.find("ml.toml:3: a character beyond ASCII right after a line-ending backslash"),
+            std::string::npos)
+      << ml.error().message;
+  auto ok = load("ok.toml", "\xef\xbb\xbf# Z\xc3\xbcrich\n[llm]\nmodel = \"m\xc3\xa9\" # \xc3\xa9\n"
+                            "base_url = 'http://h/\xc3\xa9'\ntemplate = \"\"\"\xc3\xa9\n\xc3\xa9\"\"\"\n");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->str("llm.model"), "m\xc3\xa9");
+  EXPECT_EQ(ok->str("llm.base_url"), "http://h/\xc3\xa9");
+  EXPECT_EQ(ok->str("llm.template"), "\xc3\xa9\n\xc3\xa9");
 }
 
 // A pattern that backtracks exponentially stops at the match limit and the scan goes on with the next line.

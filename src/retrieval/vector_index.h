@@ -188,8 +188,8 @@ class VectorIndex {
   void ensure_hashes();
   // A restricted search's candidates: its cases (rowids, ascending) and their positions (one bit each). A policy
   // that keeps most of 10^5 cases (every labelled one, when a few failures are not fixed yet) made a hash set of
-  // their rowids and FAISS's IDSelectorBatch another of their positions: ~6 ms a query. A sorted vector and a bitmap
-  // cost a copy and a pass.
+  // their rowids and FAISS's IDSelectorBatch another of their positions: ~10 ms a query (docs/PERFORMANCE.md, "Issue
+  // 12, eleventh part"). A sorted vector and bitmaps cost a copy and a pass.
   struct Subset {
     std::vector<int64_t> rowids;
     std::vector<uint8_t> rowid_bits;  // rowids - rowids.front(), one bit each, when they are dense enough
