@@ -7,6 +7,10 @@
 // the in-sample weights (what `spark index` learns from everything) are reported beside them.
 //
 //   build/bench/spark_loo [--objective pointwise|pairwise|gated] [--lambda-passes N] [--r N] [--ablate] CASES.jsonl...
+//                         [--query-form OTHER.jsonl...]
+// --query-form: the same failures in another form (../shared/data/dev-tblong beside ../shared/data/dev): the
+// knowledge base and the ranker's training hold the first files' cases; each held-out case is queried with its error
+// message from the other files (matched by id; cases without one are left out of the tables).
 //
 // Rows per subset: the error names a faulty line ("leak") or not, per project, seeded / campaign / history. --ablate
 // prints one table instead: each feature group removed in turn, per subset. SPARK_LOO_DIAG=1 adds diagnostics: the
@@ -82,7 +86,8 @@ int main(int argc, char** argv) {
   TrainingOptions training;
   bool ablate = false;
   size_t r_option = 1;
-  std::vector<std::string> files;
+  std::vector<std::string> files, query_files;
+  bool query_form_files = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--objective" && i + 1 < argc) {
@@ -94,12 +99,16 @@ int main(int argc, char** argv) {
       r_option = static_cast<size_t>(std::stoul(argv[++i]));
     } else if (a == "--ablate") {
       ablate = true;
+    } else if (a == "--query-form") {
+      query_form_files = true;  // the files after it
     } else {
-      files.push_back(a);
+      (query_form_files ? query_files : files).push_back(a);
     }
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: spark_loo [--objective pointwise|pairwise] [--ablate] CASES.jsonl...\n");
+    std::fprintf(stderr,
+                 "usage: spark_loo [--objective pointwise|pairwise] [--ablate] CASES.jsonl... [--query-form "
+                 "OTHER.jsonl...]\n");
     return 2;
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -110,6 +119,16 @@ int main(int argc, char** argv) {
   if (auto s = read_corpora(files, cases, origins); !s) {
     std::fprintf(stderr, "spark_loo: %s\n", s.error().message.c_str());
     return 1;
+  }
+  std::map<std::string, std::string> query_form;  // case id -> its error message in the other form
+  if (!query_files.empty()) {
+    std::vector<Case> other;
+    std::vector<CaseOrigin> other_origins;
+    if (auto s = read_corpora(query_files, other, other_origins); !s) {
+      std::fprintf(stderr, "spark_loo: %s\n", s.error().message.c_str());
+      return 1;
+    }
+    for (auto& c : other) query_form[c.id] = std::move(c.error_message);
   }
   auto kb = KnowledgeBase::open(dir, true);
   if (!kb || !(*kb)->import_cases(cases, origins, false)) return 1;
@@ -131,11 +150,12 @@ int main(int argc, char** argv) {
   for (const auto& c : cases) project_of_id[c.id] = c.project;
 
   const double epsilon = 0.05;
-  std::vector<HeldCase> held;
   StructureCache cache;
-  auto status = for_each_held_out(
+  // Every held-out case's rows, as `options` queries it.
+  const auto collect = [&](const HeldOutOptions& options, std::vector<HeldCase>& held) {
+    return for_each_held_out(
       **kb, *entries, rowids, (*engine)->index(),
-      [&](int64_t, const Case& c) { return (*engine)->embed(c); }, HeldOutOptions{build.r, build.similarity_floor},
+      [&](int64_t, const Case& c) { return (*engine)->embed(c); }, options,
       cache, [&](const HeldOut& h) -> Status {
         compute_features(h.view, h.faulty, h.similarity, epsilon, KindPrior{}, h.held_out.error_message);
         HeldCase hc;
@@ -198,9 +218,26 @@ int main(int argc, char** argv) {
         held.push_back(std::move(hc));
         return {};
       });
-  if (!status) {
-    std::fprintf(stderr, "spark_loo: %s\n", status.error().message.c_str());
+  };
+  // The ranker learns from the cases as stored; the held-out cases are queried in the form --query-form gives, if
+  // any (a knowledge base of one failure form serving queries of another).
+  std::vector<HeldCase> learnt_from, held;
+  if (auto s = collect(HeldOutOptions{build.r, build.similarity_floor, {}}, learnt_from); !s) {
+    std::fprintf(stderr, "spark_loo: %s\n", s.error().message.c_str());
     return 1;
+  }
+  if (query_form.empty()) {
+    held = learnt_from;
+  } else {
+    HeldOutOptions options{build.r, build.similarity_floor, {}};
+    options.as_queried = [&](Case& c) {
+      if (auto it = query_form.find(c.id); it != query_form.end()) c.error_message = it->second;
+    };
+    if (auto s = collect(options, held); !s) {
+      std::fprintf(stderr, "spark_loo: %s\n", s.error().message.c_str());
+      return 1;
+    }
+    std::erase_if(held, [&](const HeldCase& h) { return !query_form.contains(h.id); });
   }
 
   // Ranker weights: per project fold (trained on the other projects), and in-sample (trained on everything).
@@ -221,12 +258,12 @@ int main(int argc, char** argv) {
   };
   const auto train = [&](const std::function<bool(const HeldCase&)>& use, const Mask& mask) {
     KindCounts counts;
-    for (const auto& h : held)
+    for (const auto& h : learnt_from)
       if (use(h))
         for (const auto& r : h.rows) counts.add_line(r.kind, r.in_reach, r.faulty);
     const KindPrior prior = counts.prior();
     std::vector<TrainingCase> tcs;
-    for (const auto& h : held) {
+    for (const auto& h : learnt_from) {
       if (!use(h)) continue;
       TrainingCase tc = h.tc;
       for (size_t i = 0; i < tc.rows.size(); ++i) {

@@ -63,6 +63,15 @@ int write_output(const std::string& path, const std::string& text) {
 
 namespace {
 
+// The embedder an index in `dir` was made with when an older built-in one ("builtin-tfidf-v1"), else "" (none, another
+// kind, or the current one).
+std::string outdated_embedder(const fs::path& dir) {
+  if (!path_exists(dir / "manifest.json")) return "";
+  auto m = VectorIndex::read_manifest(dir);
+  if (!m || !HashedTfidfEmbedder::is_outdated(m->embedder)) return "";
+  return m->embedder.substr(0, m->embedder.find('/'));
+}
+
 // The heap a localize prepares for huge pages: the index's load fills ~30 MB at 100k cases at once.
 constexpr size_t kLocalizeHeap = size_t{64} << 20;
 
@@ -189,7 +198,9 @@ int cmd_index(const Common& common, const IndexArgs& args) {
   auto kb = open_kb(common, false);
   if (!kb) return report_error(kb.error());
   const fs::path manifest = (*kb)->index_dir() / "manifest.json";
-  if (!args.rebuild && path_exists(manifest)) {
+  if (const std::string outdated = outdated_embedder((*kb)->index_dir()); !args.rebuild && !outdated.empty())
+    note("the vector index was made by an older embedder (" + outdated + "): rebuilding it");
+  else if (!args.rebuild && path_exists(manifest)) {
     auto m = VectorIndex::read_manifest((*kb)->index_dir());
     auto g = (*kb)->generation();
     if (m && g && m->generation == *g &&
@@ -310,6 +321,36 @@ fs::path structures_folder(const Common& common) {
   return kb_exists(common) ? fs::path(local_folder(common)) / "structures" : fs::path();
 }
 
+// pytest's terminal output as the error (its `___ test ___` sections): the one failure of the test file (or of
+// --test-id) becomes the message, and its node id the test id when --test-id gives none. Returns that id ("" when
+// the text is not terminal output or its summary names no id); an error when no section is the test file's.
+Result<std::string> pick_output_section(std::string& message, const std::string& error_file,
+                                        const std::string& test_path, const std::string& test_id) {
+  auto sections = split_test_output(message);
+  if (sections.empty()) return std::string();
+  const auto of_test = [&](const OutputSection& s) {
+    if (!test_id.empty()) return s.test_id == test_id;
+    if (!s.test_id.empty()) return same_file(parse_test_id(s.test_id).path, test_path);
+    for (const auto& fr : parse_traceback(failure_text(s.text)))
+      if (same_file(fr.path, test_path)) return true;
+    return false;
+  };
+  const auto it = std::find_if(sections.begin(), sections.end(), of_test);
+  if (it == sections.end()) {
+    std::string titles;
+    for (const auto& s : sections) titles += (titles.empty() ? "" : ", ") + (s.test_id.empty() ? s.title : s.test_id);
+    return fail(error_file + ": pytest's output has no failure of " + (test_id.empty() ? test_path : test_id) +
+                " (it has " + titles + ")");
+  }
+  const size_t others = sections.size() - 1;
+  if (others > 0)
+    note(error_file + ": pytest's output holds " + std::to_string(sections.size()) + " failures; localizing " +
+         (it->test_id.empty() ? it->title : it->test_id) +
+         " (--test-id picks another; `spark localize --junit` localizes every failure of a JUnit report)");
+  message = std::move(it->text);
+  return it->test_id;
+}
+
 Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
   Case q;
   for (const auto& t : args.tests) {
@@ -333,6 +374,10 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
     message = sanitize_utf8(message);
   }
   q.error_message = std::move(message);
+  if (auto picked = pick_output_section(q.error_message, args.error, q.files.front().path, args.test_id); !picked)
+    return std::unexpected(picked.error());
+  else if (!picked->empty())
+    q.test_id = *picked;
   q.id = "query";
   q.language = q.files.empty() ? "python" : language_field_for(q.files.front().path);
   q.project = "";
@@ -345,13 +390,13 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
     q.failure_time = args.time;
     q.failure_epoch = *epoch;
   }
-  q.test_id = args.test_id;
+  if (!args.test_id.empty()) q.test_id = args.test_id;
   if (q.test_id.empty()) {
     // From the traceback: the deepest frame in the test file names the function; its class comes from the code.
     const std::string& path = q.files.front().path;
     std::string function;
     int stop_line = 0;
-    for (const auto& fr : parse_traceback(q.error_message))
+    for (const auto& fr : parse_traceback(failure_text(q.error_message)))
       if (same_file(fr.path, path) && !fr.function.empty()) {
         function = fr.function;
         stop_line = fr.line;
@@ -550,14 +595,18 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     auto any = kb->has_cases();
     if (!any) return report_error(any.error());
     if (*any) {
-      // No index yet (the first case was just learned, say by `spark record`): build it, as `spark index` would.
-      if (!path_exists(kb->index_dir() / "manifest.json")) {
+      // No index yet (the first case was just learned, say by `spark record`), or one an older built-in embedder
+      // made: build it, as `spark index` would.
+      const std::string outdated = outdated_embedder(kb->index_dir());
+      if (!path_exists(kb->index_dir() / "manifest.json") || !outdated.empty()) {
         auto built = build_index(*kb, common.embedder, IndexBuildOptions{});
         if (!built) return report_error(built.error());
         auto count = kb->count();
         if (!count) return report_error(count.error());
-        notes.push_back("the knowledge base had no vector index: built it over " + std::to_string(*count) +
-                        " case(s), as `spark index` does");
+        notes.push_back((outdated.empty() ? "the knowledge base had no vector index: built it over "
+                                          : "the vector index was made by an older embedder (" + outdated +
+                                                "): rebuilt it over ") +
+                        std::to_string(*count) + " case(s), as `spark index` does");
       }
       // A query maps the vectors and reads the pages its search touches (`spark index` verifies every byte).
       auto e = SearchEngine::open(*kb, common.embedder, notes, /*verify_vectors=*/false);

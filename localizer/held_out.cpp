@@ -18,6 +18,7 @@ Result<HeldOutMaterial> HeldOutSource::material(int64_t rowid) {
   auto c = kb_.load(rowid);
   if (!c) return std::unexpected(c.error());
   m.c = std::move(*c);
+  if (options_.as_queried) options_.as_queried(m.c);
   const CaseEntry* e = entry_of_.at(rowid);
   std::unordered_set<int64_t> excluded(by_content_[e->content_key].begin(), by_content_[e->content_key].end());
   excluded.insert(rowid);

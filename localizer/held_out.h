@@ -35,6 +35,9 @@ struct HeldOut {
 struct HeldOutOptions {
   size_t r = 1;
   double similarity_floor = defaults::kSimilarityFloor;
+  // The held-out case as it is queried, when that differs from how it is stored (an evaluation across failure
+  // forms replaces its error message with the same failure's in another form); applied before it is embedded.
+  std::function<void(Case&)> as_queried;
 };
 
 // A stored case's vector (from the index, or embedded afresh).

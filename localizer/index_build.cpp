@@ -49,7 +49,7 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
   const VectorOf stored_vector = [&](int64_t rowid, const Case&) -> Result<std::vector<float>> {
     return vector_of(rowid);
   };
-  HeldOutSource source(kb, entries, index, stored_vector, HeldOutOptions{options.r, options.similarity_floor});
+  HeldOutSource source(kb, entries, index, stored_vector, HeldOutOptions{options.r, options.similarity_floor, {}});
   // Small chunks: each view holds every line's features (7,000 lines in the largest test files).
   constexpr size_t kChunk = 16;
   for (size_t start = 0; start < labelled.size(); start += kChunk) {

@@ -124,7 +124,8 @@ QueryView make_query_view(const Case& query, StructureCache& cache) {
     v.files.push_back(std::move(file));
   }
   // When the test's function is in none of the files, nothing can be preferred by scope: all `module`.
-  v.frames = parse_traceback(bounded_error_message(query.error_message));
+  v.failure = failure_text(query.error_message);
+  v.frames = parse_traceback(v.failure);
   for (const auto& fr : v.frames)
     for (size_t i = 0; i < v.files.size(); ++i)
       if (same_file(fr.path, v.files[i].source->path) && fr.line <= static_cast<int>(v.files[i].lines.size())) {
@@ -258,7 +259,7 @@ bool is_assertion(std::string_view text) {
 void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faulty,
                       const std::vector<double>& case_similarity, double epsilon, const KindPrior& prior,
                       std::string_view full_error_message) {
-  const std::string error_message = bounded_error_message(full_error_message);
+  const std::string error_message = v.failure.empty() ? failure_text(full_error_message) : v.failure;
   const auto err_tokens = error_tokens(error_message);
   v.form = parse_failure_form(error_message);
   const ValueMatcher value_match(v.form);

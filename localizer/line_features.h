@@ -102,6 +102,7 @@ struct QueryView {
   };
   std::vector<File> files;
   std::string test_id;
+  std::string failure;  // the error message as failure_text reads it (every pytest form in its short form)
   std::vector<TracebackFrame> frames;
   int stop_file = -1, stop_line = 0;  // the deepest traceback frame inside the test files
   std::vector<QueryLine> lines;       // every non-blank line of every file

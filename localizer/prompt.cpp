@@ -250,7 +250,7 @@ SimilarContext similar_context(const Case& similar_case, StructureCache& cache, 
   std::set<std::pair<std::string, int>> faulty;
   for (const auto& fl : similar_case.faulty_lines) faulty.insert({fl.path, fl.line});
   out.code = candidates(similar_view, {}, faulty, options.redactor, redactions, nullptr, options.test_scope_only);
-  out.error = rstrip_output(similar_case.error_message);
+  out.error = rstrip_output(canonical_traceback(similar_case.error_message));
   if (options.redactor) options.redactor->redact(out.error, redactions);
   return out;
 }
@@ -418,7 +418,7 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
       p.notes.push_back("prompt scope test: " + std::to_string(all - p.total_lines) +
                         " line(s) of other tests left out");
   }
-  std::string error = rstrip_output(query.error_message);
+  std::string error = rstrip_output(canonical_traceback(query.error_message));
   if (options.redactor) options.redactor->redact(error, p.redactions);
 
   const std::string similar_lines = similar_faulty_lines(retrieved, similar_case, options, p.redactions);

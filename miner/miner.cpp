@@ -223,7 +223,7 @@ std::vector<std::string> failure_paths(const std::string& test_id, const std::st
     return p;
   };
   std::vector<std::string> paths = {resolve(parse_test_id(test_id, language).path)};
-  for (const auto& fr : parse_traceback(message)) {
+  for (const auto& fr : parse_traceback(failure_text(message))) {
     const std::string p = resolve(fr.path);
     if (is_test_path(p) && std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
   }

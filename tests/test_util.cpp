@@ -52,6 +52,17 @@ std::string slurp(const fs::path& path) {
 }
 
 RunResult run_spark(const std::vector<std::string>& args, const fs::path& cwd, const std::string& input) {
+  return run_program(SPARK_BINARY, args, cwd, input);
+}
+
+RunResult run_pytest(const std::vector<std::string>& args, const fs::path& cwd) {
+  std::vector<std::string> all = {"-B", "-m", "pytest", "-p", "no:cacheprovider"};
+  all.insert(all.end(), args.begin(), args.end());
+  return run_program("/usr/bin/python3", all, cwd);
+}
+
+RunResult run_program(const std::string& program, const std::vector<std::string>& args, const fs::path& cwd,
+                      const std::string& input) {
   TempDir io;
   const fs::path in = io / "stdin", out = io / "stdout", err = io / "stderr";
   write_file(in, input);
@@ -61,16 +72,16 @@ RunResult run_spark(const std::vector<std::string>& args, const fs::path& cwd, c
   posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  std::vector<std::string> argv_s = {SPARK_BINARY};
+  std::vector<std::string> argv_s = {program};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
   RunResult r;
-  if (posix_spawn(&pid, SPARK_BINARY, &actions, nullptr, argv.data(), environ) != 0) {
+  if (posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
     posix_spawn_file_actions_destroy(&actions);
-    r.err = "cannot start " SPARK_BINARY;
+    r.err = "cannot start " + program;
     return r;
   }
   posix_spawn_file_actions_destroy(&actions);

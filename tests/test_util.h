@@ -29,6 +29,12 @@ struct RunResult {
 };
 // Runs the spark binary with `args` in `cwd` (no shell); stdin from `input` when given.
 RunResult run_spark(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& input = {});
+// Runs `program` (a path) the same way.
+RunResult run_program(const std::string& program, const std::vector<std::string>& args,
+                      const std::filesystem::path& cwd, const std::string& input = {});
+// Runs Debian's pytest (/usr/bin/python3 -B -m pytest -p no:cacheprovider ARGS) in `cwd`, at its default settings
+// otherwise (the traceback style is --tb=auto unless ARGS say another).
+RunResult run_pytest(const std::vector<std::string>& args, const std::filesystem::path& cwd);
 
 // A small, valid labelled case.
 nlohmann::json sample_case(const std::string& id, const std::string& content, int faulty_line,

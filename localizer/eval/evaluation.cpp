@@ -61,7 +61,7 @@ Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& e
   auto status = for_each_held_out(
       kb, *entries, rowids, engine.index(),
       [&](int64_t rowid, const Case&) -> Result<std::vector<float>> { return engine.index().vector(rowid); },
-      HeldOutOptions{r, floor}, cache,
+      HeldOutOptions{r, floor, {}}, cache,
       [&](const HeldOut& h) -> Status {
         int64_t rowid = 0;
         for (const auto& e : *entries)

@@ -23,9 +23,45 @@ struct TracebackFrame {
 };
 
 // Frames in the order printed (outermost first, as Python prints them). Recognises pytest's --tb=short/long/line
-// ("path.py:12: in test_f", "path.py:12: AssertionError") and Python's native form ('File "path.py", line 12, in f').
+// ("path.py:12: in test_f", "path.py:12: AssertionError", "path.py:12: ", "path.py:12") and Python's native form
+// ('File "path.py", line 12, in f'). A long-form frame names no function: read canonical_traceback's text to have it.
 // Without Python frames, the stack-trace frames of parse_stack_trace.
 std::vector<TracebackFrame> parse_traceback(std::string_view message);
+
+// pytest's long frames (--tb=long, and the default --tb=auto's first and last frames) rewritten as its short form
+// writes them, so that every form reads alike: a frame printed as
+//     self = <...>, x = 1                  (the arguments)
+//         def test_f(self, x):             (the function's code, from its decorators and `def` line)
+//     >       assert f(x) == 2             (the failing statement)
+//     E       assert 3 == 2                (the exception, aligned with the statement)
+//     tests/test_x.py:12: AssertionError   (the location, after the code)
+// becomes "tests/test_x.py:12: in test_f", "    assert f(x) == 2", "E   assert 3 == 2". A fixture pytest could
+// not find ("file /abs/tests/test_x.py, line 5" ... "/abs/tests/test_x.py:5") becomes a frame at the `def` line it
+// quotes. Frame separators ("_ _ _") and blank lines go; the chained-exception lines stay, after one blank line.
+// Text with no long frame (the short, line and native forms, JUnit's and unittest's) is returned unchanged.
+// Linear in the text's size.
+std::string canonical_traceback(std::string_view message);
+
+// What the ranker, the embedder and the miner read of an error message: bounded_error_message's part of it, in
+// canonical_traceback's form.
+std::string failure_text(std::string_view message);
+
+// One failure of a test runner's terminal output. pytest's: a `___ name ___` section under "FAILURES" or "ERRORS",
+// with the node id its summary line gives ("FAILED tests/x.py::C::test_f - msg", "ERROR tests/x.py::test_f",
+// "ERROR tests/x.py" for a module that did not collect). unittest's: "FAIL: test_f (tests.test_x.C.test_f)" or
+// "ERROR: ..." between a line of "=" and one of "-", its id made from the dotted name (tests/test_x.py::C::test_f).
+struct OutputSection {
+  // pytest's banner text ("test_f", "C.test_f", "ERROR at setup of test_f", "ERROR collecting x"), unittest's header
+  std::string title;
+  std::string test_id;  // from the summary (or a collection banner's path); "" when the output has no summary line
+  bool error = false;   // an ERRORS section (set-up, tear-down, collection), not a FAILURES one
+  std::string text;     // the section's lines, without its banner
+};
+
+// The failure sections of pytest's terminal output (any --tb form; `line` and `no` print no sections, and then each
+// summary line is one; with -rN no id is known), else of unittest's, in the order printed; empty when the text has
+// none (it is not a runner's terminal output).
+std::vector<OutputSection> split_test_output(std::string_view output);
 
 // Frames of Java stack traces ("at com.x.FooTest.testBar(FooTest.java:42)": the path is the package's folders and
 // the file, "com/x/FooTest.java") and of V8's JavaScript/TypeScript ones ("at Object.<anonymous>

@@ -74,7 +74,7 @@ HashedTfidfEmbedder::HashedTfidfEmbedder(HashedTfidfOptions options) : options_(
 }
 
 std::string HashedTfidfEmbedder::identity() const {
-  return "builtin-tfidf-v1/dim=" + std::to_string(options_.dimension) +
+  return std::string(kVersion) + "/dim=" + std::to_string(options_.dimension) +
          "/w=" + std::to_string(options_.error_weight).substr(0, 4) + "," +
          std::to_string(options_.test_function_weight).substr(0, 4) + "," +
          std::to_string(options_.code_weight).substr(0, 4) + "/df=" + hex64(df_digest_);
@@ -82,7 +82,7 @@ std::string HashedTfidfEmbedder::identity() const {
 
 TermMap HashedTfidfEmbedder::error_terms(std::string_view error_message) const {
   TermMap t;
-  const std::string message = normalize_error_message(limit_message(error_message, options_.max_error_bytes));
+  const std::string message = normalize_error_message(limit_message(canonical_traceback(error_message), options_.max_error_bytes));
   std::string_view prev;
   for_each_word(message, [&](std::string_view w) {
     add(t, fnv1a64(w, kSeedError));

@@ -63,6 +63,13 @@ using DocumentFrequencies = std::unordered_map<uint64_t, uint32_t>;
 
 class HashedTfidfEmbedder final : public Embedder {
  public:
+  // The first part of identity(): it changes when the text the embedder reads of a case does (v2: error messages in
+  // canonical_traceback's form, so pytest's long and short forms embed alike). An index whose embedder starts with
+  // "builtin-tfidf-" and another version is outdated (is_outdated).
+  static constexpr std::string_view kVersion = "builtin-tfidf-v2";
+  static bool is_outdated(std::string_view index_embedder) {
+    return index_embedder.starts_with("builtin-tfidf-") && !index_embedder.starts_with(std::string(kVersion) + "/");
+  }
   explicit HashedTfidfEmbedder(HashedTfidfOptions options = {});
   std::string identity() const override;
   size_t dimension() const override { return options_.dimension; }
