@@ -49,6 +49,10 @@ std::string head_sha(const TempDir& dir);
 // failed before fix i and passed after it. Returns the outcome lines (JSONL), one string per fix.
 std::vector<std::string> fix_history(const TempDir& dir, const std::vector<int>& sizes);
 
+// Runs SQL statements on an SQLite store directly (a test's way to make what an older spark left behind); a failure
+// fails the test with SQLite's message.
+void run_sql(const std::filesystem::path& db_file, const std::string& statements);
+
 // The development corpus folder (../shared/data/dev), or "" when absent (a plain clone).
 std::filesystem::path dev_data();
 

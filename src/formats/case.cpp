@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "base/text.h"
 
@@ -106,7 +107,8 @@ namespace {
 
 const std::set<std::string, std::less<>> kKnownKeys = {
     "id",    "project",      "test_id",       "language",     "failure_time", "error_message",
-    "files", "faulty_lines", "faulty_commit", "fixed_commit", "source",       "meta"};
+    "files", "faulty_lines", "faulty_commit", "fixed_commit", "source",       "meta",
+    "tests"};
 
 Result<std::string> required_string(const json& r, const char* key) {
   auto it = r.find(key);
@@ -149,6 +151,12 @@ Result<Case> case_from_json(json r) {
   }
   if (auto it = r.find("meta"); it != r.end() && !it->is_object())
     return fail(std::string("\"meta\" must be an object, not ") + it->type_name());
+  if (auto it = r.find("tests"); it != r.end()) {
+    if (!it->is_array()) return fail(std::string("\"tests\" must be an array of test ids, not ") + it->type_name());
+    for (size_t i = 0; i < it->size(); ++i)
+      if (!(*it)[i].is_string() || (*it)[i].get_ref<const std::string&>().empty())
+        return fail("tests[" + std::to_string(i) + "] must be a non-empty string (a test id)");
+  }
 
   auto files = r.find("files");
   if (files == r.end()) return fail("missing required key \"files\"");
@@ -234,12 +242,27 @@ std::string content_key(const Case& c) {
 }
 
 std::string fault_key(const Case& c) {
-  uint64_t h = fnv1a64(c.test_id);
-  h = fnv1a64(c.fixed_commit.value_or(""), h ^ 0x9e3779b97f4a7c15ULL);
-  for (const auto& f : c.files) {
-    h = fnv1a64(f.path, h ^ 0x9e3779b97f4a7c15ULL);
-    h = fnv1a64(f.content, h ^ 0x85ebca6b0b3e5d2bULL);
+  uint64_t h = fnv1a64(c.fixed_commit.value_or(""));
+  if (c.faulty_lines.empty()) {  // unlabelled: nothing but the test and its code tell it apart
+    h = fnv1a64(c.test_id, h ^ 0x9e3779b97f4a7c15ULL);
+    for (const auto& f : c.files) {
+      h = fnv1a64(f.path, h ^ 0x9e3779b97f4a7c15ULL);
+      h = fnv1a64(f.content, h ^ 0x85ebca6b0b3e5d2bULL);
+    }
+    return hex64(h);
   }
+  std::vector<LineRef> lines = c.faulty_lines;
+  std::sort(lines.begin(), lines.end(), [](const LineRef& a, const LineRef& b) {
+    return std::tie(a.path, a.line) < std::tie(b.path, b.line);
+  });
+  std::set<std::string_view> paths;
+  for (const auto& l : lines) {
+    h = fnv1a64(l.path, h ^ 0x9e3779b97f4a7c15ULL);
+    h = fnv1a64(std::to_string(l.line), h ^ 0x85ebca6b0b3e5d2bULL);
+    paths.insert(l.path);
+  }
+  for (const auto p : paths)
+    if (const SourceFile* f = c.file(p)) h = fnv1a64(f->content, h ^ 0x85ebca6b0b3e5d2bULL);
   return hex64(h);
 }
 

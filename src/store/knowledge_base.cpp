@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <future>
 #include <random>
@@ -312,6 +313,11 @@ Status KnowledgeBase::migrate_postgres(bool create) {
           return s;
         if (auto s = fill_case_languages(); !s) return s;
       }
+      if (*version > 0 && *version < 5) {
+        // Schema 4 → 5: fault keys without the test; the failures that are one fault merged into one case.
+        if (auto s = recompute_fault_keys(); !s) return s;
+        if (auto merged = merge_same_faults(); !merged) return std::unexpected(merged.error());
+      }
       if (auto s = set_setting("schema_version", std::to_string(kSchemaVersion)); !s) return s;
       if (*version == 0) {
         if (auto s = set_setting("store_id", random_hex(16)); !s) return s;
@@ -361,7 +367,7 @@ Status KnowledgeBase::migrate() {
     if (auto s = fill_case_languages(); !s) return s;
   }
   if (version > 0 && version < 3) {
-    // Schema 2 → 3: failures get their fault key; failures that are one fault are merged into one case.
+    // Schema 2 → 3: failures get a fault key.
     auto has = has_column(*db_, "failures", "fault_key");
     if (!has) return std::unexpected(has.error());
     if (!*has)
@@ -369,25 +375,38 @@ Status KnowledgeBase::migrate() {
                              "ALTER TABLE failures ADD COLUMN duplicate_of TEXT;");
           !s)
         return s;
+  }
+  if (version > 0 && version < 5)
+    // Schema 2 → 3: failures get their fault key. 4 → 5: the key no longer holds the test (one fault broke several
+    // tests): every key again. Failures that are one fault are then merged into one case.
+    if (auto s = recompute_fault_keys(); !s) return s;
+  if (auto s = db_->exec(kSchema3); !s) return s;
+  if (version > 0 && version < 5)
+    if (auto merged = merge_same_faults(); !merged) return std::unexpected(merged.error());
+  if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(kSchemaVersion)); !s) return s;
+  return tx->commit();
+}
+
+Status KnowledgeBase::recompute_fault_keys() {
+  // Read first, then write: a statement still stepping over `failures` never sees its own updates.
+  std::vector<std::array<std::string, 3>> keys;  // key, commit, test id
+  {
     auto rows = db_->prepare("SELECT commit_sha, test_id, record FROM failures WHERE record IS NOT NULL");
-    auto set = db_->prepare("UPDATE failures SET fault_key = ? WHERE commit_sha = ? AND test_id = ?");
-    for (auto* stmt : {&rows, &set})
-      if (!*stmt) return std::unexpected(stmt->error());
+    if (!rows) return std::unexpected(rows.error());
     for (;;) {
       auto r = rows->step();
       if (!r) return std::unexpected(r.error());
       if (!*r) break;
       auto c = case_from_json(json::parse(rows->text(2), nullptr, false));
       if (!c) continue;  // a damaged record is reported where it is read; it cannot be merged
-      if (auto done = set->bind(1, fault_key(*c)).bind(2, rows->text(0)).bind(3, rows->text(1)).run(); !done)
-        return done;
+      keys.push_back({fault_key(*c), rows->text(0), rows->text(1)});
     }
   }
-  if (auto s = db_->exec(kSchema3); !s) return s;
-  if (version > 0 && version < 3)
-    if (auto merged = merge_same_faults(); !merged) return std::unexpected(merged.error());
-  if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(kSchemaVersion)); !s) return s;
-  return tx->commit();
+  auto set = db_->prepare("UPDATE failures SET fault_key = ? WHERE commit_sha = ? AND test_id = ?");
+  if (!set) return std::unexpected(set.error());
+  for (const auto& [key, commit, test_id] : keys)
+    if (auto done = set->bind(1, key).bind(2, commit).bind(3, test_id).run(); !done) return done;
+  return {};
 }
 
 Status KnowledgeBase::fill_case_languages() {
@@ -435,7 +454,7 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
   auto members = db_->prepare(
       "SELECT commit_sha, test_id, status, time, case_id, record, decided_by, decided_at, reason, kept "
       "FROM failures WHERE fault_key = ? AND (status IN ('labelled','quarantined','accepted','rejected','trimmed') "
-      "OR status = 'duplicate') ORDER BY coalesce(time, updated_at), commit_sha");
+      "OR status = 'duplicate') ORDER BY coalesce(time, updated_at), commit_sha, test_id");
   auto as_duplicate = db_->prepare(
       "UPDATE failures SET status = 'duplicate', duplicate_of = ?, updated_at = ? WHERE commit_sha = ? AND test_id = "
       "?");
@@ -502,8 +521,17 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
     if (group.front().time) occurrences["first_time"] = format_iso8601(*group.front().time);
     if (group.back().time) occurrences["last_time"] = format_iso8601(*group.back().time);
     if (!record.contains("meta") || !record["meta"].is_object()) record["meta"] = json::object();
-    const bool changed_occurrences = record["meta"].value("occurrences", json()) != occurrences;
+    // Every test the fault broke, the kept one's first, when more than one did.
+    json tests = json::array({kept.test_id});
+    for (const auto& m : group)
+      if (std::find(tests.begin(), tests.end(), m.test_id) == tests.end()) tests.push_back(m.test_id);
+    const bool changed_occurrences = record["meta"].value("occurrences", json()) != occurrences ||
+                                     record.value("tests", json()) != (tests.size() > 1 ? tests : json());
     record["meta"]["occurrences"] = occurrences;
+    if (tests.size() > 1)
+      record["tests"] = std::move(tests);
+    else
+      record.erase("tests");
     size_t newly_merged = 0;
     for (size_t i = 1; i < group.size(); ++i) {
       // Earlier duplicates are pointed at the kept failure again (it changes when an earlier failure arrives late).

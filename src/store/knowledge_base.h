@@ -24,7 +24,7 @@ namespace spark {
 
 // 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state). 3: each
 // failure's fault key (one case per fault). 4: each case's `language` field beside its record (the sketches carry it).
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 // Where a case came from, for error messages ("cases.jsonl:12").
 struct CaseOrigin {
@@ -152,6 +152,8 @@ class KnowledgeBase {
   Status migrate_postgres(bool create);
   // Schema 3 → 4: fills cases.language from each case's record (a record that does not parse keeps "").
   Status fill_case_languages();
+  // Schema 2 → 3 and 4 → 5: every failure with a record gets fault_key(record) (a damaged record keeps its key).
+  Status recompute_fault_keys();
   Result<int64_t> postgres_version();
   std::filesystem::path dir_;
   std::unique_ptr<Database> db_;
