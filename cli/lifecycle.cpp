@@ -35,6 +35,11 @@ Result<SyncOptions> sync_options(const HistoryArgs& h) {
   o.sigma = h.sigma;
   o.project = h.project;
   o.test_only_fixes = h.test_only_fixes;
+  if (!h.test_code.empty()) {
+    auto rule = TestCodeRule::parse(h.test_code);
+    if (!rule) return std::unexpected(rule.error());
+    o.test_code = std::move(*rule);
+  }
   for (const auto& [text, slot] : {std::pair{h.since, &o.since}, std::pair{h.until, &o.until}}) {
     if (text.empty()) continue;
     auto t = parse_iso8601(text);

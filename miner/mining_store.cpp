@@ -140,7 +140,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
     Resolved r{&o, it->second, std::nullopt};
     if (options.snapshot && (o.outcome == Outcome::failed || o.outcome == Outcome::error)) {
       std::vector<std::string> unreadable;
-      r.snapshot = failure_files(repo, r.sha, o.test_id, o.message, &unreadable);
+      r.snapshot = failure_files(repo, r.sha, o.test_id, o.message, &unreadable, &options.test_code);
       for (const auto& w : unreadable) report.warnings.push_back(o.origin + ": " + w);
     }
     resolved.push_back(std::move(r));
@@ -206,7 +206,7 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
   std::unordered_map<std::string, size_t> position;
   for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
   const LabelOptions label_options{options.project.empty() ? default_project(repo) : options.project,
-                                   options.test_only_fixes};
+                                   options.test_only_fixes, options.test_code};
   auto passes = db.prepare("SELECT commit_sha FROM outcomes WHERE test_id = ? AND outcome = 'passed'");
   if (!passes) return std::unexpected(passes.error());
   std::map<std::string, std::vector<size_t>> passes_of;  // test id → positions of its passes, sorted
