@@ -464,6 +464,19 @@ TEST(spark_hooks, install_chains_an_existing_hook_and_records_after_each_commit)
 // The CI loop on failures as pytest reports them at its defaults: test code beyond the test file, parametrized rows,
 // collection errors.
 
+// A repository for the CI loop's tests: reports, the knowledge base and Python's caches ignored.
+void ci_repo(const TempDir& dir) {
+  git(dir, "init");
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+}
+
+// Runs pytest at its defaults into `report` and records it with `args`.
+testing::RunResult pytest_and_record(const TempDir& dir, const std::string& report, std::vector<std::string> args) {
+  pytest(dir, report);
+  args.insert(args.begin(), {"record", "--junit", report});
+  return run_spark(args, dir.path());
+}
+
 // The exported cases by test id.
 std::map<std::string, nlohmann::json> exported_cases(const TempDir& dir) {
   auto exported = run_spark({"export"}, dir.path());
@@ -479,8 +492,7 @@ std::map<std::string, nlohmann::json> exported_cases(const TempDir& dir) {
 
 TEST(spark_record, a_fixture_fault_fixed_in_conftest_and_a_helper_fault_fixed_in_its_module_are_test_code_faults) {
   TempDir dir;
-  git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  ci_repo(dir);
   const std::string conftest =
       "import pytest\n\n\n@pytest.fixture\ndef prices():\n    return {'apple': 3, 'pear': 2}\n\n\n@pytest.fixture\n"
       "def colors():\n    return ['red']\n";
@@ -492,8 +504,7 @@ TEST(spark_record, a_fixture_fault_fixed_in_conftest_and_a_helper_fault_fixed_in
              "    assert prices['pear'] == 2\n\n\ndef test_double():\n    assert double(2) == 4\n");
   git(dir, "add -A");
   git(dir, "commit -m shop", day(1));
-  pytest(dir, "r1.xml");
-  auto r1 = run_spark({"record", "--junit", "r1.xml", "--no-localize"}, dir.path());
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--no-localize"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_NE(r1.err.find("opened 3 failures"), std::string::npos) << r1.err;
   // The fixture is fixed in conftest.py (and another fixture changed there, which these tests do not use): both
@@ -503,8 +514,7 @@ TEST(spark_record, a_fixture_fault_fixed_in_conftest_and_a_helper_fault_fixed_in
   fixed.replace(fixed.find("['red']"), 7, "['red', 'green']");
   write_file(dir / "tests" / "conftest.py", fixed);
   git(dir, "commit -am fix-fixture", day(2));
-  pytest(dir, "r2.xml");
-  auto r2 = run_spark({"record", "--junit", "r2.xml", "--no-localize"}, dir.path());
+  auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NE(r2.err.find("settled 2 failures: 2 labelled into the knowledge base; 2 still open"), std::string::npos)
       << r2.err;
@@ -523,8 +533,7 @@ TEST(spark_record, a_fixture_fault_fixed_in_conftest_and_a_helper_fault_fixed_in
   // The helper module the test imports is fixed: labelled at its line.
   write_file(dir / "tests" / "helpers.py", "def double(x):\n    return x * 2\n");
   git(dir, "commit -am fix-helper", day(3));
-  pytest(dir, "r3.xml");
-  auto r3 = run_spark({"record", "--junit", "r3.xml", "--no-localize"}, dir.path());
+  auto r3 = pytest_and_record(dir, "r3.xml", {"--no-localize"});
   ASSERT_EQ(r3.exit_code, 0) << r3.err;
   // test_double failed at both commits with the same test code (the fixture it does not use changed in between):
   // one fault, labelled at the helper's line.
@@ -536,19 +545,17 @@ TEST(spark_record, a_fixture_fault_fixed_in_conftest_and_a_helper_fault_fixed_in
             nlohmann::json::parse(R"([{"path":"tests/helpers.py","line":2}])"));
   // mine.test_code names what test code is: with only the test files, the helper's fix is outside the test code.
   TempDir other;
-  git(other, "init");
-  for (const char* f : {".gitignore", "tests/conftest.py", "tests/test_shop.py"})
+  ci_repo(other);
+  for (const char* f : {"tests/conftest.py", "tests/test_shop.py"})
     write_file(other / f, testing::slurp(dir / f));
   write_file(other / "tests" / "helpers.py", "def double(x):\n    return x * 3\n");
   write_file(other / ".spark.toml", "[mine]\ntest_code = \"test_*.py, conftest.py\"\n");
   git(other, "add -A");
   git(other, "commit -m shop", day(1));
-  pytest(other, "r1.xml");
-  ASSERT_EQ(run_spark({"record", "--junit", "r1.xml", "--no-localize"}, other.path()).exit_code, 0);
+  ASSERT_EQ(pytest_and_record(other, "r1.xml", {"--no-localize"}).exit_code, 0);
   write_file(other / "tests" / "helpers.py", "def double(x):\n    return x * 2\n");
   git(other, "commit -am fix-helper", day(2));
-  pytest(other, "r2.xml");
-  auto narrow = run_spark({"record", "--junit", "r2.xml", "--no-localize"}, other.path());
+  auto narrow = pytest_and_record(other, "r2.xml", {"--no-localize"});
   ASSERT_EQ(narrow.exit_code, 0) << narrow.err;
   EXPECT_NE(narrow.err.find("1 fixed outside the test code"), std::string::npos) << narrow.err;
   write_file(other / ".spark.toml", "[mine]\ntest_code = \"/etc/**\"\n");
@@ -564,8 +571,7 @@ const char* kTable =
 
 TEST(spark_record, a_parametrized_rows_fault_is_closed_by_its_functions_pass_and_labelled_at_the_row) {
   TempDir dir;
-  git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  ci_repo(dir);
   write_file(dir / ".spark.toml",
              "[record]\ntest_command = \"/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --junitxml={junit} "
              "{tests}\"\n");
@@ -573,8 +579,7 @@ TEST(spark_record, a_parametrized_rows_fault_is_closed_by_its_functions_pass_and
   write_file(dir / "tests" / "test_other.py", "def test_other():\n    assert 'x'.upper() == 'Y'\n");
   git(dir, "add -A");
   git(dir, "commit -m table", day(1));
-  pytest(dir, "r1.xml");
-  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_NE(r1.err.find("opened 2 failures"), std::string::npos) << r1.err;
   const auto all = nlohmann::json::parse(r1.out);
@@ -612,16 +617,14 @@ TEST(spark_record, a_parametrized_rows_fault_is_closed_by_its_functions_pass_and
 
 TEST(spark_record, a_parametrized_failure_stays_open_while_a_row_of_its_function_fails_and_ids_may_hold_anything) {
   TempDir dir;
-  git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  ci_repo(dir);
   const std::string odd =
       "import pytest\n\n\n@pytest.mark.parametrize('x,y', [\n    ('a::b[c', 'é\\nz'),\n    (1, 2),\n])\n"
       "def test_odd(x, y):\n    assert x * 2 == y\n";
   write_file(dir / "tests" / "test_odd.py", odd);
   git(dir, "add -A");
   git(dir, "commit -m odd", day(1));
-  pytest(dir, "r1.xml");
-  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_NE(r1.err.find("opened 1 failure"), std::string::npos) << r1.err;
   const auto loc = nlohmann::json::parse(r1.out);
@@ -634,15 +637,13 @@ TEST(spark_record, a_parametrized_failure_stays_open_while_a_row_of_its_function
   half.replace(half.find("(1, 2)"), 6, "(1, 3)");
   write_file(dir / "tests" / "test_odd.py", half);
   git(dir, "commit -am half", day(2));
-  pytest(dir, "r2.xml");
-  auto r2 = run_spark({"record", "--junit", "r2.xml", "--no-localize"}, dir.path());
+  auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NE(r2.err.find("settled 0 failures; 2 still open"), std::string::npos) << r2.err;
   half.replace(half.find("(1, 3)"), 6, "(1, 2)");
   write_file(dir / "tests" / "test_odd.py", half);
   git(dir, "commit -am whole", day(3));
-  pytest(dir, "r3.xml");
-  auto r3 = run_spark({"record", "--junit", "r3.xml", "--no-localize"}, dir.path());
+  auto r3 = pytest_and_record(dir, "r3.xml", {"--no-localize"});
   ASSERT_EQ(r3.exit_code, 0) << r3.err;
   EXPECT_NE(r3.err.find("2 labelled into the knowledge base; 0 still open"), std::string::npos) << r3.err;
   auto cases = exported_cases(dir);
@@ -652,15 +653,13 @@ TEST(spark_record, a_parametrized_failure_stays_open_while_a_row_of_its_function
 
 TEST(spark_record, a_list_built_by_a_call_gets_a_note) {
   TempDir dir;
-  git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  ci_repo(dir);
   write_file(dir / "tests" / "test_built.py",
              "import pytest\n\n\ndef rows():\n    return [(1, 2), (2, 5)]\n\n\n@pytest.mark.parametrize('x,y', rows())\n"
              "def test_built(x, y):\n    assert x * 2 == y\n");
   git(dir, "add -A");
   git(dir, "commit -m built", day(1));
-  pytest(dir, "r1.xml");
-  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_NE(r1.err.find("test_built: its parametrize list is not written as rows (rows()); the failing row of 2-5 is "
                         "not known"),
@@ -671,8 +670,7 @@ TEST(spark_record, a_list_built_by_a_call_gets_a_note) {
 
 TEST(spark_record, a_collection_error_is_localized_at_the_import_and_closed_when_the_module_collects_and_passes) {
   TempDir dir;
-  git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  ci_repo(dir);
   write_file(dir / "tests" / "calc_helpers.py", "def halve(x):\n    return x / 2\n");
   const std::string good = "import math\nfrom calc_helpers import halve\n\n\ndef test_halve():\n    assert halve(4) == 2\n"
                            "\n\ndef test_sqrt():\n    assert math.sqrt(halve(8)) == 2\n";
@@ -682,9 +680,8 @@ TEST(spark_record, a_collection_error_is_localized_at_the_import_and_closed_when
   write_file(dir / "tests" / "test_more.py", "def test_more():\n    assert True\n");
   git(dir, "add -A");
   git(dir, "commit -m calc", day(1));
-  pytest(dir, "r1.xml");
   // pytest stops at the collection error: the report holds only it.
-  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_NE(r1.err.find("recorded 1 outcome (new or changed); opened 1 failure"), std::string::npos) << r1.err;
   EXPECT_EQ(r1.err.find("not localized"), std::string::npos) << r1.err;
@@ -697,15 +694,13 @@ TEST(spark_record, a_collection_error_is_localized_at_the_import_and_closed_when
   write_file(dir / "NOTES", "x\n");
   git(dir, "add -A");
   git(dir, "commit -m notes", day(2));
-  pytest(dir, "r2.xml");
-  auto r2 = run_spark({"record", "--junit", "r2.xml", "--no-localize"}, dir.path());
+  auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NE(r2.err.find("settled 0 failures; 2 still open"), std::string::npos) << r2.err;
   // The import is fixed: the module collects, its tests pass, the failures close, labelled at the import.
   write_file(dir / "tests" / "test_calc.py", good);
   git(dir, "commit -am fix-import", day(3));
-  pytest(dir, "r3.xml");
-  auto r3 = run_spark({"record", "--junit", "r3.xml", "--no-localize"}, dir.path());
+  auto r3 = pytest_and_record(dir, "r3.xml", {"--no-localize"});
   ASSERT_EQ(r3.exit_code, 0) << r3.err;
   EXPECT_NE(r3.err.find("0 still open"), std::string::npos) << r3.err;
   auto cases = exported_cases(dir);
@@ -717,8 +712,7 @@ TEST(spark_record, a_collection_error_is_localized_at_the_import_and_closed_when
 
 TEST(spark_record, a_fixture_not_found_is_localized_at_the_def_line_and_labelled_there) {
   TempDir dir;
-  git(dir, "init");
-  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  ci_repo(dir);
   const std::string good = "import pytest\n\n\n@pytest.fixture\ndef cart():\n    return []\n\n\ndef test_empty(cart):\n"
                            "    size = len(cart)\n    assert size == 0\n";
   std::string broken = good;
@@ -726,8 +720,7 @@ TEST(spark_record, a_fixture_not_found_is_localized_at_the_def_line_and_labelled
   write_file(dir / "tests" / "test_cart.py", broken);
   git(dir, "add -A");
   git(dir, "commit -m cart", day(1));
-  pytest(dir, "r1.xml");
-  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   const auto loc = nlohmann::json::parse(r1.out);
   ASSERT_EQ(loc.size(), 1u) << r1.out;
@@ -736,8 +729,7 @@ TEST(spark_record, a_fixture_not_found_is_localized_at_the_def_line_and_labelled
   EXPECT_EQ(loc[0]["ranked"][0]["line"], 9) << loc[0].dump();  // the signature: a header, not demoted here
   write_file(dir / "tests" / "test_cart.py", good);
   git(dir, "commit -am fix", day(2));
-  pytest(dir, "r2.xml");
-  ASSERT_EQ(run_spark({"record", "--junit", "r2.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  ASSERT_EQ(pytest_and_record(dir, "r2.xml", {"--no-localize"}).exit_code, 0);
   auto cases = exported_cases(dir);
   ASSERT_TRUE(cases.contains("tests/test_cart.py::test_empty"));
   EXPECT_EQ(cases["tests/test_cart.py::test_empty"]["faulty_lines"],
