@@ -536,19 +536,15 @@ std::optional<std::map<std::string, std::set<int>>> conftest_reach(
         }
   };
   asked_by_decorators(*test);
-  for (const auto& f : own.functions)
-    if (!test->class_name.empty() && f.class_name.empty() && f.start <= test->start && test->end <= f.end)
-      asked_by_decorators(f);
   std::vector<CodeStructure> structures;
+  structures.reserve(conftests.size());
   for (const auto& c : conftests) structures.push_back(analyze_code(c.content, Language::python, c.path));
+  std::vector<const CodeStructure*> all{&own};
+  for (const auto& st : structures) all.push_back(&st);
   // Fixtures ask for fixtures: through the test file's and the conftest files', to a fixed point.
   for (size_t round = 0, before = 0; round < 16 && wanted.size() != before; ++round) {
     before = wanted.size();
-    for (const CodeStructure* st : [&] {
-           std::vector<const CodeStructure*> all{&own};
-           for (const auto& x : structures) all.push_back(&x);
-           return all;
-         }())
+    for (const CodeStructure* st : all)
       for (const auto& f : st->functions)
         if (f.is_fixture() && wanted.contains(f.name)) wanted.insert(f.params.begin(), f.params.end());
   }
