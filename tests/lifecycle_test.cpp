@@ -710,6 +710,32 @@ TEST(spark_record, a_collection_error_is_localized_at_the_import_and_closed_when
             nlohmann::json::parse(R"([{"path":"tests/test_calc.py","line":2}])"));
 }
 
+TEST(spark_record, a_syntax_error_in_a_test_file_is_localized_at_its_line_and_closed_by_its_fix) {
+  TempDir dir;
+  ci_repo(dir);
+  const std::string good = "import os\n\n\ndef test_path(tmp_path):\n    assert os.path.isdir(tmp_path)\n";
+  std::string broken = good;
+  broken.replace(broken.find("(tmp_path):"), 11, "(tmp_path:");
+  write_file(dir / "tests" / "test_path.py", broken);
+  git(dir, "add -A");
+  git(dir, "commit -m path", day(1));
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  const auto loc = nlohmann::json::parse(r1.out);
+  ASSERT_EQ(loc.size(), 1u) << r1.out;
+  EXPECT_EQ(loc[0]["test_id"], "tests/test_path.py");
+  ASSERT_FALSE(loc[0]["ranked"].empty());
+  EXPECT_EQ(loc[0]["ranked"][0]["line"], 4) << loc[0].dump();
+  write_file(dir / "tests" / "test_path.py", good);
+  git(dir, "commit -am fix", day(2));
+  auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("settled 1 failure: 1 labelled into the knowledge base; 0 still open"), std::string::npos)
+      << r2.err;
+  EXPECT_EQ(exported_cases(dir)["tests/test_path.py"]["faulty_lines"],
+            nlohmann::json::parse(R"([{"path":"tests/test_path.py","line":4}])"));
+}
+
 TEST(spark_record, a_fixture_not_found_is_localized_at_the_def_line_and_labelled_there) {
   TempDir dir;
   ci_repo(dir);
