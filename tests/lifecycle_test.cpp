@@ -710,56 +710,46 @@ TEST(spark_record, a_collection_error_is_localized_at_the_import_and_closed_when
             nlohmann::json::parse(R"([{"path":"tests/test_calc.py","line":2}])"));
 }
 
-TEST(spark_record, a_syntax_error_in_a_test_file_is_localized_at_its_line_and_closed_by_its_fix) {
+// `path` committed with `bad` put in place of `good_part` in `good`: recorded, the failure of `test_id` is localized
+// at `line` first; `good` committed: the failure closes, labelled at `line`.
+void localized_and_labelled_at(const std::string& path, const std::string& good, const std::string& good_part,
+                               const std::string& bad, const std::string& test_id, int line) {
   TempDir dir;
   ci_repo(dir);
-  const std::string good = "import os\n\n\ndef test_path(tmp_path):\n    assert os.path.isdir(tmp_path)\n";
   std::string broken = good;
-  broken.replace(broken.find("(tmp_path):"), 11, "(tmp_path:");
-  write_file(dir / "tests" / "test_path.py", broken);
+  broken.replace(broken.find(good_part), good_part.size(), bad);
+  write_file(dir / path, broken);
   git(dir, "add -A");
-  git(dir, "commit -m path", day(1));
+  git(dir, "commit -m broken", day(1));
   auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   const auto loc = nlohmann::json::parse(r1.out);
   ASSERT_EQ(loc.size(), 1u) << r1.out;
-  EXPECT_EQ(loc[0]["test_id"], "tests/test_path.py");
+  EXPECT_EQ(loc[0]["test_id"], test_id);
   ASSERT_FALSE(loc[0]["ranked"].empty());
-  EXPECT_EQ(loc[0]["ranked"][0]["line"], 4) << loc[0].dump();
-  write_file(dir / "tests" / "test_path.py", good);
+  EXPECT_EQ(loc[0]["ranked"][0]["line"], line) << loc[0].dump();
+  write_file(dir / path, good);
   git(dir, "commit -am fix", day(2));
   auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NE(r2.err.find("settled 1 failure: 1 labelled into the knowledge base; 0 still open"), std::string::npos)
       << r2.err;
-  EXPECT_EQ(exported_cases(dir)["tests/test_path.py"]["faulty_lines"],
-            nlohmann::json::parse(R"([{"path":"tests/test_path.py","line":4}])"));
+  EXPECT_EQ(exported_cases(dir)[test_id]["faulty_lines"],
+            nlohmann::json::array({{{"path", path}, {"line", line}}}));
 }
 
+TEST(spark_record, a_syntax_error_in_a_test_file_is_localized_at_its_line_and_closed_by_its_fix) {
+  localized_and_labelled_at("tests/test_path.py",
+                            "import os\n\n\ndef test_path(tmp_path):\n    assert os.path.isdir(tmp_path)\n",
+                            "(tmp_path):", "(tmp_path:", "tests/test_path.py", 4);
+}
+
+// A fixture not found: the signature is what failed, a header not demoted there.
 TEST(spark_record, a_fixture_not_found_is_localized_at_the_def_line_and_labelled_there) {
-  TempDir dir;
-  ci_repo(dir);
-  const std::string good = "import pytest\n\n\n@pytest.fixture\ndef cart():\n    return []\n\n\ndef test_empty(cart):\n"
-                           "    size = len(cart)\n    assert size == 0\n";
-  std::string broken = good;
-  broken.replace(broken.find("test_empty(cart)"), 16, "test_empty(carts)");
-  write_file(dir / "tests" / "test_cart.py", broken);
-  git(dir, "add -A");
-  git(dir, "commit -m cart", day(1));
-  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
-  ASSERT_EQ(r1.exit_code, 0) << r1.err;
-  const auto loc = nlohmann::json::parse(r1.out);
-  ASSERT_EQ(loc.size(), 1u) << r1.out;
-  EXPECT_EQ(loc[0]["test_id"], "tests/test_cart.py::test_empty");
-  ASSERT_FALSE(loc[0]["ranked"].empty());
-  EXPECT_EQ(loc[0]["ranked"][0]["line"], 9) << loc[0].dump();  // the signature: a header, not demoted here
-  write_file(dir / "tests" / "test_cart.py", good);
-  git(dir, "commit -am fix", day(2));
-  ASSERT_EQ(pytest_and_record(dir, "r2.xml", {"--no-localize"}).exit_code, 0);
-  auto cases = exported_cases(dir);
-  ASSERT_TRUE(cases.contains("tests/test_cart.py::test_empty"));
-  EXPECT_EQ(cases["tests/test_cart.py::test_empty"]["faulty_lines"],
-            nlohmann::json::parse(R"([{"path":"tests/test_cart.py","line":9}])"));
+  localized_and_labelled_at("tests/test_cart.py",
+                            "import pytest\n\n\n@pytest.fixture\ndef cart():\n    return []\n\n\n"
+                            "def test_empty(cart):\n    size = len(cart)\n    assert size == 0\n",
+                            "test_empty(cart)", "test_empty(carts)", "tests/test_cart.py::test_empty", 9);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
