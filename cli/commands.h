@@ -111,6 +111,7 @@ struct HistoryArgs {
   double sigma = 3.0;
   std::string project;
   bool test_only_fixes = false;
+  std::string test_code;  // `mine.test_code`: globs of test code ("" = the default rule)
 };
 
 struct MineArgs {

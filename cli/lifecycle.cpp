@@ -35,6 +35,11 @@ Result<SyncOptions> sync_options(const HistoryArgs& h) {
   o.sigma = h.sigma;
   o.project = h.project;
   o.test_only_fixes = h.test_only_fixes;
+  if (!h.test_code.empty()) {
+    auto rule = TestCodeRule::parse(h.test_code);
+    if (!rule) return std::unexpected(rule.error());
+    o.test_code = std::move(*rule);
+  }
   for (const auto& [text, slot] : {std::pair{h.since, &o.since}, std::pair{h.until, &o.until}}) {
     if (text.empty()) continue;
     auto t = parse_iso8601(text);
@@ -273,6 +278,12 @@ int cmd_record(const Common& common, const RecordArgs& args) {
       note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) +
            "; not localized");
       continue;
+    }
+    if (const auto language = language_of_path(files.front().path);
+        language == Language::python && o.test_id.find('[') != std::string::npos) {
+      const auto rows = match_param_rows(analyze_code(files.front().content, *language, files.front().path),
+                                         files.front().content, o.test_id);
+      if (!rows.note.empty()) note(o.origin + ": " + rows.note);
     }
     queries.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
   }
@@ -675,6 +686,25 @@ int hooks_uninstall(const GitRepository& repo) {
   return 0;
 }
 
+// What the hook asks the test command to run for an open failure of `test_id`, so that the runner can find it: a
+// pytest id by its function (`tests/t.py::test_f` for `tests/t.py::test_f[2-3-7]`: the fix may have changed the
+// failing row and its id, and all the rows show whether the function passes), or by its file when the function is
+// not defined there any more; a collection error by its file; "" when the file is gone. Other ids as they are.
+std::string rerun_target(const std::string& test_id, const fs::path& workdir) {
+  if (language_of_test_id(test_id) != Language::python) return test_id;
+  const TestIdParts parts = parse_test_id(test_id);
+  if (parts.path.empty()) return test_id;  // a dotted unittest id
+  auto text = read_file(workdir / parts.path);
+  if (!text) return "";
+  if (parts.function.empty()) return parts.path;
+  const auto lines = split_lines(*text);
+  const bool defined = std::any_of(lines.begin(), lines.end(), [&](std::string_view line) {
+    const std::string_view t = trim(line);
+    return t.starts_with("def " + parts.function + "(") || t.starts_with("async def " + parts.function + "(");
+  });
+  return defined ? test_id.substr(0, test_id.find('[')) : parts.path;
+}
+
 // After a commit: the tests with open failures run again (record.test_command), and their outcomes are recorded.
 int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepository& repo) {
   if (!kb_exists(common)) return 0;  // nothing recorded yet
@@ -686,8 +716,13 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
     auto open = store.failures({FailureStatus::open});
     if (!open) return report_error(open.error());
     std::set<std::string> seen;
-    for (const auto& f : *open)
-      if (seen.insert(f.test_id).second) tests.push_back(f.test_id);
+    for (const auto& f : *open) {
+      const std::string target = rerun_target(f.test_id, repo.workdir());
+      if (target.empty())
+        note(f.test_id + ": its test file is not in the work tree; not re-run");
+      else if (seen.insert(target).second)
+        tests.push_back(target);
+    }
   }
   if (tests.empty()) return 0;
   if (args.test_command.empty()) {

@@ -134,6 +134,7 @@ void add_history(CLI::App* sub, Flags& flags, HistoryArgs& h) {
 void history_from_config(const Config& config, HistoryArgs& h) {
   h.sigma = config.number("mine.sigma");
   h.test_only_fixes = config.boolean("mine.test_only_fixes");
+  h.test_code = config.str("mine.test_code");
   h.project = config.str("project");
 }
 

@@ -120,7 +120,7 @@ QueryView make_query_view(const Case& query, StructureCache& cache) {
     file.source = &f;
     file.lines = split_lines(f.content);
     file.structure = cache.get(f.content, f.path, query.language);
-    file.scope = estimate_scope(*file.structure, query.test_id);
+    file.scope = estimate_scope(*file.structure, query.test_id, f.content);
     v.files.push_back(std::move(file));
   }
   // When the test's function is in none of the files, nothing can be preferred by scope: all `module`.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fnmatch.h>
 #include <map>
 #include <set>
 
@@ -9,6 +10,7 @@
 
 #include "base/text.h"
 #include "code/test_scope.h"
+#include "formats/config.h"
 #include "formats/error_message.h"
 
 namespace spark {
@@ -30,12 +32,78 @@ bool is_hex_sha(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 
-bool looks_like_test_file(const std::string& path) {
-  const std::string name = fs::path(path).filename().string();
-  return name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py") || name == "conftest.py");
+// Where `path` starts a folder or file: 0 and after each '/'.
+std::vector<size_t> part_starts(const std::string& path) {
+  std::vector<size_t> out{0};
+  for (size_t i = 0; i < path.size(); ++i)
+    if (path[i] == '/') out.push_back(i + 1);
+  return out;
+}
+
+bool glob_matches(const std::string& glob, const std::string& path) {
+  if (glob.find('/') == std::string::npos)
+    return ::fnmatch(glob.c_str(), fs::path(path).filename().c_str(), 0) == 0;
+  if (glob.ends_with("/**")) {
+    // Under a folder (one or more parts) at any depth: some run of whole folder names matches it.
+    const std::string dir = glob.substr(0, glob.size() - 3);
+    const auto starts = part_starts(path);
+    for (size_t a : starts)
+      for (size_t b : starts)
+        if (b > a && ::fnmatch(dir.c_str(), path.substr(a, b - 1 - a).c_str(), FNM_PATHNAME) == 0) return true;
+    return false;
+  }
+  if (glob.starts_with("**/")) {
+    const std::string rest = glob.substr(3);
+    for (size_t a : part_starts(path))
+      if (::fnmatch(rest.c_str(), path.c_str() + a, FNM_PATHNAME) == 0) return true;
+    return false;
+  }
+  return ::fnmatch(glob.c_str(), path.c_str(), FNM_PATHNAME) == 0;
 }
 
 }  // namespace
+
+namespace {
+
+// The comma-separated globs of `text`, trimmed, empty ones left out.
+std::vector<std::string> split_globs(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (auto glob = trim(std::string_view(text).substr(start, comma - start)); !glob.empty()) out.emplace_back(glob);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The registry's default of `mine.test_code`.
+std::string default_test_code() {
+  for (const auto& k : config_keys())
+    if (k.key == "mine.test_code") return k.default_value;
+  return "";
+}
+
+}  // namespace
+
+TestCodeRule::TestCodeRule() : globs_(split_globs(default_test_code())) {}
+
+Result<TestCodeRule> TestCodeRule::parse(const std::string& globs) {
+  TestCodeRule rule;
+  rule.globs_ = split_globs(globs);
+  for (const auto& glob : rule.globs_)
+    if (glob.starts_with("/") || glob == ".." || glob.starts_with("../") || glob.find("/../") != std::string::npos ||
+        glob.ends_with("/.."))
+      return fail("mine.test_code: \"" + glob + "\" is not a glob of paths inside the repository");
+  if (rule.globs_.empty())
+    return fail("mine.test_code: no glob given (the default is \"" + default_test_code() + "\")");
+  return rule;
+}
+
+bool TestCodeRule::matches(const std::string& path) const {
+  if (!language_of_path(path)) return false;
+  return std::any_of(globs_.begin(), globs_.end(), [&](const std::string& g) { return glob_matches(g, path); });
+}
 
 Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
   auto text = read_file(path);
@@ -195,23 +263,12 @@ std::vector<FailureStatus> mined_statuses() {
 }
 
 bool is_test_path(const std::string& path) {
-  const auto language = language_of_path(path);
-  if (!language) return false;
-  if (looks_like_test_file(path)) return true;
-  const std::string name = fs::path(path).filename().string();
-  if (*language == Language::java && (name.ends_with("Test.java") || name.ends_with("Tests.java") ||
-                                      name.ends_with("IT.java") || name.starts_with("Test")))
-    return true;
-  if ((*language == Language::javascript || *language == Language::typescript) &&
-      (name.find(".test.") != std::string::npos || name.find(".spec.") != std::string::npos ||
-       path.find("__tests__/") != std::string::npos))
-    return true;
-  if (path.starts_with("src/test/") || path.find("/src/test/") != std::string::npos) return true;
-  return path.starts_with("test/") || path.starts_with("tests/") || path.find("/test/") != std::string::npos ||
-         path.find("/tests/") != std::string::npos;
+  static const TestCodeRule rule;
+  return rule.matches(path);
 }
 
-std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message, const TestFiles* files) {
+std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message, const TestFiles* files,
+                                       const TestCodeRule* rule) {
   const Language language = language_of_test_id(test_id);
   // A path as the id or a frame names it, as the repository has it: Java's package paths and absolute paths found
   // by their tail.
@@ -225,16 +282,194 @@ std::vector<std::string> failure_paths(const std::string& test_id, const std::st
   std::vector<std::string> paths = {resolve(parse_test_id(test_id, language).path)};
   for (const auto& fr : parse_traceback(failure_text(message))) {
     const std::string p = resolve(fr.path);
-    if (is_test_path(p) && std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
+    if ((rule ? rule->matches(p) : is_test_path(p)) && std::find(paths.begin(), paths.end(), p) == paths.end())
+      paths.push_back(p);
   }
   return paths;
 }
 
+namespace {
+
+// "a/b/c.py" → "a/b/"; "c.py" → "".
+std::string folder_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+// `folder` ("a/b/") and each folder above it, up to the top ("").
+std::vector<std::string> folders_up(std::string folder) {
+  std::vector<std::string> out{folder};
+  while (!folder.empty()) {
+    folder.pop_back();
+    folder = folder_of(folder);
+    out.push_back(folder);
+  }
+  return out;
+}
+
+// The modules a Python file imports, as paths without ".py" ("pkg/helpers"), each with how many folders up a
+// relative import starts (-1: absolute). `from a import b` gives "a" and "a/b" (b may be a module).
+std::vector<std::pair<std::string, int>> python_imports(std::string_view text) {
+  std::vector<std::pair<std::string, int>> out;
+  const auto dotted = [](std::string_view name) {
+    std::string p(trim(name));
+    std::replace(p.begin(), p.end(), '.', '/');
+    return p;
+  };
+  const auto names = [](std::string_view list) {  // "x as y, (z," → {"x", "z"}
+    std::vector<std::string> found;
+    std::string cur;
+    for (char c : std::string(list) + ",") {
+      if (c == ',') {
+        std::string_view n = trim(cur);
+        if (auto as = n.find(" as "); as != std::string_view::npos) n = trim(n.substr(0, as));
+        if (!n.empty() && n != "*") found.emplace_back(n);
+        cur.clear();
+      } else if (c != '(' && c != ')' && c != '\\') {
+        cur += c;
+      }
+    }
+    return found;
+  };
+  for (std::string_view line : split_lines(text)) {
+    const std::string_view t = trim(line);
+    if (t.starts_with("import ")) {
+      for (const auto& n : names(t.substr(7))) out.emplace_back(dotted(n), -1);
+    } else if (t.starts_with("from ")) {
+      const auto imp = t.find(" import ");
+      if (imp == std::string_view::npos) continue;
+      std::string_view mod = trim(t.substr(5, imp - 5));
+      int up = -1;
+      if (mod.starts_with('.')) {
+        up = 0;
+        while (mod.starts_with('.')) {
+          ++up;
+          mod.remove_prefix(1);
+        }
+        --up;  // "." is the file's own folder
+      }
+      const std::string base = dotted(mod);
+      if (!base.empty()) out.emplace_back(base, up);
+      for (const auto& n : names(t.substr(imp + 8)))
+        out.emplace_back(base.empty() ? dotted(n) : base + "/" + dotted(n), up);
+    }
+  }
+  return out;
+}
+
+// Java: `import com.x.Helper;` as "com/x/Helper.java", and the class a test extends as "Base.java".
+std::vector<std::string> java_imports(std::string_view text, std::vector<std::string>& extended) {
+  std::vector<std::string> out;
+  for (std::string_view line : split_lines(text)) {
+    std::string_view t = trim(line);
+    if (t.starts_with("import ") && !t.starts_with("import static ") && t.ends_with(";")) {
+      std::string p(trim(t.substr(7, t.size() - 8)));
+      if (p.ends_with(".*")) continue;
+      std::replace(p.begin(), p.end(), '.', '/');
+      out.push_back(p + ".java");
+    }
+    if (auto ext = t.find(" extends "); ext != std::string_view::npos && t.find("class ") != std::string_view::npos) {
+      std::string_view rest = t.substr(ext + 9);
+      size_t n = 0;
+      while (n < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[n])) || rest[n] == '_')) ++n;
+      if (n) extended.emplace_back(std::string(rest.substr(0, n)) + ".java");
+    }
+  }
+  return out;
+}
+
+// JavaScript/TypeScript: relative module specifiers of `require('./x')`, `import … from './x'`, `import './x'`.
+std::vector<std::string> js_imports(std::string_view text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < text.size(); ++at) {
+    const char q = text[at];
+    if (q != '\'' && q != '"') continue;
+    if (at + 1 >= text.size() || text[at + 1] != '.') continue;
+    const size_t end = text.find(q, at + 1);
+    if (end == std::string_view::npos) break;
+    const std::string_view before = trim(text.substr(at >= 12 ? at - 12 : 0, at >= 12 ? 12 : at));
+    if (before.ends_with("require(") || before.ends_with("from") || before.ends_with("import") ||
+        before.ends_with("import("))
+      out.emplace_back(text.substr(at + 1, end - at - 1));
+    at = end;
+  }
+  return out;
+}
+
+// "a/b/../c.js" → "a/c.js"; "" when it leaves the top.
+std::string normal_path(const std::string& path) {
+  const std::string n = fs::path(path).lexically_normal().generic_string();
+  return n.starts_with("..") || n.starts_with("/") ? "" : n;
+}
+
+}  // namespace
+
+std::vector<std::string> dependency_paths(const std::string& test_path,
+                                          const std::function<std::optional<std::string>(const std::string&)>& read,
+                                          const TestCodeRule& rule, const TestFiles* files) {
+  std::vector<std::string> out;
+  const auto add = [&](const std::string& p) {
+    if (p.empty() || p == test_path || !rule.matches(p) || std::find(out.begin(), out.end(), p) != out.end())
+      return false;
+    if (!read(p)) return false;
+    out.push_back(p);
+    return true;
+  };
+  const auto text = read(test_path);
+  if (!text) return out;
+  const auto language = language_of_path(test_path);
+  const std::string home = folder_of(test_path);
+  if (language == Language::python) {
+    std::vector<std::string> importers{test_path};
+    for (const auto& folder : folders_up(home))
+      if (add(folder + "conftest.py")) importers.push_back(folder + "conftest.py");
+    for (const auto& importer : importers) {
+      const auto content = importer == test_path ? text : read(importer);
+      if (!content) continue;
+      const std::string from = folder_of(importer);
+      for (const auto& [module, up] : python_imports(*content)) {
+        std::vector<std::string> bases;
+        if (up >= 0) {
+          const auto above = folders_up(from);
+          if (static_cast<size_t>(up) < above.size()) bases.push_back(above[static_cast<size_t>(up)]);
+        } else {
+          bases = folders_up(from);  // pytest puts the test's folder (or its package's top) on sys.path
+        }
+        for (const auto& base : bases)
+          if (add(base + module + ".py") || add(base + module + "/__init__.py")) break;
+      }
+    }
+  } else if (language == Language::java) {
+    std::vector<std::string> extended;
+    for (const auto& tail : java_imports(*text, extended))
+      if (files && files->find) add(files->find(tail));
+    for (const auto& name : extended) add(home + name);
+  } else if (language == Language::javascript || language == Language::typescript) {
+    for (const auto& spec : js_imports(*text)) {
+      const std::string p = normal_path(home + spec);
+      if (p.empty() || add(p)) continue;
+      for (const char* ext : {".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", "/index.js", "/index.ts"})
+        if (add(p + ext)) break;
+    }
+  }
+  return out;
+}
+
 std::vector<SourceFile> failure_files(const GitRepository& repo, const std::string& sha, const std::string& test_id,
-                                      const std::string& message, std::vector<std::string>* warnings) {
+                                      const std::string& message, std::vector<std::string>* warnings,
+                                      const TestCodeRule* dependencies) {
   std::vector<SourceFile> files;
   const TestFiles at = test_files_at(repo, sha);
-  for (const auto& p : failure_paths(test_id, message, &at)) {
+  std::vector<std::string> paths = failure_paths(test_id, message, &at, dependencies);
+  if (dependencies) {
+    const auto read = [&](const std::string& p) -> std::optional<std::string> {
+      auto content = repo.file_at(sha, p);
+      return content && *content ? std::optional<std::string>(std::move(**content)) : std::nullopt;
+    };
+    for (auto& p : dependency_paths(paths.front(), read, *dependencies, &at))
+      if (std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(std::move(p));
+  }
+  for (const auto& p : paths) {
     auto content = repo.file_at(sha, p);
     if (!content) {
       if (warnings) warnings->push_back(content.error().message);
@@ -274,16 +509,73 @@ std::string project_slug(const std::string& project) {
   return slash == std::string::npos ? project : project.substr(slash + 1);
 }
 
+namespace {
+
+// The lines of each conftest.py (by path) a Python test can run: the fixtures it asks for (its parameters and
+// `usefixtures`, then their parameters, among the fixtures of its file and of those conftest.py files), autouse
+// fixtures, pytest's hooks (`pytest_*`), and module-level code. nullopt when the test function is not found (a
+// collection error names none): then all of it.
+std::optional<std::map<std::string, std::set<int>>> conftest_reach(
+    const std::string& test_id, const SourceFile& test_file, const std::vector<SourceFile>& conftests) {
+  const TestIdParts parts = parse_test_id(test_id);
+  if (parts.function.empty()) return std::nullopt;
+  const CodeStructure own = analyze_code(test_file.content, Language::python, test_file.path);
+  const FunctionInfo* test = nullptr;
+  for (const auto& f : own.functions)
+    if (f.name == parts.function && (parts.classes.empty() || f.class_name == parts.classes.back())) test = &f;
+  if (!test) return std::nullopt;
+  std::set<std::string> wanted(test->params.begin(), test->params.end());
+  const auto asked_by_decorators = [&wanted](const FunctionInfo& f) {
+    for (const auto& d : f.decorators)
+      if (d.find("usefixtures") != std::string::npos)
+        for (size_t q = d.find_first_of("'\""); q != std::string::npos; q = d.find_first_of("'\"", q + 1)) {
+          const size_t end = d.find(d[q], q + 1);
+          if (end == std::string::npos) break;
+          wanted.insert(d.substr(q + 1, end - q - 1));
+          q = end;
+        }
+  };
+  asked_by_decorators(*test);
+  std::vector<CodeStructure> structures;
+  structures.reserve(conftests.size());
+  for (const auto& c : conftests) structures.push_back(analyze_code(c.content, Language::python, c.path));
+  std::vector<const CodeStructure*> all{&own};
+  for (const auto& st : structures) all.push_back(&st);
+  // Fixtures ask for fixtures: through the test file's and the conftest files', to a fixed point.
+  for (size_t round = 0, before = 0; round < 16 && wanted.size() != before; ++round) {
+    before = wanted.size();
+    for (const CodeStructure* st : all)
+      for (const auto& f : st->functions)
+        if (f.is_fixture() && wanted.contains(f.name)) wanted.insert(f.params.begin(), f.params.end());
+  }
+  std::map<std::string, std::set<int>> out;
+  for (size_t i = 0; i < conftests.size(); ++i) {
+    const CodeStructure& st = structures[i];
+    std::set<int>& lines = out[conftests[i].path];
+    for (int l = 1; l <= st.line_count; ++l)
+      if (st.function[static_cast<size_t>(l - 1)] == 0) lines.insert(l);  // module level
+    for (const auto& f : st.functions) {
+      const bool autouse = std::any_of(f.decorators.begin(), f.decorators.end(),
+                                       [](const std::string& d) { return d.find("autouse=True") != std::string::npos; });
+      if (f.name.starts_with("pytest_") || autouse || (f.is_fixture() && wanted.contains(f.name)))
+        for (int l = f.start; l <= f.end; ++l) lines.insert(l);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
                                 const CommitInfo& fixed, const LabelOptions& options) {
   Labelling out;
   const TestFiles at = test_files_at(repo, faulty.sha);
-  const std::vector<std::string> paths = failure_paths(failure.test_id, failure.message, &at);
+  const std::vector<std::string> paths = failure_paths(failure.test_id, failure.message, &at, &options.test_code);
   if (options.test_only_fixes) {
     auto changed = repo.changed_paths(faulty.sha, fixed.sha);
     if (!changed) return std::unexpected(changed.error());
     for (const auto& p : *changed)
-      if (!is_test_path(p)) {
+      if (!options.test_code.matches(p)) {
         out.status = FailureStatus::mixed_fix;
         out.detail = "the fix also changed " + p;
         return out;
@@ -292,27 +584,67 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
   std::vector<SourceFile> files;
   std::vector<LineRef> faulty_lines;
   bool changed = false, have_main = false;
-  for (const auto& p : paths) {
-    std::optional<std::string> before;
-    if (failure.snapshot) {
+  // The failing version of a file: the recorded snapshot's, else (a file the snapshot does not hold, or no snapshot)
+  // from git objects at the failing commit.
+  const auto failing_version = [&](const std::string& p) -> Result<std::optional<std::string>> {
+    if (failure.snapshot)
       for (const auto& f : *failure.snapshot)
-        if (f.path == p) before = f.content;
-    } else {
-      auto b = repo.file_at(faulty.sha, p);
-      if (!b) {
-        if (p == paths.front()) return std::unexpected(Error{failure.origin + ": " + b.error().message});
-        continue;  // a helper the traceback names that cannot be read (binary): not part of the case
-      }
-      before = std::move(*b);
+        if (f.path == p) return std::optional<std::string>(f.content);
+    return repo.file_at(faulty.sha, p);
+  };
+  // The test code the failure depends on that no traceback names (conftest.py, imported helpers) belongs to the case
+  // when the fix changed it.
+  std::vector<std::string> dependencies;
+  {
+    const auto read = [&](const std::string& p) -> std::optional<std::string> {
+      auto content = failing_version(p);
+      return content && *content ? std::move(*content) : std::nullopt;
+    };
+    for (auto& p : dependency_paths(paths.front(), read, options.test_code, &at))
+      if (std::find(paths.begin(), paths.end(), p) == paths.end()) dependencies.push_back(std::move(p));
+  }
+  std::vector<std::string> all = paths;
+  all.insert(all.end(), dependencies.begin(), dependencies.end());
+  // A conftest.py's changes count for the fixtures this test runs, not for every fixture it holds.
+  std::optional<std::map<std::string, std::set<int>>> reach;
+  if (language_of_path(paths.front()) == Language::python) {
+    std::vector<SourceFile> conftests;
+    std::optional<std::string> own;
+    for (const auto& p : all) {
+      auto content = failing_version(p);
+      if (!content || !*content) continue;
+      if (p == paths.front())
+        own = std::move(**content);
+      else if (fs::path(p).filename() == "conftest.py")
+        conftests.push_back({p, std::move(**content)});
     }
+    if (own && !conftests.empty()) reach = conftest_reach(failure.test_id, {paths.front(), *own}, conftests);
+  }
+  for (const auto& p : all) {
+    const bool dependency = std::find(dependencies.begin(), dependencies.end(), p) != dependencies.end();
+    auto b = failing_version(p);
+    if (!b) {
+      if (p == paths.front()) return std::unexpected(Error{failure.origin + ": " + b.error().message});
+      continue;  // a helper that cannot be read (binary): not part of the case
+    }
+    std::optional<std::string> before = std::move(*b);
     if (!before) continue;  // not a file of the repository at that commit
     if (p == paths.front()) have_main = true;
     auto after = repo.file_at(fixed.sha, p);
     if (!after) return std::unexpected(after.error());
+    if (dependency && *after && **after == *before) continue;  // unchanged: not what the fix mended
     if (*after && **after != *before) {
-      changed = true;
       auto lines = removed_or_modified_lines(*before, **after, p);
       if (!lines) return std::unexpected(lines.error());
+      const std::set<int>* reached = nullptr;
+      if (reach)
+        if (auto it = reach->find(p); it != reach->end()) reached = &it->second;
+      if (reached && !lines->empty()) {
+        std::erase_if(*lines, [&](int l) { return !reached->contains(l); });
+        // A dependency whose changed lines this test cannot run is not part of its case.
+        if (dependency && lines->empty()) continue;
+      }
+      changed = true;
       for (int l : *lines) faulty_lines.push_back({p, l});
       out.fixed_files.push_back({p, **after});
     } else if (!*after) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,9 +67,28 @@ std::optional<FailureStatus> parse_status(const std::string& s);
 bool is_mined(FailureStatus s);
 std::vector<FailureStatus> mined_statuses();
 
+// Which repository paths are test code (`mine.test_code` in .spark.toml): comma-separated globs. A glob without '/'
+// matches the file's name (`conftest.py`, `test_*.py`); `DIR/**` matches every file under a folder DIR at any depth
+// (`tests/**`, `src/test/**`); any other glob matches the whole path from the repository's top (`*` stays inside one
+// folder; a leading `**/` is any folders). Only files of the languages spark reads (Python, Java, JavaScript,
+// TypeScript) are test code.
+class TestCodeRule {
+ public:
+  // The default rule: the default of `mine.test_code` in the configuration's registry (src/formats/config.cpp).
+  TestCodeRule();
+  // An empty list, or a glob that is absolute or holds "..", is an error naming it.
+  static Result<TestCodeRule> parse(const std::string& globs);
+  bool matches(const std::string& path) const;
+  const std::vector<std::string>& globs() const { return globs_; }
+
+ private:
+  std::vector<std::string> globs_;
+};
+
 struct LabelOptions {
   std::string project;           // the cases' `project`
   bool test_only_fixes = false;  // a fix range that also changed non-test files labels nothing (`mixed_fix`)
+  TestCodeRule test_code;        // what is test code
 };
 
 // A failure to label: the test, its failure output, and (when recorded in CI) the test files as they were.
@@ -87,19 +107,33 @@ struct Labelling {
   std::string detail;                          // why it labels nothing
 };
 
-// The test files of a failure: the test's own file, then the repository's test files its traceback names. A Java
-// test id and Java frames name a package path and file ("com/x/FooTest.java"): `files` (its `find`) resolves them
-// to the repository's path; without it they stay as named.
+// The test files of a failure: the test's own file (a collection error's id is the file itself), then the
+// repository's test files its traceback names (test code by `rule`, the default rule when null). A Java test id and
+// Java frames name a package path and file ("com/x/FooTest.java"): `files` (its `find`) resolves them to the
+// repository's path; without it they stay as named.
 std::vector<std::string> failure_paths(const std::string& test_id, const std::string& message,
-                                       const TestFiles* files = nullptr);
+                                       const TestFiles* files = nullptr, const TestCodeRule* rule = nullptr);
 
-// Those files as they are at commit `sha`, read from git objects. Files not in that commit are left out; unreadable
-// ones (binary) are named in `warnings`.
+// The other test code a test file's tests depend on, which no traceback has to name: the conftest.py files from the
+// test file's folder up to the repository's top (Python), and the test-code modules the test file and those
+// conftest.py files import (Python `import a.b` / `from .h import x`, found from the test file's folder and each
+// folder above it; Java `import com.x.Helper;` found by its path's tail in `files`, and the base class a Java test
+// `extends` from its own folder; JavaScript/TypeScript relative `require`/`import`). `read` gives a path's content,
+// or nullopt when there is no such file; only paths `rule` calls test code are returned, never `test_path` itself.
+std::vector<std::string> dependency_paths(const std::string& test_path,
+                                          const std::function<std::optional<std::string>(const std::string&)>& read,
+                                          const TestCodeRule& rule, const TestFiles* files = nullptr);
+
+// Those files (failure_paths, then with `dependencies` the dependency_paths of the test file) as they are at commit
+// `sha`, read from git objects. Files not in that commit are left out; unreadable ones (binary) are named in
+// `warnings`.
 std::vector<SourceFile> failure_files(const GitRepository& repo, const std::string& sha, const std::string& test_id,
-                                      const std::string& message, std::vector<std::string>* warnings = nullptr);
+                                      const std::string& message, std::vector<std::string>* warnings = nullptr,
+                                      const TestCodeRule* dependencies = nullptr);
 
-// Whether a repository path is test code: test_*.py, *_test.py, conftest.py, *Test.java, *Tests.java, *IT.java,
-// *.test.js/.spec.js (and .ts, .mjs, …), or a file of those languages under test/, tests/, __tests__/ or src/test/.
+// Whether a repository path is test code by the default rule (TestCodeRule: test_*.py, *_test.py, conftest.py,
+// *Test.java, *Tests.java, *IT.java, *.test.js/.spec.js (and .ts, .mjs, …), or a file of those languages under
+// test/, tests/, __tests__/ or src/test/).
 bool is_test_path(const std::string& path);
 
 // Labels one failure by the diff between the failing commit and its fix (the paper's §5.1 rule; see git_history.h).

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/text.h"
+#include "code/test_scope.h"
 #include "store/database.h"
 
 namespace spark {
@@ -91,6 +92,30 @@ std::string status_filter(const std::vector<FailureStatus>& statuses) {
   return sql + ")";
 }
 
+// The tests whose outcomes can close a failure besides its own: a Python test's parametrized variants and the
+// function itself (`tests/t.py::test_f` and `tests/t.py::test_f[...]`: a fix that changes the failing row also
+// changes its id, which then never passes again), and a collection error's module's tests (`tests/t.py::...` for
+// `tests/t.py`).
+struct ClosingKin {
+  std::string function;  // the parameterless id ("" when none)
+  std::string prefix;    // ids starting with it ("" when none)
+};
+ClosingKin closing_kin(const std::string& test_id) {
+  if (language_of_test_id(test_id) != Language::python) return {};
+  if (test_id.find("::") == std::string::npos)
+    return language_of_path(test_id) == Language::python ? ClosingKin{"", test_id + "::"} : ClosingKin{};
+  const std::string function = test_id.substr(0, test_id.find('['));
+  return {function, function + "["};
+}
+
+// What a commit says of a failing test: its own outcome there, and whether its kin passed or failed there.
+struct CommitOutcomes {
+  std::string self;  // "" when it has no outcome there
+  bool kin_passed = false, kin_failed = false;
+  // The test passed; or it no longer exists and its kin (its function, its module) all passed.
+  bool closes() const { return self == "passed" || (self.empty() && kin_passed && !kin_failed); }
+};
+
 // The statuses whose case belongs in the knowledge base.
 bool in_corpus(FailureStatus s) {
   return s == FailureStatus::labelled || s == FailureStatus::accepted || s == FailureStatus::trimmed;
@@ -140,7 +165,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
     Resolved r{&o, it->second, std::nullopt};
     if (options.snapshot && (o.outcome == Outcome::failed || o.outcome == Outcome::error)) {
       std::vector<std::string> unreadable;
-      r.snapshot = failure_files(repo, r.sha, o.test_id, o.message, &unreadable);
+      r.snapshot = failure_files(repo, r.sha, o.test_id, o.message, &unreadable, &options.test_code);
       for (const auto& w : unreadable) report.warnings.push_back(o.origin + ": " + w);
     }
     resolved.push_back(std::move(r));
@@ -206,27 +231,45 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
   std::unordered_map<std::string, size_t> position;
   for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
   const LabelOptions label_options{options.project.empty() ? default_project(repo) : options.project,
-                                   options.test_only_fixes};
-  auto passes = db.prepare("SELECT commit_sha FROM outcomes WHERE test_id = ? AND outcome = 'passed'");
-  if (!passes) return std::unexpected(passes.error());
-  std::map<std::string, std::vector<size_t>> passes_of;  // test id → positions of its passes, sorted
+                                   options.test_only_fixes, options.test_code};
+  // A failure's test and its kin (closing_kin): every outcome of them, to find where each failure was fixed.
+  auto kin_outcomes = db.prepare(
+      "SELECT commit_sha, test_id, outcome FROM outcomes WHERE test_id = ? OR test_id = ? OR (test_id >= ? AND "
+      "test_id < ?)");
+  if (!kin_outcomes) return std::unexpected(kin_outcomes.error());
+  std::map<std::string, std::vector<size_t>> fixes_of;  // test id → positions that close its failures, sorted
   for (const auto& f : open) {
     auto at = position.find(f.commit);
     if (at == position.end()) {
       ++report.not_on_history;
       continue;
     }
-    auto [it, fresh] = passes_of.try_emplace(f.test_id);
+    auto [it, fresh] = fixes_of.try_emplace(f.test_id);
     if (fresh) {
-      passes->bind(1, f.test_id);
+      const ClosingKin kin = closing_kin(f.test_id);
+      std::string upper = kin.prefix;
+      if (!upper.empty()) ++upper.back();  // the prefix's range: [prefix, upper)
+      kin_outcomes->bind(1, f.test_id).bind(2, kin.function.empty() ? f.test_id : kin.function);
+      kin_outcomes->bind(3, kin.prefix.empty() ? f.test_id : kin.prefix).bind(4, upper.empty() ? f.test_id : upper);
+      std::map<size_t, CommitOutcomes> by_position;
       for (;;) {
-        auto row = passes->step();
+        auto row = kin_outcomes->step();
         if (!row) return std::unexpected(row.error());
         if (!*row) break;
-        if (auto p = position.find(passes->text(0)); p != position.end()) it->second.push_back(p->second);
+        auto p = position.find(kin_outcomes->text(0));
+        if (p == position.end()) continue;
+        CommitOutcomes& c = by_position[p->second];
+        const std::string outcome = kin_outcomes->text(2);
+        if (kin_outcomes->text(1) == f.test_id)
+          c.self = outcome;
+        else if (outcome == "passed")
+          c.kin_passed = true;
+        else if (outcome == "failed" || outcome == "error")
+          c.kin_failed = true;
       }
-      passes->reset();
-      std::sort(it->second.begin(), it->second.end());
+      kin_outcomes->reset();
+      for (const auto& [pos, c] : by_position)
+        if (c.closes()) it->second.push_back(pos);
     }
     auto next = std::upper_bound(it->second.begin(), it->second.end(), at->second);
     if (next == it->second.end()) continue;  // not fixed yet

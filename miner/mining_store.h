@@ -30,6 +30,7 @@ struct SyncOptions {
   double sigma = 3.0;
   std::string project;  // default: the repository's folder name
   bool test_only_fixes = false;
+  TestCodeRule test_code;  // what is test code (`mine.test_code`)
   bool snapshot = false;  // keep each new failure's test files (from git objects) with it: `spark record`
 };
 

@@ -69,6 +69,39 @@ TEST(junit, real_pytest_reports_in_both_families_map_to_node_ids) {
   }
 }
 
+TEST(junit, a_report_of_only_collection_errors_at_pytests_defaults) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_imp.py", "import os\nfrom mylib import nothing\n\n\ndef test_a():\n    assert 1\n");
+  write_file(dir / "tests" / "test_syn.py", "def test_c(:\n    pass\n");
+  write_file(dir / "tests" / "test_names.py",
+             "import pytest\n\n\n@pytest.mark.parametrize('a,b', [(1, 2, 3)])\ndef test_d(a, b):\n    assert a\n\n\n"
+             "def test_fine():\n    pass\n");
+  write_file(dir / "tests" / "test_ok.py", "def test_ok():\n    pass\n");
+  // Debian's pytest 7.2 at its defaults: the session stops at collection errors, so only they are in the report.
+  const std::string cmd = "cd '" + dir.path().string() + "' && /usr/bin/python3 -B -m pytest -p no:cacheprovider " +
+                          "--junitxml=r.xml > pytest.log 2>&1";
+  (void)std::system(cmd.c_str());
+  auto r = read_junit(dir / "r.xml", dir.path());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcomes.size(), 3u);
+  for (const auto& o : r->outcomes) {
+    EXPECT_TRUE(o.collection_error) << o.test_id;
+    EXPECT_EQ(o.outcome, Outcome::error) << o.test_id;
+  }
+  const auto* imp = find(*r, "tests/test_imp.py");
+  ASSERT_TRUE(imp);
+  EXPECT_NE(imp->message.find("tests/test_imp.py:2: in <module>"), std::string::npos) << imp->message;
+  const auto* syn = find(*r, "tests/test_syn.py");
+  ASSERT_TRUE(syn);
+  EXPECT_NE(syn->message.find("SyntaxError"), std::string::npos);
+  // Argnames that do not match the values: the function's collection failed, and its message names it.
+  const auto* names = find(*r, "tests/test_names.py::test_d");
+  ASSERT_TRUE(names);
+  EXPECT_EQ(names->file, "tests/test_names.py");
+  EXPECT_NE(names->message.find("must be equal to the number of values"), std::string::npos);
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings.front();
+}
+
 TEST(junit, other_runners_variants) {
   TempDir dir;
   write_file(dir / "tests" / "test_x.py", "def test_a():\n    assert False\n");

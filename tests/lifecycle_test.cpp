@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <cstdlib>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include "base/text.h"
 #include "formats/case.h"
 #include "git_history.h"
 #include "store/knowledge_base.h"
@@ -456,6 +458,298 @@ TEST(spark_hooks, install_chains_an_existing_hook_and_records_after_each_commit)
   ASSERT_EQ(run_spark({"hooks", "uninstall"}, dir.path()).exit_code, 0);
   EXPECT_NE(testing::slurp(hooks / "post-commit").find("echo ran"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(hooks / "post-commit.spark-chained"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The CI loop on failures as pytest reports them at its defaults: test code beyond the test file, parametrized rows,
+// collection errors.
+
+// A repository for the CI loop's tests: reports, the knowledge base and Python's caches ignored.
+void ci_repo(const TempDir& dir) {
+  git(dir, "init");
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+}
+
+// Runs pytest at its defaults into `report` and records it with `args`.
+testing::RunResult pytest_and_record(const TempDir& dir, const std::string& report, std::vector<std::string> args) {
+  pytest(dir, report);
+  args.insert(args.begin(), {"record", "--junit", report});
+  return run_spark(args, dir.path());
+}
+
+// The exported cases by test id.
+std::map<std::string, nlohmann::json> exported_cases(const TempDir& dir) {
+  auto exported = run_spark({"export"}, dir.path());
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  std::map<std::string, nlohmann::json> out;
+  for (std::string_view line : split_lines(exported.out))
+    if (!line.empty()) {
+      auto c = nlohmann::json::parse(line);
+      out[c["test_id"].get<std::string>()] = c;
+    }
+  return out;
+}
+
+TEST(spark_record, a_fixture_fault_fixed_in_conftest_and_a_helper_fault_fixed_in_its_module_are_test_code_faults) {
+  TempDir dir;
+  ci_repo(dir);
+  const std::string conftest =
+      "import pytest\n\n\n@pytest.fixture\ndef prices():\n    return {'apple': 3, 'pear': 2}\n\n\n@pytest.fixture\n"
+      "def colors():\n    return ['red']\n";
+  write_file(dir / "tests" / "conftest.py", conftest);
+  write_file(dir / "tests" / "helpers.py", "def double(x):\n    return x * 3\n");
+  write_file(dir / "tests" / "test_shop.py",
+             "from helpers import double\n\n\ndef test_apple(prices):\n    assert prices['apple'] == 2\n\n\n"
+             "def test_total(prices):\n    assert sum(prices.values()) == 4\n\n\ndef test_pear(prices):\n"
+             "    assert prices['pear'] == 2\n\n\ndef test_double():\n    assert double(2) == 4\n");
+  git(dir, "add -A");
+  git(dir, "commit -m shop", day(1));
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--no-localize"});
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("opened 3 failures"), std::string::npos) << r1.err;
+  // The fixture is fixed in conftest.py (and another fixture changed there, which these tests do not use): both
+  // failures it caused are labelled there, at the fixture's line.
+  std::string fixed = conftest;
+  fixed.replace(fixed.find("'apple': 3"), 10, "'apple': 2");
+  fixed.replace(fixed.find("['red']"), 7, "['red', 'green']");
+  write_file(dir / "tests" / "conftest.py", fixed);
+  git(dir, "commit -am fix-fixture", day(2));
+  auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("settled 2 failures: 2 labelled into the knowledge base; 2 still open"), std::string::npos)
+      << r2.err;
+  auto cases = exported_cases(dir);
+  ASSERT_EQ(cases.size(), 2u);
+  for (const char* id : {"tests/test_shop.py::test_apple", "tests/test_shop.py::test_total"}) {
+    ASSERT_TRUE(cases.contains(id)) << id;
+    EXPECT_EQ(cases[id]["faulty_lines"], nlohmann::json::parse(R"([{"path":"tests/conftest.py","line":6}])"))
+        << cases[id].dump();
+    // The case holds the test file and the fixed conftest.py; helpers.py, unchanged, is not part of it.
+    ASSERT_EQ(cases[id]["files"].size(), 2u);
+    EXPECT_EQ(cases[id]["files"][0]["path"], "tests/test_shop.py");
+    EXPECT_EQ(cases[id]["files"][1]["path"], "tests/conftest.py");
+    EXPECT_NE(cases[id]["files"][1]["content"].get<std::string>().find("'apple': 3"), std::string::npos);
+  }
+  // The helper module the test imports is fixed: labelled at its line.
+  write_file(dir / "tests" / "helpers.py", "def double(x):\n    return x * 2\n");
+  git(dir, "commit -am fix-helper", day(3));
+  auto r3 = pytest_and_record(dir, "r3.xml", {"--no-localize"});
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  // test_double failed at both commits with the same test code (the fixture it does not use changed in between):
+  // one fault, labelled at the helper's line.
+  EXPECT_NE(r3.err.find("settled 2 failures: 1 labelled into the knowledge base, 1 the same fault"),
+            std::string::npos) << r3.err;
+  cases = exported_cases(dir);
+  ASSERT_TRUE(cases.contains("tests/test_shop.py::test_double"));
+  EXPECT_EQ(cases["tests/test_shop.py::test_double"]["faulty_lines"],
+            nlohmann::json::parse(R"([{"path":"tests/helpers.py","line":2}])"));
+  // mine.test_code names what test code is: with only the test files, the helper's fix is outside the test code.
+  TempDir other;
+  ci_repo(other);
+  for (const char* f : {"tests/conftest.py", "tests/test_shop.py"})
+    write_file(other / f, testing::slurp(dir / f));
+  write_file(other / "tests" / "helpers.py", "def double(x):\n    return x * 3\n");
+  write_file(other / ".spark.toml", "[mine]\ntest_code = \"test_*.py, conftest.py\"\n");
+  git(other, "add -A");
+  git(other, "commit -m shop", day(1));
+  ASSERT_EQ(pytest_and_record(other, "r1.xml", {"--no-localize"}).exit_code, 0);
+  write_file(other / "tests" / "helpers.py", "def double(x):\n    return x * 2\n");
+  git(other, "commit -am fix-helper", day(2));
+  auto narrow = pytest_and_record(other, "r2.xml", {"--no-localize"});
+  ASSERT_EQ(narrow.exit_code, 0) << narrow.err;
+  EXPECT_NE(narrow.err.find("1 fixed outside the test code"), std::string::npos) << narrow.err;
+  write_file(other / ".spark.toml", "[mine]\ntest_code = \"/etc/**\"\n");
+  auto bad = run_spark({"record", "--junit", "r2.xml", "--no-localize"}, other.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("mine.test_code: \"/etc/**\" is not a glob of paths inside the repository"),
+            std::string::npos) << bad.err;
+}
+
+const char* kTable =
+    "import pytest\n\n\n@pytest.mark.parametrize('a,b,c', [\n    (1, 2, 2),\n    (2, 3, 7),\n    (3, 3, 9),\n])\n"
+    "def test_table(a, b, c):\n    assert a * b == c\n";
+
+TEST(spark_record, a_parametrized_rows_fault_is_closed_by_its_functions_pass_and_labelled_at_the_row) {
+  TempDir dir;
+  ci_repo(dir);
+  write_file(dir / ".spark.toml",
+             "[record]\ntest_command = \"/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --junitxml={junit} "
+             "{tests}\"\n");
+  write_file(dir / "tests" / "test_table.py", kTable);
+  write_file(dir / "tests" / "test_other.py", "def test_other():\n    assert 'x'.upper() == 'Y'\n");
+  git(dir, "add -A");
+  git(dir, "commit -m table", day(1));
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("opened 2 failures"), std::string::npos) << r1.err;
+  const auto all = nlohmann::json::parse(r1.out);
+  ASSERT_EQ(all.size(), 2u) << r1.out;
+  nlohmann::json table;
+  for (const auto& one : all)
+    if (one["test_id"] == "tests/test_table.py::test_table[2-3-7]") table = one;
+  ASSERT_TRUE(table.is_object()) << r1.out;
+  // The other rows are another test's data: ranked after the failing row and the rest of the test's own lines (the
+  // decorator's first and last lines).
+  std::map<int, size_t> rank;
+  for (size_t i = 0; i < table["ranked"].size(); ++i) rank.emplace(table["ranked"][i]["line"].get<int>(), i);
+  ASSERT_TRUE(rank.contains(6)) << table.dump();
+  for (int sibling : {5, 7})
+    for (int own : {4, 6, 8})
+      if (rank.contains(sibling) && rank.contains(own)) {
+        EXPECT_LT(rank[own], rank[sibling]) << table.dump();
+      }
+  // The row is fixed, so its id is gone; the post-commit hook re-runs the function (not the stale id pytest cannot
+  // find), the function passes, and both open failures are labelled.
+  ASSERT_EQ(run_spark({"hooks", "install"}, dir.path()).exit_code, 0);
+  std::string fixed = kTable;
+  fixed.replace(fixed.find("(2, 3, 7)"), 9, "(2, 3, 6)");
+  write_file(dir / "tests" / "test_table.py", fixed);
+  write_file(dir / "tests" / "test_other.py", "def test_other():\n    assert 'x'.upper() == 'X'\n");
+  git(dir, "commit -am fix-row", day(2));
+  auto cases = exported_cases(dir);
+  ASSERT_EQ(cases.size(), 2u) << testing::slurp(dir / ".git" / "hooks" / "post-commit");
+  ASSERT_TRUE(cases.contains("tests/test_table.py::test_table[2-3-7]"));
+  EXPECT_EQ(cases["tests/test_table.py::test_table[2-3-7]"]["faulty_lines"],
+            nlohmann::json::parse(R"([{"path":"tests/test_table.py","line":6}])"));
+  EXPECT_EQ(cases["tests/test_other.py::test_other"]["faulty_lines"],
+            nlohmann::json::parse(R"([{"path":"tests/test_other.py","line":2}])"));
+}
+
+TEST(spark_record, a_parametrized_failure_stays_open_while_a_row_of_its_function_fails_and_ids_may_hold_anything) {
+  TempDir dir;
+  ci_repo(dir);
+  const std::string odd =
+      "import pytest\n\n\n@pytest.mark.parametrize('x,y', [\n    ('a::b[c', 'é\\nz'),\n    (1, 2),\n])\n"
+      "def test_odd(x, y):\n    assert x * 2 == y\n";
+  write_file(dir / "tests" / "test_odd.py", odd);
+  git(dir, "add -A");
+  git(dir, "commit -m odd", day(1));
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("opened 1 failure"), std::string::npos) << r1.err;
+  const auto loc = nlohmann::json::parse(r1.out);
+  ASSERT_EQ(loc.size(), 1u);
+  EXPECT_EQ(loc[0]["test_id"], "tests/test_odd.py::test_odd[a::b[c-\\xe9\\nz]");
+  // The failing row changes (a new id), but another row of the function now fails: not fixed yet.
+  std::string half = odd;
+  const std::string row = "('a::b[c', 'é\\nz')";
+  half.replace(half.find(row), row.size(), "('q', 'qq')");
+  half.replace(half.find("(1, 2)"), 6, "(1, 3)");
+  write_file(dir / "tests" / "test_odd.py", half);
+  git(dir, "commit -am half", day(2));
+  auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("settled 0 failures; 2 still open"), std::string::npos) << r2.err;
+  half.replace(half.find("(1, 3)"), 6, "(1, 2)");
+  write_file(dir / "tests" / "test_odd.py", half);
+  git(dir, "commit -am whole", day(3));
+  auto r3 = pytest_and_record(dir, "r3.xml", {"--no-localize"});
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  EXPECT_NE(r3.err.find("2 labelled into the knowledge base; 0 still open"), std::string::npos) << r3.err;
+  auto cases = exported_cases(dir);
+  ASSERT_TRUE(cases.contains("tests/test_odd.py::test_odd[a::b[c-\\xe9\\nz]"));
+  EXPECT_EQ(cases["tests/test_odd.py::test_odd[a::b[c-\\xe9\\nz]"]["faulty_lines"][0]["line"], 5);
+}
+
+TEST(spark_record, a_list_built_by_a_call_gets_a_note) {
+  TempDir dir;
+  ci_repo(dir);
+  write_file(dir / "tests" / "test_built.py",
+             "import pytest\n\n\ndef rows():\n    return [(1, 2), (2, 5)]\n\n\n@pytest.mark.parametrize('x,y', rows())\n"
+             "def test_built(x, y):\n    assert x * 2 == y\n");
+  git(dir, "add -A");
+  git(dir, "commit -m built", day(1));
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("test_built: its parametrize list is not written as rows (rows()); the failing row of 2-5 is "
+                        "not known"),
+            std::string::npos)
+      << r1.err;
+  EXPECT_EQ(nlohmann::json::parse(r1.out).size(), 1u);
+}
+
+TEST(spark_record, a_collection_error_is_localized_at_the_import_and_closed_when_the_module_collects_and_passes) {
+  TempDir dir;
+  ci_repo(dir);
+  write_file(dir / "tests" / "calc_helpers.py", "def halve(x):\n    return x / 2\n");
+  const std::string good = "import math\nfrom calc_helpers import halve\n\n\ndef test_halve():\n    assert halve(4) == 2\n"
+                           "\n\ndef test_sqrt():\n    assert math.sqrt(halve(8)) == 2\n";
+  std::string broken = good;
+  broken.replace(broken.find("import halve\n"), 13, "import half\n");
+  write_file(dir / "tests" / "test_calc.py", broken);
+  write_file(dir / "tests" / "test_more.py", "def test_more():\n    assert True\n");
+  git(dir, "add -A");
+  git(dir, "commit -m calc", day(1));
+  // pytest stops at the collection error: the report holds only it.
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("recorded 1 outcome (new or changed); opened 1 failure"), std::string::npos) << r1.err;
+  EXPECT_EQ(r1.err.find("not localized"), std::string::npos) << r1.err;
+  const auto loc = nlohmann::json::parse(r1.out);
+  ASSERT_EQ(loc.size(), 1u) << r1.out;
+  EXPECT_EQ(loc[0]["test_id"], "tests/test_calc.py");
+  ASSERT_FALSE(loc[0]["ranked"].empty());
+  EXPECT_EQ(loc[0]["ranked"][0]["line"], 2) << loc[0].dump();
+  // A commit that changes nothing in the module: still a collection error, still open.
+  write_file(dir / "NOTES", "x\n");
+  git(dir, "add -A");
+  git(dir, "commit -m notes", day(2));
+  auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("settled 0 failures; 2 still open"), std::string::npos) << r2.err;
+  // The import is fixed: the module collects, its tests pass, the failures close, labelled at the import.
+  write_file(dir / "tests" / "test_calc.py", good);
+  git(dir, "commit -am fix-import", day(3));
+  auto r3 = pytest_and_record(dir, "r3.xml", {"--no-localize"});
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  EXPECT_NE(r3.err.find("0 still open"), std::string::npos) << r3.err;
+  auto cases = exported_cases(dir);
+  ASSERT_EQ(cases.size(), 1u);
+  ASSERT_TRUE(cases.contains("tests/test_calc.py"));
+  EXPECT_EQ(cases["tests/test_calc.py"]["faulty_lines"],
+            nlohmann::json::parse(R"([{"path":"tests/test_calc.py","line":2}])"));
+}
+
+// `path` committed with `bad` put in place of `good_part` in `good`: recorded, the failure of `test_id` is localized
+// at `line` first; `good` committed: the failure closes, labelled at `line`.
+void localized_and_labelled_at(const std::string& path, const std::string& good, const std::string& good_part,
+                               const std::string& bad, const std::string& test_id, int line) {
+  TempDir dir;
+  ci_repo(dir);
+  std::string broken = good;
+  broken.replace(broken.find(good_part), good_part.size(), bad);
+  write_file(dir / path, broken);
+  git(dir, "add -A");
+  git(dir, "commit -m broken", day(1));
+  auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  const auto loc = nlohmann::json::parse(r1.out);
+  ASSERT_EQ(loc.size(), 1u) << r1.out;
+  EXPECT_EQ(loc[0]["test_id"], test_id);
+  ASSERT_FALSE(loc[0]["ranked"].empty());
+  EXPECT_EQ(loc[0]["ranked"][0]["line"], line) << loc[0].dump();
+  write_file(dir / path, good);
+  git(dir, "commit -am fix", day(2));
+  auto r2 = pytest_and_record(dir, "r2.xml", {"--no-localize"});
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("settled 1 failure: 1 labelled into the knowledge base; 0 still open"), std::string::npos)
+      << r2.err;
+  EXPECT_EQ(exported_cases(dir)[test_id]["faulty_lines"],
+            nlohmann::json::array({{{"path", path}, {"line", line}}}));
+}
+
+TEST(spark_record, a_syntax_error_in_a_test_file_is_localized_at_its_line_and_closed_by_its_fix) {
+  localized_and_labelled_at("tests/test_path.py",
+                            "import os\n\n\ndef test_path(tmp_path):\n    assert os.path.isdir(tmp_path)\n",
+                            "(tmp_path):", "(tmp_path:", "tests/test_path.py", 4);
+}
+
+// A fixture not found: the signature is what failed, a header not demoted there.
+TEST(spark_record, a_fixture_not_found_is_localized_at_the_def_line_and_labelled_there) {
+  localized_and_labelled_at("tests/test_cart.py",
+                            "import pytest\n\n\n@pytest.fixture\ndef cart():\n    return []\n\n\n"
+                            "def test_empty(cart):\n    size = len(cart)\n    assert size == 0\n",
+                            "test_empty(cart)", "test_empty(carts)", "tests/test_cart.py::test_empty", 9);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "test_util.h"
 
@@ -234,6 +235,76 @@ void record_run(const TempDir& dir) {
                           "--junitxml=reports/" + sha + ".xml tests > /dev/null 2>&1";
   (void)std::system(cmd.c_str());
   ASSERT_TRUE(std::filesystem::exists(dir / "reports" / (sha + ".xml")));
+}
+
+TEST(test_code_rule, the_default_globs_and_a_configured_list) {
+  const TestCodeRule rule;
+  for (const char* p : {"tests/test_a.py", "a_test.py", "pkg/tests/helpers.py", "tests/conftest.py", "conftest.py",
+                        "src/test/java/com/x/Fixtures.java", "mod/src/test/java/Base.java", "FooTest.java",
+                        "web/__tests__/util.js", "a.spec.ts", "test/helpers.js"})
+    EXPECT_TRUE(rule.matches(p)) << p;
+  for (const char* p : {"src/shapes.py", "testing/helpers.py", "src/main/java/Foo.java", "tests/data.json", "lib/x.js"})
+    EXPECT_FALSE(rule.matches(p)) << p;
+  auto custom = TestCodeRule::parse(" testing/** , tools/fixtures.py,**/check_*.py,");
+  ASSERT_TRUE(custom) << custom.error().message;
+  EXPECT_EQ(custom->globs().size(), 3u);
+  EXPECT_TRUE(custom->matches("testing/helpers.py"));
+  EXPECT_TRUE(custom->matches("a/testing/b/helpers.py"));
+  EXPECT_TRUE(custom->matches("tools/fixtures.py"));
+  EXPECT_FALSE(custom->matches("x/tools/fixtures.py"));  // a path glob is from the top
+  EXPECT_TRUE(custom->matches("deep/down/check_sum.py"));
+  EXPECT_TRUE(custom->matches("check_sum.py"));
+  EXPECT_FALSE(custom->matches("tests/test_a.py"));  // the list replaces the default
+  EXPECT_FALSE(custom->matches("testing/notes.txt"));  // not a language spark reads
+  for (const char* bad : {"", " , ", "/abs/**", "../up/*.py", "a/../b.py"}) {
+    auto r = TestCodeRule::parse(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("mine.test_code"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(dependency_paths, conftest_files_up_the_tree_and_the_test_code_a_test_imports) {
+  const std::map<std::string, std::string> files = {
+      {"conftest.py", "import pytest\n"},
+      {"tests/conftest.py", "from tests.fixtures import make\n"},
+      {"tests/unit/conftest.py", "\n"},
+      {"tests/unit/test_a.py",
+       "import os\nimport helpers\nfrom .shared import x as y, (z)\nfrom tests import base\nfrom shapes import area\n"},
+      {"tests/unit/helpers.py", "\n"},
+      {"tests/unit/shared.py", "\n"},
+      {"tests/base.py", "\n"},
+      {"tests/fixtures.py", "\n"},
+      {"shapes.py", "def area(): pass\n"},  // the system under test: not test code
+      {"test/cart.test.js", "const h = require('./helpers/cart');\nimport { x } from \"../lib/util.js\";\n"},
+      {"test/helpers/cart.js", "\n"},
+      {"lib/util.js", "\n"},
+      {"src/test/java/com/x/CartTest.java",
+       "package com.x;\nimport com.x.support.Carts;\nimport java.util.List;\nclass CartTest extends BaseTest {\n}\n"},
+      {"src/test/java/com/x/support/Carts.java", "\n"},
+      {"src/test/java/com/x/BaseTest.java", "\n"}};
+  std::vector<std::string> asked;
+  const auto read = [&](const std::string& p) -> std::optional<std::string> {
+    asked.push_back(p);
+    auto it = files.find(p);
+    return it == files.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  const TestCodeRule rule;
+  EXPECT_EQ(dependency_paths("tests/unit/test_a.py", read, rule),
+            (std::vector<std::string>{"tests/unit/conftest.py", "tests/conftest.py", "conftest.py",
+                                      "tests/unit/helpers.py", "tests/unit/shared.py", "tests/base.py",
+                                      "tests/fixtures.py"}));
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), "shapes.py"), 0);  // not test code: never even read
+  EXPECT_EQ(dependency_paths("test/cart.test.js", read, rule), (std::vector<std::string>{"test/helpers/cart.js"}));
+  std::vector<std::string> java_files;
+  for (const auto& [p, c] : files) java_files.push_back(p);
+  TestFiles tf;
+  tf.find = [&](const std::string& tail) { return find_by_tail(java_files, tail); };
+  EXPECT_EQ(dependency_paths("src/test/java/com/x/CartTest.java", read, rule, &tf),
+            (std::vector<std::string>{"src/test/java/com/x/support/Carts.java", "src/test/java/com/x/BaseTest.java"}));
+  // A configured rule that also calls the system under test test code takes it in; a missing test file gives nothing.
+  const auto wide = dependency_paths("tests/unit/test_a.py", read, *TestCodeRule::parse("*.py"));
+  EXPECT_NE(std::find(wide.begin(), wide.end(), "shapes.py"), wide.end());
+  EXPECT_TRUE(dependency_paths("tests/gone/test_b.py", read, rule).empty());
 }
 
 TEST(spark_mine, labels_real_pytest_failures_by_their_fix_and_counts_fixes_outside_the_tests) {

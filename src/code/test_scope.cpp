@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "base/text.h"
@@ -105,7 +108,9 @@ TestIdParts parse_test_id(std::string_view id, Language language) {
     if (sep == std::string_view::npos) break;
     start = sep + 2;
   }
-  if (pieces.size() == 1) {
+  if (pieces.size() == 1 && language_of_path(id) == Language::python) {
+    parts.path = std::string(id);  // a collection error's id: the test file itself, no function
+  } else if (pieces.size() == 1) {
     // unittest-style dotted ids ("tests.test_x.TestC.test_f"): the last part is the function.
     const auto dot = id.rfind('.');
     parts.function = std::string(dot == std::string_view::npos ? id : id.substr(dot + 1));
@@ -199,6 +204,332 @@ TestScope estimate_brace_scope(const CodeStructure& s, std::string_view test_id)
 
 }  // namespace
 
+namespace {
+
+// ---- @pytest.mark.parametrize rows ----------------------------------------------------------------------------
+
+// The offset just past the string literal whose quote is at `i`.
+size_t skip_string(std::string_view t, size_t i) {
+  const char q = t[i];
+  const bool triple = t.substr(i, 3) == std::string(3, q);
+  size_t j = i + (triple ? 3 : 1);
+  while (j < t.size()) {
+    if (t[j] == '\\') {
+      j += 2;
+      continue;
+    }
+    if (triple ? t.substr(j, 3) == std::string(3, q) : t[j] == q) return j + (triple ? 3 : 1);
+    if (!triple && t[j] == '\n') return j;  // not closed on its line
+    ++j;
+  }
+  return t.size();
+}
+
+// The top-level comma-separated items of the bracket opened at t[open], each as [first, last) offsets of its code
+// (white space and comments around it left out); nullopt when the bracket is not closed.
+std::optional<std::vector<std::pair<size_t, size_t>>> bracket_items(std::string_view t, size_t open) {
+  std::vector<std::pair<size_t, size_t>> out;
+  int depth = 0;
+  size_t first = std::string_view::npos, last = 0;
+  const auto end_item = [&] {
+    if (first != std::string_view::npos) out.emplace_back(first, last);
+    first = std::string_view::npos;
+  };
+  for (size_t i = open; i < t.size();) {
+    const char c = t[i];
+    if (c == '#') {
+      while (i < t.size() && t[i] != '\n') ++i;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    if (depth == 1 && c == ',') {
+      end_item();
+      ++i;
+      continue;
+    }
+    const bool closing = c == ')' || c == ']' || c == '}';
+    if (closing && --depth == 0) {
+      end_item();
+      return out;
+    }
+    if (depth >= 1 && first == std::string_view::npos) first = i;
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    i = c == '\'' || c == '"' ? skip_string(t, i) : i + 1;
+    last = i;
+  }
+  return std::nullopt;
+}
+
+// A Python string literal's value (prefixes r, b, u; escapes decoded), or nullopt when `v` is not one literal (an
+// f-string's value is not known before it runs).
+std::optional<std::u32string> string_value(std::string_view v) {
+  size_t p = 0;
+  bool raw = false;
+  while (p < v.size() && p < 2 && std::isalpha(static_cast<unsigned char>(v[p]))) {
+    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(v[p])));
+    if (c == 'f') return std::nullopt;
+    if (c != 'r' && c != 'b' && c != 'u') return std::nullopt;
+    raw = raw || c == 'r';
+    ++p;
+  }
+  if (p >= v.size() || (v[p] != '\'' && v[p] != '"') || skip_string(v, p) != v.size()) return std::nullopt;
+  const bool triple = v.size() - p >= 6 && v.substr(p, 3) == std::string(3, v[p]);
+  const size_t q = triple ? 3 : 1;
+  const std::u32string body = decode_utf8(v.substr(p + q, v.size() - p - 2 * q));
+  if (raw) return body;
+  std::u32string out;
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (body[i] != U'\\' || i + 1 >= body.size()) {
+      out += body[i];
+      continue;
+    }
+    const char32_t e = body[++i];
+    const auto hex = [&](size_t n) {
+      char32_t value = 0;
+      for (size_t k = 0; k < n && i + 1 < body.size() && body[i + 1] < 128 &&
+                         std::isxdigit(static_cast<unsigned char>(body[i + 1]));
+           ++k) {
+        const auto d = static_cast<char>(body[++i]);
+        value = value * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(d)) ? d - '0'
+                                                                                              : std::tolower(d) - 'a' + 10);
+      }
+      return value;
+    };
+    switch (e) {
+      case U'n': out += U'\n'; break;
+      case U't': out += U'\t'; break;
+      case U'r': out += U'\r'; break;
+      case U'0': out += U'\0'; break;
+      case U'x': out += hex(2); break;
+      case U'u': out += hex(4); break;
+      case U'U': out += hex(8); break;
+      case U'\n': break;  // a line continuation
+      case U'\\': case U'\'': case U'"': out += e; break;
+      default: out += U'\\'; out += e;
+    }
+  }
+  return out;
+}
+
+// pytest's ASCII escaping of a string parameter (Python's unicode_escape).
+std::string ascii_escaped(const std::u32string& value) {
+  std::string out;
+  char buf[16];
+  for (const char32_t c : value) {
+    if (c == U'\\') out += "\\\\";
+    else if (c == U'\n') out += "\\n";
+    else if (c == U'\t') out += "\\t";
+    else if (c == U'\r') out += "\\r";
+    else if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    else {
+      std::snprintf(buf, sizeof buf, c <= 0xff ? "\\x%02x" : c <= 0xffff ? "\\u%04x" : "\\U%08x", static_cast<unsigned>(c));
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// pytest's id of one parameter value: a string escaped, a number, True/False/None as written; else its argname and
+// the row's index. nullopt when it cannot be known (an f-string).
+std::optional<std::string> value_id(std::string_view v, const std::string& argname, size_t index) {
+  if (v == "True" || v == "False" || v == "None") return std::string(v);
+  if (!v.empty() && (v.back() == '\'' || v.back() == '"')) {
+    auto value = string_value(v);
+    if (!value) return std::nullopt;
+    return ascii_escaped(*value);
+  }
+  std::string_view digits = v.starts_with('-') || v.starts_with('+') ? v.substr(1) : v;
+  if (!digits.empty() && std::isdigit(static_cast<unsigned char>(digits[0])) &&
+      std::all_of(digits.begin(), digits.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_'; })) {
+    std::string n;
+    for (char c : digits)
+      if (c != '_') n += c;
+    const std::string sign = v.starts_with('-') ? "-" : "";
+    if (n.size() > 2 && n[0] == '0' && std::strchr("xXoObB", n[1])) {
+      const int base = std::tolower(n[1]) == 'x' ? 16 : std::tolower(n[1]) == 'o' ? 8 : 2;
+      return sign + std::to_string(std::stoll(n.substr(2), nullptr, base));
+    }
+    return sign + n;
+  }
+  return argname + std::to_string(index);
+}
+
+struct ParametrizeList {
+  std::vector<std::pair<size_t, size_t>> rows;  // offsets of each row in the decorator text
+  std::vector<std::optional<std::string>> ids;  // each row's id (nullopt: not known)
+  std::string note;                             // why rows are not known
+};
+
+// One `parametrize(...)` call's rows and ids; `t` is the decorator text, t[open] its '('.
+ParametrizeList parametrize_list(std::string_view t, size_t open) {
+  ParametrizeList out;
+  auto args = bracket_items(t, open);
+  if (!args) return out;
+  std::string_view names, values, ids;
+  size_t positional = 0;
+  for (const auto& [a, b] : *args) {
+    std::string_view arg = t.substr(a, b - a);
+    const auto eq = arg.find('=');
+    const auto key = eq == std::string_view::npos ? std::string_view() : trim(arg.substr(0, eq));
+    const bool keyword = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+    const std::string_view value = keyword ? trim(arg.substr(eq + 1)) : arg;
+    if (keyword ? key == "argnames" : positional == 0) names = value;
+    if (keyword ? key == "argvalues" : positional == 1) values = value;
+    if (keyword && key == "ids") ids = value;
+    if (!keyword) ++positional;
+  }
+  std::vector<std::string> argnames;
+  if (auto s = string_value(names)) {
+    std::string all = encode_utf8(*s);
+    for (size_t start = 0; start <= all.size();) {
+      size_t comma = all.find(',', start);
+      if (comma == std::string::npos) comma = all.size();
+      if (auto n = trim(std::string_view(all).substr(start, comma - start)); !n.empty()) argnames.emplace_back(n);
+      start = comma + 1;
+    }
+  } else if (names.starts_with('[') || names.starts_with('(')) {
+    const size_t base = static_cast<size_t>(names.data() - t.data());
+    if (auto items = bracket_items(t, base))
+      for (const auto& [a, b] : *items)
+        if (auto n = string_value(t.substr(a, b - a))) argnames.push_back(encode_utf8(*n));
+  }
+  if (values.empty() || !(values.starts_with('[') || values.starts_with('('))) {
+    out.note = "its parametrize list is not written as rows (" + std::string(clip(values, 40)) + ")";
+    return out;
+  }
+  const size_t base = static_cast<size_t>(values.data() - t.data());
+  auto rows = bracket_items(t, base);
+  if (!rows) return out;
+  std::vector<std::optional<std::string>> given;  // ids=[...]
+  if (ids.starts_with('[') || ids.starts_with('('))
+    if (auto items = bracket_items(t, static_cast<size_t>(ids.data() - t.data())))
+      for (const auto& [a, b] : *items) {
+        auto v = string_value(t.substr(a, b - a));
+        given.push_back(v ? std::optional<std::string>(ascii_escaped(*v)) : std::nullopt);
+      }
+  for (size_t r = 0; r < rows->size(); ++r) {
+    const auto [a, b] = (*rows)[r];
+    std::string_view row = t.substr(a, b - a);
+    out.rows.emplace_back(a, b);
+    if (r < given.size() && given[r]) {
+      out.ids.push_back(given[r]);
+      continue;
+    }
+    std::vector<std::string_view> parts;
+    bool param = false;
+    for (const char* call : {"pytest.param(", "param("})
+      if (row.starts_with(call)) {
+        param = true;
+        const size_t open_at = a + std::strlen(call) - 1;
+        if (auto items = bracket_items(t, open_at))
+          for (const auto& [c, d] : *items) {
+            const std::string_view item = t.substr(c, d - c);
+            if (item.starts_with("id=") || item.starts_with("id =")) {
+              auto v = string_value(trim(item.substr(item.find('=') + 1)));
+              if (v) out.ids.emplace_back(ascii_escaped(*v));
+              else out.ids.emplace_back(std::nullopt);
+              parts.clear();
+              break;
+            }
+            if (item.find('=') == std::string_view::npos || item.front() == '\'' || item.front() == '"' ||
+                item.front() == '(' || item.front() == '[')
+              parts.push_back(item);
+          }
+        break;
+      }
+    if (out.ids.size() > r) continue;  // an explicit id=
+    if (!param) {
+      if (argnames.size() > 1 && (row.starts_with('(') || row.starts_with('['))) {
+        if (auto items = bracket_items(t, a))
+          for (const auto& [c, d] : *items) parts.push_back(t.substr(c, d - c));
+      } else {
+        parts.push_back(row);
+      }
+    }
+    std::optional<std::string> id = std::string();
+    for (size_t k = 0; k < std::max(parts.size(), argnames.size()) && id; ++k) {
+      const std::string name = k < argnames.size() ? argnames[k] : "arg" + std::to_string(k);
+      auto v = k < parts.size() ? value_id(parts[k], name, r) : std::optional<std::string>(name + std::to_string(r));
+      if (!v) id.reset();
+      else *id += (k ? "-" : "") + *v;
+    }
+    out.ids.push_back(id);
+  }
+  // Duplicates are numbered as pytest numbers them: "a0", "a1".
+  std::map<std::string, int> count, next;
+  for (const auto& id : out.ids)
+    if (id) ++count[*id];
+  for (auto& id : out.ids)
+    if (id && count[*id] > 1) *id += std::to_string(next[*id]++);
+  return out;
+}
+
+// Whether `param` is the stacked lists' ids from list `k` on, joined by "-"; `chosen` gets each list's row.
+bool match_stacked(const std::vector<ParametrizeList>& lists, size_t k, std::string_view param,
+                   std::vector<size_t>& chosen) {
+  for (size_t r = 0; r < lists[k].ids.size(); ++r) {
+    const auto& id = lists[k].ids[r];
+    if (!id) continue;
+    chosen[k] = r;
+    if (k + 1 == lists.size()) {
+      if (param == *id) return true;
+    } else if (param.starts_with(*id + "-") && match_stacked(lists, k + 1, param.substr(id->size() + 1), chosen)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+ParamRows match_param_rows(const CodeStructure& s, std::string_view content, std::string_view test_id) {
+  ParamRows out;
+  const auto bracket = test_id.find('[');
+  if (s.language != Language::python || bracket == std::string_view::npos || !test_id.ends_with(']')) return out;
+  const std::string_view param = test_id.substr(bracket + 1, test_id.size() - bracket - 2);
+  const TestIdParts parts = parse_test_id(test_id);
+  const std::string cls = parts.classes.empty() ? "" : parts.classes.back();
+  const FunctionInfo* test = nullptr;
+  for (const auto& f : s.functions)
+    if (f.name == parts.function && (cls.empty() || f.class_name == cls) && (!test || f.class_name == cls)) test = &f;
+  if (!test || test->def_line <= test->start) return out;
+  // The decorators' text: the lines from the function's first line to its `def`.
+  const auto lines = split_lines(content);
+  if (static_cast<size_t>(test->def_line - 1) > lines.size()) return out;
+  const char* from = lines[static_cast<size_t>(test->start - 1)].data();
+  const char* to = lines[static_cast<size_t>(test->def_line - 1)].data();
+  const std::string_view text(from, static_cast<size_t>(to - from));
+  const auto line_of = [&](size_t offset) {
+    return test->start + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(offset), '\n'));
+  };
+  std::vector<ParametrizeList> lists;
+  for (size_t at = text.find("parametrize("); at != std::string_view::npos; at = text.find("parametrize(", at + 1))
+    lists.push_back(parametrize_list(text, at + std::strlen("parametrize")));
+  if (lists.empty()) return out;
+  std::reverse(lists.begin(), lists.end());  // pytest applies the innermost decorator first: its id comes first
+  for (const auto& l : lists)
+    if (!l.note.empty()) {
+      out.note = parts.function + ": " + l.note + "; the failing row of " + std::string(param) + " is not known";
+      return out;
+    }
+  std::vector<size_t> chosen(lists.size(), 0);
+  if (!match_stacked(lists, 0, param, chosen)) {
+    out.note = parts.function + ": no row of its parametrize list has the id \"" + std::string(param) + "\"";
+    return out;
+  }
+  for (size_t k = 0; k < lists.size(); ++k)
+    for (size_t r = 0; r < lists[k].rows.size(); ++r) {
+      const std::pair<int, int> span{line_of(lists[k].rows[r].first), line_of(lists[k].rows[r].second - 1)};
+      (r == chosen[k] ? out.failing : out.others).push_back(span);
+    }
+  return out;
+}
+
 std::string test_id_at(const CodeStructure& s, std::string_view content, std::string_view path, int line) {
   const FunctionInfo* best = nullptr;
   bool best_is_test = false;
@@ -231,7 +562,7 @@ std::string test_id_at(const CodeStructure& s, std::string_view content, std::st
   return std::string(path) + (best->class_name.empty() ? "" : " > " + best->class_name) + " > " + best->name;
 }
 
-TestScope estimate_scope(const CodeStructure& s, std::string_view test_id) {
+TestScope estimate_scope(const CodeStructure& s, std::string_view test_id, std::string_view content) {
   if (s.language == Language::java || s.language == Language::javascript || s.language == Language::typescript)
     return estimate_brace_scope(s, test_id);
   TestScope scope;
@@ -286,6 +617,16 @@ TestScope estimate_scope(const CodeStructure& s, std::string_view test_id) {
   }
   for (const auto* f : support) mark(scope, s, *f, ScopeRole::support);
   mark(scope, s, *test, ScopeRole::own);  // a function nested in the test is still the test's own code
+  if (!content.empty()) {
+    // The failing row stays the test's own; its siblings are other tests' data.
+    const ParamRows rows = match_param_rows(s, content, test_id);
+    std::set<int> failing;
+    for (const auto& [first, last] : rows.failing)
+      for (int l = first; l <= last; ++l) failing.insert(l);
+    for (const auto& [first, last] : rows.others)
+      for (int l = first; l <= last && l <= s.line_count; ++l)
+        if (!failing.contains(l)) scope.role[static_cast<size_t>(l - 1)] = ScopeRole::outside;
+  }
   return scope;
 }
 

@@ -49,8 +49,22 @@ struct TestScope {
 std::string test_id_at(const CodeStructure& s, std::string_view content, std::string_view path, int line);
 
 // Scope of `test_id` in one file with structure `s` (the id read in `s.language`). When the function is not in this
-// file, `found` is false and every line is `module` (no basis to prefer one line over another).
-TestScope estimate_scope(const CodeStructure& s, std::string_view test_id);
+// file, `found` is false and every line is `module` (no basis to prefer one line over another). With the file's
+// `content`, a parametrized Python test's failing row (match_param_rows) stays the test's own and the other rows of
+// its `parametrize` lists become `outside`: another row's data cannot make this row fail.
+TestScope estimate_scope(const CodeStructure& s, std::string_view test_id, std::string_view content = {});
+
+// The rows of a Python test's `@pytest.mark.parametrize` lists matched to its id's parameters
+// ("tests/t.py::test_table[2-3-7]"): each row's id is computed as pytest 7 computes it (`pytest.param(..., id=)`,
+// `ids=[...]`, the values themselves: strings ASCII-escaped, numbers, True/False/None; any other value its argname
+// and row index; duplicates numbered), stacked lists joined by "-" from the innermost. A list that is not written
+// as literal rows (built by a call, or a name) is not matched and says so in `note`.
+struct ParamRows {
+  std::vector<std::pair<int, int>> failing;  // the failing id's rows (first and last line), one per list
+  std::vector<std::pair<int, int>> others;   // the lists' other rows
+  std::string note;                          // why the id was not matched ("" when it was, or it has no parameters)
+};
+ParamRows match_param_rows(const CodeStructure& s, std::string_view content, std::string_view test_id);
 
 // The text of the test function's own lines (for the embedder's test-function block); "" when not found.
 std::string test_function_text(std::string_view content, const TestScope& scope);

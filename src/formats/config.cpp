@@ -100,6 +100,14 @@ const std::vector<ConfigKey>& config_keys() {
        "the mined cases' project (default: the origin remote's URL normalised, else the root commit)"},
       {"mine.sigma", T::number, "3", {}, false, "outlier rule: quarantine above mean + sigma * sd faulty lines"},
       {"mine.test_only_fixes", T::boolean, "false", {}, false, "label only fixes that changed nothing but test code"},
+      {"mine.test_code",
+       T::string,
+       "test_*.py,*_test.py,conftest.py,*Test.java,*Tests.java,*IT.java,Test*.java,*.test.*,*.spec.*,test/**,tests/**,"
+       "__tests__/**,src/test/**",
+       {},
+       false,
+       "test code, as comma-separated globs: NAME globs match the file name, DIR/** every file under a folder DIR at "
+       "any depth, other globs the path from the repository's top (docs/MINER.md)"},
       {"record.test_command",
        T::string,
        "",

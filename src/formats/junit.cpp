@@ -277,6 +277,18 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
           out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " +
                                  files.name);
         o.test_id = o.file.empty() ? test_name : o.file;
+        // An error of one function's collection (parametrize's argnames and values that do not match) names it
+        // first, after the message attribute's "collection failure": "tests/test_x.py::test_f: in \"parametrize\" …".
+        // It is that function's failure.
+        const std::string head = o.file + "::";
+        const size_t at = o.message.starts_with(head) ? 0 : o.message.find("\n" + head);
+        if (!o.file.empty() && at != std::string::npos) {
+          const size_t start = at == 0 ? 0 : at + 1;
+          const size_t colon = o.message.find(": ", start + head.size());
+          if (colon != std::string::npos && colon < o.message.find('\n', start) &&
+              o.message.find_first_of(" [", start + head.size()) >= colon)
+            o.test_id = o.message.substr(start, colon - start);
+        }
         out.outcomes.push_back(std::move(o));
         continue;
       }

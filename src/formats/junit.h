@@ -27,7 +27,7 @@ enum class Outcome { passed, failed, error, skipped };
 std::string_view outcome_name(Outcome o);
 
 struct TestOutcome {
-  std::string test_id;  // node id; for a collection error, the test file's path
+  std::string test_id;  // node id; for a collection error, the test file's path (or the function its message names)
   Outcome outcome = Outcome::passed;
   std::string message;          // the <failure>/<error> message attribute and text, as the runner printed it
   std::string file;             // the test file relative to the root; "" when it could not be found there

@@ -1,0 +1,124 @@
+// A parametrized pytest test's failing row: its id matched to a row of the `parametrize` list as pytest 7.2 makes
+// the ids (checked against Debian's pytest --collect-only), and the scope evidence the row gets.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "code/code_structure.h"
+#include "base/text.h"
+#include "code/test_scope.h"
+#include "test_util.h"
+
+namespace spark {
+namespace {
+
+using testing::TempDir;
+using testing::write_file;
+
+const char* kRows = R"py(import pytest
+
+
+@pytest.mark.parametrize("a,b,c", [
+    (1, 2, 3),
+    (2, 3, 7),
+    pytest.param(3, 3, 9, id="three"),
+    ("a::b[c", "é\nz", None),
+    (1, 2, 3),
+    (object(), 0x10, -1.5),
+])
+def test_table(a, b, c):
+    assert a * b == c
+
+
+def cases():
+    return [(1, 1)]
+
+
+@pytest.mark.parametrize("x, y", cases())
+def test_built(x, y):
+    assert x == y
+
+
+@pytest.mark.parametrize("z", [1, 2])
+@pytest.mark.parametrize(("p", "q"), [
+    ("u", 2),
+    ("v", 3),
+], ids=["first", None])
+def test_stacked(p, q, z):
+    assert q < 3
+)py";
+
+using Span = std::pair<int, int>;
+
+TEST(match_param_rows, every_id_pytest_makes_finds_its_row) {
+  const CodeStructure s = analyze_code(kRows, Language::python, "tests/test_rows.py");
+  // The ids as Debian's pytest 7.2 collects them, and the row each is.
+  const std::vector<std::pair<std::string, int>> ids = {
+      {"1-2-30", 5}, {"2-3-7", 6}, {"three", 7}, {"a::b[c-\\xe9\\nz-None", 8}, {"1-2-31", 9}, {"a5-16--1.5", 10}};
+  for (const auto& [param, line] : ids) {
+    const auto rows = match_param_rows(s, kRows, "tests/test_rows.py::test_table[" + param + "]");
+    EXPECT_EQ(rows.note, "") << param;
+    ASSERT_EQ(rows.failing, (std::vector<Span>{{line, line}})) << param;
+    EXPECT_EQ(rows.others.size(), 5u) << param;
+  }
+  // Stacked lists: the innermost's id first; ids=[...] by index, None there is the values' id.
+  auto stacked = match_param_rows(s, kRows, "tests/test_rows.py::test_stacked[v-3-2]");
+  EXPECT_EQ(stacked.note, "");
+  EXPECT_EQ(stacked.failing, (std::vector<Span>{{28, 28}, {25, 25}}));
+  EXPECT_EQ(match_param_rows(s, kRows, "tests/test_rows.py::test_stacked[first-1]").failing,
+            (std::vector<Span>{{27, 27}, {25, 25}}));
+  // A list built by a call: a note, no rows.
+  auto built = match_param_rows(s, kRows, "tests/test_rows.py::test_built[1-1]");
+  EXPECT_TRUE(built.failing.empty());
+  EXPECT_NE(built.note.find("test_built: its parametrize list is not written as rows (cases())"), std::string::npos)
+      << built.note;
+  // An id no row has, a test without parameters, a missing test, and ids with newlines or brackets inside.
+  EXPECT_NE(match_param_rows(s, kRows, "tests/test_rows.py::test_table[9-9-9]").note.find("no row"),
+            std::string::npos);
+  EXPECT_EQ(match_param_rows(s, kRows, "tests/test_rows.py::test_table").note, "");
+  EXPECT_TRUE(match_param_rows(s, kRows, "tests/test_rows.py::test_gone[1]").failing.empty());
+  EXPECT_TRUE(match_param_rows(s, kRows, "tests/test_rows.py::test_table[a\n]b[]").failing.empty());
+}
+
+TEST(match_param_rows, the_ids_agree_with_debians_pytest) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_rows.py", kRows);
+  const std::string cmd = "cd '" + dir.path().string() +
+                          "' && /usr/bin/python3 -B -m pytest -p no:cacheprovider --collect-only -q tests > ids.txt 2>&1";
+  (void)std::system(cmd.c_str());
+  const CodeStructure s = analyze_code(kRows, Language::python, "tests/test_rows.py");
+  size_t matched = 0;
+  const std::string collected = testing::slurp(dir / "ids.txt");
+  for (std::string_view id : split_lines(collected)) {
+    if (!id.starts_with("tests/test_rows.py::") || id.find("test_built") != std::string_view::npos) continue;
+    EXPECT_EQ(match_param_rows(s, kRows, id).failing.size(), id.find("stacked") != std::string_view::npos ? 2u : 1u)
+        << id;
+    ++matched;
+  }
+  EXPECT_EQ(matched, 10u);
+}
+
+TEST(estimate_scope, the_failing_row_stays_the_tests_own_and_its_siblings_are_outside) {
+  const CodeStructure s = analyze_code(kRows, Language::python, "tests/test_rows.py");
+  const TestScope scope = estimate_scope(s, "tests/test_rows.py::test_table[2-3-7]", kRows);
+  ASSERT_TRUE(scope.found);
+  EXPECT_EQ(scope.role[5], ScopeRole::own);  // line 6: (2, 3, 7)
+  EXPECT_EQ(scope.role[12], ScopeRole::own);  // the assert
+  for (int line : {5, 7, 8, 9, 10}) EXPECT_EQ(scope.role[static_cast<size_t>(line - 1)], ScopeRole::outside) << line;
+  // Without the content (or for a list built by a call) the whole decorator stays the test's own.
+  const TestScope plain = estimate_scope(s, "tests/test_rows.py::test_table[2-3-7]");
+  EXPECT_EQ(plain.role[4], ScopeRole::own);
+  const TestScope built = estimate_scope(s, "tests/test_rows.py::test_built[1-1]", kRows);
+  EXPECT_EQ(built.role[19], ScopeRole::own);
+}
+
+TEST(parse_test_id, a_collection_errors_id_is_its_file) {
+  const TestIdParts parts = parse_test_id("tests/test_x.py");
+  EXPECT_EQ(parts.path, "tests/test_x.py");
+  EXPECT_EQ(parts.function, "");
+  EXPECT_EQ(parse_test_id("tests.test_x.TestC.test_f").function, "test_f");  // unittest's dotted form stays
+  EXPECT_EQ(parse_test_id("tests/t.py::test_e[a::b[c-\\xe9\\nz]").function, "test_e");
+}
+
+}  // namespace
+}  // namespace spark
