@@ -28,6 +28,18 @@ struct Store {
   TempDir dir;
   std::unique_ptr<KnowledgeBase> kb = std::move(*KnowledgeBase::open(dir / "kb", true));
   void add(int from, int to) { ASSERT_TRUE(kb->import_cases(arriving_cases(from, to), {}, false)); }
+  // `spark index`: the ranker's origin.
+  std::string build() {
+    auto built = build_index(*kb, {}, {});
+    EXPECT_TRUE(built) << (built ? "" : built.error().message);
+    return built ? built->ranker : "";
+  }
+  // Built at 3 labelled cases (the prior ranker), then grown to `to` without a build.
+  void grown_after_a_prior_build(int to) {
+    add(0, 3);
+    EXPECT_EQ(build(), "prior");
+    add(3, to);
+  }
   std::unique_ptr<SearchEngine> engine() {
     std::vector<std::string> notes;
     auto e = SearchEngine::open(*kb, {}, notes);
@@ -54,9 +66,7 @@ TEST(next_training_at, first_at_the_minimum_then_a_quarter_more) {
 TEST(retrain_ranker_if_due, not_just_below_the_margin_and_at_it) {
   Store s;
   s.add(0, 20);
-  auto built = build_index(*s.kb, {}, {});
-  ASSERT_TRUE(built) << built.error().message;
-  EXPECT_EQ(built->ranker, "trained on 20 labelled cases");
+  EXPECT_EQ(s.build(), "trained on 20 labelled cases");
   s.add(20, 24);  // 24 < 25 = next_training_at(20)
   auto below = s.engine();
   ASSERT_TRUE(below);
@@ -81,11 +91,7 @@ TEST(retrain_ranker_if_due, not_just_below_the_margin_and_at_it) {
 // count the margin grows from.
 TEST(retrain_ranker_if_due, a_prior_ranker_learns_at_the_minimum_from_at_most_the_sample_bound) {
   Store s;
-  s.add(0, 3);
-  auto built = build_index(*s.kb, {}, {});
-  ASSERT_TRUE(built) << built.error().message;
-  EXPECT_EQ(built->ranker, "prior");
-  s.add(3, 19);
+  s.grown_after_a_prior_build(19);
   auto engine = s.engine();
   ASSERT_TRUE(engine);
   EXPECT_EQ(engine->ranker().labelled_cases, 3u);
@@ -108,9 +114,7 @@ TEST(retrain_ranker_if_due, a_prior_ranker_learns_at_the_minimum_from_at_most_th
 // index gets the old ranker whole; after it, the new one; an engine opened before keeps the one it loaded.
 TEST(retrain_ranker_if_due, readers_see_the_old_ranker_or_the_new_one) {
   Store s;
-  s.add(0, 3);
-  ASSERT_TRUE(build_index(*s.kb, {}, {}));
-  s.add(3, 21);
+  s.grown_after_a_prior_build(21);
   auto writer = s.engine();
   auto earlier_reader = s.engine();
   ASSERT_TRUE(writer && earlier_reader);
