@@ -29,6 +29,7 @@
 
 #include "index_build.h"
 #include "localizer.h"
+#include "grown_corpus.h"
 #include "process.h"
 #include "base/text.h"
 
@@ -52,36 +53,6 @@ int run_quiet(const std::vector<std::string>& args, const fs::path& cwd) {
 void write_file(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << text;
-}
-
-Case perturb(const Case& base, size_t j, std::mt19937& rng) {
-  Case c = base;
-  c.id = base.id + "-p" + std::to_string(j);
-  c.record["id"] = c.id;
-  std::string m;
-  for (char ch : base.error_message) m.push_back(ch >= '0' && ch <= '9' && rng() % 10 < 3 ? static_cast<char>('0' + rng() % 10) : ch);
-  c.error_message = m;
-  c.failure_epoch = base.failure_epoch + static_cast<int64_t>(j) * 60;
-  c.failure_time = format_iso8601(c.failure_epoch);
-  c.record["failure_time"] = c.failure_time;
-  if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) < new_version_share) {
-    auto& f = c.files.front();
-    const auto lines = split_lines(f.content);
-    std::vector<size_t> candidates;
-    for (size_t i = 0; i < lines.size(); ++i)
-      if (!is_blank(lines[i]) && lines[i].find('#') == std::string_view::npos) candidates.push_back(i);
-    if (!candidates.empty()) {
-      const size_t target = candidates[rng() % candidates.size()];
-      std::string out;
-      for (size_t i = 0; i < lines.size(); ++i) {
-        out.append(lines[i]);
-        if (i == target) out += "  # v" + std::to_string(j);
-        out.push_back('\n');
-      }
-      f.content = out;
-    }
-  }
-  return c;
 }
 
 }  // namespace
@@ -130,7 +101,7 @@ int main(int argc, char** argv) {
     const auto g = Clock::now();
     std::vector<Case> batch;
     for (size_t j = start; j < std::min(n, start + 1000); ++j) {
-      batch.push_back(j < corpus.size() ? corpus[j] : perturb(corpus[j % corpus.size()], j, rng));
+      batch.push_back(j < corpus.size() ? corpus[j] : bench::perturb(corpus[j % corpus.size()], j, rng, new_version_share));
       if (unlabelled_share > 0 && std::uniform_real_distribution<double>(0.0, 1.0)(unlabelled_rng) < unlabelled_share) {
         batch.back().faulty_lines.clear();
         ++unlabelled;
@@ -174,7 +145,7 @@ int main(int argc, char** argv) {
   size_t recall_hits = 0, recall_same_similarity = 0;
   std::vector<std::vector<float>> query_vectors;
   for (size_t q = 0; q < queries; ++q) {
-    Case query = perturb(query_pool[rng() % query_pool.size()], n + q, rng);
+    Case query = bench::perturb(query_pool[rng() % query_pool.size()], n + q, rng, new_version_share);
     query.faulty_lines.clear();
     const auto q0 = Clock::now();
     auto loc = localizer.localize(query, {});
@@ -270,7 +241,7 @@ int main(int argc, char** argv) {
   // from disk (manifest, checksums, FAISS) and its first localize, with fresh caches.
   {
     std::vector<Case> batch;
-    for (size_t j = 0; j < 1000; ++j) batch.push_back(perturb(corpus[rng() % corpus.size()], n + queries + j, rng));
+    for (size_t j = 0; j < 1000; ++j) batch.push_back(bench::perturb(corpus[rng() % corpus.size()], n + queries + j, rng, new_version_share));
     auto t0 = Clock::now();
     if (auto s = (*kb)->import_cases(batch, {}, false); !s) {
       std::fprintf(stderr, "%s\n", s.error().message.c_str());
@@ -292,7 +263,7 @@ int main(int argc, char** argv) {
     if (!cold) return 1;
     const double cold_open = since(t0);
     Localizer cold_localizer(kb->get(), cold->get());
-    Case query = perturb(query_pool[rng() % query_pool.size()], n + queries + 5000, rng);
+    Case query = bench::perturb(query_pool[rng() % query_pool.size()], n + queries + 5000, rng, new_version_share);
     query.faulty_lines.clear();
     const auto t1 = Clock::now();
     auto loc = cold_localizer.localize(query, {});
@@ -309,7 +280,7 @@ int main(int argc, char** argv) {
     const fs::path work = dir / "queries";
     std::vector<std::vector<std::string>> commands;
     for (size_t q = 0; q < process_queries; ++q) {
-      Case query = perturb(query_pool[rng() % query_pool.size()], n + queries + 6000 + q, rng);
+      Case query = bench::perturb(query_pool[rng() % query_pool.size()], n + queries + 6000 + q, rng, new_version_share);
       const fs::path qdir = work / std::to_string(q);
       write_file(qdir / query.files.front().path, query.files.front().content);
       write_file(qdir / "error.txt", query.error_message);

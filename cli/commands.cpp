@@ -88,6 +88,84 @@ std::string normalize_path(std::string p) {
 
 }  // namespace
 
+namespace {
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", seconds);
+  return text;
+}
+
+// "learns at 20 labelled cases" (a prior ranker), "learns again at 25 labelled cases".
+std::string learns_next(const RankerModel& m) {
+  return std::string(m.origin == "prior" ? "learns at " : "learns again at ") +
+         std::to_string(next_training_at(m.labelled_cases, IndexBuildOptions{})) + " labelled cases";
+}
+
+// The note a retraining leaves: from how many labelled cases it learnt (or that it kept the prior), what it replaced,
+// how long it took, and when it learns next.
+std::string retrain_note(const RetrainReport& r) {
+  const RankerModel& m = r.now;
+  if (m.origin == "prior")
+    return "ranker: kept its prior weights at " + std::to_string(m.labelled_cases) + " labelled cases (fewer than " +
+           std::to_string(TrainingOptions{}.min_training_cases) + " have a faulty line and others to learn from); it " +
+           learns_next(m);
+  return "ranker retrained on " + std::to_string(m.training_cases) + " labelled cases (was " + r.was + ") in " +
+         seconds_text(m.train_seconds) + "; it " + learns_next(m);
+}
+
+Status learn_if_due(const Common& common, KnowledgeBase& kb) {
+  // A cheap look first: the ranker's schedule against the store's count of cases (labelled or not).
+  auto ranker = load_saved_ranker(kb.index_dir());
+  if (ranker && !*ranker) return {};  // no index yet: the first localize or `spark index` builds it, ranker included
+  auto count = kb.count();
+  if (!count) return std::unexpected(count.error());
+  if (ranker && *count < next_training_at((*ranker)->labelled_cases, IndexBuildOptions{})) return {};
+  std::vector<std::string> opening, learnt;
+  auto engine = SearchEngine::open(kb, common.embedder, opening, /*verify_vectors=*/false);
+  if (!engine) return std::unexpected(engine.error());
+  // The cases embedded on the way (added since the index was saved) are kept with the new ranker.
+  if (keep_ranker_learning(kb, **engine, learnt))
+    if (auto s = (*engine)->persist(kb); !s) return s;
+  for (const auto& n : learnt) note(n);
+  return {};
+}
+
+}  // namespace
+
+bool keep_ranker_learning(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes) {
+  auto retrained = retrain_ranker_if_due(kb, engine);
+  if (!retrained) {
+    notes.push_back("the ranker did not learn again (it stays as it was): " + retrained.error().message);
+    return false;
+  }
+  if (!*retrained) return false;
+  notes.push_back(retrain_note(**retrained));
+  return true;
+}
+
+void keep_ranker_learning(const Common& common) {
+  auto kb = open_kb(common, false);
+  const Status learnt = kb ? learn_if_due(common, **kb) : Status(std::unexpected(kb.error()));
+  if (!learnt) note("the ranker did not learn again (it stays as it was): " + learnt.error().message);
+}
+
+std::string ranker_status(KnowledgeBase& kb) {
+  auto ranker = load_saved_ranker(kb.index_dir());
+  if (!ranker) return "unreadable: " + ranker.error().message;
+  if (!*ranker) return "";
+  const RankerModel& m = **ranker;
+  auto entries = kb.entries();
+  const size_t now = entries ? static_cast<size_t>(std::count_if(entries->begin(), entries->end(),
+                                                                 [](const CaseEntry& e) { return e.labelled; }))
+                             : 0;
+  const std::string when = m.trained_at > 0 ? format_iso8601(m.trained_at) + " in " + seconds_text(m.train_seconds)
+                                            : "at a time not recorded (an earlier spark)";
+  const std::string learnt = m.origin == "prior" ? "prior weights (last tried at " : m.origin + " (learnt at ";
+  return learnt + std::to_string(m.labelled_cases) + " labelled cases, " + when + "); " + learns_next(m) + " (now " +
+         std::to_string(now) + ")";
+}
+
 std::string language_field_for(const std::string& path) { return std::string(language_name(language_for(path, ""))); }
 
 Result<std::string> read_test_file(const std::string& path) {
@@ -133,13 +211,15 @@ int cmd_import(const Common& common, const ImportArgs& args) {
     auto engine = SearchEngine::open(**kb, common.embedder, notes);
     if (!engine) {
       note("the vector index was not updated: " + engine.error().message);
-    } else if (auto s = (*engine)->persist(**kb); !s) {
-      return report_error(s.error());
     } else {
+      std::vector<std::string> learnt;
+      keep_ranker_learning(**kb, **engine, learnt);
+      if (auto s = (*engine)->persist(**kb); !s) return report_error(s.error());
       std::printf(
           "added %zu case(s) to the vector index (run `spark index --rebuild` now and then to refit its "
-          "statistics and the ranker)\n",
+          "statistics)\n",
           (*engine)->added_since_load());
+      for (const auto& n : learnt) note(n);
     }
   } else if (summary->replaced > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
     note("cases were replaced: run `spark index --rebuild`");
@@ -209,6 +289,7 @@ int cmd_index(const Common& common, const IndexArgs& args) {
       // Queries map the vectors unverified (their size and header only): here every file's checksum is checked.
       auto verified = VectorIndex::load((*kb)->index_dir(), VectorIndexOptions{});
       if (verified) {
+        keep_ranker_learning(common);
         std::printf(
             "the vector index in %s is up to date (%zu cases, %s; every file matches its checksum); use "
             "--rebuild to rebuild it\n",
@@ -227,12 +308,15 @@ int cmd_index(const Common& common, const IndexArgs& args) {
       std::vector<std::string> notes;
       auto engine = SearchEngine::open(**kb, common.embedder, notes);
       if (engine) {
+        std::vector<std::string> learnt;
+        keep_ranker_learning(**kb, **engine, learnt);
         if (auto s = (*engine)->persist(**kb); !s) return report_error(s.error());
         const double secs = seconds_since(t0);
         std::printf(
-            "added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics and the ranker are "
-            "kept: `spark index --rebuild` refits them)\n",
+            "added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics are kept: "
+            "`spark index --rebuild` refits them)\n",
             (*engine)->added_since_load(), secs, (*engine)->index().size());
+        for (const auto& n : learnt) note(n);
         return 0;
       }
       note("rebuilding the vector index: " + engine.error().message);
@@ -588,6 +672,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   std::vector<std::string> notes;
   std::unique_ptr<KnowledgeBase> kb;
   std::unique_ptr<SearchEngine> engine;
+  bool ranker_retrained = false;
   if (kb_exists(common)) {
     auto opened = open_kb(common, false);
     if (!opened) return report_error(opened.error());
@@ -617,6 +702,8 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
         return report_error(Error{e.error().message + " (the vector index in " + kb->index_dir().string() +
                                   " is damaged or incomplete: `spark index --rebuild` makes it again from the store)"});
       engine = std::move(*e);
+      // Labelled cases arrived since the ranker last learnt: it learns again before this run ranks (saved below).
+      ranker_retrained = keep_ranker_learning(*kb, *engine, notes);
       VectorIndex::search_on_this_thread();  // one query at a time: no OpenMP team per search
     }
   } else {
@@ -662,12 +749,12 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     if (interactive && done == total) std::fprintf(stderr, "\n");
   };
   auto results = llm_stage.run(queries, options, progress);
-  // Cases learned since the index was built were embedded for this run: keep them, so no manual `spark index` is
-  // needed (the statistics and the ranker are refitted only by `spark index --rebuild`).
-  if (engine && engine->added_since_load() > 0) {
+  // Cases learned since the index was built were embedded for this run: keep them, and a ranker learnt again, so
+  // no manual `spark index` is needed (the embedder's statistics are refitted only by `spark index --rebuild`).
+  if (engine && (engine->added_since_load() > 0 || ranker_retrained)) {
     if (auto s = engine->persist(*kb); !s)
       notes.push_back("the vector index was not updated: " + s.error().message);
-    else
+    else if (engine->added_since_load() > 0)
       notes.push_back("kept them in the vector index");
   }
 

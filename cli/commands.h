@@ -173,6 +173,16 @@ bool kb_exists(const Common& common);
 // The local folder of this store: the SQLite store's own folder, or local_dir for a server store.
 std::string local_folder(const Common& common);
 
+// The ranker keeps learning as labelled cases arrive (localizer/index_build.h: retrain_ranker_if_due). With an open
+// engine: retrains its ranker when due and says so in `notes`; true when it retrained (the caller's persist() saves
+// it). With the options alone (`spark record` localizing nothing, `spark index` on an index up to date): when due,
+// opens the index, retrains, saves and notes it; an index not built yet is left to the command that builds it. A
+// failure is a note either way: the ranker stays as it was, and the command goes on.
+bool keep_ranker_learning(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes);
+void keep_ranker_learning(const Common& common);
+// `spark kb status`'s ranker line: what it learnt from, when, and when it learns next; "" without an index.
+std::string ranker_status(KnowledgeBase& kb);
+
 // `spark kb init | status | copy`.
 struct KbArgs {
   std::string action;    // init | status | copy

@@ -148,6 +148,7 @@ int kb_status(const Common& common) {
   std::printf("generation: %lld\n", static_cast<long long>(*g));
   std::printf("local index: %s%s\n", (*kb)->index_dir().c_str(),
               path_exists((*kb)->index_dir() / "manifest.json") ? "" : " (not built)");
+  if (const std::string ranker = ranker_status(**kb); !ranker.empty()) std::printf("ranker: %s\n", ranker.c_str());
   const auto spooled = spool_files(local_folder(common));
   if (!spooled.empty())
     std::printf("spool: %zu report(s) waiting in %s\n", spooled.size(), spool_dir(local_folder(common)).c_str());

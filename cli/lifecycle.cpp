@@ -267,7 +267,11 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   options->tip = *commit;
   options->snapshot = true;
   if (const int stored = store_recorded(common, **repo, *outcomes, *options); stored != 0) return stored;
-  if (!args.localize) return 0;
+  // When nothing is localized below, the ranker still learns from the cases this run labelled (localize does it else).
+  if (!args.localize) {
+    keep_ranker_learning(common);
+    return 0;
+  }
   // This report's failures, localized at once: test code from git objects at the commit, as recorded.
   std::vector<Case> queries;
   for (const auto& o : *outcomes) {
@@ -289,6 +293,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   }
   if (queries.empty()) {
     if (args.localize_args.format == "json") std::printf("[]\n");
+    keep_ranker_learning(common);
     return 0;
   }
   const int localized = localize_queries(common, args.localize_args, std::move(queries), true);

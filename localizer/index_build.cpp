@@ -1,12 +1,15 @@
 #include "index_build.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <unordered_map>
 
 #include "base/clock.h"
 #include "base/text.h"
 #include "base/work_pool.h"
+#include "formats/case.h"
 #include "held_out.h"
 #include "line_features.h"
 #include "search_engine.h"
@@ -86,6 +89,23 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
   for (auto& tc : training)
     for (auto& row : tc.rows) row[kKindPrior] = prior_of[static_cast<size_t>(row[kKindPrior])];
   return train_ranker(std::move(training), prior, options.training);
+}
+
+// The ranker learnt from the labelled cases of `entries` (learn_ranker, on a spread-out sample of at most
+// max_training_cases), each localized held out against `index`; stamped with the labelled cases it learnt at, the time
+// and how long learning took.
+Result<RankerModel> learn_stamped_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>& entries,
+                                         const VectorIndex& index, const IndexBuildOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto sample = training_sample(entries, options.max_training_cases);
+  const auto vector_of = [&](int64_t rowid) { return index.vector(rowid); };
+  auto ranker = learn_ranker(kb, entries, sample, index, vector_of, options);
+  if (!ranker) return ranker;
+  ranker->labelled_cases =
+      static_cast<size_t>(std::count_if(entries.begin(), entries.end(), [](const CaseEntry& e) { return e.labelled; }));
+  ranker->trained_at = now_epoch();
+  ranker->train_seconds = seconds_since(t0);
+  return ranker;
 }
 
 // HNSW's approximate search against the exact one (VectorIndex::search_exact), on a spread-out sample of the stored
@@ -195,16 +215,13 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   report.index_seconds = add_seconds + seconds_since(t1);
   if (index->is_hnsw()) check_recall(*index, *entries, report);
 
-  const auto t2 = std::chrono::steady_clock::now();
   // The ranker learns from a spread-out sample of the labelled cases; the statement kinds' prior from the same.
-  const auto sample = training_sample(*entries, options.max_training_cases);
   // The check above measured the graph alone; the ranker learns from retrievals as a query's engine makes them.
   index->set_exact_below(exact_search_bound(*embedder));
-  const auto vector_of = [&](int64_t rowid) { return index->vector(rowid); };
-  auto ranker = learn_ranker(kb, *entries, sample, *index, vector_of, options);
+  auto ranker = learn_stamped_ranker(kb, *entries, *index, options);
   if (!ranker) return std::unexpected(ranker.error());
   report.ranker = ranker->origin;
-  report.train_seconds = seconds_since(t2);
+  report.train_seconds = ranker->train_seconds;
 
   const fs::path dir = kb.index_dir();
   std::error_code ec;
@@ -222,6 +239,41 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     return std::unexpected(s.error());
   if (auto s = index->save(dir, report.embedder, *generation, extra); !s) return std::unexpected(s.error());
   report.vectors = index->distinct();
+  return report;
+}
+
+size_t next_training_at(size_t labelled_then, const IndexBuildOptions& options) {
+  const size_t first = options.training.min_training_cases;
+  if (labelled_then < first) return first;
+  const auto growth = static_cast<size_t>(std::ceil(static_cast<double>(labelled_then) * options.retrain_growth));
+  return labelled_then + std::max<size_t>(1, growth);
+}
+
+Result<std::optional<RankerModel>> load_saved_ranker(const fs::path& index_dir) {
+  if (!path_exists(index_dir / "manifest.json")) return std::nullopt;
+  auto manifest = VectorIndex::read_manifest(index_dir);
+  if (!manifest) return std::unexpected(manifest.error());
+  const std::string file = manifest->file_of(index_files::kRanker);
+  if (file.empty())
+    return fail((index_dir / "manifest.json").string() + ": names no ranker (" + index_files::kRanker + ")");
+  auto ranker = RankerModel::load(index_dir / file);
+  if (!ranker) return std::unexpected(ranker.error());
+  return std::optional<RankerModel>(std::move(*ranker));
+}
+
+Result<std::optional<RetrainReport>> retrain_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
+                                                           const IndexBuildOptions& options) {
+  size_t labelled = 0;
+  for (const CaseFacts& f : engine.facts()) labelled += f.labelled ? 1 : 0;
+  if (labelled < next_training_at(engine.ranker().labelled_cases, options)) return std::nullopt;
+  auto entries = kb.entries();
+  if (!entries) return std::unexpected(entries.error());
+  // The cases of the engine's index: another process may have stored more since it loaded.
+  std::erase_if(*entries, [&](const CaseEntry& e) { return !engine.index().contains(e.rowid); });
+  auto ranker = learn_stamped_ranker(kb, *entries, engine.index(), options);
+  if (!ranker) return std::unexpected(ranker.error());
+  RetrainReport report{engine.ranker().origin, *ranker};
+  if (auto s = engine.replace_ranker(kb, std::move(*ranker)); !s) return std::unexpected(s.error());
   return report;
 }
 

@@ -160,6 +160,9 @@ Status RankerModel::save(const std::filesystem::path& path) const {
   j["objective"] = gated ? "gated" : "logistic";
   j["training_cases"] = training_cases;
   j["training_rows"] = training_rows;
+  j["labelled_cases"] = labelled_cases;
+  j["trained_at"] = trained_at;
+  j["train_seconds"] = train_seconds;
   for (size_t i = 0; i < kFeatureCount; ++i) j["weights"][std::string(feature_name(i))] = weights[i];
   j["gate"]["origin"] = gate.origin;
   for (size_t i = 0; i < kGateCount; ++i) j["gate"]["weights"][std::string(gate_feature_name(i))] = gate.weights[i];
@@ -179,6 +182,10 @@ Result<RankerModel> RankerModel::load(const std::filesystem::path& path) {
     m.gated = j.value("objective", std::string("logistic")) == "gated";
     m.training_cases = j.at("training_cases").get<size_t>();
     m.training_rows = j.at("training_rows").get<size_t>();
+    // A model saved before these were kept: it learnt from (at least) its training cases, at a time unknown.
+    m.labelled_cases = j.value("labelled_cases", m.training_cases);
+    m.trained_at = j.value("trained_at", int64_t{0});
+    m.train_seconds = j.value("train_seconds", 0.0);
     // A model saved before a feature existed weighs it 0 (`spark index` learns it anew).
     for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = j.at("weights").value(std::string(feature_name(i)), 0.0);
     for (const auto& [k, v] : j.at("kind_prior").items()) m.kind_prior.llr[k] = v.get<double>();

@@ -6,6 +6,7 @@
 // Below `min_training_cases` labelled cases it uses the documented prior weights (docs/RANKER.md).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ struct RankerModel {
   std::string origin = "prior";  // "prior" or "trained on N cases"
   size_t training_cases = 0;
   size_t training_rows = 0;
+  // When it learnt (or last tried to, and kept the prior): the knowledge base's labelled cases then (the count the
+  // retraining margin grows from, index_build.h), the time (Unix seconds; 0 when unknown: a model saved before these
+  // were kept) and how long learning took.
+  size_t labelled_cases = 0;
+  int64_t trained_at = 0;
+  double train_seconds = 0;
 
   // gated: P(line) = gate p on the failing statement, (1 - p) · softmax(w·x) over the other lines (ListNet-style,
   // learnt on the cases whose fault is not the failing statement). Otherwise P(line) = sigmoid(w·x).

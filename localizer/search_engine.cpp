@@ -199,6 +199,15 @@ Status SearchEngine::persist(KnowledgeBase& kb) {
   return {};
 }
 
+Status SearchEngine::replace_ranker(KnowledgeBase& kb, RankerModel model) {
+  const std::string name = VectorIndex::fresh_name("ranker", ".json");
+  if (auto s = model.save(kb.index_dir() / name); !s) return s;
+  std::erase_if(extras_, [](const VectorIndex::Extra& e) { return e.name == index_files::kRanker; });
+  extras_.push_back({index_files::kRanker, name});
+  ranker_ = std::move(model);
+  return {};
+}
+
 void SearchEngine::set_facts(std::vector<CaseFacts> from_store) {
   facts_from_store_ = std::move(from_store);
   facts_map_.reset();

@@ -76,6 +76,9 @@ class SearchEngine {
   Status persist(KnowledgeBase& kb);
   size_t added_since_load() const { return added_ids_.size(); }
   const RankerModel& ranker() const { return ranker_; }
+  // Replaces the ranker by `model` (learnt again as cases arrived, index_build.h): written to a new file of the index
+  // folder, which the next persist() names in the manifest (a reader sees the old ranker or the new one).
+  Status replace_ranker(KnowledgeBase& kb, RankerModel model);
   StructureCache& structures() { return structures_; }
   // Every case of the knowledge base as the index holds it (rowid order): the index's cases file, mapped, when the
   // store has not changed since it was saved, else read from the store.

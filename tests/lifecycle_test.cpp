@@ -426,6 +426,35 @@ TEST(spark_record, two_processes_at_once_lose_and_duplicate_nothing) {
   EXPECT_EQ(open->size(), 10u);  // 0, 3, …, 27: once each
 }
 
+// Cases learnt one at a time by `spark record`: the run whose fix labels the 20th case retrains the ranker, though it
+// localizes nothing, and says so; no `spark index`.
+TEST(spark_record, the_fix_that_labels_the_twentieth_case_retrains_the_ranker) {
+  TempDir dir;
+  broken_calc_repo(dir, "*.xml\n*.jsonl\n.spark/\n__pycache__/\n");
+  std::string earlier;  // 19 cases learnt before (imported), and an index over them: the prior ranker
+  for (int i = 0; i < 19; ++i) earlier += testing::numbered_case(i).dump() + "\n";
+  write_file(dir / "earlier.jsonl", earlier);
+  ASSERT_EQ(run_spark({"import", "earlier.jsonl"}, dir.path()).exit_code, 0);
+  pytest(dir, "r1.xml");
+  auto r1 = run_spark({"record", "--junit", "r1.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_EQ(nlohmann::json::parse(r1.out)[0]["ranker"], "builtin (prior)") << r1.out;
+  write_file(dir / "tests" / "test_calc.py", kGood);
+  git(dir, "commit -am fix", day(2));
+  pytest(dir, "r2.xml");
+  auto r2 = run_spark({"record", "--junit", "r2.xml"}, dir.path());
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("1 labelled into the knowledge base"), std::string::npos) << r2.err;
+  EXPECT_NE(r2.err.find("spark: ranker retrained on 20 labelled cases (was prior) in "), std::string::npos) << r2.err;
+  auto status = run_spark({"kb", "status"}, dir.path());
+  EXPECT_NE(status.out.find("ranker: trained on 20 labelled cases (learnt at 20 labelled cases, "), std::string::npos)
+      << status.out;
+  // The next run has nothing new to learn from.
+  auto r3 = run_spark({"record", "--junit", "r2.xml"}, dir.path());
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  EXPECT_EQ(r3.err.find("ranker"), std::string::npos) << r3.err;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The post-commit hook.
 

@@ -107,6 +107,20 @@ nlohmann::json sample_case(const std::string& id, const std::string& content, in
           {"source", "seeded"}};
 }
 
+nlohmann::json numbered_case(int i) {
+  const std::string n = std::to_string(i);
+  const std::string expected = std::to_string(2 * i + 1);
+  const std::string code =
+      "import shapes\n\n\ndef test_area_" + n + "():\n    w = " + n +
+      "\n    shape = {'w': w, 'h': 2}\n    result = shapes.area(shape)\n    assert result == " + expected + "\n";
+  nlohmann::json j = sample_case("area-" + n, code, i % 2 == 0 ? 8 : 5,
+                                 "tests/test_x.py:8: in test_area_" + n + "\n    assert result == " + expected +
+                                     "\nE   assert " + std::to_string(2 * i) + " == " + expected,
+                                 format_iso8601(1767225600 + int64_t{i} * 60));
+  j["test_id"] = "tests/test_x.py::test_area_" + n;
+  return j;
+}
+
 fs::path dev_data() {
   const fs::path p = SPARK_DEV_DATA;
   std::error_code ec;

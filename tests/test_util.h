@@ -40,6 +40,10 @@ RunResult run_pytest(const std::vector<std::string>& args, const std::filesystem
 nlohmann::json sample_case(const std::string& id, const std::string& content, int faulty_line,
                            const std::string& error = "E   assert 1 == 2", const std::string& time = "2026-01-01T00:00:00Z");
 
+// Labelled case i of a family of distinct small cases: test_area_i of tests/test_x.py fails at its assertion (line 8);
+// the fault is the assertion's expected value for even i, the set-up line `w = …` (line 5) for odd i.
+nlohmann::json numbered_case(int i);
+
 // Runs git in `dir` with fixed identities and commit time (a failing git command fails the test).
 void git(const TempDir& dir, const std::string& args, const std::string& date = "2026-01-01T00:00:00Z");
 // The full sha of HEAD in the repository at `dir`.
