@@ -337,6 +337,22 @@ TEST(cli, usage_errors_exit_with_2) {
 }
 
 // --- with an LLM: the real binary against the scripted in-process server -------------------------------------
+TEST(cli, an_unknown_option_names_the_one_it_most_likely_meant) {
+  TempDir dir;
+  // pytest's flag given to spark.
+  auto junitxml = run_spark({"localize", "--junitxml", "report.xml"}, dir.path());
+  EXPECT_EQ(junitxml.exit_code, 2);
+  EXPECT_NE(junitxml.err.find("did you mean --junit?"), std::string::npos) << junitxml.err;
+  write_file(dir / "r.xml", "<testsuite/>\n");
+  auto typo = run_spark({"record", "--junit=r.xml", "--formta", "json"}, dir.path());
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("unknown option --formta: did you mean --format?"), std::string::npos) << typo.err;
+  // Nothing close: no guess.
+  auto far = run_spark({"localize", "--zzzzzzzzzz"}, dir.path());
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
 
 TEST(cli, localize_with_an_llm_reports_its_answer_usage_and_raw_text) {
   Workspace w;
