@@ -107,6 +107,7 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
   j["test_id"] = loc.test_id;
   j["level"] = std::string(level_name(ctx.level));
   j["k"] = ctx.k;
+  j["language"] = loc.language.empty() ? json(nullptr) : json(loc.language);
   j["ranker"] = loc.ranker;
   j["degraded"] = loc.degraded;
   j["knowledge_base"] = {

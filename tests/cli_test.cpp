@@ -209,6 +209,7 @@ TEST(cli, localize_prints_ranked_lines_with_reasons_as_json) {
   for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
     ADD_FAILURE() << problem;
   EXPECT_EQ(j["test_id"], "tests/test_x.py::test_add");  // inferred from the traceback
+  EXPECT_EQ(j["language"], "python");
   ASSERT_EQ(j["ranked"].size(), 3u);
   EXPECT_EQ(j["retrieved"].size(), 1u);
   EXPECT_EQ(j["annotations"][0]["line"], 9);  // the retrieved cases' faulty line
