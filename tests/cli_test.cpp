@@ -109,7 +109,7 @@ TEST(cli, explain_takes_one_lines_score_apart) {
                      w.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
-  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+  for (const auto& problem : testing::schema_problems(j, "localize.schema.json"))
     ADD_FAILURE() << problem;
   // The gate's verdict on the failing statement (line 10, an assertion raised in the test's code).
   ASSERT_TRUE(j.contains("gate")) << j.dump(2);
@@ -206,7 +206,7 @@ TEST(cli, localize_prints_ranked_lines_with_reasons_as_json) {
                      w.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
-  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+  for (const auto& problem : testing::schema_problems(j, "localize.schema.json"))
     ADD_FAILURE() << problem;
   EXPECT_EQ(j["test_id"], "tests/test_x.py::test_add");  // inferred from the traceback
   EXPECT_EQ(j["language"], "python");
@@ -337,7 +337,6 @@ TEST(cli, usage_errors_exit_with_2) {
   EXPECT_EQ(run_spark({"--version"}, dir.path()).exit_code, 0);
 }
 
-// --- with an LLM: the real binary against the scripted in-process server -------------------------------------
 TEST(cli, an_unknown_option_names_the_one_it_most_likely_meant) {
   TempDir dir;
   // pytest's flag given to spark.
@@ -354,6 +353,7 @@ TEST(cli, an_unknown_option_names_the_one_it_most_likely_meant) {
   EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
 }
 
+// --- with an LLM: the real binary against the scripted in-process server -------------------------------------
 
 TEST(cli, localize_with_an_llm_reports_its_answer_usage_and_raw_text) {
   Workspace w;
@@ -367,7 +367,7 @@ TEST(cli, localize_with_an_llm_reports_its_answer_usage_and_raw_text) {
                      w.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
-  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+  for (const auto& problem : testing::schema_problems(j, "localize.schema.json"))
     ADD_FAILURE() << problem;  // with the llm object
   EXPECT_EQ(j["ranked"][0]["line"], 9);
   EXPECT_EQ(j["ranked"][0]["source"], "llm");

@@ -228,7 +228,7 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   const auto loc = nlohmann::json::parse(r1.out);
   ASSERT_TRUE(loc.is_array());
   for (const auto& one : loc)
-    for (const auto& problem : testing::validate_json(one, testing::schema_file("localize.schema.json")))
+    for (const auto& problem : testing::schema_problems(one, "localize.schema.json"))
       ADD_FAILURE() << problem;
   ASSERT_EQ(loc.size(), 1u);
   EXPECT_EQ(loc[0]["test_id"], "tests/test_calc.py::test_sum") << r1.out;
@@ -263,7 +263,7 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   auto audit = run_spark({"audit", "--all", "--format", "json"}, dir.path());
   ASSERT_EQ(audit.exit_code, 0) << audit.err;
   for (const auto& problem :
-       testing::validate_json(nlohmann::json::parse(audit.out), testing::schema_file("audit.schema.json")))
+       testing::schema_problems(nlohmann::json::parse(audit.out), "audit.schema.json"))
     ADD_FAILURE() << problem;
   const auto listed = nlohmann::json::parse(audit.out)["cases"];
   ASSERT_EQ(listed.size(), 1u) << audit.out;
