@@ -765,6 +765,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   bool llm_failed = false;
   nlohmann::json sarif;
   nlohmann::json json_all = nlohmann::json::array();
+  std::vector<Localization> annotated;  // --format github: the run's localizations, as published
   const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
   for (size_t i = 0; i < results.size(); ++i) {
     const std::string who = queries.size() > 1 ? queries[i].id + ": " : "";
@@ -820,7 +821,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
         for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
     }
     if (args.format == "github") {
-      out += report_github(shared(), ctx);
+      annotated.push_back(shared());  // annotated as one run, below
     } else if (args.format == "text") {
       if (queries.size() > 1)
         out += (i ? "\n" : "") + std::string("== ") + queries[i].id +
@@ -835,6 +836,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
   if (args.format == "json")
     out = (batch ? json_all.dump(2) : json_all.empty() ? std::string("null") : json_all[0].dump(2)) + "\n";
+  if (args.format == "github") out = report_github(annotated, ctx);
   if (args.format == "sarif" && !sarif.is_null()) out = sarif.dump(2) + "\n";
   if (!args.sarif_output.empty() && !sarif.is_null())
     if (auto w = write_file_atomic(args.sarif_output, sarif.dump(2) + "\n"); !w) return report_error(w.error());

@@ -14,6 +14,7 @@
 #include <memory>
 #include <new>
 
+#include "code/levenshtein.h"
 #include "commands.h"
 #include "formats/defaults.h"
 
@@ -446,6 +447,37 @@ spark::Result<Config> load_config(const std::string& config_path, const Flags& f
   return config;
 }
 
+// For each option the command line gave that its command does not have, the one it most likely meant: a known
+// option's name is a prefix of it ("--junitxml" → "--junit", pytest's own flag given to spark) or a few edits away.
+// One line per unknown option that has such a neighbour, "did you mean --junit?".
+std::string option_hints(const CLI::App& app) {
+  std::vector<std::string> known;
+  const auto add_options = [&](const CLI::App& a) {
+    for (const CLI::Option* o : a.get_options())
+      for (const auto& name : o->get_lnames()) known.push_back("--" + name);
+  };
+  add_options(app);
+  for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+    sub = sub->get_subcommands().front();
+    add_options(*sub);
+  }
+  std::string out;
+  for (std::string given : app.remaining(true)) {
+    given = given.substr(0, given.find('='));
+    if (!given.starts_with("--") || given.size() < 4) continue;
+    const std::u32string u(given.begin(), given.end());
+    std::string best;
+    size_t best_cost = std::max<size_t>(2, (given.size() - 2) / 3) + 1;  // edits allowed, plus one
+    for (const auto& k : known) {
+      const bool prefix = k.size() >= 5 && given.starts_with(k);
+      const size_t cost = prefix ? 0 : spark::levenshtein(u, std::u32string(k.begin(), k.end()));
+      if (cost < best_cost || (cost == 0 && prefix && k.size() > best.size())) best = k, best_cost = cost;
+    }
+    if (!best.empty() && best != given) out += "spark: error: unknown option " + given + ": did you mean " + best + "?\n";
+  }
+  return out;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"spark — localize the faulty lines of a failing test from similar failures fixed before"};
   app.require_subcommand(1);
@@ -471,6 +503,7 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) std::fputs(option_hints(app).c_str(), stderr);
     return code == 0 ? 0 : 2;
   }
   int exit_code = 1;

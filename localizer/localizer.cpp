@@ -391,6 +391,9 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
       similar->empty() ? Result<std::vector<RetrievedFaultyLine>>{} : retrieve_step(*kb_, *similar, sims, out);
   if (!faulty) return std::unexpected(faulty.error());
   QueryView view = make_query_view(query, cache);
+  const auto test_file = std::find_if(view.files.begin(), view.files.end(), [](const auto& f) { return f.scope.found; });
+  if (const auto* f = test_file != view.files.end() ? &*test_file : view.files.empty() ? nullptr : &view.files.front())
+    out.language = std::string(language_name(f->structure->language));
   annotate_step(view, query, *faulty, sims, options, model, out);
   rank_step(view, *faulty, options, model, out);
   return out;

@@ -135,6 +135,7 @@ struct GateReport {
 
 struct Localization {
   std::string test_id;
+  std::string language;  // the test file's (the file holding the test, else the first): language_name's spelling
   std::optional<GateReport> gate;
   std::optional<LineExplanation> explanation;
   size_t knowledge_base_size = 0;  // labelled cases

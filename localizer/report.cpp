@@ -1,6 +1,8 @@
 #include "report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -105,6 +107,7 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
   json j;
   j["schema"] = "spark.localize/1";
   j["test_id"] = loc.test_id;
+  j["language"] = loc.language.empty() ? json(nullptr) : json(loc.language);
   j["level"] = std::string(level_name(ctx.level));
   j["k"] = ctx.k;
   j["ranker"] = loc.ranker;
@@ -319,26 +322,69 @@ std::string gh_escape_property(std::string_view s) {
 
 }  // namespace
 
-std::string report_github(const Localization& loc, const ReportContext& ctx) {
-  std::string out;
+std::string report_github(const std::vector<Localization>& run, const ReportContext& ctx) {
+  // One group per location (file, line, end line) across the run's failures, in order of first appearance.
+  struct Group {
+    const RankedElement* element = nullptr;  // the best-ranked occurrence
+    size_t rank = 0, of = 0;                 // its rank, among how many elements
+    std::vector<const std::string*> tests;   // every failure that ranks it
+  };
+  std::vector<Group> groups;
+  std::map<std::tuple<std::string_view, int, int>, size_t> index;
+  for (const auto& loc : run)
+    for (size_t i = 0; i < loc.ranked.size(); ++i) {
+      const RankedElement& e = loc.ranked[i];
+      const auto [it, added] =
+          index.try_emplace(std::tuple<std::string_view, int, int>(e.path, e.line, e.end_line), groups.size());
+      if (added) groups.emplace_back();
+      Group& g = groups[it->second];
+      if (!g.element || i + 1 < g.rank) {
+        g.element = &e;
+        g.rank = i + 1;
+        g.of = loc.ranked.size();
+      }
+      g.tests.push_back(&loc.test_id);
+    }
+  // The best-ranked first; among equals, the one more failures share.
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.tests.size() > b.tests.size();
+  });
+  const std::string level = std::string(level_name(ctx.level));
   constexpr size_t kLimit = 10;
-  const size_t n = loc.ranked.size();
+  const size_t n = groups.size();
   const size_t shown = n <= kLimit ? n : kLimit - 1;
+  std::string out;
   for (size_t i = 0; i < shown; ++i) {
-    const auto& e = loc.ranked[i];
+    const Group& g = groups[i];
+    const RankedElement& e = *g.element;
+    const size_t count = g.tests.size();
+    std::string title = "spark: rank " + std::to_string(g.rank) + " of " + std::to_string(g.of) + " suspicious " +
+                        level + "s for " + *g.tests.front();
     std::string msg = clip(e.code, 200);
+    if (count > 1) {
+      title = "spark: rank " + std::to_string(g.rank) + " suspicious " + level + " for " + std::to_string(count) +
+              " failing tests (\u00d7" + std::to_string(count) + ")";
+      constexpr size_t kNamed = 5;
+      msg += "\nfailing tests:";
+      for (size_t t = 0; t < count && t < kNamed; ++t) msg += (t ? ", " : " ") + *g.tests[t];
+      if (count > kNamed) msg += " and " + std::to_string(count - kNamed) + " more";
+    }
     for (const auto& r : e.reasons) msg += "\n- " + r;
     out += "::warning file=" + gh_escape_property(e.path) + ",line=" + std::to_string(e.line) +
-           (e.end_line > e.line ? ",endLine=" + std::to_string(e.end_line) : "") + ",title=" +
-           gh_escape_property("spark: rank " + std::to_string(i + 1) + " of " + std::to_string(n) + " suspicious " +
-                              std::string(level_name(ctx.level)) + "s for " + loc.test_id) +
-           "::" + gh_escape_data(msg) + "\n";
+           (e.end_line > e.line ? ",endLine=" + std::to_string(e.end_line) : "") +
+           ",title=" + gh_escape_property(title) + "::" + gh_escape_data(msg) + "\n";
   }
   if (shown < n) {
-    std::string rest = "more suspicious " + std::string(level_name(ctx.level)) + "s for " + loc.test_id + ":";
-    for (size_t i = shown; i < n; ++i)
-      rest += "\n" + std::to_string(i + 1) + ". " + loc.ranked[i].path + ":" + std::to_string(loc.ranked[i].line) +
-              "  " + clip(loc.ranked[i].code, 120);
+    std::string rest = "more suspicious " + level + "s for " +
+                       (run.size() == 1 ? run.front().test_id : std::to_string(run.size()) + " failing tests") + ":";
+    constexpr size_t kListed = 40;  // an annotation's message stays readable
+    for (size_t i = shown; i < n && i < shown + kListed; ++i) {
+      const RankedElement& e = *groups[i].element;
+      rest += "\n" + std::to_string(i + 1) + ". " + e.path + ":" + std::to_string(e.line) +
+              (groups[i].tests.size() > 1 ? " (\u00d7" + std::to_string(groups[i].tests.size()) + ")" : "") + "  " +
+              clip(e.code, 120);
+    }
+    if (n > shown + kListed) rest += "\n... and " + std::to_string(n - shown - kListed) + " more";
     out += "::warning title=" + gh_escape_property("spark: " + std::to_string(n - shown) + " more") +
            "::" + gh_escape_data(rest) + "\n";
   }

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "formats/redact.h"
 #include "localizer.h"
@@ -33,7 +34,10 @@ size_t redact_localization(Localization& loc, const Case& query, const Redactor&
 std::string report_text(const Localization& loc, const ReportContext& ctx, bool color);
 std::string report_json(const Localization& loc, const ReportContext& ctx);
 std::string report_sarif(const Localization& loc, const ReportContext& ctx);
-// At most 10 annotations (GitHub's limit per type and step): the first 9 ranked, then one summary of the rest.
-std::string report_github(const Localization& loc, const ReportContext& ctx);
+// GitHub Actions annotations for a run's failures (one localization each, in the run's order): at most 10 in all,
+// GitHub's limit per type and step. The same lines (file, line, end line) ranked for several failures are one
+// annotation, with their count ("(×39)") and the tests named. Annotations go best rank first (then the most failures
+// first); beyond 10, the first 9 are shown and one more lists the rest.
+std::string report_github(const std::vector<Localization>& run, const ReportContext& ctx);
 
 }  // namespace spark

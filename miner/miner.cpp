@@ -481,11 +481,16 @@ std::vector<SourceFile> failure_files(const GitRepository& repo, const std::stri
 }
 
 std::string normalize_remote_url(std::string url) {
-  // scheme://[user@]host[:port]/path, or scp-like [user@]host:path; a local path stays a path.
-  if (auto scheme = url.find("://"); scheme != std::string::npos)
+  // scheme://[user@]host[:port]/path, or scp-like [user@]host:path. A local path (git's rule: no "://" and no ':'
+  // before the first '/') or a file:// URL names a folder of one machine, not the project: none.
+  if (auto scheme = url.find("://"); scheme != std::string::npos) {
+    if (url.compare(0, scheme, "file") == 0) return "";
     url = url.substr(scheme + 3);
-  else if (auto colon = url.find(':'); colon != std::string::npos && url.find('/') > colon)
+  } else if (auto colon = url.find(':'); colon != std::string::npos && url.find('/') > colon) {
     url[colon] = '/';
+  } else {
+    return "";
+  }
   if (auto slash = url.find('/'), at = url.find('@'); at != std::string::npos && at < slash) url = url.substr(at + 1);
   if (auto slash = url.find('/'), port = url.find(':'); port != std::string::npos && port < slash)
     url.erase(port, slash - port);  // host:port/path → host/path

@@ -152,8 +152,11 @@ OutlierRule outlier_rule(const std::vector<size_t>& counts, double sigma);
 
 // The project of a repository, the same from every clone, worktree or CI checkout of it: the origin remote's URL
 // normalised (scheme, user, port and ".git" dropped: "github.com/pallets/click"), else "git-" and its root commit's
-// first 12 hex digits. `project` in .spark.toml (SPARK_PROJECT, --project) overrides it.
+// first 12 hex digits. An origin that is a local path ("/srv/git/calc.git", "../calc", "file:///srv/git/calc") counts
+// as none: it names a folder of one machine, which other clones see elsewhere or not at all. `project` in .spark.toml
+// (SPARK_PROJECT, --project) overrides it.
 std::string default_project(const GitRepository& repo);
+// The remote URL normalised as above; empty for a local path.
 std::string normalize_remote_url(std::string url);
 // The last path part of a project ("click" of "github.com/pallets/click"): the prefix of mined case ids.
 std::string project_slug(const std::string& project);

@@ -12,6 +12,7 @@
 
 #include "base/files.h"
 #include "base/text.h"
+#include "formats/failure_form.h"
 
 namespace spark {
 
@@ -39,7 +40,35 @@ std::string expand_command(const std::string& command, const std::vector<std::st
   return out;
 }
 
-RunClassification classify_run(const CommandResult& r, const std::string& test_id) {
+std::string run_cause(const std::string& output) {
+  const FailureForm form = parse_failure_form(output);
+  if (form.exception.empty()) return "";
+  return form.message.empty() ? form.exception : form.exception + ": " + form.message;
+}
+
+namespace {
+
+// The module of "No module named 'face.x'" ("face"); empty when the output says no such thing.
+std::string missing_module(const std::string& output) {
+  const std::string_view said = "No module named '";
+  const size_t at = output.find(said);
+  if (at == std::string::npos) return "";
+  const size_t start = at + said.size();
+  const size_t end = output.find_first_of("'.\n", start);
+  return end == std::string::npos ? "" : output.substr(start, end - start);
+}
+
+// The project's own module `name` in `worktree`: X/ or X.py at its top, in src/, or in the test file's folder.
+bool own_module(const fs::path& worktree, const std::string& test_id, const std::string& name) {
+  const fs::path test_folder = fs::path(test_id.substr(0, test_id.find("::"))).parent_path();
+  for (const fs::path& folder : {worktree, worktree / "src", worktree / test_folder})
+    if (path_exists(folder / name) || path_exists(folder / (name + ".py"))) return true;
+  return false;
+}
+
+}  // namespace
+
+RunClassification classify_run(const CommandResult& r, const std::string& test_id, const fs::path& worktree) {
   if (r.passed()) return {RunVerdict::passed, ""};
   if (r.timed_out || r.signal) return {RunVerdict::failed, ""};  // a hang or a crash can be the test's own fault
   const std::string& out = r.output;
@@ -62,15 +91,21 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
   if (has("No module named pytest") || has("No module named 'pytest'"))
     return {RunVerdict::environment, "the test runner is not installed: No module named pytest"};
   if (has("INTERNALERROR")) return {RunVerdict::environment, "the test runner failed internally (INTERNALERROR)"};
-  if (has("ERROR: file or directory not found") || has("ERROR: not found:"))
-    return {RunVerdict::environment, "the test runner did not find the test " + test_id};
-  if (has("no tests ran")) return {RunVerdict::environment, "no tests ran"};
+  const std::string cause = run_cause(out);
+  if (const std::string module = missing_module(out);
+      !module.empty() && (worktree.empty() || !own_module(worktree, test_id, module)))
+    return {RunVerdict::environment, "a module the tests import is not installed: " +
+                                         (cause.empty() ? "No module named '" + module + "'" : cause)};
+  // Before "not found": pytest cannot find a test id in a file it could not collect, and says both.
   if (has("ERROR collecting ")) {
     // A collection error in the test's own file (a syntax error, a bad import there) is the test code's fault.
     const std::string own = test_id.substr(0, test_id.find("::"));
     if (!own.empty() && has("ERROR collecting " + own)) return {RunVerdict::failed, ""};
-    return {RunVerdict::environment, "a collection error outside " + own};
+    return {RunVerdict::environment, "a collection error outside " + own + (cause.empty() ? "" : ": " + cause)};
   }
+  if (has("ERROR: file or directory not found") || has("ERROR: not found:"))
+    return {RunVerdict::environment, "the test runner did not find the test " + test_id};
+  if (has("no tests ran")) return {RunVerdict::environment, "no tests ran"};
   return {RunVerdict::failed, ""};
 }
 
@@ -165,20 +200,24 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
     auto r = run_command(expand_command(options.command, {test_id}), *dir, options.timeout);
     if (!r) return std::unexpected(r.error());
     ++result.runs;
-    const RunClassification verdict = classify_run(*r, test_id);
+    const RunClassification verdict = classify_run(*r, test_id, *dir);
     const char* word = verdict.verdict == RunVerdict::passed   ? "passed"
                        : verdict.verdict == RunVerdict::failed ? "failed"
                                                                : "could not run the test";
+    // A run that could not run the test ends the search with an error that says why: said there, once.
     if (options.progress)
       options.progress(
           test_id + " at " + c.sha.substr(0, 10) + ": " + word + " (" + r->describe() + ", " +
           std::to_string(static_cast<int>(r->seconds * 1000)) + " ms)" +
-          (verdict.verdict == RunVerdict::passed ? "" : "; its output ends:\n" + tail_lines(r->output, 8)));
-    if (verdict.verdict == RunVerdict::environment)
+          (verdict.verdict == RunVerdict::failed ? "; its output ends:\n" + tail_lines(r->output, 8) : ""));
+    if (verdict.verdict == RunVerdict::environment) {
+      // The reason quotes the output's line that says why when there is one; else the output's tail shows it.
+      const std::string cause = run_cause(r->output);
+      const bool quoted = !cause.empty() && verdict.reason.find(cause) != std::string::npos;
       return fail("--run: the command could not run " + test_id + " at " + c.sha.substr(0, 10) + ": " + verdict.reason +
-                  "; nothing is labelled from it (fix the command or the environment). Its output "
-                  "ends:\n" +
-                  tail_lines(r->output, 8));
+                  "; nothing is labelled from it (fix the command or the environment)" +
+                  (quoted ? std::string(".") : ". Its output ends:\n" + tail_lines(r->output, 8)));
+    }
     last[i] = std::move(*r);
     return last[i].passed();
   };

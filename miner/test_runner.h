@@ -16,15 +16,24 @@
 namespace spark {
 
 // What a run of a test command says about the test. `environment`: the command could not run the test at all
-// (command not found or not executable, the test runner not importable, pytest's usage errors, "no tests ran", a
-// test id it cannot find, an internal error, or a collection error in a file that is not the test's own). Such a
-// run says nothing about the test's code, so nothing is labelled from it.
+// (command not found or not executable, the test runner not importable, a module the tests import that is not
+// installed, pytest's usage errors, "no tests ran", a test id it cannot find, an internal error, or a collection error
+// in a file that is not the test's own). Such a run says nothing about the test's code, so nothing is labelled from
+// it. A collection error in the test's own file (a syntax error, a bad import there) is the test code's: `failed`.
+// A module is "not installed" when Python says `No module named 'X'` and the run's work tree `worktree` has no
+// X (X/ or X.py at its top, in src/, or beside the test file): a typo in an import of the project's own module stays
+// the test code's fault. Without `worktree`, every missing module counts as not installed.
 enum class RunVerdict { passed, failed, environment };
 struct RunClassification {
   RunVerdict verdict = RunVerdict::failed;
-  std::string reason;  // for `environment`: what went wrong, in a few words
+  std::string reason;  // for `environment`: what went wrong, in a few words, with the output's line that says it
 };
-RunClassification classify_run(const CommandResult& r, const std::string& test_id);
+RunClassification classify_run(const CommandResult& r, const std::string& test_id,
+                               const std::filesystem::path& worktree = {});
+
+// The line of a failed run's output that says why: the exception of pytest's last `E` block (a collection error's
+// "ModuleNotFoundError: No module named 'face'"), else of Python's own traceback; empty when there is none.
+std::string run_cause(const std::string& output);
 
 // The part of a test run's output that explains the failure: pytest's FAILURES (or ERRORS) section without its
 // progress lines and summary; the whole output when there is no such section.
@@ -55,8 +64,8 @@ struct BisectResult {
 
 // For a test failing at `from`, the first commit after it on the history up to `to` where it passes. Runs the
 // command O(log n) times (plus the boundary check); a non-monotonic range falls back to a linear scan, flagged.
-// A run that could not run the test (classify_run: environment) is an error naming the commit, the reason and the
-// tail of the output; nothing is recorded then.
+// A run that could not run the test (classify_run: environment) is an error naming the commit and the reason, with
+// the line of the output that says it (else the output's tail); nothing is recorded then.
 Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& test_id, const std::string& from,
                                 const std::string& to, const BisectOptions& options);
 

@@ -6,7 +6,8 @@
 #   scripts/setup.sh --tests    # also what only the tests need (PostgreSQL 15, whose server the store tests start;
 #                               # Debian's chromium, for the HTML report check; clang-16 with libFuzzer and libomp,
 #                               # for scripts/fuzz.sh; clang-tidy-16, for scripts/tidy.sh; a JDK and JUnit 5, for the
-#                               # real Java project's tests)
+#                               # real Java project's tests; python3-jsonschema, which validates real outputs against
+#                               # docs/schemas as a user's validator does)
 #   scripts/setup.sh --corpus   # --tests, and the Java libraries scripts/lang_corpus.py puts on a project's class
 #                               # path (assertj, mockito, commons-lang3, commons-collections4, hamcrest, JUnit 4)
 #
@@ -23,7 +24,8 @@ packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpc
           python3 python3-pytest git ca-certificates gnuplot-nox libpq-dev liblapack-dev libblas-dev
           libgfortran-12-dev)
 if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
-    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev clang-tidy-16 postgresql-15 default-jdk-headless junit5)
+    packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev clang-tidy-16 postgresql-15 default-jdk-headless junit5
+              python3-jsonschema)
 fi
 if [ "$mode" = --corpus ]; then
     packages+=(libassertj-core-java libmockito-java libcommons-lang3-java libcommons-collections4-java libhamcrest-java

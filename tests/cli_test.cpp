@@ -109,7 +109,7 @@ TEST(cli, explain_takes_one_lines_score_apart) {
                      w.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
-  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+  for (const auto& problem : testing::schema_problems(j, "localize.schema.json"))
     ADD_FAILURE() << problem;
   // The gate's verdict on the failing statement (line 10, an assertion raised in the test's code).
   ASSERT_TRUE(j.contains("gate")) << j.dump(2);
@@ -206,9 +206,10 @@ TEST(cli, localize_prints_ranked_lines_with_reasons_as_json) {
                      w.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
-  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+  for (const auto& problem : testing::schema_problems(j, "localize.schema.json"))
     ADD_FAILURE() << problem;
   EXPECT_EQ(j["test_id"], "tests/test_x.py::test_add");  // inferred from the traceback
+  EXPECT_EQ(j["language"], "python");
   ASSERT_EQ(j["ranked"].size(), 3u);
   EXPECT_EQ(j["retrieved"].size(), 1u);
   EXPECT_EQ(j["annotations"][0]["line"], 9);  // the retrieved cases' faulty line
@@ -336,6 +337,22 @@ TEST(cli, usage_errors_exit_with_2) {
   EXPECT_EQ(run_spark({"--version"}, dir.path()).exit_code, 0);
 }
 
+TEST(cli, an_unknown_option_names_the_one_it_most_likely_meant) {
+  TempDir dir;
+  // pytest's flag given to spark.
+  auto junitxml = run_spark({"localize", "--junitxml", "report.xml"}, dir.path());
+  EXPECT_EQ(junitxml.exit_code, 2);
+  EXPECT_NE(junitxml.err.find("did you mean --junit?"), std::string::npos) << junitxml.err;
+  write_file(dir / "r.xml", "<testsuite/>\n");
+  auto typo = run_spark({"record", "--junit=r.xml", "--formta", "json"}, dir.path());
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("unknown option --formta: did you mean --format?"), std::string::npos) << typo.err;
+  // Nothing close: no guess.
+  auto far = run_spark({"localize", "--zzzzzzzzzz"}, dir.path());
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
 // --- with an LLM: the real binary against the scripted in-process server -------------------------------------
 
 TEST(cli, localize_with_an_llm_reports_its_answer_usage_and_raw_text) {
@@ -350,7 +367,7 @@ TEST(cli, localize_with_an_llm_reports_its_answer_usage_and_raw_text) {
                      w.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
-  for (const auto& problem : testing::validate_json(j, testing::schema_file("localize.schema.json")))
+  for (const auto& problem : testing::schema_problems(j, "localize.schema.json"))
     ADD_FAILURE() << problem;  // with the llm object
   EXPECT_EQ(j["ranked"][0]["line"], 9);
   EXPECT_EQ(j["ranked"][0]["source"], "llm");

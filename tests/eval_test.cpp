@@ -58,6 +58,17 @@ TEST(validate_json, reports_strings_for_numbers_missing_keys_and_unknown_keyword
   EXPECT_NE(problems[0].find("missing \"command\""), std::string::npos) << problems[0];
   EXPECT_NE(problems[1].find("Hit@k"), std::string::npos) << problems[1];
   EXPECT_FALSE(testing::validate_json(1, json{{"type", "integer"}, {"format", "x"}}).empty());
+  // Debian's python3-jsonschema, as a user validates: the same two problems, and a line reference checked through
+  // the $ref into localize.schema.json (resolved by its absolute $id, from the store, not the network).
+  EXPECT_EQ(testing::python_schema_problems(doc, "eval.schema.json").size(), 2u);
+  doc["command"] = "spark eval";
+  doc["tables"][0]["rows"][0]["Hit@k"] = 72.7;
+  doc["cases"].push_back({{"id", "c"}, {"dataset", "d"}, {"test_id", "t"}, {"faulty", json::array({{{"path", "t.py"}, {"line", 0}}})},
+                          {"runs", json::array()}});
+  for (const auto& found : {testing::validate_json(doc, schema), testing::python_schema_problems(doc, "eval.schema.json")}) {
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_NE(found[0].find("$.cases[0].faulty[0].line"), std::string::npos) << found[0];
+  }
 }
 
 TEST(eval, leave_one_out_tables_for_builtin_and_the_references) {
@@ -70,7 +81,7 @@ TEST(eval, leave_one_out_tables_for_builtin_and_the_references) {
   const json j = json::parse(r.out);
   EXPECT_EQ(j["schema"], "spark.eval/2");
   // The output conforms to its schema, and no number hides in a string.
-  for (const auto& problem : testing::validate_json(j, testing::schema_file("eval.schema.json"))) ADD_FAILURE() << problem;
+  for (const auto& problem : testing::schema_problems(j, "eval.schema.json")) ADD_FAILURE() << problem;
   const std::regex numeric(R"(-?[0-9.]+%?( \(.*\))?)");
   for (const auto& t : j["tables"])
     for (const auto& row : t["rows"])

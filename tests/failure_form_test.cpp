@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace spark {
 namespace {
 
@@ -100,6 +102,23 @@ TEST(failure_form, native_traceback_and_dotted_exception_names) {
   EXPECT_EQ(f.exception, "UsageError");
   EXPECT_EQ(f.group, ExceptionGroup::other);
   EXPECT_EQ(f.message, "No such option: --cont");
+}
+
+TEST(failure_form, nodes_error_codes_after_the_exception_name) {
+  // node's assert module: "AssertionError [ERR_ASSERTION]: …" is an assertion, as Python's AssertionError is.
+  const std::string frames =
+      "    at TestContext.<anonymous> (file:///home/ci/shop/tests/cart.test.js:24:12)\n"
+      "    at Test.runInAsyncScope (node:async_hooks:206:9)\n";
+  const std::vector<std::tuple<std::string, ExceptionGroup, std::string>> read = {
+      {"AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:\n\n2 !== 3\n\n", ExceptionGroup::assertion,
+       "Expected values to be strictly equal:"},
+      {"TypeError [ERR_INVALID_ARG_TYPE]: The \"path\" argument must be of type string\n", ExceptionGroup::type,
+       "The \"path\" argument must be of type string"}};
+  for (const auto& [text, group, message] : read) {
+    const auto f = parse_failure_form(text + frames);
+    EXPECT_EQ(f.group, group) << text;
+    EXPECT_EQ(f.message, message) << text;
+  }
 }
 
 TEST(failure_form, text_without_an_exception_reads_nothing) {

@@ -2,6 +2,9 @@
 
 #include <set>
 
+#include "base/process.h"
+#include "base/text.h"
+
 #include "test_util.h"
 
 namespace spark::testing {
@@ -33,12 +36,18 @@ void check(const json& v, const json& schema, const json& root, const std::strin
     if (!known.count(key)) out.push_back(path + ": the validator does not know the keyword \"" + key + "\"");
   if (schema.contains("$ref")) {
     const std::string ref = schema["$ref"];
-    const std::string prefix = "#/$defs/";
-    if (ref.rfind(prefix, 0) != 0 || !root["$defs"].contains(ref.substr(prefix.size()))) {
+    const size_t hash = ref.find('#');
+    const std::string file = ref.substr(0, hash), prefix = "#/$defs/";
+    const std::string fragment = hash == std::string::npos ? "" : ref.substr(hash);
+    const bool readable = file.empty() || std::filesystem::exists(std::filesystem::path(SPARK_SOURCE_DIR) / "docs" /
+                                                                  "schemas" / file);
+    const json target = file.empty() ? root : readable ? schema_file(file) : json::object();
+    if (fragment.rfind(prefix, 0) != 0 || !target.contains("$defs") ||
+        !target["$defs"].contains(fragment.substr(prefix.size()))) {
       out.push_back(path + ": unresolvable $ref " + ref);
       return;
     }
-    check(v, root["$defs"][ref.substr(prefix.size())], root, path, out);
+    check(v, target["$defs"][fragment.substr(prefix.size())], target, path, out);
   }
   if (schema.contains("type")) {
     bool ok = false;
@@ -98,6 +107,46 @@ std::vector<std::string> validate_json(const json& value, const json& schema) {
 
 json schema_file(const std::string& name) {
   return json::parse(slurp(std::filesystem::path(SPARK_SOURCE_DIR) / "docs" / "schemas" / name));
+}
+
+std::vector<std::string> python_schema_problems(const json& value, const std::string& name) {
+  // Written for python3-jsonschema 4.10 (Debian 12): RefResolver with a store; later releases still accept it.
+  static const char* const kScript = R"(
+import json, pathlib, sys
+import jsonschema
+folder, name, doc = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+store = {}
+for p in sorted(folder.glob("*.schema.json")):
+    s = json.loads(p.read_text())
+    store[s["$id"]] = s
+schema = json.loads((folder / name).read_text())
+cls = jsonschema.validators.validator_for(schema)
+cls.check_schema(schema)
+def offline(uri):
+    raise jsonschema.RefResolutionError("not a schema of docs/schemas (nothing is fetched): " + uri)
+resolver = jsonschema.RefResolver.from_schema(schema, store=store, handlers={"http": offline, "https": offline})
+for e in cls(schema, resolver=resolver).iter_errors(json.loads(pathlib.Path(doc).read_text())):
+    print("$" + "".join("[%d]" % p if isinstance(p, int) else "." + p for p in e.absolute_path) + ": " + e.message)
+)";
+  TempDir dir;
+  write_file(dir / "doc.json", value.dump());
+  const auto folder = std::filesystem::path(SPARK_SOURCE_DIR) / "docs" / "schemas";
+  auto r = run_command("/usr/bin/python3 -c " + shell_quote(kScript) + " " + shell_quote(folder.string()) + " " +
+                           shell_quote(name) + " " + shell_quote((dir / "doc.json").string()),
+                       dir.path(), 60);
+  if (!r) return {"python3-jsonschema: " + r.error().message};
+  if (!r->passed())
+    return {"python3-jsonschema (" + r->describe() + ", scripts/setup.sh --tests installs it): " + r->output};
+  std::vector<std::string> out;
+  for (const auto& line : split_lines(r->output))
+    if (!line.empty()) out.emplace_back("python3-jsonschema: " + std::string(line));
+  return out;
+}
+
+std::vector<std::string> schema_problems(const json& value, const std::string& name) {
+  auto out = validate_json(value, schema_file(name));
+  for (auto& p : python_schema_problems(value, name)) out.push_back(std::move(p));
+  return out;
 }
 
 }  // namespace spark::testing

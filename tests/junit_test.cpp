@@ -185,6 +185,28 @@ TEST(junit, spark_localize_junit_localizes_every_failure_of_a_real_run_with_the_
   EXPECT_NE(none.err.find("not in tests"), std::string::npos) << none.err;
 }
 
+TEST(junit, github_annotations_of_a_whole_run_stay_within_ten_and_one_fixture_fault_is_one_annotation) {
+  TempDir dir;
+  // A fixture fault breaks twelve tests: the fixture's line is suspect for all of them.
+  std::string tests = "import pytest\n\n\n@pytest.fixture\ndef client():\n    return {'url': 'http://x'}['uri']\n\n";
+  for (int i = 0; i < 12; ++i)
+    tests += "\ndef test_" + std::to_string(i) + "(client):\n    value = client + " + std::to_string(i) +
+             "\n    assert value\n\n";
+  write_file(dir / "tests" / "test_api.py", tests);
+  run_pytest(dir, "report.xml", "xunit2");
+  auto r = testing::run_spark({"localize", "--junit", "report.xml", "-k", "3", "--format", "github"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t annotations = 0;
+  for (size_t at = r.out.find("::warning "); at != std::string::npos; at = r.out.find("::warning ", at + 1)) ++annotations;
+  EXPECT_LE(annotations, 10u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), static_cast<std::ptrdiff_t>(annotations)) << r.out;
+  EXPECT_NE(r.out.find("::warning file=tests/test_api.py,line=6,title=spark%3A rank 1 suspicious line for 12 failing "
+                       "tests (\u00d712)::"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("line=6,", r.out.find("line=6,") + 1), std::string::npos) << r.out;  // once
+}
+
 TEST(junit, java_and_javascript_reports_map_to_their_test_ids) {
   TempDir dir;
   write_file(dir / "src/test/java/com/example/shop/CartTest.java", "package com.example.shop;\nclass CartTest {}\n");

@@ -186,6 +186,7 @@ TEST(languages, a_test_file_of_an_unknown_language_is_ranked_line_by_line_and_sa
   for (const auto& n : j["notes"])
     said = said || n.get<std::string>().find("spark reads no structure in this language") != std::string::npos;
   EXPECT_TRUE(said) << j["notes"].dump();
+  EXPECT_EQ(j["language"], "other");
 }
 
 // --- A real Java project -----------------------------------------------------------------------------------------
@@ -289,6 +290,7 @@ void learn_and_reuse(const RealProject& p) {
   EXPECT_NE(err.find("opened 1 failure"), std::string::npos) << err;
   ASSERT_EQ(loc1.size(), 1u) << loc1.dump() << err;
   EXPECT_EQ(loc1[0]["test_id"], p.test_id);
+  EXPECT_EQ(loc1[0]["language"], p.language);  // the test file's, named in the JSON
   EXPECT_TRUE(ranks(loc1[0], p.failing_line)) << loc1.dump();  // the failing statement, named by the stack trace
   // The fix: the expected value. The first passing run labels the failure.
   write_file(dir / p.test_path, p.test_source(3, 1));

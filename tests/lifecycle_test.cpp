@@ -230,7 +230,7 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   const auto loc = nlohmann::json::parse(r1.out);
   ASSERT_TRUE(loc.is_array());
   for (const auto& one : loc)
-    for (const auto& problem : testing::validate_json(one, testing::schema_file("localize.schema.json")))
+    for (const auto& problem : testing::schema_problems(one, "localize.schema.json"))
       ADD_FAILURE() << problem;
   ASSERT_EQ(loc.size(), 1u);
   EXPECT_EQ(loc[0]["test_id"], "tests/test_calc.py::test_sum") << r1.out;
@@ -265,7 +265,7 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   auto audit = run_spark({"audit", "--all", "--format", "json"}, dir.path());
   ASSERT_EQ(audit.exit_code, 0) << audit.err;
   for (const auto& problem :
-       testing::validate_json(nlohmann::json::parse(audit.out), testing::schema_file("audit.schema.json")))
+       testing::schema_problems(nlohmann::json::parse(audit.out), "audit.schema.json"))
     ADD_FAILURE() << problem;
   const auto listed = nlohmann::json::parse(audit.out)["cases"];
   ASSERT_EQ(listed.size(), 1u) << audit.out;
@@ -875,6 +875,35 @@ TEST(classify_run, tells_a_test_failure_from_a_run_that_could_not_run_the_test) 
   CommandResult hung;
   hung.timed_out = true;
   EXPECT_EQ(classify_run(hung, "t").verdict, RunVerdict::failed);
+  // pytest cannot find a test id in a file it could not collect and says both: the collection error decides.
+  const std::string syntax =
+      "_ ERROR collecting tests/test_x.py _\nE     File \"tests/test_x.py\", line 2\nE   SyntaxError: invalid syntax\n"
+      "ERROR: not found: /w/tests/test_x.py::test_f\n";
+  EXPECT_EQ(verdict(4, syntax).verdict, RunVerdict::failed);
+  // A module that is not installed: the run could not run the test, and the reason quotes the line that says so.
+  const std::string no_face =
+      "_ ERROR collecting tests/test_x.py _\nImportError while importing test module '/w/tests/test_x.py'.\n"
+      "tests/test_x.py:1: in <module>\n    import face\nE   ModuleNotFoundError: No module named 'face'\n"
+      "=== short test summary info ===\nERROR tests/test_x.py\n1 error in 0.01s\n"
+      "ERROR: not found: /w/tests/test_x.py::test_f\n";
+  const auto not_installed = verdict(4, no_face);
+  EXPECT_EQ(not_installed.verdict, RunVerdict::environment);
+  EXPECT_EQ(not_installed.reason,
+            "a module the tests import is not installed: ModuleNotFoundError: No module named 'face'");
+  EXPECT_EQ(run_cause(no_face), "ModuleNotFoundError: No module named 'face'");
+  EXPECT_EQ(run_cause("sh: 1: x: not found\n"), "");
+  // ... unless the work tree has that module: then the import is the test code's (a renamed module, a typo).
+  TempDir tree;
+  write_file(tree / "face" / "__init__.py", "");
+  CommandResult own;
+  own.exit_code = 4;
+  own.output = no_face;
+  EXPECT_EQ(classify_run(own, "tests/test_x.py::test_f", tree.path()).verdict, RunVerdict::failed);
+  // A collection error elsewhere names its line too.
+  const auto other = verdict(2, "ERROR collecting tests/test_y.py\nE   NameError: name 'fixture' is not defined\n");
+  EXPECT_EQ(other.verdict, RunVerdict::environment);
+  EXPECT_NE(other.reason.find("outside tests/test_x.py: NameError: name 'fixture' is not defined"), std::string::npos)
+      << other.reason;
 }
 
 TEST(failure_section, keeps_pytests_failure_section_only) {
@@ -922,6 +951,31 @@ TEST(spark_mine_run, a_run_that_cannot_run_the_test_labels_nothing_and_says_why)
     ASSERT_TRUE(all);
     EXPECT_TRUE(all->empty());
   }
+}
+
+TEST(spark_mine_run, a_module_that_is_not_installed_is_named_once) {
+  TempDir dir;
+  broken_calc_repo(dir, ".spark/\n__pycache__/\n");
+  // The tests' conftest needs a package this machine does not have (glom's tests need `face`).
+  write_file(dir / "tests" / "conftest.py", "import face\n");
+  git(dir, "add -A");
+  git(dir, "commit -m conftest", day(2));
+  const std::string from = head_sha(dir);
+  write_file(dir / "tests" / "test_calc.py", kGood);
+  git(dir, "commit -am fix", day(3));
+  auto r = run_spark({"mine", "--run", "/usr/bin/python3 -B -m pytest -q -p no:cacheprovider {test_id}", "--test",
+                      "tests/test_calc.py::test_sum", "--test", "tests/test_calc.py::test_len", "--from", from},
+                     dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("a module the tests import is not installed: ModuleNotFoundError: No module named 'face'; "
+                       "nothing is labelled"),
+            std::string::npos)
+      << r.err;
+  size_t said = 0;
+  for (size_t at = r.err.find("No module named 'face'"); at != std::string::npos;
+       at = r.err.find("No module named 'face'", at + 1))
+    ++said;
+  EXPECT_EQ(said, 1u) << r.err;
 }
 
 TEST(spark_mine_run, a_flaky_range_falls_back_to_a_linear_scan_and_is_flagged) {

@@ -390,7 +390,7 @@ TEST(llm_stage, planted_secrets_never_reach_the_server_and_line_numbers_hold) {
       "KEY = '''-----BEGIN OPENSSH PRIVATE KEY-----\n"
       "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
       "-----END OPENSSH PRIVATE KEY-----'''\n"
-      "DB = 'postgresql://svc:Pa55w0rd!@db.example.com/app'\n"
+      "DB = 'postgresql://svc:Pa55w0rd!@db.internal/app'\n"
       "def test_area():\n"
       "    password = \"correct-horse-battery\"\n"
       "    assert login('AKIAIOSFODNN7EXAMPLE', password)\n";

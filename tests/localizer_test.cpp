@@ -193,7 +193,7 @@ TEST(report, formats_are_well_formed) {
   EXPECT_EQ(r0["locations"][0]["physicalLocation"]["region"]["startLine"], 4);
   EXPECT_TRUE(r0["partialFingerprints"].contains("sparkTestLine/v1"));
   // Fewer lines than k: all of them; GitHub output stays within 10 annotations.
-  const std::string gh = report_github(*loc, ctx);
+  const std::string gh = report_github({*loc}, ctx);
   EXPECT_LE(std::count(gh.begin(), gh.end(), '\n'), 10);
   EXPECT_TRUE(gh.starts_with("::warning file=tests/test_x.py,line=4,title=spark%3A rank 1 of"));
 }
@@ -206,10 +206,39 @@ TEST(report_github, stays_within_ten_annotations_and_summarises_the_rest) {
   Localization loc;
   loc.test_id = "tests/t.py::test_x";
   for (int i = 1; i <= 15; ++i) loc.ranked.push_back({"tests/t.py", i, i, 0.5, "x, y: " + std::to_string(i), false, {"why"}});
-  const std::string gh = report_github(loc, {"all", Level::line, 15, 0.05, "test"});
+  const std::string gh = report_github({loc}, {"all", Level::line, 15, 0.05, "test"});
   EXPECT_EQ(std::count(gh.begin(), gh.end(), '\n'), 10);
   EXPECT_NE(gh.find("::warning title=spark%3A 6 more::"), std::string::npos);
   EXPECT_NE(gh.find("%0A10. tests/t.py:10"), std::string::npos);
+}
+
+TEST(report_github, a_runs_failures_share_ten_annotations_and_the_same_lines_are_one_with_their_count) {
+  // One fixture bug broke 39 tests: each ranks the fixture's line first and four lines of its own after it.
+  std::vector<Localization> run(39);
+  for (size_t t = 0; t < run.size(); ++t) {
+    run[t].test_id = "tests/test_m.py::test_" + std::to_string(t);
+    run[t].ranked.push_back({"tests/conftest.py", 12, 12, 0.9, "return Client(url)", false, {"in the traceback"}});
+    for (int i = 0; i < 4; ++i) {
+      const int line = 100 + static_cast<int>(t) * 10 + i;
+      run[t].ranked.push_back({"tests/test_m.py", line, line, 0.5, "x = " + std::to_string(line), false, {}});
+    }
+  }
+  const std::string gh = report_github(run, {"all", Level::line, 5, 0.05, "test"});
+  EXPECT_EQ(std::count(gh.begin(), gh.end(), '\n'), 10) << gh;
+  EXPECT_TRUE(gh.starts_with("::warning file=tests/conftest.py,line=12,title=spark%3A rank 1 suspicious line for 39 "
+                             "failing tests (\u00d739)::return Client(url)%0Afailing tests: tests/test_m.py::test_0, "))
+      << gh;
+  EXPECT_NE(gh.find(" and 34 more%0A- in the traceback\n"), std::string::npos) << gh;
+  EXPECT_EQ(gh.find("tests/conftest.py", gh.find("tests/conftest.py") + 1), std::string::npos) << gh;  // once
+  // Then the second-ranked lines, then one summary of the other 39 * 4 - 8 = 148.
+  EXPECT_NE(gh.find("::warning file=tests/test_m.py,line=100,title=spark%3A rank 2 of 5 suspicious lines for "
+                    "tests/test_m.py%3A%3Atest_0::x = 100\n"),
+            std::string::npos)
+      << gh;
+  EXPECT_NE(gh.find("::warning title=spark%3A 148 more::more suspicious lines for 39 failing tests:%0A10. "),
+            std::string::npos)
+      << gh;
+  EXPECT_NE(gh.find("%0A... and 108 more\n"), std::string::npos) << gh;
 }
 
 }  // namespace spark

@@ -176,7 +176,9 @@ TEST(normalize_remote_url, one_name_for_every_spelling_of_a_remote) {
                           "git@github.com:pallets/click.git", "ssh://git@github.com:22/pallets/click.git/",
                           "http://github.com/pallets/click/"})
     EXPECT_EQ(normalize_remote_url(url), "github.com/pallets/click") << url;
-  EXPECT_EQ(normalize_remote_url("/srv/git/calc.git"), "/srv/git/calc");
+  // A local path names no project (it is one machine's folder).
+  for (const char* path : {"/srv/git/calc.git", "../calc", "calc.git", "./x:y", "file:///srv/git/calc.git", ""})
+    EXPECT_EQ(normalize_remote_url(path), "") << path;
   EXPECT_EQ(project_slug("github.com/pallets/click"), "click");
   EXPECT_EQ(project_slug("git-0123456789ab"), "git-0123456789ab");
 }
@@ -205,6 +207,14 @@ TEST(default_project, the_same_from_a_clone_a_worktree_and_the_original) {
   ASSERT_TRUE(with_remote && clone);
   EXPECT_EQ(default_project(**with_remote), "github.com/acme/calc");
   EXPECT_EQ(default_project(**clone), "github.com/acme/calc");
+  // A clone of a local path (its origin is that path): the root commit names it, as the original when it has none.
+  git(dir, "clone -q '" + repo_dir.path().string() + "' local-clone");
+  for (const char* url : {"", "../calc", "file:///srv/git/calc.git"}) {
+    if (*url) git(dir, std::string("-C local-clone remote set-url origin ") + url);
+    auto local = GitRepository::open(dir / "local-clone");
+    ASSERT_TRUE(local);
+    EXPECT_EQ(default_project(**local), "git-" + root.substr(0, 12)) << url;
+  }
 }
 
 TEST(labelling_diff, removed_and_modified_lines_of_the_faulty_version_only) {

@@ -53,13 +53,32 @@ TEST(redact, code_that_merely_names_secrets_is_left_alone) {
     EXPECT_EQ(redacted(code), code);
 }
 
+TEST(redact, documentation_hosts_are_examples_not_secrets) {
+  // Credentials given for example.com/.net/.org, the reserved names and loopback: test data, left as they are.
+  for (const std::string code :
+       {"url = 'postgresql://app:s3cr3tpass@localhost:5432/app'", "get('https://user:hunter22@example.com/x')",
+        "DSN = 'mysql://root:rootpw@db.example.org/shop'", "'redis://default:letmein@127.0.0.1:6379/0'",
+        "u = 'ftp://anon:guest@files.test/pub'", "API_TOKEN=localhost", "password: localhost"})
+    EXPECT_EQ(redacted(code), code);
+  // The same credentials for a real host are redacted; a host merely named like one is not a documentation host.
+  EXPECT_EQ(redacted("url = 'postgresql://app:s3cr3tpass@db.internal:5432/app'"),
+            "url = 'postgresql://app:[REDACTED:connection-string-password]@db.internal:5432/app'");
+  EXPECT_NE(redacted("get('https://user:hunter22@example.com.evil.io/x')").find("[REDACTED:"), std::string::npos);
+  EXPECT_NE(redacted("get('https://user:hunter22@myexample.com/x')").find("[REDACTED:"), std::string::npos);
+  EXPECT_TRUE(documentation_host("EXAMPLE.COM."));
+  EXPECT_TRUE(documentation_host("api.localhost"));
+  EXPECT_FALSE(documentation_host("example.co"));
+  EXPECT_FALSE(documentation_host(""));
+}
+
 TEST(redact, user_rules_extend_and_bad_ones_are_named) {
-  auto r = Redactor::make({{"employee-id", R"(\bEMP-\d{6}\b)"}});
+  auto r = Redactor::make({{"employee-id", R"(\bEMP-\d{6}\b)"}, {"any-url-password", R"(://[^:/@\s]+:(?<secret>[^@\s]+)@)"}});
   ASSERT_TRUE(r);
-  std::string t = "user EMP-123456 failed";
+  // A user's rule applies also where the built-in ones leave a documentation host's credential alone.
+  std::string t = "user EMP-123456 failed at 'postgresql://app:s3cr3tpass@localhost/app'";
   std::map<std::string, size_t> counts;
-  EXPECT_EQ(r->redact(t, counts), 1u);
-  EXPECT_EQ(t, "user [REDACTED:employee-id] failed");
+  EXPECT_EQ(r->redact(t, counts), 2u);
+  EXPECT_EQ(t, "user [REDACTED:employee-id] failed at 'postgresql://app:[REDACTED:any-url-password]@localhost/app'");
   auto bad = Redactor::make({{"", "([unclosed"}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("redaction rule #1"), std::string::npos);

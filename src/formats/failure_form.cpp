@@ -40,6 +40,10 @@ bool exception_header(std::string_view s, std::string& name, std::string& messag
   size_t i = 0;
   while (i < s.size() && ident_char(s[i])) ++i;
   std::string_view n = s.substr(0, i);
+  // node's error codes: "AssertionError [ERR_ASSERTION]: …", "TypeError [ERR_INVALID_ARG_TYPE]: …".
+  if (s.substr(i).starts_with(" [ERR_"))
+    if (const size_t close = s.find(']', i); close != std::string_view::npos && (close + 1 == s.size() || s[close + 1] == ':'))
+      i = close + 1;
   if (i < s.size() && s[i] != ':') return false;
   bool qualified = false;  // module-qualified class names (click.exceptions.NoSuchOption) are exceptions
   if (const size_t dot = n.rfind('.'); dot != std::string_view::npos) {

@@ -34,17 +34,49 @@ const std::vector<RedactionRule>& builtin_redaction_rules() {
   return rules;
 }
 
+bool documentation_host(std::string_view host) {
+  std::string h(host);
+  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  while (!h.empty() && h.back() == '.') h.pop_back();
+  const auto is_or_under = [&](std::string_view name) {
+    return h == name || (h.size() > name.size() && h.ends_with(name) && h[h.size() - name.size() - 1] == '.');
+  };
+  // RFC 2606 and 6761: example.com/.net/.org and the top-level names reserved for documentation, tests and loopback.
+  for (std::string_view name : {"example.com", "example.net", "example.org", "example", "test", "invalid", "localhost"})
+    if (is_or_under(name)) return true;
+  return h.starts_with("127.") || h == "[::1]" || h == "::1" || h == "0.0.0.0";
+}
+
+namespace {
+
+// The host a secret is given for: after the `@` that ends the match (scheme://user:password@host), else the secret
+// itself when it reads as a host or URL ("localhost", "http://localhost:8000"). Empty when neither.
+std::string_view host_of(std::string_view text, std::string_view match, std::string_view secret) {
+  std::string_view rest;
+  if (match.ends_with('@'))
+    rest = text.substr(static_cast<size_t>(match.data() - text.data()) + match.size());
+  else if (const size_t scheme = secret.find("://"); scheme != std::string_view::npos)
+    rest = secret.substr(scheme + 3);
+  else
+    rest = secret;
+  if (const size_t at = rest.find('@'); at != std::string_view::npos && at < rest.find('/')) rest = rest.substr(at + 1);
+  if (rest.starts_with('[')) return rest.substr(0, rest.find(']') + 1);
+  return rest.substr(0, rest.find_first_of(":/?#'\" \t\r\n"));
+}
+
+}  // namespace
+
 Result<Redactor> Redactor::make(const std::vector<RedactionRule>& extra) {
   Redactor r;
   size_t n = 0;
-  for (const auto& rule : builtin_redaction_rules()) r.rules_.push_back({rule.name, Regex::must(rule.pattern)});
+  for (const auto& rule : builtin_redaction_rules()) r.rules_.push_back({rule.name, Regex::must(rule.pattern), true});
   for (const auto& rule : extra) {
     ++n;
     auto re = Regex::compile(rule.pattern);
     if (!re)
       return fail("redaction rule " + (rule.name.empty() ? "#" + std::to_string(n) : rule.name) + ": " +
                   re.error().message);
-    r.rules_.push_back({rule.name.empty() ? "custom-" + std::to_string(n) : rule.name, std::move(*re)});
+    r.rules_.push_back({rule.name.empty() ? "custom-" + std::to_string(n) : rule.name, std::move(*re), false});
   }
   return r;
 }
@@ -74,6 +106,9 @@ size_t Redactor::redact_once(std::string& text, std::map<std::string, size_t>& c
               ? groups[static_cast<size_t>(g)]
               : groups[0];
       if (s.empty() || s.starts_with("[REDACTED")) return;
+      // Credentials of documentation hosts are examples, not secrets: a built-in rule leaves them (a user's rule
+      // does not).
+      if (rule.builtin && documentation_host(host_of(text, groups[0], s))) return;
       spans.emplace_back(static_cast<size_t>(s.data() - text.data()), s.size());
     });
     if (spans.empty()) continue;

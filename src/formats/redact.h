@@ -42,9 +42,16 @@ class Redactor {
   struct Compiled {
     std::string name;
     Regex regex;
+    bool builtin = false;  // built-in rules leave documentation hosts' credentials alone
   };
   std::vector<Compiled> rules_;
 };
+
+// True for the hosts of documentation and tests, never of a real service: example.com, example.net, example.org
+// (RFC 2606), the reserved top-level names .example, .test, .invalid and .localhost (RFC 6761), localhost, and the
+// loopback and unspecified addresses; any of their subdomains too. The built-in rules redact no credential given for
+// one ("postgresql://app:pw@localhost/app", "token = 'localhost'"); a user's rule still does.
+bool documentation_host(std::string_view host);
 
 struct Case;
 
