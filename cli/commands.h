@@ -19,6 +19,7 @@ namespace spark::cli {
 
 struct Common {
   std::string kb_dir = ".spark";     // a folder (SQLite) or a postgresql:// URL
+  std::string kb_source;             // how it was chosen: "flag --kb", "env SPARK_KB", "default: the nearest …"
   std::string local_dir = ".spark";  // with a server store: this runner's index, spool and LLM answer cache
   EmbedderConfig embedder;
   std::shared_ptr<const Redactor> redactor;    // null when redaction is off (--no-redact, redact.enabled = false)

@@ -137,6 +137,7 @@ int kb_status(const Common& common) {
   if (!kb) return report_error(kb.error());
   Database& db = (*kb)->database();
   std::printf("store: %s (%s)\n", (*kb)->name().c_str(), (*kb)->engine() == Engine::sqlite ? "SQLite" : "PostgreSQL");
+  if (!common.kb_source.empty()) std::printf("chosen by: %s\n", common.kb_source.c_str());
   std::printf("schema version: %d\n", kSchemaVersion);
   for (const char* table : {"cases", "blobs", "outcomes", "failures"}) {
     auto n = count_rows(db, table);

@@ -459,6 +459,68 @@ TEST(spark_hooks, install_chains_an_existing_hook_and_records_after_each_commit)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// The knowledge base found like .git, from any subdirectory.
+
+std::string git_output(const TempDir& dir, const std::string& args) {
+  std::FILE* p = ::popen(("git -C '" + dir.path().string() + "' " + args + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[256];
+  for (size_t n; p && (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  if (p) ::pclose(p);
+  return out;
+}
+
+TEST(spark_kb_found, record_from_a_subdirectory_uses_the_repository_tops_store_with_its_gitignore) {
+  TempDir dir;
+  broken_calc_repo(dir, "*.xml\n__pycache__/\n");  // .spark/ not ignored here: its own .gitignore does it
+  pytest(dir, "r1.xml");
+  const auto tests = dir / "tests";
+  auto r1 = run_spark({"record", "--junit", "../r1.xml", "--no-localize"}, tests);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / ".spark" / "kb.sqlite"));
+  EXPECT_FALSE(std::filesystem::exists(tests / ".spark"));
+  EXPECT_EQ(testing::slurp(dir / ".spark" / ".gitignore"), "*\n");
+  EXPECT_EQ(git_output(dir, "status --porcelain --untracked-files=all"), "");
+  // Which store, and why, from the subdirectory.
+  auto status = run_spark({"kb", "status"}, tests);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("store: " + (dir / ".spark" / "kb.sqlite").string()), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("chosen by: default: the nearest .spark holding a knowledge base, up to the git work "
+                            "tree's top " + dir.path().string()),
+            std::string::npos) << status.out;
+  // Bad input: a subdirectory with its own unrelated .spark folder (no knowledge base in it) is passed by.
+  const auto sub = tests / "data";
+  write_file(sub / ".spark" / "notes.txt", "not spark's\n");
+  auto from_sub = run_spark({"record", "--junit", "../../r1.xml", "--no-localize"}, sub);
+  ASSERT_EQ(from_sub.exit_code, 0) << from_sub.err;
+  EXPECT_NE(from_sub.err.find("recorded 0 outcomes"), std::string::npos) << from_sub.err;  // the top's, seen before
+  EXPECT_FALSE(std::filesystem::exists(sub / ".spark" / "kb.sqlite"));
+  EXPECT_FALSE(std::filesystem::exists(sub / ".spark" / ".gitignore"));
+  // A nearer .spark that holds a knowledge base wins, as the nearest .git does; `spark config` says which.
+  ASSERT_EQ(run_spark({"--kb", (sub / ".spark").string(), "kb", "init"}, dir.path()).exit_code, 0);
+  auto nearest = run_spark({"config"}, sub);
+  EXPECT_NE(nearest.out.find("kb = \".spark\"    # from default: the nearest .spark"), std::string::npos)
+      << nearest.out;  // the working directory's own (the top's would be named by its absolute path)
+  auto top = run_spark({"config"}, tests);
+  EXPECT_NE(top.out.find("kb = \"" + (dir / ".spark").string() + "\""), std::string::npos) << top.out;
+  // --kb and SPARK_KB still win.
+  ::setenv("SPARK_KB", "from-env", 1);
+  auto env = run_spark({"config"}, sub);
+  ::unsetenv("SPARK_KB");
+  EXPECT_NE(env.out.find("kb = \"from-env\"    # from env SPARK_KB"), std::string::npos) << env.out;
+  // .spark.toml marks the project's top too (nearest wins), and a relative kb in it is the file's folder's.
+  write_file(tests / ".spark.toml", "kb = \"store\"\n");
+  auto toml = run_spark({"config"}, sub);
+  EXPECT_NE(toml.out.find("kb = \"" + (tests / "store").string() + "\""), std::string::npos) << toml.out;
+  std::filesystem::remove(tests / ".spark.toml");
+  write_file(tests / ".spark.toml", "[localize]\nk = 3\n");
+  auto beside = run_spark({"config"}, tests);
+  EXPECT_NE(beside.out.find("kb = \".spark\"    # from default: the folder of " +
+                            (tests / ".spark.toml").string()),
+            std::string::npos) << beside.out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Running tests: the command runner and --run bisection.
 
 TEST(test_runner, exit_codes_timeouts_and_signals) {
