@@ -15,6 +15,10 @@
 #include "prompt.h"
 #include "store/knowledge_base.h"
 
+namespace spark {
+class GitRepository;
+}
+
 namespace spark::cli {
 
 struct Common {
@@ -152,6 +156,23 @@ struct AuditArgs {
   std::string color = "auto";
 };
 int cmd_audit(const Common& common, const AuditArgs& args);
+// Who decides: `given`, else git config's user of `repo_path`, else $USER.
+std::string author_or_default(const std::string& given, const std::string& repo_path);
+
+// `spark failures` (cli/failures.cpp): the open failures, and closing those that will never be fixed.
+struct FailuresArgs {
+  std::string action = "list";  // list | show | dismiss | expire
+  std::string id;               // a failure id (or a unique prefix), or a test id
+  std::string format = "text";  // list, show: text | json
+  std::string author;           // dismiss: who (default: git config user)
+  std::string reason;           // dismiss: why
+  std::string repo = ".";       // the repository: HEAD's test files and history
+};
+int cmd_failures(const Common& common, const FailuresArgs& args);
+// Expires the open failures whose test no longer exists at `commit` (mining_store.h's test_gone_at), among those
+// recorded at commits in its history; returns a note per test expired.
+Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const GitRepository& repo,
+                                                      const std::string& commit);
 
 struct HooksArgs {
   std::string action;  // install | uninstall | post-commit

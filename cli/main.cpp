@@ -325,6 +325,21 @@ Command add_audit(CLI::App& app, Flags& flags) {
           }};
 }
 
+Command add_failures(CLI::App& app) {
+  auto args = std::make_shared<FailuresArgs>();
+  auto* sub = app.add_subcommand("failures",
+                                 "the open failures (recorded, not fixed yet): list, show, dismiss, expire");
+  sub->add_option("action", args->action,
+                  "list (default) | show ID | dismiss ID | expire (close those whose test is gone at HEAD)")
+      ->check(CLI::IsMember({"list", "show", "dismiss", "expire"}));
+  sub->add_option("id", args->id, "a failure's id (or a unique prefix), or a test id");
+  sub->add_option("--format", args->format, "list, show: text | json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_option("--author", args->author, "dismiss: who (default: git config user.name <user.email>)");
+  sub->add_option("--reason", args->reason, "dismiss: why (stored with it)");
+  sub->add_option("--repo", args->repo, "the git repository: HEAD's test files and history (default .)");
+  return {sub, [args](Config&, Common& common) { return cmd_failures(common, *args); }};
+}
+
 Command add_kb(CLI::App& app) {
   auto args = std::make_shared<KbArgs>();
   auto* sub = app.add_subcommand("kb", "make, inspect and copy knowledge bases (SQLite folder or PostgreSQL server)");
@@ -463,6 +478,7 @@ int run(int argc, char** argv) {
       add_mine(app, flags),
       add_record(app, flags),
       add_audit(app, flags),
+      add_failures(app),
       add_kb(app),
       add_hooks(app, flags),
       add_eval(app, flags, argc, argv),
