@@ -106,6 +106,14 @@ std::string failure_id(const StoredFailure& f) { return hex64(fnv1a64(f.commit +
 std::optional<std::string> test_gone_at(const GitRepository& repo, const std::string& sha, const std::string& test_id) {
   const TestIdParts parts = parse_test_id(test_id, language_of_test_id(test_id));
   const std::string at = "commit " + sha.substr(0, 10);
+  if (parts.path.empty()) {
+    // A module's id (a collection error's is its file's path) goes with its file; a dotted unittest id names no file
+    // to look at, and never expires.
+    if (!language_of_path(test_id)) return std::nullopt;
+    auto content = repo.file_at(sha, test_id);
+    if (!content || *content) return std::nullopt;  // there (an unreadable file is there too)
+    return "its test file " + test_id + " is not in " + at;
+  }
   const auto files = failure_files(repo, sha, test_id, "");
   if (files.empty() || !same_file(parts.path, files.front().path))
     return "its test file " + parts.path + " is not in " + at;

@@ -70,8 +70,9 @@ std::string failure_id(const StoredFailure& f);
 
 // Why the test of `test_id` no longer exists at commit `sha`, or nullopt while it does. Gone means: its test file is
 // not in that commit, or the file no longer defines its test function (a parametrized id `f[...]` names function
-// `f`) and the function's name is nowhere in the file (so a file that does not parse never expires a test still
-// written in it). An id that names no function (a module's collection error) is gone only with its file.
+// `f`) and the function's name is nowhere in the file (so a test the file still names, made by a factory or in a
+// file that does not parse, never expires). A module's id (a collection error's: the file's path) is gone only with its file; a dotted unittest
+// id (no file named) is never gone.
 std::optional<std::string> test_gone_at(const GitRepository& repo, const std::string& sha, const std::string& test_id);
 
 class MiningStore {

@@ -628,6 +628,27 @@ TEST(spark_failures, lists_shows_dismisses_and_expires_open_failures) {
   EXPECT_EQ(run_spark({"failures", "dismiss"}, dir.path()).exit_code, 2);
 }
 
+TEST(test_gone_at, a_missing_file_or_a_function_neither_defined_nor_named_in_it) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / "tests" / "test_m.py", "def test_a(n):\n    assert n\n");
+  // A test made by a factory: pytest collects it, no `def` names it.
+  write_file(dir / "tests" / "test_made.py", "from tests.helpers import make_test\n\ntest_half = make_test(2)\n");
+  git(dir, "add -A");
+  git(dir, "commit -m tests", day(1));
+  auto repo = GitRepository::open(dir.path());
+  ASSERT_TRUE(repo);
+  const std::string sha = testing::head_sha(dir);
+  EXPECT_FALSE(test_gone_at(**repo, sha, "tests/test_m.py::test_a"));
+  EXPECT_FALSE(test_gone_at(**repo, sha, "tests/test_m.py::test_a[1-2]"));  // a row of the function
+  EXPECT_FALSE(test_gone_at(**repo, sha, "tests/test_m.py"));               // a module's collection error
+  EXPECT_FALSE(test_gone_at(**repo, sha, "tests/test_made.py::test_half"));  // not a def, but named in its file
+  EXPECT_EQ(test_gone_at(**repo, sha, "tests/test_m.py::test_b").value_or(""),
+            "tests/test_m.py no longer defines test_b at commit " + sha.substr(0, 10));
+  EXPECT_EQ(test_gone_at(**repo, sha, "tests/test_gone.py").value_or(""),
+            "its test file tests/test_gone.py is not in commit " + sha.substr(0, 10));
+}
+
 // A failure recorded on another branch is not expired by HEAD's test files.
 TEST(spark_failures, expire_leaves_failures_of_commits_outside_heads_history) {
   TempDir dir;
