@@ -39,7 +39,23 @@ int report_error(const Error& e) {
 
 void note(const std::string& message) { std::fprintf(stderr, "spark: %s\n", message.c_str()); }
 
+namespace {
+
+// Makes spark's own folder with a .gitignore of `*` (its contents never belong in the repository it sits in).
+Status make_spark_folder(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
+  if (path_exists(dir / ".gitignore")) return {};  // a user's own, kept
+  return write_file_atomic(dir / ".gitignore", "*\n");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<KnowledgeBase>> open_kb(const Common& common, bool create) {
+  // A store made here is made with its folder's .gitignore; a folder that exists already is the user's.
+  if (const fs::path own = local_folder(common); create && !path_exists(own))
+    if (auto s = make_spark_folder(own); !s) return std::unexpected(s.error());
   return KnowledgeBase::open(common.kb_dir, create, 30000, common.local_dir);
 }
 
@@ -512,6 +528,7 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
 
 Status common_from_config(const Config& config, Common& common) {
   common.kb_dir = config.str("kb");
+  common.kb_source = config.get("kb").source;
   common.local_dir = config.str("local_dir");
   common.embedder.kind = config.str("embedder.kind");
   common.embedder.openai.base_url = config.str("embedder.base_url");

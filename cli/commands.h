@@ -15,10 +15,15 @@
 #include "prompt.h"
 #include "store/knowledge_base.h"
 
+namespace spark {
+class GitRepository;
+}
+
 namespace spark::cli {
 
 struct Common {
   std::string kb_dir = ".spark";     // a folder (SQLite) or a postgresql:// URL
+  std::string kb_source;             // how it was chosen: "flag --kb", "env SPARK_KB", "default: the nearest …"
   std::string local_dir = ".spark";  // with a server store: this runner's index, spool and LLM answer cache
   EmbedderConfig embedder;
   std::shared_ptr<const Redactor> redactor;    // null when redaction is off (--no-redact, redact.enabled = false)
@@ -152,6 +157,23 @@ struct AuditArgs {
   std::string color = "auto";
 };
 int cmd_audit(const Common& common, const AuditArgs& args);
+// Who decides: `given`, else git config's user of `repo_path`, else $USER.
+std::string author_or_default(const std::string& given, const std::string& repo_path);
+
+// `spark failures` (cli/failures.cpp): the open failures, and closing those that will never be fixed.
+struct FailuresArgs {
+  std::string action = "list";  // list | show | dismiss | expire
+  std::string id;               // a failure id (or a unique prefix), or a test id
+  std::string format = "text";  // list, show: text | json
+  std::string author;           // dismiss: who (default: git config user)
+  std::string reason;           // dismiss: why
+  std::string repo = ".";       // the repository: HEAD's test files and history
+};
+int cmd_failures(const Common& common, const FailuresArgs& args);
+// Expires the open failures whose test no longer exists at `commit` (mining_store.h's test_gone_at), among those
+// recorded at commits in its history; returns a note per test expired.
+Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const GitRepository& repo,
+                                                      const std::string& commit);
 
 struct HooksArgs {
   std::string action;  // install | uninstall | post-commit

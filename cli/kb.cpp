@@ -2,9 +2,11 @@
 // `spark record`'s outcomes when a server store cannot be reached.
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "commands.h"
 #include "kb_spool.h"
+#include "mining_store.h"
 #include "store/postgres_db.h"
 
 namespace spark::cli {
@@ -137,12 +139,18 @@ int kb_status(const Common& common) {
   if (!kb) return report_error(kb.error());
   Database& db = (*kb)->database();
   std::printf("store: %s (%s)\n", (*kb)->name().c_str(), (*kb)->engine() == Engine::sqlite ? "SQLite" : "PostgreSQL");
+  if (!common.kb_source.empty()) std::printf("chosen by: %s\n", common.kb_source.c_str());
   std::printf("schema version: %d\n", kSchemaVersion);
   for (const char* table : {"cases", "blobs", "outcomes", "failures"}) {
     auto n = count_rows(db, table);
     if (!n) return report_error(n.error());
     std::printf("%s: %lld\n", std::string(table) == "blobs" ? "file versions" : table, static_cast<long long>(*n));
   }
+  auto open = MiningStore(**kb).failures({FailureStatus::open});
+  if (!open) return report_error(open.error());
+  std::set<std::string> tests;
+  for (const auto& f : *open) tests.insert(f.test_id);
+  std::printf("open failures: %zu (in %zu test(s); `spark failures list`)\n", open->size(), tests.size());
   auto g = (*kb)->generation();
   if (!g) return report_error(g.error());
   std::printf("generation: %lld\n", static_cast<long long>(*g));

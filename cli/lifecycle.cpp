@@ -105,6 +105,8 @@ int write_exports(MiningStore& store, const std::string& output, const std::stri
   return 0;
 }
 
+}  // namespace
+
 std::string author_or_default(const std::string& given, const std::string& repo_path) {
   if (!given.empty()) return given;
   if (auto repo = GitRepository::open(repo_path)) {
@@ -114,8 +116,6 @@ std::string author_or_default(const std::string& given, const std::string& repo_
   const char* user = std::getenv("USER");
   return user && *user ? user : "unknown";
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
 // spark mine
@@ -251,6 +251,18 @@ int store_recorded(const Common& common, const GitRepository& repo, const std::v
   return report_error(error);
 }
 
+// Open failures whose test no longer exists at the recorded commit are expired, each with a note; a failure here
+// only costs the notes (the outcomes are stored).
+void expire_recorded(const Common& common, const GitRepository& repo, const std::string& commit) {
+  const auto notes = [&]() -> Result<std::vector<std::string>> {
+    auto kb = open_kb(common, false);
+    if (!kb) return std::unexpected(kb.error());
+    return expire_gone_failures(**kb, repo, commit);
+  }();
+  if (!notes) return note("open failures were not checked for tests that are gone: " + notes.error().message);
+  for (const auto& n : *notes) note(n);
+}
+
 }  // namespace
 
 int cmd_record(const Common& common, const RecordArgs& args) {
@@ -267,6 +279,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   options->tip = *commit;
   options->snapshot = true;
   if (const int stored = store_recorded(common, **repo, *outcomes, *options); stored != 0) return stored;
+  expire_recorded(common, **repo, *commit);
   // When nothing is localized below, the ranker still learns from the cases this run labelled (localize does it else).
   if (!args.localize) {
     keep_ranker_learning(common);

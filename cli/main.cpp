@@ -81,10 +81,10 @@ void add_global(CLI::App& app, Flags& flags, std::string& config_path) {
   app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
   flags.bind(&app, "--kb", "kb",
              "knowledge base: a folder, or postgresql://user@host/db for a shared server (env SPARK_KB; "
-             "default .spark)");
+             "default: the nearest .spark holding one, else .spark at the git top or beside .spark.toml)");
   flags.bind(&app, "--local-dir", "local_dir",
              "with a server knowledge base: this runner's index, spool and LLM answer cache (env SPARK_LOCAL_DIR; "
-             "default .spark)");
+             "default .spark at the git top or beside .spark.toml)");
 }
 
 // The LLM settings `spark localize`, `record` and `eval` share.
@@ -327,6 +327,21 @@ Command add_audit(CLI::App& app, Flags& flags) {
           }};
 }
 
+Command add_failures(CLI::App& app) {
+  auto args = std::make_shared<FailuresArgs>();
+  auto* sub = app.add_subcommand("failures",
+                                 "the open failures (recorded, not fixed yet): list, show, dismiss, expire");
+  sub->add_option("action", args->action,
+                  "list (default) | show ID | dismiss ID | expire (close those whose test is gone at HEAD)")
+      ->check(CLI::IsMember({"list", "show", "dismiss", "expire"}));
+  sub->add_option("id", args->id, "a failure's id (or a unique prefix), or a test id");
+  sub->add_option("--format", args->format, "list, show: text | json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_option("--author", args->author, "dismiss: who (default: git config user.name <user.email>)");
+  sub->add_option("--reason", args->reason, "dismiss: why (stored with it)");
+  sub->add_option("--repo", args->repo, "the git repository: HEAD's test files and history (default .)");
+  return {sub, [args](Config&, Common& common) { return cmd_failures(common, *args); }};
+}
+
 Command add_kb(CLI::App& app) {
   auto args = std::make_shared<KbArgs>();
   auto* sub = app.add_subcommand("kb", "make, inspect and copy knowledge bases (SQLite folder or PostgreSQL server)");
@@ -411,7 +426,7 @@ Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv) {
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(i == 0 ? "spark" : argv[i]);
   return {sub, [args, command_line](Config& config, Common& common) {
             if (auto s = localize_from_config(config, args->llm); !s) return usage_error(s.error());
-            args->use_kb = config.get("kb").source != "default";
+            args->use_kb = !config.get("kb").source.starts_with("default");
             args->command_line = command_line;
             return cmd_eval(common, *args);
           }};
@@ -421,6 +436,11 @@ Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv) {
 spark::Result<Config> load_config(const std::string& config_path, const Flags& flags, int& exit_code) {
   std::optional<std::filesystem::path> file;
   std::error_code ec;
+  const auto here = std::filesystem::current_path(ec);
+  if (ec) {
+    exit_code = 1;
+    return spark::fail("the current folder cannot be read: " + ec.message());
+  }
   if (!config_path.empty()) {
     if (!std::filesystem::is_regular_file(config_path, ec)) {
       exit_code = 2;
@@ -428,11 +448,6 @@ spark::Result<Config> load_config(const std::string& config_path, const Flags& f
     }
     file = config_path;
   } else {
-    const auto here = std::filesystem::current_path(ec);
-    if (ec) {
-      exit_code = 1;
-      return spark::fail("the current folder cannot be read: " + ec.message());
-    }
     file = Config::discover(here);
   }
   auto config = Config::load(file);
@@ -444,6 +459,7 @@ spark::Result<Config> load_config(const std::string& config_path, const Flags& f
     exit_code = 2;
     return std::unexpected(s.error());
   }
+  config->place_folders(here);
   return config;
 }
 
@@ -495,6 +511,7 @@ int run(int argc, char** argv) {
       add_mine(app, flags),
       add_record(app, flags),
       add_audit(app, flags),
+      add_failures(app),
       add_kb(app),
       add_hooks(app, flags),
       add_eval(app, flags, argc, argv),

@@ -218,6 +218,10 @@ std::string status_name(FailureStatus s) {
   switch (s) {
     case FailureStatus::open:
       return "open";
+    case FailureStatus::dismissed:
+      return "dismissed";
+    case FailureStatus::expired:
+      return "expired";
     case FailureStatus::labelled:
       return "labelled";
     case FailureStatus::quarantined:

@@ -49,6 +49,8 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::
 // code and fix), which keeps the one case (KnowledgeBase::merge_same_faults).
 enum class FailureStatus {
   open,
+  dismissed,  // closed by a person (`spark failures dismiss`): kept, never labelled, never re-run
+  expired,    // closed because its test no longer exists (`spark failures expire`, `spark record`)
   labelled,
   quarantined,
   accepted,

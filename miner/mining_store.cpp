@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/text.h"
+#include "code/code_structure.h"
 #include "code/test_scope.h"
+#include "formats/error_message.h"
 #include "store/database.h"
 
 namespace spark {
@@ -122,6 +124,30 @@ bool in_corpus(FailureStatus s) {
 }
 
 }  // namespace
+
+std::string failure_id(const StoredFailure& f) { return hex64(fnv1a64(f.commit + "\n" + f.test_id)).substr(0, 12); }
+
+std::optional<std::string> test_gone_at(const GitRepository& repo, const std::string& sha, const std::string& test_id) {
+  const TestIdParts parts = parse_test_id(test_id, language_of_test_id(test_id));
+  const std::string at = "commit " + sha.substr(0, 10);
+  if (parts.path.empty()) {
+    // A module's id (a collection error's is its file's path) goes with its file; a dotted unittest id names no file
+    // to look at, and never expires.
+    if (!language_of_path(test_id)) return std::nullopt;
+    auto content = repo.file_at(sha, test_id);
+    if (!content || *content) return std::nullopt;  // there (an unreadable file is there too)
+    return "its test file " + test_id + " is not in " + at;
+  }
+  const auto files = failure_files(repo, sha, test_id, "");
+  if (files.empty() || !same_file(parts.path, files.front().path))
+    return "its test file " + parts.path + " is not in " + at;
+  if (parts.function.empty()) return std::nullopt;
+  const SourceFile& file = files.front();
+  const CodeStructure structure = analyze_code(file.content, language_for(file.path, ""), file.path);
+  if (estimate_scope(structure, test_id).found || file.content.find(parts.function) != std::string::npos)
+    return std::nullopt;
+  return file.path + " no longer defines " + parts.function + " at " + at;
+}
 
 Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                      const SyncOptions& options) {
@@ -448,6 +474,26 @@ Result<OutlierRule> MiningStore::rule(double sigma) {
   std::vector<size_t> counts;
   for (const auto& m : *all) counts.push_back(m.faulty_count);
   return outlier_rule(counts, sigma);
+}
+
+Result<size_t> MiningStore::close_open(const std::vector<StoredFailure>& failures, FailureStatus status,
+                                       const std::string& by, const std::string& reason) {
+  Database& db = kb_.database();
+  auto tx = Transaction::begin(db);
+  if (!tx) return std::unexpected(tx.error());
+  auto close = db.prepare(
+      "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, updated_at = ? "
+      "WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
+  if (!close) return std::unexpected(close.error());
+  const int64_t now = now_epoch();
+  size_t closed = 0;
+  for (const auto& f : failures) {
+    close->bind(1, status_name(status)).bind(2, by).bind(3, now).bind(4, reason).bind(5, now);
+    if (auto s = close->bind(6, f.commit).bind(7, f.test_id).run(); !s) return std::unexpected(s.error());
+    closed += static_cast<size_t>(close->changes());
+  }
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  return closed;
 }
 
 Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision decision, const std::string& author,

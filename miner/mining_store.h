@@ -66,6 +66,16 @@ struct StoredFailure {
 
 enum class Decision { accept, reject, trim };
 
+// A failure's id in `spark failures`: 12 hex digits of a hash of its commit and test id (stable, like a short sha).
+std::string failure_id(const StoredFailure& f);
+
+// Why the test of `test_id` no longer exists at commit `sha`, or nullopt while it does. Gone means: its test file is
+// not in that commit, or the file no longer defines its test function (a parametrized id `f[...]` names function
+// `f`) and the function's name is nowhere in the file (so a test the file still names, made by a factory or in a
+// file that does not parse, never expires). A module's id (a collection error's: the file's path) is gone only with its file; a dotted unittest
+// id (no file named) is never gone.
+std::optional<std::string> test_gone_at(const GitRepository& repo, const std::string& sha, const std::string& test_id);
+
 class MiningStore {
  public:
   explicit MiningStore(KnowledgeBase& kb) : kb_(kb) {}
@@ -80,6 +90,11 @@ class MiningStore {
   Result<std::map<std::string, size_t>> status_counts();
   Result<size_t> outcome_count();
   Result<OutlierRule> rule(double sigma);
+  // Closes these failures, those still open, as `status` (dismissed or expired) with who or what closed them and
+  // why, in one transaction; a closed failure is kept, never labelled, and never re-run by the post-commit hook.
+  // Returns how many it closed (another process may have settled some first).
+  Result<size_t> close_open(const std::vector<StoredFailure>& failures, FailureStatus status, const std::string& by,
+                            const std::string& reason);
 
   // A person's audit decision on a mined case (normally a quarantined one; a decision can be changed). accept: the
   // case joins the knowledge base as mined; reject: it never does (the fix was a refactoring, not a fault); trim: it

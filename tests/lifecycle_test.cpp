@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -219,6 +220,17 @@ void broken_calc_repo(const TempDir& dir, const std::string& ignore) {
   git(dir, "commit -m broken", day(1));
 }
 
+// Records `first` (a run at HEAD), then a commit that touches no test (NOTES, on `d`), its run (`second`) and records
+// that too: the failing tests fail again at a new commit.
+void record_twice(const TempDir& dir, const std::string& first, const std::string& second, int d) {
+  ASSERT_EQ(run_spark({"record", "--junit", first, "--no-localize"}, dir.path()).exit_code, 0);
+  write_file(dir / "NOTES", "x\n");
+  git(dir, "add -A");
+  git(dir, "commit -m notes", day(d));
+  pytest(dir, second);
+  ASSERT_EQ(run_spark({"record", "--junit", second, "--no-localize"}, dir.path()).exit_code, 0);
+}
+
 TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   TempDir dir;
   broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
@@ -322,12 +334,7 @@ TEST(spark_record, a_schema_2_store_with_one_fault_twice_is_upgraded_to_one_case
   TempDir dir;
   broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
   pytest(dir, "r1.xml");
-  ASSERT_EQ(run_spark({"record", "--junit", "r1.xml", "--no-localize"}, dir.path()).exit_code, 0);
-  write_file(dir / "NOTES", "x\n");
-  git(dir, "add -A");
-  git(dir, "commit -m notes", day(2));
-  pytest(dir, "r2.xml");
-  ASSERT_EQ(run_spark({"record", "--junit", "r2.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  record_twice(dir, "r1.xml", "r2.xml", 2);
   write_file(dir / "tests" / "test_calc.py", kGood);
   git(dir, "commit -am fix", day(3));
   pytest(dir, "r3.xml");
@@ -779,6 +786,205 @@ TEST(spark_record, a_fixture_not_found_is_localized_at_the_def_line_and_labelled
                             "import pytest\n\n\n@pytest.fixture\ndef cart():\n    return []\n\n\n"
                             "def test_empty(cart):\n    size = len(cart)\n    assert size == 0\n",
                             "test_empty(cart)", "test_empty(carts)", "tests/test_cart.py::test_empty", 9);
+// The knowledge base found like .git, from any subdirectory.
+
+std::string git_output(const TempDir& dir, const std::string& args) {
+  std::FILE* p = ::popen(("git -C '" + dir.path().string() + "' " + args + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[256];
+  for (size_t n; p && (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  if (p) ::pclose(p);
+  return out;
+}
+
+TEST(spark_kb_found, record_from_a_subdirectory_uses_the_repository_tops_store_with_its_gitignore) {
+  TempDir dir;
+  broken_calc_repo(dir, "*.xml\n__pycache__/\n");  // .spark/ not ignored here: its own .gitignore does it
+  pytest(dir, "r1.xml");
+  const auto tests = dir / "tests";
+  auto r1 = run_spark({"record", "--junit", "../r1.xml", "--no-localize"}, tests);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / ".spark" / "kb.sqlite"));
+  EXPECT_FALSE(std::filesystem::exists(tests / ".spark"));
+  EXPECT_EQ(testing::slurp(dir / ".spark" / ".gitignore"), "*\n");
+  EXPECT_EQ(git_output(dir, "status --porcelain --untracked-files=all"), "");
+  // Which store, and why, from the subdirectory.
+  auto status = run_spark({"kb", "status"}, tests);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("store: " + (dir / ".spark" / "kb.sqlite").string()), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("chosen by: default: the nearest .spark holding a knowledge base, up to the git work "
+                            "tree's top " + dir.path().string()),
+            std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("open failures: 1 (in 1 test(s)"), std::string::npos) << status.out;
+  // Bad input: a subdirectory with its own unrelated .spark folder (no knowledge base in it) is passed by.
+  const auto sub = tests / "data";
+  write_file(sub / ".spark" / "notes.txt", "not spark's\n");
+  auto from_sub = run_spark({"record", "--junit", "../../r1.xml", "--no-localize"}, sub);
+  ASSERT_EQ(from_sub.exit_code, 0) << from_sub.err;
+  EXPECT_NE(from_sub.err.find("recorded 0 outcomes"), std::string::npos) << from_sub.err;  // the top's, seen before
+  EXPECT_FALSE(std::filesystem::exists(sub / ".spark" / "kb.sqlite"));
+  EXPECT_FALSE(std::filesystem::exists(sub / ".spark" / ".gitignore"));
+  // A nearer .spark that holds a knowledge base wins, as the nearest .git does; `spark config` says which.
+  ASSERT_EQ(run_spark({"--kb", (sub / ".spark").string(), "kb", "init"}, dir.path()).exit_code, 0);
+  auto nearest = run_spark({"config"}, sub);
+  EXPECT_NE(nearest.out.find("kb = \".spark\"    # from default: the nearest .spark"), std::string::npos)
+      << nearest.out;  // the working directory's own (the top's would be named by its absolute path)
+  auto top = run_spark({"config"}, tests);
+  EXPECT_NE(top.out.find("kb = \"" + (dir / ".spark").string() + "\""), std::string::npos) << top.out;
+  // --kb and SPARK_KB still win.
+  ::setenv("SPARK_KB", "from-env", 1);
+  auto env = run_spark({"config"}, sub);
+  ::unsetenv("SPARK_KB");
+  EXPECT_NE(env.out.find("kb = \"from-env\"    # from env SPARK_KB"), std::string::npos) << env.out;
+  // .spark.toml marks the project's top too (nearest wins), and a relative kb in it is the file's folder's.
+  write_file(tests / ".spark.toml", "kb = \"store\"\n");
+  auto toml = run_spark({"config"}, sub);
+  EXPECT_NE(toml.out.find("kb = \"" + (tests / "store").string() + "\""), std::string::npos) << toml.out;
+  std::filesystem::remove(tests / ".spark.toml");
+  write_file(tests / ".spark.toml", "[localize]\nk = 3\n");
+  auto beside = run_spark({"config"}, tests);
+  EXPECT_NE(beside.out.find("kb = \".spark\"    # from default: the folder of " +
+                            (tests / ".spark.toml").string()),
+            std::string::npos) << beside.out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// spark failures: the open failures, dismissed and expired.
+
+TEST(spark_failures, lists_shows_dismisses_and_expires_open_failures) {
+  TempDir dir;
+  broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
+  write_file(dir / "tests" / "test_old.py", "def test_gone():\n    assert 1 == 2\n");
+  write_file(dir / "tests" / "test_ren.py", "def test_renamed():\n    assert 0, 'renamed soon'\n");
+  write_file(dir / "tests" / "test_p.py",
+             "import pytest\n\n\n@pytest.mark.parametrize('n', [1, 2])\ndef test_rows(n):\n    assert n == 1\n");
+  git(dir, "add -A");
+  git(dir, "commit -m more", day(2));
+  pytest(dir, "r1.xml");
+  {  // The first run as if it had been on 2026-02-02 (pytest writes local time without a zone, read as UTC).
+    std::string report = testing::slurp(dir / "r1.xml");
+    const size_t at = report.find("timestamp=\"") + 11;
+    report.replace(at, report.find('"', at) - at, "2026-02-02T00:00:00");
+    write_file(dir / "r1.xml", report);
+  }
+  record_twice(dir, "r1.xml", "r2.xml", 3);
+  // Four tests failing at two commits each: four open failures, one commit old.
+  auto list = run_spark({"failures", "list", "--format", "json"}, dir.path());
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto j = nlohmann::json::parse(list.out);
+  for (const auto& problem : testing::validate_json(j, testing::schema_file("failures.schema.json")))
+    ADD_FAILURE() << problem;
+  EXPECT_EQ(j["head"], testing::head_sha(dir));
+  std::map<std::string, nlohmann::json> by_test;
+  for (const auto& f : j["failures"]) by_test[f["test_id"]] = f;
+  ASSERT_EQ(by_test.size(), 4u) << list.out;
+  const auto& rows = by_test["tests/test_p.py::test_rows[2]"];
+  EXPECT_EQ(rows["commits"], 2);
+  EXPECT_EQ(rows["age_commits"], 1);
+  EXPECT_NEAR(rows["age_days"].get<double>(), static_cast<double>(std::time(nullptr) - 1769990400) / 86400, 0.2);
+  EXPECT_EQ(rows["last_commit"], testing::head_sha(dir));
+  EXPECT_EQ(by_test["tests/test_calc.py::test_sum"]["error_line"], "AssertionError: assert 7 == 6") << list.out;
+  auto text = run_spark({"failures"}, dir.path());
+  EXPECT_NE(text.out.find("4 test(s) with open failures"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(rows["id"].get<std::string>() + "  tests/test_p.py::test_rows[2]\n    first failed at "),
+            std::string::npos) << text.out;
+  // show: the whole record.
+  const std::string calc = by_test["tests/test_calc.py::test_sum"]["id"];
+  auto show = run_spark({"failures", "show", calc.substr(0, 8)}, dir.path());
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("failed at:     2 commit(s)"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("assert 7 == 6"), std::string::npos) << show.out;
+  auto show_json = run_spark({"failures", "show", "tests/test_calc.py::test_sum", "--format", "json"}, dir.path());
+  const auto shown = nlohmann::json::parse(show_json.out);
+  for (const auto& problem : testing::validate_json(shown, testing::schema_file("failures.schema.json")))
+    ADD_FAILURE() << problem;
+  EXPECT_EQ(shown["failures"][0]["id"], calc);
+  // dismiss: closed, kept, no longer listed nor counted.
+  auto dismiss = run_spark({"failures", "dismiss", calc, "--author", "Me", "--reason", "won't fix"}, dir.path());
+  ASSERT_EQ(dismiss.exit_code, 0) << dismiss.err;
+  EXPECT_NE(dismiss.err.find("dismissed 2 open failure(s) of tests/test_calc.py::test_sum"), std::string::npos)
+      << dismiss.err;
+  auto closed = nlohmann::json::parse(run_spark({"failures", "show", calc, "--format", "json"}, dir.path()).out);
+  EXPECT_EQ(closed["failures"][0]["status"], "dismissed");
+  EXPECT_EQ(closed["failures"][0]["closed_by"], "Me");
+  EXPECT_EQ(closed["failures"][0]["reason"], "won't fix");
+  auto again = run_spark({"failures", "dismiss", calc}, dir.path());
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("only open failures can be dismissed"), std::string::npos) << again.err;
+  EXPECT_NE(run_spark({"kb", "status"}, dir.path()).out.find("open failures: 6 (in 3 test(s)"), std::string::npos);
+  // record expires the failures of a test whose file is gone, with a note.
+  std::filesystem::remove(dir / "tests" / "test_old.py");
+  git(dir, "add -A");
+  git(dir, "commit -m drop-old", day(4));
+  pytest(dir, "r3.xml");
+  auto r3 = run_spark({"record", "--junit", "r3.xml", "--no-localize"}, dir.path());
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  EXPECT_NE(r3.err.find("expired 2 open failure(s) of tests/test_old.py::test_gone: its test file "
+                        "tests/test_old.py is not in commit"),
+            std::string::npos) << r3.err;
+  // expire: a test function renamed away; a parametrized row whose function is still there stays open.
+  write_file(dir / "tests" / "test_ren.py", "def test_new_name():\n    assert 0, 'renamed soon'\n");
+  git(dir, "commit -am rename", day(5));
+  auto expire = run_spark({"failures", "expire"}, dir.path());
+  ASSERT_EQ(expire.exit_code, 0) << expire.err;
+  EXPECT_NE(expire.err.find("expired 3 open failure(s) of tests/test_ren.py::test_renamed: tests/test_ren.py no "
+                            "longer defines test_renamed"),
+            std::string::npos) << expire.err;
+  // Left open: the row (failing at three commits), and test_sum, which failed again after its dismissal (a new
+  // failure at a new commit).
+  auto left = nlohmann::json::parse(run_spark({"failures", "--format", "json"}, dir.path()).out);
+  ASSERT_EQ(left["failures"].size(), 2u) << left.dump();
+  EXPECT_EQ(left["failures"][0]["test_id"], "tests/test_p.py::test_rows[2]");
+  EXPECT_EQ(left["failures"][0]["age_commits"], 3);
+  EXPECT_EQ(left["failures"][0]["commits"], 3);
+  EXPECT_EQ(left["failures"][1]["test_id"], "tests/test_calc.py::test_sum");
+  EXPECT_EQ(left["failures"][1]["age_commits"], 1);
+  EXPECT_NE(run_spark({"kb", "status"}, dir.path()).out.find("open failures: 4 (in 2 test(s)"), std::string::npos);
+  // Bad input.
+  auto unknown = run_spark({"failures", "show", "nope"}, dir.path());
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("no failure \"nope\""), std::string::npos) << unknown.err;
+  EXPECT_EQ(run_spark({"failures", "dismiss"}, dir.path()).exit_code, 2);
+}
+
+TEST(test_gone_at, a_missing_file_or_a_function_neither_defined_nor_named_in_it) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / "tests" / "test_m.py", "def test_a(n):\n    assert n\n");
+  // A test made by a factory: pytest collects it, no `def` names it.
+  write_file(dir / "tests" / "test_made.py", "from tests.helpers import make_test\n\ntest_half = make_test(2)\n");
+  git(dir, "add -A");
+  git(dir, "commit -m tests", day(1));
+  auto repo = GitRepository::open(dir.path());
+  ASSERT_TRUE(repo);
+  const std::string sha = testing::head_sha(dir);
+  EXPECT_FALSE(test_gone_at(**repo, sha, "tests/test_m.py::test_a"));
+  EXPECT_FALSE(test_gone_at(**repo, sha, "tests/test_m.py::test_a[1-2]"));  // a row of the function
+  EXPECT_FALSE(test_gone_at(**repo, sha, "tests/test_m.py"));               // a module's collection error
+  EXPECT_FALSE(test_gone_at(**repo, sha, "tests/test_made.py::test_half"));  // not a def, but named in its file
+  EXPECT_EQ(test_gone_at(**repo, sha, "tests/test_m.py::test_b").value_or(""),
+            "tests/test_m.py no longer defines test_b at commit " + sha.substr(0, 10));
+  EXPECT_EQ(test_gone_at(**repo, sha, "tests/test_gone.py").value_or(""),
+            "its test file tests/test_gone.py is not in commit " + sha.substr(0, 10));
+}
+
+// A failure recorded on another branch is not expired by HEAD's test files.
+TEST(spark_failures, expire_leaves_failures_of_commits_outside_heads_history) {
+  TempDir dir;
+  broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
+  git(dir, "checkout -b feature");
+  write_file(dir / "tests" / "test_new.py", "def test_feature():\n    assert False\n");
+  git(dir, "add -A");
+  git(dir, "commit -m feature", day(2));
+  pytest(dir, "r1.xml");
+  ASSERT_EQ(run_spark({"record", "--junit", "r1.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  git(dir, "checkout main");
+  auto expire = run_spark({"failures", "expire"}, dir.path());
+  ASSERT_EQ(expire.exit_code, 0) << expire.err;
+  EXPECT_NE(expire.err.find("no open failure's test is gone at HEAD"), std::string::npos) << expire.err;
+  auto list = nlohmann::json::parse(run_spark({"failures", "--format", "json"}, dir.path()).out);
+  EXPECT_EQ(list["failures"].size(), 2u) << list.dump();
+  for (const auto& f : list["failures"]) EXPECT_TRUE(f["age_commits"].is_null()) << f.dump();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

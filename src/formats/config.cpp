@@ -193,6 +193,53 @@ std::optional<fs::path> Config::discover(const fs::path& start) {
   }
 }
 
+SparkFolders find_spark_folders(const fs::path& start) {
+  std::error_code ec;
+  const fs::path from = fs::absolute(start, ec).lexically_normal();
+  std::optional<fs::path> found;
+  for (fs::path dir = from;; dir = dir.parent_path()) {
+    if (!found && fs::is_regular_file(dir / ".spark" / "kb.sqlite", ec)) found = dir / ".spark";
+    const bool toml = fs::is_regular_file(dir / ".spark.toml", ec);
+    if (toml || fs::exists(dir / ".git", ec)) {
+      const std::string top =
+          toml ? "the folder of " + (dir / ".spark.toml").string() : "the git work tree's top " + dir.string();
+      if (found)
+        return {*found, dir / ".spark",
+                "default: the nearest .spark holding a knowledge base, up to " + top + " (as git finds .git)"};
+      return {dir / ".spark", dir / ".spark", "default: " + top + " (no knowledge base there yet)"};
+    }
+    if (!dir.has_parent_path() || dir.parent_path() == dir) break;
+  }
+  // Not in a project: the working directory's own .spark, as when spark had no search.
+  return {from / ".spark", from / ".spark", "default: the working directory (no .spark.toml or git work tree above)"};
+}
+
+void Config::place_folders(const fs::path& cwd) {
+  std::optional<SparkFolders> folders;
+  for (const char* key : {"kb", "local_dir"}) {
+    Value& v = values_[key];
+    if (is_postgres_url(v.text)) continue;
+    if (v.source == "default") {
+      if (!folders) folders = find_spark_folders(cwd);
+      // A SQLite store is the nearest found; a server store's local folder is the project's. The working
+      // directory's own is named as before, ".spark"; one elsewhere by its absolute path.
+      std::error_code ec;
+      const fs::path here = fs::absolute(cwd, ec).lexically_normal() / ".spark";
+      const auto named = [&](const fs::path& p) { return p == here ? std::string(".spark") : p.string(); };
+      if (std::string(key) == "kb")
+        v = {named(folders->kb), folders->how};
+      else
+        v = {named(folders->top), "default: the project top's .spark"};
+      continue;
+    }
+    // A relative folder in the file is the file's folder's, whatever the working directory.
+    const fs::path given = v.text;
+    if (v.text.empty() || given.is_absolute() || !file_ || !v.source.starts_with(file_->string() + ":")) continue;
+    std::error_code ec;
+    v.text = (fs::absolute(*file_, ec).parent_path() / given).lexically_normal().string();
+  }
+}
+
 namespace {
 
 // TOML allows characters beyond ASCII only in strings and comments. toml++ 3.3.0 (Debian 12's) reaches

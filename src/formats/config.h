@@ -31,6 +31,17 @@ struct ConfigKey {
 
 const std::vector<ConfigKey>& config_keys();
 
+// The `.spark` folders seen from `start` (the working directory), found as git finds `.git`. Walking up from `start`,
+// the nearest `.spark` that holds a knowledge base (kb.sqlite) is the one used (a `.spark` without kb.sqlite is not
+// spark's and is passed by); the walk ends at the project's top: the nearest folder that holds `.spark.toml` or is a
+// git work tree's top (has `.git`). Outside a git work tree and without a `.spark.toml` only `start` is looked at.
+struct SparkFolders {
+  std::filesystem::path kb;   // the knowledge base's folder: the nearest one found, else `top`
+  std::filesystem::path top;  // the project top's .spark (start/.spark without a top): where a new store is made
+  std::string how;            // how `kb` was chosen, for `spark config` and `spark kb status` ("default: …")
+};
+SparkFolders find_spark_folders(const std::filesystem::path& start);
+
 class Config {
  public:
   struct Value {
@@ -44,6 +55,11 @@ class Config {
   // The file to use: `explicit_path` when given (it must exist), else .spark.toml in the working directory or the
   // nearest enclosing directory that has one, stopping at a git work tree's top.
   static std::optional<std::filesystem::path> discover(const std::filesystem::path& start);
+  // Places `kb` and `local_dir` (a postgresql:// URL stays as it is): one left at its default is found from `cwd` as
+  // find_spark_folders says (its source then says how; named ".spark" when it is cwd's own, else by its absolute
+  // path); a relative path from the configuration file is taken from the file's folder. One from the environment or
+  // a flag stays as given (the working directory's).
+  void place_folders(const std::filesystem::path& cwd);
 
   // A flag the user gave: overrides everything. The text must parse as the key's type.
   Status set(const std::string& key, const std::string& text, const std::string& source);
