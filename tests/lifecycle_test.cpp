@@ -786,6 +786,9 @@ TEST(spark_record, a_fixture_not_found_is_localized_at_the_def_line_and_labelled
                             "import pytest\n\n\n@pytest.fixture\ndef cart():\n    return []\n\n\n"
                             "def test_empty(cart):\n    size = len(cart)\n    assert size == 0\n",
                             "test_empty(cart)", "test_empty(carts)", "tests/test_cart.py::test_empty", 9);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // The knowledge base found like .git, from any subdirectory.
 
 std::string git_output(const TempDir& dir, const std::string& args) {
