@@ -65,7 +65,7 @@ void print_summary(const SyncReport& r, const std::string& verb) {
       {FailureStatus::mixed_fix, "fixed together with non-test code (--test-only-fixes)"},
       {FailureStatus::missing_file, "without their test file"},
       {FailureStatus::duplicate,
-       "the same fault as an earlier failure (same test, test code and fix: counted behind its case)"}};
+       "the same fault as an earlier failure (the same faulty lines of the same test code, the same fix: counted behind its case)"}};
   std::string settled;
   size_t total = 0;
   for (const auto& [status, text] : order)
