@@ -520,7 +520,9 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    if (dynamic_cast<const CLI::ExtrasError*>(&e)) std::fputs(option_hints(app).c_str(), stderr);
+    // An unknown option is an extra, or the reason a required one seems missing (`record --junitxml r.xml`).
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) || dynamic_cast<const CLI::RequiredError*>(&e))
+      std::fputs(option_hints(app).c_str(), stderr);
     return code == 0 ? 0 : 2;
   }
   int exit_code = 1;

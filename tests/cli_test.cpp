@@ -343,6 +343,10 @@ TEST(cli, an_unknown_option_names_the_one_it_most_likely_meant) {
   auto junitxml = run_spark({"localize", "--junitxml", "report.xml"}, dir.path());
   EXPECT_EQ(junitxml.exit_code, 2);
   EXPECT_NE(junitxml.err.find("did you mean --junit?"), std::string::npos) << junitxml.err;
+  // Where --junit is required, its absence is what CLI11 reports first: the hint still follows.
+  auto required = run_spark({"record", "--junitxml", "report.xml"}, dir.path());
+  EXPECT_EQ(required.exit_code, 2);
+  EXPECT_NE(required.err.find("unknown option --junitxml: did you mean --junit?"), std::string::npos) << required.err;
   write_file(dir / "r.xml", "<testsuite/>\n");
   auto typo = run_spark({"record", "--junit=r.xml", "--formta", "json"}, dir.path());
   EXPECT_EQ(typo.exit_code, 2);

@@ -134,7 +134,7 @@ TEST(split_test_output, finds_each_failure_section_and_its_node_id) {
       "----------------------------- Captured stdout call -----------------------------\nE   noise\n"
       "_________________________________ TestC.test_m _________________________________\n"
       "tests/test_x.py:13: in test_m\n    assert x == [1, 3]\nE   assert [1, 2] == [1, 3]\n"
-      "_______________________________ test_p[a.b - c] _______________________________\n"
+      "_ test_p[a.b - c] _\n"  // a title wider than the terminal: one fill character each side
       "tests/test_x.py:18: in test_p\n    assert a + 1 == b\n"
       "=========================== short test summary info ============================\n"
       "FAILED tests/test_x.py::test_below - ValueError: too big: 6\n"

@@ -108,6 +108,20 @@ TEST(pytest_defaults, terminal_output_gives_the_failing_test_its_id_and_its_own_
                              "tests/test_calc.py::test_total, tests/test_calc.py::TestRatio::test_ratio)"),
             std::string::npos)
       << missing.err;
+  // A 50 MB log (the test printed 50 MB, which pytest shows as its captured output): the same answer.
+  std::string big = run.out;
+  const size_t banner = big.find("_ TestRatio.test_ratio _");
+  ASSERT_NE(banner, std::string::npos) << run.out;
+  std::string captured = "----------------------------- Captured stdout call -----------------------------\n";
+  for (int i = 0; i < 500'000; ++i) captured += "E   line " + std::to_string(i) + " of what the test printed\n";
+  while (captured.size() < (size_t{50} << 20)) captured += std::string(99, 'x') + "\n";
+  big.insert(big.rfind('\n', banner) + 1, captured);
+  write_file(dir / "big.txt", big);
+  auto from_big = run_spark({"localize", "--test", "tests/test_calc.py", "--error", "big.txt", "--format", "json"},
+                            dir.path());
+  ASSERT_EQ(from_big.exit_code, 0) << from_big.err;
+  EXPECT_EQ(json::parse(from_big.out)["test_id"], "tests/test_calc.py::test_total");
+  EXPECT_EQ(json::parse(from_big.out)["ranked"][0]["line"], 7) << from_big.out;
   // --tb=line prints no sections: the summary's id and the line it names.
   const auto line = run_pytest({"--tb=line", "tests/test_calc.py::TestRatio"}, dir.path());
   auto from_line = run_spark({"localize", "--test", "tests/test_calc.py", "--error", "-", "--format", "json"},
@@ -116,6 +130,49 @@ TEST(pytest_defaults, terminal_output_gives_the_failing_test_its_id_and_its_own_
   const json l = json::parse(from_line.out);
   EXPECT_EQ(l["test_id"], "tests/test_calc.py::TestRatio::test_ratio") << line.out;
   EXPECT_EQ(l["ranked"][0]["line"], 13) << l.dump(1);
+}
+
+TEST(pytest_defaults, a_failure_whose_tear_down_also_fails_is_one_failure_read_from_its_failure) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_t.py",
+             "import pytest\n\n\n@pytest.fixture\ndef res():\n    yield 1\n    raise RuntimeError('teardown broke')\n\n\n"
+             "def test_t(res):\n    assert res == 2\n");
+  // pytest writes two <testcase>s of one id: the call's <failure>, the tear-down's <error>.
+  ASSERT_EQ(run_pytest({"--junitxml=report.xml", "tests"}, dir.path()).exit_code, 1);
+  auto r = run_spark({"localize", "--junit", "report.xml", "-k", "1", "--format", "json"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json all = json::parse(r.out);
+  ASSERT_EQ(all.size(), 1u) << r.out;
+  EXPECT_EQ(all[0]["ranked"][0]["line"], 11) << r.out;
+  EXPECT_NE(r.err.find("tests/test_t.py::test_t is reported again (error: failed on teardown with \"RuntimeError: "
+                       "teardown broke\"); the failure at line 1 is read"),
+            std::string::npos)
+      << r.err;
+  // Another runner's one <testcase> with both: the <failure> is read, and said.
+  write_file(dir / "both.xml",
+             "<testsuite><testcase classname=\"tests.test_t\" name=\"test_t\"><failure message=\"assert 1 == 2\">"
+             "tests/test_t.py:11: in test_t\n    assert res == 2\nE   assert 1 == 2</failure><error message=\"boom\">"
+             "E   RuntimeError: boom</error></testcase></testsuite>");
+  auto both = run_spark({"localize", "--junit", "both.xml", "-k", "1", "--format", "json"}, dir.path());
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_EQ(json::parse(both.out)[0]["ranked"][0]["line"], 11) << both.out;
+  EXPECT_NE(both.err.find("both.xml:1: a <testcase> with both a <failure> and an <error> (boom); the <failure> is read"),
+            std::string::npos)
+      << both.err;
+}
+
+TEST(pytest_defaults, a_conftest_that_does_not_parse_is_localized_from_pytests_output_at_its_line) {
+  TempDir dir;
+  write_file(dir / "tests" / "conftest.py", "import pytest\n\n\n@pytest.fixture\ndef a(:\n    return 1\n");
+  write_file(dir / "tests" / "test_a.py", "def test_a(a):\n    assert a == 1\n");
+  // pytest stops before collecting (exit 4) and writes no JUnit report: its output is all there is.
+  const auto run = run_pytest({"--junitxml=report.xml", "tests"}, dir.path());
+  ASSERT_EQ(run.exit_code, 4) << run.out << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "report.xml"));
+  auto r = run_spark({"localize", "--test", "tests/conftest.py", "--error", "-", "-k", "1", "--format", "json"},
+                     dir.path(), run.out + run.err);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["ranked"][0]["line"], 5) << r.out << run.out << run.err;
 }
 
 TEST(pytest_defaults, an_index_an_older_embedder_made_is_rebuilt_by_the_next_localize) {

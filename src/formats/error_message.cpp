@@ -171,13 +171,15 @@ bool chain_line(std::string_view line) {
 }
 
 // A banner of pytest's terminal output, "____ title ____", "==== title ====", "---- title ----" (the fill at least
-// three characters each side): its title, else nullopt.
+// three characters each side; a test's title wider than the terminal leaves one, "_ title _"): its title, else
+// nullopt. The frame separator "_ _ _ _" is none.
 std::optional<std::string_view> banner(std::string_view line, char fill) {
-  if (line.size() < 8 || line.front() != fill || line.back() != fill) return std::nullopt;
+  if (line.size() < 5 || line.front() != fill || line.back() != fill || frame_separator(line)) return std::nullopt;
   size_t a = 0, b = line.size();
   while (a < b && line[a] == fill) ++a;
   while (b > a && line[b - 1] == fill) --b;
-  if (a < 3 || line.size() - b < 3) return std::nullopt;
+  const size_t least = fill == '_' ? 1 : 3;
+  if (a < least || line.size() - b < least) return std::nullopt;
   const std::string_view title = trim(line.substr(a, b - a));
   if (title.empty() || line[a] != ' ' || line[b - 1] != ' ') return std::nullopt;
   return title;

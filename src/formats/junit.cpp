@@ -187,6 +187,38 @@ TestFiles files_under(const fs::path& root) {
           })};
 }
 
+namespace {
+
+std::string first_line(std::string_view text) { return std::string(trim(text.substr(0, text.find('\n')))); }
+
+// One outcome per test: pytest reports a test whose call failed and whose fixture's tear-down then raised as two
+// <testcase>s of one id, a <failure> and an <error> ("failed on teardown with …"). A failure wins over an error, and
+// either over a pass or a skip (a pass, then an error in tear-down: the test errs); the first of equals stays.
+void merge_repeated_tests(JunitReport& report, const std::string& name) {
+  const auto rank = [](Outcome o) { return o == Outcome::failed ? 2 : o == Outcome::error ? 1 : 0; };
+  std::unordered_map<std::string, size_t> first;
+  std::vector<TestOutcome> kept;
+  kept.reserve(report.outcomes.size());
+  for (auto& o : report.outcomes) {
+    auto [it, inserted] = first.emplace(o.test_id, kept.size());
+    if (inserted) {
+      kept.push_back(std::move(o));
+      continue;
+    }
+    TestOutcome& k = kept[it->second];
+    if (rank(o.outcome) > rank(k.outcome)) std::swap(k, o);  // o: the one not read
+    if (rank(o.outcome) > 0)
+      report.warnings.push_back(name + ":" + std::to_string(o.report_line) + ": " + o.test_id + " is reported again (" +
+                                (o.outcome == Outcome::failed ? "failed: " : "error: ") +
+                                clip(first_line(o.message), 120) + "); the " +
+                                (k.outcome == Outcome::failed ? "failure" : "error") + " at line " +
+                                std::to_string(k.report_line) + " is read");
+  }
+  report.outcomes = std::move(kept);
+}
+
+}  // namespace
+
 Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {
   return read_junit(report, files_under(root));
 }
@@ -259,6 +291,10 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
         o.outcome = Outcome::error, detail = error;
       else if (skipped)
         o.outcome = Outcome::skipped, detail = skipped;
+      if (failure && error)
+        out.warnings.push_back(where + "a <testcase> with both a <failure> and an <error> (" +
+                               clip(first_line(error.attribute("message").as_string()), 120) +
+                               "); the <failure> is read");
       if (detail) {
         const std::string message = detail.attribute("message").as_string();
         const std::string body = detail.text().as_string();
@@ -402,6 +438,7 @@ Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
       out.outcomes.push_back(std::move(o));
     }
   }
+  merge_repeated_tests(out, name);
   return out;
 }
 
