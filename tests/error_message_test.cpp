@@ -154,10 +154,15 @@ TEST(split_test_output, finds_each_failure_section_and_its_node_id) {
   EXPECT_EQ(s[3].test_id, "tests/test_x.py::test_p[a.b - c]");
   EXPECT_TRUE(split_test_output("E   ValueError: x\n").empty());
   // --tb=line and --tb=no: no sections, the summary's lines.
-  const auto line = split_test_output(
-      "=================================== FAILURES ===================================\n"
-      "/tmp/tb/tests/test_x.py:18: assert (2 + 1) == 5\n"
-      "=========================== short test summary info ============================\n"
+  // --tb=line's output: its one line (of one failure), then the summary's.
+  const auto line_form = [](const std::string& summary) {
+    return split_test_output(
+        "=================================== FAILURES ===================================\n"
+        "/tmp/tb/tests/test_x.py:18: assert (2 + 1) == 5\n"
+        "=========================== short test summary info ============================\n" +
+        summary);
+  };
+  const auto line = line_form(
       "FAILED tests/test_x.py::test_p[a - b] - assert (2 + 1) == 5\nFAILED tests/test_x.py::TestC::test_m\n"
       "ERROR tests/test_b.py\n");
   ASSERT_EQ(line.size(), 3u);
@@ -167,11 +172,7 @@ TEST(split_test_output, finds_each_failure_section_and_its_node_id) {
   EXPECT_EQ(line[1].text, "");
   EXPECT_EQ(line[2].test_id, "tests/test_b.py");
   EXPECT_TRUE(line[2].error);
-  const auto paired = split_test_output(
-      "=================================== FAILURES ===================================\n"
-      "/tmp/tb/tests/test_x.py:18: assert (2 + 1) == 5\n"
-      "=========================== short test summary info ============================\n"
-      "FAILED tests/test_x.py::test_p[2-5] - assert (2 + 1) == 5\n");
+  const auto paired = line_form("FAILED tests/test_x.py::test_p[2-5] - assert (2 + 1) == 5\n");
   ASSERT_EQ(paired.size(), 1u);
   EXPECT_EQ(paired[0].text, "/tmp/tb/tests/test_x.py:18: assert (2 + 1) == 5\nE   assert (2 + 1) == 5\n");
   const auto collecting = split_test_output(

@@ -318,18 +318,6 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   EXPECT_NE(bad_commit.err.find("no commit \"feedfacefeedface\""), std::string::npos) << bad_commit.err;
 }
 
-// Runs SQL on a store with SQLite directly (the test's way to make what an older spark left behind).
-void sql(const std::filesystem::path& db_file, const std::string& statements) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(db_file.c_str(), &db), SQLITE_OK);
-  char* error = nullptr;
-  const int rc = sqlite3_exec(db, statements.c_str(), nullptr, nullptr, &error);
-  const std::string message = error ? error : "";
-  sqlite3_free(error);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << message << "\n" << statements;
-}
-
 TEST(spark_record, a_schema_2_store_with_one_fault_twice_is_upgraded_to_one_case_losing_nothing) {
   TempDir dir;
   broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
@@ -360,7 +348,7 @@ TEST(spark_record, a_schema_2_store_with_one_fault_twice_is_upgraded_to_one_case
     ASSERT_TRUE((*kb)->import_cases({without_occurrences}, {}, true));
   }
   const auto db = dir / ".spark" / "kb.sqlite";
-  sql(db,
+  testing::run_sql(db,
       "UPDATE failures SET record = json_remove(record, '$.meta') WHERE record IS NOT NULL;"
       "UPDATE failures SET status = 'accepted', decided_by = 'Reviewer', decided_at = 1770000000, reason = 'real', "
       "duplicate_of = NULL WHERE status = 'duplicate';"
