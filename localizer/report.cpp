@@ -327,6 +327,7 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
   struct Group {
     const RankedElement* element = nullptr;  // the best-ranked occurrence
     size_t rank = 0, of = 0;                 // its rank, among how many elements
+    size_t at_rank = 0;                      // the failures that rank it there
     std::vector<const std::string*> tests;   // every failure that ranks it
   };
   std::vector<Group> groups;
@@ -342,7 +343,9 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
         g.element = &e;
         g.rank = i + 1;
         g.of = loc.ranked.size();
+        g.at_rank = 0;
       }
+      g.at_rank += i + 1 == g.rank ? 1 : 0;
       g.tests.push_back(&loc.test_id);
     }
   // The best-ranked first; among equals, the one more failures share.
@@ -362,7 +365,9 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
                         level + "s for " + *g.tests.front();
     std::string msg = clip(e.code, 200);
     if (count > 1) {
-      title = "spark: rank " + std::to_string(g.rank) + " suspicious " + level + " for " + std::to_string(count) +
+      // The rank holds for the failures that rank it there ("for 9 of 14"), lower for the others.
+      title = "spark: rank " + std::to_string(g.rank) + " suspicious " + level + " for " +
+              (g.at_rank < count ? std::to_string(g.at_rank) + " of " : "") + std::to_string(count) +
               " failing tests (\u00d7" + std::to_string(count) + ")";
       constexpr size_t kNamed = 5;
       msg += "\nfailing tests:";

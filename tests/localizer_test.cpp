@@ -238,6 +238,13 @@ TEST(report_github, a_runs_failures_share_ten_annotations_and_the_same_lines_are
   EXPECT_NE(gh.find("::warning title=spark%3A 148 more::more suspicious lines for 39 failing tests:%0A10. "),
             std::string::npos)
       << gh;
+  // A line ranked first by some failures and lower by others says for how many its rank holds.
+  run.resize(3);
+  std::swap(run[2].ranked[0], run[2].ranked[1]);
+  const std::string mixed = report_github(run, {"all", Level::line, 5, 0.05, "test"});
+  EXPECT_TRUE(mixed.starts_with("::warning file=tests/conftest.py,line=12,title=spark%3A rank 1 suspicious line for 2 "
+                                "of 3 failing tests (\u00d73)::"))
+      << mixed;
   EXPECT_NE(gh.find("%0A... and 108 more\n"), std::string::npos) << gh;
 }
 
