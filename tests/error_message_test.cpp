@@ -97,6 +97,24 @@ TEST(canonical_traceback, keeps_multi_line_errors_chains_and_short_middle_frames
             "E   AttributeError: 'list' object has no attribute 'name'");
 }
 
+TEST(canonical_traceback, names_a_frame_by_its_first_def_and_reads_lambdas_and_frames_without_source) {
+  // The test's frame prints a class with a method inside the test: the frame is the test's.
+  EXPECT_EQ(canonical_traceback("self = <T>\n\n    def test_get_len(self):\n        class Record:\n"
+                                "            def total_size(self):\n                return 1\n\n"
+                                ">       self.assertEqual(\n            1, 2)\nE       AssertionError: 1 != 2\n\n"
+                                "tests/test_more.py:6009: AssertionError"),
+            "tests/test_more.py:6009: in test_get_len\n    self.assertEqual(\nE   AssertionError: 1 != 2");
+  // A lambda's frame prints the lambda alone; a frozen module's has no source ("???").
+  EXPECT_EQ(canonical_traceback(">       lambda: mi.sort_together(\n            [(4, 3)], strict_mode=True\n        ),\n"
+                                "E   TypeError: unexpected keyword argument 'strict_mode'\n\n"
+                                "tests/test_more.py:2301: TypeError\n"),
+            "tests/test_more.py:2301: in <lambda>\n    lambda: mi.sort_together(\n"
+            "E   TypeError: unexpected keyword argument 'strict_mode'\n");
+  EXPECT_EQ(canonical_traceback("cls = <class 'Mapping'>\n\n>   ???\nE   RecursionError: maximum recursion depth\n\n"
+                                "<frozen abc>:119: RecursionError"),
+            "<frozen abc>:119: \n    ???\nE   RecursionError: maximum recursion depth");
+}
+
 TEST(canonical_traceback, reads_a_fixture_pytest_could_not_find_at_its_def_line) {
   const std::string_view m =
       "file /tmp/tb2/tests/test_a.py, line 5\n  def test_missing(basee):\nE       fixture 'basee' not found\n"

@@ -121,15 +121,21 @@ namespace {
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_word(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 
-// "path.py:12" followed by `rest`; false for anything else. The path starts the line and holds no space.
+// "path.py:12" (or a frame with no source file, "<frozen abc>:12") followed by `rest`; false for anything else. The
+// path starts the line and holds no space (but for the angle brackets').
 bool split_location(std::string_view line, std::string_view& path, int& number, std::string_view& rest) {
-  const size_t py = line.find(".py:");
-  if (py == std::string_view::npos || py == 0 || line.substr(0, py).find_first_of(" \t\"") != std::string_view::npos)
-    return false;
-  size_t i = py + 4, start = i;
+  size_t end = std::string_view::npos;  // the path's end
+  if (line.starts_with('<')) {
+    if (const size_t close = line.find(">:"); close != std::string_view::npos && line.find('\n') > close) end = close + 1;
+  } else if (const size_t py = line.find(".py:");
+             py != std::string_view::npos && py > 0 && line.substr(0, py).find_first_of(" \t\"") == std::string_view::npos) {
+    end = py + 3;
+  }
+  if (end == std::string_view::npos) return false;
+  size_t i = end + 1, start = i;
   while (i < line.size() && is_digit(line[i])) ++i;
   if (i == start || i - start > 9) return false;
-  path = line.substr(0, py + 3);
+  path = line.substr(0, end);
   number = 0;
   std::from_chars(line.data() + start, line.data() + i, number);
   rest = line.substr(i);
@@ -215,11 +221,14 @@ void append_short_frame(std::string& out, std::span<const std::string_view> bloc
       }
     } else if (l.starts_with(">")) {
       if (!trim(l.substr(1)).empty()) code.push_back(trim(l.substr(1)));
-    } else if (code.empty() && !defined_function(t).empty()) {
-      function = defined_function(t);
+    } else if (code.empty() && function.empty()) {
+      function = defined_function(t);  // the first `def`: pytest prints the frame's function from its start
     }
   }
   if (!function.empty() && function.find_first_of(" \t") != std::string_view::npos) function = {};
+  // No `def` printed: a lambda's frame prints the lambda alone.
+  if (function.empty() && !code.empty() && code.front().find("lambda") != std::string_view::npos)
+    function = "<lambda>";
   out.append(path);
   out += ':' + std::to_string(number) + ": ";
   if (!function.empty()) out.append("in ").append(function);
