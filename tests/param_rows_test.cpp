@@ -98,6 +98,59 @@ TEST(match_param_rows, the_ids_agree_with_debians_pytest) {
   EXPECT_EQ(matched, 10u);
 }
 
+TEST(match_param_rows, a_parametrized_fixtures_ids_around_the_rows_are_passed_over) {
+  // An autouse fixture with params (markupsafe's "markupsafe._native-…") and one a test asks for, whose id holds "-".
+  const char* with_fixtures = R"py(import pytest
+
+
+@pytest.fixture(autouse=True, params=["mod._native", "mod._speedups"])
+def mod(request):
+    return request.param
+
+
+@pytest.fixture(params=["x-y"])
+def fx(request):
+    return request.param
+
+
+@pytest.mark.parametrize("a,b,c", [
+    (1, 2, 2),
+    (2, 3, 7),
+])
+def test_table(a, b, c):
+    assert a * b == c
+
+
+@pytest.mark.parametrize("v", [
+    "p",
+    "q",
+])
+def test_late(v, fx):
+    assert v != "q"
+)py";
+  TempDir dir;
+  write_file(dir / "tests" / "test_fx.py", with_fixtures);
+  const std::string cmd = "cd '" + dir.path().string() +
+                          "' && /usr/bin/python3 -B -m pytest -p no:cacheprovider --collect-only -q tests > ids.txt 2>&1";
+  (void)std::system(cmd.c_str());
+  const CodeStructure s = analyze_code(with_fixtures, Language::python, "tests/test_fx.py");
+  size_t matched = 0;
+  const std::string collected = testing::slurp(dir / "ids.txt");
+  for (std::string_view id : split_lines(collected)) {
+    if (!id.starts_with("tests/test_fx.py::")) continue;
+    const auto rows = match_param_rows(s, with_fixtures, id);
+    EXPECT_EQ(rows.note, "") << id;
+    ASSERT_EQ(rows.failing.size(), 1u) << id;
+    // Each id's own row: (1, 2, 2) on line 15, (2, 3, 7) on 16; "p" on 23, "q" on 24.
+    const bool table = id.find("test_table") != std::string_view::npos;
+    const bool second = id.find("-2-3-7") != std::string_view::npos || id.ends_with("-q]");
+    EXPECT_EQ(rows.failing[0].first, (table ? 15 : 23) + (second ? 1 : 0)) << id;
+    EXPECT_EQ(rows.others.size(), 1u) << id;
+    ++matched;
+  }
+  EXPECT_EQ(matched, 8u) << collected;
+}
+
 TEST(estimate_scope, the_failing_row_stays_the_tests_own_and_its_siblings_are_outside) {
   const CodeStructure s = analyze_code(kRows, Language::python, "tests/test_rows.py");
   const TestScope scope = estimate_scope(s, "tests/test_rows.py::test_table[2-3-7]", kRows);

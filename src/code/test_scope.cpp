@@ -518,7 +518,18 @@ ParamRows match_param_rows(const CodeStructure& s, std::string_view content, std
       return out;
     }
   std::vector<size_t> chosen(lists.size(), 0);
-  if (!match_stacked(lists, 0, param, chosen)) {
+  // A parametrized fixture's ids join the lists' ("native-2-3-7", "native-x-y-q"): the lists' part is a run of the
+  // id's "-"-separated parts, the longest one found from the left.
+  std::vector<size_t> cuts = {0};  // where a part starts
+  for (size_t i = param.find('-'); i != std::string_view::npos && cuts.size() < 64; i = param.find('-', i + 1))
+    cuts.push_back(i + 1);
+  bool matched = false;
+  for (size_t a = 0; a < cuts.size() && !matched; ++a)
+    for (size_t b = cuts.size(); b > a && !matched; --b) {
+      const size_t begin = cuts[a], end = b == cuts.size() ? param.size() : cuts[b] - 1;
+      matched = match_stacked(lists, 0, param.substr(begin, end - begin), chosen);
+    }
+  if (!matched) {
     out.note = parts.function + ": no row of its parametrize list has the id \"" + std::string(param) + "\"";
     return out;
   }

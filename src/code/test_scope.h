@@ -57,8 +57,9 @@ TestScope estimate_scope(const CodeStructure& s, std::string_view test_id, std::
 // The rows of a Python test's `@pytest.mark.parametrize` lists matched to its id's parameters
 // ("tests/t.py::test_table[2-3-7]"): each row's id is computed as pytest 7 computes it (`pytest.param(..., id=)`,
 // `ids=[...]`, the values themselves: strings ASCII-escaped, numbers, True/False/None; any other value its argname
-// and row index; duplicates numbered), stacked lists joined by "-" from the innermost. A list that is not written
-// as literal rows (built by a call, or a name) is not matched and says so in `note`.
+// and row index; duplicates numbered), stacked lists joined by "-" from the innermost; a parametrized fixture's
+// ids may stand before or after them ("native-2-3-7"). A list that is not written as literal rows (built by a call,
+// or a name) is not matched and says so in `note`.
 struct ParamRows {
   std::vector<std::pair<int, int>> failing;  // the failing id's rows (first and last line), one per list
   std::vector<std::pair<int, int>> others;   // the lists' other rows
