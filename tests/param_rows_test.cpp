@@ -2,8 +2,6 @@
 // the ids (checked against Debian's pytest --collect-only), and the scope evidence the row gets.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "code/code_structure.h"
 #include "base/text.h"
 #include "code/test_scope.h"
@@ -80,15 +78,17 @@ TEST(match_param_rows, every_id_pytest_makes_finds_its_row) {
   EXPECT_TRUE(match_param_rows(s, kRows, "tests/test_rows.py::test_table[a\n]b[]").failing.empty());
 }
 
-TEST(match_param_rows, the_ids_agree_with_debians_pytest) {
+// The ids Debian's pytest collects from a test file at `path` holding `content` (its --collect-only -q output).
+std::string collected_ids(const std::string& path, const std::string& content) {
   TempDir dir;
-  write_file(dir / "tests" / "test_rows.py", kRows);
-  const std::string cmd = "cd '" + dir.path().string() +
-                          "' && /usr/bin/python3 -B -m pytest -p no:cacheprovider --collect-only -q tests > ids.txt 2>&1";
-  (void)std::system(cmd.c_str());
+  write_file(dir / path, content);
+  return testing::run_pytest({"--collect-only", "-q", "tests"}, dir.path()).out;
+}
+
+TEST(match_param_rows, the_ids_agree_with_debians_pytest) {
+  const std::string collected = collected_ids("tests/test_rows.py", kRows);
   const CodeStructure s = analyze_code(kRows, Language::python, "tests/test_rows.py");
   size_t matched = 0;
-  const std::string collected = testing::slurp(dir / "ids.txt");
   for (std::string_view id : split_lines(collected)) {
     if (!id.starts_with("tests/test_rows.py::") || id.find("test_built") != std::string_view::npos) continue;
     EXPECT_EQ(match_param_rows(s, kRows, id).failing.size(), id.find("stacked") != std::string_view::npos ? 2u : 1u)
@@ -128,14 +128,9 @@ def test_table(a, b, c):
 def test_late(v, fx):
     assert v != "q"
 )py";
-  TempDir dir;
-  write_file(dir / "tests" / "test_fx.py", with_fixtures);
-  const std::string cmd = "cd '" + dir.path().string() +
-                          "' && /usr/bin/python3 -B -m pytest -p no:cacheprovider --collect-only -q tests > ids.txt 2>&1";
-  (void)std::system(cmd.c_str());
+  const std::string collected = collected_ids("tests/test_fx.py", with_fixtures);
   const CodeStructure s = analyze_code(with_fixtures, Language::python, "tests/test_fx.py");
   size_t matched = 0;
-  const std::string collected = testing::slurp(dir / "ids.txt");
   for (std::string_view id : split_lines(collected)) {
     if (!id.starts_with("tests/test_fx.py::")) continue;
     const auto rows = match_param_rows(s, with_fixtures, id);
