@@ -396,7 +396,19 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
     }
     std::vector<SourceFile> files;
     bool ok = true;
-    for (const auto& p : failure_paths(o.test_id, o.message, &under_root)) {
+    std::vector<std::string> paths = failure_paths(o.test_id, o.message, &under_root);
+    // With the conftest.py files the test depends on (the default `mine.test_code`): a fixture's lines are ranked as
+    // the test's set-up.
+    const auto read_under_root = [&](const std::string& p) -> std::optional<std::string> {
+      auto full = inside_root(args.root, p);
+      if (!full) return std::nullopt;
+      auto content = read_test_file(full->string());
+      return content ? std::optional<std::string>(std::move(*content)) : std::nullopt;
+    };
+    for (auto& p : dependency_paths(paths.front(), read_under_root, TestCodeRule(), &under_root))
+      if (fs::path(p).filename() == "conftest.py" && std::find(paths.begin(), paths.end(), p) == paths.end())
+        paths.push_back(std::move(p));
+    for (const auto& p : paths) {
       auto full = inside_root(args.root, p);
       if (!full) continue;
       auto content = read_test_file(full->string());

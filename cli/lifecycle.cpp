@@ -290,6 +290,12 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   for (const auto& o : *outcomes) {
     if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
     auto files = failure_files(**repo, *commit, o.test_id, o.message);
+    // With the conftest.py files the test depends on: a fixture's lines are ranked as the test's set-up.
+    if (!files.empty())
+      for (auto& f : failure_files(**repo, *commit, o.test_id, o.message, nullptr, &options->test_code))
+        if (fs::path(f.path).filename() == "conftest.py" &&
+            std::none_of(files.begin(), files.end(), [&](const SourceFile& g) { return g.path == f.path; }))
+          files.push_back(std::move(f));
     if (files.empty() ||
         !same_file(parse_test_id(o.test_id, language_of_test_id(o.test_id)).path, files.front().path)) {
       note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) +

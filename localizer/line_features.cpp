@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -112,6 +113,41 @@ double KindPrior::get(const std::string& kind) const {
   return it == llr.end() ? 0.0 : it->second;
 }
 
+namespace {
+
+// A Python test's conftest.py files among the query's: the fixtures it asks for (through other fixtures), autouse
+// fixtures and pytest's hooks are its set-up (`support`), the module-level code `module`, the other fixtures other
+// tests' (`outside`), as conftest_reach says. Left alone when the test's own file or function is not found.
+void scope_conftests(QueryView& v) {
+  const QueryView::File* own = nullptr;
+  std::vector<QueryView::File*> conftests;
+  for (auto& f : v.files) {
+    if (f.structure->language != Language::python) continue;
+    if (f.scope.found && !own) own = &f;
+    else if (std::filesystem::path(f.source->path).filename() == "conftest.py") conftests.push_back(&f);
+  }
+  if (!own || conftests.empty()) return;
+  std::vector<CodeFile> views;
+  for (const auto* c : conftests) views.push_back({c->source->path, c->source->content});
+  const auto reach = conftest_reach(v.test_id, {own->source->path, own->source->content}, views);
+  if (!reach) return;
+  for (auto* c : conftests) {
+    const auto it = reach->find(c->source->path);
+    if (it == reach->end()) continue;
+    const CodeStructure& s = *c->structure;
+    c->scope.found = true;
+    c->scope.role.assign(static_cast<size_t>(s.line_count), ScopeRole::outside);
+    for (int l = 1; l <= s.line_count; ++l) {
+      const auto li = static_cast<size_t>(l - 1);
+      c->scope.role[li] = s.function[li] == 0 ? ScopeRole::module
+                          : it->second.contains(l) ? ScopeRole::support
+                                                   : ScopeRole::outside;
+    }
+  }
+}
+
+}  // namespace
+
 QueryView make_query_view(const Case& query, StructureCache& cache) {
   QueryView v;
   v.test_id = query.test_id;
@@ -123,6 +159,7 @@ QueryView make_query_view(const Case& query, StructureCache& cache) {
     file.scope = estimate_scope(*file.structure, query.test_id, f.content);
     v.files.push_back(std::move(file));
   }
+  scope_conftests(v);
   // When the test's function is in none of the files, nothing can be preferred by scope: all `module`.
   v.failure = failure_text(query.error_message);
   v.frames = parse_traceback(v.failure);

@@ -518,62 +518,6 @@ std::string project_slug(const std::string& project) {
   return slash == std::string::npos ? project : project.substr(slash + 1);
 }
 
-namespace {
-
-// The lines of each conftest.py (by path) a Python test can run: the fixtures it asks for (its parameters and
-// `usefixtures`, then their parameters, among the fixtures of its file and of those conftest.py files), autouse
-// fixtures, pytest's hooks (`pytest_*`), and module-level code. nullopt when the test function is not found (a
-// collection error names none): then all of it.
-std::optional<std::map<std::string, std::set<int>>> conftest_reach(
-    const std::string& test_id, const SourceFile& test_file, const std::vector<SourceFile>& conftests) {
-  const TestIdParts parts = parse_test_id(test_id);
-  if (parts.function.empty()) return std::nullopt;
-  const CodeStructure own = analyze_code(test_file.content, Language::python, test_file.path);
-  const FunctionInfo* test = nullptr;
-  for (const auto& f : own.functions)
-    if (f.name == parts.function && (parts.classes.empty() || f.class_name == parts.classes.back())) test = &f;
-  if (!test) return std::nullopt;
-  std::set<std::string> wanted(test->params.begin(), test->params.end());
-  const auto asked_by_decorators = [&wanted](const FunctionInfo& f) {
-    for (const auto& d : f.decorators)
-      if (d.find("usefixtures") != std::string::npos)
-        for (size_t q = d.find_first_of("'\""); q != std::string::npos; q = d.find_first_of("'\"", q + 1)) {
-          const size_t end = d.find(d[q], q + 1);
-          if (end == std::string::npos) break;
-          wanted.insert(d.substr(q + 1, end - q - 1));
-          q = end;
-        }
-  };
-  asked_by_decorators(*test);
-  std::vector<CodeStructure> structures;
-  structures.reserve(conftests.size());
-  for (const auto& c : conftests) structures.push_back(analyze_code(c.content, Language::python, c.path));
-  std::vector<const CodeStructure*> all{&own};
-  for (const auto& st : structures) all.push_back(&st);
-  // Fixtures ask for fixtures: through the test file's and the conftest files', to a fixed point.
-  for (size_t round = 0, before = 0; round < 16 && wanted.size() != before; ++round) {
-    before = wanted.size();
-    for (const CodeStructure* st : all)
-      for (const auto& f : st->functions)
-        if (f.is_fixture() && wanted.contains(f.name)) wanted.insert(f.params.begin(), f.params.end());
-  }
-  std::map<std::string, std::set<int>> out;
-  for (size_t i = 0; i < conftests.size(); ++i) {
-    const CodeStructure& st = structures[i];
-    std::set<int>& lines = out[conftests[i].path];
-    for (int l = 1; l <= st.line_count; ++l)
-      if (st.function[static_cast<size_t>(l - 1)] == 0) lines.insert(l);  // module level
-    for (const auto& f : st.functions) {
-      const bool autouse = std::any_of(f.decorators.begin(), f.decorators.end(),
-                                       [](const std::string& d) { return d.find("autouse=True") != std::string::npos; });
-      if (f.name.starts_with("pytest_") || autouse || (f.is_fixture() && wanted.contains(f.name)))
-        for (int l = f.start; l <= f.end; ++l) lines.insert(l);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
                                 const CommitInfo& fixed, const LabelOptions& options) {
@@ -627,7 +571,9 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
       else if (fs::path(p).filename() == "conftest.py")
         conftests.push_back({p, std::move(**content)});
     }
-    if (own && !conftests.empty()) reach = conftest_reach(failure.test_id, {paths.front(), *own}, conftests);
+    std::vector<CodeFile> views;
+    for (const auto& c : conftests) views.push_back({c.path, c.content});
+    if (own && !conftests.empty()) reach = conftest_reach(failure.test_id, {paths.front(), *own}, views);
   }
   for (const auto& p : all) {
     const bool dependency = std::find(dependencies.begin(), dependencies.end(), p) != dependencies.end();

@@ -655,4 +655,54 @@ std::string test_function_text(std::string_view content, const TestScope& scope)
   return scope.found ? lines_text(content, scope.function_start, scope.function_end) : std::string();
 }
 
+std::optional<std::map<std::string, std::set<int>>> conftest_reach(const std::string& test_id,
+                                                                    const CodeFile& test_file,
+                                                                    const std::vector<CodeFile>& conftests) {
+  const TestIdParts parts = parse_test_id(test_id);
+  if (parts.function.empty()) return std::nullopt;
+  const CodeStructure own = analyze_code(test_file.content, Language::python, test_file.path);
+  const FunctionInfo* test = nullptr;
+  for (const auto& f : own.functions)
+    if (f.name == parts.function && (parts.classes.empty() || f.class_name == parts.classes.back())) test = &f;
+  if (!test) return std::nullopt;
+  std::set<std::string> wanted(test->params.begin(), test->params.end());
+  const auto asked_by_decorators = [&wanted](const FunctionInfo& f) {
+    for (const auto& d : f.decorators)
+      if (d.find("usefixtures") != std::string::npos)
+        for (size_t q = d.find_first_of("'\""); q != std::string::npos; q = d.find_first_of("'\"", q + 1)) {
+          const size_t end = d.find(d[q], q + 1);
+          if (end == std::string::npos) break;
+          wanted.insert(d.substr(q + 1, end - q - 1));
+          q = end;
+        }
+  };
+  asked_by_decorators(*test);
+  std::vector<CodeStructure> structures;
+  structures.reserve(conftests.size());
+  for (const auto& c : conftests) structures.push_back(analyze_code(c.content, Language::python, c.path));
+  std::vector<const CodeStructure*> all{&own};
+  for (const auto& st : structures) all.push_back(&st);
+  // Fixtures ask for fixtures: through the test file's and the conftest files', to a fixed point.
+  for (size_t round = 0, before = 0; round < 16 && wanted.size() != before; ++round) {
+    before = wanted.size();
+    for (const CodeStructure* st : all)
+      for (const auto& f : st->functions)
+        if (f.is_fixture() && wanted.contains(f.name)) wanted.insert(f.params.begin(), f.params.end());
+  }
+  std::map<std::string, std::set<int>> out;
+  for (size_t i = 0; i < conftests.size(); ++i) {
+    const CodeStructure& st = structures[i];
+    std::set<int>& lines = out[std::string(conftests[i].path)];
+    for (int l = 1; l <= st.line_count; ++l)
+      if (st.function[static_cast<size_t>(l - 1)] == 0) lines.insert(l);  // module level
+    for (const auto& f : st.functions) {
+      const bool autouse = std::any_of(f.decorators.begin(), f.decorators.end(),
+                                       [](const std::string& d) { return d.find("autouse=True") != std::string::npos; });
+      if (f.name.starts_with("pytest_") || autouse || (f.is_fixture() && wanted.contains(f.name)))
+        for (int l = f.start; l <= f.end; ++l) lines.insert(l);
+    }
+  }
+  return out;
+}
+
 }  // namespace spark

@@ -10,6 +10,9 @@
 // that names no test in the file gives an empty scope or nullopt, never an error.
 #pragma once
 
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +69,17 @@ struct ParamRows {
   std::string note;                          // why the id was not matched ("" when it was, or it has no parameters)
 };
 ParamRows match_param_rows(const CodeStructure& s, std::string_view content, std::string_view test_id);
+
+// The lines of each conftest.py (by path) a Python test can run: the fixtures it asks for (its parameters and
+// `usefixtures`, then their parameters, among the fixtures of its file and of those conftest.py files), autouse
+// fixtures, pytest's hooks (`pytest_*`), and module-level code. nullopt when the test function is not found (a
+// collection error names none): then all of it.
+struct CodeFile {
+  std::string_view path, content;
+};
+std::optional<std::map<std::string, std::set<int>>> conftest_reach(const std::string& test_id,
+                                                                    const CodeFile& test_file,
+                                                                    const std::vector<CodeFile>& conftests);
 
 // The text of the test function's own lines (for the embedder's test-function block); "" when not found.
 std::string test_function_text(std::string_view content, const TestScope& scope);
