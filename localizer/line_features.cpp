@@ -128,6 +128,7 @@ void scope_conftests(QueryView& v) {
   }
   if (!own || conftests.empty()) return;
   std::vector<CodeFile> views;
+  views.reserve(conftests.size());
   for (const auto* c : conftests) views.push_back({c->source->path, c->source->content});
   const auto reach = conftest_reach(v.test_id, {own->source->path, own->source->content}, views);
   if (!reach) return;

@@ -572,6 +572,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
         conftests.push_back({p, std::move(**content)});
     }
     std::vector<CodeFile> views;
+    views.reserve(conftests.size());
     for (const auto& c : conftests) views.push_back({c.path, c.content});
     if (own && !conftests.empty()) reach = conftest_reach(failure.test_id, {paths.front(), *own}, views);
   }
