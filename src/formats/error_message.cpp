@@ -126,7 +126,7 @@ bool is_word(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A'
 bool split_location(std::string_view line, std::string_view& path, int& number, std::string_view& rest) {
   size_t end = std::string_view::npos;  // the path's end
   if (line.starts_with('<')) {
-    if (const size_t close = line.find(">:"); close != std::string_view::npos && line.find('\n') > close) end = close + 1;
+    if (const size_t close = line.find(">:"); close != std::string_view::npos) end = close + 1;
   } else if (const size_t py = line.find(".py:");
              py != std::string_view::npos && py > 0 && line.substr(0, py).find_first_of(" \t\"") == std::string_view::npos) {
     end = py + 3;
@@ -225,7 +225,6 @@ void append_short_frame(std::string& out, std::span<const std::string_view> bloc
       function = defined_function(t);  // the first `def`: pytest prints the frame's function from its start
     }
   }
-  if (!function.empty() && function.find_first_of(" \t") != std::string_view::npos) function = {};
   // No `def` printed: a lambda's frame prints the lambda alone.
   if (function.empty() && !code.empty() && code.front().find("lambda") != std::string_view::npos)
     function = "<lambda>";
