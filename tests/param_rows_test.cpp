@@ -2,6 +2,9 @@
 // the ids (checked against Debian's pytest --collect-only), and the scope evidence the row gets.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <map>
+
 #include "code/code_structure.h"
 #include "base/text.h"
 #include "code/test_scope.h"
@@ -166,6 +169,189 @@ TEST(parse_test_id, a_collection_errors_id_is_its_file) {
   EXPECT_EQ(parts.function, "");
   EXPECT_EQ(parse_test_id("tests.test_x.TestC.test_f").function, "test_f");  // unittest's dotted form stays
   EXPECT_EQ(parse_test_id("tests/t.py::test_e[a::b[c-\\xe9\\nz]").function, "test_e");
+}
+
+// ---- JUnit 5 @ParameterizedTest: the invocation index ("adds(int, int, int)[2]") counted over the sources' rows ----
+
+const char* kJavaRows = R"java(package com.ex;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.stream.Stream;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.NullSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class TableTest {
+    @ParameterizedTest
+    @CsvSource({
+        "1, 1, 2",
+        // "9, 9, 9", not a row
+        "2, 3, 7",
+        "4, 4, 8"
+    })
+    void adds(int a, int b, int sum) {
+        assertEquals(sum, a + b);
+    }
+
+    @ParameterizedTest(name = "even {0}")
+    @ValueSource(ints = {
+        2,
+        4,
+        5,
+        8})
+    void even(int n) {
+        assertEquals(0, n % 2);
+    }
+
+    @ParameterizedTest
+    @CsvSource(useHeadersInDisplayName = true, textBlock = """
+        word, length
+        # a comment
+        a, 1
+        bb, 3
+        """)
+    void sizes(String word, int length) {
+        assertEquals(length, word.length());
+    }
+
+    static Stream<Arguments> pairs() {
+        return Stream.of(
+            Arguments.of("a", 1),
+            Arguments.of("bb", 3),
+            Arguments.of("ccc", 3));
+    }
+
+    @ParameterizedTest
+    @MethodSource("pairs")
+    void lengths(String s, int n) {
+        assertEquals(n, s.length());
+    }
+
+    @ParameterizedTest
+    @NullSource
+    @ValueSource(strings = {
+        "x",
+        "",
+        "z"})
+    void single(String s) {
+        if (s != null) assertEquals(1, s.length());
+    }
+}
+)java";
+
+// The failing invocations and the line of each one's row in kJavaRows.
+const std::map<std::string, int> kJavaFailing = {{"adds(int, int, int)[2]", 18},
+                                                 {"even(int)[3]", 29},
+                                                 {"sizes(String, int)[2]", 40},
+                                                 {"lengths(String, int)[2]", 49},
+                                                 {"single(String)[3]", 63}};
+
+// Every testcase of the report JUnit 5's console launcher writes, and whether it failed.
+std::map<std::string, bool> junit5_outcomes(const TempDir& dir) {
+  const std::string root = dir.path().string();
+  const std::string cmd = "cd '" + root +
+                          "' && javac -d out -cp /usr/share/java/junit-jupiter-api.jar:/usr/share/java/"
+                          "junit-jupiter-params.jar:/usr/share/java/apiguardian-api.jar src/test/java/com/ex/"
+                          "TableTest.java > javac.log 2>&1 && java -jar /usr/share/java/junit-platform-console-"
+                          "standalone.jar -cp out --select-class com.ex.TableTest --reports-dir reports "
+                          "--disable-banner --details=none > junit.log 2>&1";
+  (void)std::system(cmd.c_str());
+  std::map<std::string, bool> out;
+  const auto report = dir / "reports/TEST-junit-jupiter.xml";
+  if (!std::filesystem::exists(report)) {
+    ADD_FAILURE() << "javac or JUnit 5 did not run (scripts/setup.sh --tests installs default-jdk-headless and "
+                     "junit5): " << testing::slurp(dir / "javac.log");
+    return out;
+  }
+  const std::string xml = testing::slurp(report);
+  for (size_t at = xml.find("<testcase name=\""); at != std::string::npos; at = xml.find("<testcase name=\"", at + 1)) {
+    const size_t name = at + 16, end = xml.find('"', name);
+    const size_t close = xml.find("</testcase>", end);
+    out[xml.substr(name, end - name)] = xml.substr(end, close - end).find("<failure") != std::string::npos;
+  }
+  return out;
+}
+
+TEST(match_param_rows, a_junit5_invocation_index_finds_its_row_as_junit5_counts_them) {
+  TempDir dir;
+  write_file(dir / "src/test/java/com/ex/TableTest.java", kJavaRows);
+  const auto outcomes = junit5_outcomes(dir);
+  const CodeStructure s = analyze_code(kJavaRows, Language::java, "src/test/java/com/ex/TableTest.java");
+  std::map<std::string, int> failing;
+  for (const auto& [name, failed] : outcomes) {
+    const ParamRows rows = match_param_rows(s, kJavaRows, "com.ex.TableTest#" + name);
+    EXPECT_EQ(rows.note, "") << name;
+    if (name == "single(String)[1]") {  // @NullSource: a row without a line
+      EXPECT_TRUE(rows.failing.empty());
+      EXPECT_EQ(rows.others.size(), 3u);
+      continue;
+    }
+    ASSERT_EQ(rows.failing.size(), 1u) << name;
+    EXPECT_FALSE(rows.others.empty()) << name;
+    if (failed) failing[name] = rows.failing[0].first;
+  }
+  EXPECT_EQ(failing, kJavaFailing);  // JUnit's failures are exactly the bad rows, each matched to its line
+  EXPECT_EQ(outcomes.size(), 16u);
+}
+
+TEST(estimate_scope, a_junit5_failing_row_is_the_tests_own_its_provider_support_its_siblings_outside) {
+  const CodeStructure s = analyze_code(kJavaRows, Language::java, "src/test/java/com/ex/TableTest.java");
+  const TestScope scope = estimate_scope(s, "com.ex.TableTest#lengths(String, int)[2]", kJavaRows);
+  ASSERT_TRUE(scope.found);
+  const auto role = [&](int line) { return scope.role[static_cast<size_t>(line - 1)]; };
+  EXPECT_EQ(role(49), ScopeRole::own);  // Arguments.of("bb", 3)
+  EXPECT_EQ(role(56), ScopeRole::own);  // the assertion
+  EXPECT_EQ(role(48), ScopeRole::outside);
+  EXPECT_EQ(role(50), ScopeRole::outside);
+  EXPECT_EQ(role(47), ScopeRole::support);  // return Stream.of(
+  EXPECT_EQ(role(22), ScopeRole::outside);  // another test
+  const TestScope csv = estimate_scope(s, "com.ex.TableTest#adds(int, int, int)[2]", kJavaRows);
+  EXPECT_EQ(csv.role[17], ScopeRole::own);  // "2, 3, 7"
+  EXPECT_EQ(csv.role[15], ScopeRole::outside);
+  EXPECT_EQ(csv.role[18], ScopeRole::outside);
+}
+
+TEST(match_param_rows, junit5_rows_kept_elsewhere_are_named_not_guessed) {
+  const std::string elsewhere = R"java(package com.ex;
+
+class OtherTest {
+    static Stream<Arguments> built() {
+        List<Arguments> out = new ArrayList<>();
+        out.add(Arguments.of(1));
+        return out.stream();
+    }
+
+    @ParameterizedTest
+    @MethodSource("built")
+    void fromBuilt(int n) {}
+
+    @ParameterizedTest
+    @EnumSource(Color.class)
+    void colors(Color c) {}
+
+    @ParameterizedTest
+    @MethodSource("com.ex.Data#rows")
+    void fromOther(int n) {}
+
+    @ParameterizedTest
+    @ValueSource(ints = {1, 2})
+    void two(int n) {}
+}
+)java";
+  const CodeStructure s = analyze_code(elsewhere, Language::java, "src/test/java/com/ex/OtherTest.java");
+  EXPECT_EQ(match_param_rows(s, elsewhere, "com.ex.OtherTest#fromBuilt(int)[1]").note,
+            "fromBuilt: its @MethodSource built does not return literal rows; the failing row [1] is not known");
+  EXPECT_EQ(match_param_rows(s, elsewhere, "com.ex.OtherTest#colors(Color)[2]").note,
+            "colors: its @EnumSource rows are not in the test file; the failing row [2] is not known");
+  EXPECT_EQ(match_param_rows(s, elsewhere, "com.ex.OtherTest#fromOther(int)[1]").note,
+            "fromOther: its @MethodSource com.ex.Data#rows is not in this file; the failing row [1] is not known");
+  EXPECT_EQ(match_param_rows(s, elsewhere, "com.ex.OtherTest#two(int)[3]").note,
+            "two: its sources hold 2 rows, none is [3]");
+  EXPECT_EQ(match_param_rows(s, elsewhere, "com.ex.OtherTest#two(int)[2]").failing.size(), 1u);
 }
 
 }  // namespace

@@ -144,8 +144,20 @@ bool within(std::string_view inner, std::string_view outer, std::string_view sep
          inner.substr(outer.size(), sep.size()) == sep;
 }
 
+// A parametrized test's rows: the failing one the test's own, the others other tests' data (another row's data
+// cannot make this row fail), and the providers they are in its support.
+void mark_rows(TestScope& scope, int line_count, const ParamRows& rows) {
+  const auto each_line = [&](const std::vector<std::pair<int, int>>& spans, auto&& f) {
+    for (const auto& [first, last] : spans)
+      for (int l = std::max(first, 1); l <= last && l <= line_count; ++l) f(scope.role[static_cast<size_t>(l - 1)]);
+  };
+  each_line(rows.sources, [](ScopeRole& r) { r = std::max(r, ScopeRole::support); });
+  each_line(rows.others, [](ScopeRole& r) { r = ScopeRole::outside; });
+  each_line(rows.failing, [](ScopeRole& r) { r = ScopeRole::own; });
+}
+
 // Java, JavaScript, TypeScript: classes and suites nest; set-up is marked on the function (FunctionInfo::setup).
-TestScope estimate_brace_scope(const CodeStructure& s, std::string_view test_id) {
+TestScope estimate_brace_scope(const CodeStructure& s, std::string_view test_id, std::string_view content) {
   TestScope scope;
   const auto n = static_cast<size_t>(s.line_count);
   scope.role.assign(n, ScopeRole::module);
@@ -199,6 +211,7 @@ TestScope estimate_brace_scope(const CodeStructure& s, std::string_view test_id)
   }
   for (const auto* f : support) mark(scope, s, *f, ScopeRole::support);
   mark(scope, s, *test, ScopeRole::own);
+  if (java && !content.empty()) mark_rows(scope, s.line_count, match_param_rows(s, content, test_id));
   return scope;
 }
 
@@ -226,8 +239,9 @@ size_t skip_string(std::string_view t, size_t i) {
 }
 
 // The top-level comma-separated items of the bracket opened at t[open], each as [first, last) offsets of its code
-// (white space and comments around it left out); nullopt when the bracket is not closed.
-std::optional<std::vector<std::pair<size_t, size_t>>> bracket_items(std::string_view t, size_t open) {
+// (white space and comments around it left out: Python's `#`, Java's `//` and `/* */`); nullopt when the bracket is
+// not closed.
+std::optional<std::vector<std::pair<size_t, size_t>>> bracket_items(std::string_view t, size_t open, bool java = false) {
   std::vector<std::pair<size_t, size_t>> out;
   int depth = 0;
   size_t first = std::string_view::npos, last = 0;
@@ -237,8 +251,13 @@ std::optional<std::vector<std::pair<size_t, size_t>>> bracket_items(std::string_
   };
   for (size_t i = open; i < t.size();) {
     const char c = t[i];
-    if (c == '#') {
+    if (java ? t.substr(i, 2) == "//" : c == '#') {
       while (i < t.size() && t[i] != '\n') ++i;
+      continue;
+    }
+    if (java && t.substr(i, 2) == "/*") {
+      const size_t close = t.find("*/", i + 2);
+      i = close == std::string_view::npos ? t.size() : close + 2;
       continue;
     }
     if (std::isspace(static_cast<unsigned char>(c))) {
@@ -485,11 +504,172 @@ bool match_stacked(const std::vector<ParametrizeList>& lists, size_t k, std::str
   return false;
 }
 
+// ---- JUnit 5 @ParameterizedTest sources ------------------------------------------------------------------------
+
+// An annotation attribute's name and value ("value = {...}" → {"value", "{...}"}); a bare value is `value`'s.
+std::pair<std::string_view, std::string_view> attribute(std::string_view item) {
+  const auto eq = item.find('=');
+  if (eq == std::string_view::npos || (eq + 1 < item.size() && item[eq + 1] == '=')) return {"value", item};
+  const auto key = trim(item.substr(0, eq));
+  const bool name = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+  return name ? std::pair{key, trim(item.substr(eq + 1))} : std::pair{std::string_view("value"), item};
+}
+
+// The items of an array-valued attribute (`{a, b}`), or the value itself; offsets into `t`, `value` a view of it.
+std::vector<std::pair<size_t, size_t>> values_of(std::string_view t, std::string_view value) {
+  const auto at = static_cast<size_t>(value.data() - t.data());
+  if (!value.starts_with('{')) return {{at, at + value.size()}};
+  auto items = bracket_items(t, at, true);
+  return items ? *items : std::vector<std::pair<size_t, size_t>>{};
+}
+
+// The rows of a @MethodSource provider `f`: the arguments of its literal `X.of(...)`/`asList(...)`, or its array
+// initializer (`new Object[][] {...}`); nullopt when it builds them otherwise.
+std::optional<std::vector<std::pair<size_t, size_t>>> provider_rows(std::string_view t, size_t from, size_t to) {
+  const std::string_view body = t.substr(from, to - from);
+  for (const char* reorders : {".filter(", ".skip(", ".limit(", ".sorted(", ".distinct(", "flatMap(", ".add("})
+    if (body.find(reorders) != std::string_view::npos) return std::nullopt;
+  size_t best = std::string_view::npos;
+  for (const char* call : {".of(", "asList("}) {
+    const auto at = body.find(call);
+    if (at != std::string_view::npos) best = std::min(best, at + std::strlen(call) - 1);
+  }
+  for (auto at = body.find("[]"); at != std::string_view::npos; at = body.find("[]", at + 2)) {
+    const auto brace = body.find_first_not_of(" \t\r\n[]", at);
+    if (brace != std::string_view::npos && body[brace] == '{') {
+      best = std::min(best, brace);
+      break;
+    }
+  }
+  if (best == std::string_view::npos) return std::nullopt;
+  return bracket_items(t, from + best, true);
+}
+
+ParamRows match_java_rows(const CodeStructure& s, std::string_view content, std::string_view test_id) {
+  ParamRows out;
+  const auto open = test_id.rfind('[');
+  const std::string_view digits = test_id.substr(open + 1, test_id.size() - open - 2);
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    return out;
+  const size_t index = std::stoul(std::string(digits));  // 1-based
+  const TestIdParts parts = parse_test_id(test_id, Language::java);
+  const FunctionInfo* test = nullptr;
+  for (const auto& f : s.functions)
+    if (f.name == parts.function && !f.setup &&
+        (!test || (!parts.classes.empty() && f.class_name.ends_with(parts.classes.back()))))
+      test = &f;
+  const auto lines = split_lines(content);
+  if (!test || test->def_line <= test->start || static_cast<size_t>(test->def_line) > lines.size()) return out;
+  const auto offset_of = [&](int line) { return static_cast<size_t>(lines[static_cast<size_t>(line - 1)].data() - content.data()); };
+  const auto line_of = [&](size_t offset) {
+    return 1 + static_cast<int>(std::count(content.begin(), content.begin() + static_cast<ptrdiff_t>(offset), '\n'));
+  };
+  const std::string name = parts.function + ": ";
+  std::vector<std::optional<std::pair<size_t, size_t>>> rows;  // nullopt: a row without a line (@NullSource)
+  const size_t first = offset_of(test->start), last = offset_of(test->def_line);
+  for (size_t i = first; i < last; ++i) {
+    if (content[i] == '"' || content[i] == '\'') {
+      i = skip_string(content, i) - 1;
+      continue;
+    }
+    if (content.substr(i, 2) == "//") i = std::min(content.find('\n', i), last);
+    if (content[i] != '@') continue;
+    size_t e = i + 1;
+    while (e < last && (std::isalnum(static_cast<unsigned char>(content[e])) || content[e] == '_' || content[e] == '.')) ++e;
+    std::string_view annotation = content.substr(i + 1, e - i - 1);
+    if (const auto dot = annotation.rfind('.'); dot != std::string_view::npos) annotation = annotation.substr(dot + 1);
+    size_t paren = e;
+    while (paren < last && (content[paren] == ' ' || content[paren] == '\t')) ++paren;
+    std::vector<std::pair<std::string_view, std::string_view>> args;
+    if (paren < last && content[paren] == '(')
+      if (auto items = bracket_items(content, paren, true))
+        for (const auto& [a, b] : *items) args.push_back(attribute(content.substr(a, b - a)));
+    const auto arg = [&](std::string_view key) {
+      for (const auto& [k, v] : args)
+        if (k == key) return v;
+      return std::string_view();
+    };
+    if (annotation == "CsvSource") {
+      std::vector<std::pair<size_t, size_t>> records;
+      if (const auto block = arg("textBlock"); block.starts_with("\"\"\"")) {
+        const auto at = static_cast<size_t>(block.data() - content.data());
+        const size_t body = content.find('\n', at);
+        for (size_t l = body; l != std::string_view::npos && l + 1 < at + block.size() - 3;) {
+          const size_t next = content.find('\n', l + 1);
+          const auto text = trim(content.substr(l + 1, std::min(next, at + block.size() - 3) - l - 1));
+          if (!text.empty() && !text.starts_with('#')) {
+            const auto a = static_cast<size_t>(text.data() - content.data());
+            records.emplace_back(a, a + text.size());
+          }
+          l = next;
+        }
+      } else if (const auto value = arg("value"); !value.empty()) {
+        records = values_of(content, value);
+      }
+      if (arg("useHeadersInDisplayName") == "true" && !records.empty()) records.erase(records.begin());
+      rows.insert(rows.end(), records.begin(), records.end());
+    } else if (annotation == "ValueSource") {
+      if (!args.empty())
+        for (const auto& r : values_of(content, args.front().second)) rows.emplace_back(r);
+    } else if (annotation == "NullSource" || annotation == "EmptySource") {
+      rows.emplace_back(std::nullopt);
+    } else if (annotation == "NullAndEmptySource") {
+      rows.insert(rows.end(), 2, std::nullopt);
+    } else if (annotation == "MethodSource") {
+      std::vector<std::string> providers;
+      if (const auto value = arg("value"); value.empty()) providers.push_back(parts.function);
+      else
+        for (const auto& [a, b] : values_of(content, value)) {
+          const auto literal = string_value(content.substr(a, b - a));
+          providers.push_back(literal ? encode_utf8(*literal) : std::string(content.substr(a, b - a)));
+        }
+      for (const auto& p : providers) {
+        const FunctionInfo* provider = nullptr;
+        for (const auto& f : s.functions)
+          if (f.name == p && &f != test && (!provider || f.class_name == test->class_name)) provider = &f;
+        const auto body =
+            provider ? provider_rows(content, offset_of(provider->def_line),
+                                     offset_of(provider->end) + lines[static_cast<size_t>(provider->end - 1)].size())
+                     : std::nullopt;
+        if (!body) {
+          if (rows.size() >= index) break;  // the failing row came before
+          out.note = name + "its @MethodSource " + p + (provider ? " does not return literal rows" : " is not in this file") +
+                     "; the failing row [" + std::string(digits) + "] is not known";
+          return out;
+        }
+        out.sources.emplace_back(provider->start, provider->end);
+        rows.insert(rows.end(), body->begin(), body->end());
+      }
+    } else if (annotation == "EnumSource" || annotation == "CsvFileSource" || annotation == "ArgumentsSource" ||
+               annotation == "FieldSource") {
+      if (rows.size() >= index) break;
+      out.note = name + "its @" + std::string(annotation) + " rows are not in the test file; the failing row [" +
+                 std::string(digits) + "] is not known";
+      return out;
+    }
+    i = e - 1;
+  }
+  if (index == 0 || index > rows.size()) {
+    out.sources.clear();
+    if (!rows.empty())
+      out.note = name + "its sources hold " + std::to_string(rows.size()) + " rows, none is [" + std::string(digits) + "]";
+    return out;
+  }
+  for (size_t r = 0; r < rows.size(); ++r)
+    if (rows[r]) (r + 1 == index ? out.failing : out.others).emplace_back(line_of(rows[r]->first), line_of(rows[r]->second - 1));
+  return out;
+}
+
 }  // namespace
 
 ParamRows match_param_rows(const CodeStructure& s, std::string_view content, std::string_view test_id) {
   ParamRows out;
   const auto bracket = test_id.find('[');
+  if (s.language == Language::java && test_id.ends_with(']') && bracket != std::string_view::npos)
+    return match_java_rows(s, content, test_id);
   if (s.language != Language::python || bracket == std::string_view::npos || !test_id.ends_with(']')) return out;
   const std::string_view param = test_id.substr(bracket + 1, test_id.size() - bracket - 2);
   const TestIdParts parts = parse_test_id(test_id);
@@ -575,7 +755,7 @@ std::string test_id_at(const CodeStructure& s, std::string_view content, std::st
 
 TestScope estimate_scope(const CodeStructure& s, std::string_view test_id, std::string_view content) {
   if (s.language == Language::java || s.language == Language::javascript || s.language == Language::typescript)
-    return estimate_brace_scope(s, test_id);
+    return estimate_brace_scope(s, test_id, content);
   TestScope scope;
   const auto n = static_cast<size_t>(s.line_count);
   scope.role.assign(n, ScopeRole::module);
@@ -628,16 +808,7 @@ TestScope estimate_scope(const CodeStructure& s, std::string_view test_id, std::
   }
   for (const auto* f : support) mark(scope, s, *f, ScopeRole::support);
   mark(scope, s, *test, ScopeRole::own);  // a function nested in the test is still the test's own code
-  if (!content.empty()) {
-    // The failing row stays the test's own; its siblings are other tests' data.
-    const ParamRows rows = match_param_rows(s, content, test_id);
-    std::set<int> failing;
-    for (const auto& [first, last] : rows.failing)
-      for (int l = first; l <= last; ++l) failing.insert(l);
-    for (const auto& [first, last] : rows.others)
-      for (int l = first; l <= last && l <= s.line_count; ++l)
-        if (!failing.contains(l)) scope.role[static_cast<size_t>(l - 1)] = ScopeRole::outside;
-  }
+  if (!content.empty()) mark_rows(scope, s.line_count, match_param_rows(s, content, test_id));
   return scope;
 }
 

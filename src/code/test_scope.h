@@ -63,9 +63,17 @@ TestScope estimate_scope(const CodeStructure& s, std::string_view test_id, std::
 // and row index; duplicates numbered), stacked lists joined by "-" from the innermost; a parametrized fixture's
 // ids may stand before or after them ("native-2-3-7"). A list that is not written as literal rows (built by a call,
 // or a name) is not matched and says so in `note`.
+// A JUnit 5 `@ParameterizedTest`'s id ends in its invocation's index ("com.x.FooTest#adds(int, int)[2]", as the
+// console launcher, Surefire and Gradle write it): the index counts the rows of its sources in the order they are
+// written: `@CsvSource` (each string, or each line of its text block but comments; the header row left out under
+// `useHeadersInDisplayName`), `@ValueSource` (each value), `@MethodSource` (each argument of the provider's literal
+// `Stream.of(...)`, `List.of(...)`, `Arrays.asList(...)` or array initializer; the provider is named in `sources`),
+// `@NullSource`/`@EmptySource` (a row without a line); a source whose rows are elsewhere (`@EnumSource`,
+// `@CsvFileSource`, `@ArgumentsSource`, a provider in another class or one that filters) says so in `note`.
 struct ParamRows {
   std::vector<std::pair<int, int>> failing;  // the failing id's rows (first and last line), one per list
   std::vector<std::pair<int, int>> others;   // the lists' other rows
+  std::vector<std::pair<int, int>> sources;  // Java: the @MethodSource providers the rows are in (first, last line)
   std::string note;                          // why the id was not matched ("" when it was, or it has no parameters)
 };
 ParamRows match_param_rows(const CodeStructure& s, std::string_view content, std::string_view test_id);
