@@ -303,7 +303,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
       continue;
     }
     if (const auto language = language_of_path(files.front().path);
-        language == Language::python && o.test_id.find('[') != std::string::npos) {
+        (language == Language::python || language == Language::java) && o.test_id.ends_with(']')) {
       const auto rows = match_param_rows(analyze_code(files.front().content, *language, files.front().path),
                                          files.front().content, o.test_id);
       if (!rows.note.empty()) note(o.origin + ": " + rows.note);

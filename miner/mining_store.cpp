@@ -96,14 +96,20 @@ std::string status_filter(const std::vector<FailureStatus>& statuses) {
 
 // The tests whose outcomes can close a failure besides its own: a Python test's parametrized variants and the
 // function itself (`tests/t.py::test_f` and `tests/t.py::test_f[...]`: a fix that changes the failing row also
-// changes its id, which then never passes again), and a collection error's module's tests (`tests/t.py::...` for
+// changes its id, which then never passes again), a Java parametrized test's other invocations (`…#adds(int)[3]`
+// is gone once a fix removes the third row), and a collection error's module's tests (`tests/t.py::...` for
 // `tests/t.py`).
 struct ClosingKin {
   std::string function;  // the parameterless id ("" when none)
   std::string prefix;    // ids starting with it ("" when none)
 };
 ClosingKin closing_kin(const std::string& test_id) {
-  if (language_of_test_id(test_id) != Language::python) return {};
+  const Language language = language_of_test_id(test_id);
+  if (language == Language::java && test_id.ends_with(']') && test_id.find('[') != std::string::npos) {
+    const std::string function = test_id.substr(0, test_id.rfind('['));  // "com.x.T#adds(int)" of "…[3]"
+    return {function, function + "["};
+  }
+  if (language != Language::python) return {};
   if (test_id.find("::") == std::string::npos)
     return language_of_path(test_id) == Language::python ? ClosingKin{"", test_id + "::"} : ClosingKin{};
   const std::string function = test_id.substr(0, test_id.find('['));
@@ -264,6 +270,9 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
       "test_id < ?)");
   if (!kin_outcomes) return std::unexpected(kin_outcomes.error());
   std::map<std::string, std::vector<size_t>> fixes_of;  // test id → positions that close its failures, sorted
+  std::map<std::string, std::vector<size_t>> fails_of;  // test id → positions where it failed, sorted
+  std::map<std::pair<std::string, std::string>, const StoredFailure*> open_at;  // (commit, test id) → failure
+  for (const auto& f : open) open_at[{f.commit, f.test_id}] = &f;
   for (const auto& f : open) {
     auto at = position.find(f.commit);
     if (at == position.end()) {
@@ -294,13 +303,26 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
           c.kin_failed = true;
       }
       kin_outcomes->reset();
-      for (const auto& [pos, c] : by_position)
+      for (const auto& [pos, c] : by_position) {
         if (c.closes()) it->second.push_back(pos);
+        if (c.self == "failed" || c.self == "error") fails_of[f.test_id].push_back(pos);
+      }
     }
     auto next = std::upper_bound(it->second.begin(), it->second.end(), at->second);
     if (next == it->second.end()) continue;  // not fixed yet
-    FailureInput input{f.test_id, f.message, f.time, f.origin, f.snapshot};
-    auto labelling = label_failure(repo, input, (*history)[at->second], (*history)[*next], label_options);
+    // A test that kept failing until its fix is labelled from its last failing commit before it: what the fix changed
+    // of the test code as it was then. The diff from an earlier failing commit would also hold what changed between
+    // (other rows fixed, other tests' faults), so every failure of the run labels the same lines: one fault, one case.
+    const StoredFailure* from = &f;
+    size_t faulty_at = at->second;
+    const auto& fails = fails_of[f.test_id];
+    if (auto last = std::lower_bound(fails.begin(), fails.end(), *next); last != fails.begin() && *--last > faulty_at)
+      if (auto later = open_at.find({(*history)[*last].sha, f.test_id}); later != open_at.end()) {
+        from = later->second;
+        faulty_at = *last;
+      }
+    FailureInput input{from->test_id, from->message, from->time, from->origin, from->snapshot};
+    auto labelling = label_failure(repo, input, (*history)[faulty_at], (*history)[*next], label_options);
     if (!labelling) {
       report.warnings.push_back(labelling.error().message);
       Labelling missing;

@@ -359,11 +359,11 @@ TEST(spark_mine, labels_real_pytest_failures_by_their_fix_and_counts_fixes_outsi
   auto cases = read_cases_jsonl(dir / "mined.jsonl");
   ASSERT_TRUE(cases) << cases.error().message;
   // test_area failed at break-test and at docs with the same test code, and one fix mended it: one fault, one case,
-  // the earliest failure's, with both failing commits behind it.
+  // labelled in the last failing commit's version, with both failing commits behind it.
   ASSERT_EQ(cases->cases.size(), 1u);
   const auto& occurrences = cases->cases[0].record["meta"]["occurrences"];
   EXPECT_EQ(occurrences["count"], 2);
-  EXPECT_EQ(occurrences["first_commit"], cases->cases[0].faulty_commit.value_or(""));
+  EXPECT_EQ(occurrences["last_commit"], cases->cases[0].faulty_commit.value_or(""));
   EXPECT_NE(occurrences["last_commit"], occurrences["first_commit"]);
   EXPECT_LE(occurrences["first_time"].get<std::string>(), occurrences["last_time"].get<std::string>());
   for (const auto& c : cases->cases) {
@@ -474,6 +474,70 @@ TEST(spark_mine, the_three_sigma_rule_quarantines_outlying_fixes) {
   EXPECT_EQ(quarantined->cases[0].faulty_lines.size(), 30u);
   EXPECT_NE(r.err.find("1 quarantined for audit"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("mean 3.23 + 3.0 x sd 7.73 = 26.41 faulty lines (over 13 mined cases)"), std::string::npos) << r.err;
+}
+
+TEST(spark_mine, a_junit5_row_removed_by_its_fix_closes_and_a_test_failing_for_several_commits_labels_once) {
+  // adds(...)[3] fails at c1 and c2; c2 fixes another test in the same file; c3 removes the bad row, so the id [3]
+  // is gone: its sibling invocations passing close it, and both failures label the row alone, as one case.
+  TempDir dir;
+  git(dir, "init");
+  const auto source = [](bool other_fixed, bool row_removed) {
+    return std::string("package com.ex;\n"                                      // 1
+                       "\n"                                                     // 2
+                       "class TableTest {\n"                                    // 3
+                       "    @ParameterizedTest\n"                               // 4
+                       "    @CsvSource({\n"                                     // 5
+                       "        \"1, 1, 2\",\n"                                 // 6
+                       "        \"2, 2, 4\",\n") +                              // 7
+           (row_removed ? "" : "        \"2, 3, 7\",\n") +                      // 8
+           "    })\n"
+           "    void adds(int a, int b, int sum) {\n"
+           "        assertEquals(sum, a + b);\n"
+           "    }\n"
+           "\n"
+           "    @Test\n"
+           "    void other() {\n"
+           "        assertEquals(" + (other_fixed ? "2" : "1") + ", 2);\n"
+           "    }\n"
+           "}\n";
+  };
+  const std::string path = "src/test/java/com/ex/TableTest.java";
+  const std::string id = "com.ex.TableTest#adds(int, int, int)[";
+  std::string outcomes;
+  const auto outcome = [&](const std::string& test, const char* result) {
+    outcomes += "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test + "\", \"outcome\": \"" + result +
+                "\", \"message\": \"org.opentest4j.AssertionFailedError: expected: <7> but was: <5>\\n\\tat "
+                "com.ex.TableTest.adds(TableTest.java:11)\"}\n";
+  };
+  write_file(dir / path, source(false, false));
+  git(dir, "add -A");
+  git(dir, "commit -m c1", "2026-01-02T00:00:00Z");
+  outcome(id + "1]", "passed");
+  outcome(id + "2]", "passed");
+  outcome(id + "3]", "failed");
+  outcome("com.ex.TableTest#other()", "failed");
+  write_file(dir / path, source(true, false));
+  git(dir, "commit -am c2", "2026-01-03T00:00:00Z");
+  outcome(id + "1]", "passed");
+  outcome(id + "2]", "passed");
+  outcome(id + "3]", "failed");
+  outcome("com.ex.TableTest#other()", "passed");
+  write_file(dir / path, source(true, true));
+  git(dir, "commit -am c3", "2026-01-04T00:00:00Z");
+  outcome(id + "1]", "passed");
+  outcome(id + "2]", "passed");
+  outcome("com.ex.TableTest#other()", "passed");
+  write_file(dir / "outcomes.jsonl", outcomes);
+  auto r = testing::run_spark({"mine", "--outcomes", "outcomes.jsonl", "-o", "cases.jsonl"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto kept = read_cases_jsonl(dir / "cases.jsonl");
+  ASSERT_TRUE(kept) << r.err;
+  std::map<std::string, std::vector<int>> lines;
+  for (const auto& c : kept->cases)
+    for (const auto& l : c.faulty_lines) lines[c.test_id].push_back(l.line);
+  const std::map<std::string, std::vector<int>> expected = {{id + "3]", {8}}, {"com.ex.TableTest#other()", {16}}};
+  EXPECT_EQ(lines, expected) << r.err;
+  EXPECT_NE(r.err.find("0 still open"), std::string::npos) << r.err;
 }
 
 }  // namespace
