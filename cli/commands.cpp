@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -796,6 +797,11 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   nlohmann::json json_all = nlohmann::json::array();
   std::vector<Localization> annotated;  // --format github: the run's localizations, as published
   const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
+  // A note several failures share (no labelled case yet, no similar case) is said once, with their count.
+  std::map<std::string, size_t> shared_notes;
+  for (const auto& r : results)
+    if (r)
+      for (const auto& n : std::set<std::string>(r->notes.begin(), r->notes.end())) ++shared_notes[n];
   for (size_t i = 0; i < results.size(); ++i) {
     const std::string who = queries.size() > 1 ? queries[i].id + ": " : "";
     if (!results[i]) {
@@ -805,12 +811,18 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     }
     const Localization& r = *results[i];
     for (const auto& n : r.notes) {
+      auto count = shared_notes.find(n);
+      if (count != shared_notes.end() && count->second == 0) continue;  // said already
+      const std::string whose = count != shared_notes.end() && count->second > 1
+                                    ? std::to_string(count->second) + " failures: "
+                                    : who;
+      if (count != shared_notes.end()) count->second = 0;
       // With --require-llm a failed LLM is an error, not a fallback: the note says what failed, not what ranked.
       constexpr std::string_view fallback = ": ranked by spark's built-in ranker";
       if (args.require_llm && client && n.ends_with(fallback))
-        note(who + n.substr(0, n.size() - fallback.size()));
+        note(whose + n.substr(0, n.size() - fallback.size()));
       else
-        note(who + n);
+        note(whose + n);
     }
     if (!r.ranked.empty() && r.ranker.find("prior") != std::string::npos && i == 0)
       note("ranker: built-in, prior weights (the knowledge base has too few labelled cases to learn from)");

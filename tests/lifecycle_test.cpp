@@ -330,7 +330,7 @@ TEST(spark_record, a_schema_2_store_with_one_fault_twice_is_upgraded_to_one_case
   ASSERT_EQ(stored_cases(dir), 1u);
   // Turn the store into what schema 2 made of this history: two labelled failures, two cases in the corpus, no
   // occurrences; a person had accepted the later one.
-  std::string later_record;
+  std::string earlier_id;
   {
     auto kb = KnowledgeBase::open(dir / ".spark", false);
     ASSERT_TRUE(kb);
@@ -338,18 +338,26 @@ TEST(spark_record, a_schema_2_store_with_one_fault_twice_is_upgraded_to_one_case
     auto dups = store.failures({FailureStatus::duplicate});
     ASSERT_TRUE(dups);
     ASSERT_EQ(dups->size(), 1u);
-    ASSERT_TRUE((*dups)[0].labelled);
-    ASSERT_TRUE((*kb)->import_cases({*(*dups)[0].labelled}, {}, false));
+    ASSERT_TRUE((*dups)[0].labelled);  // the corpus's case, labelled from the last failing commit: the later one's
     auto kept = store.failures({FailureStatus::labelled});
     ASSERT_TRUE(kept);
     ASSERT_EQ(kept->size(), 1u);
-    Case without_occurrences = *(*kept)[0].labelled;
-    without_occurrences.record.erase("meta");
-    ASSERT_TRUE((*kb)->import_cases({without_occurrences}, {}, true));
+    // Schema 2 labelled each failure from its own commit, under an id of its own.
+    Case own = *(*kept)[0].labelled;
+    const std::string from = own.faulty_commit.value_or("").substr(0, 10), to = (*kept)[0].commit.substr(0, 10);
+    ASSERT_NE(from, to);
+    own.id.replace(own.id.find(from), from.size(), to);
+    own.faulty_commit = (*kept)[0].commit;
+    own.record.erase("meta");
+    own.record["id"] = own.id;
+    earlier_id = own.id;
+    ASSERT_TRUE((*kb)->import_cases({own}, {}, false));
   }
   const auto db = dir / ".spark" / "kb.sqlite";
   testing::run_sql(db,
       "UPDATE failures SET record = json_remove(record, '$.meta') WHERE record IS NOT NULL;"
+      "UPDATE failures SET case_id = '" + earlier_id + "', record = json_set(record, '$.id', '" + earlier_id +
+      "') WHERE status = 'labelled';"
       "UPDATE failures SET status = 'accepted', decided_by = 'Reviewer', decided_at = 1770000000, reason = 'real', "
       "duplicate_of = NULL WHERE status = 'duplicate';"
       "DROP INDEX failures_fault; ALTER TABLE failures DROP COLUMN fault_key; "
@@ -612,6 +620,10 @@ TEST(spark_record, a_parametrized_rows_fault_is_closed_by_its_functions_pass_and
   auto r1 = pytest_and_record(dir, "r1.xml", {"--format", "json"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_NE(r1.err.find("opened 2 failures"), std::string::npos) << r1.err;
+  // A note both failures share is said once, with their count.
+  const std::string empty_kb = "the knowledge base has no labelled case yet";
+  EXPECT_NE(r1.err.find("2 failures: " + empty_kb), std::string::npos) << r1.err;
+  EXPECT_EQ(r1.err.find(empty_kb), r1.err.rfind(empty_kb)) << r1.err;
   const auto all = nlohmann::json::parse(r1.out);
   ASSERT_EQ(all.size(), 2u) << r1.out;
   nlohmann::json table;
