@@ -398,8 +398,8 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
     std::vector<SourceFile> files;
     bool ok = true;
     std::vector<std::string> paths = failure_paths(o.test_id, o.message, &under_root);
-    // With the conftest.py files the test depends on (the default `mine.test_code`): a fixture's lines are ranked as
-    // the test's set-up.
+    // With the Python test code the test depends on (the default `mine.test_code`): its conftest.py files and the
+    // helper modules it imports, whose fixtures and functions it reaches are ranked as its set-up.
     const auto read_under_root = [&](const std::string& p) -> std::optional<std::string> {
       auto full = inside_root(args.root, p);
       if (!full) return std::nullopt;
@@ -407,7 +407,7 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
       return content ? std::optional<std::string>(std::move(*content)) : std::nullopt;
     };
     for (auto& p : dependency_paths(paths.front(), read_under_root, TestCodeRule(), &under_root))
-      if (fs::path(p).filename() == "conftest.py" && std::find(paths.begin(), paths.end(), p) == paths.end())
+      if (language_of_path(p) == Language::python && std::find(paths.begin(), paths.end(), p) == paths.end())
         paths.push_back(std::move(p));
     for (const auto& p : paths) {
       auto full = inside_root(args.root, p);

@@ -290,10 +290,11 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   for (const auto& o : *outcomes) {
     if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
     auto files = failure_files(**repo, *commit, o.test_id, o.message);
-    // With the conftest.py files the test depends on: a fixture's lines are ranked as the test's set-up.
+    // With the Python test code the test depends on (conftest.py files, imported helper modules): the fixtures and
+    // functions it reaches are ranked as its set-up.
     if (!files.empty())
       for (auto& f : failure_files(**repo, *commit, o.test_id, o.message, nullptr, &options->test_code))
-        if (fs::path(f.path).filename() == "conftest.py" &&
+        if (language_of_path(f.path) == Language::python &&
             std::none_of(files.begin(), files.end(), [&](const SourceFile& g) { return g.path == f.path; }))
           files.push_back(std::move(f));
     if (files.empty() ||

@@ -147,6 +147,45 @@ void scope_conftests(QueryView& v) {
   }
 }
 
+// A Python test's other test modules among the query's (helpers it imports, a module its traceback passes through):
+// the functions the test reaches by name, from its own function, its set-up and the fixtures it reaches (then from
+// those functions, in the module), are its `support`, the module-level code `module`, the other functions other
+// tests' (`outside`). Left alone when the test's own function is not found.
+void scope_helpers(QueryView& v) {
+  const QueryView::File* own = nullptr;
+  std::vector<QueryView::File*> helpers;
+  for (auto& f : v.files) {
+    if (f.structure->language != Language::python) continue;
+    if (f.scope.found && f.scope.function_end > 0 && !own) own = &f;
+    else if (!f.scope.found) helpers.push_back(&f);
+  }
+  if (!own || helpers.empty()) return;
+  std::set<std::string> wanted;
+  for (const auto& f : v.files)  // the own file's and the conftest files' reached functions
+    if (f.scope.found)
+      for (const auto& fn : f.structure->functions)
+        if (fn.def_line >= 1 && static_cast<size_t>(fn.def_line) <= f.scope.role.size() &&
+            f.scope.role[static_cast<size_t>(fn.def_line - 1)] >= ScopeRole::support)
+          wanted.insert(fn.calls.begin(), fn.calls.end());
+  for (auto* h : helpers) {
+    const CodeStructure& s = *h->structure;
+    std::set<const FunctionInfo*> reached;
+    std::set<std::string> names = wanted;
+    for (size_t before = SIZE_MAX; reached.size() != before;) {
+      before = reached.size();
+      for (const auto& fn : s.functions)
+        if ((names.contains(fn.name) || names.contains(fn.class_name)) && reached.insert(&fn).second)
+          names.insert(fn.calls.begin(), fn.calls.end());
+    }
+    h->scope.found = true;
+    h->scope.role.assign(static_cast<size_t>(s.line_count), ScopeRole::module);
+    for (const auto& fn : s.functions)
+      for (int l = fn.start; l <= fn.end && l <= s.line_count; ++l)
+        if (h->scope.role[static_cast<size_t>(l - 1)] != ScopeRole::support)
+          h->scope.role[static_cast<size_t>(l - 1)] = reached.contains(&fn) ? ScopeRole::support : ScopeRole::outside;
+  }
+}
+
 }  // namespace
 
 QueryView make_query_view(const Case& query, StructureCache& cache) {
@@ -161,6 +200,7 @@ QueryView make_query_view(const Case& query, StructureCache& cache) {
     v.files.push_back(std::move(file));
   }
   scope_conftests(v);
+  scope_helpers(v);
   // When the test's function is in none of the files, nothing can be preferred by scope: all `module`.
   v.failure = failure_text(query.error_message);
   v.frames = parse_traceback(v.failure);

@@ -581,6 +581,28 @@ TEST(spark_record, a_fixture_fault_fixed_in_conftest_and_a_helper_fault_fixed_in
   ASSERT_TRUE(cases.contains("tests/test_shop.py::test_double"));
   EXPECT_EQ(cases["tests/test_shop.py::test_double"]["faulty_lines"],
             nlohmann::json::parse(R"([{"path":"tests/helpers.py","line":2}])"));
+  // The helper breaks again, below an assertion whose traceback names only the test: the imported module is read
+  // with the test, the function it calls ranked as its set-up, and the helper's learnt line weighs for it.
+  write_file(dir / "tests" / "helpers.py",
+             "def double(x):\n    return x * 2.5\n\n\ndef triple(x):\n    return x + x + x\n");
+  git(dir, "commit -am break-helper", day(4));
+  auto r4 = pytest_and_record(dir, "r4.xml", {"--format", "json"});
+  ASSERT_EQ(r4.exit_code, 0) << r4.err;
+  const auto localized = nlohmann::json::parse(r4.out);
+  ASSERT_EQ(localized.size(), 1u) << r4.out;
+  std::vector<std::string> ranked;
+  for (const auto& e : localized[0]["ranked"]) {
+    ranked.push_back(e["path"].get<std::string>() + ":" + std::to_string(e["line"].get<int>()));
+    if (ranked.back() == "tests/helpers.py:2") {
+      std::string reasons;
+      for (const auto& why : e["reasons"]) reasons += why.get<std::string>() + "\n";
+      EXPECT_NE(reasons.find("in set-up, a fixture or a helper the failing test uses"), std::string::npos) << reasons;
+    }
+  }
+  const auto helper = std::find(ranked.begin(), ranked.end(), "tests/helpers.py:2");
+  EXPECT_LT(helper - ranked.begin(), 3) << r4.out;
+  // Another helper, which the test does not call, is other tests' code.
+  EXPECT_LT(helper, std::find(ranked.begin(), ranked.end(), "tests/helpers.py:6")) << r4.out;
   // mine.test_code names what test code is: with only the test files, the helper's fix is outside the test code.
   TempDir other;
   ci_repo(other);
