@@ -509,24 +509,19 @@ TEST(spark_mine, a_junit5_row_removed_by_its_fix_closes_and_a_test_failing_for_s
                 "\", \"message\": \"org.opentest4j.AssertionFailedError: expected: <7> but was: <5>\\n\\tat "
                 "com.ex.TableTest.adds(TableTest.java:11)\"}\n";
   };
-  write_file(dir / path, source(false, false));
-  git(dir, "add -A");
-  git(dir, "commit -m c1", "2026-01-02T00:00:00Z");
-  outcome(id + "1]", "passed");
-  outcome(id + "2]", "passed");
-  outcome(id + "3]", "failed");
-  outcome("com.ex.TableTest#other()", "failed");
-  write_file(dir / path, source(true, false));
-  git(dir, "commit -am c2", "2026-01-03T00:00:00Z");
-  outcome(id + "1]", "passed");
-  outcome(id + "2]", "passed");
-  outcome(id + "3]", "failed");
-  outcome("com.ex.TableTest#other()", "passed");
-  write_file(dir / path, source(true, true));
-  git(dir, "commit -am c3", "2026-01-04T00:00:00Z");
-  outcome(id + "1]", "passed");
-  outcome(id + "2]", "passed");
-  outcome("com.ex.TableTest#other()", "passed");
+  // A commit and its outcomes: adds [1] and [2] pass, [3] as `third` (none once its row is gone), other() as `other`.
+  const auto commit = [&](const std::string& name, int day, bool other_fixed, const char* third, const char* other) {
+    write_file(dir / path, source(other_fixed, third == nullptr));
+    git(dir, "add -A");
+    git(dir, "commit -m " + name, "2026-01-0" + std::to_string(day) + "T00:00:00Z");
+    outcome(id + "1]", "passed");
+    outcome(id + "2]", "passed");
+    if (third) outcome(id + "3]", third);
+    outcome("com.ex.TableTest#other()", other);
+  };
+  commit("c1", 2, false, "failed", "failed");
+  commit("c2", 3, true, "failed", "passed");
+  commit("c3", 4, true, nullptr, "passed");
   write_file(dir / "outcomes.jsonl", outcomes);
   auto r = testing::run_spark({"mine", "--outcomes", "outcomes.jsonl", "-o", "cases.jsonl"}, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
