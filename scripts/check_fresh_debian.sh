@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The newcomer check: both README commands, exactly as written, in a brand-new Debian 12 root.
+# The newcomer check: both README commands, exactly as written, in a brand-new Debian 12 root; and the Debian
+# package (scripts/package.sh) built in one such root and installed with apt-get in another, which has no build tools.
 #
 # Makes (once, then reuses) a pristine Debian 12 minbase root with debootstrap, plus git (a newcomer has cloned the
 # project), and for each README command: copies the pristine root, clones this repository's HEAD into it (a plain
 # clone: no ../shared beside it, nothing built), and runs the command there as root under chroot. Prints each
 # command's result and time; exits 1 when either fails. Logs are kept in the work folder.
 #
-#   scripts/check_fresh_debian.sh [--only demo|test] [--keep]
+#   scripts/check_fresh_debian.sh [--only demo|test|package] [--keep]
 #
 # Environment:
 #   SPARK_FRESH_CACHE   where the pristine root is kept (default /var/cache/spark-fresh-debian)
@@ -26,13 +27,13 @@ only=""
 keep=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --only) only=${2:?--only takes demo or test}; shift 2 ;;
+    --only) only=${2:?--only takes demo, test or package}; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "check_fresh_debian: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-case "$only" in ""|demo|test) ;; *) echo "check_fresh_debian: --only takes demo or test" >&2; exit 2 ;; esac
+case "$only" in ""|demo|test|package) ;; *) echo "check_fresh_debian: --only takes demo, test or package" >&2; exit 2 ;; esac
 
 say() { printf 'check_fresh_debian: %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { say "needs root (debootstrap, chroot, mounts)"; exit 1; }
@@ -86,6 +87,7 @@ run_in_fresh_root() {
   git -C "$box/root/spark" checkout -q "$head"
   # A clone from a local folder has that folder as origin; a newcomer's points at the project's host.
   git -C "$box/root/spark" remote set-url origin https://example.invalid/spark.git
+  if [ -n "${inputs:-}" ]; then cp $inputs "$box/root/"; fi
   say "$name: running '$command' in a fresh Debian 12 root (log: $log)"
   local start rc=0
   start=$(date +%s)
@@ -103,14 +105,27 @@ run_in_fresh_root() {
   results+=("$(printf '%-18s exit %-3s %4d min %02d s' "$command" "$rc" $((secs / 60)) $((secs % 60)))")
   say "$name: exit $rc after ${secs} s; the last lines:"
   tail -n 15 "$log" | sed 's/^/    /' >&2
+  if [ -n "${artifacts:-}" ] && [ "$rc" = 0 ]; then cp "$box"/$artifacts "$work/"; fi
   [ "$keep" = 1 ] || rm -rf "$box"
   return "$rc"
 }
 
 results=()
 status=0
-if [ "$only" != test ]; then run_in_fresh_root demo "scripts/demo.sh" || status=1; fi
-if [ "$only" != demo ]; then run_in_fresh_root test "scripts/test.sh" || status=1; fi
+if [ -z "$only" ] || [ "$only" = demo ]; then run_in_fresh_root demo "scripts/demo.sh" || status=1; fi
+if [ -z "$only" ] || [ "$only" = test ]; then run_in_fresh_root test "scripts/test.sh" || status=1; fi
+if [ -z "$only" ] || [ "$only" = package ]; then
+  # Built where the README's set-up ran; installed where nothing but Debian's minbase and git is.
+  rm -f "$work"/spark_*.deb
+  if artifacts="root/out/spark_*.deb" run_in_fresh_root package "scripts/setup.sh && scripts/package.sh /root/out"; then
+    cp "$work"/spark_*.deb "$work/spark.deb"
+    inputs="$work/spark.deb" run_in_fresh_root install "mkdir -p /root/try/tests && cp /root/spark/scripts/package_smoke.sh /root/try/ && \
+      rm -rf /root/spark && apt-get update -qq && apt-get install -y -qq /root/spark.deb && \
+      cd /root/try && sh package_smoke.sh" || status=1
+  else
+    status=1
+  fi
+fi
 
 echo "newcomer check of ${head:0:10} in a fresh Debian 12 minbase root ($(nproc) cores):"
 for r in "${results[@]}"; do echo "  $r"; done

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Builds the Debian package: OUTDIR/spark_VERSION_amd64.deb, installable on Debian 12 with only runtime packages.
+#
+#   scripts/package.sh OUTDIR [BUILD_DIR]
+#
+# BUILD_DIR is a configured build whose `spark` is packaged (default: build-package, configured Release and built
+# here, the binary only). The package holds /usr/bin/spark, the man page spark(1) made by help2man from the binary's
+# own --help (the main help and every subcommand's: no hand-kept copy), the CI hooks (/usr/share/spark/hooks), the
+# pytest plugin (/usr/share/spark/integrations/pytest), the JSON Schemas and the docs (/usr/share/doc/spark). Its
+# Depends are what dpkg-shlibdeps finds the binary linked to, so an install pulls exactly the shared libraries spark
+# needs (docs/PACKAGING.md). Needs dpkg-dev and help2man (installed when missing, as root; setup.sh --tests has them).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: scripts/package.sh OUTDIR [BUILD_DIR]}
+build=${2:-$root/build-package}
+say() { printf 'package: %s\n' "$*" >&2; }
+if ! command -v dpkg-shlibdeps >/dev/null || ! command -v help2man >/dev/null; then
+  [ "$(id -u)" = 0 ] || { say "dpkg-dev and help2man are missing: install them (scripts/setup.sh --tests does)"; exit 2; }
+  say "installing dpkg-dev and help2man"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev help2man >/dev/null ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev help2man >/dev/null; }
+fi
+if [ $# -lt 2 ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPARK_BUILD_TESTS=OFF -DSPARK_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$build" -j"$(nproc)" --target spark
+fi
+binary="$build/spark"
+[ -x "$binary" ] || { say "no spark binary in $build"; exit 2; }
+version=$("$binary" --version | cut -d' ' -f2)
+arch=$(dpkg --print-architecture)
+mkdir -p "$out"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+pkg="$stage/spark_${version}_$arch"
+
+install -D -m 0755 "$binary" "$pkg/usr/bin/spark"
+strip --strip-unneeded "$pkg/usr/bin/spark"
+install -d "$pkg/usr/share/spark" "$pkg/usr/share/doc/spark" "$pkg/usr/share/man/man1"
+cp -r "$root/hooks" "$pkg/usr/share/spark/hooks"
+mkdir -p "$pkg/usr/share/spark/integrations"
+cp -r "$root/integrations/pytest" "$pkg/usr/share/spark/integrations/pytest"
+find "$pkg/usr/share/spark" -name __pycache__ -prune -exec rm -rf {} +
+cp -r "$root/docs/schemas" "$pkg/usr/share/spark/schemas"
+cp "$root/README.md" "$pkg/usr/share/doc/spark/README.md"
+cp -r "$root/docs" "$pkg/usr/share/doc/spark/docs"
+rm -rf "$pkg/usr/share/doc/spark/docs/schemas"
+chmod -R u=rwX,go=rX "$pkg/usr/share"
+chmod 0755 "$pkg"/usr/share/spark/hooks/*.sh
+
+# The man page: the main help, then each subcommand's, as help2man reads them from the binary.
+include="$stage/commands.h2m"
+{
+  echo "[COMMANDS]"
+  "$binary" --help | sed -n '/^Subcommands:/,$ s/^  \([a-z][a-z-]*\) .*/\1/p' | while read -r sub; do
+    echo ".SS spark $sub"
+    echo ".nf"
+    "$binary" "$sub" --help | sed -e 's/\\/\\e/g' -e 's/^\./\\\&./' -e "s|$binary|spark|g"
+    echo ".fi"
+  done
+  echo "[SEE ALSO]"
+  echo "/usr/share/doc/spark/README.md and /usr/share/doc/spark/docs/ (FORMATS.md, MINER.md, LOCALIZER.md, ...)."
+} > "$include"
+LC_ALL=C.UTF-8 help2man --no-info --locale=C.UTF-8 --name "localize the faulty lines of a failing test from similar failures fixed before" \
+  --include "$include" --help-option=--help --version-option=--version "$binary" |
+  sed "s|$binary|spark|g" | gzip -9n > "$pkg/usr/share/man/man1/spark.1.gz"
+
+# Depends: the shared libraries the binary links, as Debian's packages provide them.
+mkdir -p "$stage/debian" "$pkg/DEBIAN"
+printf 'Source: spark\n\nPackage: spark\nArchitecture: any\n' > "$stage/debian/control"
+depends=$(cd "$stage" && dpkg-shlibdeps -O "$pkg/usr/bin/spark" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+[ -n "$depends" ] || { say "dpkg-shlibdeps found no dependency of $binary"; exit 1; }
+size=$(du -sk "$pkg/usr" | cut -f1)
+cat > "$pkg/DEBIAN/control" <<EOF
+Package: spark
+Version: $version
+Architecture: $arch
+Maintainer: spark developers <spark@localhost>
+Installed-Size: $size
+Depends: $depends
+Recommends: git, python3-pytest
+Section: devel
+Priority: optional
+Homepage: https://github.com/
+Description: localize the faulty lines of a failing test from similar failures fixed before
+ spark reads a failing test's report (JUnit XML, pytest's output), retrieves the most similar
+ failures fixed before from its knowledge base and ranks the test's lines most likely faulty,
+ with its own learnt ranker or an OpenAI-compatible LLM. It mines the knowledge base from the
+ repository's history and from CI runs (spark record), for Python, Java, JavaScript and TypeScript.
+EOF
+dpkg-deb --root-owner-group --build "$pkg" "$out/spark_${version}_$arch.deb" >/dev/null
+say "wrote $out/spark_${version}_$arch.deb (Depends: $depends)"
