@@ -25,7 +25,7 @@ packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpc
           libgfortran-12-dev)
 if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
     packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev clang-tidy-16 postgresql-15 default-jdk-headless junit5
-              python3-jsonschema python3-pytest-xdist python3-pip python3-setuptools
+              python3-jsonschema python3-yaml python3-pytest-xdist python3-pip python3-setuptools
               dpkg-dev help2man)
 fi
 if [ "$mode" = --corpus ]; then

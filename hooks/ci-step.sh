@@ -1,0 +1,85 @@
+#!/bin/sh
+# The CI step of spark's GitHub Action (action.yml) and GitLab component (templates/spark.yml): hooks/ci-post-failure.sh's
+# `spark record`, plus what a CI page shows: the counts as step outputs and a markdown summary.
+#
+# Environment (the action and the component set it from their inputs):
+#   SPARK_REPORT  the JUnit XML report (required)        SPARK_FORMAT  github | text | json | sarif (default github
+#   SPARK_SARIF   also write SARIF to this file                        on GitHub Actions, else text)
+#   SPARK         the spark binary (default spark)       SPARK_KB      the knowledge base (spark's own default else)
+#   GITHUB_OUTPUT / GITHUB_STEP_SUMMARY   where GitHub takes outputs and the summary; elsewhere the summary is
+#                 written to spark-summary.md
+# Outputs: failures=N (failing tests of the report, localized), learnt=N (cases learnt from fixes in this run).
+# Never fails the job: the test step already said whether the build is green.
+set -u
+spark=${SPARK:-spark}
+report=${SPARK_REPORT:-}
+sarif=${SPARK_SARIF:-}
+commit=${SPARK_COMMIT:-${GITHUB_SHA:-${CI_COMMIT_SHA:-HEAD}}}
+if [ -n "${GITHUB_ACTIONS:-}" ]; then format=${SPARK_FORMAT:-github}; else format=${SPARK_FORMAT:-text}; fi
+[ -n "$format" ] || format=text
+outputs=${GITHUB_OUTPUT:-/dev/null}
+summary=${GITHUB_STEP_SUMMARY:-spark-summary.md}
+[ -n "${SPARK_KB:-}" ] || unset SPARK_KB
+failures=0
+learnt=0
+note=""
+
+# The number of labelled cases in the knowledge base ("" when it cannot be read).
+cases() { "$spark" kb status 2>/dev/null | sed -n 's/^cases: \([0-9][0-9]*\).*/\1/p'; }
+
+finish() {
+  printf 'failures=%s\nlearnt=%s\n' "$failures" "$learnt" >> "$outputs"
+  {
+    echo "### spark"
+    echo
+    if [ -n "$note" ]; then
+      echo "$note"
+    else
+      echo "| failing tests localized | cases learnt from fixes |"
+      echo "|---|---|"
+      echo "| $failures | $learnt |"
+      if [ -s "${open_list:-/dev/null}" ]; then
+        echo
+        echo "<details><summary>open failures (not fixed yet)</summary>"
+        echo
+        echo '~~~~'
+        # Test ids and messages are the tests' text: no fence of ours can be closed by them.
+        sed -e 's/~~~~/~ ~ ~ ~/g' "$open_list" | head -n 200
+        echo '~~~~'
+        echo
+        echo "</details>"
+      fi
+    fi
+  } >> "$summary"
+  exit 0
+}
+
+if [ -z "$report" ] || [ ! -f "$report" ]; then
+  echo "spark: no JUnit report at '${report}' (run the tests with --junitxml=REPORT, and give it as the report)" >&2
+  note="No JUnit report at \`${report}\`: nothing recorded."
+  finish
+fi
+if ! command -v "$spark" >/dev/null 2>&1; then
+  echo "spark: '$spark' is not installed (the Debian package: docs/PACKAGING.md); nothing recorded" >&2
+  note="spark is not installed on this runner: nothing recorded."
+  finish
+fi
+sha=$(git rev-parse --verify -q "$commit^{commit}" 2>/dev/null || echo "$commit")
+before=$(cases)
+set -- record --junit "$report" --commit "$commit" --format "$format"
+[ -n "$sarif" ] && set -- "$@" --sarif "$sarif"
+"$spark" "$@"
+rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "spark: 'spark record' exited with status $rc (see its messages above); the CI job is not failed by spark" >&2
+fi
+after=$(cases)
+if [ -n "$before" ] && [ -n "$after" ]; then learnt=$((after - before)); fi
+[ "$learnt" -ge 0 ] || learnt=0
+# The report's failing tests: the open failures whose last failing commit is this one.
+failures=$("$spark" failures list --format json 2>/dev/null | grep -c "\"last_commit\": \"$sha\"")
+open_list=$(mktemp)
+"$spark" failures list > "$open_list" 2>/dev/null || : > "$open_list"
+grep -q '^[0-9a-f]\{12\} ' "$open_list" || : > "$open_list"
+trap 'rm -f "$open_list"' EXIT
+finish
