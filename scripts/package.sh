@@ -7,8 +7,8 @@
 # here, the binary only). The package holds /usr/bin/spark, the man page spark(1) made by help2man from the binary's
 # own --help (the main help and every subcommand's: no hand-kept copy), the CI hooks (/usr/share/spark/hooks), the
 # pytest plugin (/usr/share/spark/integrations/pytest), the JSON Schemas and the docs (/usr/share/doc/spark). Its
-# Depends are what dpkg-shlibdeps finds the binary linked to, so an install pulls exactly the shared libraries spark
-# needs (docs/PACKAGING.md). Needs dpkg-dev and help2man (installed when missing, as root; setup.sh --tests has them).
+# Depends are what dpkg-shlibdeps finds the binary linked to and the packages of the libraries it opens with dlopen
+# (libgit2, libcurl, libpq), so an install pulls exactly the shared libraries spark needs (docs/PACKAGING.md). Needs dpkg-dev and help2man (installed when missing, as root; setup.sh --tests has them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: scripts/package.sh OUTDIR [BUILD_DIR]}
@@ -69,6 +69,14 @@ mkdir -p "$stage/debian" "$pkg/DEBIAN"
 printf 'Source: spark\n\nPackage: spark\nArchitecture: any\n' > "$stage/debian/control"
 depends=$(cd "$stage" && dpkg-shlibdeps -O "$pkg/usr/bin/spark" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { say "dpkg-shlibdeps found no dependency of $binary"; exit 1; }
+# libgit2, libcurl and libpq are opened with dlopen when first needed (CMakeLists.txt, SPARK_STATIC_LIBS), so no
+# linker sees them: their sonames are in the binary, and the packages holding them here are its dependencies too.
+for soname in $(strings "$binary" | grep -E '^lib(git2|curl|pq)\.so\.[0-9.]+$' | sort -u); do
+  file=$(ldconfig -p | sed -n "s|^[[:space:]]*$soname (.*) => ||p" | head -n 1)
+  owner=$([ -n "$file" ] && dpkg -S "$(readlink -f "$file")" 2>/dev/null | head -n 1 | cut -d: -f1)
+  [ -n "$owner" ] || { say "no installed package holds $soname, which spark opens"; exit 1; }
+  depends="$depends, $owner"
+done
 size=$(du -sk "$pkg/usr" | cut -f1)
 cat > "$pkg/DEBIAN/control" <<EOF
 Package: spark

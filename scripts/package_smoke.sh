@@ -11,4 +11,14 @@ printf 'def test_add():\n    total = 2 + 2\n    assert total == 5\n' > tests/tes
 printf 'tests/test_a.py:3: in test_add\n    assert total == 5\nE   assert 4 == 5\n' > error.txt
 spark --kb ./kb localize --test tests/test_a.py --error error.txt -k 3 | tee out.txt
 grep -q 'tests/test_a.py:3' out.txt
+# record reads the repository with libgit2, which spark opens when needed: the package must have brought it.
+git init -q . && git -c user.name=t -c user.email=t@x add tests && git -c user.name=t -c user.email=t@x commit -qm a
+cat > report.xml <<'XML'
+<testsuites><testsuite name="pytest" tests="1" failures="1"><testcase classname="tests.test_a" name="test_add"
+file="tests/test_a.py" line="0"><failure message="assert 4 == 5">tests/test_a.py:3: in test_add
+    assert total == 5
+E   assert 4 == 5</failure></testcase></testsuite></testsuites>
+XML
+spark record --junit report.xml | tee record.txt
+grep -q 'tests/test_a.py:3' record.txt
 echo "package smoke test: passed"

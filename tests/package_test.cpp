@@ -44,6 +44,8 @@ TEST(package, the_deb_holds_the_binary_man_page_hooks_and_plugin_and_installs_ov
   EXPECT_NE(fields.out.find("Package: spark\n"), std::string::npos) << fields.out;
   EXPECT_NE(fields.out.find("Version: " + version + "\n"), std::string::npos) << fields.out;
   EXPECT_NE(fields.out.find("Depends: libc6 (>= "), std::string::npos) << fields.out;
+  for (const char* opened : {"libgit2", "libcurl", "libpq"})  // opened with dlopen: no linker names them
+    EXPECT_NE(fields.out.find(opened), std::string::npos) << opened << "\n" << fields.out;
   // Its files, and a binary that runs from them.
   auto extracted = run("/usr/bin/dpkg-deb", {"-x", deb, (dir / "x").string()}, dir);
   ASSERT_EQ(extracted.exit_code, 0) << extracted.err;
