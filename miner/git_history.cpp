@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "base/files.h"
 #include "base/shared_library.h"
 #include "base/text.h"
 #include "base/work_pool.h"
@@ -24,12 +25,13 @@ namespace {
 #define SPARK_LIBGIT2_FUNCTIONS(X)                                                                                    \
   X(git_blob_free) X(git_blob_lookup) X(git_blob_rawcontent) X(git_blob_rawsize) X(git_buf_dispose)                   \
   X(git_checkout_options_init) X(git_checkout_tree) X(git_commit_free) X(git_commit_lookup)                           \
-  X(git_commit_parent) X(git_commit_parentcount) X(git_commit_summary) X(git_commit_time) X(git_commit_tree)          \
+  X(git_commit_parent) X(git_commit_parent_id) X(git_commit_parentcount) X(git_commit_summary) X(git_commit_time) X(git_commit_tree)          \
   X(git_config_free) X(git_config_get_string) X(git_diff_buffers) X(git_diff_free) X(git_diff_get_delta)              \
   X(git_diff_num_deltas) X(git_diff_options_init) X(git_diff_to_buf) X(git_diff_tree_to_tree) X(git_error_last)       \
   X(git_libgit2_init) X(git_libgit2_opts) X(git_object_free) X(git_object_id) X(git_object_peel)                      \
   X(git_oid_equal) X(git_oid_fromstr) X(git_oid_tostr) X(git_oid_tostr_s) X(git_patch_free)                           \
-  X(git_patch_from_buffers) X(git_patch_to_buf) X(git_repository_config_snapshot) X(git_repository_free)              \
+  X(git_patch_from_buffers) X(git_patch_to_buf) X(git_repository_commondir) X(git_repository_config_snapshot)        \
+  X(git_repository_free)                                                                                              \
   X(git_repository_is_bare) X(git_repository_is_shallow) X(git_repository_open_bare) X(git_repository_open_ext)       \
   X(git_repository_path) X(git_repository_workdir) X(git_revparse_single) X(git_revwalk_free)                         \
   X(git_revwalk_new) X(git_revwalk_next) X(git_revwalk_push) X(git_revwalk_push_head)                                 \
@@ -99,8 +101,74 @@ bool GitRepository::bare() const { return git().git_repository_is_bare(repo_.get
 
 bool GitRepository::shallow() const { return git().git_repository_is_shallow(repo_.get()) == 1; }
 
+namespace {
+
+// The commits reachable from `tip` without going past the `boundary` commits (whose parents are not followed), parents
+// before children: depth first, each commit's parents in order (`first_parent`: the first only).
+Result<std::vector<git_oid>> walk_to_boundary(git_repository* repo, const git_oid& tip, bool first_parent,
+                                              const std::set<std::string>& boundary, const fs::path& where) {
+  struct Frame {
+    git_oid id;
+    std::vector<git_oid> parents;
+    size_t next = 0;
+  };
+  std::vector<git_oid> out;
+  std::set<std::string> seen;
+  std::vector<Frame> stack;
+  const auto enter = [&](const git_oid& id) -> Status {
+    char hex[GIT_OID_HEXSZ + 1];
+    git().git_oid_tostr(hex, sizeof hex, &id);
+    if (!seen.insert(hex).second) return {};
+    Owned<git_commit, &Git::git_commit_free> commit;
+    if (git().git_commit_lookup(&commit.p, repo, &id) != 0) return fail(last_error(where.string() + ": the history"));
+    Frame frame{id, {}, 0};
+    if (!boundary.contains(hex)) {
+      const unsigned n = git().git_commit_parentcount(commit.p);
+      for (unsigned i = 0; i < (first_parent ? std::min(n, 1u) : n); ++i)
+        frame.parents.push_back(*git().git_commit_parent_id(commit.p, i));
+    }
+    stack.push_back(std::move(frame));
+    return {};
+  };
+  if (auto s = enter(tip); !s) return std::unexpected(s.error());
+  while (!stack.empty()) {
+    if (Frame& top = stack.back(); top.next < top.parents.size()) {
+      const git_oid parent = top.parents[top.next++];
+      if (auto s = enter(parent); !s) return std::unexpected(s.error());
+      continue;
+    }
+    out.push_back(stack.back().id);
+    stack.pop_back();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> GitRepository::shallow_boundary() const {
+  std::vector<std::string> out;
+  if (!shallow()) return out;
+  auto text = read_file(fs::path(git().git_repository_commondir(repo_.get())) / "shallow");
+  if (!text) return out;
+  for (auto line : split_lines(*text))
+    if (line = trim(line); line.size() == GIT_OID_HEXSZ) out.emplace_back(line);
+  return out;
+}
+
 Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::optional<int64_t> since,
                                                        std::optional<int64_t> until, const std::string& tip) const {
+  // libgit2 1.5 knows no shallow clones: its walk reads the parents of the clone's boundary commits, which the clone
+  // does not have, and fails there. A shallow clone's history is walked here instead, and ends at the boundary (as
+  // git's own does).
+  if (const auto boundary = shallow_boundary(); !boundary.empty()) {
+    auto start = resolve(tip.empty() ? "HEAD" : tip);
+    if (!start) return std::unexpected(start.error());
+    git_oid oid;
+    git().git_oid_fromstr(&oid, start->c_str());
+    auto walked = walk_to_boundary(repo_.get(), oid, first_parent, {boundary.begin(), boundary.end()}, workdir_);
+    if (!walked) return std::unexpected(walked.error());
+    return commit_infos(*walked, since, until);
+  }
   Owned<git_revwalk, &Git::git_revwalk_free> walk;
   if (git().git_revwalk_new(&walk.p, repo_.get()) != 0) return fail(last_error(workdir_.string()));
   git().git_revwalk_sorting(walk.p, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
@@ -114,9 +182,17 @@ Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::o
     if (git().git_revwalk_push(walk.p, &oid) != 0) return fail(workdir_.string() + ": " + last_error(tip));
   }
   if (first_parent) git().git_revwalk_simplify_first_parent(walk.p);
-  std::vector<CommitInfo> out;
+  std::vector<git_oid> walked;
   git_oid oid;
-  while (git().git_revwalk_next(&oid, walk.p) == 0) {
+  while (git().git_revwalk_next(&oid, walk.p) == 0) walked.push_back(oid);
+  return commit_infos(walked, since, until);
+}
+
+Result<std::vector<CommitInfo>> GitRepository::commit_infos(const std::vector<git_oid>& commits,
+                                                            std::optional<int64_t> since,
+                                                            std::optional<int64_t> until) const {
+  std::vector<CommitInfo> out;
+  for (const git_oid& oid : commits) {
     Owned<git_commit, &Git::git_commit_free> commit;
     if (git().git_commit_lookup(&commit.p, repo_.get(), &oid) != 0) return fail(last_error(workdir_.string()));
     CommitInfo c;

@@ -17,6 +17,7 @@
 #include "base/result.h"
 
 struct git_repository;
+struct git_oid;
 
 namespace spark {
 
@@ -35,7 +36,8 @@ class GitRepository {
   GitRepository& operator=(const GitRepository&) = delete;
 
   // The history from `tip` (default HEAD), oldest first: first-parent only by default, else every reachable commit
-  // in topological order. `since`/`until` (epoch seconds) bound the committer time when set.
+  // in topological order. `since`/`until` (epoch seconds) bound the committer time when set. A shallow clone's
+  // history ends at its boundary commits (shallow_boundary).
   Result<std::vector<CommitInfo>> history(bool first_parent = true, std::optional<int64_t> since = std::nullopt,
                                           std::optional<int64_t> until = std::nullopt,
                                           const std::string& tip = "") const;
@@ -80,12 +82,16 @@ class GitRepository {
   const std::filesystem::path& workdir() const { return workdir_; }
   bool bare() const;
   bool shallow() const;
+  // A shallow clone's boundary: the commits whose parents it does not have (.git/shallow); empty when not shallow.
+  std::vector<std::string> shallow_boundary() const;
 
  private:
   struct RepositoryFree {
     void operator()(git_repository* repo) const;
   };
   GitRepository(git_repository* repo, std::filesystem::path workdir) : repo_(repo), workdir_(std::move(workdir)) {}
+  Result<std::vector<CommitInfo>> commit_infos(const std::vector<git_oid>& commits, std::optional<int64_t> since,
+                                               std::optional<int64_t> until) const;
   std::unique_ptr<git_repository, RepositoryFree> repo_;
   std::filesystem::path workdir_;
 };

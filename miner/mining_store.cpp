@@ -152,6 +152,7 @@ std::optional<std::string> test_gone_at(const GitRepository& repo, const std::st
 Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                      const SyncOptions& options) {
   SyncReport report;
+  report.shallow_boundary = repo.shallow_boundary();
   const int64_t now = now_epoch();
   if (auto s = record_outcomes(repo, outcomes, options, now, report); !s) return std::unexpected(s.error());
   auto open = failures({FailureStatus::open});
@@ -168,7 +169,8 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
 Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                     const SyncOptions& options, int64_t now, SyncReport& report) {
   Database& db = kb_.database();
-  // Commits are stored as full shas; one the repository does not have is named and skipped.
+  // Commits are stored as full shas; one the repository does not have is named and skipped (in a shallow clone,
+  // counted: the summary names the boundary once).
   struct Resolved {
     const RecordedOutcome* o;
     std::string sha;
@@ -180,14 +182,13 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
     auto it = sha_of.find(o.commit);
     if (it == sha_of.end()) {
       auto sha = repo.resolve(o.commit);
-      if (!sha) {
-        report.warnings.push_back(o.origin + ": " + sha.error().message);
-        sha_of[o.commit] = "";
-        continue;
-      }
-      it = sha_of.emplace(o.commit, *sha).first;
+      if (!sha && report.shallow_boundary.empty()) report.warnings.push_back(o.origin + ": " + sha.error().message);
+      it = sha_of.emplace(o.commit, sha ? *sha : std::string()).first;
     }
-    if (it->second.empty()) continue;
+    if (it->second.empty()) {
+      report.beyond_boundary += report.shallow_boundary.empty() ? 0 : 1;
+      continue;
+    }
     Resolved r{&o, it->second, std::nullopt};
     if (options.snapshot && (o.outcome == Outcome::failed || o.outcome == Outcome::error)) {
       std::vector<std::string> unreadable;
