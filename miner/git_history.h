@@ -29,7 +29,9 @@ struct CommitInfo {
 
 class GitRepository {
  public:
-  // Opens the repository at or above `path`. Not a repository is an error naming the path.
+  // Opens the repository at or above `path`. Not a repository is an error naming the path. Every object is read in
+  // bounded work: a damaged loose object (libgit2 1.5 loops for ever on a truncated one) is a read error naming its
+  // file (is_read_error).
   static Result<std::unique_ptr<GitRepository>> open(const std::filesystem::path& path);
   ~GitRepository();
   GitRepository(const GitRepository&) = delete;
@@ -95,6 +97,13 @@ class GitRepository {
   std::unique_ptr<git_repository, RepositoryFree> repo_;
   std::filesystem::path workdir_;
 };
+
+// Whether `e` is a read error: a git object that should be there could not be read (damaged, missing, not readable by
+// this user). Such an error is no fact about the history, and a caller that would store it as a failure's result
+// leaves the failure undecided instead, for a run after the repair. Its message names the object (and its file, for a
+// damaged loose object) and the way out (`git fsck`). GitRepository's reads return such errors; every other error
+// they return is about the input (an unknown commit, a binary file).
+bool is_read_error(const Error& e);
 
 // A unified diff (`context` lines around each change) of two versions of one file, as `git diff` prints it.
 Result<std::string> unified_diff(const std::string& before, const std::string& after, const std::string& path,

@@ -170,7 +170,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
                                     const SyncOptions& options, int64_t now, SyncReport& report) {
   Database& db = kb_.database();
   // Commits are stored as full shas; one the repository does not have is named and skipped (in a shallow clone,
-  // counted: the summary names the boundary once).
+  // counted: the summary names the boundary once). One that cannot be read stops the sync before anything is stored.
   struct Resolved {
     const RecordedOutcome* o;
     std::string sha;
@@ -182,6 +182,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
     auto it = sha_of.find(o.commit);
     if (it == sha_of.end()) {
       auto sha = repo.resolve(o.commit);
+      if (!sha && is_read_error(sha.error())) return std::unexpected(with_context(o.origin + ": ", sha.error()));
       if (!sha && report.shallow_boundary.empty()) report.warnings.push_back(o.origin + ": " + sha.error().message);
       it = sha_of.emplace(o.commit, sha ? *sha : std::string()).first;
     }

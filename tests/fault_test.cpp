@@ -85,6 +85,16 @@ class Spark {
     }
   }
   void kill9() { ::kill(pid_, SIGKILL); }
+  // wait(), but a process still running after `seconds` is killed (its exit code is then 128 + SIGKILL).
+  RunResult wait_at_most(double seconds) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+    for (siginfo_t info{}; Clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+      info.si_pid = 0;
+      if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != 0) break;
+    }
+    kill9();  // no effect on a process that has ended (it is not reaped yet)
+    return wait();
+  }
   RunResult wait() {
     int status = 0;
     ::waitpid(pid_, &status, 0);
@@ -652,6 +662,44 @@ TEST(fault, llm_failure_with_require_llm_says_what_failed_not_what_ranked) {
   EXPECT_EQ(r.err.find("ranked by spark's built-in ranker"), std::string::npos) << r.err;
 }
 
+
+// --- a damaged repository ---------------------------------------------------------------------------------------
+
+// A loose object's file in the repository at `dir`: the object `rev` names.
+fs::path loose_object(const TempDir& dir, const std::string& rev) {
+  auto r = testing::run_program("/usr/bin/git", {"-C", dir.path().string(), "rev-parse", rev}, dir.path());
+  std::string sha = r.out.substr(0, 40);
+  return dir / ".git" / "objects" / sha.substr(0, 2) / sha.substr(2);
+}
+
+// libgit2 1.5 inflates a truncated loose object for ever (issue 40): mine and record must end, in seconds, with an
+// error naming the object's file and `git fsck`.
+TEST(fault, a_truncated_loose_object_ends_mine_and_record_with_an_error_naming_it_in_seconds) {
+  TempDir dir;
+  std::string outcomes;
+  for (const auto& fix : testing::fix_history(dir, std::vector<int>(30, 1))) outcomes += fix;
+  write_file(dir / "all.jsonl", outcomes);
+  const fs::path damaged = loose_object(dir, "HEAD~15");
+  ASSERT_TRUE(fs::exists(damaged)) << damaged;
+  fs::permissions(damaged, fs::perms::owner_write, fs::perm_options::add);
+  fs::resize_file(damaged, 20);
+  write_file(dir / "r.xml", big_report(4));
+  for (const auto& args : {std::vector<std::string>{"mine", "--outcomes", "all.jsonl"},
+                           std::vector<std::string>{"record", "--junit", "r.xml", "--no-localize"}}) {
+    SCOPED_TRACE(args.front());
+    TempDir io;
+    const auto t0 = Clock::now();
+    Spark p(args, dir.path(), io.path());
+    const auto r = p.wait_at_most(60);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    ASSERT_NE(r.exit_code, 128 + SIGKILL) << "still running after 60 s";
+    EXPECT_LT(seconds, 30.0);  // about 1 s each; the sanitizer pass is ten times slower
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(damaged.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("git fsck"), std::string::npos) << r.err;
+  }
+}
 
 // --- a shared PostgreSQL store: the server down, restarted, a wrong password, a writer killed ---------------------
 
