@@ -75,7 +75,11 @@ void print_summary(const SyncReport& r, const std::string& verb) {
     }
   note("settled " + plural(total, "failure") + (settled.empty() ? "" : ": " + settled) + "; " +
        std::to_string(r.still_open) + " still open (not fixed yet)" +
-       (r.not_on_history ? ", " + std::to_string(r.not_on_history) + " of them not on the walked history" : ""));
+       (r.not_on_history ? ", " + std::to_string(r.not_on_history) + " of them not on the walked history" : "") +
+       (r.unreadable ? ", " + std::to_string(r.unreadable) +
+                           " of them fixed but left open because a git object could not be read (above: repair the "
+                           "repository and run again to label them)"
+                     : ""));
   if (!r.shallow_boundary.empty() && (r.beyond_boundary || r.not_on_history)) {
     std::string boundary;
     for (const auto& sha : r.shallow_boundary) boundary += (boundary.empty() ? "" : ", ") + sha.substr(0, 10);

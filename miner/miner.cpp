@@ -580,8 +580,9 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     const bool dependency = std::find(dependencies.begin(), dependencies.end(), p) != dependencies.end();
     auto b = failing_version(p);
     if (!b) {
-      if (p == paths.front()) return std::unexpected(Error{failure.origin + ": " + b.error().message});
-      continue;  // a helper that cannot be read (binary): not part of the case
+      if (p == paths.front() || is_read_error(b.error()))
+        return std::unexpected(with_context(failure.origin + ": ", b.error()));
+      continue;  // a helper that is no text (binary): not part of the case
     }
     std::optional<std::string> before = std::move(*b);
     if (!before) continue;  // not a file of the repository at that commit

@@ -138,7 +138,9 @@ std::optional<std::string> test_gone_at(const GitRepository& repo, const std::st
     if (!content || *content) return std::nullopt;  // there (an unreadable file is there too)
     return "its test file " + test_id + " is not in " + at;
   }
-  const auto files = failure_files(repo, sha, test_id, "");
+  std::vector<std::string> unreadable;
+  const auto files = failure_files(repo, sha, test_id, "", &unreadable);
+  if (!unreadable.empty()) return std::nullopt;  // a file that cannot be read is there
   if (files.empty() || !same_file(parts.path, files.front().path))
     return "its test file " + parts.path + " is not in " + at;
   if (parts.function.empty()) return std::nullopt;
@@ -303,6 +305,13 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
     if (next == it->second.end()) continue;  // not fixed yet
     FailureInput input{f.test_id, f.message, f.time, f.origin, f.snapshot};
     auto labelling = label_failure(repo, input, (*history)[at->second], (*history)[*next], label_options);
+    if (!labelling && is_read_error(labelling.error())) {
+      // No fact about the fix: the failure stays open, and a run after the repair labels it.
+      report.warnings.push_back(labelling.error().message + "; " + f.test_id + " failing at " + f.commit.substr(0, 10) +
+                                " stays open");
+      ++report.unreadable;
+      continue;
+    }
     if (!labelling) {
       report.warnings.push_back(labelling.error().message);
       Labelling missing;

@@ -701,6 +701,32 @@ TEST(fault, a_truncated_loose_object_ends_mine_and_record_with_an_error_naming_i
   }
 }
 
+// A git object that cannot be read is no fact about a fix (issue 40): the failures it would have settled stay open,
+// the run says so, and a run after the repair labels them.
+TEST(fault, a_blob_that_cannot_be_read_leaves_its_failures_open_until_it_is_restored) {
+  TempDir dir;
+  std::string outcomes;
+  for (const auto& fix : testing::fix_history(dir, {1, 2, 3})) outcomes += fix;
+  write_file(dir / "all.jsonl", outcomes);
+  // tests/test_m.py as fix0 left it: the failing version of test_1's failure and the fixed one of test_0's
+  const fs::path blob = loose_object(dir, "HEAD~2:tests/test_m.py");
+  ASSERT_TRUE(fs::exists(blob)) << blob;
+  fs::rename(blob, dir / "away");
+  auto first = run_spark({"mine", "--outcomes", "all.jsonl"}, dir.path());
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("git fsck"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("tests/test_m.py::test_1 failing at"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("stays open"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("2 of them fixed but left open because a git object could not be read"), std::string::npos)
+      << first.err;
+  EXPECT_EQ(exported_ids(dir.path()).size(), 1u);  // test_2's failure and fix never read that blob
+  fs::rename(dir / "away", blob);
+  auto second = run_spark({"mine", "--outcomes", "all.jsonl"}, dir.path());
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("settled 2 failures: 2 labelled"), std::string::npos) << second.err;
+  EXPECT_EQ(exported_ids(dir.path()).size(), 3u);
+}
+
 // --- a shared PostgreSQL store: the server down, restarted, a wrong password, a writer killed ---------------------
 
 using testing::PgCluster;
