@@ -115,7 +115,7 @@ constexpr const char* kFsckAdvice =
 // message with the way out, which also marks it as a read error (is_read_error).
 Error read_error(const std::string& what) {
   std::string message = last_error(what);
-  if (message.find(kFsckAdvice) == std::string::npos) message += " (" + std::string(kFsckAdvice) + ")";
+  if (message.find(kFsckAdvice) == std::string::npos) message += "; " + std::string(kFsckAdvice);
   return Error{std::move(message)};
 }
 
@@ -254,13 +254,13 @@ std::expected<LooseObject, std::string> inflate_loose(std::string_view file, git
 }
 
 struct LooseGuard {
-  git_odb_backend backend;            // first: libgit2 hands &backend to the callbacks
-  std::vector<std::string>* folders;  // the objects folder, then its alternates
+  git_odb_backend backend;           // first: libgit2 hands &backend to the callbacks
+  std::vector<std::string> folders;  // the objects folder, then its alternates
 };
 static_assert(std::is_standard_layout_v<LooseGuard>);
 
 const std::vector<std::string>& guarded_folders(git_odb_backend* backend) {
-  return *reinterpret_cast<LooseGuard*>(backend)->folders;
+  return reinterpret_cast<LooseGuard*>(backend)->folders;
 }
 
 // The loose object `hex` names in one of `folders`: read and inflated, nullopt when no folder has it, or an error
@@ -332,29 +332,23 @@ Status guard_loose_objects(git_repository* repo) {
     return fail(last_error("the objects folder"));
   const std::string objects(buf.ptr, buf.size);
   git().git_buf_dispose(&buf);
-  auto folders = std::make_unique<std::vector<std::string>>(std::vector<std::string>{objects});
+  auto guard = std::make_unique<LooseGuard>();
+  guard->folders.push_back(objects);
   if (auto alternates = read_file(fs::path(objects) / "info" / "alternates"); alternates)
     for (auto line : split_lines(*alternates)) {
       line = trim(line);
       if (line.empty() || line.starts_with("#")) continue;
       const fs::path p(line);
-      folders->push_back((p.is_absolute() ? p : fs::path(objects) / p).string());
+      guard->folders.push_back((p.is_absolute() ? p : fs::path(objects) / p).string());
     }
   Owned<git_odb, &Git::git_odb_free> odb;
   if (git().git_repository_odb(&odb.p, repo) != 0) return fail(last_error(objects));
-  auto guard = std::make_unique<LooseGuard>();
   git().git_odb_init_backend(&guard->backend, GIT_ODB_BACKEND_VERSION);
   guard->backend.read = guarded_read;
   guard->backend.read_prefix = guarded_read_prefix;
-  guard->backend.free = [](git_odb_backend* backend) {
-    auto* g = reinterpret_cast<LooseGuard*>(backend);
-    delete g->folders;
-    delete g;
-  };
-  guard->folders = folders.get();
+  guard->backend.free = [](git_odb_backend* backend) { delete reinterpret_cast<LooseGuard*>(backend); };
   if (git().git_odb_add_backend(odb.p, &guard->backend, kLooseGuardPriority) != 0) return fail(last_error(objects));
-  folders.release();
-  guard.release();  // the object database owns it now, and frees it with the repository
+  static_cast<void>(guard.release());  // the object database owns it now, and frees it with the repository
   return {};
 }
 
