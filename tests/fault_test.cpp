@@ -727,6 +727,41 @@ TEST(fault, a_blob_that_cannot_be_read_leaves_its_failures_open_until_it_is_rest
   EXPECT_EQ(exported_ids(dir.path()).size(), 3u);
 }
 
+// A fixture's conftest.py that cannot be read at the failing commit: the fault the fix mended there is not dropped
+// from the case (the test file alone changed nothing: "fixed outside the test code" for good); the failure stays open.
+TEST(fault, a_conftest_that_cannot_be_read_leaves_its_failure_open_until_it_is_restored) {
+  TempDir dir;
+  write_file(dir / "tests" / "conftest.py",
+             "import pytest\n\n\n@pytest.fixture\ndef width():\n    return 3\n");
+  write_file(dir / "tests" / "test_a.py", "def test_area(width):\n    assert width * 2 == 4\n");
+  testing::git(dir, "init -q .");
+  testing::git(dir, "add -A");
+  testing::git(dir, "commit -qm faulty", "2026-02-01T00:00:00Z");
+  const std::string faulty = testing::head_sha(dir);
+  write_file(dir / "tests" / "conftest.py",
+             "import pytest\n\n\n@pytest.fixture\ndef width():\n    return 2\n");
+  testing::git(dir, "commit -qam fix", "2026-02-02T00:00:00Z");
+  write_file(dir / "o.jsonl", "{\"commit\": \"" + faulty +
+                                  "\", \"test_id\": \"tests/test_a.py::test_area\", \"outcome\": \"failed\", "
+                                  "\"message\": \"E   assert 6 == 4\"}\n{\"commit\": \"" +
+                                  testing::head_sha(dir) +
+                                  "\", \"test_id\": \"tests/test_a.py::test_area\", \"outcome\": \"passed\"}\n");
+  const fs::path blob = loose_object(dir, "HEAD~1:tests/conftest.py");
+  ASSERT_TRUE(fs::exists(blob)) << blob;
+  fs::rename(blob, dir / "away");
+  auto first = run_spark({"mine", "--outcomes", "o.jsonl"}, dir.path());
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("1 of them fixed but left open because a git object could not be read"), std::string::npos)
+      << first.err;
+  fs::rename(dir / "away", blob);
+  auto second = run_spark({"mine", "--outcomes", "o.jsonl", "-o", "cases.jsonl"}, dir.path());
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("settled 1 failure: 1 labelled"), std::string::npos) << second.err;
+  const auto labelled = json::parse(testing::slurp(dir / "cases.jsonl"), nullptr, false);
+  ASSERT_TRUE(labelled.is_object()) << testing::slurp(dir / "cases.jsonl");
+  EXPECT_EQ(labelled["faulty_lines"], json::parse(R"([{"path": "tests/conftest.py", "line": 6}])"));
+}
+
 // --- a shared PostgreSQL store: the server down, restarted, a wrong password, a writer killed ---------------------
 
 using testing::PgCluster;
