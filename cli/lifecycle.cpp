@@ -75,7 +75,20 @@ void print_summary(const SyncReport& r, const std::string& verb) {
     }
   note("settled " + plural(total, "failure") + (settled.empty() ? "" : ": " + settled) + "; " +
        std::to_string(r.still_open) + " still open (not fixed yet)" +
-       (r.not_on_history ? ", " + std::to_string(r.not_on_history) + " of them not on the walked history" : ""));
+       (r.not_on_history ? ", " + std::to_string(r.not_on_history) + " of them not on the walked history" : "") +
+       (r.unreadable ? ", " + std::to_string(r.unreadable) +
+                           " of them fixed but left open because a git object could not be read (above: repair the "
+                           "repository and run again to label them)"
+                     : ""));
+  if (!r.shallow_boundary.empty() && (r.beyond_boundary || r.not_on_history)) {
+    std::string boundary;
+    for (const auto& sha : r.shallow_boundary) boundary += (boundary.empty() ? "" : ", ") + sha.substr(0, 10);
+    note("this is a shallow clone: its history starts at " + boundary + "; " +
+         (r.beyond_boundary ? plural(r.beyond_boundary, "outcome") + " at commits it does not have were skipped" : "") +
+         (r.beyond_boundary && r.not_on_history ? " and " : "") +
+         (r.not_on_history ? plural(r.not_on_history, "open failure") + " are at commits it does not walk" : "") +
+         ": `git fetch --deepen N` (N commits more) or `git fetch --unshallow` (all of it), then run again");
+  }
   note("outlier rule: quarantine above " + r.rule.describe());
   if (r.rule.n > 0 && r.rule.n <= 10 && r.rule.sigma >= 3)
     note("  (with 10 or fewer mined cases no count can lie 3 sd above the mean: the rule starts to bite later)");

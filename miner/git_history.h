@@ -17,6 +17,7 @@
 #include "base/result.h"
 
 struct git_repository;
+struct git_oid;
 
 namespace spark {
 
@@ -28,14 +29,17 @@ struct CommitInfo {
 
 class GitRepository {
  public:
-  // Opens the repository at or above `path`. Not a repository is an error naming the path.
+  // Opens the repository at or above `path`. Not a repository is an error naming the path. Every object is read in
+  // bounded work: a damaged loose object (libgit2 1.5 loops for ever on a truncated one) is a read error naming its
+  // file (is_read_error).
   static Result<std::unique_ptr<GitRepository>> open(const std::filesystem::path& path);
   ~GitRepository();
   GitRepository(const GitRepository&) = delete;
   GitRepository& operator=(const GitRepository&) = delete;
 
   // The history from `tip` (default HEAD), oldest first: first-parent only by default, else every reachable commit
-  // in topological order. `since`/`until` (epoch seconds) bound the committer time when set.
+  // in topological order. `since`/`until` (epoch seconds) bound the committer time when set. A shallow clone's
+  // history ends at its boundary commits (shallow_boundary).
   Result<std::vector<CommitInfo>> history(bool first_parent = true, std::optional<int64_t> since = std::nullopt,
                                           std::optional<int64_t> until = std::nullopt,
                                           const std::string& tip = "") const;
@@ -80,15 +84,26 @@ class GitRepository {
   const std::filesystem::path& workdir() const { return workdir_; }
   bool bare() const;
   bool shallow() const;
+  // A shallow clone's boundary: the commits whose parents it does not have (.git/shallow); empty when not shallow.
+  std::vector<std::string> shallow_boundary() const;
 
  private:
   struct RepositoryFree {
     void operator()(git_repository* repo) const;
   };
   GitRepository(git_repository* repo, std::filesystem::path workdir) : repo_(repo), workdir_(std::move(workdir)) {}
+  Result<std::vector<CommitInfo>> commit_infos(const std::vector<git_oid>& commits, std::optional<int64_t> since,
+                                               std::optional<int64_t> until) const;
   std::unique_ptr<git_repository, RepositoryFree> repo_;
   std::filesystem::path workdir_;
 };
+
+// Whether `e` is a read error: a git object that should be there could not be read (damaged, missing, not readable by
+// this user). Such an error is no fact about the history, and a caller that would store it as a failure's result
+// leaves the failure undecided instead, for a run after the repair. Its message names the object (and its file, for a
+// damaged loose object) and the way out (`git fsck`). GitRepository's reads return such errors; every other error
+// they return is about the input (an unknown commit, a binary file).
+bool is_read_error(const Error& e);
 
 // A unified diff (`context` lines around each change) of two versions of one file, as `git diff` prints it.
 Result<std::string> unified_diff(const std::string& before, const std::string& after, const std::string& path,

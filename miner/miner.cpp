@@ -549,12 +549,15 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
   // when the fix changed it.
   std::vector<std::string> dependencies;
   {
+    std::optional<Error> unreadable;  // a dependency that cannot be read: no case without it
     const auto read = [&](const std::string& p) -> std::optional<std::string> {
       auto content = failing_version(p);
+      if (!content && is_read_error(content.error())) unreadable = content.error();
       return content && *content ? std::move(*content) : std::nullopt;
     };
     for (auto& p : dependency_paths(paths.front(), read, options.test_code, &at))
       if (std::find(paths.begin(), paths.end(), p) == paths.end()) dependencies.push_back(std::move(p));
+    if (unreadable) return std::unexpected(with_context(failure.origin + ": ", *unreadable));
   }
   std::vector<std::string> all = paths;
   all.insert(all.end(), dependencies.begin(), dependencies.end());
@@ -580,8 +583,9 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     const bool dependency = std::find(dependencies.begin(), dependencies.end(), p) != dependencies.end();
     auto b = failing_version(p);
     if (!b) {
-      if (p == paths.front()) return std::unexpected(Error{failure.origin + ": " + b.error().message});
-      continue;  // a helper that cannot be read (binary): not part of the case
+      if (p == paths.front() || is_read_error(b.error()))
+        return std::unexpected(with_context(failure.origin + ": ", b.error()));
+      continue;  // a helper that is no text (binary): not part of the case
     }
     std::optional<std::string> before = std::move(*b);
     if (!before) continue;  // not a file of the repository at that commit

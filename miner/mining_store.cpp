@@ -144,7 +144,9 @@ std::optional<std::string> test_gone_at(const GitRepository& repo, const std::st
     if (!content || *content) return std::nullopt;  // there (an unreadable file is there too)
     return "its test file " + test_id + " is not in " + at;
   }
-  const auto files = failure_files(repo, sha, test_id, "");
+  std::vector<std::string> unreadable;
+  const auto files = failure_files(repo, sha, test_id, "", &unreadable);
+  if (!unreadable.empty()) return std::nullopt;  // a file that cannot be read is there
   if (files.empty() || !same_file(parts.path, files.front().path))
     return "its test file " + parts.path + " is not in " + at;
   if (parts.function.empty()) return std::nullopt;
@@ -158,6 +160,7 @@ std::optional<std::string> test_gone_at(const GitRepository& repo, const std::st
 Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                      const SyncOptions& options) {
   SyncReport report;
+  report.shallow_boundary = repo.shallow_boundary();
   const int64_t now = now_epoch();
   if (auto s = record_outcomes(repo, outcomes, options, now, report); !s) return std::unexpected(s.error());
   auto open = failures({FailureStatus::open});
@@ -174,7 +177,8 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
 Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                     const SyncOptions& options, int64_t now, SyncReport& report) {
   Database& db = kb_.database();
-  // Commits are stored as full shas; one the repository does not have is named and skipped.
+  // Commits are stored as full shas; one the repository does not have is named and skipped (in a shallow clone,
+  // counted: the summary names the boundary once). One that cannot be read stops the sync before anything is stored.
   struct Resolved {
     const RecordedOutcome* o;
     std::string sha;
@@ -186,14 +190,14 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
     auto it = sha_of.find(o.commit);
     if (it == sha_of.end()) {
       auto sha = repo.resolve(o.commit);
-      if (!sha) {
-        report.warnings.push_back(o.origin + ": " + sha.error().message);
-        sha_of[o.commit] = "";
-        continue;
-      }
-      it = sha_of.emplace(o.commit, *sha).first;
+      if (!sha && is_read_error(sha.error())) return std::unexpected(with_context(o.origin + ": ", sha.error()));
+      if (!sha && report.shallow_boundary.empty()) report.warnings.push_back(o.origin + ": " + sha.error().message);
+      it = sha_of.emplace(o.commit, sha ? *sha : std::string()).first;
     }
-    if (it->second.empty()) continue;
+    if (it->second.empty()) {
+      report.beyond_boundary += report.shallow_boundary.empty() ? 0 : 1;
+      continue;
+    }
     Resolved r{&o, it->second, std::nullopt};
     if (options.snapshot && (o.outcome == Outcome::failed || o.outcome == Outcome::error)) {
       std::vector<std::string> unreadable;
@@ -323,6 +327,13 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
       }
     FailureInput input{from->test_id, from->message, from->time, from->origin, from->snapshot};
     auto labelling = label_failure(repo, input, (*history)[faulty_at], (*history)[*next], label_options);
+    if (!labelling && is_read_error(labelling.error())) {
+      // No fact about the fix: the failure stays open, and a run after the repair labels it.
+      report.warnings.push_back(labelling.error().message + "; " + f.test_id + " failing at " + f.commit.substr(0, 10) +
+                                " stays open");
+      ++report.unreadable;
+      continue;
+    }
     if (!labelling) {
       report.warnings.push_back(labelling.error().message);
       Labelling missing;

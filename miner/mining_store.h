@@ -44,6 +44,9 @@ struct SyncReport {
   std::vector<std::string> moved_to_quarantine, released;  // earlier cases the recomputed rule moved
   size_t still_open = 0;                                   // failures with no later pass yet (over the whole store)
   size_t not_on_history = 0;                               // open failures whose commit is not on the walked history
+  size_t unreadable = 0;  // fixed failures left open because a git object could not be read (is_read_error)
+  std::vector<std::string> shallow_boundary;  // a shallow clone's boundary commits (empty when not shallow)
+  size_t beyond_boundary = 0;                 // outcomes at commits a shallow clone does not have, not stored
   OutlierRule rule;                                        // over every mined case, after this sync
   std::vector<std::string> warnings;
 };

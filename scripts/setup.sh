@@ -22,7 +22,7 @@ packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpc
           libtree-sitter-dev libcli11-dev libsqlite3-dev libpugixml-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake make g++
           python3 python3-pytest git ca-certificates gnuplot-nox libpq-dev liblapack-dev libblas-dev
-          libgfortran-12-dev)
+          libgfortran-12-dev zlib1g-dev)
 if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
     packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev clang-tidy-16 postgresql-15 default-jdk-headless junit5
               python3-jsonschema python3-yaml python3-pytest-xdist python3-pip python3-setuptools

@@ -85,6 +85,16 @@ class Spark {
     }
   }
   void kill9() { ::kill(pid_, SIGKILL); }
+  // wait(), but a process still running after `seconds` is killed (its exit code is then 128 + SIGKILL).
+  RunResult wait_at_most(double seconds) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+    for (siginfo_t info{}; Clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+      info.si_pid = 0;
+      if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != 0) break;
+    }
+    kill9();  // no effect on a process that has ended (it is not reaped yet)
+    return wait();
+  }
   RunResult wait() {
     int status = 0;
     ::waitpid(pid_, &status, 0);
@@ -652,6 +662,105 @@ TEST(fault, llm_failure_with_require_llm_says_what_failed_not_what_ranked) {
   EXPECT_EQ(r.err.find("ranked by spark's built-in ranker"), std::string::npos) << r.err;
 }
 
+
+// --- a damaged repository ---------------------------------------------------------------------------------------
+
+// A loose object's file in the repository at `dir`: the object `rev` names.
+fs::path loose_object(const TempDir& dir, const std::string& rev) {
+  auto r = testing::run_program("/usr/bin/git", {"-C", dir.path().string(), "rev-parse", rev}, dir.path());
+  std::string sha = r.out.substr(0, 40);
+  return dir / ".git" / "objects" / sha.substr(0, 2) / sha.substr(2);
+}
+
+// libgit2 1.5 inflates a truncated loose object for ever (issue 40): mine and record must end, in seconds, with an
+// error naming the object's file and `git fsck`.
+TEST(fault, a_truncated_loose_object_ends_mine_and_record_with_an_error_naming_it_in_seconds) {
+  TempDir dir;
+  std::string outcomes;
+  for (const auto& fix : testing::fix_history(dir, std::vector<int>(30, 1))) outcomes += fix;
+  write_file(dir / "all.jsonl", outcomes);
+  const fs::path damaged = loose_object(dir, "HEAD~15");
+  ASSERT_TRUE(fs::exists(damaged)) << damaged;
+  fs::permissions(damaged, fs::perms::owner_write, fs::perm_options::add);
+  fs::resize_file(damaged, 20);
+  write_file(dir / "r.xml", big_report(4));
+  for (const auto& args : {std::vector<std::string>{"mine", "--outcomes", "all.jsonl"},
+                           std::vector<std::string>{"record", "--junit", "r.xml", "--no-localize"}}) {
+    SCOPED_TRACE(args.front());
+    TempDir io;
+    const auto t0 = Clock::now();
+    Spark p(args, dir.path(), io.path());
+    const auto r = p.wait_at_most(60);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    ASSERT_NE(r.exit_code, 128 + SIGKILL) << "still running after 60 s";
+    EXPECT_LT(seconds, 30.0);  // about 1 s each; the sanitizer pass is ten times slower
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(damaged.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("git fsck"), std::string::npos) << r.err;
+  }
+}
+
+// A git object that cannot be read is no fact about a fix (issue 40): the failures it would have settled stay open,
+// the run says so, and a run after the repair labels them.
+TEST(fault, a_blob_that_cannot_be_read_leaves_its_failures_open_until_it_is_restored) {
+  TempDir dir;
+  std::string outcomes;
+  for (const auto& fix : testing::fix_history(dir, {1, 2, 3})) outcomes += fix;
+  write_file(dir / "all.jsonl", outcomes);
+  // tests/test_m.py as fix0 left it: the failing version of test_1's failure and the fixed one of test_0's
+  const fs::path blob = loose_object(dir, "HEAD~2:tests/test_m.py");
+  ASSERT_TRUE(fs::exists(blob)) << blob;
+  fs::rename(blob, dir / "away");
+  auto first = run_spark({"mine", "--outcomes", "all.jsonl"}, dir.path());
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("git fsck"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("tests/test_m.py::test_1 failing at"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("stays open"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("2 of them fixed but left open because a git object could not be read"), std::string::npos)
+      << first.err;
+  EXPECT_EQ(exported_ids(dir.path()).size(), 1u);  // test_2's failure and fix never read that blob
+  fs::rename(dir / "away", blob);
+  auto second = run_spark({"mine", "--outcomes", "all.jsonl"}, dir.path());
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("settled 2 failures: 2 labelled"), std::string::npos) << second.err;
+  EXPECT_EQ(exported_ids(dir.path()).size(), 3u);
+}
+
+// A fixture's conftest.py that cannot be read at the failing commit: the fault the fix mended there is not dropped
+// from the case (the test file alone changed nothing: "fixed outside the test code" for good); the failure stays open.
+TEST(fault, a_conftest_that_cannot_be_read_leaves_its_failure_open_until_it_is_restored) {
+  TempDir dir;
+  write_file(dir / "tests" / "conftest.py",
+             "import pytest\n\n\n@pytest.fixture\ndef width():\n    return 3\n");
+  write_file(dir / "tests" / "test_a.py", "def test_area(width):\n    assert width * 2 == 4\n");
+  testing::git(dir, "init -q .");
+  testing::git(dir, "add -A");
+  testing::git(dir, "commit -qm faulty", "2026-02-01T00:00:00Z");
+  const std::string faulty = testing::head_sha(dir);
+  write_file(dir / "tests" / "conftest.py",
+             "import pytest\n\n\n@pytest.fixture\ndef width():\n    return 2\n");
+  testing::git(dir, "commit -qam fix", "2026-02-02T00:00:00Z");
+  write_file(dir / "o.jsonl", "{\"commit\": \"" + faulty +
+                                  "\", \"test_id\": \"tests/test_a.py::test_area\", \"outcome\": \"failed\", "
+                                  "\"message\": \"E   assert 6 == 4\"}\n{\"commit\": \"" +
+                                  testing::head_sha(dir) +
+                                  "\", \"test_id\": \"tests/test_a.py::test_area\", \"outcome\": \"passed\"}\n");
+  const fs::path blob = loose_object(dir, "HEAD~1:tests/conftest.py");
+  ASSERT_TRUE(fs::exists(blob)) << blob;
+  fs::rename(blob, dir / "away");
+  auto first = run_spark({"mine", "--outcomes", "o.jsonl"}, dir.path());
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("1 of them fixed but left open because a git object could not be read"), std::string::npos)
+      << first.err;
+  fs::rename(dir / "away", blob);
+  auto second = run_spark({"mine", "--outcomes", "o.jsonl", "-o", "cases.jsonl"}, dir.path());
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("settled 1 failure: 1 labelled"), std::string::npos) << second.err;
+  const auto labelled = json::parse(testing::slurp(dir / "cases.jsonl"), nullptr, false);
+  ASSERT_TRUE(labelled.is_object()) << testing::slurp(dir / "cases.jsonl");
+  EXPECT_EQ(labelled["faulty_lines"], json::parse(R"([{"path": "tests/conftest.py", "line": 6}])"));
+}
 
 // --- a shared PostgreSQL store: the server down, restarted, a wrong password, a writer killed ---------------------
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <cstdlib>
+#include <set>
 #include <ctime>
 #include <thread>
 
@@ -1264,6 +1265,39 @@ TEST(spark_mine, a_shallow_clone_names_the_missing_history) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("shallow clone"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("git fetch --unshallow"), std::string::npos) << r.err;
+}
+
+// libgit2 1.5 cannot walk a shallow clone (it reads the boundary's missing parents): spark walks to the boundary itself
+// and labels the fixes the clone holds, then says what it lacks and how to deepen it (issue 40).
+TEST(spark_mine, a_shallow_clone_labels_the_fixes_it_holds_and_says_how_to_deepen_it) {
+  TempDir dir;
+  const auto outcomes = fix_history(dir, std::vector<int>(10, 1));  // base, fix0 … fix9
+  TempDir clone;
+  const std::string cmd = "git clone -q --depth 4 'file://" + dir.path().string() + "' '" + (clone / "c").string() +
+                          "' > /dev/null 2>&1";  // fix6 … fix9: test_7, test_8 and test_9 fail and are fixed in it
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  write_file(clone / "o.jsonl", joined(outcomes, 0, 10));
+  for (const bool all_parents : {false, true}) {
+    SCOPED_TRACE(all_parents ? "--all-parents" : "first parents");
+    std::filesystem::remove_all(clone / "c" / ".spark");
+    std::filesystem::remove_all(clone / ".spark");
+    std::vector<std::string> args = {"mine", "--repo", "c", "--outcomes", "o.jsonl", "-o", "cases.jsonl"};
+    if (all_parents) args.push_back("--all-parents");
+    auto r = run_spark(args, clone.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("settled 3 failures: 3 labelled into the knowledge base"), std::string::npos) << r.err;
+    auto cases = read_cases_jsonl(clone / "cases.jsonl");
+    ASSERT_TRUE(cases) << cases.error().message;
+    std::set<std::string> tests;
+    for (const auto& c : cases->cases) tests.insert(c.test_id);
+    EXPECT_EQ(tests, (std::set<std::string>{"tests/test_m.py::test_7", "tests/test_m.py::test_8",
+                                            "tests/test_m.py::test_9"}));
+    // what it lacks: test_0 … test_5's outcomes and test_6's failure (13), at commits before fix6, the boundary
+    EXPECT_NE(r.err.find("this is a shallow clone: its history starts at "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("13 outcomes at commits it does not have were skipped"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("git fetch --deepen N"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("git fetch --unshallow"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

@@ -88,6 +88,129 @@ TEST(git_history, bad_input_names_what_is_wrong) {
   EXPECT_NE(binary.error().message.find("a binary file"), std::string::npos);
 }
 
+// A loose object's file: the object `rev` names in the repository at `dir`.
+std::filesystem::path loose_object_file(const TempDir& dir, const std::string& rev) {
+  const std::string sha =
+      testing::run_program("/usr/bin/git", {"-C", dir.path().string(), "rev-parse", rev}, dir.path()).out.substr(0, 40);
+  return dir / ".git" / "objects" / sha.substr(0, 2) / sha.substr(2);
+}
+
+// Replaces a loose object's file with zlib's compression of `content` (python3's zlib: the test links none).
+void write_loose_object(const std::filesystem::path& file, const std::string& content) {
+  std::filesystem::permissions(file, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  testing::write_file(file.string() + ".raw", content);
+  auto r = testing::run_program(
+      "/usr/bin/python3",
+      {"-c", "import sys, zlib; open(sys.argv[1], 'wb').write(zlib.compress(open(sys.argv[2], 'rb').read()))",
+       file.string(), file.string() + ".raw"},
+      file.parent_path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+// Every way a loose object can be damaged is a read error naming its file and `git fsck`, found in bounded work
+// (libgit2 1.5 loops for ever on a truncated one: issue 40); an object moved away is one too.
+TEST(git_history, a_damaged_or_missing_loose_object_is_a_read_error_naming_its_file) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / "tests" / "test_a.py", kFaulty);
+  git(dir, "add -A");
+  git(dir, "commit -m one");
+  write_file(dir / "tests" / "test_a.py", kFixed);
+  git(dir, "commit -am two");
+  const std::string head = head_sha(dir);
+  const auto blob = loose_object_file(dir, "HEAD:tests/test_a.py");
+  const std::string sound = testing::slurp(blob);
+  const auto expect_read_error = [&](const Error& e, const std::string& what) {
+    EXPECT_TRUE(is_read_error(e)) << e.message;
+    EXPECT_NE(e.message.find(blob.string()), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find(what), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("git fsck"), std::string::npos) << e.message;
+  };
+  const std::vector<std::pair<std::string, std::string>> damage = {
+      {"blob 100", "no object header"},                       // no NUL after the header
+      {std::string("blob 100\0short", 14), "ends after 5 of the 100 bytes"},
+      {std::string("blob 2\0toolong", 14), "more content than its header says"},
+      {std::string("blub 3\0abc", 10), "an unknown object type \"blub\""},
+      {std::string("blob 99999999999\0abc", 20), "more than its"},
+  };
+  for (const auto& [content, what] : damage) {
+    SCOPED_TRACE(what);
+    write_loose_object(blob, content);
+    auto repo = GitRepository::open(dir.path());  // a fresh handle: libgit2 caches objects it has read
+    ASSERT_TRUE(repo) << repo.error().message;
+    auto read = (*repo)->file_at(head, "tests/test_a.py");
+    ASSERT_FALSE(read);
+    expect_read_error(read.error(), what);
+  }
+  for (const size_t size : {size_t{0}, size_t{1}, size_t{20}, sound.size() - 1}) {
+    SCOPED_TRACE("truncated to " + std::to_string(size) + " bytes");
+    write_file(blob, sound.substr(0, size));
+    auto repo = GitRepository::open(dir.path());
+    ASSERT_TRUE(repo);
+    auto read = (*repo)->file_at(head, "tests/test_a.py");
+    ASSERT_FALSE(read);
+    expect_read_error(read.error(), size < 2 ? "" : "truncated");
+  }
+  write_file(blob, "hello, not an object\n");  // not zlib, and no pack-like header either
+  {
+    auto repo = GitRepository::open(dir.path());
+    ASSERT_TRUE(repo);
+    auto read = (*repo)->file_at(head, "tests/test_a.py");
+    ASSERT_FALSE(read);
+    expect_read_error(read.error(), "no object header");
+  }
+  std::filesystem::remove(blob);  // gone: libgit2's own "not found", a read error too
+  {
+    auto repo = GitRepository::open(dir.path());
+    ASSERT_TRUE(repo);
+    auto read = (*repo)->file_at(head, "tests/test_a.py");
+    ASSERT_FALSE(read);
+    EXPECT_TRUE(is_read_error(read.error())) << read.error().message;
+    EXPECT_NE(read.error().message.find("git fsck"), std::string::npos) << read.error().message;
+  }
+  write_file(blob, sound);
+  auto repo = GitRepository::open(dir.path());
+  ASSERT_TRUE(repo);
+  auto read = (*repo)->file_at(head, "tests/test_a.py");
+  ASSERT_TRUE(read && *read) << (read ? "" : read.error().message);
+  EXPECT_EQ(**read, kFixed);
+  auto absent = (*repo)->file_at(head, "tests/none.py");  // no such path: no error
+  ASSERT_TRUE(absent);
+  EXPECT_FALSE(*absent);
+
+  // A clone that borrows the objects (git clone --shared: objects/info/alternates) reads them guarded as well.
+  TempDir borrower;
+  const std::string clone = "git clone -q --shared '" + dir.path().string() + "' '" + (borrower / "c").string() +
+                            "' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(clone.c_str()), 0);
+  write_file(blob, sound.substr(0, 20));
+  {
+    auto shared = GitRepository::open(borrower / "c");
+    ASSERT_TRUE(shared);
+    auto borrowed = (*shared)->file_at(head, "tests/test_a.py");
+    ASSERT_FALSE(borrowed);
+    expect_read_error(borrowed.error(), "truncated");
+  }
+  write_file(blob, sound);
+
+  // A truncated commit: the history, the commit's sha and a short prefix of it are read errors, not a hang.
+  const auto commit = loose_object_file(dir, "HEAD");
+  std::filesystem::permissions(commit, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  std::filesystem::resize_file(commit, 20);
+  auto damaged = GitRepository::open(dir.path());
+  ASSERT_TRUE(damaged);
+  auto history = (*damaged)->history();
+  ASSERT_FALSE(history);
+  EXPECT_TRUE(is_read_error(history.error())) << history.error().message;
+  EXPECT_NE(history.error().message.find(commit.string()), std::string::npos) << history.error().message;
+  for (const std::string& rev : {head, head.substr(0, 8)}) {
+    auto resolved = (*damaged)->resolve(rev);
+    ASSERT_FALSE(resolved) << rev;
+    EXPECT_TRUE(is_read_error(resolved.error())) << resolved.error().message;
+    EXPECT_NE(resolved.error().message.find(commit.string()), std::string::npos) << resolved.error().message;
+  }
+}
+
 // git's own answer: the first-parent commits, oldest first, that touch `prefix` (all commits when empty).
 std::vector<std::string> git_log_first_parent(const TempDir& dir, const std::string& prefix) {
   const std::string cmd = "git -C '" + dir.path().string() + "' log --first-parent --reverse --format=%H" +
