@@ -71,7 +71,7 @@ depends=$(cd "$stage" && dpkg-shlibdeps -O "$pkg/usr/bin/spark" 2>/dev/null | se
 [ -n "$depends" ] || { say "dpkg-shlibdeps found no dependency of $binary"; exit 1; }
 # libgit2, libcurl and libpq are opened with dlopen when first needed (CMakeLists.txt, SPARK_STATIC_LIBS), so no
 # linker sees them: their sonames are in the binary, and the packages holding them here are its dependencies too.
-for soname in $(strings "$binary" | grep -E '^lib(git2|curl|pq)\.so\.[0-9.]+$' | sort -u); do
+for soname in $(strings "$binary" | grep -E '^lib(git2|curl|pq|z)\.so\.[0-9.]+$' | sort -u); do
   file=$(ldconfig -p | sed -n "s|^[[:space:]]*$soname (.*) => ||p" | head -n 1)
   owner=$([ -n "$file" ] && dpkg -S "$(readlink -f "$file")" 2>/dev/null | head -n 1 | cut -d: -f1)
   [ -n "$owner" ] || { say "no installed package holds $soname, which spark opens"; exit 1; }
