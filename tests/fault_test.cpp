@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +49,10 @@ struct SpawnOptions {
   rlim_t file_size_limit = RLIM_INFINITY;
   bool as_nobody = false;  // when run as root: drop to uid/gid 65534, for whom root's files are read-only
   std::string binary = SPARK_BINARY;  // as nobody, a copy nobody can reach (the build may be under /root, mode 0700)
+  // When set: spark runs in a mount namespace of its own, on a new 1 MiB tmpfs mounted over its working directory,
+  // which holds a copy of this folder's files and then a file that fills the disk to its last byte (ENOSPC, as a
+  // full disk is). Exit status 125 when no tmpfs could be mounted (no CAP_SYS_ADMIN).
+  fs::path full_disk_from = {};
 };
 
 // A spark process started in `cwd`; its output goes to files in `io`.
@@ -56,6 +62,10 @@ class Spark {
       : io_(io) {
     fs::create_directories(io);
     std::vector<std::string> argv_s = {options.binary};
+    if (!options.full_disk_from.empty())
+      argv_s = {"/bin/sh", "-c",
+                "cp -R \"$1\"/. . || exit 126; cat /dev/zero > disk-filler 2>/dev/null; shift; exec \"$@\"", "sh",
+                options.full_disk_from.string(), options.binary};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -68,6 +78,10 @@ class Spark {
       const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int n = ::open("/dev/null", O_RDONLY);
       if (o < 0 || e < 0 || n < 0 || ::dup2(n, 0) < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(120);
+      if (!options.full_disk_from.empty() &&
+          (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+           ::mount("tmpfs", cwd.c_str(), "tmpfs", 0, "size=1m") != 0))
+        ::_exit(125);
       if (::chdir(cwd.c_str()) != 0) ::_exit(121);
       if (options.file_size_limit != RLIM_INFINITY) {
         const rlimit limit{options.file_size_limit, options.file_size_limit};
@@ -418,7 +432,7 @@ TEST(fault, a_file_size_limit_mid_import_is_a_clear_error_and_loses_nothing) {
   ASSERT_EQ(run_spark({"import", "old.jsonl"}, dir.path()).exit_code, 0);
   const auto before = exported_ids(dir.path());
   const auto size = fs::file_size(dir / ".spark/kb.sqlite");
-  auto r = run_with({"import", "new.jsonl"}, dir.path(), {static_cast<rlim_t>(size + (1u << 20)), false});
+  auto r = run_with({"import", "new.jsonl"}, dir.path(), {.file_size_limit = static_cast<rlim_t>(size + (1u << 20))});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(r.err.starts_with("spark: error: ")) << r.err;
   EXPECT_NE(r.err.find("kb.sqlite"), std::string::npos) << r.err;
@@ -426,6 +440,20 @@ TEST(fault, a_file_size_limit_mid_import_is_a_clear_error_and_loses_nothing) {
   EXPECT_EQ(exported_ids(dir.path()), before);
   EXPECT_EQ(run_spark({"import", "new.jsonl"}, dir.path()).exit_code, 0);
   EXPECT_EQ(exported_ids(dir.path()).size(), 840u);
+}
+
+// Options to run spark as nobody when the test runs as root (root reads and writes whatever the modes say), with a
+// copy of the binary in `dir` that nobody can reach.
+SpawnOptions as_nobody(const TempDir& dir) {
+  SpawnOptions o;
+  o.as_nobody = true;
+  if (::getuid() == 0) {
+    o.binary = (dir / "spark-copy").string();
+    fs::copy_file(SPARK_BINARY, o.binary);
+    fs::permissions(o.binary, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  }
+  return o;
 }
 
 TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
@@ -446,13 +474,7 @@ TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
       made_read_only.push_back(e.path());
     }
   if (!root) fs::permissions(dir / ".spark", fs::perms::owner_write, fs::perm_options::remove);
-  SpawnOptions ro{RLIM_INFINITY, true};
-  if (root) {
-    ro.binary = (dir / "spark-copy").string();
-    fs::copy_file(SPARK_BINARY, ro.binary);
-    fs::permissions(ro.binary, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                   fs::perms::others_read | fs::perms::others_exec);
-  }
+  const SpawnOptions ro = as_nobody(dir);
   auto imp = run_with({"import", "b.jsonl"}, dir.path(), ro);
   EXPECT_NE(imp.exit_code, 0);
   EXPECT_LT(imp.exit_code, 128) << "ended by a signal: " << imp.err;
@@ -465,6 +487,88 @@ TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
     for (const auto& p : made_read_only) fs::permissions(p, fs::perms::owner_write, fs::perm_options::add);
   }
   EXPECT_EQ(exported_ids(dir.path()), ids_of("a", 30));
+}
+
+// A store whose folder this process may not write, though it may write kb.sqlite (a CI cache restored with the
+// folder read-only): SQLite cannot make the -wal and -shm files, so commands that read open it read-only, create
+// nothing, and answer; a command that writes says why it cannot.
+TEST(fault, a_store_in_a_folder_it_may_not_write_is_read_without_creating_files) {
+  TempDir dir;
+  write_file(dir / "a.jsonl", corpus("a", 20, 40));
+  write_file(dir / "b.jsonl", corpus("b", 2, 40));
+  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
+  const SpawnOptions ro = as_nobody(dir);
+  const fs::path store = dir / ".spark";
+  // The folder read-only, the file (and the index folder) writable by whoever runs spark.
+  if (::getuid() == 0) {
+    for (const auto& e : fs::recursive_directory_iterator(store))
+      ASSERT_EQ(::chown(e.path().c_str(), 65534, 65534), 0) << e.path();
+  }
+  fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(store, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                             fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  const auto listing = [&] {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(store)) names.insert(e.path().filename().string());
+    return names;
+  };
+  const auto before = listing();
+  auto loc = run_with({"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"}, dir.path(), ro);
+  EXPECT_EQ(loc.exit_code, 0) << loc.err;
+  if (loc.exit_code == 0) {
+    EXPECT_EQ(json::parse(loc.out)["retrieved"][0]["id"].get<std::string>().substr(0, 1), "a") << loc.out;
+  }
+  auto status = run_with({"kb", "status"}, dir.path(), ro);
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("cases: 20"), std::string::npos) << status.out;
+  auto exported = run_with({"export"}, dir.path(), ro);
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(std::count(exported.out.begin(), exported.out.end(), '\n'), 20) << exported.err;
+  auto imp = run_with({"import", "b.jsonl"}, dir.path(), ro);
+  EXPECT_EQ(imp.exit_code, 1) << imp.err;
+  EXPECT_TRUE(imp.err.starts_with("spark: error: ")) << imp.err;
+  EXPECT_NE(imp.err.find("kb.sqlite: the knowledge base can be read, not written"), std::string::npos) << imp.err;
+  EXPECT_EQ(listing(), before) << "no -wal or -shm file made";
+  fs::permissions(store, fs::perms::owner_write, fs::perm_options::add);
+  EXPECT_EQ(exported_ids(dir.path()), ids_of("a", 20));
+}
+
+// A full disk (a tmpfs filled to its last byte, when this process may mount one; else a file-size limit below the
+// -shm file's 32 KiB): reading commands answer, and a write names the full disk.
+TEST(fault, a_full_disk_still_reads_the_store_and_a_write_names_the_full_disk) {
+  TempDir dir, disk;
+  write_file(dir / "a.jsonl", corpus("a", 20, 40));
+  write_file(dir / "b.jsonl", corpus("b", 2, 40));
+  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
+  SpawnOptions full;
+  full.full_disk_from = dir.path();
+  const std::vector<std::string> localize = {"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"};
+  auto loc = run_with(localize, disk.path(), full);
+  const bool tmpfs = loc.exit_code != 125;
+  fs::path cwd = disk.path();
+  if (!tmpfs) {
+    std::printf("no tmpfs could be mounted: the full disk is a file-size limit of 16 KiB\n");
+    full = SpawnOptions{.file_size_limit = 16 * 1024};
+    cwd = dir.path();
+    loc = run_with(localize, cwd, full);
+  }
+  ASSERT_EQ(loc.exit_code, 0) << loc.err;
+  EXPECT_EQ(json::parse(loc.out)["retrieved"][0]["id"].get<std::string>().substr(0, 1), "a") << loc.out;
+  auto exported = run_with({"export"}, cwd, full);
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(std::count(exported.out.begin(), exported.out.end(), '\n'), 20) << exported.err;
+  auto imp = run_with({"import", "b.jsonl"}, cwd, full);
+  EXPECT_EQ(imp.exit_code, 1) << imp.err;
+  EXPECT_TRUE(imp.err.starts_with("spark: error: ")) << imp.err;
+  EXPECT_NE(imp.err.find("kb.sqlite"), std::string::npos) << imp.err;
+  if (tmpfs) {
+    EXPECT_NE(imp.err.find("spark: error: no space left on device: "), std::string::npos) << imp.err;
+  }
+  EXPECT_EQ(integrity(dir / ".spark/kb.sqlite"), "ok");
+  EXPECT_EQ(exported_ids(dir.path()), ids_of("a", 20));
 }
 
 TEST(fault, index_files_deleted_truncated_or_from_another_store_are_named_or_rebuilt) {

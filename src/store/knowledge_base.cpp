@@ -264,6 +264,7 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
     if (lock.fd >= 0) ::flock(lock.fd, LOCK_EX);
   }
   auto db = SqliteDb::open(db_file, create, busy_timeout_ms);
+  if (!db && db.error().message.starts_with("no space left on device")) return std::unexpected(db.error());
   if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
   std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
   if (auto s = kb->migrate(); !s) return std::unexpected(s.error());
