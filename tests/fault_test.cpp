@@ -571,6 +571,45 @@ TEST(fault, a_full_disk_still_reads_the_store_and_a_write_names_the_full_disk) {
   EXPECT_EQ(exported_ids(dir.path()), ids_of("a", 20));
 }
 
+// Copies into one empty store at once: the emptiness is looked at under the store's write lock, so one copy fills
+// the store and the others say it is not empty (not SQLite's or PostgreSQL's raw UNIQUE error).
+void concurrent_copies_fill_once(const std::string& to, const TempDir& dir, const std::vector<std::string>& kb) {
+  constexpr int kCopies = 4;
+  std::vector<std::unique_ptr<TempDir>> ios;
+  std::vector<std::unique_ptr<Spark>> procs;
+  for (int i = 0; i < kCopies; ++i) {
+    ios.push_back(std::make_unique<TempDir>());
+    procs.push_back(std::make_unique<Spark>(std::vector<std::string>{"kb", "copy", ".spark", to}, dir.path(),
+                                            ios.back()->path()));
+  }
+  int filled = 0;
+  for (auto& p : procs) {
+    auto r = p->wait();
+    EXPECT_EQ(r.err.find("UNIQUE"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("duplicate key"), std::string::npos) << r.err;
+    if (r.exit_code == 0) {
+      ++filled;
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("is not empty ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("kb copy fills only an empty store"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(filled, 1);
+  std::vector<std::string> args = kb;
+  args.push_back("export");
+  auto copied = run_spark(args, dir.path()), source = run_spark({"export"}, dir.path());
+  EXPECT_EQ(copied.exit_code, 0) << copied.err;
+  EXPECT_EQ(copied.out, source.out);
+}
+
+TEST(fault, concurrent_copies_into_one_empty_store_fill_it_once_and_the_others_say_why_not) {
+  TempDir dir;
+  write_file(dir / "a.jsonl", corpus("a", 300, 60));
+  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
+  concurrent_copies_fill_once((dir / "copy").string(), dir, {"--kb", (dir / "copy").string()});
+}
+
 TEST(fault, index_files_deleted_truncated_or_from_another_store_are_named_or_rebuilt) {
   TempDir dir, other;
   write_file(dir / "a.jsonl", corpus("a", 30, 40));
@@ -980,6 +1019,15 @@ TEST(fault_postgres, the_same_history_mined_into_sqlite_and_postgresql_exports_t
   };
   EXPECT_EQ(by_id(run_spark({"audit", "--all", "--format", "json"}, dir.path()).out),
             by_id(run_spark(pg::with_kb(url, dir, {"audit", "--all", "--format", "json"}), dir.path()).out));
+}
+
+TEST(fault_postgres, concurrent_copies_into_one_empty_server_store_fill_it_once_and_the_others_say_why_not) {
+  SPARK_NEED_POSTGRES();
+  TempDir dir;
+  write_file(dir / "a.jsonl", corpus("a", 300, 60));
+  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
+  const std::string url = PgCluster::shared()->new_database();
+  concurrent_copies_fill_once(url, dir, {"--kb", url, "--local-dir", (dir / "local").string()});
 }
 
 }  // namespace
