@@ -798,6 +798,15 @@ Result<bool> KnowledgeBase::has_cases() {
   return st->int64(0) != 0;
 }
 
+Result<KnowledgeBase::Tail> KnowledgeBase::tail() {
+  auto st = db_->prepare("SELECT (SELECT count(*) FROM cases), rowid, id FROM cases ORDER BY rowid DESC LIMIT 1");
+  if (!st) return std::unexpected(st.error());
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return Tail{};
+  return Tail{static_cast<size_t>(st->int64(0)), st->int64(1), st->text(2)};
+}
+
 Status KnowledgeBase::for_each(const std::function<Status(int64_t, const Case&)>& fn) {
   auto st = db_->prepare("SELECT rowid FROM cases ORDER BY rowid");
   if (!st) return std::unexpected(st.error());
