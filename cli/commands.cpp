@@ -238,7 +238,14 @@ int cmd_import(const Common& common, const ImportArgs& args) {
     } else {
       std::vector<std::string> learnt;
       keep_ranker_learning(**kb, **engine, learnt);
-      if (auto s = (*engine)->persist(**kb); !s) return report_error(s.error());
+      // The cases are committed: an index that could not be saved (a full disk) is caught up by the next command
+      // that opens it, so the import has succeeded, and says so.
+      if (auto s = (*engine)->persist(**kb); !s) {
+        note("the " + std::to_string(summary->added) +
+             " new case(s) are in the knowledge base; the vector index was not updated (" + s.error().message +
+             "): the next `spark localize`, `spark record` or `spark index` catches it up");
+        return 0;
+      }
       if (rebuilt(**engine, notes))
         for (const auto& n : notes) note(n);
       else

@@ -571,6 +571,34 @@ TEST(fault, a_full_disk_still_reads_the_store_and_a_write_names_the_full_disk) {
   EXPECT_EQ(exported_ids(dir.path()), ids_of("a", 20));
 }
 
+// The disk fills between the import's commit and its update of the vector index (a file-size limit the new vectors
+// file exceeds and the store's few new pages do not): the import has succeeded, says the index will catch up, and
+// exits 0; the next localize catches it up.
+TEST(fault, an_import_whose_index_update_finds_the_disk_full_succeeds_and_the_index_catches_up) {
+  TempDir dir;
+  write_file(dir / "a.jsonl", corpus("a", 40, 40));
+  write_file(dir / "b.jsonl", corpus("b", 2, 41));  // test files of their own (a's at 40 lines would be the same)
+  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
+  uintmax_t vectors = 0;
+  for (const auto& e : fs::directory_iterator(dir / ".spark/index"))
+    if (e.path().filename().string().starts_with("vectors.")) vectors = e.file_size();
+  ASSERT_GT(vectors, 64u * 1024) << "the vectors file must outgrow the -shm file and the import's new pages";
+  auto imp = run_with({"import", "b.jsonl"}, dir.path(), {.file_size_limit = static_cast<rlim_t>(vectors)});
+  EXPECT_EQ(imp.exit_code, 0) << imp.err;
+  EXPECT_NE(imp.out.find("imported 2 case(s)"), std::string::npos) << imp.out << imp.err;
+  EXPECT_NE(imp.err.find("the 2 new case(s) are in the knowledge base; the vector index was not updated ("),
+            std::string::npos)
+      << imp.err;
+  EXPECT_NE(imp.err.find("catches it up"), std::string::npos) << imp.err;
+  EXPECT_EQ(exported_ids(dir.path()), joined(ids_of("a", 40), ids_of("b", 2)));
+  auto loc = run_spark({"localize", "--case", "b.jsonl", "--id", "b1", "--format", "json"}, dir.path());
+  ASSERT_EQ(loc.exit_code, 0) << loc.err;
+  EXPECT_NE(loc.err.find("the index lacked 2 case(s)"), std::string::npos) << loc.err;
+  auto index = run_spark({"index"}, dir.path());
+  EXPECT_NE(index.out.find("is up to date (42 cases"), std::string::npos) << index.out << index.err;
+}
+
 // Copies into one empty store at once: the emptiness is looked at under the store's write lock, so one copy fills
 // the store and the others say it is not empty (not SQLite's or PostgreSQL's raw UNIQUE error).
 void concurrent_copies_fill_once(const std::string& to, const TempDir& dir, const std::vector<std::string>& kb) {
