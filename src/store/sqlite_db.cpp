@@ -119,7 +119,9 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::filesystem::path& pa
     if (!ro) return std::unexpected(first.error());
     return ro;
   }
-  if (auto s = db->exec("PRAGMA synchronous=NORMAL"); !s) return std::unexpected(s.error());
+  // FULL: a commit returns once its WAL frames are on the disk, so a power cut loses no command that said it stored
+  // something (NORMAL syncs the WAL only at checkpoints; docs/KNOWLEDGE_BASE.md, "Durability", has the cost).
+  if (auto s = db->exec("PRAGMA synchronous=FULL"); !s) return std::unexpected(s.error());
   return db;
 }
 
