@@ -271,9 +271,8 @@ Result<std::unique_ptr<SearchEngine>> open_or_rebuild(KnowledgeBase& kb, Embedde
       config.kind = "openai";
   auto built = build_index(kb, config, IndexBuildOptions{});
   if (!built)
-    return fail("the vector index in " + kb.index_dir().string() +
-                " holds cases the knowledge base no longer has (" + lost +
-                ") and could not be built again: " + built.error().message);
+    return fail("the vector index in " + kb.index_dir().string() + " holds cases the knowledge base no longer has (" +
+                lost + ") and could not be built again: " + built.error().message);
   notes.push_back("the vector index held cases the knowledge base no longer has (" + lost +
                   ": a write lost in a power cut, an older backup restored, or rows deleted on the server): rebuilt "
                   "it over " +

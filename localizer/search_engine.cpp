@@ -151,8 +151,8 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
                         "the store has " + std::to_string(tail->count) + " case(s) at the generation the index was " +
                             "saved at with " + std::to_string(engine->facts_.size()),
                         store_lost_cases);
-    if (tail->count > 0 && (tail->last_rowid != engine->facts_.back().rowid ||
-                            fact_hash(tail->last_id) != engine->facts_.back().id_hash))
+    if (tail->count > 0 &&
+        (tail->last_rowid != engine->facts_.back().rowid || fact_hash(tail->last_id) != engine->facts_.back().id_hash))
       return lost_cases(dir, "the store's last case is not the index's", store_lost_cases);
   } else {
     auto entries = kb.entries();

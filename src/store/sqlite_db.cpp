@@ -1,5 +1,7 @@
 #include "store/sqlite_db.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 
@@ -112,7 +114,12 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::filesystem::path& pa
   }();
   if (!first) {
     if (!could_not_write(raw)) return std::unexpected(first.error());
-    const std::string why = disk_full(raw) ? "no space left on device" : sqlite3_errmsg(raw);
+    const std::string folder = path.parent_path().empty() ? "." : path.parent_path().string();
+    const std::string why =
+        disk_full(raw) ? "no space left on device"
+        : ::access(folder.c_str(), W_OK | X_OK) != 0
+            ? "this process may not write its folder " + folder + " (SQLite's -wal and -shm files go there)"
+            : sqlite3_errmsg(raw);
     db.reset();
     auto ro = open_read_only(path, why);
     // Neither way: the first error says what is wrong.
