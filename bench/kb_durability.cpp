@@ -26,11 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int fail_with(const Error& e) {
-  std::fprintf(stderr, "spark_kb_durability: %s\n", e.message.c_str());
-  return 1;
-}
-
 // Case i of the run: a small test file of its own (so every case writes a blob, as a new failure does).
 Case bench_case(size_t i) {
   const std::string n = std::to_string(i);
@@ -104,7 +99,10 @@ int main(int argc, char** argv) {
                                                         : std::vector<std::string>{"NORMAL", "FULL"};
     for (const std::string& setting : order) {
       auto t = run(dir, setting, cases, r);
-      if (!t) return fail_with(t.error());
+      if (!t) {
+        std::fprintf(stderr, "spark_kb_durability: %s\n", t.error().message.c_str());
+        return 1;
+      }
       (setting == "FULL" ? full_one : normal_one).push_back(t->one_transaction);
       (setting == "FULL" ? full_each : normal_each).push_back(t->each_its_own);
     }

@@ -442,6 +442,13 @@ TEST(fault, a_file_size_limit_mid_import_is_a_clear_error_and_loses_nothing) {
   EXPECT_EQ(exported_ids(dir.path()).size(), 840u);
 }
 
+// The store of a.jsonl (`n` cases of `lines`-line test files: corpus("a", ...)) in `dir`, imported and indexed.
+void indexed_store(const TempDir& dir, int n, int lines) {
+  write_file(dir / "a.jsonl", corpus("a", n, lines));
+  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
+}
+
 // Options to run spark as nobody when the test runs as root (root reads and writes whatever the modes say), with a
 // copy of the binary in `dir` that nobody can reach.
 SpawnOptions as_nobody(const TempDir& dir) {
@@ -458,10 +465,8 @@ SpawnOptions as_nobody(const TempDir& dir) {
 
 TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
   TempDir dir;
-  write_file(dir / "a.jsonl", corpus("a", 30, 40));
+  indexed_store(dir, 30, 40);
   write_file(dir / "b.jsonl", corpus("b", 5, 40));
-  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
-  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
   // Root reads and writes whatever the modes say: the check runs as nobody, for whom root's files are read-only.
   const bool root = ::getuid() == 0;
   fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -494,10 +499,8 @@ TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
 // nothing, and answer; a command that writes says why it cannot.
 TEST(fault, a_store_in_a_folder_it_may_not_write_is_read_without_creating_files) {
   TempDir dir;
-  write_file(dir / "a.jsonl", corpus("a", 20, 40));
+  indexed_store(dir, 20, 40);
   write_file(dir / "b.jsonl", corpus("b", 2, 40));
-  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
-  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
   const SpawnOptions ro = as_nobody(dir);
   const fs::path store = dir / ".spark";
   // The folder read-only, the file (and the index folder) writable by whoever runs spark.
@@ -539,10 +542,8 @@ TEST(fault, a_store_in_a_folder_it_may_not_write_is_read_without_creating_files)
 // -shm file's 32 KiB): reading commands answer, and a write names the full disk.
 TEST(fault, a_full_disk_still_reads_the_store_and_a_write_names_the_full_disk) {
   TempDir dir, disk;
-  write_file(dir / "a.jsonl", corpus("a", 20, 40));
+  indexed_store(dir, 20, 40);
   write_file(dir / "b.jsonl", corpus("b", 2, 40));
-  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
-  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
   SpawnOptions full;
   full.full_disk_from = dir.path();
   const std::vector<std::string> localize = {"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"};
@@ -576,10 +577,8 @@ TEST(fault, a_full_disk_still_reads_the_store_and_a_write_names_the_full_disk) {
 // exits 0; the next localize catches it up.
 TEST(fault, an_import_whose_index_update_finds_the_disk_full_succeeds_and_the_index_catches_up) {
   TempDir dir;
-  write_file(dir / "a.jsonl", corpus("a", 40, 40));
+  indexed_store(dir, 40, 40);
   write_file(dir / "b.jsonl", corpus("b", 2, 41));  // test files of their own (a's at 40 lines would be the same)
-  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
-  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
   uintmax_t vectors = 0;
   for (const auto& e : fs::directory_iterator(dir / ".spark/index"))
     if (e.path().filename().string().starts_with("vectors.")) vectors = e.file_size();
@@ -710,7 +709,7 @@ json localized(const fs::path& cwd, const std::string& file, const std::string& 
 // generation is the index's again with other cases, the index is not trusted either.
 TEST(fault, an_index_holding_cases_the_store_lost_is_rebuilt_with_the_reason) {
   TempDir dir;
-  write_file(dir / "a.jsonl", corpus("a", 20, 40));
+  indexed_store(dir, 20, 40);
   write_file(dir / "b.jsonl", corpus("b", 5, 40));
   // Other cases than b's, as many: the same rowids and, once imported, the same generation as the index's.
   std::string other;
@@ -720,8 +719,6 @@ TEST(fault, an_index_holding_cases_the_store_lost_is_rebuilt_with_the_reason) {
                  .dump() +
              "\n";
   write_file(dir / "x.jsonl", other);
-  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
-  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
   const fs::path db = dir / ".spark/kb.sqlite";
   fs::copy_file(db, dir / "before-b.sqlite");  // no spark process has it open: the file is the whole store
   auto b = run_spark({"import", "b.jsonl"}, dir.path());
