@@ -709,6 +709,8 @@ json localized(const fs::path& cwd, const std::string& file, const std::string& 
 // generation is the index's again with other cases, the index is not trusted either.
 TEST(fault, an_index_holding_cases_the_store_lost_is_rebuilt_with_the_reason) {
   TempDir dir;
+  make_repo(dir);  // for `spark record`: tests/test_a.py at HEAD
+  write_file(dir / "r.xml", big_report(2));
   indexed_store(dir, 20, 40);
   write_file(dir / "b.jsonl", corpus("b", 5, 40));
   // Other cases than b's, as many: the same rowids and, once imported, the same generation as the index's.
@@ -721,21 +723,28 @@ TEST(fault, an_index_holding_cases_the_store_lost_is_rebuilt_with_the_reason) {
   write_file(dir / "x.jsonl", other);
   const fs::path db = dir / ".spark/kb.sqlite";
   fs::copy_file(db, dir / "before-b.sqlite");  // no spark process has it open: the file is the whole store
-  auto b = run_spark({"import", "b.jsonl"}, dir.path());
-  ASSERT_EQ(b.exit_code, 0) << b.err;
-  ASSERT_NE(b.out.find("added 5 case(s) to the vector index"), std::string::npos) << b.out;
-  const auto go_back = [&] {
+  // The index built again over a's cases, b's imported (and appended to it), then the store put back to a's alone.
+  const auto index_ahead_of_the_store = [&] {
+    fs::remove_all(dir / ".spark/index");
+    ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
+    auto b = run_spark({"import", "b.jsonl"}, dir.path());
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    ASSERT_NE(b.out.find("added 5 case(s) to the vector index"), std::string::npos) << b.out;
     fs::copy_file(dir / "before-b.sqlite", db, fs::copy_options::overwrite_existing);
     for (const char* tail : {"-wal", "-shm"}) fs::remove(db.string() + tail);
   };
+  const std::string held = "the vector index held cases the knowledge base no longer has (";
 
-  go_back();
+  index_ahead_of_the_store();
+  auto record = run_spark({"record", "--junit", "r.xml"}, dir.path());
+  EXPECT_EQ(record.exit_code, 0) << record.err;
+  EXPECT_NE(record.err.find(held + "5 of its 25 case(s) are gone from the store"), std::string::npos) << record.err;
+  EXPECT_NE(record.err.find("rebuilt it over 20 case(s)"), std::string::npos) << record.err;
+
+  index_ahead_of_the_store();
   auto loc = run_spark({"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"}, dir.path());
   ASSERT_EQ(loc.exit_code, 0) << loc.err;
-  EXPECT_NE(loc.err.find("the vector index held cases the knowledge base no longer has (5 of its 25 case(s) are gone "
-                         "from the store"),
-            std::string::npos)
-      << loc.err;
+  EXPECT_NE(loc.err.find(held + "5 of its 25 case(s) are gone from the store"), std::string::npos) << loc.err;
   EXPECT_NE(loc.err.find("rebuilt it over 20 case(s)"), std::string::npos) << loc.err;
   EXPECT_EQ(json::parse(loc.out)["retrieved"][0]["id"].get<std::string>().substr(0, 1), "a") << loc.out;
   // Once: the rebuilt index serves the next command without a word.
@@ -744,16 +753,10 @@ TEST(fault, an_index_holding_cases_the_store_lost_is_rebuilt_with_the_reason) {
   EXPECT_EQ(again.err.find("no longer has"), std::string::npos) << again.err;
 
   // Back again, then as many other cases as it lost: the store's generation is the index's, its cases are not.
-  fs::remove_all(dir / ".spark/index");
-  ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
-  ASSERT_EQ(run_spark({"import", "b.jsonl"}, dir.path()).exit_code, 0);
-  go_back();
+  index_ahead_of_the_store();
   auto x = run_spark({"import", "x.jsonl"}, dir.path());
   ASSERT_EQ(x.exit_code, 0) << x.err;
-  EXPECT_NE(x.err.find("the vector index held cases the knowledge base no longer has (the store's last case is not "
-                       "the index's"),
-            std::string::npos)
-      << x.err;
+  EXPECT_NE(x.err.find(held + "the store's last case is not the index's"), std::string::npos) << x.err;
   // Each x case finds the other x cases by their own vectors, not by the b cases' that held their rows before (a
   // failure of another test file and message: a similarity near 0.2).
   for (const char* id : {"x0", "x4"}) {
