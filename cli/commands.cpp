@@ -131,6 +131,12 @@ std::string retrain_note(const RetrainReport& r) {
          seconds_text(m.train_seconds) + "; it " + learns_next(m);
 }
 
+// Whether open_or_rebuild built the index again (its note is then in `notes`): an engine opened on an index it had to
+// catch up added cases since its load, and says so in a note of its own; a rebuilt one added none.
+bool rebuilt(const SearchEngine& engine, const std::vector<std::string>& notes) {
+  return engine.added_since_load() == 0 && !notes.empty();
+}
+
 Status learn_if_due(const Common& common, KnowledgeBase& kb) {
   // A cheap look first: the ranker's schedule against the store's count of cases (labelled or not).
   auto ranker = load_saved_ranker(kb.index_dir());
@@ -139,8 +145,10 @@ Status learn_if_due(const Common& common, KnowledgeBase& kb) {
   if (!count) return std::unexpected(count.error());
   if (ranker && *count < next_training_at((*ranker)->labelled_cases, IndexBuildOptions{})) return {};
   std::vector<std::string> opening, learnt;
-  auto engine = SearchEngine::open(kb, common.embedder, opening, /*verify_vectors=*/false);
+  auto engine = open_or_rebuild(kb, common.embedder, opening, /*verify_vectors=*/false);
   if (!engine) return std::unexpected(engine.error());
+  if (rebuilt(**engine, opening))
+    for (const auto& n : opening) note(n);
   // The cases embedded on the way (added since the index was saved) are kept with the new ranker.
   if (keep_ranker_learning(kb, **engine, learnt))
     if (auto s = (*engine)->persist(kb); !s) return s;
@@ -225,17 +233,27 @@ int cmd_import(const Common& common, const ImportArgs& args) {
   // Keep an existing index fresh: embed the new cases with its statistics.
   if (summary->replaced == 0 && summary->added > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
     std::vector<std::string> notes;
-    auto engine = SearchEngine::open(**kb, common.embedder, notes);
+    auto engine = open_or_rebuild(**kb, common.embedder, notes);
     if (!engine) {
       note("the vector index was not updated: " + engine.error().message);
     } else {
       std::vector<std::string> learnt;
       keep_ranker_learning(**kb, **engine, learnt);
-      if (auto s = (*engine)->persist(**kb); !s) return report_error(s.error());
-      std::printf(
-          "added %zu case(s) to the vector index (run `spark index --rebuild` now and then to refit its "
-          "statistics)\n",
-          (*engine)->added_since_load());
+      // The cases are committed: an index that could not be saved (a full disk) is caught up by the next command
+      // that opens it, so the import has succeeded, and says so.
+      if (auto s = (*engine)->persist(**kb); !s) {
+        note("the " + std::to_string(summary->added) +
+             " new case(s) are in the knowledge base; the vector index was not updated (" + s.error().message +
+             "): the next `spark localize`, `spark record` or `spark index` catches it up");
+        return 0;
+      }
+      if (rebuilt(**engine, notes))
+        for (const auto& n : notes) note(n);
+      else
+        std::printf(
+            "added %zu case(s) to the vector index (run `spark index --rebuild` now and then to refit its "
+            "statistics)\n",
+            (*engine)->added_since_load());
       for (const auto& n : learnt) note(n);
     }
   } else if (summary->replaced > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
@@ -724,10 +742,11 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
                         std::to_string(*count) + " case(s), as `spark index` does");
       }
       // A query maps the vectors and reads the pages its search touches (`spark index` verifies every byte).
-      auto e = SearchEngine::open(*kb, common.embedder, notes, /*verify_vectors=*/false);
+      // An index holding cases the store no longer has (the store went back) is built again first.
+      auto e = open_or_rebuild(*kb, common.embedder, notes, /*verify_vectors=*/false);
       // A `spark index` in another process may have replaced the index between reading its manifest and its files
       // (old files go once the new manifest is in place): a second look reads the new one.
-      if (!e) e = SearchEngine::open(*kb, common.embedder, notes, /*verify_vectors=*/false);
+      if (!e) e = open_or_rebuild(*kb, common.embedder, notes, /*verify_vectors=*/false);
       if (!e)
         return report_error(Error{e.error().message + " (the vector index in " + kb->index_dir().string() +
                                   " is damaged or incomplete: `spark index --rebuild` makes it again from the store)"});

@@ -80,7 +80,11 @@ int kb_copy(const Common& common, const KbArgs& args) {
   if (!to) return report_error(to.error());
   Database& src = (*from)->database();
   Database& dst = (*to)->database();
-  // Only into an empty store: a copy never merges, so nothing there can be lost or half-overwritten.
+  auto tx = Transaction::begin(dst);
+  if (!tx) return report_error(tx.error());
+  // Only into an empty store: a copy never merges, so nothing there can be lost or half-overwritten. Looked at under
+  // the store's write lock, which the transaction holds: of copies into one empty store at once, the first fills it
+  // and the others find it filled.
   for (const char* table : {"cases", "outcomes", "failures"}) {
     auto n = count_rows(dst, table);
     if (!n) return report_error(n.error());
@@ -88,8 +92,6 @@ int kb_copy(const Common& common, const KbArgs& args) {
       return report_error(Error{"kb copy: " + (*to)->name() + " is not empty (" + std::to_string(*n) + " row(s) in " +
                                 table + "); kb copy fills only an empty store"});
   }
-  auto tx = Transaction::begin(dst);
-  if (!tx) return report_error(tx.error());
   std::map<std::string, int64_t> copied;
   for (const auto& t : kTables) {
     auto n = copy_table(src, dst, t);

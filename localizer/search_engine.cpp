@@ -1,5 +1,6 @@
 #include "search_engine.h"
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstddef>
@@ -64,6 +65,17 @@ Result<MappedCases> map_cases(const fs::path& path, std::shared_ptr<const Mapped
 
 }  // namespace index_files
 
+namespace {
+
+// The error of an index that holds cases the knowledge base no longer has; `why` also goes to `store_lost_cases`.
+std::unexpected<Error> lost_cases(const fs::path& dir, const std::string& why, std::string* store_lost_cases) {
+  if (store_lost_cases) *store_lost_cases = why;
+  return fail(dir.string() + ": the index holds cases the knowledge base no longer has (" + why +
+              "): run `spark index --rebuild`");
+}
+
+}  // namespace
+
 float exact_search_bound(const Embedder& embedder) {
   if (const auto* builtin = dynamic_cast<const HashedTfidfEmbedder*>(&embedder))
     return static_cast<float>(builtin->same_test_code_similarity());
@@ -71,7 +83,8 @@ float exact_search_bound(const Embedder& embedder) {
 }
 
 Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, EmbedderConfig config,
-                                                         std::vector<std::string>& notes, bool verify_vectors) {
+                                                         std::vector<std::string>& notes, bool verify_vectors,
+                                                         std::string* store_lost_cases) {
   using namespace index_files;
   const fs::path dir = kb.index_dir();
   std::error_code ec;
@@ -128,26 +141,61 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     }
     if (engine->facts_.size() != engine->index_.size())
       return fail(dir.string() + ": the index does not match the knowledge base: run `spark index --rebuild`");
+    // The same generation is not yet the same cases: a store that went back (a lost write, an older backup) and was
+    // then written to as often reaches the generation again with other cases, and a row deleted on the server leaves
+    // it as it was. The store's count and last case, read without reading its rows, must be the index's.
+    auto tail = kb.tail();
+    if (!tail) return std::unexpected(tail.error());
+    if (tail->count != engine->facts_.size())
+      return lost_cases(dir,
+                        "the store has " + std::to_string(tail->count) + " case(s) at the generation the index was " +
+                            "saved at with " + std::to_string(engine->facts_.size()),
+                        store_lost_cases);
+    if (tail->count > 0 &&
+        (tail->last_rowid != engine->facts_.back().rowid || fact_hash(tail->last_id) != engine->facts_.back().id_hash))
+      return lost_cases(dir, "the store's last case is not the index's", store_lost_cases);
   } else {
     auto entries = kb.entries();
     if (!entries) return std::unexpected(entries.error());
-    if (auto s = engine->catch_up(kb, *entries, notes); !s) return std::unexpected(s.error());
+    std::span<const CaseFacts> indexed;
+    index_files::MappedCases indexed_map;
+    if (const std::string cases_file = manifest->file_of(kCases); !cases_file.empty()) {
+      auto mapped = map_cases(dir / cases_file, std::move(cases_map));
+      if (!mapped) return std::unexpected(mapped.error());
+      indexed_map = std::move(*mapped);
+      indexed = indexed_map.rows;
+    }
+    if (auto s = engine->catch_up(kb, *entries, indexed, notes, store_lost_cases); !s)
+      return std::unexpected(s.error());
   }
   return engine;
 }
 
 Status SearchEngine::catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& entries,
-                              std::vector<std::string>& notes) {
+                              std::span<const CaseFacts> indexed, std::vector<std::string>& notes,
+                              std::string* store_lost_cases) {
   const fs::path dir = kb.index_dir();
-  std::unordered_set<int64_t> present;
-  for (const auto& e : entries) present.insert(e.rowid);
-  if (index_.size() > present.size())
-    return fail(dir.string() + ": the index holds cases the knowledge base no longer has: run `spark index --rebuild`");
   std::vector<int64_t> missing;
-  for (const auto& e : entries)
-    if (!index_.contains(e.rowid)) missing.push_back(e.rowid);
-  if (missing.size() + index_.size() != present.size())
-    return fail(dir.string() + ": the index does not match the knowledge base: run `spark index --rebuild`");
+  size_t replaced = 0;  // rows the index holds whose case in the store is another (its rowid used again)
+  for (const auto& e : entries) {
+    if (!index_.contains(e.rowid)) {
+      missing.push_back(e.rowid);
+      continue;
+    }
+    const auto at = std::lower_bound(indexed.begin(), indexed.end(), e.rowid,
+                                     [](const CaseFacts& f, int64_t rowid) { return f.rowid < rowid; });
+    if (at != indexed.end() && at->rowid == e.rowid && at->id_hash != fact_hash(e.id)) ++replaced;
+  }
+  // Every case of the index the store has is one of `entries`: the rest of the index is gone from the store.
+  const size_t kept = entries.size() - missing.size();
+  if (kept < index_.size())
+    return lost_cases(dir,
+                      std::to_string(index_.size() - kept) + " of its " + std::to_string(index_.size()) +
+                          " case(s) are gone from the store",
+                      store_lost_cases);
+  if (replaced > 0)
+    return lost_cases(dir, std::to_string(replaced) + " of its rows hold other cases in the store now",
+                      store_lost_cases);
   std::unordered_map<int64_t, int64_t> group;
   for (const auto& e : entries) group[e.rowid] = static_cast<int64_t>(fnv1a64(e.test_id));
   const auto add = [&](const std::vector<int64_t>& rowids, const std::vector<float>& flat) -> Status {

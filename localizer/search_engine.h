@@ -60,9 +60,13 @@ class SearchEngine {
   // says to run `spark index --rebuild`. A knowledge base with no index yet is an error naming that command.
   // `verify_vectors` false maps the vectors file after checking its size and header only, and does not hash again the
   // files the index folder's verified list vouches for (VectorIndexOptions): what a query needs; an update or a build
-  // verifies every byte of every file.
+  // verifies every byte of every file. `store_lost_cases`, when given, is set to why when the error is that the index
+  // holds cases the knowledge base no longer has (its cases file and the store's rows disagree: a write lost in a
+  // power cut, an older backup restored, rows deleted on the server), which a rebuild repairs (open_or_rebuild,
+  // index_build.h); it is left empty on any other error.
   static Result<std::unique_ptr<SearchEngine>> open(KnowledgeBase& kb, EmbedderConfig config,
-                                                    std::vector<std::string>& notes, bool verify_vectors = true);
+                                                    std::vector<std::string>& notes, bool verify_vectors = true,
+                                                    std::string* store_lost_cases = nullptr);
   Result<std::vector<float>> embed(const Case& c);
   std::vector<SearchHit> search(const std::vector<float>& query, size_t r,
                                 const std::optional<std::vector<int64_t>>& allowed,
@@ -87,8 +91,11 @@ class SearchEngine {
  private:
   SearchEngine(std::unique_ptr<Embedder> e, VectorIndex i, RankerModel r)
       : embedder_(std::move(e)), index_(std::move(i)), ranker_(std::move(r)) {}
-  // Embeds the store's cases the loaded index lacks and adds them (in memory).
-  Status catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, std::vector<std::string>& notes);
+  // Embeds the store's cases the loaded index lacks and adds them (in memory). `indexed` is the index's cases file
+  // (empty for an index saved without one): a case at a rowid the index holds must be the one it embedded there.
+  // `store_lost_cases` as for open().
+  Status catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& entries, std::span<const CaseFacts> indexed,
+                  std::vector<std::string>& notes, std::string* store_lost_cases);
   std::unique_ptr<Embedder> embedder_;
   VectorIndex index_;
   RankerModel ranker_;

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +49,10 @@ struct SpawnOptions {
   rlim_t file_size_limit = RLIM_INFINITY;
   bool as_nobody = false;  // when run as root: drop to uid/gid 65534, for whom root's files are read-only
   std::string binary = SPARK_BINARY;  // as nobody, a copy nobody can reach (the build may be under /root, mode 0700)
+  // When set: spark runs in a mount namespace of its own, on a new 1 MiB tmpfs mounted over its working directory,
+  // which holds a copy of this folder's files and then a file that fills the disk to its last byte (ENOSPC, as a
+  // full disk is). Exit status 125 when no tmpfs could be mounted (no CAP_SYS_ADMIN).
+  fs::path full_disk_from = {};
 };
 
 // A spark process started in `cwd`; its output goes to files in `io`.
@@ -56,6 +62,10 @@ class Spark {
       : io_(io) {
     fs::create_directories(io);
     std::vector<std::string> argv_s = {options.binary};
+    if (!options.full_disk_from.empty())
+      argv_s = {"/bin/sh", "-c",
+                "cp -R \"$1\"/. . || exit 126; cat /dev/zero > disk-filler 2>/dev/null; shift; exec \"$@\"", "sh",
+                options.full_disk_from.string(), options.binary};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -68,6 +78,10 @@ class Spark {
       const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int n = ::open("/dev/null", O_RDONLY);
       if (o < 0 || e < 0 || n < 0 || ::dup2(n, 0) < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(120);
+      if (!options.full_disk_from.empty() &&
+          (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+           ::mount("tmpfs", cwd.c_str(), "tmpfs", 0, "size=1m") != 0))
+        ::_exit(125);
       if (::chdir(cwd.c_str()) != 0) ::_exit(121);
       if (options.file_size_limit != RLIM_INFINITY) {
         const rlimit limit{options.file_size_limit, options.file_size_limit};
@@ -428,7 +442,7 @@ TEST(fault, a_file_size_limit_mid_import_is_a_clear_error_and_loses_nothing) {
   ASSERT_EQ(run_spark({"import", "old.jsonl"}, dir.path()).exit_code, 0);
   const auto before = exported_ids(dir.path());
   const auto size = fs::file_size(dir / ".spark/kb.sqlite");
-  auto r = run_with({"import", "new.jsonl"}, dir.path(), {static_cast<rlim_t>(size + (1u << 20)), false});
+  auto r = run_with({"import", "new.jsonl"}, dir.path(), {.file_size_limit = static_cast<rlim_t>(size + (1u << 20))});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(r.err.starts_with("spark: error: ")) << r.err;
   EXPECT_NE(r.err.find("kb.sqlite"), std::string::npos) << r.err;
@@ -438,12 +452,31 @@ TEST(fault, a_file_size_limit_mid_import_is_a_clear_error_and_loses_nothing) {
   EXPECT_EQ(exported_ids(dir.path()).size(), 840u);
 }
 
-TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
-  TempDir dir;
-  write_file(dir / "a.jsonl", corpus("a", 30, 40));
-  write_file(dir / "b.jsonl", corpus("b", 5, 40));
+// The store of a.jsonl (`n` cases of `lines`-line test files: corpus("a", ...)) in `dir`, imported and indexed.
+void indexed_store(const TempDir& dir, int n, int lines) {
+  write_file(dir / "a.jsonl", corpus("a", n, lines));
   ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
   ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
+}
+
+// Options to run spark as nobody when the test runs as root (root reads and writes whatever the modes say), with a
+// copy of the binary in `dir` that nobody can reach.
+SpawnOptions as_nobody(const TempDir& dir) {
+  SpawnOptions o;
+  o.as_nobody = true;
+  if (::getuid() == 0) {
+    o.binary = (dir / "spark-copy").string();
+    fs::copy_file(SPARK_BINARY, o.binary);
+    fs::permissions(o.binary, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  }
+  return o;
+}
+
+TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
+  TempDir dir;
+  indexed_store(dir, 30, 40);
+  write_file(dir / "b.jsonl", corpus("b", 5, 40));
   // Root reads and writes whatever the modes say: the check runs as nobody, for whom root's files are read-only.
   const bool root = ::getuid() == 0;
   fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -456,13 +489,7 @@ TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
       made_read_only.push_back(e.path());
     }
   if (!root) fs::permissions(dir / ".spark", fs::perms::owner_write, fs::perm_options::remove);
-  SpawnOptions ro{RLIM_INFINITY, true};
-  if (root) {
-    ro.binary = (dir / "spark-copy").string();
-    fs::copy_file(SPARK_BINARY, ro.binary);
-    fs::permissions(ro.binary, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                   fs::perms::others_read | fs::perms::others_exec);
-  }
+  const SpawnOptions ro = as_nobody(dir);
   auto imp = run_with({"import", "b.jsonl"}, dir.path(), ro);
   EXPECT_NE(imp.exit_code, 0);
   EXPECT_LT(imp.exit_code, 128) << "ended by a signal: " << imp.err;
@@ -475,6 +502,149 @@ TEST(fault, a_read_only_store_refuses_writes_clearly_and_still_answers) {
     for (const auto& p : made_read_only) fs::permissions(p, fs::perms::owner_write, fs::perm_options::add);
   }
   EXPECT_EQ(exported_ids(dir.path()), ids_of("a", 30));
+}
+
+// A store whose folder this process may not write, though it may write kb.sqlite (a CI cache restored with the
+// folder read-only): SQLite cannot make the -wal and -shm files, so commands that read open it read-only, create
+// nothing, and answer; a command that writes says why it cannot.
+TEST(fault, a_store_in_a_folder_it_may_not_write_is_read_without_creating_files) {
+  TempDir dir;
+  indexed_store(dir, 20, 40);
+  write_file(dir / "b.jsonl", corpus("b", 2, 40));
+  const SpawnOptions ro = as_nobody(dir);
+  const fs::path store = dir / ".spark";
+  // The folder read-only, the file (and the index folder) writable by whoever runs spark.
+  if (::getuid() == 0) {
+    for (const auto& e : fs::recursive_directory_iterator(store))
+      ASSERT_EQ(::chown(e.path().c_str(), 65534, 65534), 0) << e.path();
+  }
+  fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(store, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                             fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  const auto listing = [&] {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(store)) names.insert(e.path().filename().string());
+    return names;
+  };
+  const auto before = listing();
+  auto loc = run_with({"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"}, dir.path(), ro);
+  EXPECT_EQ(loc.exit_code, 0) << loc.err;
+  if (loc.exit_code == 0) {
+    EXPECT_EQ(json::parse(loc.out)["retrieved"][0]["id"].get<std::string>().substr(0, 1), "a") << loc.out;
+  }
+  auto status = run_with({"kb", "status"}, dir.path(), ro);
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("cases: 20"), std::string::npos) << status.out;
+  auto exported = run_with({"export"}, dir.path(), ro);
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(std::count(exported.out.begin(), exported.out.end(), '\n'), 20) << exported.err;
+  auto imp = run_with({"import", "b.jsonl"}, dir.path(), ro);
+  EXPECT_EQ(imp.exit_code, 1) << imp.err;
+  EXPECT_TRUE(imp.err.starts_with("spark: error: ")) << imp.err;
+  EXPECT_NE(imp.err.find("kb.sqlite: the knowledge base can be read, not written"), std::string::npos) << imp.err;
+  EXPECT_EQ(listing(), before) << "no -wal or -shm file made";
+  fs::permissions(store, fs::perms::owner_write, fs::perm_options::add);
+  EXPECT_EQ(exported_ids(dir.path()), ids_of("a", 20));
+}
+
+// A full disk (a tmpfs filled to its last byte, when this process may mount one; else a file-size limit below the
+// -shm file's 32 KiB): reading commands answer, and a write names the full disk.
+TEST(fault, a_full_disk_still_reads_the_store_and_a_write_names_the_full_disk) {
+  TempDir dir, disk;
+  indexed_store(dir, 20, 40);
+  write_file(dir / "b.jsonl", corpus("b", 2, 40));
+  SpawnOptions full;
+  full.full_disk_from = dir.path();
+  const std::vector<std::string> localize = {"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"};
+  auto loc = run_with(localize, disk.path(), full);
+  const bool tmpfs = loc.exit_code != 125;
+  fs::path cwd = disk.path();
+  if (!tmpfs) {
+    std::printf("no tmpfs could be mounted: the full disk is a file-size limit of 16 KiB\n");
+    full = SpawnOptions{.file_size_limit = 16 * 1024};
+    cwd = dir.path();
+    loc = run_with(localize, cwd, full);
+  }
+  ASSERT_EQ(loc.exit_code, 0) << loc.err;
+  EXPECT_EQ(json::parse(loc.out)["retrieved"][0]["id"].get<std::string>().substr(0, 1), "a") << loc.out;
+  auto exported = run_with({"export"}, cwd, full);
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(std::count(exported.out.begin(), exported.out.end(), '\n'), 20) << exported.err;
+  auto imp = run_with({"import", "b.jsonl"}, cwd, full);
+  EXPECT_EQ(imp.exit_code, 1) << imp.err;
+  EXPECT_TRUE(imp.err.starts_with("spark: error: ")) << imp.err;
+  EXPECT_NE(imp.err.find("kb.sqlite"), std::string::npos) << imp.err;
+  if (tmpfs) {
+    EXPECT_NE(imp.err.find("spark: error: no space left on device: "), std::string::npos) << imp.err;
+  }
+  EXPECT_EQ(integrity(dir / ".spark/kb.sqlite"), "ok");
+  EXPECT_EQ(exported_ids(dir.path()), ids_of("a", 20));
+}
+
+// The disk fills between the import's commit and its update of the vector index (a file-size limit the new vectors
+// file exceeds and the store's few new pages do not): the import has succeeded, says the index will catch up, and
+// exits 0; the next localize catches it up.
+TEST(fault, an_import_whose_index_update_finds_the_disk_full_succeeds_and_the_index_catches_up) {
+  TempDir dir;
+  indexed_store(dir, 40, 40);
+  write_file(dir / "b.jsonl", corpus("b", 2, 41));  // test files of their own (a's at 40 lines would be the same)
+  uintmax_t vectors = 0;
+  for (const auto& e : fs::directory_iterator(dir / ".spark/index"))
+    if (e.path().filename().string().starts_with("vectors.")) vectors = e.file_size();
+  ASSERT_GT(vectors, 64u * 1024) << "the vectors file must outgrow the -shm file and the import's new pages";
+  auto imp = run_with({"import", "b.jsonl"}, dir.path(), {.file_size_limit = static_cast<rlim_t>(vectors)});
+  EXPECT_EQ(imp.exit_code, 0) << imp.err;
+  EXPECT_NE(imp.out.find("imported 2 case(s)"), std::string::npos) << imp.out << imp.err;
+  EXPECT_NE(imp.err.find("the 2 new case(s) are in the knowledge base; the vector index was not updated ("),
+            std::string::npos)
+      << imp.err;
+  EXPECT_NE(imp.err.find("catches it up"), std::string::npos) << imp.err;
+  EXPECT_EQ(exported_ids(dir.path()), joined(ids_of("a", 40), ids_of("b", 2)));
+  auto loc = run_spark({"localize", "--case", "b.jsonl", "--id", "b1", "--format", "json"}, dir.path());
+  ASSERT_EQ(loc.exit_code, 0) << loc.err;
+  EXPECT_NE(loc.err.find("the index lacked 2 case(s)"), std::string::npos) << loc.err;
+  auto index = run_spark({"index"}, dir.path());
+  EXPECT_NE(index.out.find("is up to date (42 cases"), std::string::npos) << index.out << index.err;
+}
+
+// Copies into one empty store at once: the emptiness is looked at under the store's write lock, so one copy fills
+// the store and the others say it is not empty (not SQLite's or PostgreSQL's raw UNIQUE error).
+void concurrent_copies_fill_once(const std::string& to, const TempDir& dir, const std::vector<std::string>& kb) {
+  constexpr int kCopies = 4;
+  std::vector<std::unique_ptr<TempDir>> ios;
+  std::vector<std::unique_ptr<Spark>> procs;
+  for (int i = 0; i < kCopies; ++i) {
+    ios.push_back(std::make_unique<TempDir>());
+    procs.push_back(std::make_unique<Spark>(std::vector<std::string>{"kb", "copy", ".spark", to}, dir.path(),
+                                            ios.back()->path()));
+  }
+  int filled = 0;
+  for (auto& p : procs) {
+    auto r = p->wait();
+    EXPECT_EQ(r.err.find("UNIQUE"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("duplicate key"), std::string::npos) << r.err;
+    if (r.exit_code == 0) {
+      ++filled;
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("is not empty ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("kb copy fills only an empty store"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(filled, 1);
+  std::vector<std::string> args = kb;
+  args.push_back("export");
+  auto copied = run_spark(args, dir.path()), source = run_spark({"export"}, dir.path());
+  EXPECT_EQ(copied.exit_code, 0) << copied.err;
+  EXPECT_EQ(copied.out, source.out);
+}
+
+TEST(fault, concurrent_copies_into_one_empty_store_fill_it_once_and_the_others_say_why_not) {
+  TempDir dir;
+  write_file(dir / "a.jsonl", corpus("a", 300, 60));
+  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
+  concurrent_copies_fill_once((dir / "copy").string(), dir, {"--kb", (dir / "copy").string()});
 }
 
 TEST(fault, index_files_deleted_truncated_or_from_another_store_are_named_or_rebuilt) {
@@ -529,6 +699,84 @@ TEST(fault, index_files_deleted_truncated_or_from_another_store_are_named_or_reb
   } else {
     EXPECT_NE(r.err.find("spark index"), std::string::npos) << r.err;
   }
+}
+
+// --- a store that went back: an index holding cases the store no longer has (issue 40, item 6) --------------------
+
+// The JSON answer of `spark localize` for case `id` of `file`, its exit status and stderr checked.
+json localized(const fs::path& cwd, const std::string& file, const std::string& id, std::vector<std::string> kb = {}) {
+  std::vector<std::string> args = {"localize", "--case", file, "--id", id, "--format", "json"};
+  args.insert(args.begin(), kb.begin(), kb.end());
+  auto r = run_spark(args, cwd);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("spark: error"), std::string::npos) << r.err;
+  return r.exit_code == 0 ? json::parse(r.out) : json::object();
+}
+
+// The store goes back to a copy taken before its last import (what a power cut that loses the WAL's tail, or a
+// restored backup, leaves): the index, saved after that import, holds cases the store no longer has. The next
+// command rebuilds it and says why, once; and when the store is written to as often as it lost, so that its
+// generation is the index's again with other cases, the index is not trusted either.
+TEST(fault, an_index_holding_cases_the_store_lost_is_rebuilt_with_the_reason) {
+  TempDir dir;
+  make_repo(dir);  // for `spark record`: tests/test_a.py at HEAD
+  write_file(dir / "r.xml", big_report(2));
+  indexed_store(dir, 20, 40);
+  write_file(dir / "b.jsonl", corpus("b", 5, 40));
+  // Other cases than b's, as many: the same rowids and, once imported, the same generation as the index's.
+  std::string other;
+  for (int i = 0; i < 5; ++i)
+    other += sample_case("x" + std::to_string(i), "def test_y():\n    raise ValueError(" + std::to_string(i) + ")\n", 2,
+                         "E   ValueError: " + std::to_string(i))
+                 .dump() +
+             "\n";
+  write_file(dir / "x.jsonl", other);
+  const fs::path db = dir / ".spark/kb.sqlite";
+  fs::copy_file(db, dir / "before-b.sqlite");  // no spark process has it open: the file is the whole store
+  // The index built again over a's cases, b's imported (and appended to it), then the store put back to a's alone.
+  const auto index_ahead_of_the_store = [&] {
+    fs::remove_all(dir / ".spark/index");
+    ASSERT_EQ(run_spark({"index"}, dir.path()).exit_code, 0);
+    auto b = run_spark({"import", "b.jsonl"}, dir.path());
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    ASSERT_NE(b.out.find("added 5 case(s) to the vector index"), std::string::npos) << b.out;
+    fs::copy_file(dir / "before-b.sqlite", db, fs::copy_options::overwrite_existing);
+    for (const char* tail : {"-wal", "-shm"}) fs::remove(db.string() + tail);
+  };
+  const std::string held = "the vector index held cases the knowledge base no longer has (";
+
+  index_ahead_of_the_store();
+  auto record = run_spark({"record", "--junit", "r.xml"}, dir.path());
+  EXPECT_EQ(record.exit_code, 0) << record.err;
+  EXPECT_NE(record.err.find(held + "5 of its 25 case(s) are gone from the store"), std::string::npos) << record.err;
+  EXPECT_NE(record.err.find("rebuilt it over 20 case(s)"), std::string::npos) << record.err;
+
+  index_ahead_of_the_store();
+  auto loc = run_spark({"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"}, dir.path());
+  ASSERT_EQ(loc.exit_code, 0) << loc.err;
+  EXPECT_NE(loc.err.find(held + "5 of its 25 case(s) are gone from the store"), std::string::npos) << loc.err;
+  EXPECT_NE(loc.err.find("rebuilt it over 20 case(s)"), std::string::npos) << loc.err;
+  EXPECT_EQ(json::parse(loc.out)["retrieved"][0]["id"].get<std::string>().substr(0, 1), "a") << loc.out;
+  // Once: the rebuilt index serves the next command without a word.
+  auto again = run_spark({"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"}, dir.path());
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err.find("no longer has"), std::string::npos) << again.err;
+
+  // Back again, then as many other cases as it lost: the store's generation is the index's, its cases are not.
+  index_ahead_of_the_store();
+  auto x = run_spark({"import", "x.jsonl"}, dir.path());
+  ASSERT_EQ(x.exit_code, 0) << x.err;
+  EXPECT_NE(x.err.find(held + "the store's last case is not the index's"), std::string::npos) << x.err;
+  // Each x case finds the other x cases by their own vectors, not by the b cases' that held their rows before (a
+  // failure of another test file and message: a similarity near 0.2).
+  for (const char* id : {"x0", "x4"}) {
+    const json doc = localized(dir.path(), "x.jsonl", id);
+    ASSERT_FALSE(doc.value("retrieved", json::array()).empty()) << doc.dump();
+    EXPECT_EQ(doc["retrieved"][0]["id"].get<std::string>().substr(0, 1), "x") << doc.dump();
+    EXPECT_GT(doc["retrieved"][0]["similarity"].get<double>(), 0.5) << doc.dump();
+  }
+  EXPECT_EQ(integrity(db), "ok");
+  EXPECT_EQ(exported_ids(dir.path()), joined(ids_of("a", 20), ids_of("x", 5)));
 }
 
 // --- the LLM server misbehaving ---------------------------------------------------------------------------------
@@ -985,6 +1233,44 @@ TEST(fault_postgres, the_same_history_mined_into_sqlite_and_postgresql_exports_t
   };
   EXPECT_EQ(by_id(run_spark({"audit", "--all", "--format", "json"}, dir.path()).out),
             by_id(run_spark(pg::with_kb(url, dir, {"audit", "--all", "--format", "json"}), dir.path()).out));
+}
+
+// A case deleted on the server by hand (no spark command, so the store's generation stays the index's): the runner's
+// local index holds it, and the command that finds so rebuilds the index from the server and says why.
+TEST(fault_postgres, a_case_deleted_on_the_server_rebuilds_the_local_index_with_the_reason) {
+  SPARK_NEED_POSTGRES();
+  PgCluster* server = PgCluster::shared();
+  TempDir dir;
+  const std::string url = server->new_database();
+  write_file(dir / "a.jsonl", corpus("a", 20, 40));
+  const std::vector<std::string> kb = {"--kb", url, "--local-dir", (dir / "local").string()};
+  ASSERT_EQ(run_spark(pg::with_kb(url, dir, {"import", "a.jsonl"}), dir.path()).exit_code, 0);
+  // The case a3's failure retrieves goes: the index would find it again, and the store has no row for it.
+  const json first = localized(dir.path(), "a.jsonl", "a3", kb);
+  ASSERT_TRUE(first.contains("retrieved") && !first["retrieved"].empty()) << first.dump();
+  const std::string gone = first["retrieved"][0]["id"];
+  const std::string db = url.substr(url.rfind('/') + 1);
+  bool ok = false;
+  server->psql(db, "DELETE FROM spark.cases WHERE id = '" + gone + "'", &ok);
+  ASSERT_TRUE(ok);
+  auto r = run_spark(pg::with_kb(url, dir, {"localize", "--case", "a.jsonl", "--id", "a3", "--format", "json"}),
+                     dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("the vector index held cases the knowledge base no longer has (the store has 19 case(s) at the "
+                       "generation the index was saved at with 20"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("rebuilt it over 19 case(s)"), std::string::npos) << r.err;
+  for (const auto& c : json::parse(r.out)["retrieved"]) EXPECT_NE(c["id"], gone) << r.out;
+}
+
+TEST(fault_postgres, concurrent_copies_into_one_empty_server_store_fill_it_once_and_the_others_say_why_not) {
+  SPARK_NEED_POSTGRES();
+  TempDir dir;
+  write_file(dir / "a.jsonl", corpus("a", 300, 60));
+  ASSERT_EQ(run_spark({"import", "a.jsonl"}, dir.path()).exit_code, 0);
+  const std::string url = PgCluster::shared()->new_database();
+  concurrent_copies_fill_once(url, dir, {"--kb", url, "--local-dir", (dir / "local").string()});
 }
 
 }  // namespace

@@ -264,6 +264,7 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
     if (lock.fd >= 0) ::flock(lock.fd, LOCK_EX);
   }
   auto db = SqliteDb::open(db_file, create, busy_timeout_ms);
+  if (!db && db.error().message.starts_with("no space left on device")) return std::unexpected(db.error());
   if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
   std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
   if (auto s = kb->migrate(); !s) return std::unexpected(s.error());
@@ -795,6 +796,15 @@ Result<bool> KnowledgeBase::has_cases() {
   auto r = st->step();
   if (!r) return std::unexpected(r.error());
   return st->int64(0) != 0;
+}
+
+Result<KnowledgeBase::Tail> KnowledgeBase::tail() {
+  auto st = db_->prepare("SELECT (SELECT count(*) FROM cases), rowid, id FROM cases ORDER BY rowid DESC LIMIT 1");
+  if (!st) return std::unexpected(st.error());
+  auto r = st->step();
+  if (!r) return std::unexpected(r.error());
+  if (!*r) return Tail{};
+  return Tail{static_cast<size_t>(st->int64(0)), st->int64(1), st->text(2)};
 }
 
 Status KnowledgeBase::for_each(const std::function<Status(int64_t, const Case&)>& fn) {

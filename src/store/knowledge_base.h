@@ -101,6 +101,15 @@ class KnowledgeBase {
   Result<size_t> count();
   // Whether the store holds any case (one row read, where count() visits every row).
   Result<bool> has_cases();
+  // The count of cases and the last one's rowid and id (0 and "" when there is none), without reading the rows: what
+  // an index saved at the store's generation checks before it trusts its own list of the cases (the store may have
+  // lost some since: a write lost in a power cut, an older backup restored, a row deleted on the server).
+  struct Tail {
+    size_t count = 0;
+    int64_t last_rowid = 0;
+    std::string last_id;
+  };
+  Result<Tail> tail();
   // Calls `fn` for every case in insertion order (streaming: one case in memory at a time).
   Status for_each(const std::function<Status(int64_t rowid, const Case&)>& fn);
 

@@ -1,5 +1,8 @@
 #include "store/sqlite_db.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 
 namespace spark {
@@ -49,56 +52,128 @@ class SqliteStatement final : public StatementImpl {
 
 }  // namespace
 
+namespace {
+
+// The URI of a file for sqlite3_open_v2 with SQLITE_OPEN_URI, with `query` ("immutable=1").
+std::string file_uri(const std::filesystem::path& path, const std::string& query) {
+  std::string uri = "file:";
+  for (const unsigned char c : path.string()) {
+    if (c == '?' || c == '#' || c == '%' || c < 0x20) {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      uri += hex;
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  return uri + "?" + query;
+}
+
+// Whether a failure is the disk's: full, or over the user's quota.
+bool disk_full(sqlite3* db) {
+  const int code = sqlite3_extended_errcode(db);
+  const int os = sqlite3_system_errno(db);
+  return (code & 0xff) == SQLITE_FULL || os == ENOSPC || os == EDQUOT;
+}
+
+// Whether the first read of a read-write connection failed because it could not write: its -wal and -shm files (a
+// folder this process may not write, a full disk, a file-size limit), not because the file is not a database.
+bool could_not_write(sqlite3* db) {
+  switch (sqlite3_extended_errcode(db) & 0xff) {
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::filesystem::path& path, bool create, int busy_timeout_ms) {
   sqlite3* raw = nullptr;
   const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   std::unique_ptr<SqliteDb> db(new SqliteDb(raw, path));
   if (rc != SQLITE_OK) return std::unexpected(db->error("cannot open"));
-  if (sqlite3_db_readonly(raw, "main") == 1) {
-    // A file this process may not write (a store shared read-only, a CI cache restored as another user). A WAL
-    // database needs its -shm file written even to be read, so it is opened as immutable: a snapshot, read without
-    // locks. Writes fail with "attempt to write a readonly database", naming the file.
-    db.reset();
-    std::string uri = "file:";
-    for (const unsigned char c : path.string()) {
-      if (c == '?' || c == '#' || c == '%' || c < 0x20) {
-        char hex[4];
-        std::snprintf(hex, sizeof hex, "%%%02X", c);
-        uri += hex;
-      } else {
-        uri += static_cast<char>(c);
-      }
-    }
-    uri += "?immutable=1";
-    raw = nullptr;
-    const int ro =
-        sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
-    db.reset(new SqliteDb(raw, path));
-    if (ro != SQLITE_OK) return std::unexpected(db->error("cannot open read-only"));
-    sqlite3_extended_result_codes(raw, 1);
-    db->read_only_ = true;
-    auto st = db->prepare("PRAGMA schema_version");  // reads the header: a corrupt or foreign file fails here
-    if (!st) return std::unexpected(st.error());
-    if (auto r = st->step(); !r) return std::unexpected(r.error());
-    return db;
-  }
+  // A file this process may not write (a store shared read-only, a CI cache restored as another user) is read only.
+  if (sqlite3_db_readonly(raw, "main") == 1) return open_read_only(path, "this process may not write it");
   sqlite3_busy_timeout(raw, busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
   if (auto s = db->exec("PRAGMA foreign_keys=ON"); !s) return std::unexpected(s.error());
-  // journal_mode is the first statement that reads the file: a corrupt or foreign file fails here.
-  auto st = db->prepare("PRAGMA journal_mode=WAL");
+  // journal_mode is the first statement that reads the file: a corrupt or foreign file fails here. So does a WAL
+  // database whose -wal and -shm files cannot be made (a folder this process may not write, a full disk): it is then
+  // read only, as below, and a command that writes says why.
+  Status first = [&]() -> Status {
+    auto st = db->prepare("PRAGMA journal_mode=WAL");
+    if (!st) return std::unexpected(st.error());
+    if (auto r = st->step(); !r) return std::unexpected(r.error());
+    return {};
+  }();
+  if (!first) {
+    if (!could_not_write(raw)) return std::unexpected(first.error());
+    const std::string folder = path.parent_path().empty() ? "." : path.parent_path().string();
+    const std::string why =
+        disk_full(raw) ? "no space left on device"
+        : ::access(folder.c_str(), W_OK | X_OK) != 0
+            ? "this process may not write its folder " + folder + " (SQLite's -wal and -shm files go there)"
+            : sqlite3_errmsg(raw);
+    db.reset();
+    auto ro = open_read_only(path, why);
+    // Neither way: the first error says what is wrong.
+    if (!ro) return std::unexpected(first.error());
+    return ro;
+  }
+  // FULL: a commit returns once its WAL frames are on the disk, so a power cut loses no command that said it stored
+  // something (NORMAL syncs the WAL only at checkpoints; docs/KNOWLEDGE_BASE.md, "Durability", has the cost).
+  if (auto s = db->exec("PRAGMA synchronous=FULL"); !s) return std::unexpected(s.error());
+  return db;
+}
+
+Result<std::unique_ptr<SqliteDb>> SqliteDb::open_read_only(const std::filesystem::path& path, std::string why) {
+  // A WAL database needs its -shm file written even to be read, unless it is opened as immutable (a snapshot, read
+  // without locks: SQLite's wal.html, "Read-Only Databases"). With no committed transaction waiting in a -wal file,
+  // the database file is the whole store, and it is opened so. A -wal file that holds transactions is read through
+  // the -wal and -shm files as they are (SQLite 3.22 reads a -shm it may not write into memory of its own).
+  std::error_code ec;
+  const auto wal_size = std::filesystem::file_size(path.string() + "-wal", ec);
+  const bool wal_holds_transactions = !ec && wal_size > 0;
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(file_uri(path, wal_holds_transactions ? "mode=ro" : "immutable=1").c_str(), &raw,
+                                 SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+  std::unique_ptr<SqliteDb> db(new SqliteDb(raw, path));
+  if (rc != SQLITE_OK) return std::unexpected(db->error("cannot open read-only"));
+  sqlite3_extended_result_codes(raw, 1);
+  db->read_only_ = true;
+  db->read_only_why_ = std::move(why);
+  auto st = db->prepare("PRAGMA schema_version");  // reads the header: a corrupt or foreign file fails here
   if (!st) return std::unexpected(st.error());
   if (auto r = st->step(); !r) return std::unexpected(r.error());
-  if (auto s = db->exec("PRAGMA synchronous=NORMAL"); !s) return std::unexpected(s.error());
   return db;
+}
+
+Status SqliteDb::begin_write() {
+  if (read_only_) {
+    if (read_only_why_ == "no space left on device")
+      return fail("no space left on device: " + path_.string() + " (the knowledge base could be read, not written)");
+    return fail(path_.string() + ": the knowledge base can be read, not written: " + read_only_why_);
+  }
+  return exec("BEGIN IMMEDIATE");
 }
 
 SqliteDb::~SqliteDb() { sqlite3_close_v2(db_); }
 
 Error SqliteDb::error(std::string_view what) const {
   const char* msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-  return Error{path_.string() + ": " + std::string(what) + ": " + msg};
+  return Error{failure(std::string(what) + ": " + msg)};
+}
+
+std::string SqliteDb::failure(const std::string& what) const {
+  // SQLite says "database or disk is full" or "disk I/O error": the full disk is named as such.
+  if (db_ && disk_full(db_)) return "no space left on device: " + path_.string() + " (" + what + ")";
+  return path_.string() + ": " + what;
 }
 
 Result<Statement> SqliteDb::prepare(std::string_view sql) {
@@ -113,7 +188,7 @@ Status SqliteDb::exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
-    return fail(path_.string() + ": " + msg);
+    return fail(failure(msg));
   }
   return {};
 }
