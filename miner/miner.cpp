@@ -133,7 +133,10 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
       if (!t) return fail(where + "time: " + t.error().message);
       o.time = *t;
     }
-    if (j.contains("message") && j["message"].is_string()) o.message = j["message"].get<std::string>();
+    if (j.contains("message") && j["message"].is_string()) {
+      o.message = j["message"].get<std::string>();
+      cap_error_message(o.message);
+    }
     o.origin = path.string() + ":" + std::to_string(line_no);
     out.push_back(std::move(o));
   }
