@@ -171,7 +171,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
   // Commits are stored as full shas; one the repository does not have is named and skipped.
   struct Resolved {
     const RecordedOutcome* o;
-    std::string sha;
+    const std::string& sha;  // in sha_of: not a copy per outcome (a report may hold millions)
     std::optional<std::vector<SourceFile>> snapshot;
   };
   std::vector<Resolved> resolved;

@@ -3,6 +3,7 @@
 // its head and its tail, the cut noted. The memory curve against a report's size is bench/junit_memory.sh's.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "base/text.h"
 #include "formats/case.h"
 #include "formats/error_message.h"
+#include "formats/junit.h"
 #include "miner.h"
 #include "test_util.h"
 
@@ -102,6 +104,34 @@ TEST(ErrorMessageCap, pieces_give_what_the_whole_gives) {
   }
 }
 
+TEST(read_junit, each_message_of_a_report_of_huge_messages_is_capped_with_its_frames) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_a.py", kTestFile);
+  const std::string message = long_form(6u << 20);
+  std::string xml = "<?xml version=\"1.0\"?>\n<testsuite name=\"pytest\">\n";
+  for (int i = 0; i < 3; ++i) {
+    std::string escaped = message;
+    for (size_t at = 0; (at = escaped.find('>', at)) != std::string::npos; at += 4) escaped.replace(at, 1, "&gt;");
+    xml += "<testcase classname=\"tests.test_a\" name=\"test_diff_" + std::to_string(i) +
+           "\">\n<failure message=\"AssertionError\">" + escaped + "</failure></testcase>\n";
+  }
+  xml += "<testcase classname=\"tests.test_a\" name=\"test_ok\"/>\n</testsuite>\n";
+  write_file(dir / "r.xml", xml);
+  auto r = read_junit(dir / "r.xml", dir.path());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcomes.size(), 4u);
+  size_t line = 3;
+  for (int i = 0; i < 3; ++i) {
+    const TestOutcome& o = r->outcomes[static_cast<size_t>(i)];
+    EXPECT_EQ(o.test_id, "tests/test_a.py::test_diff_" + std::to_string(i));
+    EXPECT_EQ(o.report_line, line);
+    line += static_cast<size_t>(std::count(message.begin(), message.end(), '\n')) + 2;
+    expect_capped_long_form(o.message, message.size());
+  }
+  EXPECT_EQ(r->outcomes[3].outcome, Outcome::passed);
+  EXPECT_EQ(r->outcomes[3].report_line, line);
+}
+
 TEST(read_outcomes_jsonl, a_huge_message_is_capped) {
   TempDir dir;
   const std::string message = long_form(3u << 20);
@@ -123,6 +153,52 @@ TEST(read_cases_jsonl, a_huge_error_message_is_capped) {
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(r->cases.size(), 1u);
   expect_capped_long_form(r->cases[0].error_message, message.size());
+}
+
+// A repository with tests/test_a.py and a JUnit report of `failures` failures of `message_bytes` each: `spark record`'s
+// run on it. The report is written a line at a time: a child started by posix_spawn starts with its parent's peak
+// resident set in its ru_maxrss, so this process never holds a large message.
+testing::RunResult record_report(const TempDir& dir, int failures, size_t message_bytes) {
+  write_file(dir / "tests" / "test_a.py", kTestFile);
+  testing::git(dir, "init -q .");
+  testing::git(dir, "add .");
+  testing::git(dir, "commit -qm init");
+  {
+    std::ofstream xml(dir / "r.xml");
+    xml << "<?xml version=\"1.0\"?>\n<testsuite name=\"pytest\">\n";
+    for (int i = 0; i < failures; ++i) {
+      xml << "<testcase classname=\"tests.test_a\" name=\"test_diff_" << i
+          << "\"><failure message=\"AssertionError\"><![CDATA[";
+      write_long_form(xml, message_bytes);
+      xml << "]]></failure></testcase>\n";
+    }
+    xml << "</testsuite>\n";
+  }
+  return run_spark({"record", "--junit", "r.xml", "--no-localize"}, dir.path());
+}
+
+TEST(spark_record, a_report_of_huge_messages_takes_memory_and_store_room_of_their_caps_not_their_size) {
+  TempDir small_dir, big_dir;
+  auto small = record_report(small_dir, 4, 10000);
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  auto big = record_report(big_dir, 4, 12u << 20);  // a 48 MB report
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  const auto store = [](const TempDir& d) {
+    uintmax_t bytes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(d / ".spark"))
+      if (e.is_regular_file() && e.path().filename().string().starts_with("kb.sqlite")) bytes += e.file_size();
+    return bytes;
+  };
+  // Each message is kept twice (as an outcome and as a failure): at most 8 MiB for four, not 96 MB.
+  EXPECT_LT(store(big_dir), 12u << 20) << "the store grew by the messages' size";
+#if !defined(__SANITIZE_ADDRESS__)  // a sanitizer's allocator keeps freed memory in quarantine
+  EXPECT_LT(big.peak_rss_kib - small.peak_rss_kib, 24 * 1024)
+      << "peak RSS " << big.peak_rss_kib << " KiB for the 48 MB report, " << small.peak_rss_kib << " for a small one";
+#endif
+  auto shown = run_spark({"failures", "show", "tests/test_a.py::test_diff_2", "--format", "json"}, big_dir.path());
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  const auto j = nlohmann::json::parse(shown.out);
+  expect_capped_long_form(j.at("failures").at(0).at("message").get<std::string>(), long_form(12u << 20).size());
 }
 
 TEST(spark_localize, a_huge_error_file_is_capped_and_said_and_its_failure_still_ranked) {
