@@ -509,6 +509,7 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
     return std::unexpected(picked.error());
   else if (!picked->empty())
     q.test_id = *picked;
+  cap_error_message(q.error_message);  // the localization's notes say so (the line that notes the cut)
   q.id = "query";
   q.language = q.files.empty() ? "python" : language_field_for(q.files.front().path);
   q.project = "";

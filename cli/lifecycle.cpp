@@ -221,7 +221,10 @@ int store_recorded(const Common& common, const GitRepository& repo, const std::v
       all.insert(all.end(), read->begin(), read->end());
     }
   }
-  all.insert(all.end(), outcomes.begin(), outcomes.end());
+  const size_t from_spool = all.size();
+  // The report's outcomes are not copied unless spooled ones go with them (a report may hold millions).
+  if (from_spool > 0) all.insert(all.end(), outcomes.begin(), outcomes.end());
+  const std::vector<RecordedOutcome>& to_store = from_spool > 0 ? all : outcomes;
   const auto t0 = std::chrono::steady_clock::now();
   double delay = 0.5;
   Error error;
@@ -230,14 +233,14 @@ int store_recorded(const Common& common, const GitRepository& repo, const std::v
     auto kb = open_kb(common, true);
     if (kb) {
       MiningStore store(**kb);
-      auto report = store.sync(repo, all, options);
+      auto report = store.sync(repo, to_store, options);
       if (report) {
         print_summary(*report, "recorded");
         std::error_code ec;
         for (const auto& f : spooled) fs::remove(f, ec);
         if (!spooled.empty())
           note("stored " + std::to_string(spooled.size()) + " spooled report(s) (" +
-               std::to_string(all.size() - outcomes.size()) + " outcome(s)) with this one");
+               std::to_string(from_spool) + " outcome(s)) with this one");
         if (attempt > 1) note("stored after " + std::to_string(attempt) + " attempts");
         return 0;
       }

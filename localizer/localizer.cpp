@@ -225,8 +225,10 @@ void annotate_step(QueryView& view, const Case& query, const std::vector<Retriev
     out.notes.push_back("the test id " + query.test_id +
                         " names no function found in the test files: ranked without "
                         "the test's scope (every line alike)");
-  if (query.error_message.size() > kErrorMessageReadLimit)
-    out.notes.push_back("the error message is " + fmt(static_cast<double>(query.error_message.size()) / (1 << 20), 1) +
+  // A message over the limit, or one cut to it where it entered spark (the line that notes the cut says how much).
+  if (const size_t cut = bytes_cut(query.error_message); query.error_message.size() > kErrorMessageReadLimit || cut > 0)
+    out.notes.push_back("the error message is " +
+                        fmt(static_cast<double>(query.error_message.size() + cut) / (1 << 20), 1) +
                         " MB: the ranker read its first " + std::to_string(kErrorMessageReadLimit / 4 / 1024) +
                         " KB and its last " + std::to_string(kErrorMessageReadLimit * 3 / 4 / 1024) + " KB");
   if (view.has_stop) {

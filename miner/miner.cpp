@@ -133,7 +133,10 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
       if (!t) return fail(where + "time: " + t.error().message);
       o.time = *t;
     }
-    if (j.contains("message") && j["message"].is_string()) o.message = j["message"].get<std::string>();
+    if (j.contains("message") && j["message"].is_string()) {
+      o.message = j["message"].get<std::string>();
+      cap_error_message(o.message);
+    }
     o.origin = path.string() + ":" + std::to_string(line_no);
     out.push_back(std::move(o));
   }
@@ -152,16 +155,19 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, c
   auto report = read_junit(path, test_files_at(repo, sha));
   if (!report) return std::unexpected(report.error());
   if (warnings) warnings->insert(warnings->end(), report->warnings.begin(), report->warnings.end());
+  // The report's outcomes are moved, not copied: a report of millions of tests is held once.
   std::vector<RecordedOutcome> out;
-  for (const auto& t : report->outcomes) {
+  out.reserve(report->outcomes.size());
+  for (auto& t : report->outcomes) {
     RecordedOutcome o;
     o.commit = sha;
-    o.test_id = t.test_id;
+    o.test_id = std::move(t.test_id);
     o.outcome = t.outcome;
-    o.message = t.message;
+    o.message = std::move(t.message);
     o.time = t.time;
     o.origin = path.string() + ":" + std::to_string(t.report_line);
     out.push_back(std::move(o));
+    t = TestOutcome();
   }
   return out;
 }

@@ -181,7 +181,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
   // counted: the summary names the boundary once). One that cannot be read stops the sync before anything is stored.
   struct Resolved {
     const RecordedOutcome* o;
-    std::string sha;
+    const std::string& sha;  // in sha_of: not a copy per outcome (a report may hold millions)
     std::optional<std::vector<SourceFile>> snapshot;
   };
   std::vector<Resolved> resolved;

@@ -12,6 +12,7 @@
 
 #include "base/files.h"
 #include "base/text.h"
+#include "formats/error_message.h"
 #include "formats/failure_form.h"
 
 namespace spark {
@@ -228,9 +229,11 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
     o.time = (*history)[i].time;
     o.test_id = test_id;
     o.outcome = r.passed() ? Outcome::passed : Outcome::failed;
-    if (!r.passed())
+    if (!r.passed()) {
       o.message =
           failure_section(r.output) + (r.timed_out || r.signal ? "\n[spark: " + r.describe() + "]\n" : std::string());
+      cap_error_message(o.message);
+    }
     o.origin = "run at " + o.commit.substr(0, 10);
     result.outcomes.push_back(std::move(o));
   };

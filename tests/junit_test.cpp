@@ -156,6 +156,22 @@ TEST(junit, bad_reports_are_errors_naming_file_and_line_and_paths_outside_are_ne
   EXPECT_TRUE(inside_root(dir / "repo", "tests/test_x.py"));
 }
 
+// The report is read by a conforming XML parser (expat, as a stream): what XML does not allow is an error naming the
+// line, never a report read in part.
+TEST(junit, a_character_xml_does_not_allow_is_an_error_naming_its_line) {
+  TempDir dir;
+  write_file(dir / "tests" / "test_x.py", "def test_a():\n    assert False\n");
+  for (const std::string bad : {"a & b", "a \x01 b", "a \xff b"}) {
+    write_file(dir / "r.xml", "<testsuite>\n<testcase classname=\"tests.test_x\" name=\"test_a\"/>\n"
+                              "<testcase classname=\"tests.test_x\" name=\"test_b\">\n<failure>" + bad +
+                                  "</failure></testcase>\n</testsuite>\n");
+    auto r = read_junit(dir / "r.xml", dir.path());
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("r.xml:4: not a readable JUnit report: not well-formed"), std::string::npos)
+        << r.error().message;
+  }
+}
+
 TEST(junit, spark_localize_junit_localizes_every_failure_of_a_real_run_with_the_llm_concurrently) {
   TempDir dir;
   write_file(dir / "tests" / "test_shapes.py", kTests);

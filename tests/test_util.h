@@ -26,6 +26,7 @@ std::string slurp(const std::filesystem::path& path);
 struct RunResult {
   int exit_code = -1;
   std::string out, err;
+  long peak_rss_kib = 0;  // the process's peak resident set (getrusage's ru_maxrss)
 };
 // Runs the spark binary with `args` in `cwd` (no shell); stdin from `input` when given.
 RunResult run_spark(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& input = {});

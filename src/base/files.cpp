@@ -47,6 +47,21 @@ Result<std::string> read_file(const std::filesystem::path& path) {
   return out;
 }
 
+Status read_file_in_pieces(const std::filesystem::path& path, const std::function<bool(std::string_view)>& consume) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return fail(path.string() + ": cannot open: " + std::strerror(errno));
+  std::string buf(1 << 16, '\0');
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buf.data(), buf.size());
+    if (got == 0) return {};
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return fail(path.string() + ": read error: " + std::strerror(errno));
+    }
+    if (!consume(std::string_view(buf.data(), static_cast<size_t>(got)))) return {};
+  }
+}
+
 bool path_exists(const std::filesystem::path& path) noexcept {
   std::error_code ec;
   return std::filesystem::exists(path, ec) && !ec;

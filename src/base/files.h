@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -44,6 +45,10 @@ Status write_file_atomic(const std::filesystem::path& path, std::string_view con
 
 // Reads a whole file. Errors name the path.
 Result<std::string> read_file(const std::filesystem::path& path);
+
+// Reads a file in pieces of at most 64 KiB, in order, each handed to `consume` (which returns false to stop early),
+// so that a file of any size is read in bounded memory. Errors name the path.
+Status read_file_in_pieces(const std::filesystem::path& path, const std::function<bool(std::string_view)>& consume);
 
 // std::filesystem::exists without the throwing form: false when the path is absent or cannot be examined (a folder
 // without search permission, a name too long). The throwing forms are not used in spark: an exception escaping a

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "base/text.h"
+#include "formats/error_message.h"
 
 namespace spark {
 
@@ -140,6 +141,7 @@ Result<Case> case_from_json(json r) {
     *field = std::move(*v);
   }
   if (c.id.empty()) return fail("\"id\" is empty");
+  cap_error_message(c.error_message);
   auto epoch = parse_iso8601(c.failure_time);
   if (!epoch) return std::unexpected(epoch.error());
   c.failure_epoch = *epoch;

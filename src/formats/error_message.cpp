@@ -391,12 +391,106 @@ std::vector<OutputSection> split_test_output(std::string_view output) {
   return out;
 }
 
+namespace {
+
+// The bytes kept of a message over the limit: its first kHeadBytes and its last kTailBytes, with room left for the
+// line that notes the cut.
+constexpr size_t kHeadBytes = kErrorMessageReadLimit / 4;
+constexpr size_t kCutLineRoom = 64;
+constexpr size_t kTailBytes = kErrorMessageReadLimit - kHeadBytes - kCutLineRoom;
+// How far from a cut a line's end is looked for.
+constexpr size_t kLineSearch = 4096;
+
+bool utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+// The length of `text`'s longest prefix that does not end inside a UTF-8 sequence.
+size_t whole_characters(std::string_view text) {
+  size_t start = text.size();
+  while (start > 0 && text.size() - start < 4 && utf8_continuation(text[start - 1])) --start;
+  if (start == 0) return text.size();
+  const auto lead = static_cast<unsigned char>(text[start - 1]);
+  const size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return start - 1 + length > text.size() ? start - 1 : text.size();
+}
+
+// `head` and `tail` (the first and last bytes of a message of which `cut` bytes between them are left out) joined:
+// the head cut back to a line's end and the tail forward to a line's start when one is near (else to a character's
+// boundary), the cut noted on a line of its own.
+std::string join_cut(std::string_view head, std::string_view tail, size_t cut) {
+  const size_t head_nl = head.rfind('\n');
+  size_t head_end = head.size();
+  if (head_nl != std::string_view::npos && head.size() - (head_nl + 1) <= kLineSearch)
+    head_end = head_nl + 1;
+  else
+    head_end = whole_characters(head);
+  const size_t tail_nl = tail.substr(0, kLineSearch).find('\n');
+  size_t tail_start = 0;
+  if (tail_nl != std::string_view::npos)
+    tail_start = tail_nl + 1;
+  else
+    while (tail_start < tail.size() && utf8_continuation(tail[tail_start])) ++tail_start;
+  cut += head.size() - head_end + tail_start;
+  std::string out(head.substr(0, head_end));
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  out += "[... " + std::to_string(cut) + " bytes cut ...]\n";
+  out += tail.substr(tail_start);
+  return out;
+}
+
+}  // namespace
+
 std::string bounded_error_message(std::string_view message) {
   if (message.size() <= kErrorMessageReadLimit) return std::string(message);
-  const size_t head = kErrorMessageReadLimit / 4, tail = kErrorMessageReadLimit - head;
-  std::string out(message.substr(0, head));
-  out += "\n…\n";
-  out += message.substr(message.size() - tail);
+  return join_cut(message.substr(0, kHeadBytes), message.substr(message.size() - kTailBytes),
+                  message.size() - kHeadBytes - kTailBytes);
+}
+
+size_t cap_error_message(std::string& message) {
+  if (message.size() <= kErrorMessageReadLimit) return 0;
+  const size_t before = message.size();
+  message = bounded_error_message(message);
+  return before - message.size();
+}
+
+size_t bytes_cut(std::string_view message) {
+  constexpr std::string_view open = "\n[... ", close = " bytes cut ...]\n";
+  for (size_t at = message.find(open); at != std::string_view::npos; at = message.find(open, at + 1)) {
+    size_t end = at + open.size(), n = 0;
+    while (end < message.size() && message[end] >= '0' && message[end] <= '9' && end - at < open.size() + 19)
+      n = n * 10 + static_cast<size_t>(message[end++] - '0');
+    if (end > at + open.size() && message.substr(end).starts_with(close)) return n;
+  }
+  return 0;
+}
+
+void ErrorMessageCap::append(std::string_view piece) {
+  total_ += piece.size();
+  if (tail_.empty() && total_ <= kErrorMessageReadLimit) {
+    head_.append(piece);
+    return;
+  }
+  if (tail_.empty()) {  // past the limit: the head keeps its first bytes, the tail the rest
+    head_.append(piece);
+    tail_.assign(head_, kHeadBytes);
+    head_.resize(kHeadBytes);
+    head_.shrink_to_fit();
+  } else {
+    tail_.append(piece);
+  }
+  if (tail_.size() >= 2 * kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);  // amortised: a copy per kTailBytes
+}
+
+std::string ErrorMessageCap::take() {
+  std::string out;
+  if (tail_.empty()) {
+    out = std::move(head_);
+  } else {
+    if (tail_.size() > kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
+    out = join_cut(head_, tail_, total_ - kHeadBytes - kTailBytes);
+  }
+  head_.clear();
+  tail_.clear();
+  total_ = 0;
   return out;
 }
 

@@ -70,10 +70,32 @@ std::vector<OutputSection> split_test_output(std::string_view output);
 // ("Native Method", "Unknown Source", "node:internal/…") are skipped.
 std::vector<TracebackFrame> parse_stack_trace(std::string_view message);
 
-// What the ranker reads of a very long error message: all of it up to kErrorMessageReadLimit bytes, else its first
-// quarter of that (the outermost frames) and its last three quarters (the innermost frames and the exception).
+// What spark keeps and reads of a very long error message: all of it up to kErrorMessageReadLimit bytes (1 MiB), else
+// its first quarter of that (the outermost frames: the test's own, in every traceback form spark reads) and the rest
+// of it from its end (the innermost frames, the exception and pytest's closing "path:line: Error"), each cut at a
+// line's end when one is within 4 KiB of the cut (else at a character's), with a line "[... N bytes cut ...]"
+// between them. The result is never longer than kErrorMessageReadLimit; a message within it is returned unchanged.
+// Applied wherever a message enters spark (JUnit reports, outcome files, --error, imported cases), so a store grows
+// by at most that much per message; and by the ranker to a message stored before that.
 inline constexpr size_t kErrorMessageReadLimit = 1u << 20;
 std::string bounded_error_message(std::string_view message);
+// bounded_error_message in place (no copy when the message is within the limit). Returns the bytes cut (0: none).
+size_t cap_error_message(std::string& message);
+// The bytes a message's "[... N bytes cut ...]" line says were cut (its first such line); 0 when it has none.
+size_t bytes_cut(std::string_view message);
+
+// bounded_error_message of a message that arrives in pieces (an XML parser's character data), holding at most about
+// twice the limit whatever the message's size: take() returns what bounded_error_message would of the whole.
+class ErrorMessageCap {
+ public:
+  void append(std::string_view piece);
+  std::string take();         // the bounded message; the cap is empty again after
+  size_t size() const { return total_; }  // bytes appended since the last take
+
+ private:
+  std::string head_, tail_;  // the whole message while it is within the limit (head_), else its first and last bytes
+  size_t total_ = 0;
+};
 
 // True when a traceback path names the file `file_path` (same path, or one ends with the other at a '/').
 bool same_file(std::string_view traceback_path, std::string_view file_path);

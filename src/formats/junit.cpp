@@ -1,6 +1,6 @@
 #include "formats/junit.h"
 
-#include <pugixml.hpp>
+#include <expat.h>
 
 #include <algorithm>
 #include <memory>
@@ -48,26 +48,6 @@ std::optional<fs::path> inside_root(const fs::path& root, const std::string& rel
 }
 
 namespace {
-
-// Line numbers of byte offsets, by a binary search over the line starts (one pass over the text): a report of 100k
-// test cases asks for 100k lines, which a count from the start each time made quadratic.
-class LineIndex {
- public:
-  explicit LineIndex(const std::string& text) {
-    starts_.push_back(0);
-    for (size_t i = 0; i < text.size(); ++i)
-      if (text[i] == '\n') starts_.push_back(i + 1);
-  }
-  size_t line_at(ptrdiff_t offset) const {
-    if (offset <= 0) return 1;
-    // The line holding `offset` is the number of line starts at or before it.
-    return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset)) -
-                               starts_.begin());
-  }
-
- private:
-  std::vector<size_t> starts_;
-};
 
 std::vector<std::string> split_dots(const std::string& s) {
   std::vector<std::string> out;
@@ -196,17 +176,23 @@ std::string first_line(std::string_view text) { return std::string(trim(text.sub
 // either over a pass or a skip (a pass, then an error in tear-down: the test errs); the first of equals stays.
 void merge_repeated_tests(JunitReport& report, const std::string& name) {
   const auto rank = [](Outcome o) { return o == Outcome::failed ? 2 : o == Outcome::error ? 1 : 0; };
-  std::unordered_map<std::string, size_t> first;
-  std::vector<TestOutcome> kept;
+  // Each id's first outcome, by a view of its id (report.outcomes stays where it is until the end: no id is copied);
+  // kept[k]: the outcome read for the k-th id.
+  std::unordered_map<std::string_view, size_t> first;
+  std::vector<size_t> kept;
+  first.reserve(report.outcomes.size());
   kept.reserve(report.outcomes.size());
-  for (auto& o : report.outcomes) {
-    auto [it, inserted] = first.emplace(o.test_id, kept.size());
+  for (size_t i = 0; i < report.outcomes.size(); ++i) {
+    auto [it, inserted] = first.emplace(report.outcomes[i].test_id, kept.size());
     if (inserted) {
-      kept.push_back(std::move(o));
+      kept.push_back(i);
       continue;
     }
-    TestOutcome& k = kept[it->second];
-    if (rank(o.outcome) > rank(k.outcome)) std::swap(k, o);  // o: the one not read
+    size_t not_read = i;
+    if (rank(report.outcomes[i].outcome) > rank(report.outcomes[kept[it->second]].outcome))
+      std::swap(kept[it->second], not_read);
+    const TestOutcome& o = report.outcomes[not_read];
+    const TestOutcome& k = report.outcomes[kept[it->second]];
     if (rank(o.outcome) > 0)
       report.warnings.push_back(name + ":" + std::to_string(o.report_line) + ": " + o.test_id + " is reported again (" +
                                 (o.outcome == Outcome::failed ? "failed: " : "error: ") +
@@ -214,7 +200,12 @@ void merge_repeated_tests(JunitReport& report, const std::string& name) {
                                 (k.outcome == Outcome::failed ? "failure" : "error") + " at line " +
                                 std::to_string(k.report_line) + " is read");
   }
-  report.outcomes = std::move(kept);
+  if (kept.size() == report.outcomes.size()) return;
+  first.clear();
+  std::vector<TestOutcome> out;
+  out.reserve(kept.size());
+  for (const size_t i : kept) out.push_back(std::move(report.outcomes[i]));
+  report.outcomes = std::move(out);
 }
 
 }  // namespace
@@ -223,223 +214,360 @@ Result<JunitReport> read_junit(const fs::path& report, const fs::path& root) {
   return read_junit(report, files_under(root));
 }
 
-Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
-  auto text = read_file(report);
-  if (!text) return std::unexpected(text.error());
-  pugi::xml_document doc;
-  const pugi::xml_parse_result parsed =
-      doc.load_buffer(text->data(), text->size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
-  const std::string name = report.string();
-  const LineIndex lines(*text);
-  if (!parsed)
-    return fail(name + ":" + std::to_string(lines.line_at(parsed.offset)) +
-                ": not a readable JUnit report: " + parsed.description());
-  // Element offsets, to name the line of each <testcase>.
-  const auto line_of = [&](const pugi::xml_node& n) { return lines.line_at(n.offset_debug()); };
-  const pugi::xml_node top = doc.document_element();
-  const std::string top_name = top.name();
-  if (top_name != "testsuites" && top_name != "testsuite")
-    return fail(name + ":" + std::to_string(line_of(top)) + ": not a JUnit report: the root element is <" + top_name +
-                ">, not <testsuites> or <testsuite>");
-  JunitReport out;
-  // Each path is looked up once (a look-up resolves it on disk or in git objects; 100k test cases name few files).
-  std::unordered_map<std::string, bool> known;
-  const auto exists = [&](const std::string& path) {
-    auto [it, fresh] = known.try_emplace(path, false);
-    if (fresh) it->second = files.exists(path);
-    return it->second;
+namespace {
+
+// One <testcase> as the stream read it: its attributes, the suite around it, and its first <failure>, <error> and
+// <skipped> (the first of each is read, as a DOM reader's child("failure") would).
+struct TestcaseRead {
+  std::string classname, name, file;
+  size_t line = 0;
+  std::optional<int64_t> time;
+  std::vector<std::string> suite_names;  // node:test's describe blocks (the enclosing <testsuite>s), outermost first
+  struct Detail {
+    bool seen = false;
+    std::string message;  // its message attribute, bounded
+    ErrorMessageCap text;  // its text (character data and CDATA sections right inside it), bounded
   };
-  std::vector<pugi::xml_node> suites;
-  // A <testsuite> root, or a <testsuites> root holding test cases itself (node:test's top-level tests).
-  if (top_name == "testsuite" || top.child("testcase")) suites.push_back(top);
-  // Suites may nest (some runners); walk them all, depth first in document order, without recursion (a report nested
-  // 50,000 suites deep overflowed the stack).
-  std::vector<pugi::xml_node> pending;
-  for (pugi::xml_node s = top.last_child(); s; s = s.previous_sibling())
-    if (std::string_view(s.name()) == "testsuite") pending.push_back(s);
-  while (!pending.empty()) {
-    const pugi::xml_node s = pending.back();
-    pending.pop_back();
-    suites.push_back(s);
-    for (pugi::xml_node c = s.last_child(); c; c = c.previous_sibling())
-      if (std::string_view(c.name()) == "testsuite") pending.push_back(c);
+  Detail failure, error, skipped;
+};
+
+// A JUnit report read as a stream (expat): the document is never held whole, only the <testcase> being read and the
+// suites around it, so a report of any size is read in memory that grows with its outcomes alone (and each message is
+// bounded: bounded_error_message). <testsuite>s nest to any depth without recursion. A document declaring entities
+// is refused: entities are neither expanded (billion laughs) nor fetched (external entities).
+class JunitStream {
+ public:
+  JunitStream(std::string name, const TestFiles& files) : name_(std::move(name)), files_(files) {}
+
+  Result<JunitReport> read(const fs::path& report) {
+    const std::unique_ptr<XML_ParserStruct, decltype(&XML_ParserFree)> parser(XML_ParserCreate(nullptr),
+                                                                              &XML_ParserFree);
+    if (!parser) return fail(name_ + ": cannot create an XML parser (out of memory)");
+    parser_ = parser.get();
+    XML_SetUserData(parser_, this);
+    XML_SetElementHandler(parser_, &JunitStream::on_start, &JunitStream::on_end);
+    XML_SetCharacterDataHandler(parser_, &JunitStream::on_text);
+    XML_SetEntityDeclHandler(parser_, &JunitStream::on_entity);
+    bool parsed = true;
+    auto read = read_file_in_pieces(report, [&](std::string_view piece) {
+      parsed = XML_Parse(parser_, piece.data(), static_cast<int>(piece.size()), XML_FALSE) == XML_STATUS_OK;
+      return parsed;
+    });
+    if (!read) return std::unexpected(read.error());
+    if (parsed) parsed = XML_Parse(parser_, nullptr, 0, XML_TRUE) == XML_STATUS_OK;
+    if (!stopped_.empty()) return fail(stopped_);
+    if (!parsed)
+      return fail(name_ + ":" + std::to_string(XML_GetCurrentLineNumber(parser_)) +
+                  ": not a readable JUnit report: " + XML_ErrorString(XML_GetErrorCode(parser_)));
+    merge_repeated_tests(out_, name_);
+    return std::move(out_);
   }
-  for (const pugi::xml_node& suite : suites) {
-    std::optional<int64_t> time;
-    if (const char* ts = suite.attribute("timestamp").as_string(nullptr); ts && *ts) {
+
+ private:
+  // An open element the reader follows: the root and the <testsuite>s under it (suites), the <testcase> in them,
+  // and that one's first <failure>, <error> or <skipped>. Other elements are only counted (skipped_depth_).
+  enum class Kind { suite, testcase, detail };
+  struct Open {
+    Kind kind;
+    bool testsuite = false;  // a suite element named <testsuite> (the root may be <testsuites>)
+    std::string suite_name;
+    std::optional<int64_t> time;  // a suite's timestamp
+    TestcaseRead::Detail* detail = nullptr;
+  };
+
+  static const char* attribute(const XML_Char** atts, std::string_view key) {
+    for (; atts[0]; atts += 2)
+      if (key == atts[0]) return atts[1];
+    return nullptr;
+  }
+  size_t line() const { return static_cast<size_t>(XML_GetCurrentLineNumber(parser_)); }
+  void stop(std::string why) {
+    if (stopped_.empty()) stopped_ = std::move(why);
+    XML_StopParser(parser_, XML_FALSE);
+  }
+
+  static void XMLCALL on_start(void* self, const XML_Char* element, const XML_Char** atts) {
+    static_cast<JunitStream*>(self)->start(element, atts);
+  }
+  static void XMLCALL on_end(void* self, const XML_Char* /*element*/) { static_cast<JunitStream*>(self)->end(); }
+  static void XMLCALL on_text(void* self, const XML_Char* text, int length) {
+    auto& r = *static_cast<JunitStream*>(self);
+    if (r.skipped_depth_ == 0 && !r.open_.empty() && r.open_.back().kind == Kind::detail)
+      r.open_.back().detail->text.append(std::string_view(text, static_cast<size_t>(length)));
+  }
+  static void XMLCALL on_entity(void* self, const XML_Char* entity, int /*parameter*/, const XML_Char* /*value*/,
+                                int /*length*/, const XML_Char* /*base*/, const XML_Char* /*system*/,
+                                const XML_Char* /*public_id*/, const XML_Char* /*notation*/) {
+    auto& r = *static_cast<JunitStream*>(self);
+    r.stop(r.name_ + ":" + std::to_string(r.line()) + ": not a readable JUnit report: it declares an entity (" +
+           clip(entity, 60) + "); a JUnit report declares none, and spark neither expands nor fetches entities");
+  }
+
+  void start(std::string_view element, const XML_Char** atts) {
+    if (skipped_depth_ > 0) {
+      ++skipped_depth_;
+      return;
+    }
+    if (open_.empty()) {
+      if (element != "testsuites" && element != "testsuite")
+        return stop(name_ + ":" + std::to_string(line()) + ": not a JUnit report: the root element is <" +
+                    std::string(element) + ">, not <testsuites> or <testsuite>");
+      return open_suite(element, atts);
+    }
+    switch (open_.back().kind) {
+      case Kind::suite:
+        if (element == "testsuite") return open_suite(element, atts);
+        if (element == "testcase") return open_testcase(atts);
+        break;
+      case Kind::testcase: {
+        TestcaseRead::Detail* d = element == "failure" ? &testcase_.failure
+                                  : element == "error"   ? &testcase_.error
+                                  : element == "skipped" ? &testcase_.skipped
+                                                         : nullptr;
+        if (d && !d->seen) {
+          d->seen = true;
+          if (const char* m = attribute(atts, "message")) d->message = bounded_error_message(m);
+          open_.push_back({Kind::detail, false, {}, {}, d});
+          return;
+        }
+        break;
+      }
+      case Kind::detail:
+        break;
+    }
+    ++skipped_depth_;
+  }
+
+  void open_suite(std::string_view element, const XML_Char** atts) {
+    Open s{Kind::suite, element == "testsuite", {}, {}, nullptr};
+    if (const char* n = attribute(atts, "name")) s.suite_name = n;
+    if (const char* ts = attribute(atts, "timestamp"); ts && *ts) {
       auto t = parse_iso8601(ts);
       if (!t) t = parse_iso8601(std::string(ts) + "Z");  // pytest writes local time without a zone
-      if (t) time = *t;
+      if (t) s.time = *t;
     }
-    for (pugi::xml_node tc : suite.children("testcase")) {
-      TestOutcome o;
-      o.time = time;
-      o.report_line = line_of(tc);
-      const std::string where = name + ":" + std::to_string(o.report_line) + ": ";
-      const std::string classname = tc.attribute("classname").as_string();
-      const std::string test_name = tc.attribute("name").as_string();
-      const std::string file_attr = tc.attribute("file").as_string();
-      if (test_name.empty() && classname.empty()) {
-        out.warnings.push_back(where + "a <testcase> without classname and name; skipped");
-        continue;
+    open_.push_back(std::move(s));
+  }
+
+  void open_testcase(const XML_Char** atts) {
+    testcase_ = TestcaseRead();
+    testcase_.line = line();
+    testcase_.time = open_.back().time;
+    for (auto [field, key] : {std::pair{&testcase_.classname, "classname"}, {&testcase_.name, "name"},
+                              {&testcase_.file, "file"}})
+      if (const char* v = attribute(atts, key)) *field = v;
+    // node:test's describe blocks: the <testsuite>s around it (only its reports need them).
+    if (testcase_.classname == "test" && testcase_.file.empty()) {
+      for (auto it = open_.rbegin(); it != open_.rend() && it->testsuite; ++it)
+        testcase_.suite_names.push_back(it->suite_name);
+      std::reverse(testcase_.suite_names.begin(), testcase_.suite_names.end());
+    }
+    open_.push_back({Kind::testcase, false, {}, {}, nullptr});
+  }
+
+  void end() {
+    if (skipped_depth_ > 0) {
+      --skipped_depth_;
+      return;
+    }
+    if (open_.empty()) return;  // the root the reader refused (the parser stops after it)
+    const Kind kind = open_.back().kind;
+    open_.pop_back();
+    if (kind == Kind::testcase) read_testcase(testcase_);
+  }
+
+  bool exists(const std::string& path) {
+    auto [it, fresh] = known_.try_emplace(path, false);
+    if (fresh) it->second = files_.exists(path);
+    return it->second;
+  }
+
+  void read_testcase(TestcaseRead& tc);
+
+  const std::string name_;
+  const TestFiles& files_;
+  XML_Parser parser_ = nullptr;
+  std::vector<Open> open_;
+  size_t skipped_depth_ = 0;
+  TestcaseRead testcase_;
+  std::string stopped_;  // why the reader stopped the parser
+  JunitReport out_;
+  // Each path is looked up once (a look-up resolves it on disk or in git objects; 100k test cases name few files).
+  std::unordered_map<std::string, bool> known_;
+};
+
+void JunitStream::read_testcase(TestcaseRead& tc) {
+  auto& out = out_;
+  const auto& files = files_;
+  const auto exists = [this](const std::string& path) { return this->exists(path); };
+  TestOutcome o;
+  o.time = tc.time;
+  o.report_line = tc.line;
+  const std::string where = name_ + ":" + std::to_string(o.report_line) + ": ";
+  const std::string& classname = tc.classname;
+  const std::string& test_name = tc.name;
+  const std::string& file_attr = tc.file;
+  if (test_name.empty() && classname.empty()) {
+    out.warnings.push_back(where + "a <testcase> without classname and name; skipped");
+    return;
+  }
+  TestcaseRead::Detail* detail = nullptr;
+  if (tc.failure.seen)
+    o.outcome = Outcome::failed, detail = &tc.failure;
+  else if (tc.error.seen)
+    o.outcome = Outcome::error, detail = &tc.error;
+  else if (tc.skipped.seen)
+    o.outcome = Outcome::skipped, detail = &tc.skipped;
+  if (tc.failure.seen && tc.error.seen)
+    out.warnings.push_back(where + "a <testcase> with both a <failure> and an <error> (" +
+                           clip(first_line(tc.error.message), 120) + "); the <failure> is read");
+  if (detail) {
+    const std::string& message = detail->message;
+    std::string body = detail->text.take();
+    if (is_blank(body)) body.clear();
+    o.message = body.empty() ? message : body;
+    if (!message.empty() && !body.empty() && body.find(message) == std::string::npos)
+      o.message = message + "\n" + body;
+    cap_error_message(o.message);
+  }
+  // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
+  if (classname.empty()) {
+    o.collection_error = true;
+    const auto parts = split_dots(test_name);
+    const std::string path = file_attr.empty() ? join(parts, 0, parts.size(), "/") + ".py" : file_attr;
+    if (exists(path))
+      o.file = path;
+    else
+      out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " +
+                             files.name);
+    o.test_id = o.file.empty() ? test_name : o.file;
+    // An error of one function's collection (parametrize's argnames and values that do not match) names it
+    // first, after the message attribute's "collection failure": "tests/test_x.py::test_f: in \"parametrize\" …".
+    // It is that function's failure.
+    const std::string head = o.file + "::";
+    const size_t at = o.message.starts_with(head) ? 0 : o.message.find("\n" + head);
+    if (!o.file.empty() && at != std::string::npos) {
+      const size_t start = at == 0 ? 0 : at + 1;
+      const size_t colon = o.message.find(": ", start + head.size());
+      if (colon != std::string::npos && colon < o.message.find('\n', start) &&
+          o.message.find_first_of(" [", start + head.size()) >= colon)
+        o.test_id = o.message.substr(start, colon - start);
+    }
+    out.outcomes.push_back(std::move(o));
+    return;
+  }
+  // node:test's reporter: classname "test", no file; the describe blocks are the enclosing <testsuite>s. The file
+  // is the one test file that holds all those names as string literals.
+  if (classname == "test" && file_attr.empty() && !exists("test.py")) {
+    std::vector<std::string> names = tc.suite_names;
+    names.push_back(test_name);
+    const std::string title = join(names, 0, names.size(), " > ");
+    std::vector<std::string> holders = files.holding ? files.holding(names) : std::vector<std::string>{};
+    std::sort(holders.begin(), holders.end());  // a folder lists its files in no set order
+    if (holders.size() == 1) {
+      o.file = holders.front();
+      o.test_id = o.file + " > " + title;
+    } else {
+      out.warnings.push_back(where + "node:test names no file for \"" + title + "\", and " +
+                             (holders.empty() ? std::string("no test file in ") + files.name + " holds"
+                                              : std::to_string(holders.size()) + " test files (" + holders[0] +
+                                                    ", " + holders[1] + (holders.size() > 2 ? ", …" : "") +
+                                                    ") hold") +
+                             " its names; not read");
+      o.test_id = title;
+    }
+    out.outcomes.push_back(std::move(o));
+    return;
+  }
+  // JavaScript/TypeScript: jest-junit (a `file` attribute; classname the suites when configured as docs/MINER.md
+  // says), Vitest (classname the file, name "suite > case").
+  const auto js_file = [](const std::string& p) {
+    const auto l = language_of_path(p);
+    return l == Language::javascript || l == Language::typescript;
+  };
+  if (js_file(file_attr) || (file_attr.empty() && js_file(classname))) {
+    std::string path = file_attr.empty() ? classname : file_attr;
+    while (path.starts_with("./")) path.erase(0, 2);
+    if (fs::path(path).is_absolute() && files.find) path = files.find(path);  // a runner that prints absolute paths
+    if (!path.empty() && exists(path)) {
+      o.file = path;
+    } else {
+      out.warnings.push_back(where + (file_attr.empty() ? classname : file_attr) + " is not a test file in " +
+                             files.name + "; not read");
+      path = file_attr.empty() ? classname : file_attr;
+    }
+    o.test_id = path;
+    if (!file_attr.empty() && !classname.empty() && classname != test_name) o.test_id += " > " + classname;
+    o.test_id += " > " + test_name;
+    out.outcomes.push_back(std::move(o));
+    return;
+  }
+  const auto parts = split_dots(classname);
+  std::string path;
+  size_t module_end = 0;  // parts[0, module_end) name the module
+  if (!file_attr.empty()) {
+    path = file_attr;
+    while (path.starts_with("./")) path.erase(0, 2);
+    std::string dotted = path.ends_with(".py") ? path.substr(0, path.size() - 3) : path;
+    for (auto& ch : dotted) ch = ch == '/' ? '.' : ch;
+    module_end = classname.starts_with(dotted) ? split_dots(dotted).size() : parts.size();
+    if (!classname.starts_with(dotted)) {
+      // classname may omit the package ("test_a.TestA" for tests/test_a.py): match its module part by file stem.
+      const std::string stem = fs::path(path).stem().string();
+      module_end = 0;
+      for (size_t i = 0; i < parts.size(); ++i)
+        if (parts[i] == stem) module_end = i + 1;
+      if (module_end == 0) module_end = parts.size();
+    }
+  } else {
+    for (size_t k = parts.size(); k >= 1; --k) {
+      const std::string candidate = join(parts, 0, k, "/") + ".py";
+      if (exists(candidate)) {
+        path = candidate;
+        module_end = k;
+        break;
       }
-      const pugi::xml_node failure = tc.child("failure"), error = tc.child("error"), skipped = tc.child("skipped");
-      pugi::xml_node detail;
-      if (failure)
-        o.outcome = Outcome::failed, detail = failure;
-      else if (error)
-        o.outcome = Outcome::error, detail = error;
-      else if (skipped)
-        o.outcome = Outcome::skipped, detail = skipped;
-      if (failure && error)
-        out.warnings.push_back(where + "a <testcase> with both a <failure> and an <error> (" +
-                               clip(first_line(error.attribute("message").as_string()), 120) +
-                               "); the <failure> is read");
-      if (detail) {
-        const std::string message = detail.attribute("message").as_string();
-        const std::string body = detail.text().as_string();
-        o.message = body.empty() ? message : body;
-        if (!message.empty() && !body.empty() && body.find(message) == std::string::npos)
-          o.message = message + "\n" + body;
-      }
-      // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
-      if (classname.empty()) {
-        o.collection_error = true;
-        const auto parts = split_dots(test_name);
-        const std::string path = file_attr.empty() ? join(parts, 0, parts.size(), "/") + ".py" : file_attr;
-        if (exists(path))
-          o.file = path;
-        else
-          out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " +
-                                 files.name);
-        o.test_id = o.file.empty() ? test_name : o.file;
-        // An error of one function's collection (parametrize's argnames and values that do not match) names it
-        // first, after the message attribute's "collection failure": "tests/test_x.py::test_f: in \"parametrize\" …".
-        // It is that function's failure.
-        const std::string head = o.file + "::";
-        const size_t at = o.message.starts_with(head) ? 0 : o.message.find("\n" + head);
-        if (!o.file.empty() && at != std::string::npos) {
-          const size_t start = at == 0 ? 0 : at + 1;
-          const size_t colon = o.message.find(": ", start + head.size());
-          if (colon != std::string::npos && colon < o.message.find('\n', start) &&
-              o.message.find_first_of(" [", start + head.size()) >= colon)
-            o.test_id = o.message.substr(start, colon - start);
-        }
-        out.outcomes.push_back(std::move(o));
-        continue;
-      }
-      // node:test's reporter: classname "test", no file; the describe blocks are the enclosing <testsuite>s. The file
-      // is the one test file that holds all those names as string literals.
-      if (classname == "test" && file_attr.empty() && !exists("test.py")) {
-        std::vector<std::string> names;
-        for (pugi::xml_node p = tc.parent(); p && std::string_view(p.name()) == "testsuite"; p = p.parent())
-          names.emplace_back(p.attribute("name").as_string());
-        std::reverse(names.begin(), names.end());
-        names.push_back(test_name);
-        const std::string title = join(names, 0, names.size(), " > ");
-        std::vector<std::string> holders = files.holding ? files.holding(names) : std::vector<std::string>{};
-        std::sort(holders.begin(), holders.end());  // a folder lists its files in no set order
-        if (holders.size() == 1) {
-          o.file = holders.front();
-          o.test_id = o.file + " > " + title;
-        } else {
-          out.warnings.push_back(where + "node:test names no file for \"" + title + "\", and " +
-                                 (holders.empty() ? std::string("no test file in ") + files.name + " holds"
-                                                  : std::to_string(holders.size()) + " test files (" + holders[0] +
-                                                        ", " + holders[1] + (holders.size() > 2 ? ", …" : "") +
-                                                        ") hold") +
-                                 " its names; not read");
-          o.test_id = title;
-        }
-        out.outcomes.push_back(std::move(o));
-        continue;
-      }
-      // JavaScript/TypeScript: jest-junit (a `file` attribute; classname the suites when configured as docs/MINER.md
-      // says), Vitest (classname the file, name "suite > case").
-      const auto js_file = [](const std::string& p) {
-        const auto l = language_of_path(p);
-        return l == Language::javascript || l == Language::typescript;
-      };
-      if (js_file(file_attr) || (file_attr.empty() && js_file(classname))) {
-        std::string path = file_attr.empty() ? classname : file_attr;
-        while (path.starts_with("./")) path.erase(0, 2);
-        if (fs::path(path).is_absolute() && files.find) path = files.find(path);  // a runner that prints absolute paths
-        if (!path.empty() && exists(path)) {
-          o.file = path;
-        } else {
-          out.warnings.push_back(where + (file_attr.empty() ? classname : file_attr) + " is not a test file in " +
-                                 files.name + "; not read");
-          path = file_attr.empty() ? classname : file_attr;
-        }
-        o.test_id = path;
-        if (!file_attr.empty() && !classname.empty() && classname != test_name) o.test_id += " > " + classname;
-        o.test_id += " > " + test_name;
-        out.outcomes.push_back(std::move(o));
-        continue;
-      }
-      const auto parts = split_dots(classname);
-      std::string path;
-      size_t module_end = 0;  // parts[0, module_end) name the module
-      if (!file_attr.empty()) {
-        path = file_attr;
-        while (path.starts_with("./")) path.erase(0, 2);
-        std::string dotted = path.ends_with(".py") ? path.substr(0, path.size() - 3) : path;
-        for (auto& ch : dotted) ch = ch == '/' ? '.' : ch;
-        module_end = classname.starts_with(dotted) ? split_dots(dotted).size() : parts.size();
-        if (!classname.starts_with(dotted)) {
-          // classname may omit the package ("test_a.TestA" for tests/test_a.py): match its module part by file stem.
-          const std::string stem = fs::path(path).stem().string();
-          module_end = 0;
-          for (size_t i = 0; i < parts.size(); ++i)
-            if (parts[i] == stem) module_end = i + 1;
-          if (module_end == 0) module_end = parts.size();
-        }
-      } else {
-        for (size_t k = parts.size(); k >= 1; --k) {
-          const std::string candidate = join(parts, 0, k, "/") + ".py";
-          if (exists(candidate)) {
-            path = candidate;
-            module_end = k;
-            break;
-          }
-        }
-      }
-      // Java: the class's package path and file, found under any source root.
-      std::string java_method;
-      if (path.empty() && file_attr.empty() && files.find) {
-        const TestIdParts java = parse_test_id(classname + "#" + test_name, Language::java);
-        if (!java.path.empty())
-          if (std::string found = files.find(java.path); !found.empty()) {
-            path = found;
-            java_method = test_name.ends_with("()") ? test_name.substr(0, test_name.size() - 2) : test_name;
-          }
-      }
-      if (!java_method.empty()) {
-        o.file = path;
-        o.test_id = classname + "#" + java_method;
-        out.outcomes.push_back(std::move(o));
-        continue;
-      }
-      if (!path.empty() && !exists(path)) {
-        const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;
-        out.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + files.name +
-                               "; not read");
-        path.clear();
-      }
-      if (path.empty()) {
-        if (file_attr.empty()) out.warnings.push_back(where + "no test file for " + classname + " under " + files.name);
-        o.test_id = classname + "::" + test_name;
-      } else {
-        o.file = path;
-        o.test_id = path;
-        for (size_t i = module_end; i < parts.size(); ++i) o.test_id += "::" + parts[i];
-        o.test_id += "::" + test_name;
-      }
-      out.outcomes.push_back(std::move(o));
     }
   }
-  merge_repeated_tests(out, name);
-  return out;
+  // Java: the class's package path and file, found under any source root.
+  std::string java_method;
+  if (path.empty() && file_attr.empty() && files.find) {
+    const TestIdParts java = parse_test_id(classname + "#" + test_name, Language::java);
+    if (!java.path.empty())
+      if (std::string found = files.find(java.path); !found.empty()) {
+        path = found;
+        java_method = test_name.ends_with("()") ? test_name.substr(0, test_name.size() - 2) : test_name;
+      }
+  }
+  if (!java_method.empty()) {
+    o.file = path;
+    o.test_id = classname + "#" + java_method;
+    out.outcomes.push_back(std::move(o));
+    return;
+  }
+  if (!path.empty() && !exists(path)) {
+    const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;
+    out.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + files.name +
+                           "; not read");
+    path.clear();
+  }
+  if (path.empty()) {
+    if (file_attr.empty()) out.warnings.push_back(where + "no test file for " + classname + " under " + files.name);
+    o.test_id = classname + "::" + test_name;
+  } else {
+    o.file = path;
+    o.test_id = path;
+    for (size_t i = module_end; i < parts.size(); ++i) o.test_id += "::" + parts[i];
+    o.test_id += "::" + test_name;
+  }
+  out.outcomes.push_back(std::move(o));
+}
+
+}  // namespace
+
+Result<JunitReport> read_junit(const fs::path& report, const TestFiles& files) {
+  JunitStream stream(report.string(), files);
+  return stream.read(report);
 }
 
 }  // namespace spark

@@ -2,6 +2,7 @@
 // is only ever taken from the repository's side (the exists check); each outcome names a test and a line of the
 // report.
 #include "fuzz_util.h"
+#include "formats/error_message.h"
 #include "formats/junit.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -23,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& o : r->outcomes) {
     SPARK_FUZZ_CHECK(!o.test_id.empty(), "a test id");
     SPARK_FUZZ_CHECK(o.report_line >= 1 && o.report_line <= lines, "the report line is in the report");
+    SPARK_FUZZ_CHECK(o.message.size() <= kErrorMessageReadLimit, "a message is bounded");
     SPARK_FUZZ_CHECK(o.file.empty() || (o.file.starts_with("tests/") && o.file.find("..") == std::string::npos),
                      "a test file only from the repository");
   }
