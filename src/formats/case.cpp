@@ -195,7 +195,7 @@ Result<Case> case_from_json(json r) {
       const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > static_cast<uint64_t>(lines.size());
       const long long n = too_big ? 0 : line->get<long long>();
       if (too_big || n < 1 || n > static_cast<long long>(lines.size()))
-        return fail(where + ": line " + line->dump() + " is out of range (" + ref.path + " has " +
+        return fail(where + ": line " + json_text(*line) + " is out of range (" + ref.path + " has " +
                     std::to_string(lines.size()) + " lines)");
       if (is_blank(lines[static_cast<size_t>(n - 1)]))
         return fail(where + ": line " + std::to_string(n) + " of " + ref.path + " is blank");
