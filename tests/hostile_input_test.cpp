@@ -114,6 +114,43 @@ TEST(read_cases_jsonl, a_test_file_past_the_size_limits_is_refused_naming_it) {
   EXPECT_TRUE(read_cases_jsonl(dir / "ok.jsonl"));
 }
 
+// Issue 40: a case's file path is a path inside the project's repository. `..`, absolute paths and a NUL were
+// accepted and reached SARIF's artifact uri and the GitHub annotations' file=, pointing a code-scanning alert or an
+// annotation at a file outside the repository. Refused at import, naming the file, the line and the path.
+TEST(read_cases_jsonl, a_file_path_out_of_the_repository_or_with_a_nul_is_refused_naming_it) {
+  TempDir dir;
+  for (const auto& [path, why] :
+       {std::pair<std::string, std::string>{"../../etc/passwd", "a \"..\" part"},
+        {"tests/../../x.py", "a \"..\" part"},
+        {"tests\\..\\..\\x.py", "a \"..\" part"},
+        {"/etc/passwd", "an absolute path"},
+        {"\\\\server\\share\\x.py", "an absolute path"},
+        {"C:/x/test_a.py", "an absolute path"},
+        {std::string("tests/test_a.py\0.txt", 20), "a control character"},
+        {"tests/test_a.py\n::error file=x", "a control character"}}) {
+    SCOPED_TRACE(path);
+    nlohmann::json c = sample_case("a", kCode, 3);
+    c["files"][0]["path"] = path;
+    c["faulty_lines"][0]["path"] = path;
+    write_file(dir / "c.jsonl", "\n" + c.dump() + "\n");
+    auto r = read_cases_jsonl(dir / "c.jsonl");
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find((dir / "c.jsonl").string() + ":2: files[0].path "), std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find(why), std::string::npos) << r.error().message;
+    auto imported = testing::run_spark({"import", "c.jsonl"}, dir.path());
+    EXPECT_EQ(imported.exit_code, 1);
+    EXPECT_NE(imported.err.find("c.jsonl:2: files[0].path"), std::string::npos) << imported.err;
+  }
+  for (const std::string path : {"tests/test_a.py", "./tests/test_a.py", "src/..x/a..b.py", "tests/:colon.py"}) {
+    nlohmann::json c = sample_case("a", kCode, 3);
+    c["files"][0]["path"] = path;
+    c["faulty_lines"][0]["path"] = path;
+    write_file(dir / "ok.jsonl", c.dump() + "\n");
+    EXPECT_TRUE(read_cases_jsonl(dir / "ok.jsonl")) << path;
+  }
+}
+
 TEST(read_outcomes_jsonl, json_nested_100k_deep_is_refused_naming_the_line) {
   TempDir dir;
   write_file(dir / "o.jsonl", "{\"commit\": \"" + std::string(40, 'a') + "\", \"test_id\": \"t\", \"outcome\": \"failed\", \"x\": " +
