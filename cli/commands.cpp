@@ -189,6 +189,7 @@ std::string language_field_for(const std::string& path) { return std::string(lan
 Result<std::string> read_test_file(const std::string& path) {
   auto text = read_file(path);
   if (!text) return text;
+  end_lone_carriage_returns(*text);
   if (auto why = test_file_too_large(*text); !why.empty()) return fail(path + ": " + why);
   if (text->find('\0') != std::string::npos)
     return fail(path + ":" + std::to_string(line_of_offset(*text, text->find('\0'))) +

@@ -220,6 +220,11 @@ std::string sanitize_utf8(std::string_view text) {
   return encode_utf8(decode_utf8(text));
 }
 
+void end_lone_carriage_returns(std::string& text) {
+  for (size_t i = text.find('\r'); i != std::string::npos; i = text.find('\r', i + 1))
+    if (i + 1 == text.size() || text[i + 1] != '\n') text[i] = '\n';
+}
+
 std::vector<std::string_view> split_lines(std::string_view text) {
   std::vector<std::string_view> lines;
   size_t start = 0;

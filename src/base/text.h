@@ -57,6 +57,12 @@ std::string encode_utf8(std::u32string_view text);
 // Valid UTF-8 stays as it is; each invalid byte becomes U+FFFD.
 std::string sanitize_utf8(std::string_view text);
 
+// Makes each lone carriage return (one not before '\n') a '\n': Python, Java and JavaScript end a line of source at
+// one (classic Mac OS files), and so do their tracebacks' line numbers, where split_lines and tree-sitter count only
+// '\n'. "\r\n" stays. Applied where test code comes in (case files, --test, --junit, git), so that every part
+// counts the lines the test runner counted.
+void end_lone_carriage_returns(std::string& text);
+
 // Splits into lines as a user counts them: '\n' ends a line, a trailing '\r' is dropped, and a final newline does not
 // start another line. Line i (1-based) is result[i-1]. The views point into `text`.
 std::vector<std::string_view> split_lines(std::string_view text);

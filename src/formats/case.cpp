@@ -192,6 +192,7 @@ Result<Case> case_from_json(json r) {
       return fail(where + ".path must be a non-empty string");
     if (content == f.end() || !content->is_string()) return fail(where + ".content must be a string");
     SourceFile sf{path->get<std::string>(), content->get<std::string>()};
+    end_lone_carriage_returns(sf.content);
     if (auto why = unusable_path(sf.path); !why.empty())
       return fail(where + ".path \"" + terminal_line(sf.path) + "\" " + why);
     if (c.file(sf.path)) return fail(where + ": path \"" + sf.path + "\" is listed twice");
