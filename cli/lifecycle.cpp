@@ -302,6 +302,14 @@ int cmd_record(const Common& common, const RecordArgs& args) {
            "; not localized");
       continue;
     }
+    // The limits `localize --test` and `import` hold test files to (a test file past them costs what they bound).
+    if (const auto big = std::find_if(files.begin(), files.end(),
+                                      [](const SourceFile& f) { return !test_file_too_large(f.content).empty(); });
+        big != files.end()) {
+      note(o.origin + ": " + o.test_id + ": " + big->path + ": " + test_file_too_large(big->content) +
+           "; recorded, not localized");
+      continue;
+    }
     if (const auto language = language_of_path(files.front().path);
         language == Language::python && o.test_id.find('[') != std::string::npos) {
       const auto rows = match_param_rows(analyze_code(files.front().content, *language, files.front().path),

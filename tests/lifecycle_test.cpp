@@ -357,6 +357,36 @@ TEST(spark_record, hostile_test_names_and_an_answer_not_utf8_reach_no_log_raw_an
   }
 }
 
+// Issue 40: `localize --test` refuses a test file past the limits (docs/RELIABILITY.md, "Hostile input"), and
+// `record` localized the same file from git: one test file cost what the limit is there to bound. Now record records
+// the failure and says why it is not localized.
+TEST(spark_record, a_test_file_past_the_limits_is_recorded_not_localized_as_localize_refuses_it) {
+  TempDir dir;
+  git(dir, "init");
+  std::string big = "def test_big():\n    assert 1 == 2\n";
+  for (size_t i = 0; i < kMaxTestFileLines; ++i) big += "x = 1\n";
+  write_file(dir / "tests" / "test_big.py", big);
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n");
+  git(dir, "add -A");
+  git(dir, "commit -m big", day(1));
+  write_file(dir / "r.xml",
+             "<?xml version=\"1.0\"?><testsuites><testsuite name=\"pytest\" tests=\"1\">"
+             "<testcase classname=\"tests.test_big\" name=\"test_big\" file=\"tests/test_big.py\" line=\"0\">"
+             "<failure message=\"assert 1 == 2\">tests/test_big.py:2: in test_big\n    assert 1 == 2\nE   assert 1 == 2"
+             "</failure></testcase></testsuite></testsuites>");
+  const std::string why = std::to_string(kMaxTestFileLines + 2) + " lines; spark reads test files of up to";
+  auto refused = run_spark({"localize", "--test", "tests/test_big.py", "--error", "-"}, dir.path(),
+                           "tests/test_big.py:2: in test_big\n    assert 1 == 2\nE   assert 1 == 2\n");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find(why), std::string::npos) << refused.err;
+  auto r = run_spark({"record", "--junit", "r.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("opened 1 failure"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tests/test_big.py::test_big: tests/test_big.py: " + why), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not localized"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::array()) << r.out;
+}
+
 TEST(spark_record, a_schema_2_store_with_one_fault_twice_is_upgraded_to_one_case_losing_nothing) {
   TempDir dir;
   broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
