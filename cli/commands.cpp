@@ -33,12 +33,14 @@ namespace spark::cli {
 
 namespace fs = std::filesystem;
 
+// Messages quote what spark read (test ids, reports, a server's answer): printed through terminal_lines, so no
+// control character or workflow command in them reaches a terminal or a CI log (base/text.h).
 int report_error(const Error& e) {
-  std::fprintf(stderr, "spark: error: %s\n", e.message.c_str());
+  std::fprintf(stderr, "spark: error: %s\n", terminal_lines(e.message).c_str());
   return 1;
 }
 
-void note(const std::string& message) { std::fprintf(stderr, "spark: %s\n", message.c_str()); }
+void note(const std::string& message) { std::fprintf(stderr, "spark: %s\n", terminal_lines(message).c_str()); }
 
 namespace {
 
@@ -196,6 +198,7 @@ std::string language_field_for(const std::string& path) { return std::string(lan
 Result<std::string> read_test_file(const std::string& path) {
   auto text = read_file(path);
   if (!text) return text;
+  end_lone_carriage_returns(*text);
   if (auto why = test_file_too_large(*text); !why.empty()) return fail(path + ": " + why);
   if (text->find('\0') != std::string::npos)
     return fail(path + ":" + std::to_string(line_of_offset(*text, text->find('\0'))) +
@@ -283,9 +286,9 @@ int cmd_export(const Common& common, const ExportArgs& args) {
     if (redactor) {
       Case c = stored;
       redacted += redact_case(c, *redactor, counts);
-      out += case_to_json(c).dump();
+      out += json_text(case_to_json(c));
     } else {
-      out += case_to_json(stored).dump();
+      out += json_text(case_to_json(stored));
     }
     out += '\n';
     if (args.output.empty() && out.size() > (1u << 20)) {
@@ -577,7 +580,7 @@ Status common_from_config(const Config& config, Common& common) {
 }
 
 int cmd_config(const Config& config) {
-  const std::string out = config.describe();
+  const std::string out = terminal_lines(config.describe());  // values from a .spark.toml the repository holds
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
@@ -770,7 +773,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     const double deadline = args.llm_deadline;
     // Every 10 s without an answer, or every tenth of a shorter deadline.
     if (deadline > 0) o.waiting_interval_s = std::min(10.0, std::max(0.2, deadline / 10));
-    o.waiting = [endpoint = o.base_url, deadline](double waited, size_t done, size_t total) {
+    o.waiting = [endpoint = terminal_line(o.base_url), deadline](double waited, size_t done, size_t total) {
       std::string left;
       if (deadline > 0)
         left = ", the run's deadline in " + std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) +
@@ -825,8 +828,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
   for (size_t i = 0; i < results.size(); ++i) {
     const std::string who = queries.size() > 1 ? queries[i].id + ": " : "";
     if (!results[i]) {
-      std::fprintf(stderr, "spark: error: %s%s\n", who.c_str(), results[i].error().message.c_str());
-      status = 1;
+      status = report_error(Error{who + results[i].error().message});
       continue;
     }
     const Localization& r = *results[i];
@@ -885,22 +887,22 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
       annotated.push_back(shared());  // annotated as one run, below
     } else if (args.format == "text") {
       if (queries.size() > 1)
-        out += (i ? "\n" : "") + std::string("== ") + queries[i].id +
-               (queries[i].id == queries[i].test_id ? "" : " (" + queries[i].test_id + ")") + "\n";
+        out += (i ? "\n" : "") + std::string("== ") + terminal_line(queries[i].id) +
+               (queries[i].id == queries[i].test_id ? "" : " (" + terminal_line(queries[i].test_id) + ")") + "\n";
       out += report_text(r, ctx, color);
       if (args.show_annotated)
         out += "\nannotated test code (as a model would see it):\n" +
-               Localizer::render_annotated(queries[i], r.annotations);
-      if (args.stage.keep_prompt && r.llm) out += "\nprompt:\n" + r.llm->prompt + "\n";
+               terminal_lines(Localizer::render_annotated(queries[i], r.annotations));
+      if (args.stage.keep_prompt && r.llm) out += "\nprompt:\n" + terminal_lines(r.llm->prompt) + "\n";
     }
   }
   // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
   if (args.format == "json")
-    out = (batch ? json_all.dump(2) : json_all.empty() ? std::string("null") : json_all[0].dump(2)) + "\n";
+    out = (batch ? json_text(json_all, 2) : json_all.empty() ? std::string("null") : json_text(json_all[0], 2)) + "\n";
   if (args.format == "github") out = report_github(annotated, ctx);
-  if (args.format == "sarif" && !sarif.is_null()) out = sarif.dump(2) + "\n";
+  if (args.format == "sarif" && !sarif.is_null()) out = json_text(sarif, 2) + "\n";
   if (!args.sarif_output.empty() && !sarif.is_null())
-    if (auto w = write_file_atomic(args.sarif_output, sarif.dump(2) + "\n"); !w) return report_error(w.error());
+    if (auto w = write_file_atomic(args.sarif_output, json_text(sarif, 2) + "\n"); !w) return report_error(w.error());
   if (llm_failed && args.require_llm) {
     std::fprintf(stderr, "spark: error: --require-llm: the LLM could not be used (see above)\n");
     return 1;
@@ -1133,7 +1135,9 @@ int cmd_eval(const Common& common, const EvalArgs& args) {
        std::to_string(static_cast<int>(static_cast<double>(evaluation->cases.size() * evaluation->runs.size()) /
                                        std::max(1e-9, evaluation->seconds))) +
        " case-settings/s)");
-  return write_output(args.output, out);
+  // Markdown and CSV on the terminal hold the corpus's project names: printed as every untrusted text is.
+  const bool terminal = args.format != "json" && (args.output.empty() || args.output == "-");
+  return write_output(args.output, terminal ? terminal_lines(out) : out);
 }
 
 }  // namespace spark::cli

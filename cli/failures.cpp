@@ -214,7 +214,7 @@ int cmd_failures(const Common& common, const FailuresArgs& args) {
     return 2;
   }
   if (args.action == "list" && !kb_exists(common))  // nothing recorded yet
-    return write_output("", args.format == "json" ? failures_json(json::array(), nullptr).dump(2) + "\n"
+    return write_output("", args.format == "json" ? json_text(failures_json(json::array(), nullptr), 2) + "\n"
                                                   : list_text(json::array()));
   auto kb = open_kb(common, false);
   if (!kb) return report_error(kb.error());
@@ -239,16 +239,17 @@ int cmd_failures(const Common& common, const FailuresArgs& args) {
     json failures = json::array();
     for (const auto& test : group_by_test(*open))
       failures.push_back(failure_json(test.failures, history ? &*history : nullptr, false));
-    if (args.format == "json") return write_output("", failures_json(failures, history ? &*history : nullptr).dump(2) + "\n");
-    return write_output("", list_text(failures));
+    if (args.format == "json")
+      return write_output("", json_text(failures_json(failures, history ? &*history : nullptr), 2) + "\n");
+    return write_output("", terminal_lines(list_text(failures)));
   }
   auto found = find_failures(store, args.id, (*kb)->name());
   if (!found) return report_error(found.error());
   if (args.action == "show") {
     const json j = failure_json(*found, history ? &*history : nullptr, true);
     if (args.format == "json")
-      return write_output("", failures_json(json::array({j}), history ? &*history : nullptr).dump(2) + "\n");
-    return write_output("", show_text(j));
+      return write_output("", json_text(failures_json(json::array({j}), history ? &*history : nullptr), 2) + "\n");
+    return write_output("", terminal_lines(show_text(j)));
   }
   // dismiss
   const StoredFailure& first = found->front();

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.h"
+
 namespace spark::cli {
 
 namespace fs = std::filesystem;
@@ -28,7 +30,7 @@ Result<fs::path> spool_outcomes(const std::string& local_dir, const std::vector<
     nlohmann::json j = {{"commit", o.commit}, {"test_id", o.test_id}, {"outcome", outcome_name(o.outcome)}};
     if (o.time) j["time"] = format_iso8601(*o.time);
     if (!o.message.empty()) j["message"] = o.message;
-    text += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    text += json_text(j) + "\n";
   }
   const fs::path dir = spool_dir(local_dir);
   std::error_code ec;

@@ -100,7 +100,7 @@ void print_summary(const SyncReport& r, const std::string& verb) {
 std::string cases_jsonl(const std::vector<StoredFailure>& failures) {
   std::string out;
   for (const auto& f : failures)
-    if (f.labelled) out += case_to_json(*f.labelled).dump() + "\n";
+    if (f.labelled) out += json_text(case_to_json(*f.labelled)) + "\n";
   return out;
 }
 
@@ -319,6 +319,14 @@ int cmd_record(const Common& common, const RecordArgs& args) {
            "; not localized");
       continue;
     }
+    // The limits `localize --test` and `import` hold test files to (a test file past them costs what they bound).
+    if (const auto big = std::find_if(files.begin(), files.end(),
+                                      [](const SourceFile& f) { return !test_file_too_large(f.content).empty(); });
+        big != files.end()) {
+      note(o.origin + ": " + o.test_id + ": " + big->path + ": " + test_file_too_large(big->content) +
+           "; recorded, not localized");
+      continue;
+    }
     if (const auto language = language_of_path(files.front().path);
         (language == Language::python || language == Language::java) && o.test_id.ends_with(']')) {
       const auto rows = match_param_rows(analyze_code(files.front().content, *language, files.front().path),
@@ -332,7 +340,14 @@ int cmd_record(const Common& common, const RecordArgs& args) {
     keep_ranker_learning(common);
     return 0;
   }
-  const int localized = localize_queries(common, args.localize_args, std::move(queries), true);
+  // The outcomes are stored by now: whatever ends the localizing (an error, or an exception main would report
+  // without this context), the run says so.
+  int localized = 1;
+  try {
+    localized = localize_queries(common, args.localize_args, std::move(queries), true);
+  } catch (const std::exception& e) {
+    report_error(Error{e.what()});
+  }
   if (localized != 0) note("the outcomes were recorded (see the summary above); only localizing the failures failed");
   return localized;
 }
@@ -596,7 +611,7 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
                   {"threshold", rule->threshold}}},
                 {"cases", json::array()}};
       for (const auto& f : *list) j["cases"].push_back(failure_json(f));
-      return write_output("", j.dump(2) + "\n");
+      return write_output("", json_text(j, 2) + "\n");
     }
     std::string out = "outlier rule: quarantine above " + rule->describe() + "\n";
     if (list->empty()) out += args.all ? "no mined cases\n" : "the quarantine is empty\n";
@@ -611,7 +626,7 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
         out += "  (failed at " + std::to_string(n) + " commits)";
       out += "\n";
     }
-    return write_output("", out);
+    return write_output("", terminal_lines(out));
   }
   if (args.action == "show") {
     auto f = store.failure_by_case(args.id);
@@ -627,11 +642,11 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
     if (f->decided_at)
       out += "  decided:  " + f->decided_by + ", " + date_text(f->decided_at) +
              (f->reason.empty() ? "" : ": " + f->reason) + "\n";
-    out += "\n";
+    out = terminal_lines(out) + "\n";
     for (const auto& d : diff_files(*f)) {
       auto patch = unified_diff(d.before, d.after, d.path, 3);
       if (!patch) return report_error(patch.error());
-      out += colorize(*patch, color);
+      out += colorize(terminal_lines(*patch), color);
     }
     return write_output("", out);
   }

@@ -67,7 +67,7 @@ struct Command {
 };
 
 int usage_error(const spark::Error& e) {
-  std::fprintf(stderr, "spark: error: %s\n", e.message.c_str());
+  report_error(e);
   return 2;
 }
 
@@ -528,7 +528,7 @@ int run(int argc, char** argv) {
   int exit_code = 1;
   auto config = load_config(config_path, flags, exit_code);
   if (!config) {
-    std::fprintf(stderr, "spark: error: %s\n", config.error().message.c_str());
+    report_error(config.error());
     return exit_code;
   }
   for (const auto& command : commands) {
@@ -536,8 +536,7 @@ int run(int argc, char** argv) {
     Common common;
     if (command.needs_common)
       if (auto s = common_from_config(*config, common); !s) {
-        std::fprintf(stderr, "spark: error: %s\n", s.error().message.c_str());
-        return 1;
+        return report_error(s.error());
       }
     return command.run(*config, common);
   }
@@ -557,7 +556,7 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "spark: error: out of memory\n");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "spark: error: %s\n", e.what());
+    spark::cli::report_error(spark::Error{e.what()});
   } catch (...) {
     std::fprintf(stderr, "spark: error: an unknown exception\n");
   }

@@ -168,7 +168,7 @@ Status RankerModel::save(const std::filesystem::path& path) const {
   for (size_t i = 0; i < kGateCount; ++i) j["gate"]["weights"][std::string(gate_feature_name(i))] = gate.weights[i];
   j["kind_prior"] = nlohmann::json::object();
   for (const auto& [k, v] : kind_prior.llr) j["kind_prior"][k] = v;
-  return write_file_atomic(path, j.dump(2) + "\n");
+  return write_file_atomic(path, json_text(j, 2) + "\n");
 }
 
 Result<RankerModel> RankerModel::load(const std::filesystem::path& path) {

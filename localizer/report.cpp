@@ -30,36 +30,39 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
   const auto paint = [color](const char* code, const std::string& s) {
     return color ? std::string("\x1b[") + code + "m" + s + "\x1b[0m" : s;
   };
+  // Test ids, paths, code, messages and the model's words come from outside: each is printed through terminal_line,
+  // so no control character or workflow command reaches a terminal or a CI log (base/text.h).
+  const auto safe = [](std::string_view s) { return terminal_line(s); };
   std::string out;
   out += "spark: " + std::to_string(loc.ranked.size()) + " suspicious " + std::string(level_name(ctx.level)) +
-         (loc.ranked.size() == 1 ? "" : "s") + " for " + loc.test_id + "\n";
+         (loc.ranked.size() == 1 ? "" : "s") + " for " + safe(loc.test_id) + "\n";
   out += "  ranker: " + loc.ranker + (loc.degraded ? " — no similar case used (baseline behaviour)" : "") + "\n";
   out += "  knowledge base: " + std::to_string(loc.knowledge_base_size) + " labelled case(s), " +
          std::to_string(loc.filtered_size) + " after policy " + ctx.policy + "\n";
   for (const auto& rc : loc.retrieved) {
     if (rc.similarity < kShowSimilarFloor) {
-      out += "  closest case: " + rc.id + ", similarity " + fixed(rc.similarity, 2) + ", below " +
+      out += "  closest case: " + safe(rc.id) + ", similarity " + fixed(rc.similarity, 2) + ", below " +
              fixed(kShowSimilarFloor, 2) + ": not shown (a case this far away is not a similar failure)\n";
       continue;
     }
-    out += "  similar case: " + rc.id + " (" + rc.test_id + "), similarity " + fixed(rc.similarity, 2);
-    if (rc.fixed_commit) out += ", fixed in " + rc.fixed_commit->substr(0, 10);
+    out += "  similar case: " + safe(rc.id) + " (" + safe(rc.test_id) + "), similarity " + fixed(rc.similarity, 2);
+    if (rc.fixed_commit) out += ", fixed in " + safe(rc.fixed_commit->substr(0, 10));
     out += "\n";
     for (size_t i = 0; i < rc.faulty_lines.size(); ++i)
       out += "    its faulty line " + std::to_string(rc.faulty_lines[i].line) + ": " +
-             std::string(trim(rc.faulty_text[i])) + "\n";
+             safe(trim(rc.faulty_text[i])) + "\n";
   }
   if (loc.gate)
-    out += "  failing statement " + loc.gate->line.path + ":" + std::to_string(loc.gate->line.line) +
+    out += "  failing statement " + safe(loc.gate->line.path) + ":" + std::to_string(loc.gate->line.line) +
            ": the fault itself with probability " + fixed(loc.gate->probability, 2) + " (" +
-           (loc.gate->exception.empty() ? "no exception read" : loc.gate->exception) +
+           (loc.gate->exception.empty() ? "no exception read" : safe(loc.gate->exception)) +
            (loc.gate->raised_in_test ? ", raised in the test's code" : ", raised beneath the test") +
            (loc.gate->generic_check ? ", a generic check" : "") + ")\n";
   out += "  annotated lines (normalized Levenshtein <= " + fixed(ctx.epsilon, 2) +
          "): " + std::to_string(loc.annotations.size()) + "\n";
   if (loc.llm && !loc.llm->model.empty()) {
     const LlmReport& l = *loc.llm;
-    out += "  LLM: " + l.model + ", mode " + l.mode + (l.used ? "" : " — not used: " + l.error) + "\n";
+    out += "  LLM: " + safe(l.model) + ", mode " + l.mode + (l.used ? "" : " — not used: " + safe(l.error)) + "\n";
     if (l.attempts > 0)
       out += "       " + std::to_string(l.prompt_tokens) + " prompt + " + std::to_string(l.completion_tokens) +
              " answer tokens" + (l.usage_reported ? "" : " (estimated)") + ", " + fixed(l.seconds, 2) + " s, " +
@@ -73,22 +76,22 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
   size_t rank = 0;
   for (const auto& e : loc.ranked) {
     ++rank;
-    out += paint("1", std::to_string(rank) + ". " + location(e)) +
+    out += paint("1", std::to_string(rank) + ". " + safe(location(e))) +
            (e.source == "llm"      ? "  (LLM)"
             : e.source == "filled" ? "  (filled, built-in score " + fixed(e.score, 3) + ")"
                                    : "  score " + fixed(e.score, 3)) +
            (e.annotated ? "  " + paint("33", annotation_marker(language_for(e.path, ""))) : "") + "\n";
-    out += "     " + paint("36", clip(e.code, 160)) + "\n";
-    for (const auto& r : e.reasons) out += "     - " + r + "\n";
+    out += "     " + paint("36", safe(clip(e.code, 160))) + "\n";
+    for (const auto& r : e.reasons) out += "     - " + safe(r) + "\n";
   }
   if (loc.ranked.empty()) out += "  (the test code has no non-blank line to rank)\n";
   if (loc.explanation) {
     const LineExplanation& ex = *loc.explanation;
-    out += "\n" + paint("1", "explain " + ex.line.path + ":" + std::to_string(ex.line.line)) + "\n";
+    out += "\n" + paint("1", "explain " + safe(ex.line.path) + ":" + std::to_string(ex.line.line)) + "\n";
     if (!ex.note.empty()) {
-      out += "  " + ex.note + "\n";
+      out += "  " + safe(ex.note) + "\n";
     } else {
-      out += "  " + clip(ex.code, 160) + "\n  score " + fixed(ex.score, 3) + " = sigmoid(sum of weight x value); " +
+      out += "  " + safe(clip(ex.code, 160)) + "\n  score " + fixed(ex.score, 3) + " = sigmoid(sum of weight x value); " +
              (ex.rank ? "its element's rank: " + std::to_string(ex.rank) : std::string("not ranked")) + "\n";
       char row[160];
       std::snprintf(row, sizeof row, "  %-16s %9s %9s %13s\n", "feature", "value", "weight", "contribution");
@@ -201,7 +204,7 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
         {"redactions", redactions}};
     if (!l.prompt.empty()) j["llm"]["prompt"] = l.prompt;
   }
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 size_t redact_localization(Localization& loc, const Case& query, const Redactor& redactor,
@@ -287,14 +290,16 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
        json::array(
            {{{"tool", {{"driver", {{"name", "spark"}, {"version", ctx.version}, {"rules", json::array({rule})}}}}},
              {"results", results}}})}};
-  return sarif.dump(2) + "\n";
+  return json_text(sarif, 2) + "\n";
 }
 
 namespace {
 
+// A workflow command's data: its text made safe for the log first (control characters escaped, commands defused:
+// base/text.h), then GitHub's own escapes, which the runner undoes before it shows the annotation.
 std::string gh_escape_data(std::string_view s) {
   std::string out;
-  for (char c : s) {
+  for (char c : terminal_lines(s)) {
     if (c == '%')
       out += "%25";
     else if (c == '\r')

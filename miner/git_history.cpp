@@ -528,6 +528,7 @@ Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha
   std::string content(data, static_cast<size_t>(git().git_blob_rawsize(blob.p)));
   if (content.find('\0') != std::string::npos)
     return fail(path + " at " + sha.substr(0, 10) + ": a binary file, not test code");
+  end_lone_carriage_returns(content);  // lines as the test runner counted them (base/text.h)
   return std::optional<std::string>(std::move(content));
 }
 

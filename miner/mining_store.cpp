@@ -240,7 +240,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
           open->bind_null(3);
         open->bind(4, sanitize_utf8(o.message)).bind(5, o.origin);
         if (r.snapshot)
-          open->bind(6, files_json(*r.snapshot).dump());
+          open->bind(6, json_text(files_json(*r.snapshot)));
         else
           open->bind_null(6);
         open->bind(7, now);
@@ -360,7 +360,7 @@ Status MiningStore::settle(const std::vector<Settled>& settled, const SyncOption
     update->bind(1, status_name(l.status)).bind(2, s.fixed);
     if (l.labelled) {
       update->bind(3, l.labelled->id).bind(4, static_cast<int64_t>(l.labelled->faulty_lines.size()));
-      update->bind(5, case_to_json(*l.labelled).dump()).bind(6, files_json(l.fixed_files).dump());
+      update->bind(5, json_text(case_to_json(*l.labelled))).bind(6, json_text(files_json(l.fixed_files)));
     } else {
       update->bind_null(3).bind_null(4).bind_null(5).bind_null(6);
     }
@@ -563,7 +563,7 @@ Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision d
     std::sort(lines.begin(), lines.end());
     effective.faulty_lines = lines;
     effective.record["faulty_lines"] = lines_json(lines);
-    kept = lines_json(lines).dump();
+    kept = json_text(lines_json(lines));
   }
   auto set = db.prepare(
       "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, kept = ?, updated_at = ? "

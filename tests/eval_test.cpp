@@ -189,6 +189,29 @@ TEST(eval, llm_modes_are_cached_and_a_rerun_or_a_resumed_run_asks_only_for_what_
     }
 }
 
+// Issue 40: answers whose bytes are not UTF-8 made `--format json` exit 1 with nlohmann's type_error.316 and print
+// nothing, after the whole evaluation had run. Now each such run falls back and the report is JSON.
+TEST(eval, answers_not_utf8_fall_back_and_the_json_report_stays_json) {
+  TempDir dir;
+  write_file(dir / "corpus.jsonl", corpus());
+  testing::ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
+    res.set_content("{\"choices\": [{\"message\": {\"content\": \"line 9 \xff\"}}]}", "application/json");
+  });
+  auto r = run_spark({"eval", "corpus.jsonl", "--mode", "default", "-k", "1", "--format", "json", "--llm-url",
+                      server.url(), "--model", "m", "--retries", "0"},
+                     dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = json::parse(r.out);
+  for (const auto& problem : testing::schema_problems(report, "eval.schema.json")) ADD_FAILURE() << problem;
+  size_t fell_back = 0;
+  for (const auto& c : report["cases"])
+    for (const auto& run : c["runs"])
+      if (!run["llm"]["used"].get<bool>() &&
+          run["llm"]["error"].get<std::string>().find("line 9 \xef\xbf\xbd") != std::string::npos)
+        ++fell_back;
+  EXPECT_EQ(fell_back, 12u) << r.out.substr(0, 2000);
+}
+
 TEST(eval, bad_input_is_named_and_llm_modes_need_an_llm) {
   TempDir dir;
   write_file(dir / "corpus.jsonl", corpus());

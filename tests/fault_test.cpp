@@ -1010,6 +1010,83 @@ TEST(fault, a_conftest_that_cannot_be_read_leaves_its_failure_open_until_it_is_r
   EXPECT_EQ(labelled["faulty_lines"], json::parse(R"([{"path": "tests/conftest.py", "line": 6}])"));
 }
 
+// Issue 40: an answer whose bytes are not UTF-8. `--format json` exited 1 with nlohmann's type_error.316 and printed
+// nothing; now the output is JSON (each bad byte U+FFFD) and the run falls back as the text format does.
+TEST(fault, llm_answer_with_invalid_utf8_falls_back_and_the_json_output_stays_json) {
+  LlmWorkspace w;
+  testing::ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
+    res.set_content("{\"choices\": [{\"message\": {\"content\": \"line 3 caf\xe9 \xff\xfe\"}}]}", "application/json");
+  });
+  auto [r, s] = w.localize(server.url());
+  expect_fallback(r, s, "not valid JSON");
+  const std::string error = json::parse(r.out)["llm"]["error"].get<std::string>();
+  EXPECT_NE(error.find("caf\xef\xbf\xbd"), std::string::npos) << error;
+  // A body of an HTTP error holding the same bytes: the same.
+  testing::ChatServer failing([](const httplib::Request&, httplib::Response& res, int) {
+    res.status = 400;  // not retried
+    res.set_content("overloaded \xc3\x28 \xed\xa0\x80", "text/plain");
+  });
+  auto [r500, s500] = w.localize(failing.url());
+  expect_fallback(r500, s500, "HTTP 400");
+  EXPECT_NE(json::parse(r500.out)["llm"]["error"].get<std::string>().find("overloaded \xef\xbf\xbd("), std::string::npos)
+      << r500.out;
+}
+
+// Issue 40: what a hostile LLM server sends (terminal escapes: an OSC 52 clipboard write, a window title, clear
+// screen; GitHub workflow commands on lines of their own), in an error body or an answer, reaches no terminal or CI
+// log raw, in any format, on stdout or stderr. JSON keeps the text exact (it is data, escaped by JSON).
+TEST(fault, llm_body_with_terminal_escapes_and_workflow_commands_is_neutralised_on_every_output) {
+  LlmWorkspace w;
+  const std::string hostile = "\x1b]52;c;ZXZpbA==\x07\x1b]0;owned\x07\x1b[2J\x1b" "c\n::add-mask::s3cr3t\n"
+                              "::error file=evil.py,line=1::owned\r::warning::x\n##[error]old form";
+  testing::ChatServer failing([&](const httplib::Request&, httplib::Response& res, int) {
+    res.status = 400;  // not retried
+    res.set_content(hostile, "text/plain");
+  });
+  testing::ChatServer answering([&](const httplib::Request&, httplib::Response& res, int) {
+    res.set_content(testing::ChatServer::completion(hostile), "application/json");
+  });
+  for (const auto* server : {&failing, &answering})
+    for (const std::string format : {"text", "github", "json"}) {
+      SCOPED_TRACE(format + (server == &failing ? " HTTP 400" : " answer"));
+      auto r = run_spark({"localize", "--case", "a.jsonl", "--id", "a3", "--format", format, "-k", "3", "--llm-url",
+                          server->url(), "--model", "m", "--deadline", "3"},
+                         w.dir.path());
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      if (server == &failing) {
+        EXPECT_NE(r.err.find("HTTP 400"), std::string::npos) << r.err;
+      }
+      for (const auto& line : testing::unsafe_log_lines(r.err)) ADD_FAILURE() << "stderr: " << line;
+      for (const auto& line : testing::unsafe_log_lines(r.out, format == "github")) ADD_FAILURE() << "stdout: " << line;
+      if (format == "json" && server == &failing) {
+        EXPECT_NE(json::parse(r.out)["llm"]["error"].get<std::string>().find(hostile.substr(0, 60)), std::string::npos);
+      }
+    }
+}
+
+// Issue 40: an API key holding a line break would add headers of its own choosing to every request: refused, with
+// the setting named, before anything is sent.
+TEST(fault, an_api_key_with_a_line_break_is_refused_and_never_sent) {
+  LlmWorkspace w;
+  testing::ChatServer server([](const httplib::Request& req, httplib::Response& res, int) {
+    res.set_content(testing::ChatServer::completion(req.has_header("X-Injected") ? "line 1" : "line 3"),
+                    "application/json");
+  });
+  for (const std::string key : {"sk-1\r\nX-Injected: yes", "sk-1\nX-Injected: yes", "sk-1\rX"}) {
+    auto [r, s] = w.localize(server.url(), {"--llm-api-key", key});
+    EXPECT_EQ(r.exit_code, 2) << r.out;  // a flag's value: a usage error
+    EXPECT_NE(r.err.find("--llm-api-key: llm.api_key holds a line break"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("sk-1"), std::string::npos) << "the key itself is not printed: " << r.err;
+  }
+  // From the configuration file (a TOML string may hold "\r\n"): exit 1, its file and line named.
+  write_file(w.dir / ".spark.toml", "[llm]\napi_key = \"sk-1\\r\\nX-Injected: yes\"\n");
+  auto [f, fs] = w.localize(server.url());
+  EXPECT_EQ(f.exit_code, 1) << f.out;
+  EXPECT_NE(f.err.find(".spark.toml:2: llm.api_key holds a line break"), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("sk-1"), std::string::npos) << f.err;
+  EXPECT_EQ(server.calls(), 0u);
+}
+
 // --- a shared PostgreSQL store: the server down, restarted, a wrong password, a writer killed ---------------------
 
 using testing::PgCluster;

@@ -114,6 +114,69 @@ TEST(read_cases_jsonl, a_test_file_past_the_size_limits_is_refused_naming_it) {
   EXPECT_TRUE(read_cases_jsonl(dir / "ok.jsonl"));
 }
 
+// Issue 40: a case's file path is a path inside the project's repository. `..`, absolute paths and a NUL were
+// accepted and reached SARIF's artifact uri and the GitHub annotations' file=, pointing a code-scanning alert or an
+// annotation at a file outside the repository. Refused at import, naming the file, the line and the path.
+TEST(read_cases_jsonl, a_file_path_out_of_the_repository_or_with_a_nul_is_refused_naming_it) {
+  TempDir dir;
+  for (const auto& [path, why] :
+       {std::pair<std::string, std::string>{"../../etc/passwd", "a \"..\" part"},
+        {"tests/../../x.py", "a \"..\" part"},
+        {"tests\\..\\..\\x.py", "a \"..\" part"},
+        {"/etc/passwd", "an absolute path"},
+        {"\\\\server\\share\\x.py", "an absolute path"},
+        {"C:/x/test_a.py", "an absolute path"},
+        {std::string("tests/test_a.py\0.txt", 20), "a control character"},
+        {"tests/test_a.py\n::error file=x", "a control character"}}) {
+    SCOPED_TRACE(path);
+    nlohmann::json c = sample_case("a", kCode, 3);
+    c["files"][0]["path"] = path;
+    c["faulty_lines"][0]["path"] = path;
+    write_file(dir / "c.jsonl", "\n" + c.dump() + "\n");
+    auto r = read_cases_jsonl(dir / "c.jsonl");
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find((dir / "c.jsonl").string() + ":2: files[0].path "), std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find(why), std::string::npos) << r.error().message;
+    auto imported = testing::run_spark({"import", "c.jsonl"}, dir.path());
+    EXPECT_EQ(imported.exit_code, 1);
+    EXPECT_NE(imported.err.find("c.jsonl:2: files[0].path"), std::string::npos) << imported.err;
+  }
+  for (const std::string path : {"tests/test_a.py", "./tests/test_a.py", "src/..x/a..b.py", "tests/:colon.py"}) {
+    nlohmann::json c = sample_case("a", kCode, 3);
+    c["files"][0]["path"] = path;
+    c["faulty_lines"][0]["path"] = path;
+    write_file(dir / "ok.jsonl", c.dump() + "\n");
+    EXPECT_TRUE(read_cases_jsonl(dir / "ok.jsonl")) << path;
+  }
+}
+
+// Issue 40: a file whose lines end in a lone carriage return (classic Mac OS) was read as one line, where Python, its
+// traceback and tree-sitter's tokens see many: faulty line 3 was "out of range (1 line)" at import, and localize
+// ranked the whole file as line 1. A lone CR now ends a line wherever test code comes in (import, --test, git).
+TEST(read_cases_jsonl, lone_carriage_returns_end_lines_as_python_reads_them) {
+  TempDir dir;
+  const std::string code = "def test_a():\r    x = 1\r    assert x == 2\r";
+  write_file(dir / "c.jsonl", sample_case("a", code, 3).dump() + "\n");
+  auto r = read_cases_jsonl(dir / "c.jsonl");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->cases[0].files[0].content, "def test_a():\n    x = 1\n    assert x == 2\n");
+  // CRLF stays as it is: its lines were always read right.
+  write_file(dir / "crlf.jsonl", sample_case("a", "def test_a():\r\n    x = 1\r\n    assert x == 2\r\n", 3).dump() + "\n");
+  auto crlf = read_cases_jsonl(dir / "crlf.jsonl");
+  ASSERT_TRUE(crlf);
+  EXPECT_EQ(crlf->cases[0].files[0].content, "def test_a():\r\n    x = 1\r\n    assert x == 2\r\n");
+  // localize --test: the traceback's line 3 is the file's line 3.
+  write_file(dir / "tests" / "test_a.py", code);
+  auto loc = testing::run_spark({"localize", "--test", "tests/test_a.py", "--error", "-", "--format", "json", "-k", "3"},
+                                dir.path(), "tests/test_a.py:3: in test_a\n    assert x == 2\nE   assert 1 == 2\n");
+  ASSERT_EQ(loc.exit_code, 0) << loc.err;
+  const auto j = nlohmann::json::parse(loc.out);
+  ASSERT_EQ(j["ranked"].size(), 3u) << loc.out;
+  EXPECT_EQ(j["ranked"][0]["line"], 3) << loc.out;
+  EXPECT_EQ(j["ranked"][0]["code"], "assert x == 2") << loc.out;
+}
+
 TEST(read_outcomes_jsonl, json_nested_100k_deep_is_refused_naming_the_line) {
   TempDir dir;
   write_file(dir / "o.jsonl", "{\"commit\": \"" + std::string(40, 'a') + "\", \"test_id\": \"t\", \"outcome\": \"failed\", \"x\": " +

@@ -241,6 +241,31 @@ TEST(postgres_url, the_password_never_leaves_the_url_in_messages) {
   EXPECT_EQ(redact_postgres_url("postgresql://spark:s3cret@db"), "postgresql://spark@db");
 }
 
+// Issue 40: libpq takes a URL's user information up to its first '@', so with an '@' left unencoded in the password
+// the rest of the password became the host name, and libpq's message ("could not translate host name
+// "2s3cret@127.0.0.1"") printed it. Such a URL is refused before libpq reads it, saying how to write it.
+TEST(postgres_url, an_unencoded_at_sign_in_the_password_is_refused_and_no_part_of_the_password_is_printed) {
+  for (const std::string url : {"postgresql://spark:hunter@2s3cret@127.0.0.1:1/kb",
+                                "postgres://spark:a@b@c@2s3cret@localhost:1/kb?sslmode=disable"}) {
+    auto db = PostgresDb::connect(url, 2);
+    ASSERT_FALSE(db);
+    const std::string& m = db.error().message;
+    EXPECT_EQ(m.find("2s3cret"), std::string::npos) << m;
+    EXPECT_EQ(m.find("hunter"), std::string::npos) << m;
+    EXPECT_NE(m.find("%40"), std::string::npos) << m;
+    TempDir dir;
+    auto r = testing::run_spark({"kb", "status", "--kb", url}, dir.path());
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err.find("2s3cret"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("2s3cret"), std::string::npos) << r.out;
+  }
+  // Encoded, the same password is the password: the message is libpq's about the server, which names no part of it.
+  auto encoded = PostgresDb::connect("postgresql://spark:hunter%402s3cret@127.0.0.1:1/kb", 2);
+  ASSERT_FALSE(encoded);
+  EXPECT_EQ(encoded.error().message.find("2s3cret"), std::string::npos) << encoded.error().message;
+  EXPECT_NE(encoded.error().message.find("cannot connect"), std::string::npos) << encoded.error().message;
+}
+
 TEST(postgres_url, only_connection_failures_that_may_pass_are_retried) {
   // connect() ends the message by what libpq's ping found (the real cases run in fault_postgres).
   EXPECT_TRUE(is_transient_connect_error(

@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "base/text.h"
+#include "chat_server.h"
 #include "formats/case.h"
 #include "git_history.h"
 #include "store/knowledge_base.h"
@@ -317,6 +318,74 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   auto bad_commit = run_spark({"record", "--junit", "r3.xml", "--commit", "feedfacefeedface"}, dir.path());
   EXPECT_EQ(bad_commit.exit_code, 1);
   EXPECT_NE(bad_commit.err.find("no commit \"feedfacefeedface\""), std::string::npos) << bad_commit.err;
+}
+
+// Issue 40: a JUnit report whose test names carry GitHub workflow commands on lines of their own and terminal escapes,
+// and an LLM whose answers hold bytes that are not UTF-8. Every format's stdout and stderr stay free of both; the JSON
+// output is JSON and falls back to the built-in ranking (before: type_error.316, exit 1, nothing printed, the
+// outcomes stored without a word).
+TEST(spark_record, hostile_test_names_and_an_answer_not_utf8_reach_no_log_raw_and_json_stays_json) {
+  TempDir dir;
+  broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\n");
+  pytest(dir, "r1.xml");
+  std::string report = testing::slurp(dir / "r1.xml");
+  const std::string hostile =
+      "<testcase classname=\"tests.test_calc&#10;::error file=evil.py,line=1::owned\" "
+      "name=\"test_x&#10;::add-mask::s3cr3t&#13;::warning::y &#27;]52;c;ZXZpbA==&#7;&#27;]0;title&#7;&#27;[2J\">"
+      "<failure message=\"boom&#10;::error::in the message\">E   boom&#10;::error::in the text</failure></testcase>";
+  report.insert(report.rfind("</testsuite>"), hostile);
+  write_file(dir / "r1.xml", report);
+  testing::ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
+    res.set_content("{\"choices\": [{\"message\": {\"content\": \"line 2 \xff\xfe\"}}]}", "application/json");
+  });
+  const std::vector<std::string> llm = {"--llm-url", server.url(), "--model", "m", "--retries", "0"};
+  for (const std::string format : {"json", "text", "github"}) {
+    SCOPED_TRACE(format);
+    std::vector<std::string> args = {"record", "--junit", "r1.xml", "--format", format};
+    args.insert(args.end(), llm.begin(), llm.end());
+    auto r = run_spark(args, dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("the LLM could not be used"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not localized"), std::string::npos) << r.err;  // the hostile test's file is not in the commit
+    for (const auto& line : testing::unsafe_log_lines(r.err)) ADD_FAILURE() << "stderr: " << line;
+    for (const auto& line : testing::unsafe_log_lines(r.out, format == "github")) ADD_FAILURE() << "stdout: " << line;
+    if (format != "json") continue;
+    const auto loc = nlohmann::json::parse(r.out);
+    ASSERT_EQ(loc.size(), 1u) << r.out;
+    EXPECT_EQ(loc[0]["test_id"], "tests/test_calc.py::test_sum");
+    EXPECT_FALSE(loc[0]["llm"]["used"].get<bool>());
+    EXPECT_NE(loc[0]["llm"]["error"].get<std::string>().find("line 2 \xef\xbf\xbd"), std::string::npos) << r.out;
+  }
+}
+
+// Issue 40: `localize --test` refuses a test file past the limits (docs/RELIABILITY.md, "Hostile input"), and
+// `record` localized the same file from git: one test file cost what the limit is there to bound. Now record records
+// the failure and says why it is not localized.
+TEST(spark_record, a_test_file_past_the_limits_is_recorded_not_localized_as_localize_refuses_it) {
+  TempDir dir;
+  git(dir, "init");
+  std::string big = "def test_big():\n    assert 1 == 2\n";
+  for (size_t i = 0; i < kMaxTestFileLines; ++i) big += "x = 1\n";
+  write_file(dir / "tests" / "test_big.py", big);
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n");
+  git(dir, "add -A");
+  git(dir, "commit -m big", day(1));
+  write_file(dir / "r.xml",
+             "<?xml version=\"1.0\"?><testsuites><testsuite name=\"pytest\" tests=\"1\">"
+             "<testcase classname=\"tests.test_big\" name=\"test_big\" file=\"tests/test_big.py\" line=\"0\">"
+             "<failure message=\"assert 1 == 2\">tests/test_big.py:2: in test_big\n    assert 1 == 2\nE   assert 1 == 2"
+             "</failure></testcase></testsuite></testsuites>");
+  const std::string why = std::to_string(kMaxTestFileLines + 2) + " lines; spark reads test files of up to";
+  auto refused = run_spark({"localize", "--test", "tests/test_big.py", "--error", "-"}, dir.path(),
+                           "tests/test_big.py:2: in test_big\n    assert 1 == 2\nE   assert 1 == 2\n");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find(why), std::string::npos) << refused.err;
+  auto r = run_spark({"record", "--junit", "r.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("opened 1 failure"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tests/test_big.py::test_big: tests/test_big.py: " + why), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not localized"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::array()) << r.out;
 }
 
 TEST(spark_record, a_schema_2_store_with_one_fault_twice_is_upgraded_to_one_case_losing_nothing) {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -95,6 +96,28 @@ RunResult run_program(const std::string& program, const std::vector<std::string>
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+std::vector<std::string> unsafe_log_lines(const std::string& text, bool own_annotations) {
+  // A JSON document (--format json, sarif) is data, kept exact (docs/FORMATS.md): "##[" inside its strings stays.
+  const size_t first = text.find_first_not_of(" \n");
+  const bool json = first != std::string::npos && (text[first] == '{' || text[first] == '[');
+  std::vector<std::string> unsafe;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const std::string opening = line.substr(std::min(line.size(), line.find_first_not_of(" \t")));
+    const bool own = own_annotations && (opening.starts_with("::warning file=") || opening.starts_with("::warning title="));
+    bool control = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const auto c = static_cast<unsigned char>(line[i]);
+      control = control || (c < 0x20 && c != '\t') || c == 0x7f ||
+                (c == 0xc2 && i + 1 < line.size() && static_cast<unsigned char>(line[i + 1]) >= 0x80 &&
+                 static_cast<unsigned char>(line[i + 1]) <= 0x9f);
+    }
+    if (control || (opening.starts_with("::") && !own) || (!json && line.find("##[") != std::string::npos))
+      unsafe.push_back(line);
+  }
+  return unsafe;
 }
 
 nlohmann::json sample_case(const std::string& id, const std::string& content, int faulty_line, const std::string& error,

@@ -37,6 +37,12 @@ RunResult run_program(const std::string& program, const std::vector<std::string>
 // otherwise (the traceback style is --tb=auto unless ARGS say another).
 RunResult run_pytest(const std::vector<std::string>& args, const std::filesystem::path& cwd);
 
+// The lines of a run's stdout or stderr that a GitHub Actions runner would act on or a terminal would interpret: a
+// line opening with "::" after white space (a workflow command), one holding "##[" (the older form), or one holding a
+// control character other than tab (ESC, BEL, CR, C1 controls). With `own_annotations`, spark's own
+// `--format github` lines ("::warning file=", "::warning title=") are allowed.
+std::vector<std::string> unsafe_log_lines(const std::string& text, bool own_annotations = false);
+
 // A small, valid labelled case.
 nlohmann::json sample_case(const std::string& id, const std::string& content, int faulty_line,
                            const std::string& error = "E   assert 1 == 2", const std::string& time = "2026-01-01T00:00:00Z");

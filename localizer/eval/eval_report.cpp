@@ -440,7 +440,7 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
     }
     j["cases"].push_back(std::move(c));
   }
-  return j.dump(1) + "\n";
+  return json_text(j, 1) + "\n";
 }
 
 namespace {

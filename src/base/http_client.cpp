@@ -182,6 +182,12 @@ double parse_retry_after(const std::string& value) {
 Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::string& body,
                                             const std::vector<std::string>& headers, const HttpOptions& options,
                                             const RetryPolicy& retry) {
+  // A line break (or NUL) in a header would end it and start others (an API key read with its newline): never sent.
+  // The header's value is not named: it is usually a secret.
+  for (const auto& h : headers)
+    if (h.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+      return fail("POST " + url + ": " + (h.find(':') == std::string::npos ? "a" : "the " + h.substr(0, h.find(':'))) +
+                  " header holds a line break or NUL: not sent");
   thread_local std::mt19937_64 rng(std::random_device{}());
   const auto t0 = std::chrono::steady_clock::now();
   HttpOutcome out;

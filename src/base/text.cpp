@@ -1,44 +1,138 @@
 #include "base/text.h"
 
 #include <cstdio>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 namespace spark {
 
-std::optional<size_t> find_invalid_utf8(std::string_view s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
+namespace {
+
+// The code point at s[i] and its length in bytes; length 0 when s[i] starts no valid UTF-8 sequence (overlongs,
+// surrogates and code points past U+10FFFF are invalid).
+std::pair<char32_t, size_t> utf8_at(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return {c, 1};
+  size_t len = 0;
+  char32_t cp = 0;
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    cp = c & 0x07;
+  } else {
+    return {0, 0};
+  }
+  if (i + len > s.size()) return {0, 0};
+  for (size_t k = 1; k < len; ++k) {
+    const auto cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xC0) != 0x80) return {0, 0};
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return {0, 0};
+  return {cp, len};
+}
+
+// White space .NET's String.Trim() strips (char.IsWhiteSpace) beyond ASCII's and the controls: the GitHub runner
+// trims a line so before it looks for "::".
+bool is_unicode_space(char32_t cp) {
+  return cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
+}
+
+// Code points a terminal or a log viewer acts on, beyond the C0 controls: C1 controls (U+009B is CSI on its own),
+// bidirectional overrides and isolates (text shown in another order than it is), line and paragraph separators.
+bool is_control_beyond_ascii(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) ||
+         cp == 0x2028 || cp == 0x2029;
+}
+
+std::string neutralised(std::string_view s, bool keep_newlines) {
+  std::string out;
+  out.reserve(s.size());
+  const auto escape = [&out](unsigned value, bool code_point) {  // a byte as \xNN, a code point as \uNNNN
+    char buf[12];
+    std::snprintf(buf, sizeof buf, code_point ? "\\u%04x" : "\\x%02x", value);
+    out += buf;
+  };
+  bool line_start = true;  // nothing but white space since the line began
+  for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
+    if (c == '\n' && keep_newlines) {
+      out += '\n';
+      line_start = true;
       ++i;
       continue;
     }
-    size_t len = 0;
-    uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return i;
+    if (c == ' ' || c == '\t') {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
     }
-    if (i + len > n) return i;
-    for (size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (cc & 0x3F);
+    if (c < 0x20 || c == 0x7F) {
+      if (c == '\n')
+        out += "\\n";
+      else if (c == '\r')
+        out += "\\r";
+      else
+        escape(c, false);
+      line_start = false;
+      ++i;
+      continue;
     }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    if (c == ':' && line_start && s.substr(i).starts_with("::")) {
+      out += "\\x3a";
+      line_start = false;
+      ++i;
+      continue;
+    }
+    if (c == '#' && s.substr(i).starts_with("##[")) {
+      out += "##\\x5b";
+      line_start = false;
+      i += 3;
+      continue;
+    }
+    const auto [cp, len] = utf8_at(s, i);
+    if (len == 0) {
+      escape(c, false);
+      line_start = false;
+      ++i;
+      continue;
+    }
+    if (is_control_beyond_ascii(cp))
+      escape(static_cast<unsigned>(cp), true);
+    else
+      out.append(s.substr(i, len));
+    line_start = line_start && is_unicode_space(cp);
+    i += len;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<size_t> find_invalid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = utf8_at(s, i).second;
+    if (len == 0) return i;
     i += len;
   }
   return std::nullopt;
 }
+
+std::string json_text(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string terminal_line(std::string_view untrusted) { return neutralised(untrusted, false); }
+
+std::string terminal_lines(std::string_view untrusted) { return neutralised(untrusted, true); }
 
 std::optional<size_t> json_too_deep(std::string_view text, size_t limit) {
   size_t depth = 0;
@@ -124,6 +218,11 @@ std::string encode_utf8(std::u32string_view text) {
 std::string sanitize_utf8(std::string_view text) {
   if (!find_invalid_utf8(text)) return std::string(text);
   return encode_utf8(decode_utf8(text));
+}
+
+void end_lone_carriage_returns(std::string& text) {
+  for (size_t i = text.find('\r'); i != std::string::npos; i = text.find('\r', i + 1))
+    if (i + 1 == text.size() || text[i + 1] != '\n') text[i] = '\n';
 }
 
 std::vector<std::string_view> split_lines(std::string_view text) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -125,6 +126,26 @@ Result<std::optional<std::string>> optional_string(const json& r, const char* ke
   return std::optional<std::string>{it->get<std::string>()};
 }
 
+// Why `path` cannot name a file of a case ("" when it can). A case's files are named by their path inside the
+// repository, and that path reaches SARIF's artifact uri, the annotations' file= and the HTML reports: a ".." part
+// or an absolute path would point them out of the repository, and a control character (a NUL, a line break) would
+// cut or split them.
+std::string unusable_path(std::string_view path) {
+  const auto control = [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7F; };
+  if (std::any_of(path.begin(), path.end(), control))
+    return "holds a control character (a NUL, a line break): a path is one line of text";
+  const bool drive = path.size() >= 2 && std::isalpha(static_cast<unsigned char>(path[0])) && path[1] == ':';
+  if (path.starts_with('/') || path.starts_with('\\') || drive)
+    return "is an absolute path: a case names its files by their path inside the repository (tests/test_x.py)";
+  for (size_t start = 0; start <= path.size();) {
+    const size_t end = std::min(path.find_first_of("/\\", start), path.size());
+    if (path.substr(start, end - start) == "..")
+      return "has a \"..\" part: a case names its files by their path inside the repository (tests/test_x.py)";
+    start = end + 1;
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<Case> case_from_json(json r) {
@@ -173,6 +194,9 @@ Result<Case> case_from_json(json r) {
       return fail(where + ".path must be a non-empty string");
     if (content == f.end() || !content->is_string()) return fail(where + ".content must be a string");
     SourceFile sf{path->get<std::string>(), content->get<std::string>()};
+    end_lone_carriage_returns(sf.content);
+    if (auto why = unusable_path(sf.path); !why.empty())
+      return fail(where + ".path \"" + terminal_line(sf.path) + "\" " + why);
     if (c.file(sf.path)) return fail(where + ": path \"" + sf.path + "\" is listed twice");
     if (auto why = test_file_too_large(sf.content); !why.empty()) return fail(where + " (" + sf.path + "): " + why);
     if (auto bad = find_invalid_utf8(sf.content))
@@ -197,7 +221,7 @@ Result<Case> case_from_json(json r) {
       const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > static_cast<uint64_t>(lines.size());
       const long long n = too_big ? 0 : line->get<long long>();
       if (too_big || n < 1 || n > static_cast<long long>(lines.size()))
-        return fail(where + ": line " + line->dump() + " is out of range (" + ref.path + " has " +
+        return fail(where + ": line " + json_text(*line) + " is out of range (" + ref.path + " has " +
                     std::to_string(lines.size()) + " lines)");
       if (is_blank(lines[static_cast<size_t>(n - 1)]))
         return fail(where + ": line " + std::to_string(n) + " of " + ref.path + " is blank");

@@ -129,6 +129,12 @@ const ConfigKey* find_key(const std::string& key) {
 
 Status check_type(const ConfigKey& k, const std::string& text, const std::string& source) {
   if (text.empty()) return {};
+  // A secret goes into an HTTP header (Authorization: Bearer ...): a line break in it would end that header and start
+  // others of its own choosing. Refused, and the value is not printed.
+  if (k.secret && text.find_first_of("\r\n") != std::string::npos)
+    return fail(source + ": " + k.key +
+                " holds a line break (CR or LF): a key is one line; remove the line break (a trailing newline from "
+                "the file or secret store it was read from?)");
   const char* s = text.c_str();
   char* end = nullptr;
   errno = 0;
@@ -327,6 +333,7 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
       if (!k) return fail(where(*file, node) + ": unknown setting " + key);
       auto text = text_of(*k, node, *file);
       if (!text) return std::unexpected(text.error());
+      if (auto s = check_type(*k, *text, where(*file, node)); !s) return s;
       c.values_[key] = {*text, where(*file, node)};
       return {};
     };

@@ -169,6 +169,53 @@ bool is_postgres_url(std::string_view location) {
   return location.starts_with("postgresql://") || location.starts_with("postgres://");
 }
 
+namespace {
+
+// The URL's authority (user information, host, port): from the scheme's "//" to the first '/' or '?'.
+std::string_view postgres_authority(std::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return {};
+  const std::string_view rest = url.substr(scheme + 3);
+  return rest.substr(0, rest.find_first_of("/?"));
+}
+
+}  // namespace
+
+Status check_postgres_url(std::string_view url) {
+  const std::string_view authority = postgres_authority(url);
+  if (std::count(authority.begin(), authority.end(), '@') > 1)
+    return fail("knowledge base " + redact_postgres_url(url) +
+                ": the URL's user name or password holds an '@': write it %40 (postgresql://user:p%40ss@host/db), "
+                "or give the password in PGPASSWORD or ~/.pgpass");
+  return {};
+}
+
+std::string mask_postgres_password(std::string message, std::string_view url) {
+  // The password as written: after the user information's first ':', up to the last '@' of the text before the
+  // query (so a password holding '/' or '@' is taken whole).
+  const size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return message;
+  const std::string_view rest = url.substr(scheme + 3);
+  const std::string_view before_query = rest.substr(0, rest.find('?'));
+  const size_t at = before_query.rfind('@');
+  if (at == std::string_view::npos) return message;
+  const std::string_view userinfo = before_query.substr(0, at);
+  const size_t colon = userinfo.find(':');
+  if (colon == std::string_view::npos) return message;
+  const std::string_view password = userinfo.substr(colon + 1);
+  std::vector<std::string_view> pieces = {password};
+  for (size_t start = 0; start <= password.size();) {
+    const size_t end = std::min(password.find_first_of("@:/", start), password.size());
+    if (end - start >= 3) pieces.push_back(password.substr(start, end - start));
+    start = end + 1;
+  }
+  constexpr std::string_view kMask = "[REDACTED]";
+  for (const std::string_view piece : pieces)
+    for (size_t i = 0; !piece.empty() && (i = message.find(piece, i)) != std::string::npos; i += kMask.size())
+      message.replace(i, piece.size(), kMask);
+  return message;
+}
+
 std::string redact_postgres_url(std::string_view url) {
   const size_t scheme = url.find("://");
   if (scheme == std::string_view::npos) return std::string(url);

@@ -67,5 +67,12 @@ bool is_postgres_url(std::string_view location);
 // The URL without its password (user:secret@ → user@, password=… dropped from the query), for messages and
 // `spark config`.
 std::string redact_postgres_url(std::string_view url);
+// An error when libpq would read `url`'s password wrongly and then print part of it: libpq takes the user
+// information up to the first '@', so a second '@' in the authority (an '@' in the password left unencoded) makes
+// the rest of the password the host name, which libpq's message names. The message says to write it %40.
+Status check_postgres_url(std::string_view url);
+// `message` (libpq's) with the URL's password, and each piece of it between '@', ':' and '/' of 3 characters or
+// more, replaced by [REDACTED]: what libpq may quote of a password it read as a host, port or database name.
+std::string mask_postgres_password(std::string message, std::string_view url);
 
 }  // namespace spark

@@ -39,7 +39,7 @@ std::string LlmClient::cache_key(const ChatRequest& request) const {
   std::string params = options_.model + "\x1f" + std::to_string(options_.temperature) + "\x1f" +
                        std::to_string(options_.max_tokens) + "\x1f" +
                        (options_.seed ? std::to_string(*options_.seed) : "-") + "\x1f" +
-                       (options_.structured ? request.schema.dump() : "plain");
+                       (options_.structured ? json_text(request.schema) : "plain");
   // Two independent 64-bit hashes of parameters and prompt: a 128-bit key.
   const uint64_t a = fnv1a64(request.prompt, fnv1a64(params));
   const uint64_t b = fnv1a64(params, fnv1a64(request.prompt, 0x9e3779b97f4a7c15ULL));
@@ -75,7 +75,7 @@ Result<ChatAnswer> LlmClient::complete(const ChatRequest& req) {
                               {"seconds", a->seconds},
                               {"attempts", a->attempts},
                               {"structured", a->structured}};
-    if (auto s = cache_->put(key, options_.model, j.dump()); !s)
+    if (auto s = cache_->put(key, options_.model, json_text(j)); !s)
       a->notes.push_back("answer not cached: " + s.error().message);
   }
   return a;
@@ -89,7 +89,8 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   bool structured = options_.structured && !request.schema.is_null() && !structured_rejected_.load();
   HttpOutcome outcome;
   for (;;) {
-    auto got = http_post_json_retrying(url, body(request, structured).dump(), headers, options_.http, options_.retry);
+    auto got =
+        http_post_json_retrying(url, json_text(body(request, structured)), headers, options_.http, options_.retry);
     if (!got) return std::unexpected(got.error());
     outcome = std::move(*got);
     answer.attempts += outcome.attempts;
@@ -125,12 +126,12 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   }
   if (!j.is_object()) return fail(where + "the answer is not a JSON object: " + clip(resp.body, 160));
   if (j.contains("error") && !j["error"].is_null())
-    return fail(where + "the server reported an error: " + clip(j["error"].dump(), 300));
+    return fail(where + "the server reported an error: " + clip(json_text(j["error"]), 300));
   if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
     return fail(where + "the answer has no choices: " + clip(resp.body, 160));
   const auto& choice = j["choices"][0];
   if (!choice.is_object() || !choice.contains("message") || !choice["message"].is_object())
-    return fail(where + "choices[0] has no message: " + clip(choice.dump(), 160));
+    return fail(where + "choices[0] has no message: " + clip(json_text(choice), 160));
   const auto& message = choice["message"];
   if (message.contains("content") && message["content"].is_string())
     answer.content = message["content"].get<std::string>();

@@ -347,7 +347,7 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::request(const std::vecto
   nlohmann::json body = {{"model", options_.model}, {"input", texts}};
   std::vector<std::string> headers;
   if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);
-  auto outcome = http_post_json_retrying(url, body.dump(), headers, options_.http, options_.retry);
+  auto outcome = http_post_json_retrying(url, json_text(body), headers, options_.http, options_.retry);
   if (!outcome) return std::unexpected(outcome.error());
   const HttpResponse* resp = &outcome->response;
   if (resp->status != 200)

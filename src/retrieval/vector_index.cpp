@@ -1176,7 +1176,7 @@ Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man
     m["files"][e.name] = {{"file", e.file}, {"checksum", *sum}};
   }
   auto old = read_manifest(dir);
-  if (auto s = write_file_atomic(dir / "manifest.json", m.dump(2) + "\n"); !s) return s;
+  if (auto s = write_file_atomic(dir / "manifest.json", json_text(m, 2) + "\n"); !s) return s;
   // The replaced state's files go, and files of states that crashed before their manifest (an hour old or more).
   std::set<std::string> keep = {"manifest.json", "save.lock", kVerifiedList, man.vectors_file, man.ids_file};
   if (!man.graph_file.empty()) keep.insert(man.graph_file);

@@ -557,7 +557,7 @@ Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
       as_kept->bind_null(5);
     else
       as_kept->bind(5, kept_lines);
-    as_kept->bind(6, record.dump()).bind(7, now).bind(8, kept.commit).bind(9, kept.test_id);
+    as_kept->bind(6, json_text(record)).bind(7, now).bind(8, kept.commit).bind(9, kept.test_id);
     if (auto st = as_kept->run(); !st) return std::unexpected(st.error());
     if (corpus_status(status)) {
       json effective = record;
@@ -618,7 +618,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
     const size_t end = std::min(cases.size(), begin + kChunk);
     out.reserve(end - begin);
     for (size_t i = begin; i < end; ++i) {
-      Prepared p{case_keys(cases[i]), cases[i].record.dump(), {}};
+      Prepared p{case_keys(cases[i]), json_text(cases[i].record), {}};
       p.hash = record_hash(p.record, p.keys.content_key);
       out.push_back(std::move(p));
     }

@@ -203,6 +203,7 @@ std::string note_connect_failure(std::string message, bool no_answer, bool rejec
 
 Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, int connect_timeout_s) {
   const std::string name = redact_postgres_url(url);
+  if (auto s = check_postgres_url(url); !s) return std::unexpected(s.error());
   if (const auto& loaded = load_libpq(); !loaded) return fail("knowledge base " + name + ": " + loaded.error().message);
   const std::string timeout = std::to_string(connect_timeout_s);
   std::vector<const char*> keys, values;
@@ -226,7 +227,8 @@ Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, 
   if (!conn) return fail(name + ": out of memory");
   std::unique_ptr<PostgresDb> db(new PostgresDb(conn, name));
   if (pq().PQstatus(conn) != CONNECTION_OK) {
-    std::string msg = pq().PQerrorMessage(conn);
+    // libpq quotes what it read as a host, port or database: a password it misread would show (masked here).
+    std::string msg = mask_postgres_password(pq().PQerrorMessage(conn), url);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     for (size_t i; (i = msg.find("\n\t")) != std::string::npos;) msg.replace(i, 2, " ");
     for (size_t i; (i = msg.find('\n')) != std::string::npos;) msg.replace(i, 1, "; ");
