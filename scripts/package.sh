@@ -71,9 +71,12 @@ depends=$(cd "$stage" && dpkg-shlibdeps -O "$pkg/usr/bin/spark" 2>/dev/null | se
 [ -n "$depends" ] || { say "dpkg-shlibdeps found no dependency of $binary"; exit 1; }
 # libgit2, libcurl and libpq are opened with dlopen when first needed (CMakeLists.txt, SPARK_STATIC_LIBS), so no
 # linker sees them: their sonames are in the binary, and the packages holding them here are its dependencies too.
-for soname in $(strings "$binary" | grep -E '^lib(git2|curl|pq|z)\.so\.[0-9.]+$' | sort -u); do
+opened=$(strings "$binary" | grep -e '^libgit2\.so\.[0-9.]*$' -e '^libz\.so\.[0-9.]*$' -e '^libpq\.so\.[0-9.]*$' \
+           -e '^libcurl\.so\.[0-9.]*$' | sort -u)
+for soname in $opened; do
   file=$(ldconfig -p | sed -n "s|^[[:space:]]*$soname (.*) => ||p" | head -n 1)
-  owner=$([ -n "$file" ] && dpkg -S "$(readlink -f "$file")" 2>/dev/null | head -n 1 | cut -d: -f1)
+  # By the file's name: with /lib merged into /usr/lib, dpkg may know the file under either folder.
+  owner=$([ -n "$file" ] && dpkg -S "*/$(basename "$(readlink -f "$file")")" 2>/dev/null | head -n 1 | cut -d: -f1)
   [ -n "$owner" ] || { say "no installed package holds $soname, which spark opens"; exit 1; }
   depends="$depends, $owner"
 done

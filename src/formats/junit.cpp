@@ -3,6 +3,7 @@
 #include <expat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -231,6 +232,75 @@ struct TestcaseRead {
   Detail failure, error, skipped;
 };
 
+// A control character XML 1.0 does not allow, raw (a runner that writes its terminal's colour codes as they are, a
+// NUL) or as a character reference (`&#27;`, `&#x1b;`, as some runners escape them), becomes '?' before expat reads
+// the text, and is counted: one such character is not worth a report's outcomes. Lines stay where they are (a
+// reference is cut to one character within its line). A reference split between two pieces is held back for the next.
+struct ControlCharacters {
+  size_t count = 0, first_line = 0, newlines = 0;
+  std::string carry;  // the start of a reference the piece ended in
+
+  void clean(std::string_view piece, std::string& out) {
+    std::string text = std::move(carry);
+    carry.clear();
+    text.append(piece);
+    out.clear();
+    for (size_t i = 0; i < text.size(); ++i) {
+      const auto u = static_cast<unsigned char>(text[i]);
+      if (u == '\n') ++newlines;
+      if (u < 0x20 && u != '\t' && u != '\n' && u != '\r') {
+        seen();
+        out.push_back('?');
+        continue;
+      }
+      if (u == '&' && i + 1 < text.size() && text[i + 1] == '#') {
+        const size_t window = std::min<size_t>(text.size() - i, 13);  // "&#x0000001b;" at most
+        const size_t semicolon = std::string_view(text).substr(i, window).find(';');
+        if (semicolon == std::string_view::npos && window < 13) {  // cut by the piece's end
+          carry = text.substr(i);
+          return;
+        }
+        if (semicolon != std::string_view::npos && forbidden(std::string_view(text).substr(i + 2, semicolon - 2))) {
+          seen();
+          out.push_back('?');
+          i += semicolon;
+          continue;
+        }
+      } else if (u == '&' && i + 1 == text.size()) {
+        carry = "&";
+        return;
+      }
+      out.push_back(text[i]);
+    }
+  }
+  // The end of the file: what was held back is read as it is.
+  void finish(std::string& out) {
+    out = std::move(carry);
+    carry.clear();
+  }
+
+ private:
+  void seen() {
+    if (count++ == 0) first_line = newlines + 1;
+  }
+  // "27", "x1b": a character reference's number, when it names a control character XML does not allow.
+  static bool forbidden(std::string_view number) {
+    const bool hex = !number.empty() && (number[0] == 'x' || number[0] == 'X');
+    if (hex) number.remove_prefix(1);
+    if (number.empty() || number.size() > 8) return false;
+    unsigned long value = 0;
+    for (const char c : number) {
+      const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                    : hex && std::isxdigit(static_cast<unsigned char>(c))
+                        ? std::tolower(static_cast<unsigned char>(c)) - 'a' + 10
+                        : -1;
+      if (d < 0) return false;
+      value = value * (hex ? 16 : 10) + static_cast<unsigned long>(d);
+    }
+    return value < 0x20 && value != '\t' && value != '\n' && value != '\r';
+  }
+};
+
 // A JUnit report read as a stream (expat): the document is never held whole, only the <testcase> being read and the
 // suites around it, so a report of any size is read in memory that grows with its outcomes alone (and each message is
 // bounded: bounded_error_message). <testsuite>s nest to any depth without recursion. A document declaring entities
@@ -249,12 +319,22 @@ class JunitStream {
     XML_SetCharacterDataHandler(parser_, &JunitStream::on_text);
     XML_SetEntityDeclHandler(parser_, &JunitStream::on_entity);
     bool parsed = true;
+    ControlCharacters controls;
+    std::string clean;
     auto read = read_file_in_pieces(report, [&](std::string_view piece) {
-      parsed = XML_Parse(parser_, piece.data(), static_cast<int>(piece.size()), XML_FALSE) == XML_STATUS_OK;
+      controls.clean(piece, clean);
+      parsed = XML_Parse(parser_, clean.data(), static_cast<int>(clean.size()), XML_FALSE) == XML_STATUS_OK;
       return parsed;
     });
     if (!read) return std::unexpected(read.error());
-    if (parsed) parsed = XML_Parse(parser_, nullptr, 0, XML_TRUE) == XML_STATUS_OK;
+    if (parsed) {
+      controls.finish(clean);
+      parsed = XML_Parse(parser_, clean.data(), static_cast<int>(clean.size()), XML_TRUE) == XML_STATUS_OK;
+    }
+    if (controls.count)
+      out_.warnings.push_back(name_ + ": " + std::to_string(controls.count) +
+                              " control character(s) XML does not allow, the first at line " +
+                              std::to_string(controls.first_line) + ", read as '?'");
     if (!stopped_.empty()) return fail(stopped_);
     if (!parsed)
       return fail(name_ + ":" + std::to_string(XML_GetCurrentLineNumber(parser_)) +
