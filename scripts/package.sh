@@ -69,11 +69,10 @@ mkdir -p "$stage/debian" "$pkg/DEBIAN"
 printf 'Source: spark\n\nPackage: spark\nArchitecture: any\n' > "$stage/debian/control"
 depends=$(cd "$stage" && dpkg-shlibdeps -O "$pkg/usr/bin/spark" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { say "dpkg-shlibdeps found no dependency of $binary"; exit 1; }
-# libgit2, libcurl and libpq are opened with dlopen when first needed (CMakeLists.txt, SPARK_STATIC_LIBS), so no
-# linker sees them: their sonames are in the binary, and the packages holding them here are its dependencies too.
-opened=$(strings "$binary" | grep -e '^libgit2\.so\.[0-9.]*$' -e '^libz\.so\.[0-9.]*$' -e '^libpq\.so\.[0-9.]*$' \
-           -e '^libcurl\.so\.[0-9.]*$' | sort -u)
-for soname in $opened; do
+# libgit2 (with zlib), libcurl and libpq are opened with dlopen when first needed (CMakeLists.txt, SPARK_STATIC_LIBS),
+# so no linker sees them: the build lists their sonames, and the packages holding them here are dependencies too.
+[ -s "$build/opened-libraries.txt" ] || { say "$build/opened-libraries.txt is missing: configure the build again"; exit 2; }
+for soname in $(cat "$build/opened-libraries.txt"); do
   file=$(ldconfig -p | sed -n "s|^[[:space:]]*$soname (.*) => ||p" | head -n 1)
   # By the file's name: with /lib merged into /usr/lib, dpkg may know the file under either folder.
   owner=$([ -n "$file" ] && dpkg -S "*/$(basename "$(readlink -f "$file")")" 2>/dev/null | head -n 1 | cut -d: -f1)
