@@ -43,7 +43,8 @@ TEST(package, the_deb_holds_the_binary_man_page_hooks_and_plugin_and_installs_ov
   ASSERT_EQ(fields.exit_code, 0) << fields.err;
   EXPECT_NE(fields.out.find("Package: spark\n"), std::string::npos) << fields.out;
   EXPECT_NE(fields.out.find("Version: " + version + "\n"), std::string::npos) << fields.out;
-  EXPECT_NE(fields.out.find("Depends: libc6 (>= "), std::string::npos) << fields.out;
+  EXPECT_NE(fields.out.find("Depends: "), std::string::npos) << fields.out;
+  EXPECT_NE(fields.out.find("libc6 (>= "), std::string::npos) << fields.out;  // a sanitizer build links more
   for (const char* opened : {"libgit2", "libcurl", "libpq"})  // opened with dlopen: no linker names them
     EXPECT_NE(fields.out.find(opened), std::string::npos) << opened << "\n" << fields.out;
   // Its files, and a binary that runs from them.
