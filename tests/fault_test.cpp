@@ -1365,7 +1365,8 @@ TEST(fault_postgres, a_case_deleted_on_the_server_rebuilds_the_local_index_with_
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("rebuilt it over 19 case(s)"), std::string::npos) << r.err;
-  for (const auto& c : json::parse(r.out)["retrieved"]) EXPECT_NE(c["id"], gone) << r.out;
+  const json localized = json::parse(r.out);  // kept: a range-for over a temporary's member would read freed memory
+  for (const auto& c : localized["retrieved"]) EXPECT_NE(c["id"], gone) << r.out;
 }
 
 TEST(fault_postgres, concurrent_copies_into_one_empty_server_store_fill_it_once_and_the_others_say_why_not) {
