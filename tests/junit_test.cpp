@@ -172,6 +172,18 @@ TEST(junit, a_character_xml_does_not_allow_is_an_error_naming_its_line) {
   }
 }
 
+TEST(junit, a_lone_carriage_return_ends_a_line_of_the_report_as_xml_says) {
+  // Found by the junit fuzz target: a report's lines are counted as XML counts them, so the line an outcome names
+  // is the one an editor that reads XML shows.
+  TempDir dir;
+  write_file(dir / "tests" / "test_x.py", "def test_a():\n    assert False\n");
+  write_file(dir / "r.xml", "<testsuite>\r\r<testcase classname=\"tests.test_x\" name=\"test_a\"/>\r\n</testsuite>\n");
+  auto r = read_junit(dir / "r.xml", dir.path());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcomes.size(), 1u);
+  EXPECT_EQ(r->outcomes[0].report_line, 3);
+}
+
 TEST(junit, control_characters_xml_does_not_allow_are_read_as_question_marks_with_a_warning) {
   // A runner that writes its terminal's colour codes raw (ESC) or a NUL into the report: the report is read.
   TempDir dir;
