@@ -107,10 +107,9 @@ def _run_spark(config, report):
 
 
 def _printable(text):
-    # Test code and messages are untrusted: control characters are shown escaped, never sent to the terminal.
-    return "".join(c if c >= " " or c == "\t" else "\\x%02x" % ord(c) for c in str(text)).replace("\x7f", "\\x7f")
-
-
+    # Test code and messages are untrusted: control characters (C0, DEL, C1) are shown escaped, never sent to the
+    # terminal.
+    return "".join("\\x%02x" % ord(c) if c != "\t" and (c < " " or "\x7f" <= c <= "\x9f") else c for c in str(text))
 
 
 @pytest.hookimpl(trylast=True)
