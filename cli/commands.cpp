@@ -71,13 +71,17 @@ std::string local_folder(const Common& common) {
 }
 
 // Writes a command's result to `path` atomically, or to standard output when `path` is empty; the exit code.
+bool write_stdout(std::string_view text) {
+  const size_t written = std::fwrite(text.data(), 1, text.size(), stdout);
+  return std::fflush(stdout) == 0 && written == text.size() && !std::ferror(stdout);
+}
+
 int write_output(const std::string& path, const std::string& text) {
   if (!path.empty() && path != "-") {
     if (auto w = write_file_atomic(path, text); !w) return report_error(w.error());
     return 0;
   }
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : report_error(Error{"cannot write to standard output"});
+  return write_stdout(text) ? 0 : report_error(Error{"cannot write to standard output"});
 }
 
 namespace {
@@ -292,7 +296,7 @@ int cmd_export(const Common& common, const ExportArgs& args) {
     }
     out += '\n';
     if (args.output.empty() && out.size() > (1u << 20)) {
-      std::fwrite(out.data(), 1, out.size(), stdout);
+      if (!write_stdout(out)) return fail("cannot write to standard output");
       out.clear();
     }
     return {};
@@ -304,10 +308,7 @@ int cmd_export(const Common& common, const ExportArgs& args) {
     note("redacted " + std::to_string(redacted) + " secret(s) in " + std::to_string(cases) + " case(s)" +
          (rules.empty() ? "" : " (" + rules + ")"));
   }
-  if (args.output.empty()) {
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    return std::fflush(stdout) == 0 ? 0 : report_error(Error{"cannot write to standard output"});
-  }
+  if (args.output.empty()) return write_output("", out);
   if (auto w = write_file_atomic(args.output, out); !w) return report_error(w.error());
   return 0;
 }
@@ -581,8 +582,7 @@ Status common_from_config(const Config& config, Common& common) {
 
 int cmd_config(const Config& config) {
   const std::string out = terminal_lines(config.describe());  // values from a .spark.toml the repository holds
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  return write_output("", out);
 }
 
 Status localize_from_config(const Config& config, LocalizeArgs& args) {
@@ -907,8 +907,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
     std::fprintf(stderr, "spark: error: --require-llm: the LLM could not be used (see above)\n");
     return 1;
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  if (std::fflush(stdout) != 0) return 1;
+  if (!write_stdout(out)) return report_error(Error{"cannot write to standard output"});
   return status;
 }
 

@@ -212,6 +212,10 @@ struct KbArgs {
 };
 int cmd_kb(const Common& common, const KbArgs& args);
 int write_output(const std::string& path, const std::string& text);
+// Writes `text` to standard output; false when any of it could not be written (a full disk, a file-size limit, a
+// closed pipe), fwrite's short count and the stream's error flag both read: a large write bypasses the buffer, so
+// fflush alone does not see its failure.
+bool write_stdout(std::string_view text);
 
 // Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.
 // The corpus format's `language` for a test file given on the command line: from its extension ("other" for an
