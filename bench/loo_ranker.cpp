@@ -7,7 +7,9 @@
 // the in-sample weights (what `spark index` learns from everything) are reported beside them.
 //
 //   build/bench/spark_loo [--objective pointwise|pairwise|gated] [--lambda-passes N] [--r N] [--ablate] CASES.jsonl...
-//                         [--query-form OTHER.jsonl...]
+//                         [--query-form OTHER.jsonl...] [--common-with OTHER.jsonl...]
+// --common-with: only the cases whose id the other files hold too (training and tables), so that two forms of one
+// corpus are compared on the same cases (dev-tblong lacks one of dev's 498).
 // --query-form: the same failures in another form (../shared/data/dev-tblong beside ../shared/data/dev): the
 // knowledge base and the ranker's training hold the first files' cases; each held-out case is queried with its error
 // message from the other files (matched by id; cases without one are left out of the tables).
@@ -86,8 +88,8 @@ int main(int argc, char** argv) {
   TrainingOptions training;
   bool ablate = false;
   size_t r_option = 1;
-  std::vector<std::string> files, query_files;
-  bool query_form_files = false;
+  std::vector<std::string> files, query_files, common_files;
+  std::vector<std::string>* into = &files;  // where the next file name goes
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--objective" && i + 1 < argc) {
@@ -100,15 +102,17 @@ int main(int argc, char** argv) {
     } else if (a == "--ablate") {
       ablate = true;
     } else if (a == "--query-form") {
-      query_form_files = true;  // the files after it
+      into = &query_files;  // the files after it
+    } else if (a == "--common-with") {
+      into = &common_files;
     } else {
-      (query_form_files ? query_files : files).push_back(a);
+      into->push_back(a);
     }
   }
   if (files.empty()) {
     std::fprintf(stderr,
                  "usage: spark_loo [--objective pointwise|pairwise] [--ablate] CASES.jsonl... [--query-form "
-                 "OTHER.jsonl...]\n");
+                 "OTHER.jsonl...] [--common-with OTHER.jsonl...]\n");
     return 2;
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -119,6 +123,26 @@ int main(int argc, char** argv) {
   if (auto s = read_corpora(files, cases, origins); !s) {
     std::fprintf(stderr, "spark_loo: %s\n", s.error().message.c_str());
     return 1;
+  }
+  if (!common_files.empty()) {  // the cases whose id the other corpus has too, in training and in the tables
+    std::vector<Case> other;
+    std::vector<CaseOrigin> other_origins;
+    if (auto s = read_corpora(common_files, other, other_origins); !s) {
+      std::fprintf(stderr, "spark_loo: %s\n", s.error().message.c_str());
+      return 1;
+    }
+    std::set<std::string> ids;
+    for (const auto& c : other) ids.insert(c.id);
+    std::vector<Case> kept;
+    std::vector<CaseOrigin> kept_origins;
+    for (size_t i = 0; i < cases.size(); ++i)
+      if (ids.contains(cases[i].id)) {
+        kept.push_back(std::move(cases[i]));
+        kept_origins.push_back(std::move(origins[i]));
+      }
+    std::fprintf(stderr, "spark_loo: %zu of %zu cases are in the other corpus too\n", kept.size(), cases.size());
+    cases = std::move(kept);
+    origins = std::move(kept_origins);
   }
   std::map<std::string, std::string> query_form;  // case id -> its error message in the other form
   if (!query_files.empty()) {
