@@ -123,8 +123,10 @@ void scope_conftests(QueryView& v) {
   std::vector<QueryView::File*> conftests;
   for (auto& f : v.files) {
     if (f.structure->language != Language::python) continue;
-    if (f.scope.found && !own) own = &f;
-    else if (std::filesystem::path(f.source->path).filename() == "conftest.py") conftests.push_back(&f);
+    if (f.scope.found && !own)
+      own = &f;
+    else if (std::filesystem::path(f.source->path).filename() == "conftest.py")
+      conftests.push_back(&f);
   }
   if (!own || conftests.empty()) return;
   std::vector<CodeFile> views;
@@ -140,7 +142,7 @@ void scope_conftests(QueryView& v) {
     c->scope.role.assign(static_cast<size_t>(s.line_count), ScopeRole::outside);
     for (int l = 1; l <= s.line_count; ++l) {
       const auto li = static_cast<size_t>(l - 1);
-      c->scope.role[li] = s.function[li] == 0 ? ScopeRole::module
+      c->scope.role[li] = s.function[li] == 0      ? ScopeRole::module
                           : it->second.contains(l) ? ScopeRole::support
                                                    : ScopeRole::outside;
     }
@@ -156,8 +158,10 @@ void scope_helpers(QueryView& v) {
   std::vector<QueryView::File*> helpers;
   for (auto& f : v.files) {
     if (f.structure->language != Language::python) continue;
-    if (f.scope.found && f.scope.function_end > 0 && !own) own = &f;
-    else if (!f.scope.found) helpers.push_back(&f);
+    if (f.scope.found && f.scope.function_end > 0 && !own)
+      own = &f;
+    else if (!f.scope.found)
+      helpers.push_back(&f);
   }
   if (!own || helpers.empty()) return;
   std::set<std::string> wanted;
@@ -334,147 +338,154 @@ bool is_assertion(std::string_view text) {
 
 }  // namespace
 
-void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faulty,
-                      const std::vector<double>& case_similarity, double epsilon, const KindPrior& prior,
-                      std::string_view full_error_message) {
-  const std::string error_message = v.failure.empty() ? failure_text(full_error_message) : v.failure;
-  const auto err_tokens = error_tokens(error_message);
-  v.form = parse_failure_form(error_message);
-  const ValueMatcher value_match(v.form);
-  if (!v.frames.empty())
-    for (const auto& f : v.files)
-      v.raised_in_test = v.raised_in_test || same_file(v.frames.back().path, f.source->path);
-  // Frames inside the test files (other than the stopping one).
-  std::set<std::pair<size_t, int>> frame_lines;
+namespace {
+
+// What the error message says about where execution went, read once per query.
+struct FailurePath {
+  std::set<std::pair<size_t, int>> frame_lines;  // (file, line) of every frame inside the test files
+  std::vector<std::vector<int>> ordinal;         // statement ordinal per line, per file
+  int stop_stmt_first = 0;                       // first line of the failing statement
+  std::map<int, int> slice;  // statement first line → hops back from the failing statement, in the stopping file
+  // In each function a frame passes through, the frame's line is where execution was when the test failed: lines
+  // after it never ran, lines before it ran most recently. Keyed by (file, function def line) -> frame line.
+  std::map<std::pair<size_t, int>, int> frame_in_function;
+};
+
+FailurePath failure_path(const QueryView& v) {
+  FailurePath p;
   for (const auto& fr : v.frames)
     for (size_t i = 0; i < v.files.size(); ++i)
-      if (same_file(fr.path, v.files[i].source->path)) frame_lines.insert({i, fr.line});
-
-  // Statement ordinal per line, to measure distance in statements from the stopping line.
-  std::vector<std::vector<int>> ordinal(v.files.size());
+      if (same_file(fr.path, v.files[i].source->path)) p.frame_lines.insert({i, fr.line});
+  p.ordinal.resize(v.files.size());
   for (size_t i = 0; i < v.files.size(); ++i) {
     const auto& s = *v.files[i].structure;
-    ordinal[i].assign(static_cast<size_t>(s.line_count) + 1, 0);
+    p.ordinal[i].assign(static_cast<size_t>(s.line_count) + 1, 0);
     int n = 0, prev = -1;
     for (int l = 1; l <= s.line_count; ++l) {
       const int st = s.statement[static_cast<size_t>(l - 1)];
       if (st != 0 && st != prev && s.kind[static_cast<size_t>(l - 1)] != "comment") ++n;
       if (st != 0) prev = st;
-      ordinal[i][static_cast<size_t>(l)] = n;
+      p.ordinal[i][static_cast<size_t>(l)] = n;
     }
   }
-  int stop_stmt_first = 0;
-  std::map<int, int> slice;  // statement first line → hops back from the failing statement, in the stopping file
   if (v.stop_file >= 0) {
     const auto& stop = v.files[static_cast<size_t>(v.stop_file)];
-    stop_stmt_first = stop.structure->statement_span(v.stop_line).first;
-    slice = backward_slice(*stop.structure, stop.lines, v.stop_line,
-                           stop.scope.found ? stop.scope.role : std::vector<ScopeRole>{});
+    p.stop_stmt_first = stop.structure->statement_span(v.stop_line).first;
+    p.slice = backward_slice(*stop.structure, stop.lines, v.stop_line,
+                             stop.scope.found ? stop.scope.role : std::vector<ScopeRole>{});
   }
-  // In each function a frame passes through, the frame's line is where execution was when the test failed: lines
-  // after it never ran, lines before it ran most recently. Keyed by (file, function def line) -> frame line.
-  std::map<std::pair<size_t, int>, int> frame_in_function;
-  for (const auto& [file, line] : frame_lines) {
+  for (const auto& [file, line] : p.frame_lines) {
     const auto& s = *v.files[file].structure;
     if (line < 1 || line > s.line_count) continue;
     const int fn = s.function[static_cast<size_t>(line - 1)];
     if (fn == 0) continue;
-    auto [it, inserted] = frame_in_function.emplace(std::make_pair(file, fn), line);
+    auto [it, inserted] = p.frame_in_function.emplace(std::make_pair(file, fn), line);
     if (!inserted) it->second = std::max(it->second, line);
   }
+  return p;
+}
 
-  for (auto& ql : v.lines) {
-    FeatureVector& x = ql.x;
-    x.fill(0.0);
-    x[kBias] = 1.0;
-    const auto& file = v.files[ql.file];
-    const auto& s = *file.structure;
-    const auto li = static_cast<size_t>(ql.line - 1);
-
-    // Annotation (the paper's w(l) = min distance) and graded resemblance, each weighted by case similarity.
-    const PreparedLine me(ql.text);
-    for (size_t j = 0; j < faulty.size(); ++j) {
-      const double d = normalized_levenshtein_bounded(me, faulty[j].prepared, 0.5);
-      if (d < ql.best_distance) {
-        ql.best_distance = d;
-        ql.best_match = static_cast<int>(j);
-      }
-      const double sim = std::max(0.0, case_similarity[faulty[j].case_index]);
-      if (d <= epsilon) x[kAnnotated] = std::max(x[kAnnotated], sim);
-      if (d <= 0.5) x[kResembles] = std::max(x[kResembles], sim * (1.0 - d / 0.5));
-      if (d <= 0.5 && !v.test_id.empty() && faulty[j].test_id == v.test_id)
-        x[kSameTest] = std::max(x[kSameTest], sim * (1.0 - d / 0.5));
-      if (d <= 0.5 && faulty[j].outside_test) x[kOutsideTest] = std::max(x[kOutsideTest], sim * (1.0 - d / 0.5));
+// The paper's annotation: w(l) = min over the retrieved faulty lines of the normalized Levenshtein distance, and the
+// ε test (annotated when w(l) ≤ ε); beside it the graded resemblance the ranker weighs, each weighted by the
+// similarity of the case the faulty line comes from.
+void annotation_features(QueryLine& ql, const std::vector<RetrievedFaultyLine>& faulty,
+                         const std::vector<double>& case_similarity, double epsilon, const std::string& test_id) {
+  FeatureVector& x = ql.x;
+  const PreparedLine me(ql.text);
+  for (size_t j = 0; j < faulty.size(); ++j) {
+    const double d = normalized_levenshtein_bounded(me, faulty[j].prepared, kResemblanceRadius);
+    if (d < ql.best_distance) {
+      ql.best_distance = d;
+      ql.best_match = static_cast<int>(j);
     }
+    const double sim = std::max(0.0, case_similarity[faulty[j].case_index]);
+    if (d <= epsilon) x[kAnnotated] = std::max(x[kAnnotated], sim);
+    if (d > kResemblanceRadius) continue;
+    const double resemblance = sim * (1.0 - d / kResemblanceRadius);
+    x[kResembles] = std::max(x[kResembles], resemblance);
+    if (!test_id.empty() && faulty[j].test_id == test_id) x[kSameTest] = std::max(x[kSameTest], resemblance);
+    if (faulty[j].outside_test) x[kOutsideTest] = std::max(x[kOutsideTest], resemblance);
+  }
+}
 
-    // Traceback.
-    const bool at_stop =
-        v.stop_file == static_cast<int>(ql.file) && s.statement[li] != 0 && s.statement[li] == stop_stmt_first;
-    if (frame_lines.contains({ql.file, ql.line})) x[kNamedLine] = 1.0;
-    if (at_stop)
-      x[kTracebackLine] = 1.0;
-    else if (frame_lines.contains({ql.file, ql.line}))
-      x[kTracebackFrame] = 1.0;
-    if (auto it = frame_in_function.find({ql.file, s.function[li]});
-        it != frame_in_function.end() && s.statement[li] != 0) {
-      const int frame_line = it->second;
-      const auto [first, last] = s.statement_span(frame_line);
-      if (ql.line > last) {
-        x[kNotReached] = 1.0;
-      } else if (ql.line < first) {
-        const int delta =
-            ordinal[ql.file][static_cast<size_t>(frame_line)] - ordinal[ql.file][static_cast<size_t>(ql.line)];
-        x[kNearFailure] = std::exp(-std::max(0, delta) / 3.0);
-      }
-    }
-
-    // Static scope of the failing test.
-    const ScopeRole role = file.scope.found ? file.scope.role[li] : ScopeRole::module;
-    x[kOwnBody] = role == ScopeRole::own ? 1.0 : 0.0;
-    x[kSupport] = role == ScopeRole::support ? 1.0 : 0.0;
-    x[kModuleLevel] = role == ScopeRole::module ? 1.0 : 0.0;
-
-    x[kKindPrior] = prior.get(kind_key(s.language, s.kind[li]));
-    if (v.stop_file == static_cast<int>(ql.file) && s.statement[li] != 0)
-      if (auto it = slice.find(s.statement[li]); it != slice.end()) x[kSlice] = 1.0 / it->second;
-
-    x[kValueMatch] = value_match(ql.text);
-    x[kNameMatch] = uses_name(ql.text, v.form.names) ? 1.0 : 0.0;
-
-    const auto toks = line_tokens(ql.text);
-    if (!toks.empty() && !err_tokens.empty()) {
-      size_t hit = 0;
-      for (auto t : toks) hit += err_tokens.contains(std::string(t)) ? 1 : 0;
-      x[kErrorOverlap] = static_cast<double>(hit) / static_cast<double>(toks.size());
+// Where the line stands against the traceback: the failing statement, another frame, not reached, or shortly before.
+void traceback_features(QueryLine& ql, const QueryView& v, const FailurePath& p) {
+  FeatureVector& x = ql.x;
+  const auto& s = *v.files[ql.file].structure;
+  const auto li = static_cast<size_t>(ql.line - 1);
+  const bool at_stop =
+      v.stop_file == static_cast<int>(ql.file) && s.statement[li] != 0 && s.statement[li] == p.stop_stmt_first;
+  const bool named = p.frame_lines.contains({ql.file, ql.line});
+  if (named) x[kNamedLine] = 1.0;
+  if (at_stop)
+    x[kTracebackLine] = 1.0;
+  else if (named)
+    x[kTracebackFrame] = 1.0;
+  if (auto it = p.frame_in_function.find({ql.file, s.function[li]});
+      it != p.frame_in_function.end() && s.statement[li] != 0) {
+    const int frame_line = it->second;
+    const auto [first, last] = s.statement_span(frame_line);
+    if (ql.line > last) {
+      x[kNotReached] = 1.0;
+    } else if (ql.line < first) {
+      const int delta =
+          p.ordinal[ql.file][static_cast<size_t>(frame_line)] - p.ordinal[ql.file][static_cast<size_t>(ql.line)];
+      x[kNearFailure] = std::exp(-std::max(0, delta) / kNearFailureDecay);
     }
   }
+  if (v.stop_file == static_cast<int>(ql.file) && s.statement[li] != 0)
+    if (auto it = p.slice.find(s.statement[li]); it != p.slice.end()) x[kSlice] = 1.0 / it->second;
+}
 
-  // The gate's inputs: the failure's form, and the evidence on the failing statement against the best elsewhere.
+// The line's place in the failing test's static scope, its statement kind, and what it shares with the error's text.
+void scope_and_text_features(QueryLine& ql, const QueryView& v, const KindPrior& prior, const ValueMatcher& value_match,
+                             const std::unordered_set<std::string>& err_tokens) {
+  FeatureVector& x = ql.x;
+  const auto& file = v.files[ql.file];
+  const auto& s = *file.structure;
+  const auto li = static_cast<size_t>(ql.line - 1);
+  const ScopeRole role = file.scope.found ? file.scope.role[li] : ScopeRole::module;
+  x[kOwnBody] = role == ScopeRole::own ? 1.0 : 0.0;
+  x[kSupport] = role == ScopeRole::support ? 1.0 : 0.0;
+  x[kModuleLevel] = role == ScopeRole::module ? 1.0 : 0.0;
+  x[kKindPrior] = prior.get(kind_key(s.language, s.kind[li]));
+  x[kValueMatch] = value_match(ql.text);
+  x[kNameMatch] = uses_name(ql.text, v.form.names) ? 1.0 : 0.0;
+  const auto toks = line_tokens(ql.text);
+  if (!toks.empty() && !err_tokens.empty()) {
+    size_t hit = 0;
+    for (auto t : toks) hit += err_tokens.contains(std::string(t)) ? 1 : 0;
+    x[kErrorOverlap] = static_cast<double>(hit) / static_cast<double>(toks.size());
+  }
+}
+
+double exception_input(ExceptionGroup group, GateFeature f) {
+  switch (group) {
+    case ExceptionGroup::assertion:
+      return f == kGateAssertion;
+    case ExceptionGroup::type:
+      return f == kGateType;
+    case ExceptionGroup::name:
+      return f == kGateName;
+    case ExceptionGroup::lookup:
+      return f == kGateLookup;
+    case ExceptionGroup::value:
+      return f == kGateValue;
+    default:
+      return 0.0;
+  }
+}
+
+// The gate's inputs: the failure's form, and the evidence on the failing statement against the best elsewhere.
+void gate_inputs(QueryView& v) {
   v.gate.fill(0.0);
   v.has_stop = false;
   for (const auto& ql : v.lines) v.has_stop = v.has_stop || ql.x[kTracebackLine] > 0;
   if (!v.has_stop) return;
   GateVector& g = v.gate;
   g[kGateBias] = 1.0;
-  switch (v.form.group) {
-    case ExceptionGroup::assertion:
-      g[kGateAssertion] = 1.0;
-      break;
-    case ExceptionGroup::type:
-      g[kGateType] = 1.0;
-      break;
-    case ExceptionGroup::name:
-      g[kGateName] = 1.0;
-      break;
-    case ExceptionGroup::lookup:
-      g[kGateLookup] = 1.0;
-      break;
-    case ExceptionGroup::value:
-      g[kGateValue] = 1.0;
-      break;
-    default:
-      break;
-  }
+  for (GateFeature f : {kGateAssertion, kGateType, kGateName, kGateLookup, kGateValue})
+    g[f] = exception_input(v.form.group, f);
   g[kGateRaisedInTest] = v.raised_in_test ? 1.0 : 0.0;
   g[kGateGenericCheck] = v.form.generic_check ? 1.0 : 0.0;
   for (const auto& ql : v.lines) {
@@ -494,6 +505,29 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
       g[kGateOtherAnnotated] = std::max(g[kGateOtherAnnotated], resemble);
     }
   }
+}
+
+}  // namespace
+
+void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faulty,
+                      const std::vector<double>& case_similarity, double epsilon, const KindPrior& prior,
+                      std::string_view full_error_message) {
+  const std::string error_message = v.failure.empty() ? failure_text(full_error_message) : v.failure;
+  const auto err_tokens = error_tokens(error_message);
+  v.form = parse_failure_form(error_message);
+  const ValueMatcher value_match(v.form);
+  if (!v.frames.empty())
+    for (const auto& f : v.files)
+      v.raised_in_test = v.raised_in_test || same_file(v.frames.back().path, f.source->path);
+  const FailurePath path = failure_path(v);
+  for (auto& ql : v.lines) {
+    ql.x.fill(0.0);
+    ql.x[kBias] = 1.0;
+    annotation_features(ql, faulty, case_similarity, epsilon, v.test_id);
+    traceback_features(ql, v, path);
+    scope_and_text_features(ql, v, prior, value_match, err_tokens);
+  }
+  gate_inputs(v);
 }
 
 }  // namespace spark

@@ -33,14 +33,22 @@ struct RetrievedFaultyLine {
 // each lies outside the case's own test function (found by its `def` line and indentation, without parsing).
 void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out);
 
+// Beyond this normalized Levenshtein distance a query line does not resemble a retrieved faulty line at all: the
+// graded resemblance 1 - d/radius falls from 1 (the same line) to 0 here. Half the characters differ at 0.5: past it,
+// two lines of one test file share little more than their indentation and punctuation.
+inline constexpr double kResemblanceRadius = 0.5;
+// kNearFailure decays as exp(-Δ/kNearFailureDecay) over the Δ statements between a line and where execution stopped:
+// a value is most often set within a few statements of the check that reads it.
+inline constexpr double kNearFailureDecay = 3.0;
+
 enum Feature : size_t {
   kBias,
   kAnnotated,       // within ε of a retrieved faulty line, weighted by that case's similarity
-  kResembles,       // graded resemblance 1 - d/0.5 to a retrieved faulty line, weighted by similarity
+  kResembles,       // graded resemblance 1 - d/kResemblanceRadius to a retrieved faulty line, weighted by similarity
   kTracebackLine,   // the deepest traceback frame in the test files (where the test stopped)
   kTracebackFrame,  // another traceback frame in the test files (a helper or fixture on the way)
   kNotReached,      // in the failing test after the line where it stopped: never executed
-  kNearFailure,     // statements before the stopping line, decaying with distance: exp(-Δ/3)
+  kNearFailure,     // statements before the stopping line, decaying with distance: exp(-Δ/kNearFailureDecay)
   kOwnBody,         // the failing test function's own lines
   kSupport,         // set-up, fixtures and helpers the test uses
   kModuleLevel,     // module-level and class-body lines

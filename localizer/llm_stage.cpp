@@ -73,21 +73,7 @@ std::vector<RankedElement> merge_answer(const Case& query, const Prompt& prompt,
   return out;
 }
 
-std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries, LocalizeOptions options,
-                                                const std::function<void(size_t, size_t)>& progress) {
-  const size_t k = options.k;
-  options.retrieval = mode_retrieval(options_.mode);
-  // A prompt is built for the LLM modes when it is sent or shown; the builtin mode has none.
-  const bool want_prompt = options_.mode != Mode::builtin && (client_ || options_.keep_prompt);
-  const bool ask = want_prompt && client_;
-  if (want_prompt) options.k = 2 * k + 2;  // the built-in ranking to fill from
-  std::vector<Result<Localization>> results;
-  std::vector<Prompt> prompts(queries.size());
-  // Requests go out while later failures are still being retrieved and annotated.
-  std::optional<RequestPool> pool;
-  if (ask) pool.emplace(*client_, queries.size(), progress);
-  size_t asked = 0;
-  std::vector<size_t> request_of(queries.size(), static_cast<size_t>(-1));
+PromptOptions LlmStage::prompt_options(size_t k) const {
   PromptOptions popts;
   popts.mode = options_.mode;
   popts.k = k;
@@ -100,28 +86,123 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
     popts.context_tokens = client_->options().context_tokens;
     popts.answer_tokens = static_cast<size_t>(std::max(1, client_->options().max_tokens));
   }
-  for (size_t i = 0; i < queries.size(); ++i) {
+  return popts;
+}
+
+Result<Prompt> LlmStage::build_prompt_for(const Case& query, const Localization& loc, PromptOptions& popts) {
+  std::optional<Case> similar;
+  if (options_.mode == Mode::naive_rag && !loc.retrieved.empty() && localizer_.knowledge_base()) {
+    auto c = localizer_.knowledge_base()->load(loc.retrieved.front().rowid);
+    if (!c) return std::unexpected(c.error());
+    similar = std::move(*c);
+  }
+  QueryView view = make_query_view(query, cache_);
+  if (options_.mode == Mode::hybrid) {
+    popts.ranker_top.clear();
+    for (const auto& e : loc.ranked)
+      if (popts.ranker_top.size() < popts.k) popts.ranker_top.push_back({e.path, e.line});
+  }
+  return build_prompt(query, view, loc.annotations, loc.retrieved, similar ? &*similar : nullptr, cache_, popts);
+}
+
+namespace {
+
+// The report of a prompt, before any answer.
+LlmReport prompt_report(const Prompt& p, Mode mode, const LlmClient* client, bool keep_prompt) {
+  LlmReport r;
+  r.mode = std::string(mode_name(mode));
+  if (client) {
+    r.model = client->options().model;
+    r.endpoint = client->endpoint();
+  }
+  r.shown_lines = p.shown_lines;
+  r.total_lines = p.total_lines;
+  r.truncated = p.truncated;
+  r.redactions = p.redactions;
+  if (keep_prompt) r.prompt = p.text;
+  r.prompt_tokens = p.estimated_tokens;
+  return r;
+}
+
+// The model's answer read against its prompt: the ids it names, or the code of shown lines it quotes instead.
+ParsedAnswer read_answer(const ChatAnswer& a, const Prompt& p, const Case& query) {
+  std::unordered_map<std::string, int> id_by_code;
+  for (size_t id = 1; id < p.elements.size(); ++id) {
+    if (!p.shown[id]) continue;
+    for (const auto& f : query.files)
+      if (f.path == p.elements[id].path) {
+        const auto lines = split_lines(f.content);
+        id_by_code.emplace(std::string(trim(lines[static_cast<size_t>(p.elements[id].line - 1)])),
+                           static_cast<int>(id));
+      }
+  }
+  return parse_answer(
+      a.content, p.max_element_id,
+      [&](int id) { return static_cast<size_t>(id) < p.shown.size() && p.shown[static_cast<size_t>(id)]; },
+      [&](std::string_view code) -> std::optional<int> {
+        auto it = id_by_code.find(std::string(code));
+        return it == id_by_code.end() ? std::nullopt : std::optional<int>(it->second);
+      });
+}
+
+}  // namespace
+
+void LlmStage::use_answer(const Case& query, const Prompt& p, const ChatAnswer& a, Level level, size_t k,
+                          Localization& loc, LlmReport& r) {
+  r.prompt_tokens = a.prompt_tokens;
+  r.completion_tokens = a.completion_tokens;
+  r.usage_reported = a.usage_reported;
+  r.seconds = a.seconds;
+  r.attempts = a.attempts;
+  r.structured = a.structured;
+  r.cached = a.cached;
+  r.raw_answer = a.content;
+  for (const auto& n : a.notes) loc.notes.push_back("LLM: " + n);
+  const ParsedAnswer parsed = read_answer(a, p, query);
+  r.answer_format = parsed.format;
+  r.out_of_range = parsed.out_of_range;
+  r.duplicates = parsed.duplicates;
+  r.not_code = parsed.not_code;
+  loc.ranked = merge_answer(query, p, parsed, loc.ranked, level, k, cache_);
+  for (const auto& e : loc.ranked) (e.source == "llm" ? r.from_llm : r.filled)++;
+  r.used = r.from_llm > 0;
+  if (!r.used) r.error = "the answer named no usable " + std::string(level_name(level)) + " id";
+  if (!r.used)
+    loc.notes.push_back("the LLM could not be used (" + r.error + "): ranked by spark's built-in ranker");
+  else if (r.filled > 0)
+    loc.notes.push_back(
+        "the LLM's answer gave " + std::to_string(r.from_llm) + " usable id(s) of " + std::to_string(k) + "; " +
+        std::to_string(r.filled) + " filled in from the built-in ranker" +
+        (parsed.out_of_range ? " (" + std::to_string(parsed.out_of_range) + " out of range dropped)" : ""));
+  loc.ranker = r.used ? "llm " + r.model + " (" + r.mode + " mode)" : loc.ranker;
+}
+
+// L = LLM(τ', k) for every query: build_prompts (localize, then the mode's prompt; each request goes out as soon as
+// its prompt is built, while later failures are still being retrieved and annotated), ask (the pool's answers), and
+// read_answers (each answer parsed and merged with the built-in ranking).
+std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries, LocalizeOptions options,
+                                                const std::function<void(size_t, size_t)>& progress) {
+  const size_t k = options.k;
+  options.retrieval = mode_retrieval(options_.mode);
+  // A prompt is built for the LLM modes when it is sent or shown; the builtin mode has none.
+  const bool want_prompt = options_.mode != Mode::builtin && (client_ || options_.keep_prompt);
+  const bool ask = want_prompt && client_;
+  // The built-in ranking merge_answer fills from is 2k + 2 long; k would do (each usable id the model gives takes at
+  // most one of its elements), the rest is margin.
+  if (want_prompt) options.k = 2 * k + 2;
+  std::vector<Result<Localization>> results;
+  std::vector<Prompt> prompts(queries.size());
+  std::optional<RequestPool> pool;
+  if (ask) pool.emplace(*client_, queries.size(), progress);
+  size_t asked = 0;
+  std::vector<size_t> request_of(queries.size(), static_cast<size_t>(-1));
+  PromptOptions popts = prompt_options(k);
+  for (size_t i = 0; i < queries.size(); ++i) {  // build_prompts
     LocalizeOptions lq = options;
     if (options_.ranker_for) lq.ranker = options_.ranker_for(queries[i]);
     auto loc = localizer_.localize(queries[i], lq);
     if (loc && want_prompt) {
-      std::optional<Case> similar;
-      if (options_.mode == Mode::naive_rag && !loc->retrieved.empty() && localizer_.knowledge_base()) {
-        auto c = localizer_.knowledge_base()->load(loc->retrieved.front().rowid);
-        if (!c) {
-          results.push_back(std::unexpected(c.error()));
-          continue;
-        }
-        similar = std::move(*c);
-      }
-      QueryView view = make_query_view(queries[i], cache_);
-      if (options_.mode == Mode::hybrid) {
-        popts.ranker_top.clear();
-        for (const auto& e : loc->ranked)
-          if (popts.ranker_top.size() < k) popts.ranker_top.push_back({e.path, e.line});
-      }
-      auto p = build_prompt(queries[i], view, loc->annotations, loc->retrieved, similar ? &*similar : nullptr, cache_,
-                            popts);
+      auto p = build_prompt_for(queries[i], *loc, popts);
       if (!p) {
         results.push_back(std::unexpected(p.error()));
         continue;
@@ -134,72 +215,17 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
     }
     results.push_back(std::move(loc));
   }
-  std::vector<Result<ChatAnswer>> answers;
+  std::vector<Result<ChatAnswer>> answers;  // ask
   if (pool) answers = pool->finish();
-
-  for (size_t i = 0; i < queries.size(); ++i) {
+  for (size_t i = 0; i < queries.size(); ++i) {  // read_answers
     if (!results[i]) continue;
     Localization& loc = *results[i];
-    const Prompt& p = prompts[i];
     if (want_prompt) {
-      LlmReport r;
-      r.mode = std::string(mode_name(options_.mode));
-      if (client_) {
-        r.model = client_->options().model;
-        r.endpoint = client_->endpoint();
-      }
-      r.shown_lines = p.shown_lines;
-      r.total_lines = p.total_lines;
-      r.truncated = p.truncated;
-      r.redactions = p.redactions;
-      if (options_.keep_prompt) r.prompt = p.text;
-      r.prompt_tokens = p.estimated_tokens;
-      for (const auto& n : p.notes) loc.notes.push_back(n);
+      LlmReport r = prompt_report(prompts[i], options_.mode, client_, options_.keep_prompt);
+      for (const auto& n : prompts[i].notes) loc.notes.push_back(n);
       if (request_of[i] != static_cast<size_t>(-1)) {
-        auto& a = answers[request_of[i]];
-        if (a) {
-          r.prompt_tokens = a->prompt_tokens;
-          r.completion_tokens = a->completion_tokens;
-          r.usage_reported = a->usage_reported;
-          r.seconds = a->seconds;
-          r.attempts = a->attempts;
-          r.structured = a->structured;
-          r.cached = a->cached;
-          r.raw_answer = a->content;
-          for (const auto& n : a->notes) loc.notes.push_back("LLM: " + n);
-          std::unordered_map<std::string, int> id_by_code;
-          for (size_t id = 1; id < p.elements.size(); ++id) {
-            if (!p.shown[id]) continue;
-            for (const auto& f : queries[i].files)
-              if (f.path == p.elements[id].path) {
-                const auto lines = split_lines(f.content);
-                id_by_code.emplace(std::string(trim(lines[static_cast<size_t>(p.elements[id].line - 1)])),
-                                   static_cast<int>(id));
-              }
-          }
-          const ParsedAnswer parsed = parse_answer(
-              a->content, p.max_element_id,
-              [&](int id) { return static_cast<size_t>(id) < p.shown.size() && p.shown[static_cast<size_t>(id)]; },
-              [&](std::string_view code) -> std::optional<int> {
-                auto it = id_by_code.find(std::string(code));
-                return it == id_by_code.end() ? std::nullopt : std::optional<int>(it->second);
-              });
-          r.answer_format = parsed.format;
-          r.out_of_range = parsed.out_of_range;
-          r.duplicates = parsed.duplicates;
-          r.not_code = parsed.not_code;
-          loc.ranked = merge_answer(queries[i], p, parsed, loc.ranked, options.level, k, cache_);
-          for (const auto& e : loc.ranked) (e.source == "llm" ? r.from_llm : r.filled)++;
-          r.used = r.from_llm > 0;
-          if (!r.used) r.error = "the answer named no usable " + std::string(level_name(options.level)) + " id";
-          if (!r.used)
-            loc.notes.push_back("the LLM could not be used (" + r.error + "): ranked by spark's built-in ranker");
-          else if (r.filled > 0)
-            loc.notes.push_back(
-                "the LLM's answer gave " + std::to_string(r.from_llm) + " usable id(s) of " + std::to_string(k) + "; " +
-                std::to_string(r.filled) + " filled in from the built-in ranker" +
-                (parsed.out_of_range ? " (" + std::to_string(parsed.out_of_range) + " out of range dropped)" : ""));
-          loc.ranker = r.used ? "llm " + r.model + " (" + r.mode + " mode)" : loc.ranker;
+        if (const auto& a = answers[request_of[i]]; a) {
+          use_answer(queries[i], prompts[i], *a, options.level, k, loc, r);
         } else {
           r.error = a.error().message;
           loc.notes.push_back("the LLM could not be used (" + r.error + "): ranked by spark's built-in ranker");

@@ -48,6 +48,13 @@ class LlmStage {
                                         const std::function<void(size_t, size_t)>& progress = {});
 
  private:
+  PromptOptions prompt_options(size_t k) const;
+  // The mode's prompt for one localized failure (naive RAG: with its most similar case loaded whole).
+  Result<Prompt> build_prompt_for(const Case& query, const Localization& loc, PromptOptions& popts);
+  // The model's answer read and merged into `loc` (the ranking, notes, ranker) and its report `r`.
+  void use_answer(const Case& query, const Prompt& p, const ChatAnswer& a, Level level, size_t k, Localization& loc,
+                  LlmReport& r);
+
   Localizer& localizer_;
   StructureCache& cache_;
   LlmClient* client_;

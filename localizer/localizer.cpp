@@ -34,7 +34,7 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
                                  double epsilon, const std::optional<GateReport>& gate) {
   std::vector<std::pair<double, std::string>> r;
   const auto contrib = [&](Feature f) { return model.weights[f] * ql.x[f]; };
-  if (ql.best_match >= 0 && ql.best_distance <= 0.5) {
+  if (ql.best_match >= 0 && ql.best_distance <= kResemblanceRadius) {
     const auto& fl = faulty[static_cast<size_t>(ql.best_match)];
     const auto& rc = retrieved[fl.case_index];
     std::string s = (ql.best_distance <= epsilon ? "annotated: resembles faulty line " : "similar to faulty line ") +
@@ -46,11 +46,14 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
   if (ql.x[kTracebackLine] > 0)
     r.emplace_back(contrib(kTracebackLine), "the test stopped here (deepest traceback frame in the test code)");
   if (ql.x[kTracebackFrame] > 0) r.emplace_back(contrib(kTracebackFrame), "named by the traceback");
-  if (ql.x[kNearFailure] > 0.05)
-    r.emplace_back(contrib(kNearFailure),
-                   "ran shortly before the failing line (" +
-                       std::to_string(static_cast<int>(std::lround(-3.0 * std::log(ql.x[kNearFailure])))) +
-                       " statement(s) before it)");
+  // exp(-Δ/3) > 0.05 up to Δ = 8 statements: farther, "shortly before" would not be true.
+  constexpr double kShortlyBefore = 0.05;
+  if (ql.x[kNearFailure] > kShortlyBefore)
+    r.emplace_back(
+        contrib(kNearFailure),
+        "ran shortly before the failing line (" +
+            std::to_string(static_cast<int>(std::lround(-kNearFailureDecay * std::log(ql.x[kNearFailure])))) +
+            " statement(s) before it)");
   if (ql.x[kNotReached] > 0)
     r.emplace_back(contrib(kNotReached), "after the failing line in the same function (did not run)");
   if (ql.x[kOwnBody] > 0) r.emplace_back(contrib(kOwnBody), "in the failing test's own body");
@@ -393,7 +396,8 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
       similar->empty() ? Result<std::vector<RetrievedFaultyLine>>{} : retrieve_step(*kb_, *similar, sims, out);
   if (!faulty) return std::unexpected(faulty.error());
   QueryView view = make_query_view(query, cache);
-  const auto test_file = std::find_if(view.files.begin(), view.files.end(), [](const auto& f) { return f.scope.found; });
+  const auto test_file =
+      std::find_if(view.files.begin(), view.files.end(), [](const auto& f) { return f.scope.found; });
   if (const auto* f = test_file != view.files.end() ? &*test_file : view.files.empty() ? nullptr : &view.files.front())
     out.language = std::string(language_name(f->structure->language));
   annotate_step(view, query, *faulty, sims, options, model, out);
