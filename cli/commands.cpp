@@ -97,6 +97,8 @@ std::string outdated_embedder(const fs::path& dir) {
 
 // The heap a localize prepares for huge pages: the index's load fills ~30 MB at 100k cases at once.
 constexpr size_t kLocalizeHeap = size_t{64} << 20;
+// SPARK_HUGE_PAGES=0 leaves the heap on 4 KiB pages.
+bool huge_pages_allowed() { return std::strtoll(environment_setting("SPARK_HUGE_PAGES").c_str(), nullptr, 10) != 0; }
 
 size_t line_of_offset(std::string_view text, size_t offset) {
   size_t line = 1;
@@ -580,7 +582,8 @@ Status common_from_config(const Config& config, Common& common) {
   return {};
 }
 
-int cmd_config(const Config& config) {
+int cmd_config(const Config& config, bool markdown) {
+  if (markdown) return write_output("", settings_markdown());
   const std::string out = terminal_lines(config.describe());  // values from a .spark.toml the repository holds
   return write_output("", out);
 }
@@ -646,7 +649,7 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
 
 int cmd_localize(const Common& common, const LocalizeArgs& args) {
   // Before the query is read and parsed: its allocations then come from huge pages too (src/base/huge_pages.h).
-  prefer_huge_pages(kLocalizeHeap);
+  prefer_huge_pages(kLocalizeHeap, huge_pages_allowed());
   // Missing arguments are usage errors (exit 2), like those the parser itself finds.
   std::string usage;
   if (!args.case_id.empty() && args.case_file.empty())
@@ -689,7 +692,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
 int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch) {
   // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
   // (src/base/huge_pages.h).
-  prefer_huge_pages(kLocalizeHeap);
+  prefer_huge_pages(kLocalizeHeap, huge_pages_allowed());
   LocalizeOptions options = args.localize;
   if (!args.explain.empty()) {
     const size_t colon = args.explain.rfind(':');

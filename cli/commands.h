@@ -33,8 +33,9 @@ struct Common {
 // Fills Common from the effective configuration (the OpenAI embedder gets the redactor).
 Status common_from_config(const Config& config, Common& common);
 
-// `spark config`: the effective configuration, secrets hidden.
-int cmd_config(const Config& config);
+// `spark config`: the effective configuration, secrets hidden; with `markdown`, the table of every setting instead
+// (settings_markdown, docs/SETTINGS.md).
+int cmd_config(const Config& config, bool markdown);
 
 struct ImportArgs {
   std::vector<std::string> files;
@@ -73,7 +74,7 @@ struct LocalizeArgs {
   std::string template_path;
   bool require_llm = false;
   std::optional<LlmOptions> llm;  // absent: no LLM configured (llm.base_url unset)
-  double llm_deadline = 300;      // seconds for all of the run's LLM requests; 0: none
+  double llm_deadline = defaults::kDeadline;  // seconds for all of the run's LLM requests; 0: none
   std::string explain;            // --explain LINE or PATH:LINE: every feature of that line
 };
 
@@ -94,7 +95,7 @@ struct EvalArgs {
   std::vector<std::string> levels = {"line"};
   std::vector<std::string> policies = {"all"};
   std::vector<double> epsilons = {defaults::kEpsilon};
-  std::vector<size_t> rs = {1};
+  std::vector<size_t> rs = {defaults::kRetrieved};
   std::vector<std::string> compare;  // "A:B"
   double window_fraction = defaults::kWindowFraction;
   double similarity_floor = defaults::kSimilarityFloor;
@@ -113,7 +114,7 @@ struct HistoryArgs {
   std::string repo = ".";
   bool all_parents = false;
   std::string since, until;  // ISO-8601
-  double sigma = 3.0;
+  double sigma = defaults::kSigma;
   std::string project;
   bool test_only_fixes = false;
   std::string test_code;  // `mine.test_code`: globs of test code ("" = the default rule)
@@ -153,7 +154,7 @@ struct AuditArgs {
   std::string format = "text";  // list: text | json
   std::string html;
   std::string repo = ".";  // for the author from git config
-  double sigma = 3.0;
+  double sigma = defaults::kSigma;
   std::string color = "auto";
 };
 int cmd_audit(const Common& common, const AuditArgs& args);
@@ -179,7 +180,7 @@ struct HooksArgs {
   std::string action;  // install | uninstall | post-commit
   std::string repo = ".";
   std::string test_command;  // post-commit: "CMD {junit} {tests}"
-  double timeout = 1800;
+  double timeout = defaults::kHookTimeout;
   std::string spark_path;  // install: the spark binary the hook calls
   HistoryArgs history;
 };

@@ -196,11 +196,8 @@ int cmd_mine(const Common& common, const MineArgs& args) {
 
 namespace {
 
-// Seconds `spark record` keeps trying a server store that cannot be reached (SPARK_KB_RETRY_SECONDS, default 20).
-double retry_budget() {
-  const char* v = std::getenv("SPARK_KB_RETRY_SECONDS");
-  return v ? std::max(0.0, std::atof(v)) : 20.0;
-}
+// Seconds `spark record` keeps trying a server store that cannot be reached (SPARK_KB_RETRY_SECONDS).
+double retry_budget() { return std::max(0.0, std::atof(environment_setting("SPARK_KB_RETRY_SECONDS").c_str())); }
 
 // Stores a report's outcomes. With a server store, spooled reports go along; a lost connection (a server restart)
 // retries the whole step, which is safe (outcomes are keyed; sync finishes what an interrupted run began); and when

@@ -26,10 +26,11 @@ using spark::Config;
 // The flags that set configuration keys, across all subcommands.
 class Flags {
  public:
-  // An option whose value sets `key`.
-  CLI::Option* bind(CLI::App* sub, const std::string& names, const std::string& key, const std::string& help) {
+  // An option whose value sets `key`. Its help is the settings table's (config.h's option_help): `prose`, else the
+  // key's own help, then the key's default and environment variables.
+  CLI::Option* bind(CLI::App* sub, const std::string& names, const std::string& key, const std::string& prose = "") {
     std::string* slot = &text_[key + "@" + sub->get_name() + "@" + names];
-    CLI::Option* o = sub->add_option(names, *slot, help);
+    CLI::Option* o = sub->add_option(names, *slot, spark::option_help(key, prose));
     bindings_.push_back({o, key, slot, {}});
     return o;
   }
@@ -79,42 +80,24 @@ const std::vector<std::string> kLevels = {"line", "statement", "block", "functio
 // The global options: --config (read here) and the store (--kb, --local-dir).
 void add_global(CLI::App& app, Flags& flags, std::string& config_path) {
   app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
-  flags.bind(&app, "--kb", "kb",
-             "knowledge base: a folder, or postgresql://user@host/db for a shared server (env SPARK_KB; "
-             "default: the nearest .spark holding one, else .spark at the git top or beside .spark.toml)");
-  flags.bind(&app, "--local-dir", "local_dir",
-             "with a server knowledge base: this runner's index, spool and LLM answer cache (env SPARK_LOCAL_DIR; "
-             "default .spark at the git top or beside .spark.toml)");
+  flags.bind(&app, "--kb", "kb");
+  flags.bind(&app, "--local-dir", "local_dir");
 }
 
 // The LLM settings `spark localize`, `record` and `eval` share.
 void add_llm_flags(CLI::App* sub, Flags& flags) {
-  flags.bind(sub, "--llm-url", "llm.base_url",
-             "OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (env SPARK_LLM_BASE_URL)");
-  flags.bind(sub, "--model", "llm.model", "model name (env SPARK_LLM_MODEL)");
-  flags.bind(sub, "--template", "llm.template", "prompt template file replacing the mode's built-in one");
-  flags
-      .bind(sub, "--prompt-scope", "llm.prompt_scope",
-            "file (default, as the paper) | test: only the failing test's reach")
-      ->check(CLI::IsMember({"file", "test"}));
-  flags.bind(sub, "--max-tokens", "llm.max_tokens", "answer length limit (default 512)")->check(CLI::Range(1, 1000000));
-  flags.bind(sub, "--seed", "llm.seed", "seed sent to the server and for random mode's draw");
-  flags.bind(sub, "--concurrency", "llm.concurrency", "requests in flight (default 4)")->check(CLI::Range(1, 256));
-  flags
-      .bind(sub, "--context-tokens", "llm.context_tokens",
-            "the model's context window (default " + std::to_string(spark::defaults::kContextTokens) + ")")
-      ->check(CLI::Range(256, 10000000));
-  flags.bind(sub, "--timeout", "llm.timeout", "seconds per request (default 300)")->check(CLI::Range(0.1, 86400.0));
-  flags.bind(sub, "--retries", "llm.retries", "retries on timeouts, 429 and 5xx (default 4)")
-      ->check(CLI::Range(0, 100));
-  flags.bind(sub, "--retry-delay", "llm.retry_delay", "first backoff in seconds (default 1)")
-      ->check(CLI::Range(0.0, 600.0));
-  flags
-      .bind(
-          sub, "--deadline", "llm.deadline",
-          "seconds for all LLM requests of the run, retries included; then the built-in ranking (default 300; 0: none; "
-          "not used by eval)")
-      ->check(CLI::Range(0.0, 1e9));
+  flags.bind(sub, "--llm-url", "llm.base_url");
+  flags.bind(sub, "--model", "llm.model");
+  flags.bind(sub, "--template", "llm.template");
+  flags.bind(sub, "--prompt-scope", "llm.prompt_scope")->check(CLI::IsMember({"file", "test"}));
+  flags.bind(sub, "--max-tokens", "llm.max_tokens")->check(CLI::Range(1, 1000000));
+  flags.bind(sub, "--seed", "llm.seed");
+  flags.bind(sub, "--concurrency", "llm.concurrency")->check(CLI::Range(1, 256));
+  flags.bind(sub, "--context-tokens", "llm.context_tokens")->check(CLI::Range(256, 10000000));
+  flags.bind(sub, "--timeout", "llm.timeout")->check(CLI::Range(0.1, 86400.0));
+  flags.bind(sub, "--retries", "llm.retries")->check(CLI::Range(0, 100));
+  flags.bind(sub, "--retry-delay", "llm.retry_delay")->check(CLI::Range(0.0, 600.0));
+  flags.bind(sub, "--deadline", "llm.deadline")->check(CLI::Range(0.0, 1e9));
 }
 
 // The history options `mine`, `record` and `hooks post-commit` share; filled from the configuration by
@@ -124,10 +107,8 @@ void add_history(CLI::App* sub, Flags& flags, HistoryArgs& h) {
   sub->add_flag("--all-parents", h.all_parents, "walk every parent, not only the first-parent line");
   sub->add_option("--since", h.since, "only commits from this time (ISO-8601)");
   sub->add_option("--until", h.until, "only commits up to this time (ISO-8601)");
-  flags.bind(sub, "--sigma", "mine.sigma", "outlier rule: quarantine above mean + SIGMA * sd faulty lines (default 3)")
-      ->check(CLI::Range(0.0, 100.0));
-  flags.bind(sub, "--project", "project",
-             "the cases' project (default: the origin URL normalised, else the root commit)");
+  flags.bind(sub, "--sigma", "mine.sigma")->check(CLI::Range(0.0, 100.0));
+  flags.bind(sub, "--project", "project");
   flags.bind_switch(sub, "--test-only-fixes", "mine.test_only_fixes", "true",
                     "label only fixes that changed nothing but test code");
 }
@@ -161,12 +142,11 @@ Command add_index(CLI::App& app, Flags& flags) {
   auto dimension = std::make_shared<size_t>(0);
   auto* sub = app.add_subcommand("index", "embed the cases, build the vector index, learn the ranker");
   sub->add_flag("--rebuild", args->rebuild, "rebuild from scratch even when the index is up to date");
-  flags.bind(sub, "--embedder", "embedder.kind", "builtin (default) or openai")
-      ->check(CLI::IsMember({"builtin", "openai"}));
+  flags.bind(sub, "--embedder", "embedder.kind")->check(CLI::IsMember({"builtin", "openai"}));
   sub->add_option("--dimension", *dimension, "built-in embedder dimension (default 1024)")
       ->check(CLI::Range(16, 65536));
-  flags.bind(sub, "--embed-url", "embedder.base_url", "OpenAI-compatible base URL (env SPARK_EMBED_BASE_URL)");
-  flags.bind(sub, "--embed-model", "embedder.model", "embedding model (env SPARK_EMBED_MODEL; default bge-m3)");
+  flags.bind(sub, "--embed-url", "embedder.base_url");
+  flags.bind(sub, "--embed-model", "embedder.model");
   return {sub, [args, dimension](Config&, Common& common) {
             if (*dimension) common.embedder.builtin.dimension = *dimension;
             return cmd_index(common, *args);
@@ -191,37 +171,26 @@ Command add_localize(CLI::App& app, Flags& flags) {
       ->check(CLI::ExistingFile);
   sub->add_option("--root", loc.root, "with --junit: the repository its test files are in (default .)")
       ->check(CLI::ExistingDirectory);
-  flags.bind(sub, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
-  flags.bind(sub, "--level", "localize.level", "line | statement | block | function")->check(CLI::IsMember(kLevels));
-  flags.bind(sub, "--policy", "localize.policy", "all | all-preceding | closest-by-time | closest-time-preceding");
+  flags.bind(sub, "-k", "localize.k")->check(CLI::Range(1, 100000));
+  flags.bind(sub, "--level", "localize.level")->check(CLI::IsMember(kLevels));
+  flags.bind(sub, "--policy", "localize.policy");
   sub->add_option("--window-fraction", loc.localize.policy.window_fraction,
                   "closest-* policies: share of the labelled cases (default " +
                       spark::defaults::text(spark::defaults::kWindowFraction) + ")")
       ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--window", loc.localize.policy.window,
                   "closest-* policies: exact number of cases (overrides the fraction)");
-  flags.bind(sub, "-r", "localize.r", "similar cases to retrieve (default 1)")->check(CLI::Range(1, 1000));
-  flags
-      .bind(sub, "--epsilon", "localize.epsilon",
-            "annotation threshold, normalized Levenshtein (default " +
-                spark::defaults::text(spark::defaults::kEpsilon) + ")")
-      ->check(CLI::Range(0.0, 1.0));
-  flags.bind(sub, "--similarity-floor", "localize.similarity_floor",
-             "ignore retrieved cases below this cosine (default " +
-                 spark::defaults::text(spark::defaults::kSimilarityFloor) + ")");
+  flags.bind(sub, "-r", "localize.r")->check(CLI::Range(1, 1000));
+  flags.bind(sub, "--epsilon", "localize.epsilon")->check(CLI::Range(0.0, 1.0));
+  flags.bind(sub, "--similarity-floor", "localize.similarity_floor");
   sub->add_option("--format", loc.format, "text | json | sarif | github")->check(CLI::IsMember(kFormats));
   sub->add_flag("--show-annotated", loc.show_annotated, "also print the annotated test code (text format)");
   sub->add_option("--color", loc.color, "auto | always | never")->check(CLI::IsMember({"auto", "always", "never"}));
-  flags
-      .bind(sub, "--mode", "llm.mode",
-            "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid")
-      ->check(CLI::IsMember(kModes));
+  flags.bind(sub, "--mode", "llm.mode")->check(CLI::IsMember(kModes));
   add_llm_flags(sub, flags);
-  flags.bind(sub, "--llm-api-key", "llm.api_key",
-             "API key (prefer env SPARK_LLM_API_KEY: flags show in process lists)");
-  flags.bind(sub, "--temperature", "llm.temperature", "sampling temperature (default 0)")->check(CLI::Range(0.0, 2.0));
-  flags.bind(sub, "--connect-timeout", "llm.connect_timeout", "seconds to connect (default 10)")
-      ->check(CLI::Range(0.1, 3600.0));
+  flags.bind(sub, "--llm-api-key", "llm.api_key", "API key; prefer the environment: flags show in process lists");
+  flags.bind(sub, "--temperature", "llm.temperature")->check(CLI::Range(0.0, 2.0));
+  flags.bind(sub, "--connect-timeout", "llm.connect_timeout")->check(CLI::Range(0.1, 3600.0));
   flags.bind_switch(sub, "--structured", "llm.structured", "true",
                     "ask for a JSON answer (response_format json_schema)");
   flags.bind_switch(sub, "--require-llm", "llm.require", "true",
@@ -240,8 +209,13 @@ Command add_localize(CLI::App& app, Flags& flags) {
 }
 
 Command add_config(CLI::App& app) {
+  auto markdown = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand("config", "print the effective configuration (secrets hidden)");
-  return {sub, [](Config& config, Common&) { return cmd_config(config); }, /*needs_common=*/false};
+  sub->add_flag("--markdown", *markdown,
+                "print the table of every setting instead (key, type, default, environment, help), as Markdown: "
+                "docs/SETTINGS.md holds it");
+  return {sub, [markdown](Config& config, Common&) { return cmd_config(config, *markdown); },
+          /*needs_common=*/false};
 }
 
 Command add_mine(CLI::App& app, Flags& flags) {
@@ -287,11 +261,8 @@ Command add_record(CLI::App& app, Flags& flags) {
   sub->add_option("--format", rec.localize_args.format, "text | json | sarif | github")->check(CLI::IsMember(kFormats));
   sub->add_option("--sarif", rec.localize_args.sarif_output,
                   "also write the localization as SARIF to this file (code scanning)");
-  flags.bind(sub, "-k", "localize.k", "how many elements to return (default 5)")->check(CLI::Range(1, 100000));
-  flags
-      .bind(sub, "--mode", "llm.mode",
-            "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid")
-      ->check(CLI::IsMember(kModes));
+  flags.bind(sub, "-k", "localize.k")->check(CLI::Range(1, 100000));
+  flags.bind(sub, "--mode", "llm.mode")->check(CLI::IsMember(kModes));
   add_llm_flags(sub, flags);
 
   return {sub, [args, no_localize](Config& config, Common& common) {
@@ -319,7 +290,7 @@ Command add_audit(CLI::App& app, Flags& flags) {
   sub->add_option("--repo", audit_args.repo, "the repository whose git config names the author (default .)");
   sub->add_option("--color", audit_args.color, "auto | always | never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  flags.bind(sub, "--sigma", "mine.sigma", "the outlier rule shown (default 3)")->check(CLI::Range(0.0, 100.0));
+  flags.bind(sub, "--sigma", "mine.sigma", "the outlier rule shown")->check(CLI::Range(0.0, 100.0));
 
   return {sub, [args](Config& config, Common& common) {
             args->sigma = config.number("mine.sigma");
@@ -403,7 +374,8 @@ Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv) {
          "annotation thresholds, comma-separated (default " + spark::defaults::text(spark::defaults::kEpsilon) + ")")
       ->delimiter(',')
       ->check(CLI::Range(0.0, 1.0));
-  sub->add_option("-r", ev.rs, "retrieved cases, comma-separated (default 1)")
+  sub->add_option("-r", ev.rs,
+                  "retrieved cases, comma-separated (default " + std::to_string(spark::defaults::kRetrieved) + ")")
       ->delimiter(',')
       ->check(CLI::Range(1, 1000));
   sub->add_option("--compare", ev.compare, "pairs to test, A:B (repeatable; default: every mode against the first)");

@@ -10,6 +10,7 @@
 #include "base/text.h"
 #include "base/work_pool.h"
 #include "code/test_scope.h"
+#include "formats/config.h"
 #include "formats/error_message.h"
 
 namespace spark {
@@ -303,8 +304,7 @@ EmbedText embed_text(const Case& c, StructureCache& cache, TestFunctionCache* fu
 
 unsigned index_threads(unsigned asked) {
   if (asked == 0)
-    if (const char* env = std::getenv("SPARK_THREADS"); env && *env)
-      asked = static_cast<unsigned>(std::strtoul(env, nullptr, 10));
+    asked = static_cast<unsigned>(std::strtoul(environment_setting("SPARK_THREADS").c_str(), nullptr, 10));
   if (asked == 0) asked = std::thread::hardware_concurrency();
   return std::clamp(asked, 1u, 16u);
 }
@@ -333,7 +333,7 @@ Result<StoredEmbedding> embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedde
   if (auto s = pass.fit(options.fit); !s) return std::unexpected(s.error());
   const auto t2 = std::chrono::steady_clock::now();
   if (auto s = pass.vectors(sink); !s) return std::unexpected(s.error());
-  if (std::getenv("SPARK_DEBUG_TIMES"))
+  if (!environment_setting("SPARK_DEBUG_TIMES").empty())
     std::fprintf(stderr,
                  "embedding %zu case(s), %zu versions, %zu test functions: collect %.2f s, %s %.2f s, vectors %.2f s\n",
                  out.cases, out.versions, out.test_functions, std::chrono::duration<double>(t1 - t0).count(),

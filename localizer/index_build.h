@@ -41,7 +41,7 @@ inline constexpr size_t kRecallSample = 32;
 struct IndexBuildOptions {
   VectorIndexOptions index;
   TrainingOptions training;
-  size_t r = 1;  // neighbours used when learning the ranker (the localizer's defaults)
+  size_t r = defaults::kRetrieved;  // neighbours used when learning the ranker (the localizer's defaults)
   double epsilon = defaults::kEpsilon;
   double similarity_floor = defaults::kSimilarityFloor;
   // A 19-weight model needs no more; bounds the time of `spark index` and of every retraining (docs/RANKER.md).

@@ -24,7 +24,7 @@ struct LlmStageOptions {
   std::shared_ptr<const Redactor> redactor;  // null = --no-redact
   // The prompt's bounds when no client gives them (prompts built for --show-prompt or measurement).
   size_t context_tokens = defaults::kContextTokens;
-  size_t answer_tokens = 512;
+  size_t answer_tokens = defaults::kAnswerTokens;
   bool test_scope_only = false;  // show only the failing test's reach (--prompt-scope test)
   // The built-in ranker per query (evaluation: one that never saw the query's labels); unset = the index's.
   std::function<const RankerModel*(const Case&)> ranker_for;

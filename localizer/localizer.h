@@ -47,9 +47,9 @@ enum class Retrieval { similar, random, none };
 
 struct LocalizeOptions {
   Policy policy;
-  size_t r = 1;
+  size_t r = defaults::kRetrieved;
   double epsilon = defaults::kEpsilon;
-  size_t k = 5;
+  size_t k = defaults::kTopK;
   Level level = Level::line;
   double similarity_floor = defaults::kSimilarityFloor;  // retrieved cases below this cosine similarity are not used
   Retrieval retrieval = Retrieval::similar;

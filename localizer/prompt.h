@@ -46,10 +46,10 @@ Status check_template(std::string_view text, const std::string& origin);
 
 struct PromptOptions {
   Mode mode = Mode::standard;
-  size_t k = 5;
+  size_t k = defaults::kTopK;
   std::string template_text;                         // "" = the mode's built-in template
   size_t context_tokens = defaults::kContextTokens;  // the model's window: prompt + answer must fit
-  size_t answer_tokens = 512;                        // reserved for the answer (max_tokens)
+  size_t answer_tokens = defaults::kAnswerTokens;    // reserved for the answer (max_tokens)
   const Redactor* redactor = nullptr;                // null: nothing redacted
   // What code the prompt shows: the whole test file(s), as the paper does, or only the failing test's reach (its own
   // lines, set-up, fixtures and helpers it uses, module-level code): other tests' lines are left out.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/case.h"
+#include "formats/defaults.h"
 #include "formats/junit.h"
 #include "git_history.h"
 
@@ -146,7 +147,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
 // two counts, or all equal, nothing is an outlier.
 struct OutlierRule {
   size_t n = 0;
-  double mean = 0, sd = 0, sigma = 3, threshold = 0;
+  double mean = 0, sd = 0, sigma = defaults::kSigma, threshold = 0;
   bool outlier(size_t count) const { return n > 1 && sd > 0 && static_cast<double>(count) > threshold; }
   std::string describe() const;  // "mean 6.21 + 3.0 x sd 5.95 = 24.07 faulty lines (over 19 mined cases)"
 };

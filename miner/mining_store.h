@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/defaults.h"
 #include "miner.h"
 #include "store/knowledge_base.h"
 
@@ -27,7 +28,7 @@ struct SyncOptions {
   bool first_parent = true;
   std::optional<int64_t> since, until;
   std::string tip;  // the history is walked from here (default HEAD)
-  double sigma = 3.0;
+  double sigma = defaults::kSigma;
   std::string project;  // default: the repository's folder name
   bool test_only_fixes = false;
   TestCodeRule test_code;  // what is test code (`mine.test_code`)

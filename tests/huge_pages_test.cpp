@@ -54,13 +54,11 @@ TEST(prefer_huge_pages, marks_the_heap_the_next_large_allocations_take) {
   const std::string mode = slurp("/sys/kernel/mm/transparent_hugepage/enabled");
   if (mode.find("[never]") != std::string::npos || mode.empty())
     GTEST_SKIP() << "the kernel has transparent huge pages off: " << mode;
-  ::setenv("SPARK_HUGE_PAGES", "0", 1);
-  EXPECT_FALSE(prefer_huge_pages(32u << 20));  // turned off: nothing done
-  ::unsetenv("SPARK_HUGE_PAGES");
+  EXPECT_FALSE(prefer_huge_pages(32u << 20, /*allowed=*/false));  // turned off (SPARK_HUGE_PAGES=0): nothing done
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "a sanitizer's allocator has no glibc heap to prepare";
 #else
-  ASSERT_TRUE(prefer_huge_pages(48u << 20));
+  ASSERT_TRUE(prefer_huge_pages(48u << 20, true));
   // 20 MB, as faiss's HNSW graph at 100k cases: from the heap, in the range marked for huge pages ("hg"), and all of
   // it but the partial 2 MiB at either end in huge pages: a 4 KiB page is a page fault of its own.
   const long before = anon_huge_kb();
@@ -72,7 +70,7 @@ TEST(prefer_huge_pages, marks_the_heap_the_next_large_allocations_take) {
   std::free(p);
   EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
   EXPECT_GE(huge, 16L << 10) << "kB of the 20 MB in huge pages";
-  EXPECT_TRUE(prefer_huge_pages(48u << 20));  // prepared already: nothing more done
+  EXPECT_TRUE(prefer_huge_pages(48u << 20, true));  // prepared already: nothing more done
 #endif
 }
 
@@ -86,7 +84,7 @@ TEST(prefer_huge_pages, a_load_of_24_mb_takes_huge_pages_only) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "a sanitizer's allocator has no glibc heap to prepare";
 #else
-  ASSERT_TRUE(prefer_huge_pages(64u << 20));
+  ASSERT_TRUE(prefer_huge_pages(64u << 20, true));
   void* aligned = nullptr;
   ASSERT_EQ(::posix_memalign(&aligned, 2u << 20, 24u << 20), 0);
   const long faults_before = minor_faults();

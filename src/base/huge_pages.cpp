@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -18,7 +17,6 @@ namespace {
 
 bool prepare_heap(size_t bytes) {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
-  if (const char* off = std::getenv("SPARK_HUGE_PAGES"); off && std::strcmp(off, "0") == 0) return false;
   constexpr uintptr_t kPage = 4096;
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   constexpr size_t kSlack = size_t{2} * 4096;
@@ -74,9 +72,9 @@ bool prepare_heap(size_t bytes) {
 
 }  // namespace
 
-bool prefer_huge_pages(size_t bytes) {
+bool prefer_huge_pages(size_t bytes, bool allowed) {
   static bool prepared = false;
-  if (!prepared) prepared = prepare_heap(bytes);
+  if (!prepared && allowed) prepared = prepare_heap(bytes);
   return prepared;
 }
 

@@ -9,7 +9,8 @@
 // mmap threshold, at its maximum), the heap is grown by `bytes` at once (M_TOP_PAD and one probe allocation), the
 // memory past its old end is marked MADV_HUGEPAGE before anything is written in it, and the allocations that follow
 // start at a 2 MiB boundary, so they take huge pages. No effect (and no error) without glibc, under a sanitizer's
-// allocator, or where the kernel has transparent huge pages off; SPARK_HUGE_PAGES=0 turns it off.
+// allocator, or where the kernel has transparent huge pages off; nothing either when not `allowed` (the caller's
+// setting: `spark localize` reads SPARK_HUGE_PAGES, docs/SETTINGS.md).
 // Call early, from the main thread; once the heap is prepared, a later call does nothing and returns true.
 #pragma once
 #include <cstddef>
@@ -17,6 +18,6 @@
 namespace spark {
 
 // Whether the heap was prepared.
-bool prefer_huge_pages(size_t bytes);
+bool prefer_huge_pages(size_t bytes, bool allowed);
 
 }  // namespace spark

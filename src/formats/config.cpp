@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 namespace spark {
 
@@ -15,116 +16,98 @@ namespace fs = std::filesystem;
 
 const std::vector<ConfigKey>& config_keys() {
   using T = ConfigType;
+  using defaults::shortest;
+  // clang-format off: one row per setting, as docs/SETTINGS.md shows them
   static const std::vector<ConfigKey> keys = {
-      {"kb",
-       T::string,
-       ".spark",
-       {"SPARK_KB"},
-       false,
-       "knowledge base: a folder (SQLite) or postgresql://user@host/db (a shared server)"},
-      {"local_dir",
-       T::string,
-       ".spark",
-       {"SPARK_LOCAL_DIR"},
-       false,
-       "with a server knowledge base: this runner's vector index, spool and LLM answer cache"},
-      {"llm.base_url",
-       T::string,
-       "",
-       {"SPARK_LLM_BASE_URL"},
-       false,
+      {"kb", T::string, ".spark", {"SPARK_KB"}, false,
+       "knowledge base: a folder (SQLite) or postgresql://user@host/db (a shared server); left at its default, the "
+       "nearest .spark holding one, else .spark at the git top or beside .spark.toml"},
+      {"local_dir", T::string, ".spark", {"SPARK_LOCAL_DIR"}, false,
+       "with a server knowledge base: this runner's vector index, spool and LLM answer cache; left at its default, "
+       ".spark at the git top or beside .spark.toml"},
+      {"llm.base_url", T::string, "", {"SPARK_LLM_BASE_URL"}, false,
        "OpenAI-compatible base URL, e.g. http://localhost:8000/v1; setting it turns the LLM on"},
       {"llm.model", T::string, "", {"SPARK_LLM_MODEL"}, false, "model name the server knows"},
-      {"llm.api_key", T::string, "", {"SPARK_LLM_API_KEY", "OPENAI_API_KEY"}, true, "API key (Bearer token)"},
-      {"llm.mode",
-       T::string,
-       "default",
-       {},
-       false,
-       "builtin | baseline | default | random | annotation-free | directive | naive-rag"},
+      {"llm.api_key", T::string, "", {"SPARK_LLM_API_KEY", "OPENAI_API_KEY"}, true, "API key, sent as a Bearer token"},
+      {"llm.mode", T::string, "default", {}, false,
+       "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid"},
       {"llm.template", T::string, "", {}, false, "a prompt template file replacing the mode's built-in one"},
-      {"llm.prompt_scope",
-       T::string,
-       "file",
-       {},
-       false,
+      {"llm.prompt_scope", T::string, "file", {}, false,
        "file: the whole test file(s), as the paper; test: only the failing test's reach"},
-      {"llm.temperature", T::number, "0", {}, false, "sampling temperature"},
-      {"llm.max_tokens", T::integer, "512", {}, false, "answer length limit"},
-      {"llm.seed", T::integer, "", {}, false, "sampling seed sent to the server"},
+      {"llm.temperature", T::number, shortest(defaults::kTemperature), {}, false, "sampling temperature"},
+      {"llm.max_tokens", T::integer, std::to_string(defaults::kAnswerTokens), {}, false, "answer length limit"},
+      {"llm.seed", T::integer, "", {}, false, "sampling seed sent to the server, and random mode's draw"},
       {"llm.structured", T::boolean, "false", {}, false, "ask for a JSON answer via response_format"},
-      {"llm.concurrency", T::integer, "4", {}, false, "requests in flight"},
-      {"llm.context_tokens",
-       T::integer,
-       std::to_string(defaults::kContextTokens),
-       {},
-       false,
-       "the model's context window (prompt + answer)"},
-      {"llm.connect_timeout", T::number, "10", {}, false, "seconds to connect"},
-      {"llm.timeout", T::number, "300", {}, false, "seconds for one request"},
-      {"llm.retries", T::integer, "4", {}, false, "retries on timeouts, 429 and 5xx"},
-      {"llm.retry_delay", T::number, "1", {}, false, "first backoff in seconds (doubles, with jitter)"},
-      {"llm.deadline",
-       T::number,
-       "300",
-       {},
-       false,
-       "seconds for all LLM requests of one localize or record run, retries included (0: none; eval: none)"},
+      {"llm.concurrency", T::integer, std::to_string(defaults::kConcurrency), {}, false, "requests in flight"},
+      {"llm.context_tokens", T::integer, std::to_string(defaults::kContextTokens), {}, false,
+       "the model's context window, prompt and answer"},
+      {"llm.connect_timeout", T::number, shortest(defaults::kConnectTimeout), {}, false, "seconds to connect"},
+      {"llm.timeout", T::number, shortest(defaults::kRequestTimeout), {}, false, "seconds for one request"},
+      {"llm.retries", T::integer, std::to_string(defaults::kRetries), {}, false, "retries on timeouts, 429 and 5xx"},
+      {"llm.retry_delay", T::number, shortest(defaults::kRetryDelay), {}, false,
+       "first backoff in seconds, doubling with jitter"},
+      {"llm.deadline", T::number, shortest(defaults::kDeadline), {}, false,
+       "seconds for all LLM requests of one localize or record run, retries included, then the built-in ranking; "
+       "0: none; not used by eval"},
       {"llm.require", T::boolean, "false", {}, false, "fail instead of falling back to the built-in ranker"},
-      {"embedder.kind", T::string, "", {}, false, "builtin | openai (default: as the index was built)"},
+      {"embedder.kind", T::string, "", {}, false,
+       "builtin | openai; unset: as the index was built (builtin for a new one)"},
       {"embedder.base_url", T::string, "", {"SPARK_EMBED_BASE_URL"}, false, "OpenAI-compatible embeddings base URL"},
-      {"embedder.model", T::string, "bge-m3", {"SPARK_EMBED_MODEL"}, false, "embedding model"},
+      {"embedder.model", T::string, defaults::kEmbedModel, {"SPARK_EMBED_MODEL"}, false, "embedding model"},
       {"embedder.api_key", T::string, "", {"SPARK_EMBED_API_KEY", "OPENAI_API_KEY"}, true, "embeddings API key"},
-      {"localize.k", T::integer, "5", {}, false, "elements to return"},
+      {"localize.k", T::integer, std::to_string(defaults::kTopK), {}, false, "how many elements to return"},
       {"localize.level", T::string, "line", {}, false, "line | statement | block | function"},
-      {"localize.policy",
-       T::string,
-       "all",
-       {},
-       false,
+      {"localize.policy", T::string, "all", {}, false,
        "all | all-preceding | closest-by-time | closest-time-preceding"},
-      {"localize.epsilon", T::number, defaults::text(defaults::kEpsilon), {}, false, "annotation threshold"},
-      {"localize.r", T::integer, "1", {}, false, "similar cases to retrieve"},
-      {"localize.similarity_floor",
-       T::number,
-       defaults::text(defaults::kSimilarityFloor),
-       {},
-       false,
+      {"localize.epsilon", T::number, defaults::text(defaults::kEpsilon), {}, false,
+       "annotation threshold, normalized Levenshtein"},
+      {"localize.r", T::integer, std::to_string(defaults::kRetrieved), {}, false, "similar cases to retrieve"},
+      {"localize.similarity_floor", T::number, defaults::text(defaults::kSimilarityFloor), {}, false,
        "ignore retrieved cases below this cosine"},
       {"redact.enabled", T::boolean, "true", {}, false, "redact secrets before text leaves the machine"},
-      {"project",
-       T::string,
-       "",
-       {"SPARK_PROJECT"},
-       false,
-       "the mined cases' project (default: the origin remote's URL normalised, else the root commit)"},
-      {"mine.sigma", T::number, "3", {}, false, "outlier rule: quarantine above mean + sigma * sd faulty lines"},
+      {"project", T::string, "", {"SPARK_PROJECT"}, false,
+       "the mined cases' project; unset: the origin remote's URL normalised, else the root commit"},
+      {"mine.sigma", T::number, shortest(defaults::kSigma), {}, false,
+       "outlier rule: quarantine above mean + sigma * sd faulty lines"},
       {"mine.test_only_fixes", T::boolean, "false", {}, false, "label only fixes that changed nothing but test code"},
-      {"mine.test_code",
-       T::string,
+      {"mine.test_code", T::string,
        "test_*.py,*_test.py,conftest.py,*Test.java,*Tests.java,*IT.java,Test*.java,*.test.*,*.spec.*,test/**,tests/**,"
-       "__tests__/**,src/test/**",
-       {},
-       false,
+       "__tests__/**,src/test/**", {}, false,
        "test code, as comma-separated globs: NAME globs match the file name, DIR/** every file under a folder DIR at "
        "any depth, other globs the path from the repository's top (docs/MINER.md)"},
-      {"record.test_command",
-       T::string,
-       "",
-       {"SPARK_TEST_COMMAND"},
-       false,
+      {"record.test_command", T::string, "", {"SPARK_TEST_COMMAND"}, false,
        "re-runs tests for the post-commit hook: {tests} = test ids, {junit} = the report to write"},
-      {"record.timeout", T::number, "1800", {}, false, "seconds the post-commit hook's test run may take"},
+      {"record.timeout", T::number, shortest(defaults::kHookTimeout), {}, false,
+       "seconds the post-commit hook's test run may take"},
+      // Read from the environment alone, where they are used (environment_setting).
+      {"SPARK_THREADS", T::integer, "", {"SPARK_THREADS"}, false,
+       "worker threads of `spark index` and of an index's catch-up (unset or 0: the machine's cores; at most 16)",
+       true},
+      {"SPARK_HUGE_PAGES", T::integer, "1", {"SPARK_HUGE_PAGES"}, false,
+       "0: `spark localize` leaves its heap on 4 KiB pages (else on transparent huge pages where the kernel offers "
+       "them: src/base/huge_pages.h)", true},
+      {"SPARK_KB_RETRY_SECONDS", T::number, shortest(defaults::kKbRetrySeconds), {"SPARK_KB_RETRY_SECONDS"}, false,
+       "seconds `spark record` keeps trying a server knowledge base it cannot reach before it spools the report", true},
+      {"SPARK_DEBUG_TIMES", T::string, "", {"SPARK_DEBUG_TIMES"}, false,
+       "set (to anything): `spark index` prints the times of its embedding pass on standard error", true},
   };
+  // clang-format on
   return keys;
 }
 
 namespace {
 
-const ConfigKey* find_key(const std::string& key) {
+const ConfigKey* find_key(std::string_view key) {
   for (const auto& k : config_keys())
     if (k.key == key) return &k;
   return nullptr;
+}
+
+// A setting's value from the environment: the first of its variables that is set and not empty, with its name.
+std::optional<std::pair<std::string, std::string>> from_environment(const ConfigKey& k) {
+  for (const auto& var : k.env)
+    if (const char* v = std::getenv(var.c_str()); v && *v) return std::pair<std::string, std::string>{v, var};
+  return std::nullopt;
 }
 
 Status check_type(const ConfigKey& k, const std::string& text, const std::string& source) {
@@ -331,6 +314,8 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
     const auto take = [&](const std::string& key, const toml::node& node) -> Status {
       const ConfigKey* k = find_key(key);
       if (!k) return fail(where(*file, node) + ": unknown setting " + key);
+      if (k->env_only)
+        return fail(where(*file, node) + ": " + key + " is read from the environment alone, not from a file");
       auto text = text_of(*k, node, *file);
       if (!text) return std::unexpected(text.error());
       if (auto s = check_type(*k, *text, where(*file, node)); !s) return s;
@@ -372,19 +357,17 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
     if (!status) return std::unexpected(status.error());
   }
   for (const auto& k : config_keys())
-    for (const auto& var : k.env) {
-      const char* v = std::getenv(var.c_str());
-      if (!v || !*v) continue;
-      if (auto s = check_type(k, v, "env " + var); !s) return std::unexpected(s.error());
-      c.values_[k.key] = {v, "env " + var};
-      break;
+    if (auto env = from_environment(k)) {
+      const auto& [text, var] = *env;
+      if (auto s = check_type(k, text, "env " + var); !s) return std::unexpected(s.error());
+      c.values_[k.key] = {text, "env " + var};
     }
   return c;
 }
 
 Status Config::set(const std::string& key, const std::string& text, const std::string& source) {
   const ConfigKey* k = find_key(key);
-  if (!k) return fail("unknown setting " + key);
+  if (!k || k->env_only) return fail("unknown setting " + key);
   if (auto s = check_type(*k, text, source); !s) return s;
   values_[key] = {text, source};
   return {};
@@ -412,6 +395,7 @@ std::string Config::describe() const {
       << "); later sources win: default < file < env < flag\n";
   std::string section;
   for (const auto& k : config_keys()) {
+    if (k.env_only) continue;
     const auto dot = k.key.find('.');
     const std::string sec = dot == std::string::npos ? "" : k.key.substr(0, dot);
     const std::string name = dot == std::string::npos ? k.key : k.key.substr(dot + 1);
@@ -419,27 +403,98 @@ std::string Config::describe() const {
       out << "\n[" << sec << "]\n";
       section = sec;
     }
-    const Value& v = get(k.key);
-    std::string shown;
-    if (k.secret)
-      shown = v.text.empty() ? "# not set" : "# set (hidden)";
-    else if (k.key == "kb" && is_postgres_url(v.text) && redact_postgres_url(v.text) != v.text)
-      shown = "\"" + redact_postgres_url(v.text) + "\"    # password: set (hidden)";
-    else if (v.text.empty())
-      shown = "# not set";
-    else if (k.type == ConfigType::string)
-      shown = "\"" + v.text + "\"";
-    else
-      shown = v.text;
-    out << name << " = " << shown;
-    if (!v.text.empty()) out << "    # from " << v.source;
-    out << "\n";
+    out << described(k, name);
   }
   if (!rules_.empty()) {
     out << "patterns = [  # extra redaction rules\n";
     for (const auto& r : rules_) out << "  \"" << r.pattern << "\",\n";
     out << "]\n";
   }
+  out << "\n# read from the environment alone, where they are used (not from a file or a flag)\n";
+  for (const auto& k : config_keys())
+    if (k.env_only) out << described(k, k.key);
+  return out.str();
+}
+
+std::string Config::described(const ConfigKey& k, const std::string& name) const {
+  const Value& v = get(k.key);
+  std::string shown;
+  if (k.secret)
+    shown = v.text.empty() ? "# not set" : "# set (hidden)";
+  else if (k.key == "kb" && is_postgres_url(v.text) && redact_postgres_url(v.text) != v.text)
+    shown = "\"" + redact_postgres_url(v.text) + "\"    # password: set (hidden)";
+  else if (v.text.empty())
+    shown = "# not set";
+  else if (k.type == ConfigType::string)
+    shown = "\"" + v.text + "\"";
+  else
+    shown = v.text;
+  std::string line = name + " = " + shown;
+  if (!v.text.empty()) line += "    # from " + v.source;
+  return line + "\n";
+}
+
+std::string environment_setting(std::string_view name) {
+  const ConfigKey* k = find_key(name);
+  if (!k || !k->env_only) return "";
+  if (auto env = from_environment(*k)) return env->first;
+  return k->default_value;
+}
+
+namespace {
+
+// The parenthesis after a setting's help: its default and its environment variables, "" when it has neither.
+std::string default_and_env(const ConfigKey& k) {
+  std::string env;
+  for (const auto& var : k.env) env += (env.empty() ? "env " : " or ") + var;
+  std::string out = k.default_value.empty() ? "" : "default " + k.default_value;
+  if (!env.empty()) out += (out.empty() ? "" : "; ") + env;
+  return out.empty() ? "" : " (" + out + ")";
+}
+
+const char* type_name(ConfigType type) {
+  switch (type) {
+    case ConfigType::string: return "string";
+    case ConfigType::integer: return "integer";
+    case ConfigType::number: return "number";
+    case ConfigType::boolean: return "boolean";
+  }
+  return "";
+}
+
+// Text for a Markdown table's cell: a `|` would end the cell.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+std::string code_cell(const std::string& text) { return text.empty() ? "" : "`" + cell(text) + "`"; }
+
+}  // namespace
+
+std::string option_help(const std::string& key, const std::string& prose) {
+  const ConfigKey* k = find_key(key);
+  if (!k) return prose;
+  return (prose.empty() ? k->help : prose) + default_and_env(*k);
+}
+
+std::string settings_markdown() {
+  std::ostringstream out;
+  out << "| Key | Type | Default | Environment | Meaning |\n|---|---|---|---|---|\n";
+  for (const auto& k : config_keys()) {
+    if (k.env_only) continue;
+    std::string env;
+    for (const auto& var : k.env) env += (env.empty() ? "" : ", ") + code_cell(var);
+    out << "| " << code_cell(k.key) << " | " << type_name(k.type) << " | " << code_cell(k.default_value) << " | "
+        << env << " | " << cell(k.help) << (k.secret ? " (never printed)" : "") << " |\n";
+  }
+  out << "\nRead from the environment alone, where they are used (a file or a flag cannot set them):\n\n"
+      << "| Variable | Type | Default | Meaning |\n|---|---|---|---|\n";
+  for (const auto& k : config_keys())
+    if (k.env_only)
+      out << "| " << code_cell(k.key) << " | " << type_name(k.type) << " | " << code_cell(k.default_value) << " | "
+          << cell(k.help) << " |\n";
   return out.str();
 }
 

@@ -1,8 +1,13 @@
 // spark's configuration: defaults < the TOML file (.spark.toml, or --config) < environment < command-line flags.
 //
-// Every setting has one dotted key ("llm.model"); the file spells it as a table entry ([llm] model = "…"). Values
-// are kept as text with where they came from, so `spark config` can show the effective configuration. Secrets
-// (API keys) are never printed, only whether they are set and from where.
+// Every setting is one row of one table (config_keys): its key, type, default, environment variables and help.
+// `spark config` shows the effective value of each row and where it came from, the command-line help of an option
+// that sets one is made from its row (option_help), and docs/SETTINGS.md holds the table as `spark config
+// --markdown` prints it. A default a struct needs as a value is a constant of formats/defaults.h, which the row names.
+// Every setting has one dotted key ("llm.model"); the file spells it as a table entry ([llm] model = "…"). A few rows
+// are read from the environment alone (`env_only`: SPARK_THREADS, ...): process knobs the code reads where it uses
+// them, through environment_setting. Values are kept as text with where they came from. Secrets (API keys) are never
+// printed, only whether they are set and from where.
 // Contract: a loaded Config is an immutable value (const use from many threads is safe); a bad file or value fails
 // load with a Result naming the file, line and key; a secret's value never appears in a message.
 #pragma once
@@ -11,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -27,9 +33,25 @@ struct ConfigKey {
   std::vector<std::string> env;  // environment variables, first set wins
   bool secret = false;
   std::string help;
+  // Read from the environment alone, where it is used (environment_setting): its key is its variable's name; a file
+  // or a flag cannot set it.
+  bool env_only = false;
 };
 
+// The table of settings, in the order `spark config` shows them.
 const std::vector<ConfigKey>& config_keys();
+
+// An environment-only setting's value (`name`: its variable, "SPARK_THREADS"): the variable's when set and not empty,
+// else the table's default; "" for a name the table does not have as environment-only. spark's own Config::load has
+// already refused a value of the wrong type.
+std::string environment_setting(std::string_view name);
+
+// The command-line help of an option that sets `key`: `prose` (the table's help when empty), then the table's default
+// and environment variables, "requests in flight (default 4)", "model name the server knows (env SPARK_LLM_MODEL)".
+std::string option_help(const std::string& key, const std::string& prose = "");
+
+// The table as Markdown (docs/SETTINGS.md's generated section): the file's settings, then the environment-only ones.
+std::string settings_markdown();
 
 // The `.spark` folders seen from `start` (the working directory), found as git finds `.git`. Walking up from `start`,
 // the nearest `.spark` that holds a knowledge base (kb.sqlite) is the one used (a `.spark` without kb.sqlite is not
@@ -78,6 +100,7 @@ class Config {
   std::string describe() const;
 
  private:
+  std::string described(const ConfigKey& k, const std::string& name) const;  // one line of describe()
   std::map<std::string, Value> values_;
   std::vector<RedactionRule> rules_;
   std::optional<std::filesystem::path> file_;

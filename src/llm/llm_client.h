@@ -30,14 +30,16 @@ struct LlmOptions {
   std::string base_url;  // e.g. http://localhost:8000/v1 (a trailing /chat/completions is accepted too)
   std::string model;
   std::string api_key;  // sent as a Bearer token; never logged, never stored
-  double temperature = 0.0;
-  int max_tokens = 512;
+  double temperature = defaults::kTemperature;
+  int max_tokens = defaults::kAnswerTokens;
   std::optional<int64_t> seed;
   bool structured = false;
-  size_t concurrency = 4;
+  size_t concurrency = defaults::kConcurrency;
   size_t context_tokens = defaults::kContextTokens;  // the server's context window (prompt + answer)
-  HttpOptions http{10000, 300000, 4u << 20};
-  RetryPolicy retry;  // retry.deadline: the run's deadline for all its requests (spark localize and record set it)
+  HttpOptions http{static_cast<long>(defaults::kConnectTimeout * 1000),
+                   static_cast<long>(defaults::kRequestTimeout * 1000), 4u << 20};
+  // retry.deadline: the run's deadline for all its requests (spark localize and record set it)
+  RetryPolicy retry{defaults::kRetries, defaults::kRetryDelay};
   // Called from the thread waiting for answers when none has come for `waiting_interval_s` (and again each time as
   // long as none comes): seconds since the requests began, answers so far, requests in all.
   std::function<void(double, size_t, size_t)> waiting;

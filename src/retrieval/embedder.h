@@ -24,6 +24,7 @@
 #include "base/http_client.h"
 #include "base/mapped_file.h"
 #include "base/result.h"
+#include "formats/defaults.h"
 #include "formats/redact.h"
 
 namespace spark {
@@ -128,7 +129,7 @@ class HashedTfidfEmbedder final : public Embedder {
 
 struct OpenAiEmbedderOptions {
   std::string base_url;  // e.g. http://localhost:8000/v1
-  std::string model = "bge-m3";
+  std::string model = defaults::kEmbedModel;
   std::string api_key;          // never logged
   size_t chunk_tokens = 8192;   // the model's context window
   double chunk_overlap = 0.10;  // the paper: 10 % of the window
