@@ -1,4 +1,4 @@
-// What fresh memory costs a process on this machine (docs/PERFORMANCE.md, issue 12's ninth part): maps MB MiB of
+// What fresh memory costs a process on this machine (docs/PERFORMANCE.md has the figures): maps MB MiB of
 // anonymous memory in pages of 4 KiB (MADV_NOHUGEPAGE) or 2 MiB (MADV_HUGEPAGE, the mapping aligned to 2 MiB), writes
 // one byte of each 4 KiB, and prints milliseconds per MiB three ways:
 //  - first write: a page fault per page, the kernel finding and zeroing each;

@@ -1,5 +1,5 @@
-// How the page cache holds a file, and what touching it costs a new process (docs/PERFORMANCE.md, issue 12's eighth
-// part): maps FILE read-only (with MADV_HUGEPAGE when --huge is given, as spark's MappedFile does from 2 MiB on),
+// How the page cache holds a file, and what touching it costs a new process (docs/PERFORMANCE.md has the figures):
+// maps FILE read-only (with MADV_HUGEPAGE when --huge is given, as spark's MappedFile does from 2 MiB on),
 // reads one byte of each of N random 4 KiB pages (a fixed seed: the same pages every run), and prints the time and
 // how much of the mapping is resident and how much of it is mapped in 2 MiB pieces (FilePmdMapped).
 //

@@ -421,6 +421,237 @@ std::string_view take_word(std::string_view& s) {
   return w;
 }
 
+// scan_function_span's pass over the physical lines, tracking what makes a line start a statement: not inside a
+// string (triple-quoted ones span lines), a bracket, or a backslash continuation. Each statement line has an
+// indentation; a block (class, def, if, ...) ends at the next statement line indented no deeper than its header.
+class FunctionSpanScan {
+ public:
+  FunctionSpanScan(const std::string& class_name, const std::string& function)
+      : class_name_(class_name), function_(function) {}
+
+  // scan_function_span's answer for `source`.
+  std::optional<std::optional<std::pair<int, int>>> run(std::string_view source);
+
+ private:
+  struct Open {
+    int indent;
+    enum Kind { kClass, kDef, kOther } kind;
+    std::string_view name;
+  };
+  struct Candidate {
+    bool module_level;
+    int start, indent;
+    size_t stack_index;  // its own entry in `stack_`
+    int end = 0;         // the last line so far
+  };
+  // What the start of a statement line asks of the scan.
+  enum class Next { kDecline, kNextLine, kRestOfLine };
+
+  void finish();
+  bool indentation_ok(int indent);
+  void close(int indent);
+  Next read_statement_start(std::string_view line, size_t& i);
+  bool read_block_header(std::string_view rest, int indent);
+  void read_rest_of_line(std::string_view line, size_t i);
+
+  const std::string& class_name_;
+  const std::string& function_;
+  std::vector<Open> stack_;
+  std::optional<std::pair<int, int>> module_level_, method_;
+  std::optional<Candidate> open_;  // the candidate whose end is being looked for
+  // Comment-only lines since the last statement (line, indentation): whether they belong to the candidate is known
+  // only when the next statement comes (tree-sitter's scanner dedents at a comment only when the code after it is
+  // shallower too).
+  std::vector<std::pair<int, int>> comments_;
+  int last_statement_indent_ = 0;
+  // Whether the last statement was a block's header (class, def, if, ...) and whether its body followed the header's
+  // colon on the same logical line (`def f(): return 1`), which opens no indented block.
+  bool header_ = false, colon_seen_ = false, inline_body_ = false, soft_header_ = false;
+  int decorator_start_ = 0, decorator_indent_ = -1;
+  char triple_ = 0;  // the quote of an open triple-quoted string
+  int depth_ = 0;
+  bool continued_ = false;
+  int line_no_ = 0;
+  std::vector<int> indents_{0};  // the indentation levels open, as Python's tokenizer keeps them
+};
+
+void FunctionSpanScan::finish() {
+  const std::pair<int, int> span{open_->start, open_->end};
+  if (open_->module_level) {
+    if (!module_level_) module_level_ = span;
+  } else if (!method_) {
+    method_ = span;
+  }
+  open_.reset();
+}
+
+bool FunctionSpanScan::indentation_ok(int indent) {
+  if (header_ && !colon_seen_) {
+    if (!soft_header_) return false;  // a block header ends with its colon
+    header_ = false;                  // `match` or `case` as a name (`match = pattern.match(line)`)
+  }
+  const bool opens = header_ && !inline_body_;            // a header whose body is on the lines below
+  if (opens != (indent > indents_.back())) return false;  // "expected an indented block" / "unexpected indent"
+  if (opens) {
+    indents_.push_back(indent);
+  } else {
+    while (indent < indents_.back()) indents_.pop_back();
+    if (indent != indents_.back()) return false;  // "unindent does not match any outer indentation level"
+  }
+  return true;
+}
+
+void FunctionSpanScan::close(int indent) {
+  // A statement at `indent` (0 at the end of the file): every block whose header is indented as deep or deeper has
+  // ended. When that ends the candidate, the comments before the statement are settled as tree-sitter does: the
+  // open blocks' body indents, innermost first (each block's body is where its inner block's header stands; the
+  // innermost's is the last statement's); a comment shallower than the current body closes that block; the
+  // comments that come while the candidate's own body is still open are part of it.
+  if (open_ && indent <= open_->indent) {
+    std::vector<int> bodies;
+    for (size_t j = open_->stack_index; j < stack_.size() && stack_[j].indent < last_statement_indent_; ++j)
+      bodies.push_back(j + 1 < stack_.size() && stack_[j + 1].indent < last_statement_indent_ ? stack_[j + 1].indent
+                                                                                              : last_statement_indent_);
+    size_t level = bodies.size();
+    for (const auto& [line, comment_indent] : comments_) {
+      while (level > 0 && comment_indent < bodies[level - 1]) --level;
+      if (level == 0) break;
+      open_->end = line;
+    }
+    finish();
+  }
+  comments_.clear();
+  while (!stack_.empty() && stack_.back().indent >= indent) stack_.pop_back();
+}
+
+// A line where a statement starts: its indentation, then what the statement opens. Leaves `i` after the indentation.
+FunctionSpanScan::Next FunctionSpanScan::read_statement_start(std::string_view line, size_t& i) {
+  int indent = 0;
+  for (; i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\f'); ++i) {
+    if (line[i] != ' ') return Next::kDecline;  // tabs or form feeds in indentation: let the parser decide
+    ++indent;
+  }
+  if (i == line.size()) return Next::kNextLine;  // blank
+  if (line[i] == '#') {
+    if (open_) comments_.emplace_back(line_no_, indent);
+    return Next::kNextLine;
+  }
+  // Python's indentation rules; a file that breaks them is a syntax error the parser recovers from in its own way,
+  // so the scan declines. tests/fuzz found each: a header with no colon on its line ("def _()\n:"); text left
+  // deeper after a docstring closed early ("unexpected indent"); a dedent to a column no open block stands at.
+  if (!indentation_ok(indent)) return Next::kDecline;
+  close(indent);
+  last_statement_indent_ = indent;
+  header_ = colon_seen_ = inline_body_ = soft_header_ = false;
+  const std::string_view rest = line.substr(i);
+  if (rest.front() == '@') {
+    if (decorator_indent_ != indent) decorator_start_ = line_no_;
+    decorator_indent_ = indent;
+    return Next::kRestOfLine;
+  }
+  return read_block_header(rest, indent) ? Next::kRestOfLine : Next::kDecline;
+}
+
+// A statement that is not a decorator, `rest` from its first character: a `def` or `class` header (the candidate
+// when it is the function looked for) or another block's header pushes its block. false: a malformed header.
+bool FunctionSpanScan::read_block_header(std::string_view rest, int indent) {
+  const int start = decorator_indent_ == indent ? decorator_start_ : line_no_;
+  decorator_indent_ = -1;
+  std::string_view word = take_word(rest);
+  if (word == "async") word = take_word(rest);
+  const bool in_classes =
+      std::all_of(stack_.begin(), stack_.end(), [](const Open& o) { return o.kind == Open::kClass; });
+  if (word == "def" || word == "class") {
+    const std::string_view name = take_word(rest);
+    // A header that is not `def NAME(` / `class NAME(` or `NAME:` (a type parameter list `[` too) is a syntax
+    // error the parser recovers from in its own way (tests/fuzz found "def:t():", which it reads as `def t`).
+    const char after = rest.empty() ? '\0' : rest.front();
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front())) ||
+        !(after == '(' || after == '[' || (word == "class" && after == ':')))
+      return false;
+    if (word == "def" && in_classes && name == function_ && !open_) {
+      const bool at_module = stack_.empty();
+      const bool wanted = at_module ? !module_level_ && class_name_.empty()
+                                    : !method_ && (class_name_.empty() || stack_.back().name == class_name_);
+      if (wanted) open_ = Candidate{at_module, start, indent, stack_.size(), line_no_};
+    }
+    stack_.push_back({indent, word == "def" ? Open::kDef : Open::kClass, name});
+    header_ = true;
+  } else if (word == "if" || word == "elif" || word == "else" || word == "for" || word == "while" || word == "try" ||
+             word == "except" || word == "finally" || word == "with" || word == "match" || word == "case") {
+    stack_.push_back({indent, Open::kOther, {}});
+    header_ = true;
+    soft_header_ = word == "match" || word == "case";
+  }
+  return true;
+}
+
+// The rest of the line from `i`: strings, brackets, comments, a trailing backslash.
+void FunctionSpanScan::read_rest_of_line(std::string_view line, size_t i) {
+  continued_ = false;
+  for (; i < line.size(); ++i) {
+    const char c = line[i];
+    if (triple_) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == triple_ && line.compare(i, 3, std::string(3, triple_)) == 0) {
+        triple_ = 0;
+        i += 2;
+      }
+      continue;
+    }
+    if (c == '#') break;
+    if (header_ && !colon_seen_ && depth_ == 0 && c == ':' && !(i + 1 < line.size() && line[i + 1] == '=')) {
+      colon_seen_ = true;  // the header's colon (a walrus `:=` is not one)
+      continue;
+    }
+    if (colon_seen_ && c != ' ' && c != '\t' && c != '\f') inline_body_ = true;
+    if (c == '"' || c == '\'') {
+      if (line.compare(i, 3, std::string(3, c)) == 0) {
+        triple_ = c;
+        i += 2;
+        continue;
+      }
+      // A one-line string: to its closing quote (an unclosed one ends with the line, as Python would refuse it).
+      for (++i; i < line.size() && line[i] != c; ++i)
+        if (line[i] == '\\') ++i;
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{')
+      ++depth_;
+    else if (c == ')' || c == ']' || c == '}')
+      depth_ = std::max(0, depth_ - 1);
+    else if (c == '\\' && i + 1 == line.size())
+      continued_ = true;
+  }
+}
+
+std::optional<std::optional<std::pair<int, int>>> FunctionSpanScan::run(std::string_view source) {
+  size_t pos = 0;
+  while (pos < source.size()) {
+    size_t end = source.find('\n', pos);
+    if (end == std::string_view::npos) end = source.size();
+    std::string_view line = source.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no_;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    size_t i = 0;
+    if (triple_ == 0 && depth_ == 0 && !continued_) {  // a statement starts on this line
+      const Next next = read_statement_start(line, i);
+      if (next == Next::kDecline) return std::nullopt;
+      if (next == Next::kNextLine) continue;
+    }
+    read_rest_of_line(line, i);
+    if (open_) open_->end = line_no_;
+  }
+  if (triple_ || depth_ != 0) return std::nullopt;  // unbalanced at the end: a syntax error the parser recovers from
+  if (header_ && !(colon_seen_ && inline_body_) && !(soft_header_ && !colon_seen_))
+    return std::nullopt;  // a block header with no body
+  close(0);
+  if (!class_name_.empty()) return method_;
+  return module_level_ ? module_level_ : method_;
+}
+
 }  // namespace
 
 std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string_view source,
@@ -432,192 +663,7 @@ std::optional<std::optional<std::pair<int, int>>> scan_function_span(std::string
   if (source.find_first_of(std::string_view("\0\v\f", 3)) != std::string_view::npos) return std::nullopt;
   for (size_t at = source.find('\r'); at != std::string_view::npos; at = source.find('\r', at + 1))
     if (at + 1 >= source.size() || source[at + 1] != '\n') return std::nullopt;
-  // One pass over the physical lines, tracking what makes a line start a statement: not inside a string (triple-
-  // quoted ones span lines), a bracket, or a backslash continuation. Each statement line has an indentation; a
-  // block (class, def, if, ...) ends at the next statement line indented no deeper than its header.
-  struct Open {
-    int indent;
-    enum Kind { kClass, kDef, kOther } kind;
-    std::string_view name;
-  };
-  std::vector<Open> stack;
-  std::optional<std::pair<int, int>> module_level, method;
-  struct Candidate {
-    bool module_level;
-    int start, indent;
-    size_t stack_index;  // its own entry in `stack`
-    int end = 0;         // the last line so far
-  };
-  std::optional<Candidate> open;  // the candidate whose end is being looked for
-  // Comment-only lines since the last statement (line, indentation): whether they belong to the candidate is known
-  // only when the next statement comes (tree-sitter's scanner dedents at a comment only when the code after it is
-  // shallower too).
-  std::vector<std::pair<int, int>> comments;
-  int last_statement_indent = 0;
-  // Whether the last statement was a block's header (class, def, if, ...) and whether its body followed the header's
-  // colon on the same logical line (`def f(): return 1`), which opens no indented block.
-  bool header = false, colon_seen = false, inline_body = false, soft_header = false;
-  int decorator_start = 0, decorator_indent = -1;
-  char triple = 0;  // the quote of an open triple-quoted string
-  int depth = 0;
-  bool continued = false;
-  int line_no = 0;
-  const auto finish = [&]() {
-    const std::pair<int, int> span{open->start, open->end};
-    if (open->module_level) {
-      if (!module_level) module_level = span;
-    } else if (!method) {
-      method = span;
-    }
-    open.reset();
-  };
-  std::vector<int> indents{0};  // the indentation levels open, as Python's tokenizer keeps them
-  const auto indentation_ok = [&](int indent) {
-    if (header && !colon_seen) {
-      if (!soft_header) return false;  // a block header ends with its colon
-      header = false;                  // `match` or `case` as a name (`match = pattern.match(line)`)
-    }
-    const bool opens = header && !inline_body;             // a header whose body is on the lines below
-    if (opens != (indent > indents.back())) return false;  // "expected an indented block" / "unexpected indent"
-    if (opens) {
-      indents.push_back(indent);
-    } else {
-      while (indent < indents.back()) indents.pop_back();
-      if (indent != indents.back()) return false;  // "unindent does not match any outer indentation level"
-    }
-    return true;
-  };
-  const auto close = [&](int indent) {
-    // A statement at `indent` (0 at the end of the file): every block whose header is indented as deep or deeper has
-    // ended. When that ends the candidate, the comments before the statement are settled as tree-sitter does: the
-    // open blocks' body indents, innermost first (each block's body is where its inner block's header stands; the
-    // innermost's is the last statement's); a comment shallower than the current body closes that block; the
-    // comments that come while the candidate's own body is still open are part of it.
-    if (open && indent <= open->indent) {
-      std::vector<int> bodies;
-      for (size_t j = open->stack_index; j < stack.size() && stack[j].indent < last_statement_indent; ++j)
-        bodies.push_back(j + 1 < stack.size() && stack[j + 1].indent < last_statement_indent ? stack[j + 1].indent
-                                                                                             : last_statement_indent);
-      size_t level = bodies.size();
-      for (const auto& [line, comment_indent] : comments) {
-        while (level > 0 && comment_indent < bodies[level - 1]) --level;
-        if (level == 0) break;
-        open->end = line;
-      }
-      finish();
-    }
-    comments.clear();
-    while (!stack.empty() && stack.back().indent >= indent) stack.pop_back();
-  };
-  size_t pos = 0;
-  while (pos < source.size()) {
-    size_t end = source.find('\n', pos);
-    if (end == std::string_view::npos) end = source.size();
-    std::string_view line = source.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const bool statement_start = triple == 0 && depth == 0 && !continued;
-    size_t i = 0;
-    if (statement_start) {
-      int indent = 0;
-      for (; i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\f'); ++i) {
-        if (line[i] != ' ') return std::nullopt;  // tabs or form feeds in indentation: let the parser decide
-        ++indent;
-      }
-      if (i == line.size()) continue;  // blank
-      if (line[i] == '#') {
-        if (open) comments.emplace_back(line_no, indent);
-        continue;
-      }
-      // Python's indentation rules; a file that breaks them is a syntax error the parser recovers from in its own way,
-      // so the scan declines. tests/fuzz found each: a header with no colon on its line ("def _()\n:"); text left
-      // deeper after a docstring closed early ("unexpected indent"); a dedent to a column no open block stands at.
-      if (!indentation_ok(indent)) return std::nullopt;
-      close(indent);
-      last_statement_indent = indent;
-      header = colon_seen = inline_body = soft_header = false;
-      std::string_view rest = line.substr(i);
-      if (rest.front() == '@') {
-        if (decorator_indent != indent) decorator_start = line_no;
-        decorator_indent = indent;
-      } else {
-        const int start = decorator_indent == indent ? decorator_start : line_no;
-        decorator_indent = -1;
-        std::string_view word = take_word(rest);
-        if (word == "async") word = take_word(rest);
-        const bool in_classes =
-            std::all_of(stack.begin(), stack.end(), [](const Open& o) { return o.kind == Open::kClass; });
-        if (word == "def" || word == "class") {
-          const std::string_view name = take_word(rest);
-          // A header that is not `def NAME(` / `class NAME(` or `NAME:` (a type parameter list `[` too) is a syntax
-          // error the parser recovers from in its own way (tests/fuzz found "def:t():", which it reads as `def t`).
-          const char after = rest.empty() ? '\0' : rest.front();
-          if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front())) ||
-              !(after == '(' || after == '[' || (word == "class" && after == ':')))
-            return std::nullopt;
-          if (word == "def" && in_classes && name == function && !open) {
-            const bool at_module = stack.empty();
-            const bool wanted = at_module ? !module_level && class_name.empty()
-                                          : !method && (class_name.empty() || stack.back().name == class_name);
-            if (wanted) open = Candidate{at_module, start, indent, stack.size(), line_no};
-          }
-          stack.push_back({indent, word == "def" ? Open::kDef : Open::kClass, name});
-          header = true;
-        } else if (word == "if" || word == "elif" || word == "else" || word == "for" || word == "while" ||
-                   word == "try" || word == "except" || word == "finally" || word == "with" || word == "match" ||
-                   word == "case") {
-          stack.push_back({indent, Open::kOther, {}});
-          header = true;
-          soft_header = word == "match" || word == "case";
-        }
-      }
-    }
-    // The rest of the line: strings, brackets, comments, a trailing backslash.
-    continued = false;
-    for (; i < line.size(); ++i) {
-      const char c = line[i];
-      if (triple) {
-        if (c == '\\') {
-          ++i;
-        } else if (c == triple && line.compare(i, 3, std::string(3, triple)) == 0) {
-          triple = 0;
-          i += 2;
-        }
-        continue;
-      }
-      if (c == '#') break;
-      if (header && !colon_seen && depth == 0 && c == ':' && !(i + 1 < line.size() && line[i + 1] == '=')) {
-        colon_seen = true;  // the header's colon (a walrus `:=` is not one)
-        continue;
-      }
-      if (colon_seen && c != ' ' && c != '\t' && c != '\f') inline_body = true;
-      if (c == '"' || c == '\'') {
-        if (line.compare(i, 3, std::string(3, c)) == 0) {
-          triple = c;
-          i += 2;
-          continue;
-        }
-        // A one-line string: to its closing quote (an unclosed one ends with the line, as Python would refuse it).
-        for (++i; i < line.size() && line[i] != c; ++i)
-          if (line[i] == '\\') ++i;
-        continue;
-      }
-      if (c == '(' || c == '[' || c == '{')
-        ++depth;
-      else if (c == ')' || c == ']' || c == '}')
-        depth = std::max(0, depth - 1);
-      else if (c == '\\' && i + 1 == line.size())
-        continued = true;
-    }
-    if (open) open->end = line_no;
-  }
-  if (triple || depth != 0) return std::nullopt;  // unbalanced at the end: a syntax error the parser recovers from
-  if (header && !(colon_seen && inline_body) && !(soft_header && !colon_seen))
-    return std::nullopt;  // a block header with no body
-  close(0);
-  if (!class_name.empty()) return method;
-  return module_level ? module_level : method;
+  return FunctionSpanScan(class_name, function).run(source);
 }
 
 std::optional<std::pair<int, int>> PythonParser::function_span(std::string_view source, std::string_view path,

@@ -164,31 +164,36 @@ std::vector<std::string> literal_tokens(std::string_view text) {
   return out;
 }
 
-FailureForm parse_failure_form(std::string_view message) {
-  FailureForm f;
+namespace {
+
+// The last block of pytest's "E" lines (without the "E"); without any, the native traceback's tail from its last
+// exception line. Views into `message`.
+std::vector<std::string_view> failure_block(std::string_view message) {
   const auto lines = split_lines(message);
-  // The last block of pytest's "E" lines; without any, the native traceback's tail from its last exception line.
   std::vector<std::string_view> block;
-  {
-    size_t start = 0, end = 0;
-    bool in = false;
-    for (size_t i = 0; i < lines.size(); ++i) {
-      const bool e = lines[i] == "E" || lines[i].starts_with("E ");
-      if (e && !in) start = i;
-      if (e) end = i + 1;
-      in = e;
-    }
-    if (end > 0) {
-      for (size_t i = start; i < end; ++i) block.push_back(lines[i].substr(1));
-    } else {
-      std::string n, m;
-      for (size_t i = lines.size(); i-- > 0;)
-        if (exception_header(trim(lines[i]), n, m)) {
-          for (size_t j = i; j < lines.size(); ++j) block.push_back(lines[j]);
-          break;
-        }
-    }
+  size_t start = 0, end = 0;
+  bool in = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const bool e = lines[i] == "E" || lines[i].starts_with("E ");
+    if (e && !in) start = i;
+    if (e) end = i + 1;
+    in = e;
   }
+  if (end > 0) {
+    for (size_t i = start; i < end; ++i) block.push_back(lines[i].substr(1));
+  } else {
+    std::string n, m;
+    for (size_t i = lines.size(); i-- > 0;)
+      if (exception_header(trim(lines[i]), n, m)) {
+        for (size_t j = i; j < lines.size(); ++j) block.push_back(lines[j]);
+        break;
+      }
+  }
+  return block;
+}
+
+// The block's first `assert …` or exception line, read into f's exception and message; its index, or block.size().
+size_t read_exception_header(FailureForm& f, const std::vector<std::string_view>& block) {
   size_t header = block.size();
   for (size_t i = 0; i < block.size() && header == block.size(); ++i) {
     const auto s = trim(block[i]);
@@ -201,10 +206,12 @@ FailureForm parse_failure_form(std::string_view message) {
       header = i;
     }
   }
-  f.group = group_of(f.exception);
-  if (header == block.size()) return f;
+  return header;
+}
 
-  // Compared values.
+// The values an assertion compared (both sides, pytest's `where` and diff lines, unittest's differing elements) and
+// the message's quoted strings; whether the check was against a generic value (None, True, 0, an empty container).
+void read_compared_values(FailureForm& f, const std::vector<std::string_view>& block, size_t header) {
   std::string_view expr = f.message;
   if (f.group == ExceptionGroup::assertion && !expr.starts_with("assert"))
     // `assert x == y, message`: pytest prints the message first, the failed expression on a later line.
@@ -258,8 +265,11 @@ FailureForm parse_failure_form(std::string_view message) {
       i += 2;
     }
   }
+}
 
-  // Quoted names.
+// The names the failure quotes (the missing attribute, key, name; what a TypeError called; an exception's repr) and
+// the ones it suggests ("did you mean").
+void read_quoted_names(FailureForm& f, const std::vector<std::string_view>& block, size_t header) {
   static const Regex quoted = Regex::must(R"re('([A-Za-z_][A-Za-z0-9_.]*)')re");
   static const Regex called = Regex::must(R"re(([A-Za-z_][A-Za-z0-9_.]*)\(\))re");
   static const Regex mean = Regex::must(R"re([Dd]id you mean:?\s*'?([A-Za-z_][A-Za-z0-9_.]*))re");
@@ -289,6 +299,18 @@ FailureForm parse_failure_form(std::string_view message) {
     mean.for_each_match(block[i].substr(0, 1024), [&](const std::vector<std::string_view>& g) {
       if (g.size() > 1) add_name(f.suggestions, g[1]);
     });
+}
+
+}  // namespace
+
+FailureForm parse_failure_form(std::string_view message) {
+  FailureForm f;
+  const std::vector<std::string_view> block = failure_block(message);
+  const size_t header = read_exception_header(f, block);
+  f.group = group_of(f.exception);
+  if (header == block.size()) return f;
+  read_compared_values(f, block, header);
+  read_quoted_names(f, block, header);
   return f;
 }
 

@@ -462,7 +462,14 @@ class JunitStream {
     return it->second;
   }
 
+  // The <testcase> just closed, as an outcome (or a warning): its test id and file by the runner that wrote it.
   void read_testcase(TestcaseRead& tc);
+  // Its outcome (failed, error, skipped, else passed) and message, from its first <failure>, <error> or <skipped>.
+  void read_outcome(TestcaseRead& tc, TestOutcome& o, const std::string& where);
+  void read_collection_error(const TestcaseRead& tc, TestOutcome o, const std::string& where);
+  void read_node_test(const TestcaseRead& tc, TestOutcome o, const std::string& where);
+  void read_javascript_test(const TestcaseRead& tc, TestOutcome o, const std::string& where);
+  void read_python_or_java_test(const TestcaseRead& tc, TestOutcome o, const std::string& where);
 
   const std::string name_;
   const TestFiles& files_;
@@ -476,21 +483,34 @@ class JunitStream {
   std::unordered_map<std::string, bool> known_;
 };
 
+// A JavaScript or TypeScript file, by its extension.
+bool is_javascript_file(const std::string& path) {
+  const auto l = language_of_path(path);
+  return l == Language::javascript || l == Language::typescript;
+}
+
 void JunitStream::read_testcase(TestcaseRead& tc) {
-  auto& out = out_;
-  const auto& files = files_;
-  const auto exists = [this](const std::string& path) { return this->exists(path); };
   TestOutcome o;
   o.time = tc.time;
   o.report_line = tc.line;
   const std::string where = name_ + ":" + std::to_string(o.report_line) + ": ";
-  const std::string& classname = tc.classname;
-  const std::string& test_name = tc.name;
-  const std::string& file_attr = tc.file;
-  if (test_name.empty() && classname.empty()) {
-    out.warnings.push_back(where + "a <testcase> without classname and name; skipped");
+  if (tc.name.empty() && tc.classname.empty()) {
+    out_.warnings.push_back(where + "a <testcase> without classname and name; skipped");
     return;
   }
+  read_outcome(tc, o, where);
+  // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
+  if (tc.classname.empty()) return read_collection_error(tc, std::move(o), where);
+  // node:test's reporter: classname "test", no file; the describe blocks are the enclosing <testsuite>s.
+  if (tc.classname == "test" && tc.file.empty() && !exists("test.py")) return read_node_test(tc, std::move(o), where);
+  // JavaScript/TypeScript: jest-junit (a `file` attribute; classname the suites when configured as docs/MINER.md
+  // says), Vitest (classname the file, name "suite > case").
+  if (is_javascript_file(tc.file) || (tc.file.empty() && is_javascript_file(tc.classname)))
+    return read_javascript_test(tc, std::move(o), where);
+  read_python_or_java_test(tc, std::move(o), where);
+}
+
+void JunitStream::read_outcome(TestcaseRead& tc, TestOutcome& o, const std::string& where) {
   TestcaseRead::Detail* detail = nullptr;
   if (tc.failure.seen)
     o.outcome = Outcome::failed, detail = &tc.failure;
@@ -499,8 +519,8 @@ void JunitStream::read_testcase(TestcaseRead& tc) {
   else if (tc.skipped.seen)
     o.outcome = Outcome::skipped, detail = &tc.skipped;
   if (tc.failure.seen && tc.error.seen)
-    out.warnings.push_back(where + "a <testcase> with both a <failure> and an <error> (" +
-                           clip(first_line(tc.error.message), 120) + "); the <failure> is read");
+    out_.warnings.push_back(where + "a <testcase> with both a <failure> and an <error> (" +
+                            clip(first_line(tc.error.message), 120) + "); the <failure> is read");
   if (detail) {
     const std::string& message = detail->message;
     std::string body = detail->text.take();
@@ -510,78 +530,80 @@ void JunitStream::read_testcase(TestcaseRead& tc) {
       o.message = message + "\n" + body;
     cap_error_message(o.message);
   }
-  // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
-  if (classname.empty()) {
-    o.collection_error = true;
-    const auto parts = split_dots(test_name);
-    const std::string path = file_attr.empty() ? join(parts, 0, parts.size(), "/") + ".py" : file_attr;
-    if (exists(path))
-      o.file = path;
-    else
-      out.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " +
-                             files.name);
-    o.test_id = o.file.empty() ? test_name : o.file;
-    // An error of one function's collection (parametrize's argnames and values that do not match) names it
-    // first, after the message attribute's "collection failure": "tests/test_x.py::test_f: in \"parametrize\" …".
-    // It is that function's failure.
-    const std::string head = o.file + "::";
-    const size_t at = o.message.starts_with(head) ? 0 : o.message.find("\n" + head);
-    if (!o.file.empty() && at != std::string::npos) {
-      const size_t start = at == 0 ? 0 : at + 1;
-      const size_t colon = o.message.find(": ", start + head.size());
-      if (colon != std::string::npos && colon < o.message.find('\n', start) &&
-          o.message.find_first_of(" [", start + head.size()) >= colon)
-        o.test_id = o.message.substr(start, colon - start);
-    }
-    out.outcomes.push_back(std::move(o));
-    return;
+}
+
+void JunitStream::read_collection_error(const TestcaseRead& tc, TestOutcome o, const std::string& where) {
+  const std::string& test_name = tc.name;
+  o.collection_error = true;
+  const auto parts = split_dots(test_name);
+  const std::string path = tc.file.empty() ? join(parts, 0, parts.size(), "/") + ".py" : tc.file;
+  if (exists(path))
+    o.file = path;
+  else
+    out_.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " +
+                            files_.name);
+  o.test_id = o.file.empty() ? test_name : o.file;
+  // An error of one function's collection (parametrize's argnames and values that do not match) names it
+  // first, after the message attribute's "collection failure": "tests/test_x.py::test_f: in \"parametrize\" …".
+  // It is that function's failure.
+  const std::string head = o.file + "::";
+  const size_t at = o.message.starts_with(head) ? 0 : o.message.find("\n" + head);
+  if (!o.file.empty() && at != std::string::npos) {
+    const size_t start = at == 0 ? 0 : at + 1;
+    const size_t colon = o.message.find(": ", start + head.size());
+    if (colon != std::string::npos && colon < o.message.find('\n', start) &&
+        o.message.find_first_of(" [", start + head.size()) >= colon)
+      o.test_id = o.message.substr(start, colon - start);
   }
-  // node:test's reporter: classname "test", no file; the describe blocks are the enclosing <testsuite>s. The file
-  // is the one test file that holds all those names as string literals.
-  if (classname == "test" && file_attr.empty() && !exists("test.py")) {
-    std::vector<std::string> names = tc.suite_names;
-    names.push_back(test_name);
-    const std::string title = join(names, 0, names.size(), " > ");
-    std::vector<std::string> holders = files.holding ? files.holding(names) : std::vector<std::string>{};
-    std::sort(holders.begin(), holders.end());  // a folder lists its files in no set order
-    if (holders.size() == 1) {
-      o.file = holders.front();
-      o.test_id = o.file + " > " + title;
-    } else {
-      out.warnings.push_back(where + "node:test names no file for \"" + title + "\", and " +
-                             (holders.empty() ? std::string("no test file in ") + files.name + " holds"
-                                              : std::to_string(holders.size()) + " test files (" + holders[0] +
-                                                    ", " + holders[1] + (holders.size() > 2 ? ", …" : "") +
-                                                    ") hold") +
-                             " its names; not read");
-      o.test_id = title;
-    }
-    out.outcomes.push_back(std::move(o));
-    return;
+  out_.outcomes.push_back(std::move(o));
+}
+
+// The file is the one test file that holds all the names (the describe blocks' and the test's) as string literals.
+void JunitStream::read_node_test(const TestcaseRead& tc, TestOutcome o, const std::string& where) {
+  std::vector<std::string> names = tc.suite_names;
+  names.push_back(tc.name);
+  const std::string title = join(names, 0, names.size(), " > ");
+  std::vector<std::string> holders = files_.holding ? files_.holding(names) : std::vector<std::string>{};
+  std::sort(holders.begin(), holders.end());  // a folder lists its files in no set order
+  if (holders.size() == 1) {
+    o.file = holders.front();
+    o.test_id = o.file + " > " + title;
+  } else {
+    out_.warnings.push_back(where + "node:test names no file for \"" + title + "\", and " +
+                            (holders.empty() ? std::string("no test file in ") + files_.name + " holds"
+                                             : std::to_string(holders.size()) + " test files (" + holders[0] + ", " +
+                                                   holders[1] + (holders.size() > 2 ? ", …" : "") + ") hold") +
+                            " its names; not read");
+    o.test_id = title;
   }
-  // JavaScript/TypeScript: jest-junit (a `file` attribute; classname the suites when configured as docs/MINER.md
-  // says), Vitest (classname the file, name "suite > case").
-  const auto js_file = [](const std::string& p) {
-    const auto l = language_of_path(p);
-    return l == Language::javascript || l == Language::typescript;
-  };
-  if (js_file(file_attr) || (file_attr.empty() && js_file(classname))) {
-    std::string path = file_attr.empty() ? classname : file_attr;
-    while (path.starts_with("./")) path.erase(0, 2);
-    if (fs::path(path).is_absolute() && files.find) path = files.find(path);  // a runner that prints absolute paths
-    if (!path.empty() && exists(path)) {
-      o.file = path;
-    } else {
-      out.warnings.push_back(where + (file_attr.empty() ? classname : file_attr) + " is not a test file in " +
-                             files.name + "; not read");
-      path = file_attr.empty() ? classname : file_attr;
-    }
-    o.test_id = path;
-    if (!file_attr.empty() && !classname.empty() && classname != test_name) o.test_id += " > " + classname;
-    o.test_id += " > " + test_name;
-    out.outcomes.push_back(std::move(o));
-    return;
+  out_.outcomes.push_back(std::move(o));
+}
+
+void JunitStream::read_javascript_test(const TestcaseRead& tc, TestOutcome o, const std::string& where) {
+  const std::string& classname = tc.classname;
+  const std::string& file_attr = tc.file;
+  std::string path = file_attr.empty() ? classname : file_attr;
+  while (path.starts_with("./")) path.erase(0, 2);
+  if (fs::path(path).is_absolute() && files_.find) path = files_.find(path);  // a runner that prints absolute paths
+  if (!path.empty() && exists(path)) {
+    o.file = path;
+  } else {
+    out_.warnings.push_back(where + (file_attr.empty() ? classname : file_attr) + " is not a test file in " +
+                            files_.name + "; not read");
+    path = file_attr.empty() ? classname : file_attr;
   }
+  o.test_id = path;
+  if (!file_attr.empty() && !classname.empty() && classname != tc.name) o.test_id += " > " + classname;
+  o.test_id += " > " + tc.name;
+  out_.outcomes.push_back(std::move(o));
+}
+
+// pytest (classname the dotted module and classes, `file` when written) and Java (classname the class, found as a
+// file under any source root).
+void JunitStream::read_python_or_java_test(const TestcaseRead& tc, TestOutcome o, const std::string& where) {
+  const std::string& classname = tc.classname;
+  const std::string& test_name = tc.name;
+  const std::string& file_attr = tc.file;
   const auto parts = split_dots(classname);
   std::string path;
   size_t module_end = 0;  // parts[0, module_end) name the module
@@ -611,10 +633,10 @@ void JunitStream::read_testcase(TestcaseRead& tc) {
   }
   // Java: the class's package path and file, found under any source root.
   std::string java_method;
-  if (path.empty() && file_attr.empty() && files.find) {
+  if (path.empty() && file_attr.empty() && files_.find) {
     const TestIdParts java = parse_test_id(classname + "#" + test_name, Language::java);
     if (!java.path.empty())
-      if (std::string found = files.find(java.path); !found.empty()) {
+      if (std::string found = files_.find(java.path); !found.empty()) {
         path = found;
         java_method = test_name.ends_with("()") ? test_name.substr(0, test_name.size() - 2) : test_name;
       }
@@ -622,17 +644,17 @@ void JunitStream::read_testcase(TestcaseRead& tc) {
   if (!java_method.empty()) {
     o.file = path;
     o.test_id = classname + "#" + java_method;
-    out.outcomes.push_back(std::move(o));
+    out_.outcomes.push_back(std::move(o));
     return;
   }
   if (!path.empty() && !exists(path)) {
     const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;
-    out.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + files.name +
-                           "; not read");
+    out_.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + files_.name +
+                            "; not read");
     path.clear();
   }
   if (path.empty()) {
-    if (file_attr.empty()) out.warnings.push_back(where + "no test file for " + classname + " under " + files.name);
+    if (file_attr.empty()) out_.warnings.push_back(where + "no test file for " + classname + " under " + files_.name);
     o.test_id = classname + "::" + test_name;
   } else {
     o.file = path;
@@ -640,7 +662,7 @@ void JunitStream::read_testcase(TestcaseRead& tc) {
     for (size_t i = module_end; i < parts.size(); ++i) o.test_id += "::" + parts[i];
     o.test_id += "::" + test_name;
   }
-  out.outcomes.push_back(std::move(o));
+  out_.outcomes.push_back(std::move(o));
 }
 
 }  // namespace

@@ -1370,8 +1370,8 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
     return fail(vec.string() + ": does not match manifest.json (count or dimension)");
   // The segments: each mapped, verified and its header checked before any case is taken, so the table's entries
   // are sized once, for the counts the files were found to hold. (A reallocation as the segments' cases came would
-  // fill twice the entries' memory, and fresh memory is what a new process pays most for: docs/PERFORMANCE.md,
-  // "Issue 12, ninth part".)
+  // fill twice the entries' memory, and fresh memory is what a new process pays most for: a page fault of ~15 µs
+  // for each 4 KiB written, on the 2-core VMs measured.)
   struct CheckedSegment {
     std::shared_ptr<const MappedFile> map;
     size_t cases = 0, fresh = 0;

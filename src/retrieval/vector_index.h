@@ -51,8 +51,8 @@ struct VectorIndexOptions {
   // An HNSW search whose best hit is less similar than this is run again exactly, over every vector. A graph built
   // over clusters of near-duplicate failures (as CI makes them) walks well to a query near one of its clusters, and
   // badly to a failure unlike any stored: on 100k cases, queries from a project left out of the knowledge base found
-  // the exact top-1 for 20–30 % of queries at any efSearch (docs/PERFORMANCE.md, "Issue 12, tenth part"). The
-  // default, below any cosine, never does; SearchEngine sets it from the embedder.
+  // the exact top-1 for 20–30 % of queries at any efSearch. The default, below any cosine, never does;
+  // SearchEngine sets it from the embedder.
   float exact_below = -2.0f;
   // save() appends the cases added since load as a segment file instead of rewriting the index when the base holds
   // at least this many distinct vectors, the segments' cases stay within 1/segment_share_divisor of the base's, and
@@ -188,8 +188,8 @@ class VectorIndex {
   void ensure_hashes();
   // A restricted search's candidates: its cases (rowids, ascending) and their positions (one bit each). A policy
   // that keeps most of 10^5 cases (every labelled one, when a few failures are not fixed yet) made a hash set of
-  // their rowids and FAISS's IDSelectorBatch another of their positions: ~10 ms a query (docs/PERFORMANCE.md, "Issue
-  // 12, eleventh part"). A sorted vector and bitmaps cost a copy and a pass.
+  // their rowids and FAISS's IDSelectorBatch another of their positions: ~10 ms a query at 100k cases, more than
+  // the rest of the search. A sorted vector and bitmaps cost a copy and a pass.
   struct Subset {
     std::vector<int64_t> rowids;
     std::vector<uint8_t> rowid_bits;  // rowids - rowids.front(), one bit each, when they are dense enough
