@@ -19,7 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::run_spark;
-using testing::sample_case;
 using testing::slurp;
 using testing::TempDir;
 using testing::write_file;
@@ -32,9 +31,10 @@ const std::string kTest =
 void make_indexed_project(const TempDir& dir) {
   std::string cases;
   for (int i = 0; i < 8; ++i) {
-    json c = sample_case("c" + std::to_string(i), kTest, 9,
-                         "tests/test_x.py:10: in test_add\n    assert add(2, 2) == expected\nE   assert 4 == 5",
-                         "2026-01-0" + std::to_string(i + 1) + "T00:00:00Z");
+    json c =
+        testing::sample_case("c" + std::to_string(i), kTest, 9,
+                             "tests/test_x.py:10: in test_add\n    assert add(2, 2) == expected\nE   assert 4 == 5",
+                             "2026-01-0" + std::to_string(i + 1) + "T00:00:00Z");
     c["test_id"] = "tests/test_x.py::test_add";
     cases += c.dump() + "\n";
   }
@@ -44,7 +44,8 @@ void make_indexed_project(const TempDir& dir) {
   auto idx = run_spark({"index"}, dir.path());
   ASSERT_EQ(idx.exit_code, 0) << idx.err;
   write_file(dir / "tests" / "test_x.py", kTest);
-  write_file(dir / "failure.txt", "tests/test_x.py:10: in test_add\n    assert add(2, 2) == expected\nE   assert 4 == 5\n");
+  write_file(dir / "failure.txt",
+             "tests/test_x.py:10: in test_add\n    assert add(2, 2) == expected\nE   assert 4 == 5\n");
 }
 
 // Rewrites the saved index as format 5 wrote it: its vectors file with a 64-byte header (format 6's is one page), the
@@ -70,8 +71,8 @@ std::set<std::string> rewrite_as_format_5(const fs::path& index) {
 TEST(index_format, an_earlier_format_is_rebuilt_by_the_next_localize_which_answers_as_before_and_says_why) {
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(make_indexed_project(dir));
-  const std::vector<std::string> localize = {"localize", "--test",   "tests/test_x.py", "--error",
-                                             "failure.txt", "--format", "json"};
+  const std::vector<std::string> localize = {"localize", "--test", "tests/test_x.py", "--error", "failure.txt",
+                                             "--format", "json"};
   auto before = run_spark(localize, dir.path());
   ASSERT_EQ(before.exit_code, 0) << before.err;
   const auto stored = run_spark({"export"}, dir.path());
@@ -82,7 +83,8 @@ TEST(index_format, an_earlier_format_is_rebuilt_by_the_next_localize_which_answe
   auto after = run_spark(localize, dir.path());
   ASSERT_EQ(after.exit_code, 0) << after.err;
   EXPECT_EQ(after.out, before.out);
-  EXPECT_NE(after.err.find("the vector index was written in an earlier spark's format ("), std::string::npos) << after.err;
+  EXPECT_NE(after.err.find("the vector index was written in an earlier spark's format ("), std::string::npos)
+      << after.err;
   EXPECT_NE(after.err.find(".spark/index/manifest.json: format 5, this spark reads 6): rebuilt it over 8 case(s), as "
                            "`spark index` does"),
             std::string::npos)

@@ -80,8 +80,8 @@ FileVerifier::FileVerifier(const fs::path& dir, bool trust, int min_age_ms)
     : dir_(dir), trust_(trust), known_(read_list(dir)) {
   struct timespec now {};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  listable_before_ns_ = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec -
-                        static_cast<int64_t>(min_age_ms) * 1'000'000;
+  listable_before_ns_ =
+      static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec - static_cast<int64_t>(min_age_ms) * 1'000'000;
 }
 
 FileVerifier::Listing FileVerifier::read_list(const fs::path& dir) {

@@ -419,7 +419,8 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
   }
   Subset subset;
   subset.rowids = *allowed;
-  if (!std::is_sorted(subset.rowids.begin(), subset.rowids.end())) std::sort(subset.rowids.begin(), subset.rowids.end());
+  if (!std::is_sorted(subset.rowids.begin(), subset.rowids.end()))
+    std::sort(subset.rowids.begin(), subset.rowids.end());
   subset.rowids.erase(std::unique(subset.rowids.begin(), subset.rowids.end()), subset.rowids.end());
   if (excluded.size() > 64) {
     std::erase_if(subset.rowids, [&](int64_t id) { return excluded.contains(id); });
@@ -481,6 +482,5 @@ std::vector<SearchHit> VectorIndex::search(const float* query, size_t r,
   search_tail(query, k, &subset, hits);
   return expand(hits, r, &subset, excluded);
 }
-
 
 }  // namespace spark

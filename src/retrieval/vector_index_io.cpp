@@ -375,8 +375,8 @@ class VectorIndex::Loader {
     if (held != m_.count || positions_ != m_.vectors)
       return fail((dir_ / kManifest).string() + ": its files hold " + std::to_string(held) + " cases, it says " +
                   std::to_string(m_.count) + "; run `spark index --rebuild`");
-    if (auto s = index.table_.load(*base_entries, base_entries->empty() ? nullptr : id_map_, std::move(*cases),
-                                   positions_);
+    if (auto s =
+            index.table_.load(*base_entries, base_entries->empty() ? nullptr : id_map_, std::move(*cases), positions_);
         !s)
       return fail((dir_ / m_.ids_file).string() + (m_.segments.empty() ? "" : " and its segments") + ": damaged (" +
                   s.error().message + ")");
