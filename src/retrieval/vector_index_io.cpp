@@ -38,7 +38,7 @@ constexpr const char* kManifest = "manifest.json";
 // The raw vectors file: "SPKVEC01", dimension and count (u64 each), zeros to the end of a 4,096-byte header, then the
 // rows (float32, row-major). The header is one page so that a row of 1,024 floats (the built-in embedder's) is one
 // page of the mapping, not the end of one and the start of the next: a query's graph walk touches half the pages
-// (each page a new process touches costs it a fault; docs/PERFORMANCE.md).
+// (each page a new process touches costs it a fault).
 constexpr char kVectorsMagic[8] = {'S', 'P', 'K', 'V', 'E', 'C', '0', '1'};
 constexpr size_t kVectorsHeader = 4096;
 
@@ -474,8 +474,8 @@ class VectorIndex::Loader {
 
   // The segments: each mapped, verified and its header checked before any case is taken, so the table's entries
   // are sized once, for the counts the files were found to hold. (A reallocation as the segments' cases came would
-  // fill twice the entries' memory, and fresh memory is what a new process pays most for: docs/PERFORMANCE.md,
-  // "Issue 12, ninth part".)
+  // fill twice the entries' memory, and fresh memory, a page fault for each page, is what a new process pays most
+  // for.)
   Result<std::vector<CheckedSegment>> check_segments() {
     std::vector<CheckedSegment> segments;
     for (const auto& sg : m_.segments) {
