@@ -57,7 +57,8 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
 // SearchEngine::open; when the index holds cases the knowledge base no longer has (the store went back: a write lost
 // in a power cut, an older backup restored, rows deleted on the server), the index is first built again from the
 // store, with the embedder kind it was made by unless `config` names one, and `notes` says why. One rebuild, instead
-// of every later command failing until someone runs `spark index --rebuild`.
+// of every later command failing until someone runs `spark index --rebuild`. So is an index an earlier spark wrote in
+// an earlier format (IndexManifest::kFormat), which the index refuses to load.
 Result<std::unique_ptr<SearchEngine>> open_or_rebuild(KnowledgeBase& kb, EmbedderConfig config,
                                                       std::vector<std::string>& notes, bool verify_vectors = true);
 

@@ -2,9 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <faiss/IndexFlat.h>
-#include <faiss/IndexHNSW.h>
-#include <faiss/index_io.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
+#include "retrieval/index_checksums.h"
 #include "random_vectors.h"
 #include "test_util.h"
 
@@ -408,7 +406,7 @@ void loaded_index_answers_as_saved(int64_t spacing) {
   const auto rewrite = [&](const std::string& bytes) {
     testing::write_file(ids_path, bytes);
     auto j = nlohmann::json::parse(testing::slurp(dir / "index" / "manifest.json"));
-    j["ids_checksum"] = *file_checksum(ids_path, Checksum::lanes);
+    j["ids_checksum"] = *file_checksum(ids_path);
     testing::write_file(dir / "index" / "manifest.json", j.dump());
     return VectorIndex::load(dir / "index", o);
   };
@@ -667,49 +665,29 @@ TEST(VectorIndex, an_hnsw_index_maps_its_vectors_and_verifies_its_graph) {
       << damaged.error().message;
 }
 
-// Format 5's checksums: four chains over 32-byte strides. A changed byte at any offset, a changed length and the
-// other kind all change the sum; the serial kind (formats 1–4) keeps its values (computed here by the algorithm's
-// description, in Python, before the four-lane kind existed).
-TEST(checksum, both_kinds_see_every_byte_and_the_serial_one_keeps_its_values) {
+// The checksum a manifest records: a changed byte at any offset and a changed length change the sum; its value for
+// given bytes never changes (every saved index's manifest holds such values; computed here by the algorithm's
+// description, in Python), nor with the pieces a stream is fed in.
+TEST(checksum_of, sees_every_byte_and_keeps_its_values) {
   std::string bytes;
   for (int i = 0; i < 100; ++i) bytes += static_cast<char>(i * 7 + 3);
-  EXPECT_EQ(checksum_of(bytes, Checksum::serial), "5ddab34e37a0c017");
-  for (Checksum kind : {Checksum::serial, Checksum::lanes}) {
-    const std::string sum = checksum_of(bytes, kind);
-    std::set<std::string> seen = {sum};
-    for (size_t i = 0; i < bytes.size(); ++i) {
-      std::string changed = bytes;
-      changed[i] = static_cast<char>(changed[i] ^ 0x01);
-      EXPECT_TRUE(seen.insert(checksum_of(changed, kind)).second) << "byte " << i;
-    }
-    for (size_t n = 0; n < bytes.size(); ++n) EXPECT_TRUE(seen.insert(checksum_of(bytes.substr(0, n), kind)).second) << n;
+  EXPECT_EQ(checksum_of(bytes), "4d7a20b044467cd6");
+  const std::string sum = checksum_of(bytes);
+  std::set<std::string> seen = {sum};
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string changed = bytes;
+    changed[i] = static_cast<char>(changed[i] ^ 0x01);
+    EXPECT_TRUE(seen.insert(checksum_of(changed)).second) << "byte " << i;
   }
-  EXPECT_NE(checksum_of(bytes, Checksum::serial), checksum_of(bytes, Checksum::lanes));
-  EXPECT_EQ(checksum_for_format(4), Checksum::serial);
-  EXPECT_EQ(checksum_for_format(5), Checksum::lanes);
+  for (size_t n = 0; n < bytes.size(); ++n) EXPECT_TRUE(seen.insert(checksum_of(bytes.substr(0, n))).second) << n;
+  for (size_t piece : {1u, 7u, 31u, 32u, 33u}) {
+    StreamChecksum stream;
+    for (size_t at = 0; at < bytes.size(); at += piece) stream.update(bytes.data() + at, std::min(piece, bytes.size() - at));
+    EXPECT_EQ(stream.finish(), sum) << piece;
+  }
 }
 
 namespace {
-
-// Rewrites a saved index's vectors file as formats 4 and 5 wrote it (a 64-byte header; format 6's is one page) and
-// its manifest as that format, every checksum of `kind`.
-void rewrite_as_older_format(const fs::path& index, int format, Checksum kind) {
-  auto j = nlohmann::json::parse(testing::slurp(index / "manifest.json"));
-  ASSERT_EQ(j["format"], 6);
-  const fs::path vectors = index / j["vectors_file"].get<std::string>();
-  const std::string bytes = testing::slurp(vectors);
-  ASSERT_EQ(bytes.substr(0, 8), "SPKVEC01");
-  ASSERT_GE(bytes.size(), size_t{4096});
-  ASSERT_EQ(bytes.substr(24, 4096 - 24), std::string(4096 - 24, '\0'));  // the header: the magic, two u64, zeros
-  testing::write_file(vectors, bytes.substr(0, 64) + bytes.substr(4096));
-  const auto sum = [&](const std::string& file) { return *file_checksum(index / file, kind); };
-  j["format"] = format;
-  j["vectors_checksum"] = sum(j["vectors_file"]);
-  j["ids_checksum"] = sum(j["ids_file"]);
-  if (j.contains("graph_file")) j["graph_checksum"] = sum(j["graph_file"]);
-  for (auto& [name, entry] : j["files"].items()) entry["checksum"] = sum(entry["file"]);
-  testing::write_file(index / "manifest.json", j.dump());
-}
 
 // HNSW from 100 distinct vectors and segments on a base of 100, as at scale.
 VectorIndexOptions small_hnsw_options() {
@@ -847,128 +825,80 @@ TEST(VectorIndex, a_file_written_just_before_a_load_is_verified_but_not_listed) 
   EXPECT_EQ(after->first.files_hashed_at_load(), 1u);  // the new segment; the base's files are listed
 }
 
-// An index saved as format 5 (a 64-byte vectors header) by the previous spark loads, its rows where that format put
-// them; a segment keeps format 5; the next whole save writes format 6.
-TEST(VectorIndex, a_format_5_index_loads_takes_a_segment_and_is_rewritten_as_format_6) {
+// An index of an earlier spark's format is refused by load(), its manifest named, and read_manifest() says what it
+// was (the embedder that made it, the generation): the commands that open an index build it again (its test:
+// index_format_test.cpp). A whole save over it writes the current format, and its files go once an hour old.
+TEST(VectorIndex, an_index_of_an_earlier_format_is_refused_by_name_and_replaced_by_a_save) {
   testing::TempDir dir;
+  const fs::path index_dir = dir / "index";
   const size_t dim = 16, n = 300;
-  auto v = random_unit_vectors(n + 10, dim, 37);
+  auto v = random_unit_vectors(n, dim, 37);
   const VectorIndexOptions o = small_hnsw_options();
-  ASSERT_NO_FATAL_FAILURE(save_first(dir / "index", v, n, dim, o));
-  ASSERT_NO_FATAL_FAILURE(rewrite_as_older_format(dir / "index", 5, Checksum::lanes));
-  for (bool verify : {true, false}) {
-    VectorIndexOptions opened = o;
-    opened.verify_vectors = verify;
-    auto loaded = VectorIndex::load(dir / "index", opened);
-    ASSERT_TRUE(loaded) << loaded.error().message;
-    EXPECT_EQ(loaded->second.format, 5);
-    for (size_t i : {0u, 5u, 299u}) {
-      EXPECT_EQ(loaded->first.vector(ids(n)[i]), std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(i * dim),
-                                                                    v.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim)));
-      EXPECT_EQ(loaded->first.search(&v[i * dim], 1, std::nullopt, {})[0].rowid, ids(n)[i]);
-    }
+  ASSERT_NO_FATAL_FAILURE(save_first(index_dir, v, n, dim, o));
+  auto j = nlohmann::json::parse(testing::slurp(index_dir / "manifest.json"));
+  ASSERT_EQ(j["format"], IndexManifest::kFormat);
+  const std::set<std::string> old_files = VectorIndex::read_manifest(index_dir)->data_files();
+  for (int format : {1, 2, 4, 5}) {
+    j["format"] = format;
+    testing::write_file(index_dir / "manifest.json", j.dump());
+    auto refused = VectorIndex::load(index_dir, o);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().message, (index_dir / "manifest.json").string() + ": index format " +
+                                           std::to_string(format) +
+                                           " was written by an earlier spark (this one reads format 6): run `spark "
+                                           "index --rebuild`");
+    auto m = VectorIndex::read_manifest(index_dir);
+    ASSERT_TRUE(m) << m.error().message;
+    EXPECT_EQ(m->format, format);
+    EXPECT_EQ(m->embedder, "emb");
+    EXPECT_EQ(m->generation, 1);
+    EXPECT_EQ(m->count, n);
+    EXPECT_EQ(m->kind, "hnsw");
+    EXPECT_TRUE(m->data_files().empty());  // an earlier format's files are not read
   }
-  {
-    auto loaded = VectorIndex::load(dir / "index", o);
-    ASSERT_TRUE(loaded);
-    loaded->first.add({90001}, std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(n * dim),
-                                                  v.begin() + static_cast<std::ptrdiff_t>((n + 1) * dim)));
-    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 2));
-    EXPECT_EQ(loaded->first.segments(), 1u);
-  }
-  auto m = VectorIndex::read_manifest(dir / "index");
-  ASSERT_TRUE(m);
-  EXPECT_EQ(m->format, 5);
-  {
-    auto loaded = VectorIndex::load(dir / "index", o);
-    ASSERT_TRUE(loaded) << loaded.error().message;
-    EXPECT_EQ(loaded->first.search(&v[n * dim], 1, std::nullopt, {})[0].rowid, 90001);
-  }
-  // A whole save (what `spark index --rebuild` and a compaction write) is format 6 again.
-  ASSERT_NO_FATAL_FAILURE(save_first(dir / "index2", v, n, dim, o));
-  auto six = VectorIndex::read_manifest(dir / "index2");
-  ASSERT_TRUE(six);
-  EXPECT_EQ(six->format, 6);
-  EXPECT_EQ(fs::file_size(dir / "index2" / six->vectors_file), 4096 + n * dim * sizeof(float));
-  // A format-6 manifest over a vectors file with format 5's header is refused by name, not read from the wrong place.
-  ASSERT_NO_FATAL_FAILURE(rewrite_as_older_format(dir / "index2", 6, Checksum::lanes));
-  auto refused = VectorIndex::load(dir / "index2", o);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find(six->vectors_file + ": size or header does not match manifest.json"),
+  j["format"] = 7;
+  testing::write_file(index_dir / "manifest.json", j.dump());
+  auto later = VectorIndex::read_manifest(index_dir);
+  ASSERT_FALSE(later);
+  EXPECT_NE(later.error().message.find("manifest.json: index format 7 is not understood by this spark"),
             std::string::npos)
-      << refused.error().message;
+      << later.error().message;
+  // A save over the earlier format's folder: the current format; the earlier files go once an hour old (an earlier
+  // spark's index is older than that when a newer spark first opens it).
+  j["format"] = 5;
+  testing::write_file(index_dir / "manifest.json", j.dump());
+  for (const auto& f : old_files)
+    fs::last_write_time(index_dir / f, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  ASSERT_NO_FATAL_FAILURE(save_first(index_dir, v, n, dim, o));
+  auto again = VectorIndex::load(index_dir, o);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->second.format, IndexManifest::kFormat);
+  EXPECT_EQ(again->first.search(&v[5 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[5]);
+  for (const auto& f : old_files) EXPECT_FALSE(fs::exists(index_dir / f)) << f;
 }
 
-// An index saved as format 4 (serial checksums) by an earlier spark loads; an update appends a segment summed the
-// base's way and keeps format 4; the next whole save writes format 6.
-TEST(VectorIndex, a_format_4_index_loads_and_takes_a_segment_in_its_own_checksums) {
+// A manifest of the current format over a vectors file whose header is not one page (as format 5 wrote it: 64 bytes)
+// is refused by name, not read from the wrong place.
+TEST(VectorIndex, a_vectors_file_with_another_header_is_refused_by_name) {
   testing::TempDir dir;
   const size_t dim = 16, n = 300;
-  auto v = random_unit_vectors(n + 10, dim, 31);
-  const VectorIndexOptions o = small_hnsw_options();
-  testing::write_file(dir / "index" / "extra.bin", "the caller's file");
-  ASSERT_NO_FATAL_FAILURE(save_first(dir / "index", v, n, dim, o, {{"extra", "extra.bin"}}));
-  // Rewritten as an earlier spark wrote it: format 4, every checksum serial.
-  ASSERT_NO_FATAL_FAILURE(rewrite_as_older_format(dir / "index", 4, Checksum::serial));
-  const auto serial = [&](const std::string& file) { return *file_checksum(dir / "index" / file, Checksum::serial); };
-  {
-    auto loaded = VectorIndex::load(dir / "index", o);
-    ASSERT_TRUE(loaded) << loaded.error().message;
-    EXPECT_EQ(loaded->first.search(&v[5 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[5]);
-    loaded->first.add({90001}, std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(n * dim),
-                                                  v.begin() + static_cast<std::ptrdiff_t>((n + 1) * dim)));
-    ASSERT_TRUE(loaded->first.save(dir / "index", "emb", 2, {{"extra", "extra.bin"}}));
-    EXPECT_EQ(loaded->first.segments(), 1u);
-  }
+  auto v = random_unit_vectors(n, dim, 39);
+  ASSERT_NO_FATAL_FAILURE(save_first(dir / "index", v, n, dim, small_hnsw_options()));
   auto m = VectorIndex::read_manifest(dir / "index");
   ASSERT_TRUE(m);
-  EXPECT_EQ(m->format, 4);
-  ASSERT_EQ(m->segments.size(), 1u);
-  EXPECT_EQ(m->segments[0].checksum, serial(m->segments[0].file));
-  EXPECT_EQ(m->extra_files.at(0).checksum, serial("extra.bin"));
-  auto again = VectorIndex::load(dir / "index", o);
-  ASSERT_TRUE(again) << again.error().message;
-  EXPECT_EQ(again->first.search(&v[n * dim], 1, std::nullopt, {})[0].rowid, 90001);
-  // A format-4 manifest whose checksum is the four-lane kind is damage, not a format: refused.
-  auto k = nlohmann::json::parse(testing::slurp(dir / "index" / "manifest.json"));
-  k["ids_checksum"] = *file_checksum(dir / "index" / m->ids_file, Checksum::lanes);
-  testing::write_file(dir / "index" / "manifest.json", k.dump());
-  auto refused = VectorIndex::load(dir / "index", o);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find(m->ids_file + ": checksum mismatch"), std::string::npos) << refused.error().message;
-}
-
-TEST(VectorIndex, loads_an_index_of_the_earlier_format_with_one_faiss_file) {
-  // Format 2, as spark wrote it before format 4: the vectors inside a faiss IndexFlatIP file.
-  testing::TempDir dir;
-  const size_t n = 40, dim = 8;
-  auto v = random_unit_vectors(n, dim, 5);
-  fs::create_directories(dir / "index");
-  faiss::IndexFlatIP flat(static_cast<faiss::Index::idx_t>(dim));
-  flat.add(static_cast<faiss::Index::idx_t>(n), v.data());
-  faiss::write_index(&flat, (dir / "index" / "vectors.old.faiss").c_str());
-  std::vector<int64_t> triples;
-  for (size_t i = 0; i < n; ++i) triples.insert(triples.end(), {ids(n)[i], static_cast<int64_t>(i), ids(n)[i]});
-  testing::write_file(dir / "index" / "ids.old.bin",
-                      std::string(reinterpret_cast<const char*>(triples.data()), triples.size() * sizeof(int64_t)));
-  const nlohmann::json manifest = {{"format", 2}, {"embedder", "emb-1"}, {"generation", 3}, {"count", n},
-                                   {"vectors", n}, {"dimension", dim}, {"kind", "flat"},
-                                   {"vectors_file", "vectors.old.faiss"}, {"ids_file", "ids.old.bin"},
-                                   {"vectors_checksum", *file_checksum(dir / "index" / "vectors.old.faiss", Checksum::serial)},
-                                   {"ids_checksum", *file_checksum(dir / "index" / "ids.old.bin", Checksum::serial)},
-                                   {"files", nlohmann::json::object()}};
-  testing::write_file(dir / "index" / "manifest.json", manifest.dump());
-  auto loaded = VectorIndex::load(dir / "index", {});
-  ASSERT_TRUE(loaded) << loaded.error().message;
-  EXPECT_EQ(loaded->first.search(&v[9 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[9]);
-  // Its next whole save writes format 6, and the old file goes.
-  loaded->first.add({5000}, random_unit_vectors(1, dim, 6));
-  ASSERT_TRUE(loaded->first.save(dir / "index", "emb-1", 4));
-  auto again = VectorIndex::load(dir / "index", {});
-  ASSERT_TRUE(again) << again.error().message;
-  EXPECT_EQ(again->second.format, 6);
-  EXPECT_FALSE(fs::exists(dir / "index" / "vectors.old.faiss"));
-  EXPECT_EQ(again->first.search(&v[9 * dim], 1, std::nullopt, {})[0].rowid, ids(n)[9]);
+  const fs::path vectors = dir / "index" / m->vectors_file;
+  const std::string bytes = testing::slurp(vectors);
+  ASSERT_EQ(bytes.size(), 4096 + n * dim * sizeof(float));
+  testing::write_file(vectors, bytes.substr(0, 64) + bytes.substr(4096));
+  for (bool verify : {true, false}) {
+    VectorIndexOptions o = small_hnsw_options();
+    o.verify_vectors = verify;
+    auto refused = VectorIndex::load(dir / "index", o);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find(m->vectors_file + ": size or header does not match manifest.json"),
+              std::string::npos)
+        << refused.error().message;
+  }
 }
 
 TEST(inner_product, equals_the_plain_sum_to_float_rounding_at_every_length) {

@@ -8,12 +8,18 @@
 // exactly over the stored vectors with an id selector, because HNSW with a narrow filter returns too few results
 // (faiss 1.7.3). Ids are knowledge-base rowids, mapped by spark itself.
 //
-// On disk (docs/FORMATS.md): manifest.json names the data files of one saved state (format 6: the raw vectors
+// On disk (docs/FORMATS.md): manifest.json names the data files of one saved state (the raw vectors
 // vectors.<token>.f32, mapped on load; the HNSW graph graph.<token>.faiss; ids.<token>.bin; segments; the caller's
 // extra files), with the format version, the embedder identity, the knowledge-base generation the index was built
-// from, and checksums. A save writes new files under new names and then replaces the manifest atomically, so a
-// crash at any point leaves either the old or the new state; the files of the replaced state are removed after.
-// An index whose files do not match their manifest is never used.
+// from, and checksums (index_checksums.h). A save writes new files under new names and then replaces the manifest
+// atomically, so a crash at any point leaves either the old or the new state; the files of the replaced state are
+// removed after. An index whose files do not match their manifest is never used. The index is a cache of the
+// knowledge base that `spark index` builds: one format is written and read (IndexManifest::kFormat), and load()
+// refuses an index of an earlier spark's format with an error naming its manifest, which the commands that open an
+// index answer by building it again.
+//
+// The code: vector_index.cpp adds and searches; vector_index_io.cpp saves, loads and reads the manifest;
+// faiss_adapter.* is what it needs of FAISS; index_checksums.* the files' checksums and the verified list.
 // Thread safety: searches of one index may run concurrently; add and save need exclusive access.
 #pragma once
 
@@ -21,9 +27,9 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -61,7 +67,7 @@ struct VectorIndexOptions {
   size_t segment_min_base = 8192;
   size_t segment_share_divisor = 32;
   size_t max_segments = 16;
-  // load() reads a format-4 vectors file's every byte to verify its checksum; false checks only its size and header
+  // load() reads the vectors file's every byte to verify its checksum; false checks only its size and header
   // and maps it (a query reads the pages its search touches; similarities from damaged bytes rank last, never crash).
   bool verify_vectors = true;
   // true: a file an earlier load verified, unchanged since, is not hashed again. The index folder's `verified` list
@@ -79,19 +85,21 @@ struct VectorIndexOptions {
 };
 
 struct IndexManifest {
-  // 2: a faiss vectors file; 3: that and segments; 4: a raw vectors file (mapped on load), an HNSW graph file of its
-  // own when kind is "hnsw", and segments or none; 5: format 4 with the four-lane checksums (Checksum::lanes);
-  // 6: format 5 with the vectors file's rows from its first page boundary on (a 4,096-byte header).
-  int format = 6;
+  // The format a save writes and load() reads: a raw vectors file (a 4,096-byte header, then the rows; mapped on
+  // load), an HNSW graph file of its own when kind is "hnsw", an ids file, segments or none, four-lane checksums.
+  // read_manifest() reads of an earlier format's manifest only `format`, `embedder`, `generation`, `count`,
+  // `dimension` and `kind` (what every format's manifest says), and load() refuses it.
+  static constexpr int kFormat = 6;
+  int format = kFormat;
   std::string embedder;
   int64_t generation = 0;
   size_t count = 0;    // cases, segments included
   size_t vectors = 0;  // distinct vectors when saved, segments included
   size_t dimension = 0;
   std::string kind;  // "flat" or "hnsw"
-  std::string vectors_file = "vectors.faiss", ids_file = "ids.bin";
+  std::string vectors_file, ids_file;
   std::string vectors_checksum, ids_checksum;
-  std::string graph_file, graph_checksum;   // format 4, HNSW only
+  std::string graph_file, graph_checksum;   // HNSW only
   size_t base_count = 0, base_vectors = 0;  // what the vectors and ids files hold (= count, vectors without segments)
   // Cases added after the base was written, appended as they came (an incremental update writes one segment, not
   // the whole index): rowid, group and vector each, in the order they were added.
@@ -107,6 +115,9 @@ struct IndexManifest {
   std::vector<Extra> extra_files;
   // The file holding the extra `name` ("" when the manifest names none).
   std::string file_of(const std::string& name) const;
+  // The files of the saved state: the vectors, ids, graph and segment files; files() adds the extra files.
+  std::set<std::string> data_files() const;
+  std::set<std::string> files() const;
 };
 
 struct SearchHit {
@@ -175,9 +186,13 @@ class VectorIndex {
   size_t files_hashed_at_load() const { return files_hashed_at_load_; }
   // Segments the last load or save left (0 after a whole save).
   size_t segments() const { return saved_ ? saved_->manifest.segments.size() : 0; }
-  // Loads and verifies against the manifest; errors name the file ("…/vectors.….faiss: checksum mismatch").
+  // Loads and verifies against the manifest; errors name the file ("…/ids.….bin: checksum mismatch"). An index of an
+  // earlier format is refused: "…/manifest.json: index format 5 was written by an earlier spark (this one reads
+  // format 6): run `spark index --rebuild`".
   static Result<std::pair<VectorIndex, IndexManifest>> load(const std::filesystem::path& dir,
                                                             VectorIndexOptions options);
+  // The manifest in `dir`, checked for files outside the folder and counts that do not add up (not the files); of an
+  // earlier format, its common fields only (IndexManifest::kFormat). Errors name manifest.json.
   static Result<IndexManifest> read_manifest(const std::filesystem::path& dir);
   // A fresh name for a file of the next saved state: "<stem>.<unique token><ext>".
   static std::string fresh_name(const std::string& stem, const std::string& ext);
@@ -294,6 +309,7 @@ class VectorIndex {
                       const std::vector<Extra>& extra_files);
   Status write_manifest(const std::filesystem::path& dir, const IndexManifest& m,
                         const std::vector<Extra>& extra_files);
+  class Loader;  // load()'s steps (vector_index_io.cpp)
 };
 
 // The inner product of two float vectors with eight independent accumulators (GCC vector extensions: two 4-lane
@@ -302,14 +318,5 @@ class VectorIndex {
 // searches and the refinement use this one instead (bench/index_bench.cpp measures the two). The order of the sum
 // differs from faiss's, so a similarity may differ from faiss's in its last bits.
 float inner_product(const float* x, const float* y, size_t d);
-
-// The 64-bit checksums a manifest records for its files, as 16 hex digits: `serial` in formats 1–4, `lanes` (four
-// independent chains, about four times faster to verify) from format 5 on. Both catch damage, not forgery.
-enum class Checksum { serial, lanes };
-Checksum checksum_for_format(int format);
-// A file's checksum (hashed through a mapping of it); errors name the file.
-Result<std::string> file_checksum(const std::filesystem::path& path, Checksum kind);
-// The same checksum over bytes already read (one read of a file serves its check and its use).
-std::string checksum_of(std::string_view bytes, Checksum kind);
 
 }  // namespace spark
