@@ -710,7 +710,7 @@ int print_run(const Common& common, const LocalizeArgs& args, const std::vector<
 
 // The steps of a localization: its settings, the knowledge base and engine it retrieves from, the LLM client, the
 // run (localizer/llm_stage.h), what it learnt kept, and the report.
-int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch) {
+int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch) {
   // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
   // (src/base/huge_pages.h).
   prefer_huge_pages(kLocalizeHeap);

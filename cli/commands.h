@@ -86,7 +86,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args);
 Case failure_query(const std::string& test_id, const std::string& message, std::optional<int64_t> time,
                    std::vector<SourceFile> files);
 // Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
-int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch);
+int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch);
 
 struct EvalArgs {
   std::vector<std::string> corpora;

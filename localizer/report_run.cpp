@@ -25,7 +25,7 @@ std::map<std::string, size_t> count_shared_notes(const std::vector<Result<Locali
 // The notes of failure `i` (`who` names it in a run of several), and those the first failure says for the run.
 void say_notes(const Localization& r, size_t i, const std::string& who, std::map<std::string, size_t>& shared,
                const RunReportOptions& options, std::vector<RunMessage>& said) {
-  const auto note = [&](std::string text) { said.push_back({false, std::move(text)}); };
+  const auto note = [&](const std::string& text) { said.push_back({false, text}); };
   for (const auto& n : r.notes) {
     auto count = shared.find(n);
     if (count != shared.end() && count->second == 0) continue;  // said already
