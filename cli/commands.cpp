@@ -576,7 +576,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
     queries.push_back(std::move(*q));
   }
   const bool batch = !args.junit.empty() || (!args.case_file.empty() && args.case_id.empty());
-  return localize_queries(common, args, std::move(queries), batch);
+  return localize_queries(common, args, queries, batch);
 }
 
 namespace {

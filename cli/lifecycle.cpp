@@ -340,7 +340,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   // without this context), the run says so.
   int localized = 1;
   try {
-    localized = localize_queries(common, args.localize_args, std::move(queries), true);
+    localized = localize_queries(common, args.localize_args, queries, true);
   } catch (const std::exception& e) {
     report_error(Error{e.what()});
   }
