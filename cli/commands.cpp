@@ -21,7 +21,6 @@
 #include "eval/evaluation.h"
 #include "formats/error_message.h"
 #include "formats/junit.h"
-#include "index_build.h"
 #include "llm/answer_cache.h"
 #include "llm_stage.h"
 #include "miner.h"
@@ -39,6 +38,13 @@ int report_error(const Error& e) {
   std::fprintf(stderr, "spark: error: %s\n", terminal_lines(e.message).c_str());
   return 1;
 }
+
+int usage_error(const Error& e) {
+  report_error(e);
+  return 2;
+}
+
+int usage_error(const std::string& message) { return usage_error(Error{message}); }
 
 void note(const std::string& message) { std::fprintf(stderr, "spark: %s\n", terminal_lines(message).c_str()); }
 
@@ -86,15 +92,6 @@ int write_output(const std::string& path, const std::string& text) {
 
 namespace {
 
-// The embedder an index in `dir` was made with when an older built-in one ("builtin-tfidf-v1"), else "" (none, another
-// kind, or the current one).
-std::string outdated_embedder(const fs::path& dir) {
-  if (!path_exists(dir / "manifest.json")) return "";
-  auto m = VectorIndex::read_manifest(dir);
-  if (!m || !HashedTfidfEmbedder::is_outdated(m->embedder)) return "";
-  return m->embedder.substr(0, m->embedder.find('/'));
-}
-
 // The heap a localize prepares for huge pages: the index's load fills ~30 MB at 100k cases at once.
 constexpr size_t kLocalizeHeap = size_t{64} << 20;
 // SPARK_HUGE_PAGES=0 leaves the heap on 4 KiB pages.
@@ -113,90 +110,12 @@ std::string normalize_path(std::string p) {
 
 }  // namespace
 
-namespace {
-
-std::string seconds_text(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", seconds);
-  return text;
-}
-
-// "learns at 20 labelled cases" (a prior ranker), "learns again at 25 labelled cases".
-std::string learns_next(const RankerModel& m) {
-  return std::string(m.origin == "prior" ? "learns at " : "learns again at ") +
-         std::to_string(next_training_at(m.labelled_cases, IndexBuildOptions{})) + " labelled cases";
-}
-
-// The note a retraining leaves: from how many labelled cases it learnt (or that it kept the prior), what it replaced,
-// how long it took, and when it learns next.
-std::string retrain_note(const RetrainReport& r) {
-  const RankerModel& m = r.now;
-  if (m.origin == "prior")
-    return "ranker: kept its prior weights at " + std::to_string(m.labelled_cases) + " labelled cases (fewer than " +
-           std::to_string(TrainingOptions{}.min_training_cases) + " have a faulty line and others to learn from); it " +
-           learns_next(m);
-  return "ranker retrained on " + std::to_string(m.training_cases) + " labelled cases (was " + r.was + ") in " +
-         seconds_text(m.train_seconds) + "; it " + learns_next(m);
-}
-
-// Whether open_or_rebuild built the index again (its note is then in `notes`): an engine opened on an index it had to
-// catch up added cases since its load, and says so in a note of its own; a rebuilt one added none.
-bool rebuilt(const SearchEngine& engine, const std::vector<std::string>& notes) {
-  return engine.added_since_load() == 0 && !notes.empty();
-}
-
-Status learn_if_due(const Common& common, KnowledgeBase& kb) {
-  // A cheap look first: the ranker's schedule against the store's count of cases (labelled or not).
-  auto ranker = load_saved_ranker(kb.index_dir());
-  if (ranker && !*ranker) return {};  // no index yet: the first localize or `spark index` builds it, ranker included
-  auto count = kb.count();
-  if (!count) return std::unexpected(count.error());
-  if (ranker && *count < next_training_at((*ranker)->labelled_cases, IndexBuildOptions{})) return {};
-  std::vector<std::string> opening, learnt;
-  auto engine = open_or_rebuild(kb, common.embedder, opening, /*verify_vectors=*/false);
-  if (!engine) return std::unexpected(engine.error());
-  if (rebuilt(**engine, opening))
-    for (const auto& n : opening) note(n);
-  // The cases embedded on the way (added since the index was saved) are kept with the new ranker.
-  if (keep_ranker_learning(kb, **engine, learnt))
-    if (auto s = (*engine)->persist(kb); !s) return s;
-  for (const auto& n : learnt) note(n);
-  return {};
-}
-
-}  // namespace
-
-bool keep_ranker_learning(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes) {
-  auto retrained = retrain_ranker_if_due(kb, engine);
-  if (!retrained) {
-    notes.push_back("the ranker did not learn again (it stays as it was): " + retrained.error().message);
-    return false;
-  }
-  if (!*retrained) return false;
-  notes.push_back(retrain_note(**retrained));
-  return true;
-}
-
 void keep_ranker_learning(const Common& common) {
+  std::vector<std::string> notes;
   auto kb = open_kb(common, false);
-  const Status learnt = kb ? learn_if_due(common, **kb) : Status(std::unexpected(kb.error()));
+  const Status learnt = kb ? learn_ranker_if_due(**kb, common.embedder, notes) : Status(std::unexpected(kb.error()));
+  for (const auto& n : notes) note(n);
   if (!learnt) note("the ranker did not learn again (it stays as it was): " + learnt.error().message);
-}
-
-std::string ranker_status(KnowledgeBase& kb) {
-  auto ranker = load_saved_ranker(kb.index_dir());
-  if (!ranker) return "unreadable: " + ranker.error().message;
-  if (!*ranker) return "";
-  const RankerModel& m = **ranker;
-  auto entries = kb.entries();
-  const size_t now = entries ? static_cast<size_t>(std::count_if(entries->begin(), entries->end(),
-                                                                 [](const CaseEntry& e) { return e.labelled; }))
-                             : 0;
-  const std::string when = m.trained_at > 0 ? format_iso8601(m.trained_at) + " in " + seconds_text(m.train_seconds)
-                                            : "at a time not recorded (an earlier spark)";
-  const std::string learnt = m.origin == "prior" ? "prior weights (last tried at " : m.origin + " (learnt at ";
-  return learnt + std::to_string(m.labelled_cases) + " labelled cases, " + when + "); " + learns_next(m) + " (now " +
-         std::to_string(now) + ")";
 }
 
 std::string language_field_for(const std::string& path) { return std::string(language_name(language_for(path, ""))); }
@@ -242,29 +161,26 @@ int cmd_import(const Common& common, const ImportArgs& args) {
   // Keep an existing index fresh: embed the new cases with its statistics.
   if (summary->replaced == 0 && summary->added > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
     std::vector<std::string> notes;
-    auto engine = open_or_rebuild(**kb, common.embedder, notes);
-    if (!engine) {
-      note("the vector index was not updated: " + engine.error().message);
-    } else {
-      std::vector<std::string> learnt;
-      keep_ranker_learning(**kb, **engine, learnt);
-      // The cases are committed: an index that could not be saved (a full disk) is caught up by the next command
-      // that opens it, so the import has succeeded, and says so.
-      if (auto s = (*engine)->persist(**kb); !s) {
-        note("the " + std::to_string(summary->added) +
-             " new case(s) are in the knowledge base; the vector index was not updated (" + s.error().message +
-             "): the next `spark localize`, `spark record` or `spark index` catches it up");
-        return 0;
-      }
-      if (rebuilt(**engine, notes))
-        for (const auto& n : notes) note(n);
-      else
-        std::printf(
-            "added %zu case(s) to the vector index (run `spark index --rebuild` now and then to refit its "
-            "statistics)\n",
-            (*engine)->added_since_load());
-      for (const auto& n : learnt) note(n);
+    auto caught_up = catch_up_index(**kb, common.embedder, notes);
+    if (!caught_up) {
+      note("the vector index was not updated: " + caught_up.error().message);
+      return 0;
     }
+    // The cases are committed: an index that could not be saved (a full disk) is caught up by the next command that
+    // opens it, so the import has succeeded, and says so.
+    if (caught_up->not_saved) {
+      note("the " + std::to_string(summary->added) +
+           " new case(s) are in the knowledge base; the vector index was not updated (" +
+           caught_up->not_saved->message +
+           "): the next `spark localize`, `spark record` or `spark index` catches it up");
+      return 0;
+    }
+    for (const auto& n : notes) note(n);
+    if (!caught_up->rebuilt)
+      std::printf(
+          "added %zu case(s) to the vector index (run `spark index --rebuild` now and then to refit its statistics)\n",
+          caught_up->added);
+    for (const auto& n : caught_up->learnt) note(n);
   } else if (summary->replaced > 0 && path_exists((*kb)->index_dir() / "manifest.json")) {
     note("cases were replaced: run `spark index --rebuild`");
   }
@@ -315,70 +231,50 @@ int cmd_export(const Common& common, const ExportArgs& args) {
   return 0;
 }
 
-int cmd_index(const Common& common, const IndexArgs& args) {
-  auto kb = open_kb(common, false);
-  if (!kb) return report_error(kb.error());
-  const fs::path manifest = (*kb)->index_dir() / "manifest.json";
-  if (const std::string outdated = outdated_embedder((*kb)->index_dir()); !args.rebuild && !outdated.empty())
-    note("the vector index was made by an older embedder (" + outdated + "): rebuilding it");
-  else if (!args.rebuild && path_exists(manifest)) {
-    auto m = VectorIndex::read_manifest((*kb)->index_dir());
-    auto g = (*kb)->generation();
-    if (m && g && m->generation == *g &&
-        (common.embedder.kind.empty() ||
-         m->embedder.starts_with(common.embedder.kind == "openai" ? "openai/" : "builtin"))) {
-      // Queries map the vectors unverified (their size and header only): here every file's checksum is checked.
-      auto verified = VectorIndex::load((*kb)->index_dir(), VectorIndexOptions{});
-      if (verified) {
-        keep_ranker_learning(common);
-        std::printf(
-            "the vector index in %s is up to date (%zu cases, %s; every file matches its checksum); use "
-            "--rebuild to rebuild it\n",
-            (*kb)->index_dir().c_str(), m->count, m->kind.c_str());
-        return 0;
-      }
-      note("rebuilding the vector index: " + verified.error().message);
-      m = std::unexpected(verified.error());
-    }
-    // Stale by cases added since (an import interrupted before its index update, records from other tools): embed
-    // those with the index's statistics and add them. A full build when cases were removed or replaced, when the
-    // embedder changed, or when the added cases exceed a quarter of the indexed ones (statistics and ranker stale).
-    auto count = (*kb)->count();
-    if (m && g && count && *count >= m->count && *count - m->count <= std::max<size_t>(1, m->count / 4)) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::string> notes;
-      auto engine = SearchEngine::open(**kb, common.embedder, notes);
-      if (engine) {
-        std::vector<std::string> learnt;
-        keep_ranker_learning(**kb, **engine, learnt);
-        if (auto s = (*engine)->persist(**kb); !s) return report_error(s.error());
-        const double secs = seconds_since(t0);
-        std::printf(
-            "added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics are kept: "
-            "`spark index --rebuild` refits them)\n",
-            (*engine)->added_since_load(), secs, (*engine)->index().size());
-        for (const auto& n : learnt) note(n);
-        return 0;
-      }
-      note("rebuilding the vector index: " + engine.error().message);
-    }
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  auto report = build_index(**kb, common.embedder, IndexBuildOptions{});
-  if (!report) return report_error(report.error());
-  const double secs = seconds_since(t0);
-  std::printf("indexed %zu case(s) (%zu labelled) in %.2f s: %s index, embedder %s\n", report->cases, report->labelled,
-              secs, report->kind.c_str(), report->embedder.c_str());
-  std::printf("ranker: %s\n", report->ranker.c_str());
+namespace {
+
+void print_index_built(const IndexReport& report, double seconds) {
+  std::printf("indexed %zu case(s) (%zu labelled) in %.2f s: %s index, embedder %s\n", report.cases, report.labelled,
+              seconds, report.kind.c_str(), report.embedder.c_str());
+  std::printf("ranker: %s\n", report.ranker.c_str());
   std::printf(
       "time: embedding %.2f s, index %.2f s, ranker %.2f s (%u thread(s); %zu test-code version(s), %zu distinct "
       "vector(s))\n",
-      report->embed_seconds, report->index_seconds, report->train_seconds, report->threads, report->versions,
-      report->vectors);
-  if (report->recall_checked)
+      report.embed_seconds, report.index_seconds, report.train_seconds, report.threads, report.versions,
+      report.vectors);
+  if (report.recall_checked)
     std::printf(
         "hnsw check: the nearest case as similar as an exact search finds for %zu of %zu sampled case(s) (%.2f s)\n",
-        report->recall_matched, report->recall_checked, report->recall_seconds);
+        report.recall_matched, report.recall_checked, report.recall_seconds);
+}
+
+}  // namespace
+
+int cmd_index(const Common& common, const IndexArgs& args) {
+  auto kb = open_kb(common, false);
+  if (!kb) return report_error(kb.error());
+  std::vector<std::string> notes;
+  auto update = update_index(**kb, common.embedder, args.rebuild, notes);
+  for (const auto& n : notes) note(n);
+  if (!update) return report_error(update.error());
+  switch (update->outcome) {
+    case IndexUpdate::Outcome::up_to_date:
+      std::printf(
+          "the vector index in %s is up to date (%zu cases, %s; every file matches its checksum); use "
+          "--rebuild to rebuild it\n",
+          (*kb)->index_dir().c_str(), update->cases, update->kind.c_str());
+      break;
+    case IndexUpdate::Outcome::caught_up:
+      std::printf(
+          "added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics are kept: "
+          "`spark index --rebuild` refits them)\n",
+          update->added, update->seconds, update->cases);
+      for (const auto& n : update->learnt) note(n);
+      break;
+    case IndexUpdate::Outcome::built:
+      print_index_built(update->report, update->seconds);
+      break;
+  }
   return 0;
 }
 
@@ -662,10 +558,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
     usage = "give the failing test's file with --test (or a cases file with --case [--id])";
   else if (args.case_file.empty() && args.junit.empty() && args.error.empty())
     usage = "give the failure output with --error FILE (or --error - for standard input)";
-  if (!usage.empty()) {
-    std::fprintf(stderr, "spark: error: %s\n", usage.c_str());
-    return 2;
-  }
+  if (!usage.empty()) return usage_error(usage);
   std::vector<Case> queries;
   if (!args.junit.empty()) {
     auto q = queries_from_junit(args);
@@ -686,117 +579,86 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
     queries.push_back(std::move(*q));
   }
   const bool batch = !args.junit.empty() || (!args.case_file.empty() && args.case_id.empty());
-  return localize_queries(common, args, std::move(queries), batch);
+  return localize_queries(common, args, queries, batch);
 }
 
-int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch) {
-  // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
-  // (src/base/huge_pages.h).
-  prefer_huge_pages(kLocalizeHeap, huge_pages_allowed());
-  LocalizeOptions options = args.localize;
-  if (!args.explain.empty()) {
-    const size_t colon = args.explain.rfind(':');
-    const std::string number = colon == std::string::npos ? args.explain : args.explain.substr(colon + 1);
-    char* end = nullptr;
-    const long line = std::strtol(number.c_str(), &end, 10);
-    if (number.empty() || *end != '\0' || line < 1 || line > std::numeric_limits<int>::max()) {
-      std::fprintf(stderr,
-                   "spark: error: --explain \"%s\": give a line number (12) or a path and line (tests/t.py:12)\n",
-                   args.explain.c_str());
-      return 2;
-    }
-    options.explain = LineRef{colon == std::string::npos ? "" : args.explain.substr(0, colon), static_cast<int>(line)};
-  }
+namespace {
 
+// --explain LINE or PATH:LINE; nullopt when it names no line.
+std::optional<LineRef> explained_line(const std::string& explain) {
+  const size_t colon = explain.rfind(':');
+  const std::string number = colon == std::string::npos ? explain : explain.substr(colon + 1);
+  char* end = nullptr;
+  const long line = std::strtol(number.c_str(), &end, 10);
+  if (number.empty() || *end != '\0' || line < 1 || line > std::numeric_limits<int>::max()) return std::nullopt;
+  return LineRef{colon == std::string::npos ? "" : explain.substr(0, colon), static_cast<int>(line)};
+}
+
+// The LLM stage's settings: the flags' and the configuration's, the redactor, the template read and checked.
+Result<LlmStageOptions> stage_options(const Common& common, const LocalizeArgs& args) {
   LlmStageOptions stage = args.stage;
   stage.redactor = common.redactor;
   if (!args.template_path.empty()) {
     auto t = read_file(args.template_path);
-    if (!t) return report_error(t.error());
-    if (auto s = check_template(*t, args.template_path); !s) return report_error(s.error());
+    if (!t) return std::unexpected(t.error());
+    if (auto s = check_template(*t, args.template_path); !s) return std::unexpected(s.error());
     stage.template_text = std::move(*t);
   }
-  const bool wants_llm = stage.mode != Mode::builtin;
-  if (wants_llm && !args.llm && args.require_llm) {
-    std::fprintf(stderr,
-                 "spark: error: --require-llm: no LLM configured (set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL, "
-                 "or llm.base_url and llm.model in .spark.toml)\n");
-    return 1;
-  }
+  return stage;
+}
 
-  std::vector<std::string> notes;
+// What a localization retrieves from: the knowledge base and its engine (open_or_build_engine); neither without a
+// knowledge base, and no engine when it holds no case.
+struct Retrieval {
   std::unique_ptr<KnowledgeBase> kb;
   std::unique_ptr<SearchEngine> engine;
-  bool ranker_retrained = false;
-  if (kb_exists(common)) {
-    auto opened = open_kb(common, false);
-    if (!opened) return report_error(opened.error());
-    kb = std::move(*opened);
-    auto any = kb->has_cases();
-    if (!any) return report_error(any.error());
-    if (*any) {
-      // No index yet (the first case was just learned, say by `spark record`), or one an older built-in embedder
-      // made: build it, as `spark index` would.
-      const std::string outdated = outdated_embedder(kb->index_dir());
-      if (!path_exists(kb->index_dir() / "manifest.json") || !outdated.empty()) {
-        auto built = build_index(*kb, common.embedder, IndexBuildOptions{});
-        if (!built) return report_error(built.error());
-        auto count = kb->count();
-        if (!count) return report_error(count.error());
-        notes.push_back((outdated.empty() ? "the knowledge base had no vector index: built it over "
-                                          : "the vector index was made by an older embedder (" + outdated +
-                                                "): rebuilt it over ") +
-                        std::to_string(*count) + " case(s), as `spark index` does");
-      }
-      // A query maps the vectors and reads the pages its search touches (`spark index` verifies every byte).
-      // An index holding cases the store no longer has (the store went back) is built again first.
-      auto e = open_or_rebuild(*kb, common.embedder, notes, /*verify_vectors=*/false);
-      // A `spark index` in another process may have replaced the index between reading its manifest and its files
-      // (old files go once the new manifest is in place): a second look reads the new one.
-      if (!e) e = open_or_rebuild(*kb, common.embedder, notes, /*verify_vectors=*/false);
-      if (!e)
-        return report_error(Error{e.error().message + " (the vector index in " + kb->index_dir().string() +
-                                  " is damaged or incomplete: `spark index --rebuild` makes it again from the store)"});
-      engine = std::move(*e);
-      // Labelled cases arrived since the ranker last learnt: it learns again before this run ranks (saved below).
-      ranker_retrained = keep_ranker_learning(*kb, *engine, notes);
-      VectorIndex::search_on_this_thread();  // one query at a time: no OpenMP team per search
-    }
-  } else {
+  bool ranker_retrained = false;  // the ranker learnt again before this run (saved with the index after it)
+};
+
+Result<Retrieval> open_retrieval(const Common& common, std::vector<std::string>& notes) {
+  Retrieval r;
+  if (!kb_exists(common)) {
     notes.push_back("no knowledge base at " + common.kb_dir);
+    return r;
   }
-  Localizer localizer(kb.get(), engine.get());
-  std::optional<LlmClient> client;
-  if (args.llm && wants_llm) {
-    LlmOptions o = *args.llm;
-    if (args.llm_deadline > 0)
-      o.retry.deadline =
-          std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                 std::chrono::duration<double>(args.llm_deadline));
-    const double deadline = args.llm_deadline;
-    // Every 10 s without an answer, or every tenth of a shorter deadline.
-    if (deadline > 0) o.waiting_interval_s = std::min(10.0, std::max(0.2, deadline / 10));
-    o.waiting = [endpoint = terminal_line(o.base_url), deadline](double waited, size_t done, size_t total) {
-      std::string left;
-      if (deadline > 0)
-        left = ", the run's deadline in " + std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) +
-               " s";
-      std::fprintf(stderr, "spark: waiting for the LLM at %s: %lld s, %zu of %zu answered%s\n", endpoint.c_str(),
-                   static_cast<long long>(waited), done, total, left.c_str());
-    };
-    client.emplace(std::move(o));
+  auto kb = open_kb(common, false);
+  if (!kb) return std::unexpected(kb.error());
+  r.kb = std::move(*kb);
+  auto engine = open_or_build_engine(*r.kb, common.embedder, notes);
+  if (!engine) return std::unexpected(engine.error());
+  r.engine = std::move(*engine);
+  if (r.engine) {
+    // Labelled cases arrived since the ranker last learnt: it learns again before this run ranks (saved after it).
+    r.ranker_retrained = keep_ranker_learning(*r.kb, *r.engine, notes);
+    VectorIndex::search_on_this_thread();  // one query at a time: no OpenMP team per search
   }
-  StructureCache cache;
-  if (engine) {
-    // Parsed test-file versions persist in the local folder: a later process localizing a failure of a version it
-    // has seen reads its structure instead of parsing the file again.
-    const fs::path structures = structures_folder(common);
-    engine->structures().persist_in(structures);
-    cache.persist_in(structures);
-  }
-  LlmStage llm_stage(localizer, cache, client ? &*client : nullptr, stage);
+  return r;
+}
+
+// The LLM client's options for this run: the run's deadline, and a line on stderr while it waits for answers.
+LlmOptions run_llm_options(LlmOptions o, double deadline) {
+  if (deadline > 0)
+    o.retry.deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(deadline));
+  // Every 10 s without an answer, or every tenth of a shorter deadline.
+  if (deadline > 0) o.waiting_interval_s = std::min(10.0, std::max(0.2, deadline / 10));
+  o.waiting = [endpoint = terminal_line(o.base_url), deadline](double waited, size_t done, size_t total) {
+    std::string left;
+    if (deadline > 0)
+      left =
+          ", the run's deadline in " + std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) + " s";
+    std::fprintf(stderr, "spark: waiting for the LLM at %s: %lld s, %zu of %zu answered%s\n", endpoint.c_str(),
+                 static_cast<long long>(waited), done, total, left.c_str());
+  };
+  return o;
+}
+
+// The LLM stage's progress on stderr (runs of two failures or more): a counter on a terminal, a line per ten
+// otherwise.
+std::function<void(size_t, size_t)> llm_progress() {
   const bool interactive = ::isatty(STDERR_FILENO);
-  const auto progress = [&](size_t done, size_t total) {
+  return [interactive](size_t done, size_t total) {
     if (total < 2) return;
     if (interactive)
       std::fprintf(stderr, "\rspark: LLM %zu/%zu", done, total);
@@ -804,114 +666,92 @@ int localize_queries(const Common& common, const LocalizeArgs& args, std::vector
       std::fprintf(stderr, "spark: LLM %zu/%zu\n", done, total);
     if (interactive && done == total) std::fprintf(stderr, "\n");
   };
-  auto results = llm_stage.run(queries, options, progress);
-  // Cases learned since the index was built were embedded for this run: keep them, and a ranker learnt again, so
-  // no manual `spark index` is needed (the embedder's statistics are refitted only by `spark index --rebuild`).
-  if (engine && (engine->added_since_load() > 0 || ranker_retrained)) {
-    if (auto s = engine->persist(*kb); !s)
-      notes.push_back("the vector index was not updated: " + s.error().message);
-    else if (engine->added_since_load() > 0)
-      notes.push_back("kept them in the vector index");
-  }
+}
 
+// Cases learned since the index was built were embedded for this run: keep them, and a ranker learnt again, so no
+// manual `spark index` is needed (the embedder's statistics are refitted only by `spark index --rebuild`).
+void keep_what_the_run_learnt(Retrieval& r, std::vector<std::string>& notes) {
+  if (!r.engine || (r.engine->added_since_load() == 0 && !r.ranker_retrained)) return;
+  if (auto s = r.engine->persist(*r.kb); !s)
+    notes.push_back("the vector index was not updated: " + s.error().message);
+  else if (r.engine->added_since_load() > 0)
+    notes.push_back("kept them in the vector index");
+}
+
+// Prints the run's report (report_run) in args.format: its errors and notes on stderr, the report on stdout, and the
+// SARIF report to --sarif-output; the exit code.
+int print_run(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries,
+              const std::vector<Result<Localization>>& results, const LocalizeOptions& options, bool batch,
+              bool llm_asked) {
+  const ReportContext ctx{options.policy.name, options.level, options.k, options.epsilon, SPARK_VERSION};
+  RunReportOptions shown;
+  shown.format = args.format;
+  shown.sarif = !args.sarif_output.empty();
+  shown.batch = batch;
+  shown.color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
+  shown.show_annotated = args.show_annotated;
+  shown.keep_prompt = args.stage.keep_prompt;
+  shown.wants_llm = args.stage.mode != Mode::builtin;
+  shown.llm_asked = llm_asked;
+  shown.require_llm = args.require_llm;
+  shown.redactor = common.redactor.get();
+  const RunReport report = report_run(queries, results, ctx, shown);
+  for (const RunMessage& m : report.messages)
+    if (m.error)
+      report_error(Error{m.text});
+    else
+      note(m.text);
+  if (!args.sarif_output.empty() && !report.sarif.empty())
+    if (auto w = write_file_atomic(args.sarif_output, report.sarif); !w) return report_error(w.error());
+  if (report.llm_failed && args.require_llm)
+    return report_error(Error{"--require-llm: the LLM could not be used (see above)"});
+  if (!write_stdout(report.out)) return report_error(Error{"cannot write to standard output"});
+  return report.failed ? 1 : 0;
+}
+
+}  // namespace
+
+// The steps of a localization: its settings, the knowledge base and engine it retrieves from, the LLM client, the
+// run (localizer/llm_stage.h), what it learnt kept, and the report.
+int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch) {
+  // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
+  // (src/base/huge_pages.h).
+  prefer_huge_pages(kLocalizeHeap, huge_pages_allowed());
+  LocalizeOptions options = args.localize;
+  if (!args.explain.empty()) {
+    const auto line = explained_line(args.explain);
+    if (!line)
+      return usage_error("--explain \"" + args.explain +
+                         "\": give a line number (12) or a path and line (tests/t.py:12)");
+    options.explain = *line;
+  }
+  auto stage = stage_options(common, args);
+  if (!stage) return report_error(stage.error());
+  const bool wants_llm = stage->mode != Mode::builtin;
+  if (wants_llm && !args.llm && args.require_llm)
+    return report_error(
+        Error{"--require-llm: no LLM configured (set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL, or llm.base_url and "
+              "llm.model in .spark.toml)"});
+  std::vector<std::string> notes;
+  auto retrieval = open_retrieval(common, notes);
+  if (!retrieval) return report_error(retrieval.error());
+
+  Localizer localizer(retrieval->kb.get(), retrieval->engine.get());
+  std::optional<LlmClient> client;
+  if (args.llm && wants_llm) client.emplace(run_llm_options(*args.llm, args.llm_deadline));
+  StructureCache cache;
+  if (retrieval->engine) {
+    // Parsed test-file versions persist in the local folder: a later process localizing a failure of a version it
+    // has seen reads its structure instead of parsing the file again.
+    const fs::path structures = structures_folder(common);
+    retrieval->engine->structures().persist_in(structures);
+    cache.persist_in(structures);
+  }
+  LlmStage llm_stage(localizer, cache, client ? &*client : nullptr, std::move(*stage));
+  const auto results = llm_stage.run(queries, options, llm_progress());
+  keep_what_the_run_learnt(*retrieval, notes);
   for (const auto& n : notes) note(n);
-  ReportContext ctx{options.policy.name, options.level, options.k, options.epsilon, SPARK_VERSION};
-  std::string out;
-  int status = 0;
-  bool llm_failed = false;
-  nlohmann::json sarif;
-  nlohmann::json json_all = nlohmann::json::array();
-  std::vector<Localization> annotated;  // --format github: the run's localizations, as published
-  const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
-  // A note several failures share (no labelled case yet, no similar case) is said once, with their count.
-  std::map<std::string, size_t> shared_notes;
-  for (const auto& r : results)
-    if (r)
-      for (const auto& n : std::set<std::string>(r->notes.begin(), r->notes.end())) ++shared_notes[n];
-  for (size_t i = 0; i < results.size(); ++i) {
-    const std::string who = queries.size() > 1 ? queries[i].id + ": " : "";
-    if (!results[i]) {
-      status = report_error(Error{who + results[i].error().message});
-      continue;
-    }
-    const Localization& r = *results[i];
-    for (const auto& n : r.notes) {
-      auto count = shared_notes.find(n);
-      if (count != shared_notes.end() && count->second == 0) continue;  // said already
-      const std::string whose = count != shared_notes.end() && count->second > 1
-                                    ? std::to_string(count->second) + " failures: "
-                                    : who;
-      if (count != shared_notes.end()) count->second = 0;
-      // With --require-llm a failed LLM is an error, not a fallback: the note says what failed, not what ranked.
-      constexpr std::string_view fallback = ": ranked by spark's built-in ranker";
-      if (args.require_llm && client && n.ends_with(fallback))
-        note(whose + n.substr(0, n.size() - fallback.size()));
-      else
-        note(whose + n);
-    }
-    if (!r.ranked.empty() && r.ranker.find("prior") != std::string::npos && i == 0)
-      note("ranker: built-in, prior weights (the knowledge base has too few labelled cases to learn from)");
-    if (!client && i == 0)
-      note(wants_llm ? "no LLM configured: ranked by spark's built-in ranker"
-                     : "mode builtin: ranked by spark's built-in ranker");
-    if (r.llm && client && !r.llm->used) llm_failed = true;
-    if (r.llm && !r.llm->redactions.empty() && i == 0) {
-      size_t n = 0;
-      for (const auto& [rule, count] : r.llm->redactions) n += count;
-      note(who + "redacted " + std::to_string(n) + " secret(s) from the prompt");
-    }
-    if (args.format == "json") {
-      json_all.push_back(nlohmann::json::parse(report_json(r, ctx)));
-    }
-    // SARIF and annotations leave the machine by design (code scanning, the pull request's page): made from a
-    // redacted copy unless redaction is off.
-    std::optional<Localization> published;
-    const auto shared = [&]() -> const Localization& {
-      if (!common.redactor) return r;
-      if (!published) {
-        published = r;
-        std::map<std::string, size_t> counts;
-        if (const size_t n = redact_localization(*published, queries[i], *common.redactor, counts))
-          note(who + "redacted " + std::to_string(n) + " secret(s) from the " +
-               (args.format == "github"
-                    ? (args.sarif_output.empty() ? "annotations" : "annotations and the SARIF report")
-                    : "SARIF report"));
-      }
-      return *published;
-    };
-    if (args.format == "sarif" || !args.sarif_output.empty()) {
-      auto doc = nlohmann::json::parse(report_sarif(shared(), ctx));
-      if (sarif.is_null())
-        sarif = std::move(doc);
-      else
-        for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
-    }
-    if (args.format == "github") {
-      annotated.push_back(shared());  // annotated as one run, below
-    } else if (args.format == "text") {
-      if (queries.size() > 1)
-        out += (i ? "\n" : "") + std::string("== ") + terminal_line(queries[i].id) +
-               (queries[i].id == queries[i].test_id ? "" : " (" + terminal_line(queries[i].test_id) + ")") + "\n";
-      out += report_text(r, ctx, color);
-      if (args.show_annotated)
-        out += "\nannotated test code (as a model would see it):\n" +
-               terminal_lines(Localizer::render_annotated(queries[i], r.annotations));
-      if (args.stage.keep_prompt && r.llm) out += "\nprompt:\n" + terminal_lines(r.llm->prompt) + "\n";
-    }
-  }
-  // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
-  if (args.format == "json")
-    out = (batch ? json_text(json_all, 2) : json_all.empty() ? std::string("null") : json_text(json_all[0], 2)) + "\n";
-  if (args.format == "github") out = report_github(annotated, ctx);
-  if (args.format == "sarif" && !sarif.is_null()) out = json_text(sarif, 2) + "\n";
-  if (!args.sarif_output.empty() && !sarif.is_null())
-    if (auto w = write_file_atomic(args.sarif_output, json_text(sarif, 2) + "\n"); !w) return report_error(w.error());
-  if (llm_failed && args.require_llm) {
-    std::fprintf(stderr, "spark: error: --require-llm: the LLM could not be used (see above)\n");
-    return 1;
-  }
-  if (!write_stdout(out)) return report_error(Error{"cannot write to standard output"});
-  return status;
+  return print_run(common, args, queries, results, options, batch, client.has_value());
 }
 
 namespace {
@@ -936,10 +776,7 @@ int eval_settings(const EvalArgs& args, EvalOptions& options, std::vector<std::p
   options.modes.clear();
   for (const auto& m : args.modes) {
     auto mode = EvalMode::parse(m);
-    if (!mode) {
-      std::fprintf(stderr, "spark: error: --mode: %s\n", mode.error().message.c_str());
-      return 2;
-    }
+    if (!mode) return usage_error("--mode: " + mode.error().message);
     options.modes.push_back(*mode);
   }
   options.ks = args.ks;
@@ -948,11 +785,8 @@ int eval_settings(const EvalArgs& args, EvalOptions& options, std::vector<std::p
   options.levels.clear();
   for (const auto& l : args.levels) {
     Level level;
-    if (!parse_level(l, level)) {
-      std::fprintf(stderr, "spark: error: --level: unknown level \"%s\" (known: line, statement, block, function)\n",
-                   l.c_str());
-      return 2;
-    }
+    if (!parse_level(l, level))
+      return usage_error("--level: unknown level \"" + l + "\" (known: line, statement, block, function)");
     options.levels.push_back(level);
   }
   options.policies = args.policies;
@@ -965,16 +799,10 @@ int eval_settings(const EvalArgs& args, EvalOptions& options, std::vector<std::p
   options.seed = args.llm.localize.seed;
   for (const auto& c : args.compare) {
     const auto colon = c.find(':');
-    if (colon == std::string::npos) {
-      std::fprintf(stderr, "spark: error: --compare %s: give two modes as A:B\n", c.c_str());
-      return 2;
-    }
+    if (colon == std::string::npos) return usage_error("--compare " + c + ": give two modes as A:B");
     auto a = EvalMode::parse(c.substr(0, colon));
     auto b = a ? EvalMode::parse(c.substr(colon + 1)) : a;
-    if (!b) {
-      std::fprintf(stderr, "spark: error: --compare %s: %s\n", c.c_str(), b.error().message.c_str());
-      return 2;
-    }
+    if (!b) return usage_error("--compare " + c + ": " + b.error().message);
     compare.push_back({*a, *b});
   }
 

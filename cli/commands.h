@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine.h"
 #include "formats/config.h"
 #include "formats/defaults.h"
 #include "llm/llm_client.h"
@@ -86,7 +87,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args);
 Case failure_query(const std::string& test_id, const std::string& message, std::optional<int64_t> time,
                    std::vector<SourceFile> files);
 // Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
-int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case> queries, bool batch);
+int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch);
 
 struct EvalArgs {
   std::vector<std::string> corpora;
@@ -189,6 +190,10 @@ int cmd_hooks(const Common& common, const HooksArgs& args);
 // Shared by the commands: "spark: error: …" (returns 1), "spark: …" on stderr, the knowledge base, and a result
 // written atomically to a file or to standard output ("" or "-").
 int report_error(const Error& e);
+// A usage error (an argument missing, malformed or naming what does not exist): said as report_error says an error;
+// returns 2, the exit code of a usage error.
+int usage_error(const std::string& message);
+int usage_error(const Error& e);
 void note(const std::string& message);
 Result<std::unique_ptr<KnowledgeBase>> open_kb(const Common& common, bool create);
 // True when there may be a store to open: a server store, or a folder holding kb.sqlite.
@@ -196,15 +201,9 @@ bool kb_exists(const Common& common);
 // The local folder of this store: the SQLite store's own folder, or local_dir for a server store.
 std::string local_folder(const Common& common);
 
-// The ranker keeps learning as labelled cases arrive (localizer/index_build.h: retrain_ranker_if_due). With an open
-// engine: retrains its ranker when due and says so in `notes`; true when it retrained (the caller's persist() saves
-// it). With the options alone (`spark record` localizing nothing, `spark index` on an index up to date): when due,
-// opens the index, retrains, saves and notes it; an index not built yet is left to the command that builds it. A
-// failure is a note either way: the ranker stays as it was, and the command goes on.
-bool keep_ranker_learning(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes);
+// When the ranker is due to learn again (`spark record` localizing nothing): learn_ranker_if_due (localizer/engine.h)
+// on the store, its notes said; a failure is a note, the ranker staying as it was, and the command goes on.
 void keep_ranker_learning(const Common& common);
-// `spark kb status`'s ranker line: what it learnt from, when, and when it learns next; "" without an index.
-std::string ranker_status(KnowledgeBase& kb);
 
 // `spark kb init | status | copy`.
 struct KbArgs {

@@ -209,9 +209,7 @@ Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const G
 
 int cmd_failures(const Common& common, const FailuresArgs& args) {
   if (args.action != "list" && args.action != "expire" && args.id.empty()) {
-    std::fprintf(stderr, "spark: error: failures %s: give the failure's id (see `spark failures list`)\n",
-                 args.action.c_str());
-    return 2;
+    return usage_error("failures " + args.action + ": give the failure's id (see `spark failures list`)");
   }
   if (args.action == "list" && !kb_exists(common))  // nothing recorded yet
     return write_output("", args.format == "json" ? json_text(failures_json(json::array(), nullptr), 2) + "\n"

@@ -135,20 +135,16 @@ std::string author_or_default(const std::string& given, const std::string& repo_
 
 int cmd_mine(const Common& common, const MineArgs& args) {
   if (args.run.empty() == args.outcomes.empty()) {
-    std::fprintf(stderr,
-                 "spark: error: give --outcomes FILE... (recorded outcomes) or --run \"CMD {test_id}\" "
-                 "--test ID --from SHA (run the tests to find the fix), not both\n");
-    return 2;
+    return usage_error(
+        "give --outcomes FILE... (recorded outcomes) or --run \"CMD {test_id}\" --test ID --from SHA (run the tests "
+        "to find the fix), not both");
   }
   if (!args.run.empty() && (args.tests.empty() || args.from.empty())) {
-    std::fprintf(stderr,
-                 "spark: error: --run needs the failing tests (--test ID) and the commit they fail at (--from)\n");
-    return 2;
+    return usage_error("--run needs the failing tests (--test ID) and the commit they fail at (--from)");
   }
   if (!args.run.empty() && args.run.find("{test_id}") == std::string::npos &&
       args.run.find("{tests}") == std::string::npos) {
-    std::fprintf(stderr, "spark: error: --run: the command must name the test with {test_id}\n");
-    return 2;
+    return usage_error("--run: the command must name the test with {test_id}");
   }
   auto repo = GitRepository::open(args.history.repo);
   if (!repo) return report_error(repo.error());
@@ -341,7 +337,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   // without this context), the run says so.
   int localized = 1;
   try {
-    localized = localize_queries(common, args.localize_args, std::move(queries), true);
+    localized = localize_queries(common, args.localize_args, queries, true);
   } catch (const std::exception& e) {
     report_error(Error{e.what()});
   }
@@ -558,95 +554,92 @@ Result<std::vector<LineRef>> parse_keep(const std::vector<std::string>& specs, c
 
 }  // namespace
 
-int cmd_audit(const Common& common, const AuditArgs& args) {
-  const bool needs_id = args.action != "list";
-  if (needs_id && args.id.empty()) {
-    std::fprintf(stderr, "spark: error: audit %s: give the case id\n", args.action.c_str());
-    return 2;
-  }
-  if (args.action == "trim" && args.keep.empty()) {
-    std::fprintf(stderr, "spark: error: audit trim: give the true faulty lines with --keep\n");
-    return 2;
-  }
-  auto kb = open_kb(common, false);
-  if (!kb) return report_error(kb.error());
-  MiningStore store(**kb);
-  const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
-  if (args.action == "list") {
-    std::vector<FailureStatus> statuses = {FailureStatus::quarantined};
-    if (args.all) statuses = mined_statuses();
-    auto list = store.failures(statuses);
-    if (!list) return report_error(list.error());
-    auto rule = store.rule(args.sigma);
-    if (!rule) return report_error(rule.error());
-    if (!args.html.empty()) {
-      // The page shows messages and code and is meant to be shared: made from redacted copies unless redaction is off.
-      std::vector<StoredFailure> shown;
-      if (common.redactor) {
-        shown = *list;
-        std::map<std::string, size_t> counts;
-        size_t n = 0;
-        for (auto& f : shown) {
-          n += common.redactor->redact(f.message, counts);
-          if (f.labelled) n += redact_case(*f.labelled, *common.redactor, counts);
-          for (auto& file : f.fixed_files) n += common.redactor->redact(file.content, counts);
-        }
-        if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
-      }
-      if (auto w =
-              write_file_atomic(args.html, audit_html(common.redactor ? shown : *list, *rule, (*kb)->dir().string()));
-          !w)
-        return report_error(w.error());
+namespace {
+
+// --html: the page shows messages and code and is meant to be shared: made from redacted copies unless redaction is
+// off.
+Status write_audit_html(const Common& common, const AuditArgs& args, const std::vector<StoredFailure>& list,
+                        const OutlierRule& rule, const KnowledgeBase& kb) {
+  std::vector<StoredFailure> shown;
+  if (common.redactor) {
+    shown = list;
+    std::map<std::string, size_t> counts;
+    size_t n = 0;
+    for (auto& f : shown) {
+      n += common.redactor->redact(f.message, counts);
+      if (f.labelled) n += redact_case(*f.labelled, *common.redactor, counts);
+      for (auto& file : f.fixed_files) n += common.redactor->redact(file.content, counts);
     }
-    if (args.format == "json") {
-      json j = {{"schema", "spark.audit/1"},
-                {"rule",
-                 {{"n", rule->n},
-                  {"mean", rule->mean},
-                  {"sd", rule->sd},
-                  {"sigma", rule->sigma},
-                  {"threshold", rule->threshold}}},
-                {"cases", json::array()}};
-      for (const auto& f : *list) j["cases"].push_back(failure_json(f));
-      return write_output("", json_text(j, 2) + "\n");
-    }
-    std::string out = "outlier rule: quarantine above " + rule->describe() + "\n";
-    if (list->empty()) out += args.all ? "no mined cases\n" : "the quarantine is empty\n";
-    for (const auto& f : *list) {
-      char line[512];
-      std::snprintf(line, sizeof line, "%-34s %-11s %4s lines  %s  %.10s..%.10s", f.case_id.c_str(),
-                    status_name(f.status).c_str(), f.faulty_count ? std::to_string(*f.faulty_count).c_str() : "-",
-                    f.test_id.c_str(), f.commit.c_str(), f.fixed_commit.c_str());
-      out += line;
-      if (f.decided_at) out += "  [" + f.decided_by + ", " + date_text(f.decided_at) + "]";
-      if (const size_t n = occurrences_of(f).value("count", size_t{1}); n > 1)
-        out += "  (failed at " + std::to_string(n) + " commits)";
-      out += "\n";
-    }
-    return write_output("", terminal_lines(out));
+    if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
   }
-  if (args.action == "show") {
-    auto f = store.failure_by_case(args.id);
-    if (!f) return report_error(f.error());
-    std::string out = f->case_id + "  " + status_name(f->status) + "\n  test:     " + f->test_id +
-                      "\n  failing:  " + f->commit + "\n  fix:      " + f->fixed_commit + "\n  faulty lines: ";
-    if (f->labelled) out += lines_text(f->labelled->faulty_lines);
+  return write_file_atomic(args.html, audit_html(common.redactor ? shown : list, rule, kb.dir().string()));
+}
+
+// `spark audit list`: the quarantine (every mined case with --all), as text or JSON, and the HTML page.
+int audit_list(const Common& common, const AuditArgs& args, KnowledgeBase& kb, MiningStore& store) {
+  std::vector<FailureStatus> statuses = {FailureStatus::quarantined};
+  if (args.all) statuses = mined_statuses();
+  auto list = store.failures(statuses);
+  if (!list) return report_error(list.error());
+  auto rule = store.rule(args.sigma);
+  if (!rule) return report_error(rule.error());
+  if (!args.html.empty())
+    if (auto w = write_audit_html(common, args, *list, *rule, kb); !w) return report_error(w.error());
+  if (args.format == "json") {
+    json j = {{"schema", "spark.audit/1"},
+              {"rule",
+               {{"n", rule->n},
+                {"mean", rule->mean},
+                {"sd", rule->sd},
+                {"sigma", rule->sigma},
+                {"threshold", rule->threshold}}},
+              {"cases", json::array()}};
+    for (const auto& f : *list) j["cases"].push_back(failure_json(f));
+    return write_output("", json_text(j, 2) + "\n");
+  }
+  std::string out = "outlier rule: quarantine above " + rule->describe() + "\n";
+  if (list->empty()) out += args.all ? "no mined cases\n" : "the quarantine is empty\n";
+  for (const auto& f : *list) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%-34s %-11s %4s lines  %s  %.10s..%.10s", f.case_id.c_str(),
+                  status_name(f.status).c_str(), f.faulty_count ? std::to_string(*f.faulty_count).c_str() : "-",
+                  f.test_id.c_str(), f.commit.c_str(), f.fixed_commit.c_str());
+    out += line;
+    if (f.decided_at) out += "  [" + f.decided_by + ", " + date_text(f.decided_at) + "]";
+    if (const size_t n = occurrences_of(f).value("count", size_t{1}); n > 1)
+      out += "  (failed at " + std::to_string(n) + " commits)";
     out += "\n";
-    if (const json o = occurrences_of(*f); o.value("count", 1) > 1)
-      out += "  failed at " + std::to_string(o.value("count", 1)) + " commits, " +
-             o.value("first_commit", "").substr(0, 10) + " (" + o.value("first_time", "?") + ") to " +
-             o.value("last_commit", "").substr(0, 10) + " (" + o.value("last_time", "?") + ")\n";
-    if (f->decided_at)
-      out += "  decided:  " + f->decided_by + ", " + date_text(f->decided_at) +
-             (f->reason.empty() ? "" : ": " + f->reason) + "\n";
-    out = terminal_lines(out) + "\n";
-    for (const auto& d : diff_files(*f)) {
-      auto patch = unified_diff(d.before, d.after, d.path, 3);
-      if (!patch) return report_error(patch.error());
-      out += colorize(terminal_lines(*patch), color);
-    }
-    return write_output("", out);
   }
+  return write_output("", terminal_lines(out));
+}
+
+// `spark audit show ID`: the case, where it failed, who decided it, and its fix's diff.
+int audit_show(const AuditArgs& args, MiningStore& store) {
+  auto f = store.failure_by_case(args.id);
+  if (!f) return report_error(f.error());
+  std::string out = f->case_id + "  " + status_name(f->status) + "\n  test:     " + f->test_id +
+                    "\n  failing:  " + f->commit + "\n  fix:      " + f->fixed_commit + "\n  faulty lines: ";
+  if (f->labelled) out += lines_text(f->labelled->faulty_lines);
+  out += "\n";
+  if (const json o = occurrences_of(*f); o.value("count", 1) > 1)
+    out += "  failed at " + std::to_string(o.value("count", 1)) + " commits, " +
+           o.value("first_commit", "").substr(0, 10) + " (" + o.value("first_time", "?") + ") to " +
+           o.value("last_commit", "").substr(0, 10) + " (" + o.value("last_time", "?") + ")\n";
+  if (f->decided_at)
+    out += "  decided:  " + f->decided_by + ", " + date_text(f->decided_at) +
+           (f->reason.empty() ? "" : ": " + f->reason) + "\n";
+  out = terminal_lines(out) + "\n";
+  const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
+  for (const auto& d : diff_files(*f)) {
+    auto patch = unified_diff(d.before, d.after, d.path, 3);
+    if (!patch) return report_error(patch.error());
+    out += colorize(terminal_lines(*patch), color);
+  }
+  return write_output("", out);
+}
+
+// `spark audit accept | reject | trim ID`: the decision stored, and said.
+int audit_decide(const AuditArgs& args, MiningStore& store) {
   const Decision decision = args.action == "accept"   ? Decision::accept
                             : args.action == "reject" ? Decision::reject
                                                       : Decision::trim;
@@ -669,6 +662,21 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
             ? " (kept out of the knowledge base)"
             : " (in the knowledge base with " + plural(decided->labelled->faulty_lines.size(), "faulty line") + ")"));
   return 0;
+}
+
+}  // namespace
+
+int cmd_audit(const Common& common, const AuditArgs& args) {
+  const bool needs_id = args.action != "list";
+  if (needs_id && args.id.empty()) return usage_error("audit " + args.action + ": give the case id");
+  if (args.action == "trim" && args.keep.empty())
+    return usage_error("audit trim: give the true faulty lines with --keep");
+  auto kb = open_kb(common, false);
+  if (!kb) return report_error(kb.error());
+  MiningStore store(**kb);
+  if (args.action == "list") return audit_list(common, args, **kb, store);
+  if (args.action == "show") return audit_show(args, store);
+  return audit_decide(args, store);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

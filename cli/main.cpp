@@ -67,11 +67,6 @@ struct Command {
   bool needs_common = true;  // false: runs on the configuration alone (`spark config`)
 };
 
-int usage_error(const spark::Error& e) {
-  report_error(e);
-  return 2;
-}
-
 const std::vector<std::string> kModes = {"builtin",         "baseline",  "default",   "random",
                                          "annotation-free", "directive", "naive-rag", "hybrid"};
 const std::vector<std::string> kFormats = {"text", "json", "sarif", "github"};

@@ -261,35 +261,6 @@ Result<std::optional<RankerModel>> load_saved_ranker(const fs::path& index_dir) 
   return std::optional<RankerModel>(std::move(*ranker));
 }
 
-Result<std::unique_ptr<SearchEngine>> open_or_rebuild(KnowledgeBase& kb, EmbedderConfig config,
-                                                      std::vector<std::string>& notes, bool verify_vectors) {
-  std::string lost;
-  auto engine = SearchEngine::open(kb, config, notes, verify_vectors, &lost);
-  if (engine) return engine;
-  // An index an earlier spark wrote in its format: load() refuses it, naming its manifest; a build writes this one's.
-  auto m = VectorIndex::read_manifest(kb.index_dir());
-  const bool earlier_format = m && m->format != IndexManifest::kFormat;
-  if (lost.empty() && !earlier_format) return engine;
-  if (config.kind.empty() && m && m->embedder.starts_with("openai/")) config.kind = "openai";
-  auto built = build_index(kb, config, IndexBuildOptions{});
-  if (earlier_format) {
-    if (!built) return fail(engine.error().message + " (could not be built again: " + built.error().message + ")");
-    notes.push_back("the vector index was written in an earlier spark's format (" +
-                    (kb.index_dir() / "manifest.json").string() + ": format " + std::to_string(m->format) +
-                    ", this spark reads " + std::to_string(IndexManifest::kFormat) + "): rebuilt it over " +
-                    std::to_string(built->cases) + " case(s), as `spark index` does");
-    return SearchEngine::open(kb, config, notes, verify_vectors);
-  }
-  if (!built)
-    return fail("the vector index in " + kb.index_dir().string() + " holds cases the knowledge base no longer has (" +
-                lost + ") and could not be built again: " + built.error().message);
-  notes.push_back("the vector index held cases the knowledge base no longer has (" + lost +
-                  ": a write lost in a power cut, an older backup restored, or rows deleted on the server): rebuilt "
-                  "it over " +
-                  std::to_string(built->cases) + " case(s)");
-  return SearchEngine::open(kb, config, notes, verify_vectors);
-}
-
 Result<std::optional<RetrainReport>> retrain_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
                                                            const IndexBuildOptions& options) {
   size_t labelled = 0;

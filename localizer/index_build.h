@@ -54,14 +54,6 @@ struct IndexBuildOptions {
 
 Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options);
 
-// SearchEngine::open; when the index holds cases the knowledge base no longer has (the store went back: a write lost
-// in a power cut, an older backup restored, rows deleted on the server), the index is first built again from the
-// store, with the embedder kind it was made by unless `config` names one, and `notes` says why. One rebuild, instead
-// of every later command failing until someone runs `spark index --rebuild`. So is an index an earlier spark wrote in
-// an earlier format (IndexManifest::kFormat), which the index refuses to load.
-Result<std::unique_ptr<SearchEngine>> open_or_rebuild(KnowledgeBase& kb, EmbedderConfig config,
-                                                      std::vector<std::string>& notes, bool verify_vectors = true);
-
 // The count of labelled cases at which a ranker that learnt (or last tried to) at `labelled_then` learns again:
 // training.min_training_cases while below it, else labelled_then grown by retrain_growth (at least one case more).
 size_t next_training_at(size_t labelled_then, const IndexBuildOptions& options);

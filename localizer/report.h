@@ -40,4 +40,37 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx);
 // first); beyond 10, the first 9 are shown and one more lists the rest.
 std::string report_github(const std::vector<Localization>& run, const ReportContext& ctx);
 
+// A run's report (`spark localize`, `spark record`) in one of the formats above, for its failures and their results
+// in the same order (localizer/report_run.cpp).
+struct RunReportOptions {
+  std::string format = "text";  // text | json | sarif | github
+  bool sarif = false;           // a SARIF report besides (--sarif-output), whatever the format
+  bool batch = false;           // json: an array even of one failure (else the one localization, or null)
+  bool color = false;           // text: ANSI colours
+  bool show_annotated = false;  // text: the annotated test code after each report
+  bool keep_prompt = false;     // text: the LLM's prompt after each report
+  bool wants_llm = false;       // the mode asks an LLM (not `builtin`)
+  bool llm_asked = false;       // an LLM was configured and asked
+  bool require_llm = false;     // a failed LLM is an error, not a fallback
+  // When set, SARIF and annotations (which leave the machine by design) are made from redacted copies.
+  const Redactor* redactor = nullptr;
+};
+
+// What spark says on stderr for a run, in order: an error or a note.
+struct RunMessage {
+  bool error = false;
+  std::string text;
+};
+
+struct RunReport {
+  std::vector<RunMessage> messages;  // per failure: its error, or its notes (those several share, said once)
+  std::string out;                   // standard output
+  std::string sarif;                 // the SARIF report when asked (format sarif or options.sarif); "" when none
+  bool failed = false;               // a failure could not be localized (its error is in messages)
+  bool llm_failed = false;           // an LLM was asked and could not be used for a failure
+};
+
+RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<Localization>>& results,
+                     const ReportContext& ctx, const RunReportOptions& options);
+
 }  // namespace spark

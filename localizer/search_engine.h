@@ -63,7 +63,7 @@ class SearchEngine {
   // verifies every byte of every file. `store_lost_cases`, when given, is set to why when the error is that the index
   // holds cases the knowledge base no longer has (its cases file and the store's rows disagree: a write lost in a
   // power cut, an older backup restored, rows deleted on the server), which a rebuild repairs (open_or_rebuild,
-  // index_build.h); it is left empty on any other error.
+  // engine.h); it is left empty on any other error.
   static Result<std::unique_ptr<SearchEngine>> open(KnowledgeBase& kb, EmbedderConfig config,
                                                     std::vector<std::string>& notes, bool verify_vectors = true,
                                                     std::string* store_lost_cases = nullptr);
