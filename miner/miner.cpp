@@ -265,12 +265,24 @@ bool is_mined(FailureStatus s) {
          s == FailureStatus::rejected || s == FailureStatus::trimmed;
 }
 
-std::vector<FailureStatus> mined_statuses() {
+bool in_corpus(FailureStatus s) {
+  return s == FailureStatus::labelled || s == FailureStatus::accepted || s == FailureStatus::trimmed;
+}
+
+namespace {
+
+// Every status `keep` holds, in the enum's order.
+std::vector<FailureStatus> statuses_where(bool (*keep)(FailureStatus)) {
   std::vector<FailureStatus> out;
   for (int i = 0; i <= static_cast<int>(FailureStatus::duplicate); ++i)
-    if (is_mined(static_cast<FailureStatus>(i))) out.push_back(static_cast<FailureStatus>(i));
+    if (keep(static_cast<FailureStatus>(i))) out.push_back(static_cast<FailureStatus>(i));
   return out;
 }
+
+}  // namespace
+
+std::vector<FailureStatus> mined_statuses() { return statuses_where(is_mined); }
+std::vector<FailureStatus> corpus_statuses() { return statuses_where(in_corpus); }
 
 bool is_test_path(const std::string& path) {
   static const TestCodeRule rule;
