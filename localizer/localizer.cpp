@@ -258,7 +258,7 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
     std::vector<FeatureVector> rows;
     rows.reserve(view.lines.size());
     for (const auto& ql : view.lines) rows.push_back(ql.x);
-    probability = model.probabilities(rows, view.has_stop, view.gate);
+    probability = model.probabilities(rows);
   }
   struct Group {
     const QueryLine* best = nullptr;
