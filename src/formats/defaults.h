@@ -5,8 +5,9 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdio>
 #include <string>
+
+#include "base/text.h"
 
 namespace spark::defaults {
 
@@ -16,10 +17,6 @@ inline constexpr double kWindowFraction = 0.10;   // closest-* policies: the win
 inline constexpr size_t kContextTokens = 32768;   // the model's context window: prompt + answer must fit
 
 // A default as help and `spark config` print it: two decimals ("0.05", "0.10").
-inline std::string text(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", value);
-  return buf;
-}
+inline std::string text(double value) { return fixed(value, 2); }
 
 }  // namespace spark::defaults
