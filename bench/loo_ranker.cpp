@@ -6,7 +6,7 @@
 // learnt from the other projects only (cross-project folds), so no case is scored by weights its own labels shaped;
 // the in-sample weights (what `spark index` learns from everything) are reported beside them.
 //
-//   build/bench/spark_loo [--objective pointwise|pairwise|gated] [--lambda-passes N] [--r N] [--ablate] CASES.jsonl...
+//   build/bench/spark_loo [--r N] [--ablate] CASES.jsonl...
 //                         [--query-form OTHER.jsonl...] [--common-with OTHER.jsonl...]
 // --common-with: only the cases whose id the other files hold too (training and tables), so that two forms of one
 // corpus are compared on the same cases (dev-tblong lacks one of dev's 498).
@@ -83,8 +83,7 @@ struct Tally {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Options: --objective pointwise|pairwise (the ranker's training objective), --ablate (each feature group
-  // removed in turn, per subset).
+  // Options: --ablate (each feature group removed in turn, per subset).
   TrainingOptions training;
   bool ablate = false;
   size_t r_option = 1;
@@ -92,12 +91,7 @@ int main(int argc, char** argv) {
   std::vector<std::string>* into = &files;  // where the next file name goes
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--objective" && i + 1 < argc) {
-      const std::string o = argv[++i];
-      training.objective = o == "pairwise" ? Objective::pairwise : o == "gated" ? Objective::gated : Objective::pointwise;
-    } else if (a == "--lambda-passes" && i + 1 < argc) {
-      training.lambda_passes = static_cast<size_t>(std::stoul(argv[++i]));
-    } else if (a == "--r" && i + 1 < argc) {
+    if (a == "--r" && i + 1 < argc) {
       r_option = static_cast<size_t>(std::stoul(argv[++i]));
     } else if (a == "--ablate") {
       ablate = true;
@@ -111,7 +105,7 @@ int main(int argc, char** argv) {
   }
   if (files.empty()) {
     std::fprintf(stderr,
-                 "usage: spark_loo [--objective pointwise|pairwise] [--ablate] CASES.jsonl... [--query-form "
+                 "usage: spark_loo [--r N] [--ablate] CASES.jsonl... [--query-form "
                  "OTHER.jsonl...] [--common-with OTHER.jsonl...]\n");
     return 2;
   }
@@ -304,7 +298,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < rows.size(); ++i) rows[i][kKindPrior] = m.kind_prior.get(h.rows[i].kind);
     if (h.tc.has_stop) apply_gate(m.gate, masked_gate(mask, h.tc.gate), rows);
     for (auto& x : rows) x = masked(mask, x);
-    const auto prob = m.probabilities(rows, h.tc.has_stop, masked_gate(mask, h.tc.gate));
+    const auto prob = m.probabilities(rows);
     std::vector<std::pair<double, size_t>> scored;
     for (size_t i = 0; i < h.rows.size(); ++i) scored.emplace_back(prob[i], i);
     // Ties keep the traceback order, as the localizer breaks ties by distance to the stopping line.
@@ -339,8 +333,7 @@ int main(int argc, char** argv) {
         {"- gate", {kGate}, {}},
     };
     const std::vector<std::string> cols = {"all", "leak", "no-leak", "seeded", "campaign", "history"};
-    std::printf("# Ablation, leave-one-project-out, line level (Hit@1 / Hit@5 in %%), objective %s\n\n",
-                training.objective == Objective::pairwise ? "pairwise" : training.objective == Objective::gated ? "gated" : "pointwise");
+    std::printf("# Ablation, leave-one-project-out, line level (Hit@1 / Hit@5 in %%), objective pairwise\n\n");
     std::printf("| model |");
     for (const auto& c : cols) std::printf(" %s |", c.c_str());
     std::printf("\n|---|");

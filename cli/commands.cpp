@@ -23,7 +23,7 @@
 #include "formats/junit.h"
 #include "llm/answer_cache.h"
 #include "llm_stage.h"
-#include "miner.h"
+#include "mining_store.h"
 #include "prompt.h"
 #include "report.h"
 #include "store/knowledge_base.h"
@@ -65,7 +65,7 @@ Result<std::unique_ptr<KnowledgeBase>> open_kb(const Common& common, bool create
   // A store made here is made with its folder's .gitignore; a folder that exists already is the user's.
   if (const fs::path own = local_folder(common); create && !path_exists(own))
     if (auto s = make_spark_folder(own); !s) return std::unexpected(s.error());
-  return KnowledgeBase::open(common.kb_dir, create, 30000, common.local_dir);
+  return open_knowledge_base(common.kb_dir, create, 30000, common.local_dir);
 }
 
 bool kb_exists(const Common& common) {

@@ -74,9 +74,9 @@ Result<int64_t> copy_table(Database& from, Database& to, const TableCopy& t) {
 
 int kb_copy(const Common& common, const KbArgs& args) {
   if (args.from == args.to) return report_error(Error{"kb copy: the source and the destination are the same store"});
-  auto from = KnowledgeBase::open(args.from, false, 30000, common.local_dir);
+  auto from = open_knowledge_base(args.from, false, 30000, common.local_dir);
   if (!from) return report_error(from.error());
-  auto to = KnowledgeBase::open(args.to, true, 30000, common.local_dir);
+  auto to = open_knowledge_base(args.to, true, 30000, common.local_dir);
   if (!to) return report_error(to.error());
   Database& src = (*from)->database();
   Database& dst = (*to)->database();

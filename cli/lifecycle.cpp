@@ -106,7 +106,7 @@ std::string cases_jsonl(const std::vector<StoredFailure>& failures) {
 
 int write_exports(MiningStore& store, const std::string& output, const std::string& quarantine) {
   if (!output.empty()) {
-    auto corpus = store.failures({FailureStatus::labelled, FailureStatus::accepted, FailureStatus::trimmed});
+    auto corpus = store.failures(corpus_statuses());
     if (!corpus) return report_error(corpus.error());
     if (int rc = write_output(output, cases_jsonl(*corpus)); rc != 0) return rc;
   }

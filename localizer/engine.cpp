@@ -76,12 +76,6 @@ Result<std::unique_ptr<SearchEngine>> open_or_build_engine(KnowledgeBase& kb, co
 
 namespace {
 
-std::string seconds_text(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", seconds);
-  return text;
-}
-
 // "learns at 20 labelled cases" (a prior ranker), "learns again at 25 labelled cases".
 std::string learns_next(const RankerModel& m) {
   return std::string(m.origin == "prior" ? "learns at " : "learns again at ") +

@@ -21,12 +21,6 @@ namespace {
 
 std::string short_sha(const std::optional<std::string>& sha) { return sha ? sha->substr(0, 10) : std::string(); }
 
-std::string fmt(double v, int digits = 2) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 // Why a line ranks where it does, strongest contribution first.
 std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
                                  const std::vector<RetrievedCase>& retrieved,
@@ -40,7 +34,7 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
     std::string s = (ql.best_distance <= epsilon ? "annotated: resembles faulty line " : "similar to faulty line ") +
                     std::to_string(fl.line) + " of case " + rc.id;
     if (rc.fixed_commit) s += " (fixed in " + short_sha(rc.fixed_commit) + ")";
-    s += ", distance " + fmt(ql.best_distance) + ", case similarity " + fmt(rc.similarity);
+    s += ", distance " + fixed(ql.best_distance, 2) + ", case similarity " + fixed(rc.similarity, 2);
     r.emplace_back(contrib(kAnnotated) + contrib(kResembles), s);
   }
   if (ql.x[kTracebackLine] > 0)
@@ -63,7 +57,7 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
                                             " often faulty than others in this knowledge base");
   if (ql.x[kErrorOverlap] > 0)
     r.emplace_back(contrib(kErrorOverlap),
-                   "shares " + fmt(100 * ql.x[kErrorOverlap], 0) + "% of its names and values with the error");
+                   "shares " + fixed(100 * ql.x[kErrorOverlap], 0) + "% of its names and values with the error");
   if (ql.x[kSlice] > 0)
     r.emplace_back(contrib(kSlice), "sets a value the failing line uses (data flow, " +
                                         std::to_string(static_cast<int>(std::lround(1.0 / ql.x[kSlice]))) +
@@ -71,7 +65,7 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
   if (ql.x[kValueMatch] > 0)
     r.emplace_back(contrib(kValueMatch), ql.x[kValueMatch] >= 1.0
                                              ? "holds a value the failure shows"
-                                             : "holds " + fmt(100 * ql.x[kValueMatch], 0) +
+                                             : "holds " + fixed(100 * ql.x[kValueMatch], 0) +
                                                    "% of its literals among the values the failure shows");
   if (ql.x[kNameMatch] > 0) r.emplace_back(contrib(kNameMatch), "uses a name the error quotes");
   if (ql.x[kSameTest] > 0)
@@ -84,7 +78,7 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
                        (gate->exception.empty() ? std::string("no exception read") : gate->exception) +
                        (gate->raised_in_test ? ", raised in the test's code" : ", raised beneath the test") +
                        (gate->generic_check ? ", a generic check" : "") +
-                       ") makes this statement the fault with probability " + fmt(gate->probability));
+                       ") makes this statement the fault with probability " + fixed(gate->probability, 2));
   std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> out;
   out.reserve(r.size());
@@ -158,7 +152,7 @@ Result<std::vector<SearchHit>> search_step(const KnowledgeBase* kb, SearchEngine
     std::erase_if(similar, [&](const SearchHit& h) { return h.similarity < options.similarity_floor; });
     if (similar.empty() && before > 0)
       out.notes.push_back("no case in the knowledge base is similar enough (best cosine below the floor " +
-                          fmt(options.similarity_floor) + "): baseline behaviour, no annotations");
+                          fixed(options.similarity_floor, 2) + "): baseline behaviour, no annotations");
   } else if (!kb) {
     out.notes.push_back("no knowledge base yet: baseline behaviour, no annotations");
   } else if (!engine || out.knowledge_base_size == 0) {
@@ -231,7 +225,7 @@ void annotate_step(QueryView& view, const Case& query, const std::vector<Retriev
   // A message over the limit, or one cut to it where it entered spark (the line that notes the cut says how much).
   if (const size_t cut = bytes_cut(query.error_message); query.error_message.size() > kErrorMessageReadLimit || cut > 0)
     out.notes.push_back("the error message is " +
-                        fmt(static_cast<double>(query.error_message.size() + cut) / (1 << 20), 1) +
+                        fixed(static_cast<double>(query.error_message.size() + cut) / (1 << 20), 1) +
                         " MB: the ranker read its first " + std::to_string(kErrorMessageReadLimit / 4 / 1024) +
                         " KB and its last " + std::to_string(kErrorMessageReadLimit * 3 / 4 / 1024) + " KB");
   if (view.has_stop) {
@@ -261,7 +255,7 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
     std::vector<FeatureVector> rows;
     rows.reserve(view.lines.size());
     for (const auto& ql : view.lines) rows.push_back(ql.x);
-    probability = model.probabilities(rows, view.has_stop, view.gate);
+    probability = model.probabilities(rows);
   }
   struct Group {
     const QueryLine* best = nullptr;

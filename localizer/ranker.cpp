@@ -41,22 +41,9 @@ RankerModel RankerModel::prior() {
   return m;
 }
 
-std::vector<double> RankerModel::probabilities(const std::vector<FeatureVector>& rows, bool has_stop,
-                                               const GateVector& g) const {
+std::vector<double> RankerModel::probabilities(const std::vector<FeatureVector>& rows) const {
   std::vector<double> out(rows.size(), 0.0);
-  if (!gated) {
-    for (size_t i = 0; i < rows.size(); ++i) out[i] = 1.0 / (1.0 + std::exp(-score(rows[i])));
-    return out;
-  }
-  const double p = has_stop ? gate.probability(g) : 0.0;
-  double top = -1e300;
-  std::vector<double> s(rows.size(), 0.0);
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i][kTracebackLine] <= 0) top = std::max(top, s[i] = score(rows[i]));
-  double z = 0;
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i][kTracebackLine] <= 0) z += s[i] = std::exp(s[i] - top);
-  for (size_t i = 0; i < rows.size(); ++i) out[i] = rows[i][kTracebackLine] > 0 ? p : (1.0 - p) * s[i] / z;
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = 1.0 / (1.0 + std::exp(-score(rows[i])));
   return out;
 }
 
@@ -157,7 +144,7 @@ Status RankerModel::save(const std::filesystem::path& path) const {
   nlohmann::json j;
   j["format"] = 1;
   j["origin"] = origin;
-  j["objective"] = gated ? "gated" : "logistic";
+  j["objective"] = "logistic";
   j["training_cases"] = training_cases;
   j["training_rows"] = training_rows;
   j["labelled_cases"] = labelled_cases;
@@ -179,7 +166,6 @@ Result<RankerModel> RankerModel::load(const std::filesystem::path& path) {
     if (j.at("format").get<int>() != 1) return fail(path.string() + ": unknown ranker format");
     RankerModel m;
     m.origin = j.at("origin").get<std::string>();
-    m.gated = j.value("objective", std::string("logistic")) == "gated";
     m.training_cases = j.at("training_cases").get<size_t>();
     m.training_rows = j.at("training_rows").get<size_t>();
     // A model saved before these were kept: it learnt from (at least) its training cases, at a time unknown.
@@ -294,270 +280,121 @@ GateModel fit_gate(const std::vector<const TrainingCase*>& cases, size_t min_cas
   return g;
 }
 
-// The listwise line model: a conditional logit (softmax over one case's candidate lines) fitted by Newton's method.
-// Each case: its positives and sampled negatives, the negatives weighted up to stand for all of them in the softmax's
-// denominator. Returns the weights; the bias cancels and stays 0.
-struct ListCase {
-  std::vector<const double*> pos, cand;  // cand holds the positives too
-  std::vector<double> cand_weight;
-};
-std::vector<double> fit_listwise(const std::vector<ListCase>& cases, double lambda) {
-  const size_t n = kFeatureCount;
-  // Penalised log-likelihood, and (when asked) its gradient and the negative Hessian.
-  const auto evaluate = [&](const std::vector<double>& beta, std::vector<double>* grad, std::vector<double>* hess) {
-    double ll = 0;
-    for (const auto& c : cases) {
-      std::vector<double> s(c.cand.size());
-      double top = -1e300;
-      for (size_t j = 0; j < c.cand.size(); ++j) {
-        double z = 0;
-        for (size_t i = 1; i < n; ++i) z += beta[i] * c.cand[j][i];
-        top = std::max(top, s[j] = z);
-      }
-      double zsum = 0;
-      for (size_t j = 0; j < c.cand.size(); ++j) zsum += c.cand_weight[j] * std::exp(s[j] - top);
-      const double log_z = top + std::log(zsum);
-      for (const double* x : c.pos) {
-        double z = 0;
-        for (size_t i = 1; i < n; ++i) z += beta[i] * x[i];
-        ll += (z - log_z) / static_cast<double>(c.pos.size());
-      }
-      if (!grad) continue;
-      std::vector<double> mu(n, 0.0), p(c.cand.size());
-      for (size_t j = 0; j < c.cand.size(); ++j) {
-        p[j] = c.cand_weight[j] * std::exp(s[j] - log_z);
-        for (size_t i = 1; i < n; ++i) mu[i] += p[j] * c.cand[j][i];
-      }
-      for (const double* x : c.pos)
-        for (size_t i = 1; i < n; ++i) (*grad)[i] += (x[i] - mu[i]) / static_cast<double>(c.pos.size());
-      for (size_t j = 0; j < c.cand.size(); ++j)
-        for (size_t a = 1; a < n; ++a) {
-          const double da = c.cand[j][a] - mu[a];
-          if (da == 0.0) continue;
-          for (size_t b = 1; b < n; ++b) (*hess)[a * n + b] += p[j] * da * (c.cand[j][b] - mu[b]);
-        }
-    }
-    for (size_t i = 1; i < n; ++i) ll -= 0.5 * lambda * beta[i] * beta[i];
-    return ll;
-  };
-  std::vector<double> beta(n, 0.0);
-  double current = evaluate(beta, nullptr, nullptr);
-  for (int iter = 0; iter < 50; ++iter) {
-    std::vector<double> grad(n, 0.0), hess(n * n, 0.0);
-    evaluate(beta, &grad, &hess);
-    for (size_t i = 0; i < n; ++i) {
-      grad[i] -= lambda * beta[i];
-      hess[i * n + i] += lambda + (i == 0 ? 1.0 : 0.0);
-    }
-    std::vector<double> step;
-    if (!solve(hess, grad, n, step)) break;
-    // Damped Newton: halve the step until the likelihood rises (a softmax is far from quadratic).
-    double t = 1.0, next = current;
-    std::vector<double> trial(n);
-    for (int h = 0; h < 30; ++h, t *= 0.5) {
-      for (size_t i = 0; i < n; ++i) trial[i] = beta[i] + t * step[i];
-      next = evaluate(trial, nullptr, nullptr);
-      if (next >= current) break;
-    }
-    if (next < current) break;
-    double change = 0;
-    for (size_t i = 0; i < n; ++i) change = std::max(change, std::fabs(trial[i] - beta[i]));
-    beta = trial;
-    current = next;
-    if (change < 1e-6) break;
-  }
-  beta[0] = 0.0;
-  return beta;
-}
-
-}  // namespace
-
-RankerModel train_ranker(std::vector<TrainingCase> cases, const KindPrior& prior, const TrainingOptions& options) {
-  // The gate first. The ranker learns from gate values each case's own label did not shape (cross-fitted), so it
-  // learns how far to trust the gate on cases it has not seen; the saved gate is fitted on all of them.
+// The gate fitted on every case with a failing statement; and each such case's rows given the gate values of a
+// gate fitted without it (`folds` folds), so the ranker learns how far to trust the gate on cases it has not seen.
+GateModel fit_cross_fitted_gate(std::vector<TrainingCase>& cases, const TrainingOptions& options) {
   std::vector<const TrainingCase*> with_stop;
   for (const auto& tc : cases)
     if (tc.has_stop) with_stop.push_back(&tc);
-  const GateModel gate = fit_gate(with_stop, options.min_training_cases, options.l2);
-  {
-    std::vector<GateModel> folds;
-    const size_t k = std::max<size_t>(2, options.gate_folds);
-    for (size_t f = 0; f < k; ++f) {
-      std::vector<const TrainingCase*> rest;
-      for (size_t i = 0; i < with_stop.size(); ++i)
-        if (i % k != f) rest.push_back(with_stop[i]);
-      folds.push_back(fit_gate(rest, options.min_training_cases, options.l2));
-    }
-    size_t i = 0;
-    for (auto& tc : cases)
-      if (tc.has_stop) apply_gate(folds[i++ % k], tc.gate, tc.rows);
+  GateModel gate = fit_gate(with_stop, options.min_training_cases, options.l2);
+  std::vector<GateModel> folds;
+  const size_t k = std::max<size_t>(2, options.gate_folds);
+  for (size_t f = 0; f < k; ++f) {
+    std::vector<const TrainingCase*> rest;
+    for (size_t i = 0; i < with_stop.size(); ++i)
+      if (i % k != f) rest.push_back(with_stop[i]);
+    folds.push_back(fit_gate(rest, options.min_training_cases, options.l2));
   }
+  size_t i = 0;
+  for (auto& tc : cases)
+    if (tc.has_stop) apply_gate(folds[i++ % k], tc.gate, tc.rows);
+  return gate;
+}
 
-  if (options.objective == Objective::gated) {
-    // The lines other than the failing statement, on the cases whose fault lies among them.
-    std::vector<ListCase> lists;
-    for (size_t c = 0; c < cases.size(); ++c) {
-      const auto& tc = cases[c];
-      ListCase lc;
-      std::vector<size_t> neg;
-      for (size_t i = 0; i < tc.rows.size(); ++i) {
-        if (tc.rows[i][kTracebackLine] > 0) continue;
-        if (tc.faulty[i]) {
-          lc.pos.push_back(tc.rows[i].data());
-          lc.cand.push_back(tc.rows[i].data());
-          lc.cand_weight.push_back(1.0);
-        } else {
-          neg.push_back(i);
-        }
-      }
-      if (lc.pos.empty() || neg.empty()) continue;
-      const double total = static_cast<double>(neg.size());
-      sample_negatives(c, neg, options.negatives_per_case);
-      for (size_t i : neg) {
-        lc.cand.push_back(tc.rows[i].data());
-        lc.cand_weight.push_back(total / static_cast<double>(neg.size()));
-      }
-      lists.push_back(std::move(lc));
-    }
-    RankerModel m = RankerModel::prior();
-    m.kind_prior = prior;
-    m.gate = gate;
-    m.gated = true;
-    if (lists.size() < options.min_training_cases) {
-      m.weights[kGate] = 0.0;
-      return m;
-    }
-    const auto beta = fit_listwise(lists, options.l2 / static_cast<double>(lists.size()));
-    for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = beta[i];
-    m.training_cases = lists.size();
-    for (const auto& l : lists) m.training_rows += l.cand.size();
-    m.origin = "trained on " + std::to_string(with_stop.size()) + " labelled cases (gate) and " +
-               std::to_string(lists.size()) + " (lines)";
-    return m;
-  }
+// A (faulty, non-faulty) pair of rows of one case.
+struct Pair {
+  size_t c, p, q;
+};
 
-  std::vector<const double*> rows;
-  std::vector<double> y, w;
-  // pairwise: (case, faulty row, non-faulty row); their differences are kept alive for `rows`
-  struct Pair {
-    size_t c, p, q;
-  };
+// Every case's pairs: each faulty row against each of its sampled non-faulty rows. `used` counts the cases with both.
+std::vector<Pair> training_pairs(const std::vector<TrainingCase>& cases, size_t negatives_per_case, size_t& used) {
   std::vector<Pair> pairs;
-  std::vector<FeatureVector> diffs;
-  size_t used = 0;
+  used = 0;
   for (size_t c = 0; c < cases.size(); ++c) {
     const auto& tc = cases[c];
     std::vector<size_t> pos, neg;
     for (size_t i = 0; i < tc.rows.size(); ++i) (tc.faulty[i] ? pos : neg).push_back(i);
     if (pos.empty() || neg.empty()) continue;
-    // Deterministic subsample of negatives: order by a hash of (case, line).
-    sample_negatives(c, neg, options.negatives_per_case);
+    sample_negatives(c, neg, negatives_per_case);
     ++used;
-    if (options.objective == Objective::pairwise) {
-      for (size_t p : pos)
-        for (size_t q : neg) pairs.push_back({c, p, q});
-      continue;
-    }
-    for (size_t i : pos) {
-      rows.push_back(tc.rows[i].data());
-      y.push_back(1.0);
-      w.push_back(0.5 / static_cast<double>(pos.size()));
-    }
-    for (size_t i : neg) {
-      rows.push_back(tc.rows[i].data());
-      y.push_back(0.0);
-      w.push_back(0.5 / static_cast<double>(neg.size()));
-    }
+    for (size_t p : pos)
+      for (size_t q : neg) pairs.push_back({c, p, q});
   }
+  return pairs;
+}
+
+// RankNet with a linear scorer: logistic regression on the pairs' differences, each case's pairs carrying a total
+// weight of one. The bias cancels in a difference (platt_scale fits it).
+std::vector<double> fit_pairwise(const std::vector<TrainingCase>& cases, const std::vector<Pair>& pairs,
+                                 double lambda) {
+  std::vector<FeatureVector> diffs;
+  diffs.reserve(pairs.size());
+  for (const auto& pr : pairs) {
+    FeatureVector d;
+    for (size_t i = 0; i < kFeatureCount; ++i) d[i] = cases[pr.c].rows[pr.p][i] - cases[pr.c].rows[pr.q][i];
+    diffs.push_back(d);
+  }
+  std::vector<const double*> rows;
+  rows.reserve(diffs.size());
+  for (const auto& d : diffs) rows.push_back(d.data());
+  const std::vector<double> y(rows.size(), 1.0);
+  std::map<size_t, double> total;
+  for (const auto& pr : pairs) total[pr.c] += 1.0;
+  std::vector<double> w(pairs.size(), 0.0);
+  for (size_t i = 0; i < pairs.size(); ++i) w[i] = total[pairs[i].c] > 0 ? 1.0 / total[pairs[i].c] : 0.0;
+  return fit_logistic(rows, y, w, kFeatureCount, lambda, kFeatureCount);
+}
+
+// Platt scaling, so scores stay probabilities: the bias and a scale fitted on the lines the pairs were made of (each
+// case's positives and sampled negatives, half the case's weight each), not on every line.
+void platt_scale(const std::vector<TrainingCase>& cases, const std::vector<Pair>& pairs, std::vector<double>& beta) {
+  std::vector<std::array<double, 2>> platt;
+  std::vector<double> py, pw;
+  std::map<size_t, std::pair<std::set<size_t>, std::set<size_t>>> lines;
+  for (const auto& pr : pairs) {
+    lines[pr.c].first.insert(pr.p);
+    lines[pr.c].second.insert(pr.q);
+  }
+  for (const auto& [c, pn] : lines) {
+    const auto& [pos, neg] = pn;
+    for (const auto* group : {&pos, &neg})
+      for (size_t i : *group) {
+        double sc = 0;
+        for (size_t f = 1; f < kFeatureCount; ++f) sc += beta[f] * cases[c].rows[i][f];
+        platt.push_back({1.0, sc});
+        py.push_back(group == &pos ? 1.0 : 0.0);
+        pw.push_back(0.5 / static_cast<double>(group->size()));
+      }
+  }
+  std::vector<const double*> prow;
+  prow.reserve(platt.size());
+  for (const auto& p : platt) prow.push_back(p.data());
+  const auto ab = fit_logistic(prow, py, pw, 2, 0.0, 0);
+  beta[kBias] = ab[0];
+  for (size_t f = 1; f < kFeatureCount; ++f) beta[f] *= ab[1];
+}
+
+}  // namespace
+
+RankerModel train_ranker(std::vector<TrainingCase> cases, const KindPrior& prior, const TrainingOptions& options) {
+  // The gate first: the ranker learns from its cross-fitted values.
+  const GateModel gate = fit_cross_fitted_gate(cases, options);
+  size_t used = 0;
+  const std::vector<Pair> pairs = training_pairs(cases, options.negatives_per_case, used);
   if (used < options.min_training_cases) {
     RankerModel m = RankerModel::prior();
     m.kind_prior = prior;
     m.gate = gate;
     return m;
   }
-  const double lambda = options.l2 / static_cast<double>(used);
-  std::vector<double> beta;
-  if (options.objective == Objective::pairwise) {
-    // RankNet on pair differences, then LambdaRank's reweighting: each pair weighs |ΔDCG| of swapping its two lines
-    // in the first model's ranking, so pairs near the top count most. Each case's pairs carry a total weight of one.
-    // The bias cancels in a difference: it is fitted afterwards, with the scale, on the lines (Platt scaling), so
-    // scores stay probabilities.
-    for (const auto& pr : pairs) {
-      FeatureVector d;
-      for (size_t i = 0; i < kFeatureCount; ++i) d[i] = cases[pr.c].rows[pr.p][i] - cases[pr.c].rows[pr.q][i];
-      diffs.push_back(d);
-    }
-    for (const auto& d : diffs) rows.push_back(d.data());
-    y.assign(rows.size(), 1.0);
-    std::vector<double> pair_weight(pairs.size(), 1.0);
-    for (size_t pass = 0; pass <= options.lambda_passes; ++pass) {
-      // Normalise per case.
-      std::map<size_t, double> total;
-      for (size_t i = 0; i < pairs.size(); ++i) total[pairs[i].c] += pair_weight[i];
-      w.assign(pairs.size(), 0.0);
-      for (size_t i = 0; i < pairs.size(); ++i) w[i] = total[pairs[i].c] > 0 ? pair_weight[i] / total[pairs[i].c] : 0.0;
-      beta = fit_logistic(rows, y, w, kFeatureCount, lambda, kFeatureCount);
-      if (pass == options.lambda_passes) break;
-      // Ranks under this model, per case, of the rows in pairs.
-      std::map<size_t, std::vector<size_t>> rank_of;
-      for (size_t i = 0; i < pairs.size(); ++i) {
-        auto& ranks = rank_of[pairs[i].c];
-        if (!ranks.empty()) continue;
-        const auto& tc = cases[pairs[i].c];
-        std::vector<std::pair<double, size_t>> sc;
-        for (size_t r = 0; r < tc.rows.size(); ++r) {
-          double z = 0;
-          for (size_t f = 1; f < kFeatureCount; ++f) z += beta[f] * tc.rows[r][f];
-          sc.emplace_back(-z, r);
-        }
-        std::sort(sc.begin(), sc.end());
-        ranks.assign(tc.rows.size(), 0);
-        for (size_t k = 0; k < sc.size(); ++k) ranks[sc[k].second] = k + 1;
-      }
-      for (size_t i = 0; i < pairs.size(); ++i) {
-        const auto& ranks = rank_of[pairs[i].c];
-        const double gp = 1.0 / std::log2(1.0 + static_cast<double>(ranks[pairs[i].p]));
-        const double gq = 1.0 / std::log2(1.0 + static_cast<double>(ranks[pairs[i].q]));
-        pair_weight[i] = std::fabs(gp - gq) + 1e-3;
-      }
-    }
-    std::vector<std::array<double, 2>> platt;
-    std::vector<const double*> prow;
-    std::vector<double> py, pw;
-    {
-      // On the lines the pairs were made of (each case's positives and sampled negatives, half the case's weight
-      // each), not on every line: the same lines the pointwise objective weighs.
-      std::map<size_t, std::pair<std::set<size_t>, std::set<size_t>>> lines;
-      for (const auto& pr : pairs) {
-        lines[pr.c].first.insert(pr.p);
-        lines[pr.c].second.insert(pr.q);
-      }
-      for (const auto& [c, pn] : lines) {
-        const auto& [pos, neg] = pn;
-        for (const auto* group : {&pos, &neg})
-          for (size_t i : *group) {
-            double sc = 0;
-            for (size_t f = 1; f < kFeatureCount; ++f) sc += beta[f] * cases[c].rows[i][f];
-            platt.push_back({1.0, sc});
-            py.push_back(group == &pos ? 1.0 : 0.0);
-            pw.push_back(0.5 / static_cast<double>(group->size()));
-          }
-      }
-    }
-    prow.reserve(prow.size() + platt.size());
-    for (const auto& p : platt) prow.push_back(p.data());
-    const auto ab = fit_logistic(prow, py, pw, 2, 0.0, 0);
-    beta[kBias] = ab[0];
-    for (size_t f = 1; f < kFeatureCount; ++f) beta[f] *= ab[1];
-  } else {
-    beta = fit_logistic(rows, y, w, kFeatureCount, lambda, kBias);
-  }
+  std::vector<double> beta = fit_pairwise(cases, pairs, options.l2 / static_cast<double>(used));
+  platt_scale(cases, pairs, beta);
   RankerModel m;
   for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = beta[i];
   m.kind_prior = prior;
   m.gate = gate;
   m.training_cases = used;
-  m.training_rows = rows.size();
+  m.training_rows = pairs.size();
   m.origin = "trained on " + std::to_string(used) + " labelled cases";
   return m;
 }

@@ -44,15 +44,10 @@ struct RankerModel {
   int64_t trained_at = 0;
   double train_seconds = 0;
 
-  // gated: P(line) = gate p on the failing statement, (1 - p) · softmax(w·x) over the other lines (ListNet-style,
-  // learnt on the cases whose fault is not the failing statement). Otherwise P(line) = sigmoid(w·x).
-  bool gated = false;
-
   static RankerModel prior();
   double score(const FeatureVector& x) const;
-  // Each row's probability of being a faulty line (see `gated`). `has_stop`/`gate` as in QueryView.
-  std::vector<double> probabilities(const std::vector<FeatureVector>& rows, bool has_stop,
-                                    const GateVector& gate) const;
+  // Each row's probability of being a faulty line: sigmoid(w·x) (the gate reaches it through x[kGate]).
+  std::vector<double> probabilities(const std::vector<FeatureVector>& rows) const;
 
   Status save(const std::filesystem::path& path) const;
   static Result<RankerModel> load(const std::filesystem::path& path);
@@ -77,23 +72,17 @@ void sample_negatives(size_t case_index, std::vector<size_t>& negatives, size_t 
 // set of large test files stays small. `case_index` is the case's position in the vector given to train_ranker.
 void thin_training_case(TrainingCase& tc, size_t case_index, size_t negatives_per_case);
 
-enum class Objective {
-  pointwise,  // logistic regression on lines, each case's positives and negatives balanced
-  pairwise,   // logistic regression on (faulty, non-faulty) pairs of one case: RankNet with a linear scorer
-  gated,      // the gate decides the failing statement; a listwise (softmax) model ranks the other lines
-};
-
 struct TrainingOptions {
   size_t min_training_cases = 20;
   size_t negatives_per_case = 300;  // deterministic subsample of the non-faulty lines
   double l2 = 1.0;                  // ridge penalty on the non-bias weights
-  Objective objective = Objective::pairwise;
-  size_t lambda_passes = 0;  // pairwise: LambdaRank reweighting passes after the first fit (measured: no gain)
-  size_t gate_folds = 5;     // the ranker learns from gate values cross-fitted over this many folds
+  size_t gate_folds = 5;            // the ranker learns from gate values cross-fitted over this many folds
 };
 
-// Fits the weights (balanced per case: each case's positives and negatives carry equal total weight), by Newton's
-// method. Returns the prior when there are too few cases with positives.
+// Fits the weights pairwise (RankNet with a linear scorer: logistic regression on the differences of a case's faulty
+// and sampled non-faulty lines, each case's pairs weighing one in all), by Newton's method, then the bias and scale
+// on the lines (Platt scaling) so that scores stay probabilities. Returns the prior when there are too few cases with
+// positives.
 // Takes the cases by value: it writes the cross-fitted gate values into their rows (move them in; they are large).
 RankerModel train_ranker(std::vector<TrainingCase> cases, const KindPrior& prior, const TrainingOptions& options);
 

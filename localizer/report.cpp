@@ -14,12 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 std::string location(const RankedElement& e) {
   return e.path + ":" + std::to_string(e.line) + (e.end_line > e.line ? "-" + std::to_string(e.end_line) : "");
 }

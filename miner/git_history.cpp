@@ -7,18 +7,13 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
-#include <condition_variable>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <set>
-#include <thread>
 #include <type_traits>
 
 #include "base/files.h"
 #include "base/shared_library.h"
 #include "base/text.h"
-#include "base/work_pool.h"
 
 namespace spark {
 
@@ -33,13 +28,13 @@ namespace {
   X(git_checkout_options_init) X(git_checkout_tree) X(git_commit_free) X(git_commit_lookup)                           \
   X(git_commit_parent) X(git_commit_parent_id) X(git_commit_parentcount) X(git_commit_summary) X(git_commit_time) X(git_commit_tree)          \
   X(git_config_free) X(git_config_get_string) X(git_diff_buffers) X(git_diff_free) X(git_diff_get_delta)              \
-  X(git_diff_num_deltas) X(git_diff_options_init) X(git_diff_to_buf) X(git_diff_tree_to_tree) X(git_error_last)       \
+  X(git_diff_num_deltas) X(git_diff_options_init) X(git_diff_tree_to_tree) X(git_error_last)       \
   X(git_error_set_str) X(git_libgit2_init) X(git_libgit2_opts) X(git_object_free) X(git_object_id)                    \
   X(git_object_peel) X(git_odb_add_backend) X(git_odb_backend_data_alloc) X(git_odb_backend_data_free) X(git_odb_free) \
-  X(git_odb_init_backend) X(git_oid_cpy) X(git_oid_equal) X(git_oid_fromstr) X(git_oid_tostr) X(git_oid_tostr_s)      \
+  X(git_odb_init_backend) X(git_oid_cpy) X(git_oid_fromstr) X(git_oid_tostr) X(git_oid_tostr_s)      \
   X(git_patch_free) X(git_patch_from_buffers) X(git_patch_to_buf) X(git_repository_commondir) X(git_repository_config_snapshot)\
   X(git_repository_free) X(git_repository_item_path) X(git_repository_odb)                                            \
-  X(git_repository_is_bare) X(git_repository_is_shallow) X(git_repository_open_bare) X(git_repository_open_ext)       \
+  X(git_repository_is_bare) X(git_repository_is_shallow) X(git_repository_open_ext)       \
   X(git_repository_path) X(git_repository_workdir) X(git_revparse_single) X(git_revwalk_free)                         \
   X(git_revwalk_new) X(git_revwalk_next) X(git_revwalk_push) X(git_revwalk_push_head)                                 \
   X(git_revwalk_simplify_first_parent) X(git_revwalk_sorting) X(git_tree_entry_bypath)                                \
@@ -567,152 +562,6 @@ Result<std::vector<std::string>> GitRepository::changed_paths(const std::string&
     if (d->new_file.path) paths.insert(d->new_file.path);
   }
   return std::vector<std::string>(paths.begin(), paths.end());
-}
-
-namespace {
-
-// Whether the trees under every prefix are the same objects in both commits (then nothing changed there).
-bool same_under(git_tree* a, git_tree* b, const std::vector<std::string>& prefixes) {
-  if (!a || prefixes.empty()) return false;
-  for (const auto& prefix : prefixes) {
-    std::string p = prefix;
-    while (p.ends_with("/")) p.pop_back();
-    Owned<git_tree_entry, &Git::git_tree_entry_free> x, y;
-    const bool in_a = git().git_tree_entry_bypath(&x.p, a, p.c_str()) == 0;
-    const bool in_b = git().git_tree_entry_bypath(&y.p, b, p.c_str()) == 0;
-    if (in_a != in_b || (in_a && !git().git_oid_equal(git().git_tree_entry_id(x.p), git().git_tree_entry_id(y.p))))
-      return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-Status GitRepository::for_each_patch(const std::vector<std::string>& prefixes,
-                                     const std::function<Status(const CommitInfo&, std::string_view)>& fn,
-                                     size_t threads) const {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  Owned<git_revwalk, &Git::git_revwalk_free> walk;
-  if (git().git_revwalk_new(&walk.p, repo_.get()) != 0) return fail(last_error(workdir_.string()));
-  git().git_revwalk_sorting(walk.p, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
-  if (git().git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
-  git().git_revwalk_simplify_first_parent(walk.p);
-
-  // The walk (and the cheap check whether a commit touched the prefixes) runs here; the patches are made on a
-  // WorkerPool of `threads` workers, each with its own handle on the repository, and handed to `fn` in history order.
-  // At most `window` commits are in flight, so memory stays bounded whatever the history's length.
-  struct Done {
-    CommitInfo info;
-    std::string patch;
-    std::optional<Error> error;
-  };
-  const size_t window = 4 * threads;
-  std::mutex m;
-  std::condition_variable cv;
-  std::map<size_t, Done> done;
-  const std::string path = git().git_repository_path(repo_.get());
-  std::vector<char*> specs;
-  specs.reserve(prefixes.size());
-  for (const auto& p : prefixes) specs.push_back(const_cast<char*>(p.c_str()));
-  git_diff_options opts;
-  git().git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
-  opts.pathspec.strings = specs.data();
-  opts.pathspec.count = specs.size();
-  // One repository handle per worker, opened by it on its first commit (libgit2 handles are not shared-safe).
-  std::vector<Owned<git_repository, &Git::git_repository_free>> handles(threads);
-  const auto make_patch = [&](unsigned w, const git_oid& id, Done& out) -> Status {
-    git_repository*& own = handles[w].p;
-    if (!own) {
-      if (git().git_repository_open_bare(&own, path.c_str()) != 0) return fail(last_error(path));
-      if (auto guarded = guard_loose_objects(own); !guarded) return guarded;
-    }
-    Owned<git_commit, &Git::git_commit_free> commit;
-    if (git().git_commit_lookup(&commit.p, own, &id) != 0) return fail(last_error(out.info.sha));
-    Owned<git_tree, &Git::git_tree_free> tree, parent_tree;
-    if (git().git_commit_tree(&tree.p, commit.p) != 0) return fail(last_error("tree"));
-    if (git().git_commit_parentcount(commit.p) > 0) {
-      Owned<git_commit, &Git::git_commit_free> parent;
-      if (git().git_commit_parent(&parent.p, commit.p, 0) != 0) return fail(last_error("parent"));
-      if (git().git_commit_tree(&parent_tree.p, parent.p) != 0) return fail(last_error("tree"));
-    }
-    Owned<git_diff, &Git::git_diff_free> diff;
-    if (git().git_diff_tree_to_tree(&diff.p, own, parent_tree.p, tree.p, &opts) != 0) return fail(last_error("diff"));
-    if (git().git_diff_num_deltas(diff.p) == 0) return {};
-    git_buf buf = GIT_BUF_INIT;
-    if (git().git_diff_to_buf(&buf, diff.p, GIT_DIFF_FORMAT_PATCH) != 0) return fail(last_error("patch"));
-    out.patch.assign(buf.ptr, buf.size);
-    git().git_buf_dispose(&buf);
-    return {};
-  };
-  WorkerPool pool(static_cast<unsigned>(threads));
-  size_t submitted = 0, emitted = 0;
-  Status status;
-  // Hands finished patches to `fn` in order; with `all`, waits for every submitted one.
-  const auto emit = [&](bool all) {
-    for (;;) {
-      Done d;
-      {
-        std::unique_lock lock(m);
-        const bool must_wait = all ? emitted < submitted : submitted - emitted >= window;
-        if (!done.count(emitted)) {
-          if (!must_wait) return;
-          cv.wait(lock, [&] { return done.count(emitted) > 0; });
-        }
-        d = std::move(done.at(emitted));
-        done.erase(emitted);
-      }
-      ++emitted;
-      if (!status) continue;
-      if (d.error)
-        status = std::unexpected(*d.error);
-      else if (!d.patch.empty())
-        status = fn(d.info, d.patch);
-    }
-  };
-  git_oid oid;
-  int next = 0;
-  while (status && (next = git().git_revwalk_next(&oid, walk.p)) == 0) {
-    Owned<git_commit, &Git::git_commit_free> commit;
-    if (git().git_commit_lookup(&commit.p, repo_.get(), &oid) != 0) {
-      status = std::unexpected(read_error(workdir_.string() + ": the history"));
-      break;
-    }
-    Owned<git_tree, &Git::git_tree_free> tree, parent_tree;
-    if (git().git_commit_tree(&tree.p, commit.p) != 0) {
-      status = fail(last_error("tree"));
-      break;
-    }
-    if (git().git_commit_parentcount(commit.p) > 0) {
-      Owned<git_commit, &Git::git_commit_free> parent;
-      if (git().git_commit_parent(&parent.p, commit.p, 0) == 0) git().git_commit_tree(&parent_tree.p, parent.p);
-    }
-    // As git does: a commit whose trees under every prefix are its parent's changed nothing there.
-    if (same_under(parent_tree.p, tree.p, prefixes)) continue;
-    CommitInfo info;
-    char hex[GIT_OID_HEXSZ + 1];
-    git().git_oid_tostr(hex, sizeof hex, &oid);
-    info.sha = hex;
-    info.time = static_cast<int64_t>(git().git_commit_time(commit.p));
-    const char* summary = git().git_commit_summary(commit.p);
-    info.summary = summary ? summary : "";
-    pool.submit([&, seq = submitted, id = oid, info = std::move(info)](unsigned w) mutable {
-      Done out{std::move(info), {}, {}};
-      if (auto s = make_patch(w, id, out); !s) out.error = s.error();
-      std::lock_guard lock(m);
-      done.emplace(seq, std::move(out));
-      cv.notify_all();
-    });
-    {
-      std::lock_guard lock(m);
-      ++submitted;
-    }
-    emit(false);
-  }
-  if (status && next != 0 && next != GIT_ITEROVER)
-    status = std::unexpected(read_error(workdir_.string() + ": the history"));
-  emit(true);
-  pool.wait();
-  return status;
 }
 
 Status GitRepository::materialize(const std::string& sha, const fs::path& dir) const {

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,14 +45,6 @@ class GitRepository {
 
   // Paths that differ between the trees of two commits (added, removed, modified, renamed: both names).
   Result<std::vector<std::string>> changed_paths(const std::string& from_sha, const std::string& to_sha) const;
-
-  // Streams the history from HEAD (oldest first, first parent only) with each commit's diff against its first
-  // parent, limited to paths under `prefixes` (all paths when empty). `fn` gets, in history order, the commit and
-  // the unified patch text of the commits that touch those paths. Patches are made by `threads` workers (0 = one
-  // per core) with at most 4 per worker in memory at a time, however long the history.
-  Status for_each_patch(const std::vector<std::string>& prefixes,
-                        const std::function<Status(const CommitInfo&, std::string_view patch)>& fn,
-                        size_t threads = 0) const;
 
   // Writes the tree of commit `sha` into `dir` (which must not exist or be empty), without touching the
   // repository's own work tree, index or HEAD: a throw-away work tree for running tests at that commit.

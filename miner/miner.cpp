@@ -265,12 +265,24 @@ bool is_mined(FailureStatus s) {
          s == FailureStatus::rejected || s == FailureStatus::trimmed;
 }
 
-std::vector<FailureStatus> mined_statuses() {
+bool in_corpus(FailureStatus s) {
+  return s == FailureStatus::labelled || s == FailureStatus::accepted || s == FailureStatus::trimmed;
+}
+
+namespace {
+
+// Every status `keep` holds, in the enum's order.
+std::vector<FailureStatus> statuses_where(bool (*keep)(FailureStatus)) {
   std::vector<FailureStatus> out;
   for (int i = 0; i <= static_cast<int>(FailureStatus::duplicate); ++i)
-    if (is_mined(static_cast<FailureStatus>(i))) out.push_back(static_cast<FailureStatus>(i));
+    if (keep(static_cast<FailureStatus>(i))) out.push_back(static_cast<FailureStatus>(i));
   return out;
 }
+
+}  // namespace
+
+std::vector<FailureStatus> mined_statuses() { return statuses_where(is_mined); }
+std::vector<FailureStatus> corpus_statuses() { return statuses_where(in_corpus); }
 
 bool is_test_path(const std::string& path) {
   static const TestCodeRule rule;
@@ -525,6 +537,59 @@ std::string project_slug(const std::string& project) {
 }
 
 
+namespace {
+
+// A file's failing version, or nullopt when the repository has no such file then.
+using FailingVersion = std::function<Result<std::optional<std::string>>(const std::string& path)>;
+
+// A conftest.py's changes count for the fixtures this test runs, not for every fixture it holds: the lines of each
+// conftest.py among `paths` that the test reaches (conftest_reach). nullopt for a test that is not Python, or when
+// its own file (paths.front()) or every conftest.py is absent.
+std::optional<std::map<std::string, std::set<int>>> fixture_reach(const std::string& test_id,
+                                                                  const std::vector<std::string>& paths,
+                                                                  const FailingVersion& failing_version) {
+  if (language_of_path(paths.front()) != Language::python) return std::nullopt;
+  std::vector<SourceFile> conftests;
+  std::optional<std::string> own;
+  for (const auto& p : paths) {
+    auto content = failing_version(p);
+    if (!content || !*content) continue;
+    if (p == paths.front())
+      own = std::move(**content);
+    else if (fs::path(p).filename() == "conftest.py")
+      conftests.push_back({p, std::move(**content)});
+  }
+  std::vector<CodeFile> views;
+  views.reserve(conftests.size());
+  for (const auto& c : conftests) views.push_back({c.path, c.content});
+  if (!own || conftests.empty()) return std::nullopt;
+  return conftest_reach(test_id, {paths.front(), *own}, views);
+}
+
+// The mined case's record, in the interchange format: the failing files (the first is the test's) and the lines the
+// fix removed or modified.
+nlohmann::json mined_record(const FailureInput& failure, const CommitInfo& faulty, const CommitInfo& fixed,
+                            const std::string& project, const std::vector<SourceFile>& files,
+                            const std::vector<LineRef>& faulty_lines) {
+  nlohmann::json record = {{"id", project_slug(project) + "-" + faulty.sha.substr(0, 10) + "-" +
+                                      hex64(fnv1a64(failure.test_id)).substr(0, 8)},
+                           {"project", project},
+                           {"test_id", failure.test_id},
+                           {"language", std::string(language_name(language_for(files.front().path, "")))},
+                           {"failure_time", format_iso8601(failure.time.value_or(faulty.time))},
+                           {"error_message", sanitize_utf8(failure.message)},
+                           {"faulty_commit", faulty.sha},
+                           {"fixed_commit", fixed.sha},
+                           {"source", "history"}};
+  record["files"] = nlohmann::json::array();
+  for (const auto& f : files) record["files"].push_back({{"path", f.path}, {"content", f.content}});
+  record["faulty_lines"] = nlohmann::json::array();
+  for (const auto& fl : faulty_lines) record["faulty_lines"].push_back({{"path", fl.path}, {"line", fl.line}});
+  return record;
+}
+
+}  // namespace
+
 Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
                                 const CommitInfo& fixed, const LabelOptions& options) {
   Labelling out;
@@ -545,7 +610,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
   bool changed = false, have_main = false;
   // The failing version of a file: the recorded snapshot's, else (a file the snapshot does not hold, or no snapshot)
   // from git objects at the failing commit.
-  const auto failing_version = [&](const std::string& p) -> Result<std::optional<std::string>> {
+  const FailingVersion failing_version = [&](const std::string& p) -> Result<std::optional<std::string>> {
     if (failure.snapshot)
       for (const auto& f : *failure.snapshot)
         if (f.path == p) return std::optional<std::string>(f.content);
@@ -567,24 +632,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
   }
   std::vector<std::string> all = paths;
   all.insert(all.end(), dependencies.begin(), dependencies.end());
-  // A conftest.py's changes count for the fixtures this test runs, not for every fixture it holds.
-  std::optional<std::map<std::string, std::set<int>>> reach;
-  if (language_of_path(paths.front()) == Language::python) {
-    std::vector<SourceFile> conftests;
-    std::optional<std::string> own;
-    for (const auto& p : all) {
-      auto content = failing_version(p);
-      if (!content || !*content) continue;
-      if (p == paths.front())
-        own = std::move(**content);
-      else if (fs::path(p).filename() == "conftest.py")
-        conftests.push_back({p, std::move(**content)});
-    }
-    std::vector<CodeFile> views;
-    views.reserve(conftests.size());
-    for (const auto& c : conftests) views.push_back({c.path, c.content});
-    if (own && !conftests.empty()) reach = conftest_reach(failure.test_id, {paths.front(), *own}, views);
-  }
+  const auto reach = fixture_reach(failure.test_id, all, failing_version);
   for (const auto& p : all) {
     const bool dependency = std::find(dependencies.begin(), dependencies.end(), p) != dependencies.end();
     auto b = failing_version(p);
@@ -639,21 +687,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     return out;
   }
   // Through the interchange format's reader: the case is validated like an imported one.
-  nlohmann::json record = {{"id", project_slug(options.project) + "-" + faulty.sha.substr(0, 10) + "-" +
-                                      hex64(fnv1a64(failure.test_id)).substr(0, 8)},
-                           {"project", options.project},
-                           {"test_id", failure.test_id},
-                           {"language", std::string(language_name(language_for(paths.front(), "")))},
-                           {"failure_time", format_iso8601(failure.time.value_or(faulty.time))},
-                           {"error_message", sanitize_utf8(failure.message)},
-                           {"faulty_commit", faulty.sha},
-                           {"fixed_commit", fixed.sha},
-                           {"source", "history"}};
-  record["files"] = nlohmann::json::array();
-  for (const auto& f : files) record["files"].push_back({{"path", f.path}, {"content", f.content}});
-  record["faulty_lines"] = nlohmann::json::array();
-  for (const auto& fl : faulty_lines) record["faulty_lines"].push_back({{"path", fl.path}, {"line", fl.line}});
-  auto built = case_from_json(std::move(record));
+  auto built = case_from_json(mined_record(failure, faulty, fixed, options.project, files, faulty_lines));
   if (!built) return std::unexpected(Error{failure.origin + ": " + built.error().message});
   out.status = FailureStatus::labelled;
   out.labelled = std::move(*built);

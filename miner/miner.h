@@ -47,7 +47,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::
 // decides: `labelled` (a case in the knowledge base), `quarantined` (an outlier for a person to audit), or one of the
 // reasons it labels nothing. `accepted`, `rejected` and `trimmed` are a person's audit decisions. `flaky`: the test
 // also passed at the failing commit itself. `duplicate`: the same fault as an earlier failure (the same test, test
-// code and fix), which keeps the one case (KnowledgeBase::merge_same_faults).
+// code and fix), which keeps the one case (MiningStore::merge_same_faults).
 enum class FailureStatus {
   open,
   dismissed,  // closed by a person (`spark failures dismiss`): kept, never labelled, never re-run
@@ -66,9 +66,13 @@ enum class FailureStatus {
 };
 std::string status_name(FailureStatus s);
 std::optional<FailureStatus> parse_status(const std::string& s);
-// Statuses whose failure was labelled by a diff (their faulty-line counts make up the outlier rule's sample).
+// The status sets, each defined here only. Mined: the failure was labelled by a diff (their faulty-line counts make
+// up the outlier rule's sample). In the corpus: its case belongs in the knowledge base (labelled, or accepted or
+// trimmed by a person).
 bool is_mined(FailureStatus s);
 std::vector<FailureStatus> mined_statuses();
+bool in_corpus(FailureStatus s);
+std::vector<FailureStatus> corpus_statuses();
 
 // Which repository paths are test code (`mine.test_code` in .spark.toml): comma-separated globs. A glob without '/'
 // matches the file's name (`conftest.py`, `test_*.py`); `DIR/**` matches every file under a folder DIR at any depth

@@ -86,12 +86,17 @@ Result<std::vector<StoredFailure>> read_rows(Statement& st, const std::string& d
   return out;
 }
 
+// "('a','b')": the statuses as an SQL list.
+std::string status_list(const std::vector<FailureStatus>& statuses) {
+  std::string sql = "(";
+  for (size_t i = 0; i < statuses.size(); ++i) sql += (i ? ",'" : "'") + status_name(statuses[i]) + "'";
+  return sql + ")";
+}
+
 // " WHERE status IN ('a','b')", or "" for every status.
 std::string status_filter(const std::vector<FailureStatus>& statuses) {
   if (statuses.empty()) return "";
-  std::string sql = " WHERE status IN (";
-  for (size_t i = 0; i < statuses.size(); ++i) sql += (i ? ",'" : "'") + status_name(statuses[i]) + "'";
-  return sql + ")";
+  return " WHERE status IN " + status_list(statuses);
 }
 
 // The tests whose outcomes can close a failure besides its own: a Python test's parametrized variants and the
@@ -123,11 +128,6 @@ struct CommitOutcomes {
   // The test passed; or it no longer exists and its kin (its function, its module) all passed.
   bool closes() const { return self == "passed" || (self.empty() && kin_passed && !kin_failed); }
 };
-
-// The statuses whose case belongs in the knowledge base.
-bool in_corpus(FailureStatus s) {
-  return s == FailureStatus::labelled || s == FailureStatus::accepted || s == FailureStatus::trimmed;
-}
 
 }  // namespace
 
@@ -379,12 +379,188 @@ Status MiningStore::settle(const std::vector<Settled>& settled, const SyncOption
       ++report.settled[l.status];
   }
   // One case per fault: failures of the same test with the same test code and fix are counted behind the earliest.
-  auto merge = kb_.merge_same_faults();
+  auto merge = merge_same_faults();
   if (!merge) return std::unexpected(merge.error());
   report.merged = merge->merged;
   if (merge->merged) report.settled[FailureStatus::duplicate] = merge->merged;
   if (auto s = reconcile(options.sigma, report); !s) return std::unexpected(s.error());
   return tx->commit();
+}
+
+namespace {
+
+// A failure of one fault key, as the merge reads it.
+struct FaultMember {
+  std::string commit, test_id, status, case_id, record, decided_by, reason, kept;
+  std::optional<int64_t> time, decided_at;
+};
+
+// Every failure of fault key `key` that the merge weighs (mined or duplicate), earliest first.
+Result<std::vector<FaultMember>> fault_members(Statement& members, const std::string& key) {
+  std::vector<FaultMember> group;
+  members.bind(1, key);
+  for (;;) {
+    auto r = members.step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    FaultMember m{members.text(0), members.text(1), members.text(2), members.text(4), members.text(5),
+                  members.text(6), members.text(8), members.text(9), std::nullopt,    std::nullopt};
+    if (!members.is_null(3)) m.time = members.int64(3);
+    if (!members.is_null(7)) m.decided_at = members.int64(7);
+    if (members.is_null(9)) m.kept.clear();
+    group.push_back(std::move(m));
+  }
+  members.reset();
+  return group;
+}
+
+// What the kept failure carries after the merge: the earliest failure keeps the case; the latest decision among the
+// group is the group's decision.
+struct GroupDecision {
+  std::string status, decided_by, reason, kept_lines;
+  std::optional<int64_t> decided_at;
+};
+GroupDecision group_decision(const std::vector<FaultMember>& group) {
+  const std::string duplicate = status_name(FailureStatus::duplicate), labelled = status_name(FailureStatus::labelled);
+  const FaultMember& kept = group.front();
+  const FaultMember* decided = nullptr;
+  for (const auto& m : group)
+    if (m.decided_at && (!decided || *m.decided_at > *decided->decided_at)) decided = &m;
+  GroupDecision d{kept.status == duplicate ? labelled : kept.status, kept.decided_by, kept.reason, kept.kept,
+                  kept.decided_at};
+  if (decided && decided != &kept) {
+    d.status = decided->status == duplicate ? d.status : decided->status;
+    d.decided_by = decided->decided_by;
+    d.decided_at = decided->decided_at;
+    d.reason = decided->reason;
+    d.kept_lines = decided->kept;
+  }
+  if (!is_mined(parse_status(d.status).value_or(FailureStatus::open))) d.status = labelled;
+  return d;
+}
+
+// Writes the group's meta.occurrences (count, first and last commit and time, every failing commit) and `tests`
+// (every test the fault broke, the kept one's first, when more than one did) into the kept record. Returns whether
+// they changed.
+bool record_occurrences(json& record, const std::vector<FaultMember>& group) {
+  json commits = json::array();
+  for (const auto& m : group) commits.push_back(m.commit);
+  json occurrences = {{"count", group.size()},
+                      {"first_commit", group.front().commit},
+                      {"last_commit", group.back().commit},
+                      {"commits", commits}};
+  if (group.front().time) occurrences["first_time"] = format_iso8601(*group.front().time);
+  if (group.back().time) occurrences["last_time"] = format_iso8601(*group.back().time);
+  if (!record.contains("meta") || !record["meta"].is_object()) record["meta"] = json::object();
+  json tests = json::array({group.front().test_id});
+  for (const auto& m : group)
+    if (std::find(tests.begin(), tests.end(), m.test_id) == tests.end()) tests.push_back(m.test_id);
+  const bool changed = record["meta"].value("occurrences", json()) != occurrences ||
+                       record.value("tests", json()) != (tests.size() > 1 ? tests : json());
+  record["meta"]["occurrences"] = occurrences;
+  if (tests.size() > 1)
+    record["tests"] = std::move(tests);
+  else
+    record.erase("tests");
+  return changed;
+}
+
+}  // namespace
+
+Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
+  Database& db = kb_.database();
+  auto tx = Transaction::begin(db);
+  if (!tx) return std::unexpected(tx.error());
+  // Only keys with two or more failures not yet merged can change anything.
+  const std::string mined = status_list(mined_statuses());
+  auto keys = db.prepare("SELECT fault_key FROM failures WHERE fault_key IS NOT NULL AND status IN " + mined +
+                         " GROUP BY fault_key HAVING count(*) > 1");
+  auto members = db.prepare(
+      "SELECT commit_sha, test_id, status, time, case_id, record, decided_by, decided_at, reason, kept "
+      "FROM failures WHERE fault_key = ? AND (status IN " + mined +
+      " OR status = 'duplicate') ORDER BY coalesce(time, updated_at), commit_sha, test_id");
+  auto as_duplicate = db.prepare(
+      "UPDATE failures SET status = 'duplicate', duplicate_of = ?, updated_at = ? WHERE commit_sha = ? AND test_id = "
+      "?");
+  auto as_kept = db.prepare(
+      "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, kept = ?, record = ?, "
+      "duplicate_of = NULL, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
+  for (auto* st : {&keys, &members, &as_duplicate, &as_kept})
+    if (!*st) return std::unexpected(st->error());
+  std::vector<std::string> fault_keys;
+  for (;;) {
+    auto r = keys->step();
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    fault_keys.push_back(keys->text(0));
+  }
+  FaultMerge out;
+  const int64_t now = now_epoch();
+  std::vector<std::string> to_remove;
+  std::vector<Case> to_import;
+  std::vector<CaseOrigin> origins;
+  for (const auto& key : fault_keys) {
+    auto group = fault_members(*members, key);
+    if (!group) return std::unexpected(group.error());
+    if (group->size() < 2) continue;
+    const FaultMember& kept = group->front();
+    const GroupDecision d = group_decision(*group);
+    auto record = json::parse(kept.record, nullptr, false);
+    if (!record.is_object()) return fail(kb_.name() + ": failure " + kept.case_id + " has a damaged record");
+    const bool changed_occurrences = record_occurrences(record, *group);
+    size_t newly_merged = 0;
+    for (size_t i = 1; i < group->size(); ++i) {
+      const FaultMember& m = (*group)[i];
+      // Earlier duplicates are pointed at the kept failure again (it changes when an earlier failure arrives late).
+      if (m.status != "duplicate") {
+        ++newly_merged;
+        if (!m.case_id.empty() && m.case_id != kept.case_id) to_remove.push_back(m.case_id);
+      }
+      if (auto st = as_duplicate->bind(1, kept.case_id).bind(2, now).bind(3, m.commit).bind(4, m.test_id).run(); !st)
+        return std::unexpected(st.error());
+    }
+    if (newly_merged == 0 && !changed_occurrences && kept.status == d.status) continue;
+    out.merged += newly_merged;
+    as_kept->bind(1, d.status).bind(2, d.decided_by);
+    if (d.decided_at)
+      as_kept->bind(3, *d.decided_at);
+    else
+      as_kept->bind_null(3);
+    as_kept->bind(4, d.reason);
+    if (d.kept_lines.empty())
+      as_kept->bind_null(5);
+    else
+      as_kept->bind(5, d.kept_lines);
+    as_kept->bind(6, json_text(record)).bind(7, now).bind(8, kept.commit).bind(9, kept.test_id);
+    if (auto st = as_kept->run(); !st) return std::unexpected(st.error());
+    if (in_corpus(parse_status(d.status).value_or(FailureStatus::open))) {
+      json effective = record;
+      if (!d.kept_lines.empty())
+        if (auto lines = json::parse(d.kept_lines, nullptr, false); lines.is_array()) effective["faulty_lines"] = lines;
+      auto c = case_from_json(std::move(effective));
+      if (!c) return fail(kb_.name() + ": failure " + kept.case_id + ": " + c.error().message);
+      to_import.push_back(std::move(*c));
+      origins.push_back({"failure " + kept.commit.substr(0, 10) + " " + kept.test_id});
+    } else {
+      to_remove.push_back(kept.case_id);
+    }
+  }
+  if (!to_remove.empty())
+    if (auto r = kb_.remove_cases(to_remove); !r) return std::unexpected(r.error());
+  if (!to_import.empty())
+    if (auto r = kb_.import_cases(to_import, origins, /*replace=*/true); !r) return std::unexpected(r.error());
+  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  return out;
+}
+
+Result<std::unique_ptr<KnowledgeBase>> open_knowledge_base(const std::filesystem::path& location, bool create,
+                                                           int busy_timeout_ms,
+                                                           const std::filesystem::path& local_dir) {
+  return KnowledgeBase::open(location, create, busy_timeout_ms, local_dir, [](KnowledgeBase& kb) -> Status {
+    auto merged = MiningStore(kb).merge_same_faults();
+    if (!merged) return std::unexpected(merged.error());
+    return {};
+  });
 }
 
 Result<std::vector<MiningStore::Mined>> MiningStore::mined() {

@@ -13,7 +13,9 @@
 // An interrupted sync leaves the store as it was before step 1 or 3; running it again finishes the work.
 #pragma once
 
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +82,13 @@ std::string failure_id(const StoredFailure& f);
 // id (no file named) is never gone.
 std::optional<std::string> test_gone_at(const GitRepository& repo, const std::string& sha, const std::string& test_id);
 
+// Opens the knowledge base as KnowledgeBase::open does, with the miner's rule for an upgrade that recomputed the
+// failures' fault keys: the failures that are now one fault are merged (MiningStore::merge_same_faults) in the
+// upgrade's transaction. The commands open their stores this way.
+Result<std::unique_ptr<KnowledgeBase>> open_knowledge_base(const std::filesystem::path& location, bool create,
+                                                           int busy_timeout_ms = 30000,
+                                                           const std::filesystem::path& local_dir = {});
+
 class MiningStore {
  public:
   explicit MiningStore(KnowledgeBase& kb) : kb_(kb) {}
@@ -105,6 +114,16 @@ class MiningStore {
   // joins with only `keep` as its faulty lines, which must be some of the mined ones. Stored with author and time.
   Result<StoredFailure> decide(const std::string& case_id, Decision decision, const std::string& author,
                                const std::string& reason, const std::vector<LineRef>& keep = {});
+
+  // One case per fault. Mined failures with the same fault key (failures.fault_key: the same test, faulty test code
+  // and fix) are one fault: the earliest failure (by failure time, then commit) keeps the case; the others become
+  // `duplicate` failures pointing at it (duplicate_of) and their cases leave the knowledge base; a person's decision on
+  // any of them carries over to the one kept. The kept case's record gets meta.occurrences: count, first and last
+  // commit and time, and every failing commit. Runs inside the caller's transaction when there is one.
+  struct FaultMerge {
+    size_t merged = 0;  // failures that became duplicates in this call
+  };
+  Result<FaultMerge> merge_same_faults();
 
  private:
   // What the rule needs of a mined failure (its record stays on disk).

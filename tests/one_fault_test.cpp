@@ -91,11 +91,9 @@ TEST(one_fault, a_bad_tests_field_is_refused_naming_the_line) {
   EXPECT_NE(r.err.find("cases.jsonl:1: tests[1] must be a non-empty string (a test id)"), std::string::npos) << r.err;
 }
 
-TEST(one_fault, a_schema_4_store_with_a_case_per_test_is_merged_when_opened) {
-  TempDir dir;
-  shared_value_fault(dir);
-  // Turn the store into what schema 4 made of this history: three labelled failures keyed by their tests, three
-  // cases in the knowledge base, no `tests`.
+// Turns the store into what schema 4 made of shared_value_fault's history: three labelled failures keyed by their
+// tests, three cases in the knowledge base, no `tests`.
+void as_schema_4(const TempDir& dir) {
   {
     auto kb = KnowledgeBase::open(dir / ".spark", false);
     ASSERT_TRUE(kb);
@@ -119,9 +117,36 @@ TEST(one_fault, a_schema_4_store_with_a_case_per_test_is_merged_when_opened) {
                    "WHERE record IS NOT NULL;"
                    "UPDATE failures SET status = 'labelled', duplicate_of = NULL WHERE status = 'duplicate';"
                    "PRAGMA user_version = 4;");
+}
+
+TEST(one_fault, a_schema_4_store_with_a_case_per_test_is_merged_when_opened) {
+  TempDir dir;
+  shared_value_fault(dir);
+  ASSERT_NO_FATAL_FAILURE(as_schema_4(dir));
   const auto cases = exported(dir);  // any command upgrades the store first
   ASSERT_EQ(cases.size(), 1u);
   EXPECT_EQ(cases[0]["tests"].size(), 3u) << cases[0].dump();
+}
+
+// The merge on upgrade is the miner's rule: the store alone upgrades the schema and leaves the cases as they were;
+// open_knowledge_base (how the commands open a store) merges them in the upgrade.
+TEST(open_knowledge_base, merges_the_failures_an_upgrade_made_one_fault) {
+  TempDir dir;
+  shared_value_fault(dir);
+  ASSERT_NO_FATAL_FAILURE(as_schema_4(dir));
+  TempDir copy;
+  std::filesystem::copy(dir / ".spark", copy / ".spark", std::filesystem::copy_options::recursive);
+  {
+    auto plain = KnowledgeBase::open(copy / ".spark", false);
+    ASSERT_TRUE(plain) << plain.error().message;
+    EXPECT_EQ(*(*plain)->count(), 3u);
+  }
+  auto kb = open_knowledge_base(dir / ".spark", false);
+  ASSERT_TRUE(kb) << kb.error().message;
+  EXPECT_EQ(*(*kb)->count(), 1u);
+  auto dups = MiningStore(**kb).failures({FailureStatus::duplicate});
+  ASSERT_TRUE(dups);
+  EXPECT_EQ(dups->size(), 2u);
 }
 
 // A fixture fault learnt once leads the answer when the same fixture line breaks again: conftest.py is part of the

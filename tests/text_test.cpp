@@ -20,6 +20,16 @@ TEST(find_invalid_utf8, accepts_valid_text_and_rejects_bad_sequences) {
   EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);  // > U+10FFFF
 }
 
+TEST(fixed, prints_a_number_with_the_given_decimals_as_printf_does) {
+  EXPECT_EQ(fixed(0.05, 2), "0.05");
+  EXPECT_EQ(fixed(0.1, 2), "0.10");
+  EXPECT_EQ(fixed(12.345, 1), "12.3");
+  EXPECT_EQ(fixed(99.5, 0), "100");  // an exact half goes to the even neighbour, as printf's does
+  EXPECT_EQ(fixed(-0.25, 1), "-0.2");
+  EXPECT_EQ(fixed(1e20, 2), "100000000000000000000.00");
+  EXPECT_EQ(seconds_text(2.46), "2.5 s");
+}
+
 TEST(split_lines, counts_lines_as_an_editor_does) {
   EXPECT_EQ(split_lines("").size(), 0u);
   EXPECT_EQ(split_lines("a").size(), 1u);

@@ -24,22 +24,12 @@ namespace fs = std::filesystem;
 namespace {
 
 // Whether a setting's mode (a name from a report) annotates the prompt; a name spark does not know does not.
-std::string pct(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", 100 * v);
-  return buf;
-}
-std::string num(double v, int digits = 1) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+std::string pct(double v) { return fixed(100 * v, 1); }
+// A p-value: four decimals, or in exponent notation below 0.0001.
 std::string pval(double p) {
+  if (p >= 0.0001) return fixed(p, 4);
   char buf[32];
-  if (p < 0.0001)
-    std::snprintf(buf, sizeof buf, "%.1e", p);
-  else
-    std::snprintf(buf, sizeof buf, "%.4f", p);
+  std::snprintf(buf, sizeof buf, "%.1e", p);
   return buf;
 }
 
@@ -133,7 +123,7 @@ Table effectiveness_table(const Evaluation& e, MetricsCache& mc, const std::vect
           const auto& per = mc.get(run, level, k);
           const CaseMetrics m = dataset_mean(e, per, d);
           eff.rows.push_back({d, std::string(level_name(level)), std::to_string(k), std::string(s.mode.name()),
-                              s.policy, num(s.epsilon, 2), std::to_string(s.r), std::to_string(dataset_size(e, d)),
+                              s.policy, fixed(s.epsilon, 2), std::to_string(s.r), std::to_string(dataset_size(e, d)),
                               pct(m.precision), pct(m.recall), pct(m.hit), pct(m.ap_paper), pct(m.ap_standard),
                               pct(m.rr)});
         }
@@ -203,11 +193,11 @@ Table efficiency_table(const Evaluation& e, const std::vector<std::string>& ds) 
       if (n == 0) continue;
       const bool llm = run.k_requested > 0;
       if (!llm) secs = run.wall_seconds * n / static_cast<double>(e.cases.size());
-      cost.rows.push_back({d, std::string(run.setting.mode.name()), run.setting.policy, num(run.setting.epsilon, 2),
-                           std::to_string(run.setting.r), llm ? std::to_string(run.k_requested) : "all", num(n, 0),
-                           llm ? num(in / n) : "-", llm ? num(out / n) : "-",
-                           llm ? (estimated ? "estimated" : "reported") : "-", num(secs / n, 3), num(secs, 1),
-                           llm ? pct(used / n) : "-", llm ? num(filled, 0) : "-", llm ? num(cached, 0) : "-"});
+      cost.rows.push_back({d, std::string(run.setting.mode.name()), run.setting.policy, fixed(run.setting.epsilon, 2),
+                           std::to_string(run.setting.r), llm ? std::to_string(run.k_requested) : "all", fixed(n, 0),
+                           llm ? fixed(in / n, 1) : "-", llm ? fixed(out / n, 1) : "-",
+                           llm ? (estimated ? "estimated" : "reported") : "-", fixed(secs / n, 3), fixed(secs, 1),
+                           llm ? pct(used / n) : "-", llm ? fixed(filled, 0) : "-", llm ? fixed(cached, 0) : "-"});
     }
   return cost;
 }
@@ -236,8 +226,8 @@ Table annotations_table(const Evaluation& e, const std::vector<std::string>& ds)
                                : 0);
         }
       const Quartiles c = stats(counts), sh = stats(shares);
-      const auto cell = [](double v, double share, int digits) { return num(v, digits) + " (" + pct(share) + "%)"; };
-      ann.rows.push_back({d, num(eps, 2), run->setting.policy, std::to_string(run->setting.r), cell(c.min, sh.min, 0),
+      const auto cell = [](double v, double share, int digits) { return fixed(v, digits) + " (" + pct(share) + "%)"; };
+      ann.rows.push_back({d, fixed(eps, 2), run->setting.policy, std::to_string(run->setting.r), cell(c.min, sh.min, 0),
                           cell(c.mean, sh.mean, 1), cell(c.median, sh.median, 1), cell(c.max, sh.max, 0)});
     }
   return ann;
@@ -262,7 +252,7 @@ Table knowledge_base_table(const Evaluation& e, const std::vector<std::string>& 
       for (size_t i = 0; i < e.cases.size(); ++i)
         if (in_dataset(e.cases[i], d)) sizes.push_back(static_cast<double>(run->results[i].kb_size));
       const Quartiles q = stats(sizes);
-      kbt.rows.push_back({d, policy, num(q.min, 0), num(q.mean, 1), num(q.median, 1), num(q.max, 0)});
+      kbt.rows.push_back({d, policy, fixed(q.min, 0), fixed(q.mean, 1), fixed(q.median, 1), fixed(q.max, 0)});
     }
   return kbt;
 }
@@ -302,7 +292,7 @@ Table significance_table(const Evaluation& e, MetricsCache& mc, const std::vecto
           }
           const CaseMetrics mean_a = mean_metrics(ma), mean_b = mean_metrics(mb);
           sig.rows.push_back({std::string(level_name(level)), std::to_string(k), std::string(a.name()),
-                              std::string(b.name()), s.policy, num(s.epsilon, 2), std::to_string(s.r),
+                              std::string(b.name()), s.policy, fixed(s.epsilon, 2), std::to_string(s.r),
                               std::to_string(ma.size()), pct(mean_a.hit), pct(mean_b.hit), std::to_string(only_a),
                               std::to_string(only_b), pval(mcnemar_p(only_a, only_b)), pct(mean_a.ap_paper),
                               pct(mean_b.ap_paper), std::to_string(better_a), std::to_string(better_b),
@@ -497,7 +487,7 @@ std::string plot_by_k(const Evaluation& e, MetricsCache& mc, const std::vector<E
       const SettingRun* run = run_for(e, s, k);
       if (!run) continue;
       const CaseMetrics m = mean_metrics(mc.get(run, e.options.levels.front(), k));
-      rows += std::to_string(k) + " " + num(100 * (hit ? m.hit : m.ap_paper), 2) + "\n";
+      rows += std::to_string(k) + " " + fixed(100 * (hit ? m.hit : m.ap_paper), 2) + "\n";
     }
     if (rows.empty()) continue;
     data += rows + "\n\n";
@@ -602,7 +592,7 @@ std::string html_case(const Evaluation& e, size_t i, const Case& c, size_t k_sho
 Result<std::string> render_html(const EvalReport& r, const Evaluation& e, const std::vector<Case>& cases) {
   std::string body;
   body += "<h1>spark eval</h1>\n<p>" + std::to_string(e.cases.size()) + " labelled cases, leave-one-out, " +
-          num(e.seconds, 1) + " s. " +
+          fixed(e.seconds, 1) + " s. " +
           (r.command.empty() ? "" : "Command: <code>" + html_escape(r.command) + "</code>") +
           "</p>\n<nav><a href=\"#effectiveness\">effectiveness</a> · <a href=\"#plots\">plots</a> · <a "
           "href=\"#efficiency\">efficiency</a> · <a href=\"#annotations\">annotations</a> · <a "

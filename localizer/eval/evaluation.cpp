@@ -13,12 +13,6 @@ namespace spark {
 
 namespace {
 
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
-
 Case as_query(const Case& c) {
   Case q = c;
   q.faulty_lines.clear();
@@ -170,8 +164,9 @@ Result<std::vector<SettingRun>> run_offline_modes(KnowledgeBase& kb, SearchEngin
       runs[j].results.push_back(std::move(o));
     }
     if (options.progress)
-      options.progress("builtin/reference eps=" + fmt(at.epsilon) + " " + at.policy_name + " r=" + std::to_string(at.r),
-                       i + 1, queries.size());
+      options.progress(
+          "builtin/reference eps=" + fixed(at.epsilon, 2) + " " + at.policy_name + " r=" + std::to_string(at.r), i + 1,
+          queries.size());
   }
   const double wall = seconds_since(ts);
   for (auto& run : runs) run.wall_seconds = wall;
@@ -207,7 +202,7 @@ Result<SettingRun> run_llm_mode(KnowledgeBase& kb, SearchEngine& engine, const s
 }  // namespace
 
 std::string EvalSetting::label() const {
-  return std::string(mode.name()) + " eps=" + fmt(epsilon) + " " + policy + " r=" + std::to_string(r);
+  return std::string(mode.name()) + " eps=" + fixed(epsilon, 2) + " " + policy + " r=" + std::to_string(r);
 }
 
 Result<EvalMode> EvalMode::parse(std::string_view name) {

@@ -159,12 +159,6 @@ Attempt post_once(const std::string& url, const std::string& body, const std::ve
 
 bool retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
 
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", s);
-  return buf;
-}
-
 }  // namespace
 
 double parse_retry_after(const std::string& value) {

@@ -262,6 +262,14 @@ std::string hex64(uint64_t value) {
   return buf;
 }
 
+std::string fixed(double value, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, value);
+  return buf;
+}
+
+std::string seconds_text(double seconds) { return fixed(seconds, 1) + " s"; }
+
 std::string clip(std::string_view text, size_t max_chars) {
   if (text.size() <= max_chars) return std::string(text);
   size_t cut = max_chars;

@@ -78,6 +78,11 @@ uint64_t fnv1a64(std::string_view data, uint64_t seed = 0xcbf29ce484222325ULL);
 // Hex string of a 64-bit value, 16 characters.
 std::string hex64(uint64_t value);
 
+// `value` with `digits` decimals, as printf's "%.*f" prints it ("0.05", "12.3"): the one way spark prints a number.
+std::string fixed(double value, int digits);
+// A duration with one decimal and its unit: "2.5 s".
+std::string seconds_text(double seconds);
+
 // Clips text for messages: the first `max_chars` bytes (on a UTF-8 boundary) and "…" when cut.
 std::string clip(std::string_view text, size_t max_chars);
 

@@ -7,8 +7,9 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdio>
 #include <string>
+
+#include "base/text.h"
 
 namespace spark::defaults {
 
@@ -38,11 +39,7 @@ inline constexpr double kHookTimeout = 1800;      // record.timeout: seconds the
 inline constexpr double kKbRetrySeconds = 20;     // SPARK_KB_RETRY_SECONDS: `spark record` waiting for a server store
 
 // A default as help and `spark config` print it: two decimals ("0.05", "0.10").
-inline std::string text(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", value);
-  return buf;
-}
+inline std::string text(double value) { return fixed(value, 2); }
 
 // A default as help and `spark config` print it: the shortest form ("3", "300", "0").
 inline std::string shortest(double value) {

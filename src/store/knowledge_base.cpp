@@ -232,13 +232,14 @@ fs::path KnowledgeBase::index_dir() const {
 }
 
 Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& location, bool create, int busy_timeout_ms,
-                                                           const fs::path& local_dir) {
+                                                           const fs::path& local_dir,
+                                                           const UpgradeStep& fault_keys_recomputed) {
   if (is_postgres_url(location.string())) {
     auto db = PostgresDb::connect(location.string());
     if (!db) return std::unexpected(db.error());
     std::unique_ptr<KnowledgeBase> kb(
         new KnowledgeBase(local_dir.empty() ? fs::path(".spark") : local_dir, std::move(*db)));
-    if (auto s = kb->migrate_postgres(create); !s) return std::unexpected(s.error());
+    if (auto s = kb->migrate_postgres(create, fault_keys_recomputed); !s) return std::unexpected(s.error());
     return kb;
   }
   const fs::path& dir = location;
@@ -267,7 +268,7 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
   if (!db && db.error().message.starts_with("no space left on device")) return std::unexpected(db.error());
   if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
   std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
-  if (auto s = kb->migrate(); !s) return std::unexpected(s.error());
+  if (auto s = kb->migrate(fault_keys_recomputed); !s) return std::unexpected(s.error());
   return kb;
 }
 
@@ -286,7 +287,7 @@ Result<int64_t> KnowledgeBase::postgres_version() {
   return std::strtoll((*v)->c_str(), nullptr, 10);
 }
 
-Status KnowledgeBase::migrate_postgres(bool create) {
+Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_keys_recomputed) {
   if (auto s = db_->exec("SET search_path = spark"); !s) return s;
   auto version = postgres_version();
   if (!version) return std::unexpected(version.error());
@@ -315,9 +316,11 @@ Status KnowledgeBase::migrate_postgres(bool create) {
         if (auto s = fill_case_languages(); !s) return s;
       }
       if (*version > 0 && *version < 5) {
-        // Schema 4 → 5: fault keys without the test; the failures that are one fault merged into one case.
+        // Schema 4 → 5: fault keys without the test; the caller's step then (the miner merges the failures that
+        // are one fault into one case).
         if (auto s = recompute_fault_keys(); !s) return s;
-        if (auto merged = merge_same_faults(); !merged) return std::unexpected(merged.error());
+        if (fault_keys_recomputed)
+          if (auto s = fault_keys_recomputed(*this); !s) return s;
       }
       if (auto s = set_setting("schema_version", std::to_string(kSchemaVersion)); !s) return s;
       if (*version == 0) {
@@ -335,7 +338,7 @@ Status KnowledgeBase::migrate_postgres(bool create) {
   return {};
 }
 
-Status KnowledgeBase::migrate() {
+Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
   auto st = db_->prepare("PRAGMA user_version");
   if (!st) return std::unexpected(st.error());
   auto row = st->step();
@@ -379,11 +382,12 @@ Status KnowledgeBase::migrate() {
   }
   if (version > 0 && version < 5)
     // Schema 2 → 3: failures get their fault key. 4 → 5: the key no longer holds the test (one fault broke several
-    // tests): every key again. Failures that are one fault are then merged into one case.
+    // tests): every key again. The caller's step then (the miner merges the failures that are one fault into one
+    // case).
     if (auto s = recompute_fault_keys(); !s) return s;
   if (auto s = db_->exec(kSchema3); !s) return s;
-  if (version > 0 && version < 5)
-    if (auto merged = merge_same_faults(); !merged) return std::unexpected(merged.error());
+  if (version > 0 && version < 5 && fault_keys_recomputed)
+    if (auto s = fault_keys_recomputed(*this); !s) return s;
   if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(kSchemaVersion)); !s) return s;
   return tx->commit();
 }
@@ -433,150 +437,6 @@ Status KnowledgeBase::fill_case_languages() {
   for (const auto& [rowid, language] : languages)
     if (auto s = set->bind(1, language).bind(2, rowid).run(); !s) return s;
   return {};
-}
-
-namespace {
-
-bool mined_status(const std::string& s) {
-  return s == "labelled" || s == "quarantined" || s == "accepted" || s == "rejected" || s == "trimmed";
-}
-bool corpus_status(const std::string& s) { return s == "labelled" || s == "accepted" || s == "trimmed"; }
-
-}  // namespace
-
-Result<KnowledgeBase::FaultMerge> KnowledgeBase::merge_same_faults() {
-  FaultMerge out;
-  auto tx = Transaction::begin(*db_);
-  if (!tx) return std::unexpected(tx.error());
-  // Only keys with two or more failures not yet merged can change anything.
-  auto keys = db_->prepare(
-      "SELECT fault_key FROM failures WHERE fault_key IS NOT NULL AND status IN "
-      "('labelled','quarantined','accepted','rejected','trimmed') GROUP BY fault_key HAVING count(*) > 1");
-  auto members = db_->prepare(
-      "SELECT commit_sha, test_id, status, time, case_id, record, decided_by, decided_at, reason, kept "
-      "FROM failures WHERE fault_key = ? AND (status IN ('labelled','quarantined','accepted','rejected','trimmed') "
-      "OR status = 'duplicate') ORDER BY coalesce(time, updated_at), commit_sha, test_id");
-  auto as_duplicate = db_->prepare(
-      "UPDATE failures SET status = 'duplicate', duplicate_of = ?, updated_at = ? WHERE commit_sha = ? AND test_id = "
-      "?");
-  auto as_kept = db_->prepare(
-      "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, kept = ?, record = ?, "
-      "duplicate_of = NULL, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
-  for (auto* st : {&keys, &members, &as_duplicate, &as_kept})
-    if (!*st) return std::unexpected(st->error());
-  std::vector<std::string> fault_keys;
-  for (;;) {
-    auto r = keys->step();
-    if (!r) return std::unexpected(r.error());
-    if (!*r) break;
-    fault_keys.push_back(keys->text(0));
-  }
-  const int64_t now = now_epoch();
-  std::vector<std::string> to_remove;
-  std::vector<Case> to_import;
-  std::vector<CaseOrigin> origins;
-  for (const auto& key : fault_keys) {
-    struct Member {
-      std::string commit, test_id, status, case_id, record, decided_by, reason, kept;
-      std::optional<int64_t> time, decided_at;
-    };
-    std::vector<Member> group;
-    members->bind(1, key);
-    for (;;) {
-      auto r = members->step();
-      if (!r) return std::unexpected(r.error());
-      if (!*r) break;
-      Member m{members->text(0), members->text(1), members->text(2), members->text(4), members->text(5),
-               members->text(6), members->text(8), members->text(9), std::nullopt,     std::nullopt};
-      if (!members->is_null(3)) m.time = members->int64(3);
-      if (!members->is_null(7)) m.decided_at = members->int64(7);
-      if (members->is_null(9)) m.kept.clear();
-      group.push_back(std::move(m));
-    }
-    members->reset();
-    if (group.size() < 2) continue;
-    // The earliest failure keeps the case; the latest decision among the group is the group's decision.
-    Member& kept = group.front();
-    const Member* decided = nullptr;
-    for (const auto& m : group)
-      if (m.decided_at && (!decided || *m.decided_at > *decided->decided_at)) decided = &m;
-    std::string status = kept.status == "duplicate" ? "labelled" : kept.status;
-    std::string decided_by = kept.decided_by, reason = kept.reason, kept_lines = kept.kept;
-    std::optional<int64_t> decided_at = kept.decided_at;
-    if (decided && decided != &kept) {
-      status = decided->status == "duplicate" ? status : decided->status;
-      decided_by = decided->decided_by;
-      decided_at = decided->decided_at;
-      reason = decided->reason;
-      kept_lines = decided->kept;
-    }
-    if (!mined_status(status)) status = "labelled";
-    auto record = json::parse(kept.record, nullptr, false);
-    if (!record.is_object()) return fail(name() + ": failure " + kept.case_id + " has a damaged record");
-    json commits = json::array();
-    for (const auto& m : group) commits.push_back(m.commit);
-    json occurrences = {{"count", group.size()},
-                        {"first_commit", group.front().commit},
-                        {"last_commit", group.back().commit},
-                        {"commits", commits}};
-    if (group.front().time) occurrences["first_time"] = format_iso8601(*group.front().time);
-    if (group.back().time) occurrences["last_time"] = format_iso8601(*group.back().time);
-    if (!record.contains("meta") || !record["meta"].is_object()) record["meta"] = json::object();
-    // Every test the fault broke, the kept one's first, when more than one did.
-    json tests = json::array({kept.test_id});
-    for (const auto& m : group)
-      if (std::find(tests.begin(), tests.end(), m.test_id) == tests.end()) tests.push_back(m.test_id);
-    const bool changed_occurrences = record["meta"].value("occurrences", json()) != occurrences ||
-                                     record.value("tests", json()) != (tests.size() > 1 ? tests : json());
-    record["meta"]["occurrences"] = occurrences;
-    if (tests.size() > 1)
-      record["tests"] = std::move(tests);
-    else
-      record.erase("tests");
-    size_t newly_merged = 0;
-    for (size_t i = 1; i < group.size(); ++i) {
-      // Earlier duplicates are pointed at the kept failure again (it changes when an earlier failure arrives late).
-      if (group[i].status != "duplicate") {
-        ++newly_merged;
-        if (!group[i].case_id.empty() && group[i].case_id != kept.case_id) to_remove.push_back(group[i].case_id);
-      }
-      if (auto st =
-              as_duplicate->bind(1, kept.case_id).bind(2, now).bind(3, group[i].commit).bind(4, group[i].test_id).run();
-          !st)
-        return std::unexpected(st.error());
-    }
-    if (newly_merged == 0 && !changed_occurrences && kept.status == status) continue;
-    out.merged += newly_merged;
-    as_kept->bind(1, status).bind(2, decided_by);
-    if (decided_at)
-      as_kept->bind(3, *decided_at);
-    else
-      as_kept->bind_null(3);
-    as_kept->bind(4, reason);
-    if (kept_lines.empty())
-      as_kept->bind_null(5);
-    else
-      as_kept->bind(5, kept_lines);
-    as_kept->bind(6, json_text(record)).bind(7, now).bind(8, kept.commit).bind(9, kept.test_id);
-    if (auto st = as_kept->run(); !st) return std::unexpected(st.error());
-    if (corpus_status(status)) {
-      json effective = record;
-      if (!kept_lines.empty())
-        if (auto lines = json::parse(kept_lines, nullptr, false); lines.is_array()) effective["faulty_lines"] = lines;
-      auto c = case_from_json(std::move(effective));
-      if (!c) return fail(name() + ": failure " + kept.case_id + ": " + c.error().message);
-      to_import.push_back(std::move(*c));
-      origins.push_back({"failure " + kept.commit.substr(0, 10) + " " + kept.test_id});
-    } else {
-      to_remove.push_back(kept.case_id);
-    }
-  }
-  if (!to_remove.empty())
-    if (auto r = remove_cases(to_remove); !r) return std::unexpected(r.error());
-  if (!to_import.empty())
-    if (auto r = import_cases(to_import, origins, /*replace=*/true); !r) return std::unexpected(r.error());
-  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
-  return out;
 }
 
 Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases,

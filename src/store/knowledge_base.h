@@ -72,9 +72,16 @@ class KnowledgeBase {
   // `create`, makes an empty store (folder and file, or the schema on the server) when absent. Fails with a message
   // naming the store when it is not a spark store, is corrupt, has a newer schema, or the server cannot be reached
   // (host and port named; never the password). `local_dir` holds a server store's local index (default .spark).
+  //
+  // Upgrading a store from before schema 5 recomputes every failure's fault key (failures.fault_key), so failures
+  // that were apart may now share one: `fault_keys_recomputed`, when given, runs then, inside the upgrade's
+  // transaction (the miner's rule for one fault, miner/mining_store.h: open_knowledge_base). The store knows no rule
+  // about its failures.
+  using UpgradeStep = std::function<Status(KnowledgeBase&)>;
   static Result<std::unique_ptr<KnowledgeBase>> open(const std::filesystem::path& location, bool create,
                                                      int busy_timeout_ms = 30000,
-                                                     const std::filesystem::path& local_dir = {});
+                                                     const std::filesystem::path& local_dir = {},
+                                                     const UpgradeStep& fault_keys_recomputed = {});
   ~KnowledgeBase();
 
   // The folder of an SQLite store; a server store's local folder.
@@ -138,16 +145,6 @@ class KnowledgeBase {
   // Removes the cases with these ids (absent ids are ignored), in one transaction. Returns how many were removed.
   Result<size_t> remove_cases(const std::vector<std::string>& ids);
 
-  // One case per fault. Mined failures with the same fault key (failures.fault_key: the same test, faulty test code
-  // and fix) are one fault: the earliest failure (by failure time, then commit) keeps the case; the others become
-  // `duplicate` failures pointing at it (duplicate_of) and their cases leave the knowledge base; a person's decision on
-  // any of them carries over to the one kept. The kept case's record gets meta.occurrences: count, first and last
-  // commit and time, and every failing commit. Runs inside the caller's transaction when there is one.
-  struct FaultMerge {
-    size_t merged = 0;  // failures that became duplicates in this call
-  };
-  Result<FaultMerge> merge_same_faults();
-
   // The store's connection, for stores layered on the same tables and transactions (the miner's outcomes and
   // failures, miner/mining_store.h). Tables are created here, by the schema migration.
   Database& database() { return *db_; }
@@ -157,8 +154,8 @@ class KnowledgeBase {
 
  private:
   KnowledgeBase(std::filesystem::path dir, std::unique_ptr<Database> db);
-  Status migrate();
-  Status migrate_postgres(bool create);
+  Status migrate(const UpgradeStep& fault_keys_recomputed);
+  Status migrate_postgres(bool create, const UpgradeStep& fault_keys_recomputed);
   // Schema 3 → 4: fills cases.language from each case's record (a record that does not parse keeps "").
   Status fill_case_languages();
   // Schema 2 → 3 and 4 → 5: every failure with a record gets fault_key(record) (a damaged record keeps its key).
