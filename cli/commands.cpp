@@ -63,8 +63,7 @@ Status make_spark_folder(const fs::path& dir) {
 
 Result<std::unique_ptr<KnowledgeBase>> open_kb(const Common& common, bool create) {
   // A store made here is made with its folder's .gitignore; a folder that exists already is the user's.
-  if (const fs::path own = local_folder(common); create && !path_exists(own))
-    if (auto s = make_spark_folder(own); !s) return std::unexpected(s.error());
+  if (const fs::path own = local_folder(common); create && !path_exists(own)) TRY(make_spark_folder(own));
   return open_knowledge_base(common.kb_dir, create, 30000, common.local_dir);
 }
 
@@ -288,7 +287,7 @@ void hide_labels(Case& c) {
 
 Result<std::vector<Case>> queries_from_case_file(const LocalizeArgs& args) {
   auto cases = read_cases_jsonl(args.case_file);
-  if (!cases) return std::unexpected(cases.error());
+  TRY(cases);
   std::vector<Case> out;
   for (auto& c : cases->cases)
     if (args.case_id.empty() || c.id == args.case_id) {
@@ -305,7 +304,7 @@ Result<std::vector<Case>> queries_from_case_file(const LocalizeArgs& args) {
 Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
   const TestFiles under_root = files_under(args.root);
   auto report = read_junit(args.junit, under_root);
-  if (!report) return std::unexpected(report.error());
+  TRY(report);
   for (const auto& w : report->warnings) note(w);
   std::vector<Case> out;
   for (const auto& o : report->outcomes) {
@@ -388,7 +387,7 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
   Case q;
   for (const auto& t : args.tests) {
     auto content = read_test_file(t);
-    if (!content) return std::unexpected(content.error());
+    TRY(content);
     q.files.push_back({normalize_path(t), std::move(*content)});
   }
   std::string message;
@@ -398,7 +397,7 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
     message = ss.str();
   } else {
     auto m = read_file(args.error);
-    if (!m) return std::unexpected(m.error());
+    TRY(m);
     message = std::move(*m);
   }
   if (auto bad = find_invalid_utf8(message)) {
@@ -407,10 +406,9 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
     message = sanitize_utf8(message);
   }
   q.error_message = std::move(message);
-  if (auto picked = pick_output_section(q.error_message, args.error, q.files.front().path, args.test_id); !picked)
-    return std::unexpected(picked.error());
-  else if (!picked->empty())
-    q.test_id = *picked;
+  auto picked = pick_output_section(q.error_message, args.error, q.files.front().path, args.test_id);
+  TRY(picked);
+  if (!picked->empty()) q.test_id = *picked;
   cap_error_message(q.error_message);  // the localization's notes say so (the line that notes the cut)
   q.id = "query";
   q.language = q.files.empty() ? "python" : language_field_for(q.files.front().path);
@@ -600,8 +598,8 @@ Result<LlmStageOptions> stage_options(const Common& common, const LocalizeArgs& 
   stage.redactor = common.redactor;
   if (!args.template_path.empty()) {
     auto t = read_file(args.template_path);
-    if (!t) return std::unexpected(t.error());
-    if (auto s = check_template(*t, args.template_path); !s) return std::unexpected(s.error());
+    TRY(t);
+    TRY(check_template(*t, args.template_path));
     stage.template_text = std::move(*t);
   }
   return stage;
@@ -622,10 +620,10 @@ Result<Retrieval> open_retrieval(const Common& common, std::vector<std::string>&
     return r;
   }
   auto kb = open_kb(common, false);
-  if (!kb) return std::unexpected(kb.error());
+  TRY(kb);
   r.kb = std::move(*kb);
   auto engine = open_or_build_engine(*r.kb, common.embedder, notes);
-  if (!engine) return std::unexpected(engine.error());
+  TRY(engine);
   r.engine = std::move(*engine);
   if (r.engine) {
     // Labelled cases arrived since the ranker last learnt: it learns again before this run ranks (saved after it).
@@ -823,7 +821,7 @@ Status eval_llm(const Common& common, const EvalArgs& args, EvalOptions& options
     const std::string cache_path =
         args.cache.empty() ? (fs::path(local_folder(common)) / "llm-answers.sqlite").string() : args.cache;
     auto c = AnswerCache::open(cache_path);
-    if (!c) return std::unexpected(c.error());
+    TRY(c);
     cache = std::move(*c);
     client->set_cache(cache.get());
     options.client = &*client;
@@ -835,7 +833,7 @@ Status eval_llm(const Common& common, const EvalArgs& args, EvalOptions& options
   options.stage.test_scope_only = args.llm.stage.test_scope_only;
   if (!args.llm.template_path.empty()) {
     auto t = read_file(args.llm.template_path);
-    if (!t) return std::unexpected(t.error());
+    TRY(t);
     if (auto s = check_template(*t, args.llm.template_path); !s) return s;
     options.stage.template_text = std::move(*t);
   }
@@ -851,18 +849,18 @@ Result<std::unique_ptr<KnowledgeBase>> eval_knowledge_base(const Common& common,
   std::unique_ptr<KnowledgeBase> kb;
   if (args.use_kb) {
     auto opened = open_kb(common, false);
-    if (!opened) return std::unexpected(opened.error());
+    TRY(opened);
     return std::move(*opened);
   }
   temp = temp_folder() / ("spark-eval-" + std::to_string(::getpid()));
   std::error_code ignored;
   fs::remove_all(temp, ignored);
   auto opened = KnowledgeBase::open(temp, true);
-  if (!opened) return std::unexpected(opened.error());
+  TRY(opened);
   kb = std::move(*opened);
-  if (auto s = kb->import_cases(cases, origins, false); !s) return std::unexpected(s.error());
+  TRY(kb->import_cases(cases, origins, false));
   note("indexing " + std::to_string(cases.size()) + " case(s) into a temporary knowledge base");
-  if (auto r = build_index(*kb, common.embedder, IndexBuildOptions{}); !r) return std::unexpected(r.error());
+  TRY(build_index(*kb, common.embedder, IndexBuildOptions{}));
   return kb;
 }
 
@@ -908,7 +906,7 @@ Status write_eval_html(const Common& common, const EvalArgs& args, const EvalRep
     if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
   }
   auto page = render_html(report, evaluation, common.redactor ? shown : cases);
-  if (!page) return std::unexpected(page.error());
+  TRY(page);
   if (auto w = write_file_atomic(args.html, *page); !w) return w;
   note("wrote " + args.html);
   return {};

@@ -52,10 +52,10 @@ struct History {
 Result<History> history_of(const GitRepository& repo, const std::string& tip) {
   History h;
   auto head = repo.resolve(tip);
-  if (!head) return std::unexpected(head.error());
+  TRY(head);
   h.head = *head;
   auto commits = repo.history(/*first_parent=*/false, std::nullopt, std::nullopt, h.head);
-  if (!commits) return std::unexpected(commits.error());
+  TRY(commits);
   h.commits = std::move(*commits);
   for (size_t i = 0; i < h.commits.size(); ++i) h.position[h.commits[i].sha] = i;
   return h;
@@ -154,7 +154,7 @@ std::string show_text(const json& j) {
 // one (an open failure stands for its test's open failures, oldest first; a closed one for itself).
 Result<std::vector<StoredFailure>> find_failures(MiningStore& store, const std::string& id, const std::string& kb) {
   auto all = store.failures();
-  if (!all) return std::unexpected(all.error());
+  TRY(all);
   std::vector<const StoredFailure*> named;
   for (const auto& f : *all)
     if (f.test_id == id) named.push_back(&f);
@@ -186,11 +186,11 @@ Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const G
                                                       const std::string& commit) {
   MiningStore store(kb);
   auto open = store.failures({FailureStatus::open});
-  if (!open) return std::unexpected(open.error());
+  TRY(open);
   std::vector<std::string> notes;
   if (open->empty()) return notes;
   auto history = history_of(repo, commit);
-  if (!history) return std::unexpected(history.error());
+  TRY(history);
   for (const auto& test : group_by_test(*open)) {
     std::vector<StoredFailure> mine;
     for (const auto& f : test.failures)
@@ -199,7 +199,7 @@ Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const G
     const auto why = test_gone_at(repo, history->head, test.first().test_id);
     if (!why) continue;
     auto closed = store.close_open(mine, FailureStatus::expired, "spark", *why);
-    if (!closed) return std::unexpected(closed.error());
+    TRY(closed);
     if (*closed)
       notes.push_back("expired " + std::to_string(*closed) + " open failure(s) of " + test.first().test_id + ": " +
                       *why);

@@ -17,9 +17,9 @@ namespace {
 
 Result<int64_t> count_rows(Database& db, const std::string& table) {
   auto st = db.prepare("SELECT count(*) FROM " + table);
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   auto r = st->step();
-  if (!r) return std::unexpected(r.error());
+  TRY(r);
   return st->int64(0);
 }
 
@@ -50,12 +50,12 @@ Result<int64_t> copy_table(Database& from, Database& to, const TableCopy& t) {
   for (size_t i = 0; i < kinds.size(); ++i) marks += i ? ",?" : "?";
   auto read = from.prepare(std::string("SELECT ") + t.columns + " FROM " + t.name + " ORDER BY " + t.order);
   auto write = to.prepare(std::string("INSERT INTO ") + t.name + "(" + t.columns + ") VALUES (" + marks + ")");
-  if (!read) return std::unexpected(read.error());
-  if (!write) return std::unexpected(write.error());
+  TRY(read);
+  TRY(write);
   int64_t n = 0;
   for (;;) {
     auto r = read->step();
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     if (!*r) break;
     for (size_t c = 0; c < kinds.size(); ++c) {
       const int col = static_cast<int>(c);

@@ -41,7 +41,7 @@ Result<fs::path> spool_outcomes(const std::string& local_dir, const std::vector<
   std::snprintf(name, sizeof name, "%lld-%d-%08x.jsonl", static_cast<long long>(now_epoch()),
                 static_cast<int>(::getpid()), rd());
   const fs::path path = dir / name;
-  if (auto s = write_file_atomic(path, text); !s) return std::unexpected(s.error());
+  TRY(write_file_atomic(path, text));
   return path;
 }
 

@@ -37,7 +37,7 @@ Result<SyncOptions> sync_options(const HistoryArgs& h) {
   o.test_only_fixes = h.test_only_fixes;
   if (!h.test_code.empty()) {
     auto rule = TestCodeRule::parse(h.test_code);
-    if (!rule) return std::unexpected(rule.error());
+    TRY(rule);
     o.test_code = std::move(*rule);
   }
   for (const auto& [text, slot] : {std::pair{h.since, &o.since}, std::pair{h.until, &o.until}}) {
@@ -265,7 +265,7 @@ int store_recorded(const Common& common, const GitRepository& repo, const std::v
 void expire_recorded(const Common& common, const GitRepository& repo, const std::string& commit) {
   const auto notes = [&]() -> Result<std::vector<std::string>> {
     auto kb = open_kb(common, false);
-    if (!kb) return std::unexpected(kb.error());
+    TRY(kb);
     return expire_gone_failures(**kb, repo, commit);
   }();
   if (!notes) return note("open failures were not checked for tests that are gone: " + notes.error().message);

@@ -173,7 +173,7 @@ class VersionEmbedding {
       rowids.clear();
       for (size_t i = start; i < end; ++i) rowids.push_back(cases_[i].rowid);
       auto messages = kb_.error_messages(rowids);
-      if (!messages) return std::unexpected(messages.error());
+      TRY(messages);
       out.assign(rowids.size() * dim, 0.0f);
       parallel_for(rowids.size(), threads_, [&](unsigned w, size_t j) {
         const CaseRef& c = cases_[start + j];
@@ -217,7 +217,7 @@ class VersionEmbedding {
       for (size_t p = start; p < end; ++p) {
         const Version& v = versions_[order_[p]];
         auto got = kb_.blobs(v.keys);
-        if (!got) return std::unexpected(got.error());
+        TRY(got);
         contents[p - start] = std::move(*got);
         for (const auto& c : contents[p - start]) {
           codes[p - start] += c;
@@ -228,7 +228,7 @@ class VersionEmbedding {
           rowids.reserve(v.cases.size());
           for (size_t ci : v.cases) rowids.push_back(cases_[ci].rowid);
           auto m = kb_.error_messages(rowids);
-          if (!m) return std::unexpected(m.error());
+          TRY(m);
           texts[p - start] = std::move(*m);
         }
       }
@@ -317,8 +317,7 @@ Result<StoredEmbedding> embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedde
   VersionEmbedding pass(kb, embedder, std::max(1u, options.threads));
   if (options.only) {
     const std::unordered_set<int64_t> only(options.only->begin(), options.only->end());
-    if (auto s = pass.collect(&only, *std::min_element(options.only->begin(), options.only->end())); !s)
-      return std::unexpected(s.error());
+    TRY(pass.collect(&only, *std::min_element(options.only->begin(), options.only->end())));
   } else if (auto s = pass.collect(); !s) {
     return std::unexpected(s.error());
   }
@@ -330,9 +329,9 @@ Result<StoredEmbedding> embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedde
     return fail(kb.name() + ": the knowledge base changed while it was read (another writer?): run again");
   out = {pass.cases(), pass.versions(), pass.test_functions()};
   const auto t1 = std::chrono::steady_clock::now();
-  if (auto s = pass.fit(options.fit); !s) return std::unexpected(s.error());
+  TRY(pass.fit(options.fit));
   const auto t2 = std::chrono::steady_clock::now();
-  if (auto s = pass.vectors(sink); !s) return std::unexpected(s.error());
+  TRY(pass.vectors(sink));
   if (!environment_setting("SPARK_DEBUG_TIMES").empty())
     std::fprintf(stderr,
                  "embedding %zu case(s), %zu versions, %zu test functions: collect %.2f s, %s %.2f s, vectors %.2f s\n",

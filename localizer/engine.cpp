@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
 #include "base/clock.h"
 #include "base/text.h"
@@ -50,14 +49,14 @@ Result<std::unique_ptr<SearchEngine>> open_or_rebuild(KnowledgeBase& kb, Embedde
 Result<std::unique_ptr<SearchEngine>> open_or_build_engine(KnowledgeBase& kb, const EmbedderConfig& config,
                                                            std::vector<std::string>& notes) {
   auto any = kb.has_cases();
-  if (!any) return std::unexpected(any.error());
+  TRY(any);
   if (!*any) return std::unique_ptr<SearchEngine>();
   if (const std::string outdated = outdated_embedder(kb.index_dir());
       !path_exists(kb.index_dir() / "manifest.json") || !outdated.empty()) {
     auto built = build_index(kb, config, IndexBuildOptions{});
-    if (!built) return std::unexpected(built.error());
+    TRY(built);
     auto count = kb.count();
-    if (!count) return std::unexpected(count.error());
+    TRY(count);
     notes.push_back((outdated.empty()
                          ? "the knowledge base had no vector index: built it over "
                          : "the vector index was made by an older embedder (" + outdated + "): rebuilt it over ") +
@@ -128,7 +127,7 @@ Result<std::optional<IndexUpdate>> catch_up_for_index(KnowledgeBase& kb, const E
   IndexUpdate update;
   update.outcome = IndexUpdate::Outcome::caught_up;
   keep_ranker_learning(kb, **engine, update.learnt);
-  if (auto s = (*engine)->persist(kb); !s) return std::unexpected(s.error());
+  TRY((*engine)->persist(kb));
   update.seconds = seconds_since(t0);
   update.added = (*engine)->added_since_load();
   update.cases = (*engine)->index().size();
@@ -153,11 +152,11 @@ Status learn_ranker_if_due(KnowledgeBase& kb, const EmbedderConfig& config, std:
   auto ranker = load_saved_ranker(kb.index_dir());
   if (ranker && !*ranker) return {};  // no index yet: the first localize or `spark index` builds it, ranker included
   auto count = kb.count();
-  if (!count) return std::unexpected(count.error());
+  TRY(count);
   if (ranker && *count < next_training_at((*ranker)->labelled_cases, IndexBuildOptions{})) return {};
   std::vector<std::string> opening, learnt;
   auto engine = open_or_rebuild(kb, config, opening, /*verify_vectors=*/false);
-  if (!engine) return std::unexpected(engine.error());
+  TRY(engine);
   if (rebuilt(**engine, opening)) notes.insert(notes.end(), opening.begin(), opening.end());
   // The cases embedded on the way (added since the index was saved) are kept with the new ranker.
   if (keep_ranker_learning(kb, **engine, learnt))
@@ -191,13 +190,13 @@ Result<IndexUpdate> update_index(KnowledgeBase& kb, const EmbedderConfig& config
     }
     if (can_catch_up(m, g, kb.count())) {
       auto caught_up = catch_up_for_index(kb, config, notes);
-      if (!caught_up) return std::unexpected(caught_up.error());
+      TRY(caught_up);
       if (*caught_up) return std::move(**caught_up);
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto report = build_index(kb, config, IndexBuildOptions{});
-  if (!report) return std::unexpected(report.error());
+  TRY(report);
   IndexUpdate update;
   update.outcome = IndexUpdate::Outcome::built;
   update.seconds = seconds_since(t0);
@@ -208,7 +207,7 @@ Result<IndexUpdate> update_index(KnowledgeBase& kb, const EmbedderConfig& config
 Result<IndexCatchUp> catch_up_index(KnowledgeBase& kb, const EmbedderConfig& config, std::vector<std::string>& notes) {
   std::vector<std::string> opening;
   auto engine = open_or_rebuild(kb, config, opening);
-  if (!engine) return std::unexpected(engine.error());
+  TRY(engine);
   IndexCatchUp done;
   keep_ranker_learning(kb, **engine, done.learnt);
   if (auto s = (*engine)->persist(kb); !s) {

@@ -16,14 +16,14 @@ HeldOutSource::HeldOutSource(KnowledgeBase& kb, const std::vector<CaseEntry>& en
 Result<HeldOutMaterial> HeldOutSource::material(int64_t rowid) {
   HeldOutMaterial m;
   auto c = kb_.load(rowid);
-  if (!c) return std::unexpected(c.error());
+  TRY(c);
   m.c = std::move(*c);
   if (options_.as_queried) options_.as_queried(m.c);
   const CaseEntry* e = entry_of_.at(rowid);
   std::unordered_set<int64_t> excluded(by_content_[e->content_key].begin(), by_content_[e->content_key].end());
   excluded.insert(rowid);
   auto v = vector_of_(rowid, m.c);
-  if (!v) return std::unexpected(v.error());
+  TRY(v);
   auto hits = index_.search(v->data(), options_.r, std::nullopt, excluded);
   std::erase_if(hits, [&](const SearchHit& h) { return h.similarity < options_.similarity_floor; });
   for (const auto& h : hits) {
@@ -31,7 +31,7 @@ Result<HeldOutMaterial> HeldOutSource::material(int64_t rowid) {
     if (it == loaded_.end()) {
       if (loaded_.size() > 512) loaded_.clear();
       auto rc = kb_.load(h.rowid);
-      if (!rc) return std::unexpected(rc.error());
+      TRY(rc);
       it = loaded_.emplace(h.rowid, std::move(*rc)).first;
     }
     append_faulty_lines(it->second, m.sims.size(), m.faulty);
@@ -47,7 +47,7 @@ Status for_each_held_out(KnowledgeBase& kb, const std::vector<CaseEntry>& entrie
   HeldOutSource source(kb, entries, index, vector_of, options);
   for (int64_t rowid : cases) {
     auto m = source.material(rowid);
-    if (!m) return std::unexpected(m.error());
+    TRY(m);
     QueryView view = make_query_view(m->c, cache);
     if (auto s = fn(HeldOut{m->c, view, m->faulty, m->sims, m->ids}); !s) return s;
   }

@@ -61,7 +61,7 @@ Result<RankerModel> learn_ranker(KnowledgeBase& kb, const std::vector<CaseEntry>
     items.reserve(n);  // views point into the cases: no reallocation after they are made
     for (size_t i = 0; i < n; ++i) {
       auto m = source.material(labelled[start + i]->rowid);
-      if (!m) return std::unexpected(m.error());
+      TRY(m);
       items.push_back(std::move(*m));
     }
     std::vector<std::optional<QueryView>> views(n);
@@ -132,12 +132,12 @@ void check_recall(const VectorIndex& index, const std::vector<CaseEntry>& entrie
 
 Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options) {
   if (config.kind.empty()) config.kind = "builtin";
-  if (auto s = check_embedder_kind(config); !s) return std::unexpected(s.error());
+  TRY(check_embedder_kind(config));
   IndexReport report;
   auto generation = kb.generation();
-  if (!generation) return std::unexpected(generation.error());
+  TRY(generation);
   auto entries = kb.entries();
-  if (!entries) return std::unexpected(entries.error());
+  TRY(entries);
   report.cases = entries->size();
   for (const auto& e : *entries) report.labelled += e.labelled ? 1 : 0;
   const unsigned threads = index_threads(options.threads);
@@ -150,7 +150,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   std::optional<VectorIndex> index;
   double add_seconds = 0;
   size_t dim = 0;
-  if (auto s = kb.clear_embeddings(); !s) return std::unexpected(s.error());
+  TRY(kb.clear_embeddings());
   std::unordered_map<int64_t, int64_t> group_of;
   for (const auto& e : *entries) group_of[e.rowid] = static_cast<int64_t>(fnv1a64(e.test_id));
   const auto add = [&](const std::vector<int64_t>& rowids, const std::vector<float>& vectors) -> Status {
@@ -175,7 +175,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     embedding.fit = true;
     embedding.threads = threads;
     auto pass = embed_stored_cases(kb, *builtin, embedding, add);
-    if (!pass) return std::unexpected(pass.error());
+    TRY(pass);
     report.versions = pass->versions;
     report.test_functions = pass->test_functions;
   } else {
@@ -186,7 +186,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     const auto flush = [&]() -> Status {
       if (batch.empty()) return {};
       auto got = embedder->embed(batch);
-      if (!got) return std::unexpected(got.error());
+      TRY(got);
       std::vector<float> flat;
       for (const auto& v : *got) {
         if (!got->empty() && v.size() != got->front().size())
@@ -203,8 +203,8 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
       batch.push_back(embed_text(c, cache, &function_cache));
       return batch.size() >= 16 ? flush() : Status{};
     });
-    if (!pass) return std::unexpected(pass.error());
-    if (auto s = flush(); !s) return std::unexpected(s.error());
+    TRY(pass);
+    TRY(flush());
   }
   report.embedder = embedder->identity();
   report.embed_seconds = seconds_since(t0) - add_seconds;
@@ -219,7 +219,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   // The check above measured the graph alone; the ranker learns from retrievals as a query's engine makes them.
   index->set_exact_below(exact_search_bound(*embedder));
   auto ranker = learn_stamped_ranker(kb, *entries, *index, options);
-  if (!ranker) return std::unexpected(ranker.error());
+  TRY(ranker);
   report.ranker = ranker->origin;
   report.train_seconds = ranker->train_seconds;
 
@@ -231,13 +231,12 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   std::vector<VectorIndex::Extra> extra = {{index_files::kRanker, VectorIndex::fresh_name("ranker", ".json")}};
   if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
     extra.push_back({index_files::kDocumentFrequencies, VectorIndex::fresh_name("df", ".bin")});
-    if (auto s = builtin->save(dir / extra.back().file); !s) return std::unexpected(s.error());
+    TRY(builtin->save(dir / extra.back().file));
   }
-  if (auto s = ranker->save(dir / extra.front().file); !s) return std::unexpected(s.error());
+  TRY(ranker->save(dir / extra.front().file));
   extra.push_back({index_files::kCases, VectorIndex::fresh_name("cases", ".bin")});
-  if (auto s = index_files::write_cases(dir / extra.back().file, facts_of(*entries)); !s)
-    return std::unexpected(s.error());
-  if (auto s = index->save(dir, report.embedder, *generation, extra); !s) return std::unexpected(s.error());
+  TRY(index_files::write_cases(dir / extra.back().file, facts_of(*entries)));
+  TRY(index->save(dir, report.embedder, *generation, extra));
   report.vectors = index->distinct();
   return report;
 }
@@ -252,12 +251,12 @@ size_t next_training_at(size_t labelled_then, const IndexBuildOptions& options) 
 Result<std::optional<RankerModel>> load_saved_ranker(const fs::path& index_dir) {
   if (!path_exists(index_dir / "manifest.json")) return std::nullopt;
   auto manifest = VectorIndex::read_manifest(index_dir);
-  if (!manifest) return std::unexpected(manifest.error());
+  TRY(manifest);
   const std::string file = manifest->file_of(index_files::kRanker);
   if (file.empty())
     return fail((index_dir / "manifest.json").string() + ": names no ranker (" + index_files::kRanker + ")");
   auto ranker = RankerModel::load(index_dir / file);
-  if (!ranker) return std::unexpected(ranker.error());
+  TRY(ranker);
   return std::optional<RankerModel>(std::move(*ranker));
 }
 
@@ -267,13 +266,13 @@ Result<std::optional<RetrainReport>> retrain_ranker_if_due(KnowledgeBase& kb, Se
   for (const CaseFacts& f : engine.facts()) labelled += f.labelled ? 1 : 0;
   if (labelled < next_training_at(engine.ranker().labelled_cases, options)) return std::nullopt;
   auto entries = kb.entries();
-  if (!entries) return std::unexpected(entries.error());
+  TRY(entries);
   // The cases of the engine's index: another process may have stored more since it loaded.
   std::erase_if(*entries, [&](const CaseEntry& e) { return !engine.index().contains(e.rowid); });
   auto ranker = learn_stamped_ranker(kb, *entries, engine.index(), options);
-  if (!ranker) return std::unexpected(ranker.error());
+  TRY(ranker);
   RetrainReport report{engine.ranker().origin, *ranker};
-  if (auto s = engine.replace_ranker(kb, std::move(*ranker)); !s) return std::unexpected(s.error());
+  TRY(engine.replace_ranker(kb, std::move(*ranker)));
   return report;
 }
 

@@ -93,7 +93,7 @@ Result<Prompt> LlmStage::build_prompt_for(const Case& query, const Localization&
   std::optional<Case> similar;
   if (options_.mode == Mode::naive_rag && !loc.retrieved.empty() && localizer_.knowledge_base()) {
     auto c = localizer_.knowledge_base()->load(loc.retrieved.front().rowid);
-    if (!c) return std::unexpected(c.error());
+    TRY(c);
     similar = std::move(*c);
   }
   QueryView view = make_query_view(query, cache_);

@@ -135,7 +135,7 @@ Result<std::vector<SearchHit>> search_step(const KnowledgeBase* kb, SearchEngine
     std::mt19937_64 rng(options.seed ^ fnv1a64(query.id.empty() ? query.test_id : query.id));
     std::shuffle(drawn.begin(), drawn.end(), rng);
     auto qv = engine->embed(query);
-    if (!qv) return std::unexpected(qv.error());
+    TRY(qv);
     for (size_t i = 0; i < std::min(options.r, drawn.size()); ++i) {
       const auto v = engine->index().vector(drawn[i]);
       double dot = 0;
@@ -144,7 +144,7 @@ Result<std::vector<SearchHit>> search_step(const KnowledgeBase* kb, SearchEngine
     }
   } else if (!d.subset.empty()) {
     auto qv = engine->embed(query);
-    if (!qv) return std::unexpected(qv.error());
+    TRY(qv);
     const bool everything = d.subset.size() + d.excluded.size() >= engine->index().size() &&
                             out.knowledge_base_size == engine->facts().size();
     similar = engine->search(*qv, options.r, everything ? std::nullopt : std::optional(d.subset), d.excluded);
@@ -172,7 +172,7 @@ Result<std::vector<RetrievedFaultyLine>> retrieve_step(KnowledgeBase& kb, const 
   std::vector<RetrievedFaultyLine> faulty;
   for (const auto& hit : similar) {
     auto c = kb.load(hit.rowid);
-    if (!c) return std::unexpected(c.error());
+    TRY(c);
     RetrievedCase rc;
     rc.rowid = hit.rowid;
     rc.id = c->id;
@@ -383,12 +383,12 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   const std::vector<int64_t>& labelled = kb_ && engine_ ? labelled_rowids() : kNone;
   if (kb_ && engine_) d = filter_step(engine_->facts(), labelled, query, options.policy, extra_excluded, out);
   auto similar = search_step(kb_, engine_, labelled, query, options, d, out);
-  if (!similar) return std::unexpected(similar.error());
+  TRY(similar);
   out.degraded = similar->empty();
   std::vector<double> sims;
   auto faulty =
       similar->empty() ? Result<std::vector<RetrievedFaultyLine>>{} : retrieve_step(*kb_, *similar, sims, out);
-  if (!faulty) return std::unexpected(faulty.error());
+  TRY(faulty);
   QueryView view = make_query_view(query, cache);
   const auto test_file =
       std::find_if(view.files.begin(), view.files.end(), [](const auto& f) { return f.scope.found; });

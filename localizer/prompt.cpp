@@ -457,8 +457,7 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
     code_room -= std::min(code_room, estimate_tokens(values["similar_err_msg"]));
   }
 
-  if (auto s = fit_code(p, values, tpl, code, rag ? &similar.code : nullptr, code_room, options); !s)
-    return std::unexpected(s.error());
+  TRY(fit_code(p, values, tpl, code, rag ? &similar.code : nullptr, code_room, options));
   p.schema = answer_schema(p.max_element_id, options.k);
   return p;
 }

@@ -160,7 +160,7 @@ Status RankerModel::save(const std::filesystem::path& path) const {
 
 Result<RankerModel> RankerModel::load(const std::filesystem::path& path) {
   auto text = read_file(path);
-  if (!text) return std::unexpected(text.error());
+  TRY(text);
   try {
     const auto j = nlohmann::json::parse(*text);
     if (j.at("format").get<int>() != 1) return fail(path.string() + ": unknown ranker format");

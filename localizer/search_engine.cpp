@@ -47,7 +47,7 @@ Status write_cases(const fs::path& path, std::span<const CaseFacts> facts) {
 Result<MappedCases> map_cases(const fs::path& path, std::shared_ptr<const MappedFile> mapped) {
   if (!mapped) {
     auto map = MappedFile::open(path);
-    if (!map) return std::unexpected(map.error());
+    TRY(map);
     mapped = std::move(*map);
   }
   const std::string_view bytes = mapped->view();
@@ -95,18 +95,17 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   // A query's load: files an earlier load verified, unchanged since, are not hashed again (VectorIndexOptions).
   index_options.trust_verified_files = !verify_vectors;
   auto loaded = VectorIndex::load(dir, index_options);
-  if (!loaded) return std::unexpected(loaded.error());
+  TRY(loaded);
   const IndexManifest* manifest = &loaded->second;
   if (config.kind.empty()) config.kind = manifest->embedder.starts_with("openai/") ? "openai" : "builtin";
-  if (auto s = check_embedder_kind(config); !s) return std::unexpected(s.error());
+  TRY(check_embedder_kind(config));
   std::unique_ptr<Embedder> embedder = make_embedder(config);
   if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
     const std::string df = manifest->file_of(kDocumentFrequencies);
     if (df.empty())
       return fail((dir / "manifest.json").string() + ": names no document frequencies (" + kDocumentFrequencies + ")");
     // Through the mapping the index verified it by: its pages are touched once, not once per mapping.
-    if (auto s = builtin->load(dir / df, loaded->first.take_verified_extra(kDocumentFrequencies)); !s)
-      return std::unexpected(s.error());
+    TRY(builtin->load(dir / df, loaded->first.take_verified_extra(kDocumentFrequencies)));
   }
   if (config.kind == "builtin" && embedder->identity() != manifest->embedder)
     return fail(dir.string() + ": the index was built with embedder \"" + manifest->embedder +
@@ -117,7 +116,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   const std::string ranker_file = manifest->file_of(kRanker);
   if (ranker_file.empty()) return fail((dir / "manifest.json").string() + ": names no ranker (" + kRanker + ")");
   auto ranker = RankerModel::load(dir / ranker_file);
-  if (!ranker) return std::unexpected(ranker.error());
+  TRY(ranker);
   std::shared_ptr<const MappedFile> cases_map = loaded->first.take_verified_extra(kCases);
   loaded->first.set_exact_below(exact_search_bound(*embedder));
   std::unique_ptr<SearchEngine> engine(
@@ -126,17 +125,17 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   for (const auto& e : manifest->extra_files) engine->extras_.push_back({e.name, e.file});
 
   auto generation = kb.generation();
-  if (!generation) return std::unexpected(generation.error());
+  TRY(generation);
   if (*generation == manifest->generation) {
     // The store has not changed since the index was saved: the cases file says what filtering needs, with no pass
     // over the store's rows (an index saved by an earlier spark has none: read from the store, written by persist).
     if (const std::string cases_file = manifest->file_of(kCases); !cases_file.empty()) {
       auto mapped = map_cases(dir / cases_file, std::move(cases_map));
-      if (!mapped) return std::unexpected(mapped.error());
+      TRY(mapped);
       engine->set_facts(std::move(*mapped));
     } else {
       auto entries = kb.entries();
-      if (!entries) return std::unexpected(entries.error());
+      TRY(entries);
       engine->set_facts(facts_of(*entries));
     }
     if (engine->facts_.size() != engine->index_.size())
@@ -145,7 +144,7 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
     // then written to as often reaches the generation again with other cases, and a row deleted on the server leaves
     // it as it was. The store's count and last case, read without reading its rows, must be the index's.
     auto tail = kb.tail();
-    if (!tail) return std::unexpected(tail.error());
+    TRY(tail);
     if (tail->count != engine->facts_.size())
       return lost_cases(dir,
                         "the store has " + std::to_string(tail->count) + " case(s) at the generation the index was " +
@@ -156,17 +155,16 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
       return lost_cases(dir, "the store's last case is not the index's", store_lost_cases);
   } else {
     auto entries = kb.entries();
-    if (!entries) return std::unexpected(entries.error());
+    TRY(entries);
     std::span<const CaseFacts> indexed;
     index_files::MappedCases indexed_map;
     if (const std::string cases_file = manifest->file_of(kCases); !cases_file.empty()) {
       auto mapped = map_cases(dir / cases_file, std::move(cases_map));
-      if (!mapped) return std::unexpected(mapped.error());
+      TRY(mapped);
       indexed_map = std::move(*mapped);
       indexed = indexed_map.rows;
     }
-    if (auto s = engine->catch_up(kb, *entries, indexed, notes, store_lost_cases); !s)
-      return std::unexpected(s.error());
+    TRY(engine->catch_up(kb, *entries, indexed, notes, store_lost_cases));
   }
   return engine;
 }
@@ -212,14 +210,14 @@ Status SearchEngine::catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& e
     StoredEmbeddingOptions options;
     options.only = &missing;
     options.threads = index_threads(0);
-    if (auto s = embed_stored_cases(kb, *builtin, options, add); !s) return std::unexpected(s.error());
+    TRY(embed_stored_cases(kb, *builtin, options, add));
   } else {
     std::vector<float> flat;
     for (int64_t rowid : missing) {
       auto c = kb.load(rowid);
-      if (!c) return std::unexpected(c.error());
+      TRY(c);
       auto v = embed(*c);
-      if (!v) return std::unexpected(v.error());
+      TRY(v);
       flat.insert(flat.end(), v->begin(), v->end());
     }
     if (auto s = add(missing, flat); !s) return s;
@@ -234,7 +232,7 @@ Status SearchEngine::catch_up(KnowledgeBase& kb, const std::vector<CaseEntry>& e
 
 Status SearchEngine::persist(KnowledgeBase& kb) {
   auto generation = kb.generation();
-  if (!generation) return std::unexpected(generation.error());
+  TRY(generation);
   if (facts_need_file_) {
     // The cases file of the state being saved: a new file, named by the new manifest.
     const std::string name = VectorIndex::fresh_name("cases", ".bin");
@@ -272,7 +270,7 @@ void SearchEngine::set_facts(index_files::MappedCases mapped) {
 
 Result<std::vector<float>> SearchEngine::embed(const Case& c) {
   auto v = embedder_->embed({embed_text(c, structures_)});
-  if (!v) return std::unexpected(v.error());
+  TRY(v);
   if (v->size() != 1 || v->front().size() != index_.dimension())
     return fail("the embedder returned a vector of dimension " + std::to_string(v->empty() ? 0 : v->front().size()) +
                 ", the index has " + std::to_string(index_.dimension()));

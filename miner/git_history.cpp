@@ -199,7 +199,7 @@ std::expected<LooseObject, std::string> inflate_loose(std::string_view file, git
   bool ended = false;
   if (standard) {
     auto step = inflate_into(zs, head, sizeof head);
-    if (!step) return std::unexpected(step.error());
+    TRY(step);
     ended = *step == Inflated::ended;
     const std::string_view h(reinterpret_cast<const char*>(head), sizeof head - zs.avail_out);
     const size_t space = h.find(' '), nul = h.find('\0');
@@ -400,11 +400,11 @@ Result<std::vector<git_oid>> walk_to_boundary(git_repository* repo, const git_oi
     stack.push_back(std::move(frame));
     return {};
   };
-  if (auto s = enter(tip); !s) return std::unexpected(s.error());
+  TRY(enter(tip));
   while (!stack.empty()) {
     if (Frame& top = stack.back(); top.next < top.parents.size()) {
       const git_oid parent = top.parents[top.next++];
-      if (auto s = enter(parent); !s) return std::unexpected(s.error());
+      TRY(enter(parent));
       continue;
     }
     out.push_back(stack.back().id);
@@ -432,11 +432,11 @@ Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::o
   // git's own does).
   if (const auto boundary = shallow_boundary(); !boundary.empty()) {
     auto start = resolve(tip.empty() ? "HEAD" : tip);
-    if (!start) return std::unexpected(start.error());
+    TRY(start);
     git_oid oid;
     git().git_oid_fromstr(&oid, start->c_str());
     auto walked = walk_to_boundary(repo_.get(), oid, first_parent, {boundary.begin(), boundary.end()}, workdir_);
-    if (!walked) return std::unexpected(walked.error());
+    TRY(walked);
     return commit_infos(*walked, since, until);
   }
   Owned<git_revwalk, &Git::git_revwalk_free> walk;
@@ -446,7 +446,7 @@ Result<std::vector<CommitInfo>> GitRepository::history(bool first_parent, std::o
     if (git().git_revwalk_push_head(walk.p) != 0) return fail(workdir_.string() + ": " + last_error("HEAD"));
   } else {
     auto sha = resolve(tip);
-    if (!sha) return std::unexpected(sha.error());
+    TRY(sha);
     git_oid oid;
     git().git_oid_fromstr(&oid, sha->c_str());
     if (git().git_revwalk_push(walk.p, &oid) != 0) return fail(workdir_.string() + ": " + last_error(tip));
@@ -547,10 +547,10 @@ Result<git_tree*> tree_of(git_repository* repo, const std::string& sha, const fs
 Result<std::vector<std::string>> GitRepository::changed_paths(const std::string& from_sha,
                                                               const std::string& to_sha) const {
   auto a = tree_of(repo_.get(), from_sha, workdir_);
-  if (!a) return std::unexpected(a.error());
+  TRY(a);
   Owned<git_tree, &Git::git_tree_free> from{*a};
   auto b = tree_of(repo_.get(), to_sha, workdir_);
-  if (!b) return std::unexpected(b.error());
+  TRY(b);
   Owned<git_tree, &Git::git_tree_free> to{*b};
   Owned<git_diff, &Git::git_diff_free> diff;
   if (git().git_diff_tree_to_tree(&diff.p, repo_.get(), from.p, to.p, nullptr) != 0)
@@ -566,7 +566,7 @@ Result<std::vector<std::string>> GitRepository::changed_paths(const std::string&
 
 Status GitRepository::materialize(const std::string& sha, const fs::path& dir) const {
   auto t = tree_of(repo_.get(), sha, workdir_);
-  if (!t) return std::unexpected(t.error());
+  TRY(t);
   Owned<git_tree, &Git::git_tree_free> tree{*t};
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -583,7 +583,7 @@ Status GitRepository::materialize(const std::string& sha, const fs::path& dir) c
 
 Result<std::vector<std::string>> GitRepository::paths_at(const std::string& sha) const {
   auto t = tree_of(repo_.get(), sha, workdir_);
-  if (!t) return std::unexpected(t.error());
+  TRY(t);
   Owned<git_tree, &Git::git_tree_free> tree{*t};
   std::vector<std::string> out;
   const auto visit = [](const char* root, const git_tree_entry* entry, void* payload) -> int {

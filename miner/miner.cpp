@@ -107,7 +107,7 @@ bool TestCodeRule::matches(const std::string& path) const {
 
 Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
   auto text = read_file(path);
-  if (!text) return std::unexpected(text.error());
+  TRY(text);
   std::vector<RecordedOutcome> out;
   size_t line_no = 0;
   for (std::string_view line : split_lines(*text)) {
@@ -153,7 +153,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_junit(const fs::path& path, c
       return fail(path.string() + ": which commit is this report of? Name the file <sha>.xml or give --commit");
   }
   auto report = read_junit(path, test_files_at(repo, sha));
-  if (!report) return std::unexpected(report.error());
+  TRY(report);
   if (warnings) warnings->insert(warnings->end(), report->warnings.begin(), report->warnings.end());
   // The report's outcomes are moved, not copied: a report of millions of tests is held once.
   std::vector<RecordedOutcome> out;
@@ -597,7 +597,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
   const std::vector<std::string> paths = failure_paths(failure.test_id, failure.message, &at, &options.test_code);
   if (options.test_only_fixes) {
     auto changed = repo.changed_paths(faulty.sha, fixed.sha);
-    if (!changed) return std::unexpected(changed.error());
+    TRY(changed);
     for (const auto& p : *changed)
       if (!options.test_code.matches(p)) {
         out.status = FailureStatus::mixed_fix;
@@ -645,11 +645,11 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     if (!before) continue;  // not a file of the repository at that commit
     if (p == paths.front()) have_main = true;
     auto after = repo.file_at(fixed.sha, p);
-    if (!after) return std::unexpected(after.error());
+    TRY(after);
     if (dependency && *after && **after == *before) continue;  // unchanged: not what the fix mended
     if (*after && **after != *before) {
       auto lines = removed_or_modified_lines(*before, **after, p);
-      if (!lines) return std::unexpected(lines.error());
+      TRY(lines);
       const std::set<int>* reached = nullptr;
       if (reach)
         if (auto it = reach->find(p); it != reach->end()) reached = &it->second;

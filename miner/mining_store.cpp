@@ -77,10 +77,10 @@ Result<std::vector<StoredFailure>> read_rows(Statement& st, const std::string& d
   std::vector<StoredFailure> out;
   for (;;) {
     auto row = st.step();
-    if (!row) return std::unexpected(row.error());
+    TRY(row);
     if (!*row) break;
     auto f = read_row(st, db);
-    if (!f) return std::unexpected(f.error());
+    TRY(f);
     out.push_back(std::move(*f));
   }
   return out;
@@ -162,14 +162,14 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
   SyncReport report;
   report.shallow_boundary = repo.shallow_boundary();
   const int64_t now = now_epoch();
-  if (auto s = record_outcomes(repo, outcomes, options, now, report); !s) return std::unexpected(s.error());
+  TRY(record_outcomes(repo, outcomes, options, now, report));
   auto open = failures({FailureStatus::open});
-  if (!open) return std::unexpected(open.error());
+  TRY(open);
   auto settled = label_fixed(repo, *open, options, report);
-  if (!settled) return std::unexpected(settled.error());
-  if (auto s = settle(*settled, options, now, report); !s) return std::unexpected(s.error());
+  TRY(settled);
+  TRY(settle(*settled, options, now, report));
   auto counts = status_counts();
-  if (!counts) return std::unexpected(counts.error());
+  TRY(counts);
   report.still_open = (*counts)["open"];
   return report;
 }
@@ -208,7 +208,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
   }
   {
     auto tx = Transaction::begin(db);
-    if (!tx) return std::unexpected(tx.error());
+    TRY(tx);
     auto put = db.prepare(
         "INSERT INTO outcomes(commit_sha, test_id, outcome, time, message, origin, recorded_at) VALUES (?,?,?,?,?,?,?) "
         "ON CONFLICT(commit_sha, test_id) DO UPDATE SET outcome = excluded.outcome, time = excluded.time, "
@@ -230,7 +230,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
       else
         put->bind_null(4);
       put->bind(5, o.message).bind(6, o.origin).bind(7, now);
-      if (auto s = put->run(); !s) return std::unexpected(s.error());
+      TRY(put->run());
       report.outcomes += static_cast<size_t>(put->changes());
       if (o.outcome == Outcome::failed || o.outcome == Outcome::error) {
         open->bind(1, r.sha).bind(2, o.test_id);
@@ -244,14 +244,14 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
         else
           open->bind_null(6);
         open->bind(7, now);
-        if (auto s = open->run(); !s) return std::unexpected(s.error());
+        TRY(open->run());
         report.opened += static_cast<size_t>(open->changes());
       } else if (o.outcome == Outcome::passed) {
-        if (auto s = flaky->bind(1, now).bind(2, r.sha).bind(3, o.test_id).run(); !s) return std::unexpected(s.error());
+        TRY(flaky->bind(1, now).bind(2, r.sha).bind(3, o.test_id).run());
         report.closed_flaky += static_cast<size_t>(flaky->changes());
       }
     }
-    if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+    TRY(tx->commit());
   }
   return {};
 }
@@ -263,7 +263,7 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
   std::vector<Settled> settled;
   if (open.empty()) return settled;
   auto history = repo.history(options.first_parent, options.since, options.until, options.tip);
-  if (!history) return std::unexpected(history.error());
+  TRY(history);
   std::unordered_map<std::string, size_t> position;
   for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
   const LabelOptions label_options{options.project.empty() ? default_project(repo) : options.project,
@@ -272,7 +272,7 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
   auto kin_outcomes = db.prepare(
       "SELECT commit_sha, test_id, outcome FROM outcomes WHERE test_id = ? OR test_id = ? OR (test_id >= ? AND "
       "test_id < ?)");
-  if (!kin_outcomes) return std::unexpected(kin_outcomes.error());
+  TRY(kin_outcomes);
   std::map<std::string, std::vector<size_t>> fixes_of;  // test id → positions that close its failures, sorted
   std::map<std::string, std::vector<size_t>> fails_of;  // test id → positions where it failed, sorted
   std::map<std::pair<std::string, std::string>, const StoredFailure*> open_at;  // (commit, test id) → failure
@@ -293,7 +293,7 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
       std::map<size_t, CommitOutcomes> by_position;
       for (;;) {
         auto row = kin_outcomes->step();
-        if (!row) return std::unexpected(row.error());
+        TRY(row);
         if (!*row) break;
         auto p = position.find(kin_outcomes->text(0));
         if (p == position.end()) continue;
@@ -350,11 +350,11 @@ Status MiningStore::settle(const std::vector<Settled>& settled, const SyncOption
                            SyncReport& report) {
   Database& db = kb_.database();
   auto tx = Transaction::begin(db);
-  if (!tx) return std::unexpected(tx.error());
+  TRY(tx);
   auto update = db.prepare(
       "UPDATE failures SET status = ?, fixed_commit = ?, case_id = ?, faulty_count = ?, record = ?, fixed_files = ?, "
       "reason = ?, updated_at = ?, fault_key = ? WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
-  if (!update) return std::unexpected(update.error());
+  TRY(update);
   for (auto& s : settled) {
     const Labelling& l = s.labelling;
     update->bind(1, status_name(l.status)).bind(2, s.fixed);
@@ -370,7 +370,7 @@ Status MiningStore::settle(const std::vector<Settled>& settled, const SyncOption
     else
       update->bind_null(9);
     update->bind(10, s.failure->commit).bind(11, s.failure->test_id);
-    if (auto st = update->run(); !st) return std::unexpected(st.error());
+    TRY(update->run());
     if (update->changes() == 0) continue;  // another process settled it first
     // Labelled ones are counted by the reconciliation, which decides between corpus and quarantine.
     if (l.labelled)
@@ -380,10 +380,10 @@ Status MiningStore::settle(const std::vector<Settled>& settled, const SyncOption
   }
   // One case per fault: failures of the same test with the same test code and fix are counted behind the earliest.
   auto merge = merge_same_faults();
-  if (!merge) return std::unexpected(merge.error());
+  TRY(merge);
   report.merged = merge->merged;
   if (merge->merged) report.settled[FailureStatus::duplicate] = merge->merged;
-  if (auto s = reconcile(options.sigma, report); !s) return std::unexpected(s.error());
+  TRY(reconcile(options.sigma, report));
   return tx->commit();
 }
 
@@ -401,7 +401,7 @@ Result<std::vector<FaultMember>> fault_members(Statement& members, const std::st
   members.bind(1, key);
   for (;;) {
     auto r = members.step();
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     if (!*r) break;
     FaultMember m{members.text(0), members.text(1), members.text(2), members.text(4), members.text(5),
                   members.text(6), members.text(8), members.text(9), std::nullopt,    std::nullopt};
@@ -470,7 +470,7 @@ bool record_occurrences(json& record, const std::vector<FaultMember>& group) {
 Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
   Database& db = kb_.database();
   auto tx = Transaction::begin(db);
-  if (!tx) return std::unexpected(tx.error());
+  TRY(tx);
   // Only keys with two or more failures not yet merged can change anything.
   const std::string mined = status_list(mined_statuses());
   auto keys = db.prepare("SELECT fault_key FROM failures WHERE fault_key IS NOT NULL AND status IN " + mined +
@@ -490,7 +490,7 @@ Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
   std::vector<std::string> fault_keys;
   for (;;) {
     auto r = keys->step();
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     if (!*r) break;
     fault_keys.push_back(keys->text(0));
   }
@@ -501,7 +501,7 @@ Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
   std::vector<CaseOrigin> origins;
   for (const auto& key : fault_keys) {
     auto group = fault_members(*members, key);
-    if (!group) return std::unexpected(group.error());
+    TRY(group);
     if (group->size() < 2) continue;
     const FaultMember& kept = group->front();
     const GroupDecision d = group_decision(*group);
@@ -516,8 +516,7 @@ Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
         ++newly_merged;
         if (!m.case_id.empty() && m.case_id != kept.case_id) to_remove.push_back(m.case_id);
       }
-      if (auto st = as_duplicate->bind(1, kept.case_id).bind(2, now).bind(3, m.commit).bind(4, m.test_id).run(); !st)
-        return std::unexpected(st.error());
+      TRY(as_duplicate->bind(1, kept.case_id).bind(2, now).bind(3, m.commit).bind(4, m.test_id).run());
     }
     if (newly_merged == 0 && !changed_occurrences && kept.status == d.status) continue;
     out.merged += newly_merged;
@@ -532,7 +531,7 @@ Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
     else
       as_kept->bind(5, d.kept_lines);
     as_kept->bind(6, json_text(record)).bind(7, now).bind(8, kept.commit).bind(9, kept.test_id);
-    if (auto st = as_kept->run(); !st) return std::unexpected(st.error());
+    TRY(as_kept->run());
     if (in_corpus(parse_status(d.status).value_or(FailureStatus::open))) {
       json effective = record;
       if (!d.kept_lines.empty())
@@ -546,10 +545,10 @@ Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
     }
   }
   if (!to_remove.empty())
-    if (auto r = kb_.remove_cases(to_remove); !r) return std::unexpected(r.error());
+    TRY(kb_.remove_cases(to_remove));
   if (!to_import.empty())
-    if (auto r = kb_.import_cases(to_import, origins, /*replace=*/true); !r) return std::unexpected(r.error());
-  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+    TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
+  TRY(tx->commit());
   return out;
 }
 
@@ -558,7 +557,7 @@ Result<std::unique_ptr<KnowledgeBase>> open_knowledge_base(const std::filesystem
                                                            const std::filesystem::path& local_dir) {
   return KnowledgeBase::open(location, create, busy_timeout_ms, local_dir, [](KnowledgeBase& kb) -> Status {
     auto merged = MiningStore(kb).merge_same_faults();
-    if (!merged) return std::unexpected(merged.error());
+    TRY(merged);
     return {};
   });
 }
@@ -566,11 +565,11 @@ Result<std::unique_ptr<KnowledgeBase>> open_knowledge_base(const std::filesystem
 Result<std::vector<MiningStore::Mined>> MiningStore::mined() {
   auto st = kb_.database().prepare("SELECT commit_sha, test_id, status, faulty_count, case_id FROM failures" +
                                    status_filter(mined_statuses()) + " ORDER BY commit_sha, test_id");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   std::vector<Mined> out;
   for (;;) {
     auto row = st->step();
-    if (!row) return std::unexpected(row.error());
+    TRY(row);
     if (!*row) break;
     out.push_back({st->text(0), st->text(1), parse_status(st->text(2)).value_or(FailureStatus::open),
                    static_cast<size_t>(st->int64(3)), st->text(4)});
@@ -582,7 +581,7 @@ Status MiningStore::reconcile(double sigma, SyncReport& report) {
   Database& db = kb_.database();
   // Only ids, statuses and counts: the records are read for the cases that enter the knowledge base.
   auto all = mined();
-  if (!all) return std::unexpected(all.error());
+  TRY(all);
   std::vector<size_t> counts;
   for (const auto& m : *all) counts.push_back(m.faulty_count);
   report.rule = outlier_rule(counts, sigma);
@@ -614,7 +613,7 @@ Status MiningStore::reconcile(double sigma, SyncReport& report) {
     } else if (is_fresh || want != m.status) {
       record->bind(1, m.commit).bind(2, m.test_id);
       auto row = record->step();
-      if (!row) return std::unexpected(row.error());
+      TRY(row);
       auto c = case_from_json(json::parse(record->text(0), nullptr, false));
       record->reset();
       if (!c) return fail(db.name() + ": failure " + m.case_id + ": " + c.error().message);
@@ -625,9 +624,9 @@ Status MiningStore::reconcile(double sigma, SyncReport& report) {
   if (!report.labelled_ids.empty()) report.settled[FailureStatus::labelled] = report.labelled_ids.size();
   if (!report.quarantined_ids.empty()) report.settled[FailureStatus::quarantined] = report.quarantined_ids.size();
   if (!to_remove.empty())
-    if (auto r = kb_.remove_cases(to_remove); !r) return std::unexpected(r.error());
+    TRY(kb_.remove_cases(to_remove));
   if (!to_import.empty())
-    if (auto r = kb_.import_cases(to_import, origins, /*replace=*/true); !r) return std::unexpected(r.error());
+    TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
   return {};
 }
 
@@ -635,7 +634,7 @@ Result<std::vector<StoredFailure>> MiningStore::failures(const std::vector<Failu
   Database& db = kb_.database();
   auto st = db.prepare(std::string("SELECT ") + kColumns + " FROM failures" + status_filter(statuses) +
                        " ORDER BY coalesce(time, updated_at), commit_sha, test_id");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   return read_rows(*st, db.name());
 }
 
@@ -643,10 +642,10 @@ Result<StoredFailure> MiningStore::failure_by_case(const std::string& case_id) {
   Database& db = kb_.database();
   auto st =
       db.prepare(std::string("SELECT ") + kColumns + " FROM failures WHERE case_id = ? OR substr(case_id, 1, ?) = ?");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   st->bind(1, case_id).bind(2, static_cast<int64_t>(case_id.size())).bind(3, case_id);
   auto rows = read_rows(*st, db.name());
-  if (!rows) return std::unexpected(rows.error());
+  TRY(rows);
   std::vector<StoredFailure> found = std::move(*rows);
   for (auto& f : found)
     if (f.case_id == case_id) return std::move(f);
@@ -659,11 +658,11 @@ Result<StoredFailure> MiningStore::failure_by_case(const std::string& case_id) {
 
 Result<std::map<std::string, size_t>> MiningStore::status_counts() {
   auto st = kb_.database().prepare("SELECT status, count(*) FROM failures GROUP BY status");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   std::map<std::string, size_t> out;
   for (;;) {
     auto row = st->step();
-    if (!row) return std::unexpected(row.error());
+    TRY(row);
     if (!*row) break;
     out[st->text(0)] = static_cast<size_t>(st->int64(1));
   }
@@ -672,14 +671,14 @@ Result<std::map<std::string, size_t>> MiningStore::status_counts() {
 
 Result<size_t> MiningStore::outcome_count() {
   auto st = kb_.database().prepare("SELECT count(*) FROM outcomes");
-  if (!st) return std::unexpected(st.error());
-  if (auto row = st->step(); !row) return std::unexpected(row.error());
+  TRY(st);
+  TRY(st->step());
   return static_cast<size_t>(st->int64(0));
 }
 
 Result<OutlierRule> MiningStore::rule(double sigma) {
   auto all = mined();
-  if (!all) return std::unexpected(all.error());
+  TRY(all);
   std::vector<size_t> counts;
   for (const auto& m : *all) counts.push_back(m.faulty_count);
   return outlier_rule(counts, sigma);
@@ -689,19 +688,19 @@ Result<size_t> MiningStore::close_open(const std::vector<StoredFailure>& failure
                                        const std::string& by, const std::string& reason) {
   Database& db = kb_.database();
   auto tx = Transaction::begin(db);
-  if (!tx) return std::unexpected(tx.error());
+  TRY(tx);
   auto close = db.prepare(
       "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, updated_at = ? "
       "WHERE commit_sha = ? AND test_id = ? AND status = 'open'");
-  if (!close) return std::unexpected(close.error());
+  TRY(close);
   const int64_t now = now_epoch();
   size_t closed = 0;
   for (const auto& f : failures) {
     close->bind(1, status_name(status)).bind(2, by).bind(3, now).bind(4, reason).bind(5, now);
-    if (auto s = close->bind(6, f.commit).bind(7, f.test_id).run(); !s) return std::unexpected(s.error());
+    TRY(close->bind(6, f.commit).bind(7, f.test_id).run());
     closed += static_cast<size_t>(close->changes());
   }
-  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  TRY(tx->commit());
   return closed;
 }
 
@@ -709,19 +708,19 @@ Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision d
                                           const std::string& reason, const std::vector<LineRef>& keep) {
   Database& db = kb_.database();
   auto tx = Transaction::begin(db);
-  if (!tx) return std::unexpected(tx.error());
+  TRY(tx);
   auto found = failure_by_case(case_id);
-  if (!found) return std::unexpected(found.error());
+  TRY(found);
   StoredFailure f = std::move(*found);
   if (!is_mined(f.status) || !f.labelled)
     return fail(f.case_id + " is " + status_name(f.status) + ": only mined cases can be audited");
   // The case as mined: the stored record without any earlier trim.
   auto original = db.prepare("SELECT record FROM failures WHERE commit_sha = ? AND test_id = ?");
-  if (!original) return std::unexpected(original.error());
+  TRY(original);
   original->bind(1, f.commit).bind(2, f.test_id);
-  if (auto row = original->step(); !row) return std::unexpected(row.error());
+  TRY(original->step());
   auto mined = case_from_json(json::parse(original->text(0)));
-  if (!mined) return std::unexpected(mined.error());
+  TRY(mined);
   FailureStatus status = FailureStatus::accepted;
   std::optional<std::string> kept;
   Case effective = *mined;
@@ -744,7 +743,7 @@ Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision d
   auto set = db.prepare(
       "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, kept = ?, updated_at = ? "
       "WHERE commit_sha = ? AND test_id = ?");
-  if (!set) return std::unexpected(set.error());
+  TRY(set);
   const int64_t now = now_epoch();
   set->bind(1, status_name(status)).bind(2, author).bind(3, now).bind(4, reason);
   if (kept)
@@ -752,14 +751,14 @@ Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision d
   else
     set->bind_null(5);
   set->bind(6, now).bind(7, f.commit).bind(8, f.test_id);
-  if (auto s = set->run(); !s) return std::unexpected(s.error());
+  TRY(set->run());
   if (in_corpus(status)) {
     auto r = kb_.import_cases({effective}, {{"audit of " + f.case_id}}, /*replace=*/true);
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
   } else if (auto r = kb_.remove_cases({f.case_id}); !r) {
     return std::unexpected(r.error());
   }
-  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  TRY(tx->commit());
   f.status = status;
   f.decided_by = author;
   f.decided_at = now;

@@ -158,12 +158,12 @@ class Worktrees {
   Result<fs::path> at(const std::string& sha) {
     if (root_.empty()) {
       auto dir = make_temp_dir("spark-run");
-      if (!dir) return std::unexpected(dir.error());
+      TRY(dir);
       root_ = *dir;
     }
     const fs::path dir = root_ / sha.substr(0, 12);
     if (path_exists(dir)) return dir;
-    if (auto s = repo_.materialize(sha, dir); !s) return std::unexpected(s.error());
+    TRY(repo_.materialize(sha, dir));
     return dir;
   }
 
@@ -179,11 +179,11 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
   BisectResult result;
   result.test_id = test_id;
   auto from_sha = repo.resolve(from);
-  if (!from_sha) return std::unexpected(from_sha.error());
+  TRY(from_sha);
   auto to_sha = repo.resolve(to);
-  if (!to_sha) return std::unexpected(to_sha.error());
+  TRY(to_sha);
   auto history = repo.history(options.first_parent, std::nullopt, std::nullopt, *to_sha);
-  if (!history) return std::unexpected(history.error());
+  TRY(history);
   size_t f = history->size();
   for (size_t i = 0; i < history->size(); ++i)
     if ((*history)[i].sha == *from_sha) f = i;
@@ -197,9 +197,9 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
   const auto run = [&](size_t i) -> Result<bool> {
     const CommitInfo& c = (*history)[i];
     auto dir = trees.at(c.sha);
-    if (!dir) return std::unexpected(dir.error());
+    TRY(dir);
     auto r = run_command(expand_command(options.command, {test_id}), *dir, options.timeout);
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     ++result.runs;
     const RunClassification verdict = classify_run(*r, test_id, *dir);
     const char* word = verdict.verdict == RunVerdict::passed   ? "passed"
@@ -238,7 +238,7 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
     result.outcomes.push_back(std::move(o));
   };
   auto at_from = run(f);
-  if (!at_from) return std::unexpected(at_from.error());
+  TRY(at_from);
   record(f);
   if (*at_from) {
     result.note = "passes at " + from_sha->substr(0, 10) + ": nothing to fix";
@@ -249,7 +249,7 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
     return result;
   }
   auto at_to = run(t);
-  if (!at_to) return std::unexpected(at_to.error());
+  TRY(at_to);
   if (!*at_to) {
     record(t);
     result.note = "still fails at " + to + " (" + to_sha->substr(0, 10) + ")";
@@ -259,14 +259,14 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
   while (hi - lo > 1) {
     const size_t mid = lo + (hi - lo) / 2;
     auto passed = run(mid);
-    if (!passed) return std::unexpected(passed.error());
+    TRY(passed);
     (*passed ? hi : lo) = mid;
   }
   // The boundary, checked by running both sides again.
   auto lo_again = run(lo);
-  if (!lo_again) return std::unexpected(lo_again.error());
+  TRY(lo_again);
   auto hi_again = run(hi);
-  if (!hi_again) return std::unexpected(hi_again.error());
+  TRY(hi_again);
   // Only the failure at `from` and its fix are recorded: the failing commits in between would each become a case of
   // their own, the same fault again.
   if (!*lo_again && *hi_again) {
@@ -278,7 +278,7 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
   result.flaky = true;
   for (size_t i = f + 1; i <= t; ++i) {
     auto passed = run(i);
-    if (!passed) return std::unexpected(passed.error());
+    TRY(passed);
     if (*passed) {
       record(i);
       result.fix = (*history)[i].sha;

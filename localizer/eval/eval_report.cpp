@@ -462,12 +462,12 @@ Result<std::string> gnuplot_svg(const fs::path& dir, const std::string& script) 
   }
   // The same runner as the miner's test commands: a timeout, the output kept, nothing left running.
   auto run = run_command("gnuplot " + shell_quote(sp.string()), dir, 120);
-  if (!run) return std::unexpected(run.error());
+  TRY(run);
   if (!run->passed())
     return fail("gnuplot failed (" + run->describe() +
                 "): " + (run->output.empty() ? std::string("(no message)") : clip(run->output, 300)));
   auto svg = read_file(out);
-  if (!svg) return std::unexpected(svg.error());
+  TRY(svg);
   const size_t start = svg->find("<svg");
   return start == std::string::npos ? *svg : svg->substr(start);
 }

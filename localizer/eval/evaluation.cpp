@@ -35,7 +35,7 @@ size_t fold_of(const std::string& id, uint64_t seed, size_t folds) { return fnv1
 Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& engine, size_t folds, uint64_t seed,
                                               double epsilon, size_t r, double floor) {
   auto entries = kb.entries();
-  if (!entries) return std::unexpected(entries.error());
+  TRY(entries);
   std::vector<int64_t> rowids;
   std::map<int64_t, size_t> fold;
   for (const auto& e : *entries)
@@ -69,7 +69,7 @@ Result<std::vector<RankerModel>> fold_rankers(KnowledgeBase& kb, SearchEngine& e
         rows.push_back(std::move(row));
         return {};
       });
-  if (!status) return std::unexpected(status.error());
+  TRY(status);
   std::vector<RankerModel> models;
   for (size_t f = 0; f < folds; ++f) {
     KindCounts others;
@@ -263,7 +263,7 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
   const std::vector<RankerModel> no_models;
   for (const auto& policy_name : options.policies) {
     auto policy = parse_policy(policy_name);
-    if (!policy) return std::unexpected(policy.error());
+    TRY(policy);
     policy->window_fraction = options.window_fraction;
     for (double epsilon : options.epsilons)
       for (size_t r : options.rs) {
@@ -280,7 +280,7 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
         const auto model_key = std::make_pair(epsilon, r);
         if (options.ranker_folds > 1 && !fold_models.contains(model_key)) {
           auto m = fold_rankers(kb, engine, options.ranker_folds, options.seed, epsilon, r, options.similarity_floor);
-          if (!m) return std::unexpected(m.error());
+          TRY(m);
           if (e.ranker_origins.empty())
             for (size_t f = 0; f < m->size(); ++f)
               e.ranker_origins.push_back("fold " + std::to_string(f) + ": " + (*m)[f].origin);
@@ -297,14 +297,14 @@ Result<Evaluation> run_evaluation(KnowledgeBase& kb, SearchEngine& engine, const
         const SettingContext at{policy_name, epsilon, r, lo, ranker_for};
         if (!offline.empty()) {
           auto runs = run_offline_modes(kb, engine, queries, offline, at, cache, options);
-          if (!runs) return std::unexpected(runs.error());
+          TRY(runs);
           for (auto& run : *runs) e.runs.push_back(std::move(run));
         }
         for (const EvalMode& m : options.modes) {
           if (!m.needs_llm()) continue;
           for (size_t k : options.ks) {
             auto run = run_llm_mode(kb, engine, queries, *m.mode(), k, at, cache, options);
-            if (!run) return std::unexpected(run.error());
+            TRY(run);
             e.runs.push_back(std::move(*run));
           }
         }

@@ -19,6 +19,16 @@ using Status = std::expected<void, Error>;
 
 inline std::unexpected<Error> fail(std::string message) { return std::unexpected(Error{std::move(message)}); }
 
+// Returns a failed Result's or Status's error from the enclosing function, as ccache's TRY does (util/expected.hpp):
+//   auto text = read_file(path);
+//   TRY(text);
+// or TRY(write_file_atomic(path, bytes)); the expression is evaluated once. The enclosing function returns a Result
+// or a Status of any value type.
+#define TRY(expr_)                                                                               \
+  do {                                                                                           \
+    if (auto&& try_result_ = (expr_); !try_result_) return std::unexpected(try_result_.error()); \
+  } while (false)
+
 // Prefix an error's message with context ("KB .spark/kb.sqlite: ").
 inline Error with_context(const std::string& context, Error e) {
   e.message = context + e.message;

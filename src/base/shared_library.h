@@ -66,10 +66,10 @@ class SharedLibrary {
 template <class Table, class Bind>
 Result<Table> load_library_table(const std::string& soname, const std::string& purpose, Bind bind) {
   auto opened = SharedLibrary::open(soname, purpose);
-  if (!opened) return std::unexpected(opened.error());
+  TRY(opened);
   Table table;
   bind(*opened, table);
-  if (auto ok = opened->complete(); !ok) return std::unexpected(ok.error());
+  TRY(opened->complete());
   return table;
 }
 

@@ -158,18 +158,18 @@ Result<Case> case_from_json(json r) {
                             {&c.failure_time, "failure_time"},
                             {&c.error_message, "error_message"}}) {
     auto v = required_string(r, key);
-    if (!v) return std::unexpected(v.error());
+    TRY(v);
     *field = std::move(*v);
   }
   if (c.id.empty()) return fail("\"id\" is empty");
   cap_error_message(c.error_message);
   auto epoch = parse_iso8601(c.failure_time);
-  if (!epoch) return std::unexpected(epoch.error());
+  TRY(epoch);
   c.failure_epoch = *epoch;
   for (auto [field, key] :
        {std::pair{&c.faulty_commit, "faulty_commit"}, {&c.fixed_commit, "fixed_commit"}, {&c.source, "source"}}) {
     auto v = optional_string(r, key);
-    if (!v) return std::unexpected(v.error());
+    TRY(v);
     *field = std::move(*v);
   }
   if (auto it = r.find("meta"); it != r.end() && !it->is_object())
@@ -294,7 +294,7 @@ std::string fault_key(const Case& c) {
 
 Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
   auto text = read_file(path);
-  if (!text) return std::unexpected(text.error());
+  TRY(text);
   CasesFile out;
   std::set<std::string, std::less<>> ids;
   size_t start = 0;

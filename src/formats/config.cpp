@@ -303,8 +303,8 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
     c.file_ = file;
     toml::table table;
     auto contents = read_file(*file);
-    if (!contents) return std::unexpected(contents.error());
-    if (auto s = check_ascii_outside_strings(*contents, file->string()); !s) return std::unexpected(s.error());
+    TRY(contents);
+    TRY(check_ascii_outside_strings(*contents, file->string()));
     try {
       table = toml::parse(*contents, file->string());
     } catch (const toml::parse_error& e) {
@@ -317,7 +317,7 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
       if (k->env_only)
         return fail(where(*file, node) + ": " + key + " is read from the environment alone, not from a file");
       auto text = text_of(*k, node, *file);
-      if (!text) return std::unexpected(text.error());
+      TRY(text);
       if (auto s = check_type(*k, *text, where(*file, node)); !s) return s;
       c.values_[key] = {*text, where(*file, node)};
       return {};
@@ -354,12 +354,12 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
       }
       status = take(top, node);
     });
-    if (!status) return std::unexpected(status.error());
+    TRY(status);
   }
   for (const auto& k : config_keys())
     if (auto env = from_environment(k)) {
       const auto& [text, var] = *env;
-      if (auto s = check_type(k, text, "env " + var); !s) return std::unexpected(s.error());
+      TRY(check_type(k, text, "env " + var));
       c.values_[k.key] = {text, "env " + var};
     }
   return c;

@@ -326,7 +326,7 @@ class JunitStream {
       parsed = XML_Parse(parser_, clean.data(), static_cast<int>(clean.size()), XML_FALSE) == XML_STATUS_OK;
       return parsed;
     });
-    if (!read) return std::unexpected(read.error());
+    TRY(read);
     if (parsed) {
       controls.finish(clean);
       parsed = XML_Parse(parser_, clean.data(), static_cast<int>(clean.size()), XML_TRUE) == XML_STATUS_OK;

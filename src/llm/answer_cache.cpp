@@ -12,7 +12,7 @@ Result<std::unique_ptr<AnswerCache>> AnswerCache::open(const std::filesystem::pa
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
   auto db = SqliteDb::open(path, true, 30000);
-  if (!db) return std::unexpected(db.error());
+  TRY(db);
   if (auto s = (*db)->exec("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
                            "created INTEGER NOT NULL, answer TEXT NOT NULL)");
       !s)
@@ -36,7 +36,7 @@ Status AnswerCache::put(const std::string& key, const std::string& model, const 
   auto st = db_->prepare(
       "INSERT INTO answers (key, model, created, answer) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
       "model = excluded.model, created = excluded.created, answer = excluded.answer");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   const int64_t now = now_epoch();
   st->bind(1, key).bind(2, model).bind(3, now).bind(4, answer_json);
   if (auto s = st->run(); !s) return s;

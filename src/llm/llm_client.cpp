@@ -91,7 +91,7 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   for (;;) {
     auto got =
         http_post_json_retrying(url, json_text(body(request, structured)), headers, options_.http, options_.retry);
-    if (!got) return std::unexpected(got.error());
+    TRY(got);
     outcome = std::move(*got);
     answer.attempts += outcome.attempts;
     answer.seconds += outcome.seconds;

@@ -268,7 +268,7 @@ Status HashedTfidfEmbedder::save(const std::filesystem::path& path) const {
 Status HashedTfidfEmbedder::load(const std::filesystem::path& path, std::shared_ptr<const MappedFile> mapped) {
   if (!mapped) {
     auto map = MappedFile::open(path);
-    if (!map) return std::unexpected(map.error());
+    TRY(map);
     mapped = std::move(*map);
   }
   const std::string_view b = mapped->view();
@@ -348,7 +348,7 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::request(const std::vecto
   std::vector<std::string> headers;
   if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);
   auto outcome = http_post_json_retrying(url, json_text(body), headers, options_.http, options_.retry);
-  if (!outcome) return std::unexpected(outcome.error());
+  TRY(outcome);
   const HttpResponse* resp = &outcome->response;
   if (resp->status != 200)
     return fail("POST " + url + ": HTTP " + std::to_string(resp->status) + ": " + clip(resp->body, 300));
@@ -407,7 +407,7 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::embed(const std::vector<
         pieces.begin() + static_cast<long>(start),
         pieces.begin() + static_cast<long>(std::min(pieces.size(), start + options_.batch)));
     auto got = request(batch);
-    if (!got) return std::unexpected(got.error());
+    TRY(got);
     for (auto& v : *got) chunk_vectors.push_back(std::move(v));
   }
   std::vector<std::vector<float>> out(inputs.size(), std::vector<float>(dimension_, 0.0f));

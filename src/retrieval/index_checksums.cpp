@@ -72,7 +72,7 @@ std::string checksum_of(std::string_view bytes) {
 Result<std::string> file_checksum(const fs::path& path) {
   // Through a mapping: the page cache's pages are hashed where they are, with no copy into a buffer.
   auto map = MappedFile::open(path);
-  if (!map) return std::unexpected(map.error());
+  TRY(map);
   return checksum_of((*map)->view());
 }
 

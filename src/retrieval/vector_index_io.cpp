@@ -148,7 +148,7 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
     w(header.data(), 1, header.size());
     w(flat.rows(), sizeof(float) * dimension_, static_cast<size_t>(flat.ntotal));
   });
-  if (!vsum) return std::unexpected(vsum.error());
+  TRY(vsum);
   std::string gsum;
   if (hnsw) {
     // The graph alone: its storage is swapped for an empty one while faiss writes (the vectors are in the raw file).
@@ -158,7 +158,7 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
     h->storage = &empty;
     auto sum = write_checksummed(dir / graph_name, [&](faiss::IOWriter& w) { faiss::write_index(index_.get(), &w); });
     h->storage = storage;
-    if (!sum) return std::unexpected(sum.error());
+    TRY(sum);
     gsum = *sum;
   }
   // ids: (rowid, position, group) per case, ordered by group, position, rowid: a load finds the groups' positions
@@ -177,7 +177,7 @@ Status VectorIndex::save_whole(const fs::path& dir, const std::string& embedder,
   std::string id_bytes(reinterpret_cast<const char*>(triples.data()), triples.size() * sizeof(int64_t));
   if (auto s = write_file_atomic(ids, id_bytes); !s) return s;
   auto isum = file_checksum(ids);
-  if (!isum) return std::unexpected(isum.error());
+  TRY(isum);
   IndexManifest m;
   m.embedder = embedder;
   m.generation = generation;
@@ -218,7 +218,7 @@ Status VectorIndex::save_segment(const fs::path& dir, const std::string& embedde
     const std::string name = fresh_name("segment", ".bin");
     if (auto s = write_file_atomic(dir / name, bytes); !s) return s;
     auto sum = file_checksum(dir / name);
-    if (!sum) return std::unexpected(sum.error());
+    TRY(sum);
     m.segments.push_back({name, *sum, appended_.size(), table_.positions() - first_new});
   }
   m.count = table_.cases();
@@ -258,7 +258,7 @@ Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man
   }
   for (const auto& e : extra_files) {
     auto sum = file_checksum(dir / e.file);
-    if (!sum) return std::unexpected(sum.error());
+    TRY(sum);
     m["files"][e.name] = {{"file", e.file}, {"checksum", *sum}};
   }
   auto old = read_manifest(dir);
@@ -284,7 +284,7 @@ Status VectorIndex::write_manifest(const fs::path& dir, const IndexManifest& man
 Result<IndexManifest> VectorIndex::read_manifest(const fs::path& dir) {
   const fs::path man = dir / kManifest;
   auto text = read_file(man);
-  if (!text) return std::unexpected(text.error());
+  TRY(text);
   try {
     const auto m = nlohmann::json::parse(*text);
     IndexManifest out;
@@ -353,24 +353,24 @@ class VectorIndex::Loader {
         verifier_(dir, options.trust_verified_files, options.verified_min_age_ms) {}
 
   Result<VectorIndex> run() {
-    if (auto s = start_graph_check(); !s) return std::unexpected(s.error());
-    if (auto s = verify_extras(); !s) return std::unexpected(s.error());
-    if (auto s = map_ids(); !s) return std::unexpected(s.error());
+    TRY(start_graph_check());
+    TRY(verify_extras());
+    TRY(map_ids());
     VectorIndex index(m_.dimension, options_);
     auto read = read_base();
-    if (!read) return std::unexpected(read.error());
+    TRY(read);
     index.index_ = std::move(*read);
     if (static_cast<size_t>(index.index_->ntotal) != m_.base_vectors ||
         static_cast<size_t>(index.index_->d) != m_.dimension)
       return fail((dir_ / m_.vectors_file).string() + ": does not match manifest.json (count or dimension)");
     auto segments = check_segments();
-    if (!segments) return std::unexpected(segments.error());
+    TRY(segments);
     auto base_entries = ids_entries();
-    if (!base_entries) return std::unexpected(base_entries.error());
+    TRY(base_entries);
     index.hashed_ = false;  // the duplicate lookup is built by the first add
     if (auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(index.index_.get())) h->hnsw.efSearch = options_.ef_search;
     auto cases = segment_cases(index, *segments);
-    if (!cases) return std::unexpected(cases.error());
+    TRY(cases);
     const size_t held = base_entries->size() + cases->size();
     if (held != m_.count || positions_ != m_.vectors)
       return fail((dir_ / kManifest).string() + ": its files hold " + std::to_string(held) + " cases, it says " +
@@ -401,7 +401,7 @@ class VectorIndex::Loader {
   Status start_graph_check() {
     if (m_.kind != "hnsw") return {};
     auto map = MappedFile::open(dir_ / m_.graph_file);
-    if (!map) return std::unexpected(map.error());
+    TRY(map);
     graph_map_ = std::move(*map);
     if (verifier_.vouched(m_.graph_file, m_.graph_checksum, *graph_map_)) return {};
     const auto sum = [this] { return checksum_of(graph_map_->view()); };
@@ -417,7 +417,7 @@ class VectorIndex::Loader {
   Status verify_extras() {
     for (const auto& e : m_.extra_files) {
       auto map = MappedFile::open(dir_ / e.file);
-      if (!map) return std::unexpected(map.error());
+      TRY(map);
       if (!verifier_.verify(e.file, e.checksum, **map)) return checksum_mismatch(dir_ / e.file);
       extras_.emplace_back(e.name, std::move(*map));
     }
@@ -428,7 +428,7 @@ class VectorIndex::Loader {
   Status map_ids() {
     const fs::path ids = dir_ / m_.ids_file;
     auto map = MappedFile::open(ids);
-    if (!map) return std::unexpected(map.error());
+    TRY(map);
     id_map_ = std::move(*map);
     if (!verifier_.verify(m_.ids_file, m_.ids_checksum, *id_map_)) return checksum_mismatch(ids);
     if (id_map_->size() != m_.base_count * sizeof(CaseTable::Entry))
@@ -443,7 +443,7 @@ class VectorIndex::Loader {
   Result<std::unique_ptr<faiss::Index>> read_base() {
     const fs::path vec = dir_ / m_.vectors_file;
     auto map = MappedFile::open(vec);
-    if (!map) return std::unexpected(map.error());
+    TRY(map);
     const size_t body = m_.base_vectors * m_.dimension * sizeof(float);
     uint64_t dc[2] = {0, 0};
     if ((*map)->size() >= kVectorsHeader) std::memcpy(dc, (*map)->data() + sizeof kVectorsMagic, sizeof dc);
@@ -462,7 +462,7 @@ class VectorIndex::Loader {
     if (graph_sum_.valid() && !verifier_.hashed(m_.graph_file, m_.graph_checksum, *graph_map_, graph_sum_.get()))
       return checksum_mismatch(graph);
     auto read = read_verified_faiss(graph, *graph_map_);
-    if (!read) return std::unexpected(read.error());
+    TRY(read);
     auto* h = dynamic_cast<faiss::IndexHNSWFlat*>(read->get());
     if (!h || h->metric_type != faiss::METRIC_INNER_PRODUCT || h->storage == nullptr || h->storage->ntotal != 0)
       return fail(graph.string() + ": not an HNSW graph of this index");
@@ -481,7 +481,7 @@ class VectorIndex::Loader {
     for (const auto& sg : m_.segments) {
       const fs::path path = dir_ / sg.file;
       auto map = MappedFile::open(path);
-      if (!map) return std::unexpected(map.error());
+      TRY(map);
       const std::string_view segment = (*map)->view();
       if (!verifier_.verify(sg.file, sg.checksum, **map)) return checksum_mismatch(path);
       uint64_t header[3] = {0, 0, 0};
@@ -559,7 +559,7 @@ class VectorIndex::Loader {
 
 Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& dir, VectorIndexOptions options) {
   auto manifest = read_manifest(dir);
-  if (!manifest) return std::unexpected(manifest.error());
+  TRY(manifest);
   // The index is a cache of the knowledge base: one format is read, and one of an earlier spark is built again (the
   // commands that open an index do so by themselves when this error comes back; IndexManifest::kFormat).
   if (manifest->format != kFormat)
@@ -568,7 +568,7 @@ Result<std::pair<VectorIndex, IndexManifest>> VectorIndex::load(const fs::path& 
                 "): run `spark index --rebuild`");
   Loader loader(dir, *manifest, options);
   auto index = loader.run();
-  if (!index) return std::unexpected(index.error());
+  TRY(index);
   return std::pair<VectorIndex, IndexManifest>{std::move(*index), std::move(*manifest)};
 }
 

@@ -19,10 +19,10 @@ Result<Transaction> Transaction::begin(Database& db) {
   if (db.in_transaction()) {
     static int counter = 0;
     std::string name = "spark_sp" + std::to_string(++counter);
-    if (auto s = db.exec("SAVEPOINT " + name); !s) return std::unexpected(s.error());
+    TRY(db.exec("SAVEPOINT " + name));
     return Transaction(&db, std::move(name));
   }
-  if (auto s = db.begin_write(); !s) return std::unexpected(s.error());
+  TRY(db.begin_write());
   return Transaction(&db, "");
 }
 

@@ -181,8 +181,8 @@ CaseKeys case_keys(const Case& c) {
 // Whether an SQLite table has a column (an upgrade adds it only once).
 Result<bool> has_column(Database& db, const std::string& table, const std::string& column) {
   auto st = db.prepare("SELECT count(*) FROM pragma_table_info('" + table + "') WHERE name = '" + column + "'");
-  if (!st) return std::unexpected(st.error());
-  if (auto r = st->step(); !r) return std::unexpected(r.error());
+  TRY(st);
+  TRY(st->step());
   return st->int64(0) > 0;
 }
 
@@ -209,7 +209,7 @@ std::string record_hash(const std::string& record, const std::string& key) {
 Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& cases, std::vector<CaseOrigin>& origins) {
   for (const auto& file : files) {
     auto read = read_cases_jsonl(file);
-    if (!read) return std::unexpected(read.error());
+    TRY(read);
     for (size_t i = 0; i < read->cases.size(); ++i) {
       origins.push_back({file + ":" + std::to_string(read->lines[i])});
       cases.push_back(std::move(read->cases[i]));
@@ -236,10 +236,10 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
                                                            const UpgradeStep& fault_keys_recomputed) {
   if (is_postgres_url(location.string())) {
     auto db = PostgresDb::connect(location.string());
-    if (!db) return std::unexpected(db.error());
+    TRY(db);
     std::unique_ptr<KnowledgeBase> kb(
         new KnowledgeBase(local_dir.empty() ? fs::path(".spark") : local_dir, std::move(*db)));
-    if (auto s = kb->migrate_postgres(create, fault_keys_recomputed); !s) return std::unexpected(s.error());
+    TRY(kb->migrate_postgres(create, fault_keys_recomputed));
     return kb;
   }
   const fs::path& dir = location;
@@ -268,18 +268,18 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
   if (!db && db.error().message.starts_with("no space left on device")) return std::unexpected(db.error());
   if (!db) return std::unexpected(with_context("knowledge base ", db.error()));
   std::unique_ptr<KnowledgeBase> kb(new KnowledgeBase(dir, std::move(*db)));
-  if (auto s = kb->migrate(fault_keys_recomputed); !s) return std::unexpected(s.error());
+  TRY(kb->migrate(fault_keys_recomputed));
   return kb;
 }
 
 Result<int64_t> KnowledgeBase::postgres_version() {
   // to_regclass, not information_schema: the catalog view costs ~10 ms a query, paid by every command.
   auto exists = db_->prepare("SELECT CASE WHEN to_regclass('spark.settings') IS NULL THEN 0 ELSE 1 END");
-  if (!exists) return std::unexpected(exists.error());
-  if (auto r = exists->step(); !r) return std::unexpected(r.error());
+  TRY(exists);
+  TRY(exists->step());
   if (exists->int64(0) == 0) return 0;
   auto v = setting("schema_version");
-  if (!v) return std::unexpected(v.error());
+  TRY(v);
   if (!*v)
     return fail("knowledge base " + name() +
                 ": the schema spark has a settings table but no schema version: it is "
@@ -290,7 +290,7 @@ Result<int64_t> KnowledgeBase::postgres_version() {
 Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_keys_recomputed) {
   if (auto s = db_->exec("SET search_path = spark"); !s) return s;
   auto version = postgres_version();
-  if (!version) return std::unexpected(version.error());
+  TRY(version);
   if (*version > kSchemaVersion)
     return fail("knowledge base " + name() + " has schema version " + std::to_string(*version) +
                 ", newer than this spark understands (" + std::to_string(kSchemaVersion) + "); upgrade spark");
@@ -301,10 +301,10 @@ Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_key
     // Two runners creating the schema at once: the write lock makes one wait, and it then finds the schema made
     // (CREATE SCHEMA IF NOT EXISTS itself is not safe against a concurrent one).
     auto tx = Transaction::begin(*db_);
-    if (!tx) return std::unexpected(tx.error());
+    TRY(tx);
     if (auto s = db_->exec("CREATE SCHEMA IF NOT EXISTS spark"); !s) return s;
     version = postgres_version();
-    if (!version) return std::unexpected(version.error());
+    TRY(version);
     if (*version < kSchemaVersion) {
       if (auto s = db_->exec(kPostgresSchema); !s) return s;
       if (*version > 0) {
@@ -331,7 +331,7 @@ Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_key
     if (auto s = tx->commit(); !s) return s;
   }
   auto id = setting("store_id");
-  if (!id) return std::unexpected(id.error());
+  TRY(id);
   if (!*id || (*id)->empty() || (*id)->find_first_not_of("0123456789abcdef") != std::string::npos)
     return fail("knowledge base " + name() + ": damaged settings: no valid store_id");
   store_id_ = **id;
@@ -340,7 +340,7 @@ Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_key
 
 Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
   auto st = db_->prepare("PRAGMA user_version");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   auto row = st->step();
   if (!row) return std::unexpected(with_context("knowledge base ", row.error()));
   const int64_t version = st->int64(0);
@@ -353,19 +353,19 @@ Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
     auto tables = db_->prepare(
         "SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT IN "
         "('settings','blobs','cases','case_files','embeddings','outcomes','failures')");
-    if (!tables) return std::unexpected(tables.error());
-    if (auto r = tables->step(); !r) return std::unexpected(r.error());
+    TRY(tables);
+    TRY(tables->step());
     if (tables->int64(0) > 0)
       return fail("knowledge base " + db_path().string() + " is an SQLite file but not a spark knowledge base");
     created_ = true;
   }
   auto tx = Transaction::begin(*db_);
-  if (!tx) return std::unexpected(tx.error());
+  TRY(tx);
   if (auto s = db_->exec(kSchema); !s) return s;
   if (version > 0 && version < 4) {
     // Schema 3 → 4 (first: the merge below imports cases): each case's language beside its record.
     auto has = has_column(*db_, "cases", "language");
-    if (!has) return std::unexpected(has.error());
+    TRY(has);
     if (!*has)
       if (auto s = db_->exec("ALTER TABLE cases ADD COLUMN language TEXT NOT NULL DEFAULT ''"); !s) return s;
     if (auto s = fill_case_languages(); !s) return s;
@@ -373,7 +373,7 @@ Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
   if (version > 0 && version < 3) {
     // Schema 2 → 3: failures get a fault key.
     auto has = has_column(*db_, "failures", "fault_key");
-    if (!has) return std::unexpected(has.error());
+    TRY(has);
     if (!*has)
       if (auto s = db_->exec("ALTER TABLE failures ADD COLUMN fault_key TEXT; "
                              "ALTER TABLE failures ADD COLUMN duplicate_of TEXT;");
@@ -397,10 +397,10 @@ Status KnowledgeBase::recompute_fault_keys() {
   std::vector<std::array<std::string, 3>> keys;  // key, commit, test id
   {
     auto rows = db_->prepare("SELECT commit_sha, test_id, record FROM failures WHERE record IS NOT NULL");
-    if (!rows) return std::unexpected(rows.error());
+    TRY(rows);
     for (;;) {
       auto r = rows->step();
-      if (!r) return std::unexpected(r.error());
+      TRY(r);
       if (!*r) break;
       auto c = case_from_json(json::parse(rows->text(2), nullptr, false));
       if (!c) continue;  // a damaged record is reported where it is read; it cannot be merged
@@ -408,7 +408,7 @@ Status KnowledgeBase::recompute_fault_keys() {
     }
   }
   auto set = db_->prepare("UPDATE failures SET fault_key = ? WHERE commit_sha = ? AND test_id = ?");
-  if (!set) return std::unexpected(set.error());
+  TRY(set);
   for (const auto& [key, commit, test_id] : keys)
     if (auto done = set->bind(1, key).bind(2, commit).bind(3, test_id).run(); !done) return done;
   return {};
@@ -419,10 +419,10 @@ Status KnowledgeBase::fill_case_languages() {
   std::vector<std::pair<int64_t, std::string>> languages;
   {
     auto rows = db_->prepare("SELECT rowid, record FROM cases ORDER BY rowid");
-    if (!rows) return std::unexpected(rows.error());
+    TRY(rows);
     for (;;) {
       auto r = rows->step();
-      if (!r) return std::unexpected(r.error());
+      TRY(r);
       if (!*r) break;
       // A damaged record is reported where it is loaded; its case keeps "" (the files' extensions then tell).
       const json record = json::parse(rows->text(1), nullptr, false);
@@ -433,7 +433,7 @@ Status KnowledgeBase::fill_case_languages() {
     }
   }
   auto set = db_->prepare("UPDATE cases SET language = ? WHERE rowid = ?");
-  if (!set) return std::unexpected(set.error());
+  TRY(set);
   for (const auto& [rowid, language] : languages)
     if (auto s = set->bind(1, language).bind(2, rowid).run(); !s) return s;
   return {};
@@ -455,7 +455,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
     }
   } cache_back{*db_, sqlite};
   auto tx = Transaction::begin(*db_);
-  if (!tx) return std::unexpected(tx.error());
+  TRY(tx);
   auto find = db_->prepare("SELECT rowid, record_hash FROM cases WHERE id = ?");
   auto del = db_->prepare("DELETE FROM cases WHERE rowid = ?");
   auto ins = db_->prepare(
@@ -500,7 +500,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
     const std::string& hash = prepared.hash;
     find->bind(1, c.id);
     auto found = find->step();
-    if (!found) return std::unexpected(found.error());
+    TRY(found);
     if (*found) {
       const int64_t old_rowid = find->int64(0);
       const bool same = find->text(1) == hash;
@@ -512,7 +512,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       if (!replace)
         return fail(where + "id \"" + c.id + "\" is already in the knowledge base with a different record " +
                     "(use --replace to overwrite it)");
-      if (auto s = del->bind(1, old_rowid).run(); !s) return std::unexpected(s.error());
+      TRY(del->bind(1, old_rowid).run());
       ++summary.replaced;
     } else {
       find->reset();
@@ -533,13 +533,12 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       // Most cases share a stored version: look before binding its content.
       has_blob->bind(1, sha);
       auto present = has_blob->step();
-      if (!present) return std::unexpected(present.error());
+      TRY(present);
       has_blob->reset();
       if (!*present)
-        if (auto s = ins_blob->bind(1, sha).bind_static(2, c.files[ord].content).run(); !s)
-          return std::unexpected(s.error());
+        TRY(ins_blob->bind(1, sha).bind_static(2, c.files[ord].content).run());
       ins_file->bind(1, rowid).bind(2, static_cast<int64_t>(ord)).bind(3, c.files[ord].path).bind(4, sha);
-      if (auto s = ins_file->run(); !s) return std::unexpected(s.error());
+      TRY(ins_file->run());
     }
   }
   if (summary.added + summary.replaced > 0)
@@ -547,40 +546,39 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
             db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'");
         !s)
       return std::unexpected(s.error());
-  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  TRY(tx->commit());
   return summary;
 }
 
 Result<size_t> KnowledgeBase::remove_cases(const std::vector<std::string>& ids) {
   auto tx = Transaction::begin(*db_);
-  if (!tx) return std::unexpected(tx.error());
+  TRY(tx);
   auto del = db_->prepare("DELETE FROM cases WHERE id = ?");
-  if (!del) return std::unexpected(del.error());
+  TRY(del);
   size_t removed = 0;
   for (const auto& id : ids) {
-    if (auto s = del->bind(1, id).run(); !s) return std::unexpected(s.error());
+    TRY(del->bind(1, id).run());
     removed += static_cast<size_t>(del->changes());
   }
   if (removed > 0) {
     // Blobs no case refers to any more go too.
-    if (auto s = db_->exec("DELETE FROM blobs WHERE sha NOT IN (SELECT blob_sha FROM case_files)"); !s)
-      return std::unexpected(s.error());
+    TRY(db_->exec("DELETE FROM blobs WHERE sha NOT IN (SELECT blob_sha FROM case_files)"));
     if (auto s =
             db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'");
         !s)
       return std::unexpected(s.error());
   }
-  if (auto s = tx->commit(); !s) return std::unexpected(s.error());
+  TRY(tx->commit());
   return removed;
 }
 
 Result<std::vector<CaseEntry>> KnowledgeBase::entries() {
   auto st = db_->prepare("SELECT rowid, id, test_id, failure_epoch, content_key, labelled FROM cases ORDER BY rowid");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   std::vector<CaseEntry> out;
   for (;;) {
     auto r = st->step();
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     if (!*r) break;
     out.push_back({st->int64(0), st->text(1), st->text(2), st->int64(3), st->text(4), st->int64(5) != 0});
   }
@@ -602,10 +600,10 @@ std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries) {
 
 Result<Case> KnowledgeBase::load(int64_t rowid) {
   auto st = db_->prepare("SELECT error_message, record FROM cases WHERE rowid = ?");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   st->bind(1, rowid);
   auto r = st->step();
-  if (!r) return std::unexpected(r.error());
+  TRY(r);
   if (!*r) return fail(name() + ": no case with rowid " + std::to_string(rowid));
   json record;
   try {
@@ -617,12 +615,12 @@ Result<Case> KnowledgeBase::load(int64_t rowid) {
   auto files = db_->prepare(
       "SELECT f.path, b.content FROM case_files f JOIN blobs b ON b.sha = f.blob_sha "
       "WHERE f.case_rowid = ? ORDER BY f.ord");
-  if (!files) return std::unexpected(files.error());
+  TRY(files);
   files->bind(1, rowid);
   json arr = json::array();
   for (;;) {
     auto fr = files->step();
-    if (!fr) return std::unexpected(fr.error());
+    TRY(fr);
     if (!*fr) break;
     arr.push_back({{"path", files->text(0)}, {"content", files->text(1)}});
   }
@@ -634,52 +632,52 @@ Result<Case> KnowledgeBase::load(int64_t rowid) {
 
 Result<std::optional<int64_t>> KnowledgeBase::find(const std::string& id) {
   auto st = db_->prepare("SELECT rowid FROM cases WHERE id = ?");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   st->bind(1, id);
   auto r = st->step();
-  if (!r) return std::unexpected(r.error());
+  TRY(r);
   if (!*r) return std::optional<int64_t>{};
   return std::optional<int64_t>{st->int64(0)};
 }
 
 Result<size_t> KnowledgeBase::count() {
   auto st = db_->prepare("SELECT count(*) FROM cases");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   auto r = st->step();
-  if (!r) return std::unexpected(r.error());
+  TRY(r);
   return static_cast<size_t>(st->int64(0));
 }
 
 Result<bool> KnowledgeBase::has_cases() {
   auto st = db_->prepare("SELECT CASE WHEN EXISTS (SELECT 1 FROM cases) THEN 1 ELSE 0 END");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   auto r = st->step();
-  if (!r) return std::unexpected(r.error());
+  TRY(r);
   return st->int64(0) != 0;
 }
 
 Result<KnowledgeBase::Tail> KnowledgeBase::tail() {
   auto st = db_->prepare("SELECT (SELECT count(*) FROM cases), rowid, id FROM cases ORDER BY rowid DESC LIMIT 1");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   auto r = st->step();
-  if (!r) return std::unexpected(r.error());
+  TRY(r);
   if (!*r) return Tail{};
   return Tail{static_cast<size_t>(st->int64(0)), st->int64(1), st->text(2)};
 }
 
 Status KnowledgeBase::for_each(const std::function<Status(int64_t, const Case&)>& fn) {
   auto st = db_->prepare("SELECT rowid FROM cases ORDER BY rowid");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   std::vector<int64_t> rowids;
   for (;;) {
     auto r = st->step();
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     if (!*r) break;
     rowids.push_back(st->int64(0));
   }
   for (int64_t rowid : rowids) {
     auto c = load(rowid);
-    if (!c) return std::unexpected(c.error());
+    TRY(c);
     if (auto s = fn(rowid, *c); !s) return s;
   }
   return {};
@@ -687,7 +685,7 @@ Status KnowledgeBase::for_each(const std::function<Status(int64_t, const Case&)>
 
 Result<int64_t> KnowledgeBase::generation() {
   auto v = setting("generation");
-  if (!v) return std::unexpected(v.error());
+  TRY(v);
   return *v ? std::stoll(**v) : 0;
 }
 
@@ -695,12 +693,12 @@ Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Sta
   auto st = db_->prepare(
       "SELECT c.rowid, c.test_id, c.labelled, f.path, f.blob_sha, c.language FROM cases c JOIN case_files f ON "
       "f.case_rowid = c.rowid WHERE c.rowid >= ? ORDER BY c.rowid, f.ord");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   st->bind(1, min_rowid);
   CaseSketch current;
   for (;;) {
     auto r = st->step();
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     if (!*r) break;
     const int64_t rowid = st->int64(0);
     if (rowid != current.rowid && current.rowid != 0) {
@@ -722,13 +720,13 @@ Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Sta
 
 Result<std::vector<std::string>> KnowledgeBase::blobs(const std::vector<std::string>& keys) {
   auto st = db_->prepare("SELECT content FROM blobs WHERE sha = ?");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   std::vector<std::string> out;
   out.reserve(keys.size());
   for (const auto& key : keys) {
     st->bind(1, key);
     auto r = st->step();
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     if (!*r) return fail(name() + ": no file content with key " + key);
     out.push_back(st->text(0));
     st->reset();
@@ -738,13 +736,13 @@ Result<std::vector<std::string>> KnowledgeBase::blobs(const std::vector<std::str
 
 Result<std::vector<std::string>> KnowledgeBase::error_messages(const std::vector<int64_t>& rowids) {
   auto st = db_->prepare("SELECT error_message FROM cases WHERE rowid = ?");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   std::vector<std::string> out;
   out.reserve(rowids.size());
   for (int64_t rowid : rowids) {
     st->bind(1, rowid);
     auto r = st->step();
-    if (!r) return std::unexpected(r.error());
+    TRY(r);
     if (!*r) return fail(name() + ": no case with rowid " + std::to_string(rowid));
     out.push_back(st->text(0));
     st->reset();
@@ -756,10 +754,10 @@ Status KnowledgeBase::clear_embeddings() { return db_->exec("DELETE FROM embeddi
 
 Result<std::optional<std::string>> KnowledgeBase::setting(const std::string& key) {
   auto st = db_->prepare("SELECT value FROM settings WHERE key = ?");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   st->bind(1, key);
   auto r = st->step();
-  if (!r) return std::unexpected(r.error());
+  TRY(r);
   if (!*r) return std::optional<std::string>{};
   return std::optional<std::string>{st->text(0)};
 }
@@ -767,7 +765,7 @@ Result<std::optional<std::string>> KnowledgeBase::setting(const std::string& key
 Status KnowledgeBase::set_setting(const std::string& key, const std::string& value) {
   auto st = db_->prepare(
       "INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
-  if (!st) return std::unexpected(st.error());
+  TRY(st);
   return st->bind(1, key).bind(2, value).run();
 }
 

@@ -103,7 +103,7 @@ class PostgresStatement final : public StatementImpl {
 
   Result<bool> step() override {
     if (!result_) {
-      if (auto s = execute(); !s) return std::unexpected(s.error());
+      TRY(execute());
     }
     if (row_ + 1 < pq().PQntuples(result_)) {
       ++row_;
@@ -203,7 +203,7 @@ std::string note_connect_failure(std::string message, bool no_answer, bool rejec
 
 Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, int connect_timeout_s) {
   const std::string name = redact_postgres_url(url);
-  if (auto s = check_postgres_url(url); !s) return std::unexpected(s.error());
+  TRY(check_postgres_url(url));
   if (const auto& loaded = load_libpq(); !loaded) return fail("knowledge base " + name + ": " + loaded.error().message);
   const std::string timeout = std::to_string(connect_timeout_s);
   std::vector<const char*> keys, values;
@@ -243,8 +243,7 @@ Result<std::unique_ptr<PostgresDb>> PostgresDb::connect(const std::string& url, 
   // "relation already exists, skipping" and other notices are not the user's business.
   pq().PQsetNoticeProcessor(
       conn, [](void*, const char*) {}, nullptr);
-  if (auto s = db->exec("SET client_min_messages = warning; SET TIME ZONE 'UTC'"); !s)
-    return std::unexpected(s.error());
+  TRY(db->exec("SET client_min_messages = warning; SET TIME ZONE 'UTC'"));
   return db;
 }
 

@@ -102,14 +102,14 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::filesystem::path& pa
   if (sqlite3_db_readonly(raw, "main") == 1) return open_read_only(path, "this process may not write it");
   sqlite3_busy_timeout(raw, busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
-  if (auto s = db->exec("PRAGMA foreign_keys=ON"); !s) return std::unexpected(s.error());
+  TRY(db->exec("PRAGMA foreign_keys=ON"));
   // journal_mode is the first statement that reads the file: a corrupt or foreign file fails here. So does a WAL
   // database whose -wal and -shm files cannot be made (a folder this process may not write, a full disk): it is then
   // read only, as below, and a command that writes says why.
   Status first = [&]() -> Status {
     auto st = db->prepare("PRAGMA journal_mode=WAL");
-    if (!st) return std::unexpected(st.error());
-    if (auto r = st->step(); !r) return std::unexpected(r.error());
+    TRY(st);
+    TRY(st->step());
     return {};
   }();
   if (!first) {
@@ -128,7 +128,7 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::filesystem::path& pa
   }
   // FULL: a commit returns once its WAL frames are on the disk, so a power cut loses no command that said it stored
   // something (NORMAL syncs the WAL only at checkpoints; docs/KNOWLEDGE_BASE.md, "Durability", has the cost).
-  if (auto s = db->exec("PRAGMA synchronous=FULL"); !s) return std::unexpected(s.error());
+  TRY(db->exec("PRAGMA synchronous=FULL"));
   return db;
 }
 
@@ -149,8 +149,8 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open_read_only(const std::filesystem
   db->read_only_ = true;
   db->read_only_why_ = std::move(why);
   auto st = db->prepare("PRAGMA schema_version");  // reads the header: a corrupt or foreign file fails here
-  if (!st) return std::unexpected(st.error());
-  if (auto r = st->step(); !r) return std::unexpected(r.error());
+  TRY(st);
+  TRY(st->step());
   return db;
 }
 
