@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
     o.mode = m;
     o.keep_prompt = true;
     o.redactor = std::make_shared<const Redactor>(*Redactor::make());
-    o.context_tokens = context;
+    o.tokens.context = context;
     o.test_scope_only = test_scope;
     LlmStage stage(localizer, cache, nullptr, o);
     LocalizeOptions lo;

@@ -506,8 +506,8 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
   if (args.llm_deadline < 0)
     return fail(config.get("llm.deadline").source + ": llm.deadline must be 0 (none) or more seconds");
   lo.seed = static_cast<uint64_t>(config.integer("llm.seed"));
-  args.stage.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
-  args.stage.answer_tokens = static_cast<size_t>(std::max(1LL, config.integer("llm.max_tokens")));
+  args.stage.tokens = {static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens"))),
+                       static_cast<size_t>(std::max(1LL, config.integer("llm.max_tokens")))};
   const std::string scope = config.str("llm.prompt_scope");
   if (scope != "file" && scope != "test")
     return fail(config.get("llm.prompt_scope").source + ": llm.prompt_scope is file or test, not \"" + scope + "\"");
@@ -828,8 +828,7 @@ Status eval_llm(const Common& common, const EvalArgs& args, EvalOptions& options
     note("LLM answers are cached in " + cache_path + " (a re-run or a resumed run asks only for what is missing)");
   }
   options.stage.redactor = common.redactor;
-  options.stage.context_tokens = args.llm.stage.context_tokens;
-  options.stage.answer_tokens = args.llm.stage.answer_tokens;
+  options.stage.tokens = args.llm.stage.tokens;
   options.stage.test_scope_only = args.llm.stage.test_scope_only;
   if (!args.llm.template_path.empty()) {
     auto t = read_file(args.llm.template_path);

@@ -79,12 +79,10 @@ PromptOptions LlmStage::prompt_options(size_t k) const {
   popts.k = k;
   popts.template_text = options_.template_text;
   popts.redactor = options_.redactor.get();
-  popts.context_tokens = options_.context_tokens;
-  popts.answer_tokens = options_.answer_tokens;
+  popts.tokens = options_.tokens;
   popts.test_scope_only = options_.test_scope_only;
   if (client_) {
-    popts.context_tokens = client_->options().context_tokens;
-    popts.answer_tokens = static_cast<size_t>(std::max(1, client_->options().max_tokens));
+    popts.tokens = {client_->options().context_tokens, static_cast<size_t>(std::max(1, client_->options().max_tokens))};
   }
   return popts;
 }

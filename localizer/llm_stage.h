@@ -22,9 +22,7 @@ struct LlmStageOptions {
   std::string template_text;                 // a user's template (--template); "" = the mode's built-in one
   bool keep_prompt = false;                  // put the prompt into the report (--show-prompt)
   std::shared_ptr<const Redactor> redactor;  // null = --no-redact
-  // The prompt's bounds when no client gives them (prompts built for --show-prompt or measurement).
-  size_t context_tokens = defaults::kContextTokens;
-  size_t answer_tokens = defaults::kAnswerTokens;
+  TokenBudget tokens;            // the prompt's bounds when no client gives them (--show-prompt, measurement)
   bool test_scope_only = false;  // show only the failing test's reach (--prompt-scope test)
   // The built-in ranker per query (evaluation: one that never saw the query's labels); unset = the index's.
   std::function<const RankerModel*(const Case&)> ranker_for;

@@ -287,7 +287,7 @@ Status fit_code(Prompt& p, std::map<std::string, std::string>& values, std::stri
     if (p.truncated)
       p.notes.push_back("the test code was cut to " + std::to_string(p.shown_lines) + " of " +
                         std::to_string(p.total_lines) + " lines to fit the context (" +
-                        std::to_string(options.context_tokens) + " tokens)");
+                        std::to_string(options.tokens.context) + " tokens)");
     if (rag) {
       std::vector<bool> keep2;
       choose(similar_code->lines, code_room - std::min(code_room, used), keep2);
@@ -299,12 +299,12 @@ Status fit_code(Prompt& p, std::map<std::string, std::string>& values, std::stri
     }
     p.text = fill_template(tpl, values);
     p.estimated_tokens = estimate_tokens(p.text);
-    const size_t limit = options.context_tokens - options.answer_tokens;
+    const size_t limit = options.tokens.context - options.tokens.answer;
     if (p.estimated_tokens <= limit) break;
     const size_t over = p.estimated_tokens - limit + 8;
     code_room -= std::min(code_room, over);
     if (attempt == 3 || code_room == 0)
-      return fail("the prompt does not fit the context window (" + std::to_string(options.context_tokens) + " tokens)");
+      return fail("the prompt does not fit the context window (" + std::to_string(options.tokens.context) + " tokens)");
   }
   return {};
 }
@@ -443,11 +443,11 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
 
   // The budget: context minus the answer, the fixed text and the (possibly cut) error messages.
   const size_t fixed = estimate_tokens(fill_template(tpl, values));
-  if (fixed + options.answer_tokens + 64 > options.context_tokens)
-    return fail("the context window (" + std::to_string(options.context_tokens) +
+  if (fixed + options.tokens.answer + 64 > options.tokens.context)
+    return fail("the context window (" + std::to_string(options.tokens.context) +
                 " tokens) cannot hold the template (" + std::to_string(fixed) + " tokens) and an answer of " +
-                std::to_string(options.answer_tokens) + " tokens");
-  const size_t room = options.context_tokens - options.answer_tokens - fixed;
+                std::to_string(options.tokens.answer) + " tokens");
+  const size_t room = options.tokens.context - options.tokens.answer - fixed;
   const size_t error_cap = room * (rag ? 2 : 3) / 10;  // at most 30 % of the room (20 % each with naive RAG)
   values["err_msg"] = cut_error(error, error_cap, p.error_chars_cut);
   size_t code_room = room - std::min(room, estimate_tokens(values["err_msg"]));

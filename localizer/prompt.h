@@ -44,13 +44,19 @@ std::vector<std::string> builtin_template_names();
 // Checks a user's template: it must show the test code and the error message.
 Status check_template(std::string_view text, const std::string& origin);
 
+// A prompt's token bounds: the model's window (prompt + answer must fit) and the part of it kept for the answer
+// (the request's max_tokens). The client's, when there is one; these defaults for prompts only shown or measured.
+struct TokenBudget {
+  size_t context = defaults::kContextTokens;
+  size_t answer = defaults::kAnswerTokens;
+};
+
 struct PromptOptions {
   Mode mode = Mode::standard;
   size_t k = defaults::kTopK;
-  std::string template_text;                         // "" = the mode's built-in template
-  size_t context_tokens = defaults::kContextTokens;  // the model's window: prompt + answer must fit
-  size_t answer_tokens = defaults::kAnswerTokens;    // reserved for the answer (max_tokens)
-  const Redactor* redactor = nullptr;                // null: nothing redacted
+  std::string template_text;  // "" = the mode's built-in template
+  TokenBudget tokens;
+  const Redactor* redactor = nullptr;  // null: nothing redacted
   // What code the prompt shows: the whole test file(s), as the paper does, or only the failing test's reach (its own
   // lines, set-up, fixtures and helpers it uses, module-level code): other tests' lines are left out.
   bool test_scope_only = false;

@@ -189,8 +189,8 @@ TEST(config_keys, defaults_are_the_option_structs_defaults) {
   EXPECT_DOUBLE_EQ(LocalizeOptions{}.similarity_floor, number("localize.similarity_floor"));
   const LlmOptions llm;
   EXPECT_EQ(llm.max_tokens, integer("llm.max_tokens"));
-  EXPECT_EQ(PromptOptions{}.answer_tokens, static_cast<size_t>(integer("llm.max_tokens")));
-  EXPECT_EQ(LlmStageOptions{}.answer_tokens, static_cast<size_t>(integer("llm.max_tokens")));
+  EXPECT_EQ(TokenBudget{}.answer, static_cast<size_t>(integer("llm.max_tokens")));
+  EXPECT_EQ(TokenBudget{}.context, static_cast<size_t>(integer("llm.context_tokens")));
   EXPECT_EQ(llm.context_tokens, static_cast<size_t>(integer("llm.context_tokens")));
   EXPECT_EQ(llm.concurrency, static_cast<size_t>(integer("llm.concurrency")));
   EXPECT_DOUBLE_EQ(llm.temperature, number("llm.temperature"));
