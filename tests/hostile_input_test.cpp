@@ -404,6 +404,12 @@ TEST(config, a_character_beyond_ascii_outside_strings_and_comments_is_refused_wi
   EXPECT_NE(ml.error().message.find("ml.toml:3: a character beyond ASCII right after a line-ending backslash"),
             std::string::npos)
       << ml.error().message;
+  // A quote inside a bare value opens no string for toml++ (which then reached its unreachable point on the ľ).
+  auto quoted = load("quoted.toml", "kb = 2\"\xc4\xbe\"\n");
+  ASSERT_FALSE(quoted);
+  EXPECT_NE(quoted.error().message.find("quoted.toml:1: a character beyond ASCII outside a string or comment"),
+            std::string::npos)
+      << quoted.error().message;
   auto ok = load("ok.toml", "\xef\xbb\xbf# Z\xc3\xbcrich\n[llm]\nmodel = \"m\xc3\xa9\" # \xc3\xa9\n"
                             "base_url = 'http://h/\xc3\xa9'\ntemplate = \"\"\"\xc3\xa9\n\xc3\xa9\"\"\"\n");
   ASSERT_TRUE(ok) << ok.error().message;

@@ -244,20 +244,27 @@ Status check_ascii_outside_strings(std::string_view t, const std::string& name) 
                 " (TOML allows them only in strings and comments)");
   };
   enum class In { code, comment, basic, literal, ml_basic, ml_literal } in = In::code;
+  // A quote opens a string only where TOML lets one start (a key, a value, an array's or inline table's element):
+  // in `x = 2"..."` it does not, and toml++ 3.3 reaches an unreachable point on a non-ASCII character there.
+  char before = '\n';  // the last character of code before this one, blanks aside
   for (; i < t.size(); ++i) {
     const char ch = t[i];
     if (ch == '\n') {
       ++line;
       if (in == In::comment || in == In::basic || in == In::literal) in = In::code;
+      before = '\n';
       continue;
     }
     switch (in) {
-      case In::code:
+      case In::code: {
         if (static_cast<unsigned char>(ch) > 0x7F) return refuse("outside a string or comment");
+        const bool opens = std::string_view("\n=[,{.").find(before) != std::string_view::npos;
         if (ch == '#') in = In::comment;
-        else if (ch == '"') in = t.substr(i, 3) == "\"\"\"" ? (i += 2, In::ml_basic) : In::basic;
-        else if (ch == '\'') in = t.substr(i, 3) == "'''" ? (i += 2, In::ml_literal) : In::literal;
+        else if (ch == '"' && opens) in = t.substr(i, 3) == "\"\"\"" ? (i += 2, In::ml_basic) : In::basic;
+        else if (ch == '\'' && opens) in = t.substr(i, 3) == "'''" ? (i += 2, In::ml_literal) : In::literal;
+        if (ch != ' ' && ch != '\t' && ch != '\r') before = ch;
         break;
+      }
       case In::comment: break;
       case In::basic:
         if (ch == '\\') ++i;
