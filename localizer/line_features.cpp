@@ -459,23 +459,6 @@ void scope_and_text_features(QueryLine& ql, const QueryView& v, const KindPrior&
   }
 }
 
-double exception_input(ExceptionGroup group, GateFeature f) {
-  switch (group) {
-    case ExceptionGroup::assertion:
-      return f == kGateAssertion;
-    case ExceptionGroup::type:
-      return f == kGateType;
-    case ExceptionGroup::name:
-      return f == kGateName;
-    case ExceptionGroup::lookup:
-      return f == kGateLookup;
-    case ExceptionGroup::value:
-      return f == kGateValue;
-    default:
-      return 0.0;
-  }
-}
-
 // The gate's inputs: the failure's form, and the evidence on the failing statement against the best elsewhere.
 void gate_inputs(QueryView& v) {
   v.gate.fill(0.0);
@@ -484,8 +467,25 @@ void gate_inputs(QueryView& v) {
   if (!v.has_stop) return;
   GateVector& g = v.gate;
   g[kGateBias] = 1.0;
-  for (GateFeature f : {kGateAssertion, kGateType, kGateName, kGateLookup, kGateValue})
-    g[f] = exception_input(v.form.group, f);
+  switch (v.form.group) {
+    case ExceptionGroup::assertion:
+      g[kGateAssertion] = 1.0;
+      break;
+    case ExceptionGroup::type:
+      g[kGateType] = 1.0;
+      break;
+    case ExceptionGroup::name:
+      g[kGateName] = 1.0;
+      break;
+    case ExceptionGroup::lookup:
+      g[kGateLookup] = 1.0;
+      break;
+    case ExceptionGroup::value:
+      g[kGateValue] = 1.0;
+      break;
+    default:
+      break;
+  }
   g[kGateRaisedInTest] = v.raised_in_test ? 1.0 : 0.0;
   g[kGateGenericCheck] = v.form.generic_check ? 1.0 : 0.0;
   for (const auto& ql : v.lines) {

@@ -185,9 +185,8 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
   // A prompt is built for the LLM modes when it is sent or shown; the builtin mode has none.
   const bool want_prompt = options_.mode != Mode::builtin && (client_ || options_.keep_prompt);
   const bool ask = want_prompt && client_;
-  // The built-in ranking merge_answer fills from is 2k + 2 long; k would do (each usable id the model gives takes at
-  // most one of its elements), the rest is margin.
-  if (want_prompt) options.k = 2 * k + 2;
+  // merge_answer fills from the built-in top k: each of the j usable ids the model gives takes at most one of its
+  // elements, so at least the k - j still needed are left.
   std::vector<Result<Localization>> results;
   std::vector<Prompt> prompts(queries.size());
   std::optional<RequestPool> pool;
