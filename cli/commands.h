@@ -113,6 +113,7 @@ int cmd_eval(const Common& common, const EvalArgs& args);
 // The miner and the CI lifecycle (cli/lifecycle.cpp).
 struct HistoryArgs {
   std::string repo = ".";
+  std::vector<std::string> repos;  // `spark mine`: --repo given several times
   bool all_parents = false;
   std::string since, until;  // ISO-8601
   double sigma = defaults::kSigma;
@@ -133,6 +134,12 @@ struct MineArgs {
   std::string from;  // the failing commit
   std::string to = "HEAD";
   double timeout = 600;
+  // --discover: every test-code fix of the history, found by running the candidates at each commit and its parent.
+  bool discover = false;
+  bool dry_run = false;           // list the candidates, run nothing
+  unsigned jobs = 1;              // runs at once
+  std::string shard;              // "I/N": this runner's part of the commits
+  bool retry_unrunnable = false;  // run again what was stored as could-not-run
 };
 int cmd_mine(const Common& common, const MineArgs& args);
 

@@ -20,6 +20,7 @@
 #include "miner.h"
 #include "mining_store.h"
 #include "store/postgres_db.h"
+#include "discover.h"
 #include "test_runner.h"
 
 namespace spark::cli {
@@ -49,12 +50,15 @@ Result<SyncOptions> sync_options(const HistoryArgs& h) {
   return o;
 }
 
-std::string plural(size_t n, const std::string& word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+std::string plural(size_t n, const std::string& word, const std::string& words = "") {
+  return std::to_string(n) + " " + (n == 1 ? word : words.empty() ? word + "s" : words);
+}
 
 // The sync's summary on stderr: what was stored, what was settled and how, the rule.
 void print_summary(const SyncReport& r, const std::string& verb) {
   for (const auto& w : r.warnings) note(w);
-  note(verb + " " + plural(r.outcomes, "outcome") + " (new or changed); opened " + plural(r.opened, "failure") +
+  if (!verb.empty())
+    note(verb + " " + plural(r.outcomes, "outcome") + " (new or changed); opened " + plural(r.opened, "failure") +
        (r.closed_flaky ? "; " + plural(r.closed_flaky, "failure") + " closed as flaky (passed at the same commit)"
                        : ""));
   const std::pair<FailureStatus, const char*> order[] = {
@@ -131,9 +135,229 @@ std::string author_or_default(const std::string& given, const std::string& repo_
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// spark mine --discover
+
+namespace {
+
+Result<std::pair<unsigned, unsigned>> parse_shard(const std::string& text) {
+  if (text.empty()) return std::pair{0u, 1u};
+  unsigned i = 0, n = 0;
+  char rest = 0;
+  if (std::sscanf(text.c_str(), "%u/%u%c", &i, &n, &rest) != 2 || n == 0 || i == 0 || i > n || n > 100000)
+    return fail("--shard \"" + text + "\": give I/N with 1 <= I <= N (this runner's share: 1/4 .. 4/4)");
+  return std::pair{i - 1, n};
+}
+
+std::string candidates_jsonl(const std::vector<FixCandidate>& candidates) {
+  std::string out;
+  for (const auto& c : candidates) {
+    json tests = json::array();
+    for (const auto& t : c.tests) tests.push_back({{"test_id", t.test_id}, {"file", t.file}, {"why", t.why}});
+    out += json_text({{"commit", c.commit.sha},
+                      {"parent", c.parent},
+                      {"time", format_iso8601(c.commit.time)},
+                      {"summary", c.commit.summary},
+                      {"tests", tests}}) +
+           "\n";
+  }
+  return out;
+}
+
+std::string candidates_text(const std::vector<FixCandidate>& candidates) {
+  std::string out;
+  for (const auto& c : candidates) {
+    out += c.commit.sha.substr(0, 10) + " " + format_iso8601(c.commit.time).substr(0, 10) + " " +
+           terminal_line(c.commit.summary) + "\n";
+    for (const auto& t : c.tests) out += "  " + terminal_line(t.test_id) + "  (" + t.why + ")\n";
+  }
+  return out;
+}
+
+void note_scan(const std::string& repo, const ScanReport& r, const std::vector<FixCandidate>& candidates,
+               bool first_parent) {
+  size_t tests = 0;
+  for (const auto& c : candidates) tests += c.tests.size();
+  note("discover " + repo + ": scanned " + plural(r.commits, "commit") + (first_parent ? " (first-parent)" : "") +
+       " in " + seconds_text(r.seconds) + ": " + std::to_string(r.test_changing) + " changed test code, " +
+       plural(candidates.size(), "fix candidate") + " with " + plural(tests, "test") + " to run" +
+       (r.mixed_skipped ? "; " + std::to_string(r.mixed_skipped) + " left out by --test-only-fixes" : "") +
+       (r.additions_only ? "; " + std::to_string(r.additions_only) + " only added test code (nothing to label)" : "") +
+       (r.merges_skipped ? "; " + plural(r.merges_skipped, "merge") + " skipped (their sides' commits are walked)"
+                         : ""));
+  for (const auto& u : r.unreadable) note("  skipped, could not be read: " + u);
+  if (!r.shallow_boundary.empty()) {
+    std::string boundary;
+    for (const auto& sha : r.shallow_boundary) boundary += (boundary.empty() ? "" : ", ") + sha.substr(0, 10);
+    note("  this is a shallow clone: its history starts at " + boundary + " (" + plural(r.commits, "commit") +
+         " seen); `git fetch --deepen N` (N commits more) or `git fetch --unshallow` (all of it), then run again");
+  }
+}
+
+// What the runs came to, over every candidate.
+struct RunTotals {
+  size_t candidates = 0, runs = 0, reused = 0, fixes = 0, flaky = 0, fail_at_commit = 0, pass_at_parent = 0;
+  std::map<std::string, std::pair<size_t, std::string>> unrunnable;  // reason → (count, an example)
+  std::vector<std::string> skipped;                                   // commits that did not check out
+  size_t setups = 0;
+  double setup_seconds = 0, run_seconds = 0;
+
+  void add(const CandidateRuns& r) {
+    ++candidates;
+    runs += r.runs;
+    reused += r.reused;
+    fixes += r.fixes;
+    flaky += r.flaky;
+    fail_at_commit += r.fail_at_commit;
+    pass_at_parent += r.pass_at_parent;
+    for (const auto& [reason, example] : r.unrunnable) {
+      auto& slot = unrunnable[reason];
+      if (slot.first++ == 0) slot.second = example;
+    }
+    if (!r.checkout_error.empty()) skipped.push_back(r.checkout_error);
+    setups += r.setups;
+    setup_seconds += r.setup_seconds;
+    run_seconds += r.run_seconds;
+  }
+};
+
+// One progress line: on a terminal rewritten in place, else at most every 10 seconds.
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), tty_(::isatty(STDERR_FILENO)) {}
+  void update(const RunTotals& t) {
+    const double elapsed = seconds_since(start_);
+    const bool last = t.candidates == total_;
+    if (!tty_ && !last && elapsed - shown_ < 10) return;
+    shown_ = elapsed;
+    const double eta = t.candidates ? elapsed / static_cast<double>(t.candidates) *
+                                          static_cast<double>(total_ - t.candidates)
+                                    : 0;
+    const std::string line = "discover: " + std::to_string(t.candidates) + "/" + std::to_string(total_) +
+                             " candidates, " + plural(t.runs, "run") + " (" + std::to_string(t.reused) +
+                             " reused), " + plural(t.fixes, "fix", "fixes") + ", " + seconds_text(elapsed) +
+                             (last ? "" : ", ETA " + seconds_text(eta));
+    if (tty_)
+      std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), last ? "\n" : "");
+    else
+      std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
+ private:
+  size_t total_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double shown_ = -1e9;
+};
+
+void note_runs(const RunTotals& t, unsigned confirm) {
+  note("discover: ran " + plural(t.runs, "test run") + " (" + std::to_string(t.reused) +
+       " more outcomes reused from the store) in " + seconds_text(t.run_seconds) + " of run time: " +
+       plural(t.fixes, "fix", "fixes") + " (failed at the parent " + std::to_string(confirm + 1) +
+       " times, passed at the commit), " + std::to_string(t.flaky) +
+       " flaky (passed at the parent when run again: never a case), " + std::to_string(t.fail_at_commit) +
+       " failed at the commit too, " + std::to_string(t.pass_at_parent) + " passed at the parent");
+  size_t unrunnable = 0;
+  for (const auto& [reason, slot] : t.unrunnable) unrunnable += slot.first;
+  if (unrunnable) {
+    note("discover: " + plural(unrunnable, "run") + " could not run the test (never a case), by reason:");
+    for (const auto& [reason, slot] : t.unrunnable)
+      note("  " + std::to_string(slot.first) + "  " + terminal_line(reason) + "  (e.g. " + terminal_line(slot.second) +
+           ")");
+  }
+  for (const auto& s : t.skipped) note("discover: candidate skipped: " + terminal_line(s));
+  if (t.setups)
+    note("discover: work trees: " + std::to_string(t.setups) + " made, " +
+         seconds_text(t.setup_seconds / static_cast<double>(t.setups)) + " each on average");
+}
+
+// The runs of one repository's candidates, then the sync that labels the fixes they found.
+int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& candidates, const MineArgs& args,
+                const SyncOptions& options, KnowledgeBase& kb) {
+  MiningStore store(kb);
+  DiscoverOptions d;
+  d.command = args.run;
+  d.timeout = args.timeout;
+  d.jobs = args.jobs;
+  d.retry_unrunnable = args.retry_unrunnable;
+  RunTotals totals;
+  Progress progress(candidates.size());
+  DiscoverStore callbacks;
+  callbacks.stored = [&](const std::string& sha) { return store.outcomes_at(sha); };
+  callbacks.store = [&](const CandidateRuns& r) -> Status {
+    auto stored = store.store_outcomes(repo, r.outcomes, options);
+    TRY(stored);
+    return {};
+  };
+  callbacks.done = [&](const CandidateRuns& r) {
+    totals.add(r);
+    progress.update(totals);
+  };
+  if (auto s = discover_fixes(repo.workdir(), candidates, d, callbacks); !s) return report_error(s.error());
+  note_runs(totals, d.confirm);
+  // The failures found lie at the parents of the walked commits, which a time range can leave out.
+  SyncOptions labelling = options;
+  labelling.since.reset();
+  labelling.until.reset();
+  auto report = store.sync(repo, {}, labelling);
+  if (!report) return report_error(report.error());
+  print_summary(*report, "");
+  return 0;
+}
+
+int cmd_discover(const Common& common, const MineArgs& args) {
+  if (!args.outcomes.empty() || !args.tests.empty() || !args.from.empty())
+    return usage_error("--discover finds the failures itself: no --outcomes, --test or --from with it");
+  if (args.run.empty() && !args.dry_run)
+    return usage_error("--discover needs --run \"CMD {test_id}\": the command that runs one test");
+  if (!args.run.empty() && !names_a_test(args.run))
+    return usage_error("--run: the command must name the test with {test_id} or {file} (and {function}, {class})");
+  auto shard = parse_shard(args.shard);
+  if (!shard) return usage_error(shard.error());
+  auto options = sync_options(args.history);
+  if (!options) return report_error(options.error());
+  std::unique_ptr<KnowledgeBase> kb;
+  if (!args.dry_run) {
+    auto opened = open_kb(common, true);
+    if (!opened) return report_error(opened.error());
+    kb = std::move(*opened);
+  }
+  const std::vector<std::string> repos = args.history.repos.empty() ? std::vector<std::string>{"."}
+                                                                    : args.history.repos;
+  std::string listed;
+  for (const auto& path : repos) {
+    auto repo = GitRepository::open(path);
+    if (!repo) return report_error(repo.error());
+    if ((*repo)->root_commit().empty())
+      return report_error(fail(path + ": the repository has no commits: nothing to discover").error());
+    ScanOptions scan{options->first_parent, options->since, options->until, options->test_only_fixes,
+                     options->test_code, shard->first, shard->second};
+    ScanReport scanned;
+    auto candidates = scan_fix_candidates(**repo, scan, scanned);
+    if (!candidates) return report_error(candidates.error());
+    note_scan(path, scanned, *candidates, options->first_parent);
+    if (args.dry_run) {
+      listed += args.output.empty() ? candidates_text(*candidates) : candidates_jsonl(*candidates);
+      continue;
+    }
+    if (int rc = discover_in(**repo, *candidates, args, *options, *kb); rc != 0) return rc;
+  }
+  if (args.dry_run) return write_output(args.output.empty() ? "" : args.output, listed);
+  MiningStore store(*kb);
+  return write_exports(store, args.output, args.quarantine);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
 // spark mine
 
-int cmd_mine(const Common& common, const MineArgs& args) {
+int cmd_mine(const Common& common, const MineArgs& given) {
+  if (given.discover) return cmd_discover(common, given);
+  if (given.history.repos.size() > 1) return usage_error("--repo may be given several times only with --discover");
+  MineArgs args = given;
+  if (!given.history.repos.empty()) args.history.repo = given.history.repos.front();
+  if (args.dry_run || args.jobs != 1 || !args.shard.empty() || args.retry_unrunnable)
+    return usage_error("--dry-run, -j, --shard and --retry-unrunnable go with --discover");
   if (args.run.empty() == args.outcomes.empty()) {
     return usage_error(
         "give --outcomes FILE... (recorded outcomes) or --run \"CMD {test_id}\" --test ID --from SHA (run the tests "

@@ -97,8 +97,12 @@ void add_llm_flags(CLI::App* sub, Flags& flags) {
 
 // The history options `mine`, `record` and `hooks post-commit` share; filled from the configuration by
 // history_from_config.
-void add_history(CLI::App* sub, Flags& flags, HistoryArgs& h) {
-  sub->add_option("--repo", h.repo, "the git repository (default .)")->check(CLI::ExistingDirectory);
+void add_history(CLI::App* sub, Flags& flags, HistoryArgs& h, bool many_repos = false) {
+  if (many_repos)
+    sub->add_option("--repo", h.repos, "the git repository (default .); --discover: may be given several times")
+        ->check(CLI::ExistingDirectory);
+  else
+    sub->add_option("--repo", h.repo, "the git repository (default .)")->check(CLI::ExistingDirectory);
   sub->add_flag("--all-parents", h.all_parents, "walk every parent, not only the first-parent line");
   sub->add_option("--since", h.since, "only commits from this time (ISO-8601)");
   sub->add_option("--until", h.until, "only commits up to this time (ISO-8601)");
@@ -219,7 +223,7 @@ Command add_mine(CLI::App& app, Flags& flags) {
   auto* sub = app.add_subcommand("mine",
                                  "label failures from git history into the knowledge base: each failure's "
                                  "first later passing commit is its fix");
-  add_history(sub, flags, mine_args.history);
+  add_history(sub, flags, mine_args.history, /*many_repos=*/true);
   sub->add_option("--outcomes", mine_args.outcomes, "outcome files: JSON Lines (.jsonl) or JUnit XML (<sha>.xml)")
       ->check(CLI::ExistingFile);
   sub->add_option("--commit", mine_args.commit, "the commit of JUnit reports not named <sha>.xml");
@@ -235,6 +239,15 @@ Command add_mine(CLI::App& app, Flags& flags) {
   sub->add_option("--to", mine_args.to, "with --run: the end of the range searched for the fix (default HEAD)");
   sub->add_option("--run-timeout", mine_args.timeout, "with --run: seconds per run (default 600)")
       ->check(CLI::Range(0.1, 86400.0));
+  sub->add_flag("--discover", mine_args.discover,
+                "no recorded outcomes, no known failure: find every test-code fix of the history by running each "
+                "candidate test at the commit and its parent ({test_id}, {file}, {function}, {class} in --run)");
+  sub->add_flag("--dry-run", mine_args.dry_run, "with --discover: list the candidates (and -o them), run nothing");
+  sub->add_option("-j,--jobs", mine_args.jobs, "with --discover: runs at once (default 1)")->check(CLI::Range(1, 256));
+  sub->add_option("--shard", mine_args.shard,
+                  "with --discover: I/N, this runner's share of the commits (several runners, one shared store)");
+  sub->add_flag("--retry-unrunnable", mine_args.retry_unrunnable,
+                "with --discover: run again the tests stored as could-not-run (after fixing the environment)");
 
   return {sub, [args](Config& config, Common& common) {
             history_from_config(config, args->history);

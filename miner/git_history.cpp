@@ -498,6 +498,23 @@ Result<std::string> GitRepository::resolve(const std::string& rev) const {
   return std::string(hex);
 }
 
+Result<std::vector<std::string>> GitRepository::parents(const std::string& sha) const {
+  git_oid oid;
+  if (git().git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");
+  Owned<git_commit, &Git::git_commit_free> commit;
+  if (const int rc = git().git_commit_lookup(&commit.p, repo_.get(), &oid); rc == GIT_ENOTFOUND)
+    return fail(workdir_.string() + ": no commit " + sha + " in this repository");
+  else if (rc != 0)
+    return std::unexpected(read_error(workdir_.string() + ": commit " + sha));
+  std::vector<std::string> out;
+  char hex[GIT_OID_HEXSZ + 1];
+  for (unsigned i = 0; i < git().git_commit_parentcount(commit.p); ++i) {
+    git().git_oid_tostr(hex, sizeof hex, git().git_commit_parent_id(commit.p, i));
+    out.emplace_back(hex);
+  }
+  return out;
+}
+
 Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha, const std::string& path) const {
   git_oid oid;
   if (git().git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");

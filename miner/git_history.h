@@ -56,6 +56,9 @@ class GitRepository {
   // A git config value (the repository's, then the user's); empty when unset.
   std::string config_string(const std::string& key) const;
 
+  // The parents of commit `sha` (full shas, the first parent first); empty for a root commit.
+  Result<std::vector<std::string>> parents(const std::string& sha) const;
+
   // The oldest commit on HEAD's first-parent line; empty in a repository with no commits.
   std::string root_commit() const;
 

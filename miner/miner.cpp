@@ -17,8 +17,6 @@ namespace spark {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 Result<Outcome> parse_outcome(const std::string& s) {
   if (s == "passed") return Outcome::passed;
   if (s == "failed") return Outcome::failed;
@@ -26,6 +24,8 @@ Result<Outcome> parse_outcome(const std::string& s) {
   if (s == "skipped") return Outcome::skipped;
   return fail("outcome \"" + s + "\" is not passed, failed, error or skipped");
 }
+
+namespace {
 
 bool is_hex_sha(const std::string& s) {
   if (s.size() < 7 || s.size() > 40) return false;

@@ -25,7 +25,13 @@ struct RecordedOutcome {
   Outcome outcome = Outcome::passed;
   std::string message;
   std::string origin;  // "file:line" for messages
+  // A failing outcome opens a failure (to be labelled by its fix) unless this is false: `spark mine --discover` keeps
+  // every run it made, to reuse, but only a failure its fix was seen to pass opens one.
+  bool opens = true;
 };
+
+// "passed", "failed", "error" or "skipped"; anything else is an error naming it.
+Result<Outcome> parse_outcome(const std::string& s);
 
 // The JSONL outcome form (../shared/docs/corpus-format.md): {"commit", "time", "test_id", "outcome", "message"}.
 // Every rule violation is an error naming the file and line.

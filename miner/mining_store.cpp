@@ -174,6 +174,34 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
   return report;
 }
 
+Result<SyncReport> MiningStore::store_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
+                                              const SyncOptions& options) {
+  SyncReport report;
+  TRY(record_outcomes(repo, outcomes, options, now_epoch(), report));
+  return report;
+}
+
+Result<std::map<std::string, RecordedOutcome>> MiningStore::outcomes_at(const std::string& sha) {
+  auto st = kb_.database().prepare("SELECT test_id, outcome, time, message, origin FROM outcomes WHERE commit_sha = ?");
+  TRY(st);
+  st->bind(1, sha);
+  std::map<std::string, RecordedOutcome> out;
+  for (;;) {
+    auto row = st->step();
+    TRY(row);
+    if (!*row) break;
+    RecordedOutcome o;
+    o.commit = sha;
+    o.test_id = st->text(0);
+    o.outcome = parse_outcome(st->text(1)).value_or(Outcome::error);
+    if (!st->is_null(2)) o.time = st->int64(2);
+    o.message = st->text(3);
+    o.origin = st->text(4);
+    out.emplace(o.test_id, std::move(o));
+  }
+  return out;
+}
+
 Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                     const SyncOptions& options, int64_t now, SyncReport& report) {
   Database& db = kb_.database();
@@ -232,7 +260,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
       put->bind(5, o.message).bind(6, o.origin).bind(7, now);
       TRY(put->run());
       report.outcomes += static_cast<size_t>(put->changes());
-      if (o.outcome == Outcome::failed || o.outcome == Outcome::error) {
+      if ((o.outcome == Outcome::failed || o.outcome == Outcome::error) && o.opens) {
         open->bind(1, r.sha).bind(2, o.test_id);
         if (o.time)
           open->bind(3, *o.time);

@@ -96,6 +96,13 @@ class MiningStore {
   Result<SyncReport> sync(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                           const SyncOptions& options);
 
+  // sync's first step alone (one transaction): the outcomes stored, failures opened, flaky ones closed; no labelling.
+  // `spark mine --discover` stores each candidate's runs so; its last step is a sync with no outcomes.
+  Result<SyncReport> store_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
+                                    const SyncOptions& options);
+  // The outcomes stored at commit `sha` (a full sha), by test id.
+  Result<std::map<std::string, RecordedOutcome>> outcomes_at(const std::string& sha);
+
   // Failures with any of these statuses (all when empty), oldest first.
   Result<std::vector<StoredFailure>> failures(const std::vector<FailureStatus>& statuses = {});
   // The failure whose mined case has this id (or a unique prefix of it).

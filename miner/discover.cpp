@@ -1,0 +1,541 @@
+#include "discover.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "base/files.h"
+#include "base/process.h"
+#include "base/text.h"
+#include "base/work_pool.h"
+#include "code/code_structure.h"
+#include "code/test_scope.h"
+#include "formats/error_message.h"
+#include "test_runner.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool is_test_annotation(const std::string& d) {
+  return d == "Test" || d == "ParameterizedTest" || d == "RepeatedTest" || d == "TestFactory" || d == "TestTemplate";
+}
+
+// Whether another function of `s` holds `f` (a Python test's nested helper is no test).
+bool nested(const CodeStructure& s, const FunctionInfo& f) {
+  return std::any_of(s.functions.begin(), s.functions.end(), [&](const FunctionInfo& g) {
+    return &g != &f && g.start <= f.start && g.end >= f.end && (g.start != f.start || g.end != f.end);
+  });
+}
+
+std::string file_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+// The candidates of one commit: what its test-code changes can have fixed, read at its parent.
+class CandidateFinder {
+ public:
+  CandidateFinder(const GitRepository& repo, const std::string& parent, const TestCodeRule& rule)
+      : repo_(repo), parent_(parent), rule_(rule) {}
+
+  // The tests the change of `path` (its old version `before`, `lines` removed or modified) can have fixed.
+  void add_for(const std::string& path, const std::string& before, const std::vector<int>& lines) {
+    const std::vector<CandidateTest>& tests = tests_of(path, &before);
+    if (!tests.empty()) return add_by_scope(path, before, tests, lines);
+    if (file_name(path) == "conftest.py") return add_conftest_users(path, lines);
+    add_importers(path);
+  }
+
+  std::vector<CandidateTest> take() { return std::move(found_); }
+
+ private:
+  void add(const CandidateTest& t, const std::string& why) {
+    if (!seen_.insert(t.test_id).second) return;
+    found_.push_back(t);
+    found_.back().why = why;
+  }
+
+  std::optional<std::string> read(const std::string& path) {
+    auto it = content_.find(path);
+    if (it != content_.end()) return it->second;
+    auto r = repo_.file_at(parent_, path);
+    std::optional<std::string> text = r && *r ? std::optional<std::string>(**r) : std::nullopt;
+    content_.emplace(path, text);
+    return text;
+  }
+
+  const std::vector<CandidateTest>& tests_of(const std::string& path, const std::string* content = nullptr) {
+    auto it = tests_.find(path);
+    if (it != tests_.end()) return it->second;
+    std::vector<CandidateTest> tests;
+    if (content)
+      tests = tests_in_file(path, *content);
+    else if (auto text = read(path))
+      tests = tests_in_file(path, *text);
+    return tests_.emplace(path, std::move(tests)).first->second;
+  }
+
+  // The parent's test files that hold tests (not `except`).
+  std::vector<std::string> test_files(const std::string& except) {
+    if (!paths_) {
+      auto all = repo_.paths_at(parent_);
+      paths_.emplace(all ? std::move(*all) : std::vector<std::string>{});
+    }
+    std::vector<std::string> out;
+    for (const auto& p : *paths_)
+      if (p != except && rule_.matches(p) && file_name(p) != "conftest.py") out.push_back(p);
+    return out;
+  }
+
+  // A test file's own change: the tests whose scope reaches a changed line; a line no test reaches (module-level
+  // code) can have broken any of them.
+  void add_by_scope(const std::string& path, const std::string& before, const std::vector<CandidateTest>& tests,
+                    const std::vector<int>& lines) {
+    const auto language = language_of_path(path);
+    const CodeStructure s = analyze_code(before, *language, path);
+    std::vector<bool> reached(lines.size(), false);
+    for (const auto& t : tests) {
+      const TestScope scope = estimate_scope(s, t.test_id, before);
+      bool own = false, support = false;
+      for (size_t i = 0; i < lines.size(); ++i) {
+        const size_t at = static_cast<size_t>(lines[i]) - 1;
+        if (at >= scope.role.size()) continue;
+        own |= scope.role[at] == ScopeRole::own;
+        support |= scope.role[at] == ScopeRole::support;
+        if (scope.role[at] == ScopeRole::own || scope.role[at] == ScopeRole::support) reached[i] = true;
+      }
+      if (own)
+        add(t, "its own lines changed");
+      else if (support)
+        add(t, "a set-up, fixture or helper it reaches changed");
+    }
+    if (std::find(reached.begin(), reached.end(), false) != reached.end())
+      for (const auto& t : tests) add(t, "a line of its module outside every test changed");
+  }
+
+  // A conftest.py's change: the tests under its folder whose fixtures and hooks reach a changed line.
+  void add_conftest_users(const std::string& path, const std::vector<int>& lines) {
+    const std::string folder = folder_of(path);
+    const std::set<int> changed(lines.begin(), lines.end());
+    for (const auto& file : test_files(path)) {
+      if (!folder.empty() && !file.starts_with(folder + "/")) continue;
+      if (language_of_path(file) != Language::python) continue;
+      const auto& tests = tests_of(file);
+      if (tests.empty()) continue;
+      const auto content = read(file);
+      const auto conftest = read(path);
+      if (!content || !conftest) continue;
+      // The conftest.py files on the way from the test file up to the changed one: fixtures ask for fixtures.
+      std::vector<std::string> chain_paths;
+      for (std::string f = folder_of(file);; f = folder_of(f)) {
+        const std::string c = f.empty() ? "conftest.py" : f + "/conftest.py";
+        if (c != path && read(c)) chain_paths.push_back(c);
+        if (f.size() <= folder.size()) break;
+      }
+      std::vector<std::string> texts;
+      for (const auto& c : chain_paths) texts.push_back(*read(c));
+      std::vector<CodeFile> conftests{{path, *conftest}};
+      for (size_t i = 0; i < chain_paths.size(); ++i) conftests.push_back({chain_paths[i], texts[i]});
+      for (const auto& t : tests) {
+        const auto reach = conftest_reach(t.test_id, {file, *content}, conftests);
+        bool hit = !reach;
+        if (reach)
+          if (auto it = reach->find(path); it != reach->end())
+            hit = std::any_of(it->second.begin(), it->second.end(), [&](int l) { return changed.count(l) > 0; });
+        if (hit) add(t, "a fixture or hook of " + path + " it uses changed");
+      }
+    }
+  }
+
+  // A helper module's (or base class's) change: every test of the test files that import it.
+  void add_importers(const std::string& path) {
+    const auto reader = [this](const std::string& p) { return read(p); };
+    TestFiles files;
+    files.find = [this](const std::string& tail) {
+      test_files("");
+      return find_by_tail(*paths_, tail);
+    };
+    for (const auto& file : test_files(path)) {
+      const auto& tests = tests_of(file);
+      if (tests.empty()) continue;
+      const auto deps = dependency_paths(file, reader, rule_, &files);
+      if (std::find(deps.begin(), deps.end(), path) == deps.end()) continue;
+      for (const auto& t : tests) add(t, "its module uses " + path + ", which changed");
+    }
+  }
+
+  const GitRepository& repo_;
+  const std::string& parent_;
+  const TestCodeRule& rule_;
+  std::map<std::string, std::optional<std::string>> content_;
+  std::map<std::string, std::vector<CandidateTest>> tests_;
+  std::optional<std::vector<std::string>> paths_;
+  std::vector<CandidateTest> found_;
+  std::set<std::string> seen_;
+};
+
+}  // namespace
+
+unsigned shard_of(const std::string& sha, unsigned shards) {
+  if (shards <= 1) return 0;
+  return static_cast<unsigned>(std::stoul(sha.substr(0, 8), nullptr, 16) % shards);
+}
+
+std::vector<CandidateTest> tests_in_file(const std::string& path, const std::string& content) {
+  std::vector<CandidateTest> out;
+  const auto language = language_of_path(path);
+  if (!language) return out;
+  const CodeStructure s = analyze_code(content, *language, path);
+  std::set<std::string> ids;
+  for (const auto& f : s.functions) {
+    if (f.name.empty()) continue;
+    CandidateTest t;
+    t.file = path;
+    t.function = f.name;
+    if (*language == Language::python) {
+      if (!f.name.starts_with("test") || nested(s, f)) continue;
+      std::string classes = f.class_name;
+      bool test_classes = true;
+      for (size_t from = 0; from <= classes.size() && !classes.empty();) {
+        const size_t dot = std::min(classes.find('.', from), classes.size());
+        test_classes &= classes.compare(from, 4, "Test") == 0;
+        from = dot + 1;
+      }
+      if (!test_classes) continue;
+      size_t at;
+      while ((at = classes.find('.')) != std::string::npos) classes.replace(at, 1, "::");
+      t.klass = classes;
+      t.test_id = path + (classes.empty() ? "" : "::" + classes) + "::" + f.name;
+    } else if (*language == Language::java) {
+      if (std::none_of(f.decorators.begin(), f.decorators.end(), is_test_annotation)) continue;
+      t.test_id = test_id_at(s, content, path, f.def_line);
+      t.klass = t.test_id.substr(0, t.test_id.find('#'));
+    } else {
+      if (std::find(f.decorators.begin(), f.decorators.end(), "test") == f.decorators.end()) continue;
+      t.test_id = test_id_at(s, content, path, f.def_line);
+      t.klass = f.class_name;
+    }
+    if (ids.insert(t.test_id).second) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<std::vector<FixCandidate>> scan_fix_candidates(const GitRepository& repo, const ScanOptions& options,
+                                                      ScanReport& report) {
+  const auto start = std::chrono::steady_clock::now();
+  report.shallow_boundary = repo.shallow_boundary();
+  auto history = repo.history(options.first_parent, options.since, options.until);
+  TRY(history);
+  std::vector<FixCandidate> out;
+  for (const CommitInfo& c : *history) {
+    if (shard_of(c.sha, options.shards) != options.shard) continue;
+    ++report.commits;
+    const std::string at = c.sha.substr(0, 10) + " (" + c.summary + ")";
+    auto parents = repo.parents(c.sha);
+    if (!parents) {
+      report.unreadable.push_back(at + ": " + parents.error().message);
+      continue;
+    }
+    if (parents->empty()) continue;  // the root commit: no parent to run at
+    if (parents->size() > 1 && !options.first_parent) {
+      ++report.merges_skipped;
+      continue;
+    }
+    const std::string& parent = parents->front();
+    auto changed = repo.changed_paths(parent, c.sha);
+    if (!changed) {
+      report.unreadable.push_back(at + ": " + changed.error().message);
+      continue;
+    }
+    std::vector<std::string> test_paths;
+    for (const auto& p : *changed)
+      if (options.test_code.matches(p)) test_paths.push_back(p);
+    if (test_paths.empty()) continue;
+    ++report.test_changing;
+    if (options.test_only_fixes && test_paths.size() != changed->size()) {
+      ++report.mixed_skipped;
+      continue;
+    }
+    CandidateFinder finder(repo, parent, options.test_code);
+    bool removed_any = false;
+    for (const auto& path : test_paths) {
+      auto before = repo.file_at(parent, path);
+      auto after = repo.file_at(c.sha, path);
+      if (!before || !after) {
+        const Error& e = before ? after.error() : before.error();
+        if (is_read_error(e)) report.unreadable.push_back(at + ": " + e.message);
+        continue;  // a binary file is no test code to label
+      }
+      if (!*before || !*after) continue;  // added (nothing to have failed) or removed (nothing to pass)
+      auto lines = removed_or_modified_lines(**before, **after, path);
+      if (!lines || lines->empty()) continue;
+      removed_any = true;
+      finder.add_for(path, **before, *lines);
+    }
+    if (!removed_any) {
+      ++report.additions_only;
+      continue;
+    }
+    FixCandidate candidate{c, parent, finder.take()};
+    if (!candidate.tests.empty()) out.push_back(std::move(candidate));
+  }
+  report.seconds = seconds_since(start);
+  return out;
+}
+
+bool names_a_test(const std::string& command) {
+  return command.find("{test_id}") != std::string::npos || command.find("{file}") != std::string::npos;
+}
+
+std::string expand_test_command(const std::string& command, const CandidateTest& test) {
+  const std::pair<std::string_view, const std::string*> places[] = {
+      {"{test_id}", &test.test_id}, {"{file}", &test.file}, {"{function}", &test.function}, {"{class}", &test.klass}};
+  std::string out;
+  for (size_t i = 0; i < command.size();) {
+    bool replaced = false;
+    for (const auto& [name, value] : places)
+      if (command.compare(i, name.size(), name) == 0) {
+        out += shell_quote(*value);
+        i += name.size();
+        replaced = true;
+        break;
+      }
+    if (!replaced) out += command[i++];
+  }
+  return out;
+}
+
+namespace {
+
+// One run's result, as discovery reads it.
+struct RunOutcome {
+  RunVerdict verdict = RunVerdict::failed;
+  std::string message;  // the failure's output (failed), or why it could not run (environment)
+  bool fresh = false;   // run now (not read from the store)
+};
+
+// What a stored outcome says, or nullopt when it must run (none stored, or a could-not-run to retry).
+std::optional<RunOutcome> from_store(const std::map<std::string, RecordedOutcome>& stored, const std::string& test,
+                                     bool retry_unrunnable) {
+  auto it = stored.find(test);
+  if (it == stored.end()) return std::nullopt;
+  const RecordedOutcome& o = it->second;
+  switch (o.outcome) {
+    case Outcome::passed:
+      return RunOutcome{RunVerdict::passed, "", false};
+    case Outcome::failed:
+    case Outcome::error:
+      return RunOutcome{RunVerdict::failed, o.message, false};
+    case Outcome::skipped:
+      if (retry_unrunnable && o.origin.starts_with(kDiscoverOrigin)) return std::nullopt;
+      return RunOutcome{RunVerdict::environment,
+                        o.message.starts_with(kUnrunnablePrefix) ? o.message.substr(kUnrunnablePrefix.size())
+                                                                 : "skipped by the test runner",
+                        false};
+  }
+  return std::nullopt;
+}
+
+// A worker: its repository handle and its two work trees, emptied and filled again per candidate.
+class Worker {
+ public:
+  Worker(const fs::path& repo_path, const fs::path& root) : repo_path_(repo_path), root_(root) {}
+
+  CandidateRuns run(const FixCandidate& c, const DiscoverOptions& options,
+                    const std::function<Result<std::map<std::string, RecordedOutcome>>(const std::string&)>& stored) {
+    CandidateRuns r;
+    r.candidate = &c;
+    auto at_parent = stored(c.parent);
+    auto at_commit = stored(c.commit.sha);
+    if (!at_parent || !at_commit) {
+      r.checkout_error = (at_parent ? at_commit.error() : at_parent.error()).message;
+      return r;
+    }
+    trees_[0] = trees_[1] = "";
+    for (const auto& test : c.tests) {
+      auto p = outcome(r, c, 0, test, *at_parent, options);
+      if (!p) return r;
+      if (p->verdict == RunVerdict::passed) {
+        ++r.pass_at_parent;
+        keep(r, c.parent, test, *p, false);
+        continue;
+      }
+      if (p->verdict == RunVerdict::environment) {
+        unrunnable(r, c.parent, test, *p);
+        continue;
+      }
+      auto n = outcome(r, c, 1, test, *at_commit, options);
+      if (!n) return r;
+      if (n->verdict == RunVerdict::environment) {
+        keep(r, c.parent, test, *p, false);
+        unrunnable(r, c.commit.sha, test, *n);
+        continue;
+      }
+      if (n->verdict == RunVerdict::failed) {
+        ++r.fail_at_commit;
+        keep(r, c.parent, test, *p, false);
+        keep(r, c.commit.sha, test, *n, false);
+        continue;
+      }
+      // Failed at the parent, passed at the commit: a fix, unless the parent passes too when run again.
+      std::optional<RunOutcome> again;
+      for (unsigned i = 0; i < options.confirm && (p->fresh || n->fresh); ++i) {
+        auto a = outcome(r, c, 0, test, {}, options);
+        if (!a) return r;
+        if (a->verdict == RunVerdict::passed) {
+          again = a;
+          break;
+        }
+      }
+      keep(r, c.parent, test, *p, true);
+      if (again) {
+        ++r.flaky;  // the pass at the same commit closes the failure as flaky
+        keep(r, c.parent, test, *again, false);
+      } else {
+        ++r.fixes;
+      }
+      keep(r, c.commit.sha, test, *n, false);
+    }
+    return r;
+  }
+
+ private:
+  // The test's outcome at the parent (side 0) or the commit (side 1): stored, else run. nullopt when the work tree
+  // could not be made (r.checkout_error says why).
+  std::optional<RunOutcome> outcome(CandidateRuns& r, const FixCandidate& c, int side, const CandidateTest& test,
+                                    const std::map<std::string, RecordedOutcome>& stored,
+                                    const DiscoverOptions& options) {
+    if (auto known = from_store(stored, test.test_id, options.retry_unrunnable)) {
+      ++r.reused;
+      return known;
+    }
+    const std::string& sha = side == 0 ? c.parent : c.commit.sha;
+    const fs::path dir = root_ / (side == 0 ? "parent" : "commit");
+    if (trees_[side] != sha) {
+      const auto start = std::chrono::steady_clock::now();
+      if (auto s = prepare(sha, dir); !s) {
+        r.checkout_error = "commit " + sha.substr(0, 10) + " does not check out: " + s.error().message;
+        return std::nullopt;
+      }
+      trees_[side] = sha;
+      ++r.setups;
+      r.setup_seconds += seconds_since(start);
+    }
+    auto run = run_command(expand_test_command(options.command, test), dir, options.timeout, options.max_output);
+    ++r.runs;
+    if (!run) return RunOutcome{RunVerdict::environment, run.error().message, true};
+    r.run_seconds += run->seconds;
+    if (run->timed_out) return RunOutcome{RunVerdict::environment, run->describe(), true};
+    const RunClassification verdict = classify_run(*run, test.test_id, dir);
+    if (verdict.verdict == RunVerdict::environment) return RunOutcome{RunVerdict::environment, verdict.reason, true};
+    std::string message;
+    if (verdict.verdict == RunVerdict::failed) {
+      message = failure_section(run->output) + (run->signal ? "\n[spark: " + run->describe() + "]\n" : std::string());
+      cap_error_message(message);
+    }
+    return RunOutcome{verdict.verdict, message, true};
+  }
+
+  Status prepare(const std::string& sha, const fs::path& dir) {
+    if (!repo_) {
+      auto repo = GitRepository::open(repo_path_);
+      TRY(repo);
+      repo_ = std::move(*repo);
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec) return fail(dir.string() + ": cannot empty: " + ec.message());
+    return repo_->materialize(sha, dir);
+  }
+
+  static void keep(CandidateRuns& r, const std::string& sha, const CandidateTest& test, const RunOutcome& o,
+                   bool opens) {
+    RecordedOutcome out;
+    out.commit = sha;
+    out.test_id = test.test_id;
+    out.outcome = o.verdict == RunVerdict::passed ? Outcome::passed : Outcome::failed;
+    out.message = o.message;
+    out.origin = std::string(kDiscoverOrigin) + " at " + sha.substr(0, 10);
+    out.opens = opens;
+    if (sha == r.candidate->commit.sha) out.time = r.candidate->commit.time;
+    r.outcomes.push_back(std::move(out));
+  }
+
+  static void unrunnable(CandidateRuns& r, const std::string& sha, const CandidateTest& test, const RunOutcome& o) {
+    r.unrunnable.emplace_back(o.message, sha.substr(0, 10) + " " + test.test_id);
+    if (!o.fresh) return;
+    RecordedOutcome out;
+    out.commit = sha;
+    out.test_id = test.test_id;
+    out.outcome = Outcome::skipped;
+    out.message = std::string(kUnrunnablePrefix) + o.message;
+    out.origin = std::string(kDiscoverOrigin) + " at " + sha.substr(0, 10);
+    out.opens = false;
+    r.outcomes.push_back(std::move(out));
+  }
+
+  fs::path repo_path_, root_;
+  std::unique_ptr<GitRepository> repo_;
+  std::string trees_[2];  // the commit each work tree holds
+};
+
+}  // namespace
+
+Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>& candidates,
+                      const DiscoverOptions& options, const DiscoverStore& store) {
+  if (candidates.empty()) return {};
+  fs::path root = options.work_root;
+  const bool own_root = root.empty();
+  if (own_root) {
+    auto dir = make_temp_dir("spark-discover");
+    TRY(dir);
+    root = *dir;
+  }
+  const unsigned jobs = static_cast<unsigned>(std::min<size_t>(std::max(1u, options.jobs), candidates.size()));
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (unsigned w = 0; w < jobs; ++w)
+    workers.push_back(std::make_unique<Worker>(repo_path, root / ("w" + std::to_string(w))));
+  std::mutex mu;  // the store: one thread at a time
+  Status result;
+  std::atomic<bool> stop{false};
+  const auto stored = [&](const std::string& sha) {
+    std::lock_guard lock(mu);
+    return store.stored(sha);
+  };
+  parallel_for(candidates.size(), jobs, [&](unsigned worker, size_t i) {
+    if (stop) return;
+    CandidateRuns runs = workers[worker]->run(candidates[i], options, stored);
+    std::lock_guard lock(mu);
+    if (stop) return;
+    if (auto s = store.store(runs); !s) {
+      result = s;
+      stop = true;
+      return;
+    }
+    if (store.done) store.done(runs);
+  });
+  workers.clear();
+  std::error_code ec;
+  if (own_root)
+    fs::remove_all(root, ec);
+  else
+    for (unsigned w = 0; w < jobs; ++w) fs::remove_all(root / ("w" + std::to_string(w)), ec);
+  return result;
+}
+
+}  // namespace spark

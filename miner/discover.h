@@ -1,0 +1,124 @@
+// Cold start: labelled cases from a history that never recorded a test outcome (`spark mine --discover`).
+//
+// 1. The scan (no runs): every commit of the walked history that changes test code is a fix candidate; the tests it
+//    can have fixed are those whose own lines it removed or modified, those that reach a changed fixture, helper or
+//    set-up (the static scope, test_scope.h), those of a file importing a changed helper module, and, where a changed
+//    line lies outside every test's reach (module-level code), every test of that file.
+// 2. The runs: each candidate test runs at the commit's parent and, when it failed there, at the commit, in throw-away
+//    work trees (never the user's). Failed at the parent and passed at the commit, and failed again at the parent on
+//    `confirm` more runs, is a fix: the pair is stored as recorded outcomes that open a failure, and the miner's sync
+//    labels it as any recorded failure. Every other run is stored too (a failure that opens nothing), so no
+//    (commit, test) runs twice; a run that could not run the test (classify_run's `environment`, a timeout) is stored
+//    as `skipped` with its reason and never becomes a case.
+// Contract: the scan reads git objects only. discover_fixes runs `jobs` candidates at once, each worker with its own
+// repository handle and two work-tree folders it empties and fills again per candidate; the store callbacks are
+// called from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "git_history.h"
+#include "miner.h"
+
+namespace spark {
+
+// A test a candidate commit can have fixed, and why it is one.
+struct CandidateTest {
+  std::string test_id;   // pytest node id (parameterless), com.x.FooTest#testBar, tests/x.test.js > suite > case
+  std::string file;      // its file's repository path
+  std::string function;  // its function's name (a JavaScript test's title)
+  std::string klass;     // its class (Java: fully qualified; Python: the class path "A::B"; JS: the suites)
+  std::string why;       // "own lines", "reaches a changed line of tests/conftest.py", ...
+};
+
+struct FixCandidate {
+  CommitInfo commit;
+  std::string parent;  // the first parent's sha
+  std::vector<CandidateTest> tests;
+};
+
+struct ScanOptions {
+  bool first_parent = true;
+  std::optional<int64_t> since, until;
+  bool test_only_fixes = false;  // a commit that also changed non-test files is no candidate
+  TestCodeRule test_code;
+  unsigned shard = 0, shards = 1;  // this runner's part of the commits (shard_of)
+};
+
+struct ScanReport {
+  size_t commits = 0;              // commits walked (in this shard)
+  size_t test_changing = 0;        // of them, commits that changed test code
+  size_t mixed_skipped = 0;        // left out by test_only_fixes
+  size_t additions_only = 0;       // test-code changes that removed or modified no line of a test file's old version
+  size_t merges_skipped = 0;       // --all-parents: merge commits (their changes are their side's commits)
+  std::vector<std::string> unreadable;  // commits whose objects could not be read, each named with the reason
+  std::vector<std::string> shallow_boundary;
+  double seconds = 0;
+};
+
+// Which of `shards` runners takes commit `sha` (0-based): by the sha's first 8 hex digits, so every runner of a
+// history agrees whatever range it walks.
+unsigned shard_of(const std::string& sha, unsigned shards);
+
+// The tests of one test file, in the ids their runners print: Python functions named test* at module level or in
+// classes named Test*; Java methods annotated @Test (and the other JUnit test annotations); JavaScript/TypeScript
+// test(...)/it(...) callbacks.
+std::vector<CandidateTest> tests_in_file(const std::string& path, const std::string& content);
+
+// The fix candidates of the walked history, oldest first.
+Result<std::vector<FixCandidate>> scan_fix_candidates(const GitRepository& repo, const ScanOptions& options,
+                                                      ScanReport& report);
+
+// `command` with the test's placeholders replaced, each shell-quoted: {test_id}, {file}, {function}, {class}.
+std::string expand_test_command(const std::string& command, const CandidateTest& test);
+// Whether `command` names the test at all ({test_id} or {file}).
+bool names_a_test(const std::string& command);
+
+struct DiscoverOptions {
+  std::string command;  // with expand_test_command's placeholders
+  double timeout = 600;
+  unsigned jobs = 1;
+  unsigned confirm = 2;           // runs more at the parent before a pair counts as a fix
+  bool retry_unrunnable = false;  // run again what was stored as could-not-run
+  size_t max_output = size_t{64} * 1024;
+  std::filesystem::path work_root;  // where the work trees go (default: a new folder under the temporary directory)
+};
+
+// One candidate's runs, as they are stored: every outcome, and those that open a failure marked so.
+struct CandidateRuns {
+  const FixCandidate* candidate = nullptr;
+  std::vector<RecordedOutcome> outcomes;
+  size_t runs = 0, reused = 0;
+  size_t fixes = 0, flaky = 0, fail_at_commit = 0, pass_at_parent = 0;
+  std::vector<std::pair<std::string, std::string>> unrunnable;  // (reason, "sha test")
+  std::string checkout_error;                                   // the work trees could not be made: skipped
+  size_t setups = 0;  // work trees made
+  double setup_seconds = 0, run_seconds = 0;
+};
+
+struct DiscoverStore {
+  // The outcomes already stored at a commit, by test id.
+  std::function<Result<std::map<std::string, RecordedOutcome>>(const std::string& sha)> stored;
+  // Stores one candidate's runs (atomically).
+  std::function<Status(const CandidateRuns&)> store;
+  // Called after each candidate is stored, from the same thread.
+  std::function<void(const CandidateRuns&)> done;
+};
+
+// Runs the candidates (see the file's comment). Stops at the first error of the store; a candidate whose work trees
+// cannot be made is reported in its CandidateRuns and skipped.
+Status discover_fixes(const std::filesystem::path& repo_path, const std::vector<FixCandidate>& candidates,
+                      const DiscoverOptions& options, const DiscoverStore& store);
+
+// The origin discovery writes on the outcomes it stores ("spark mine --discover at abc1234567"), and the reason of a
+// stored could-not-run outcome (its message after kUnrunnablePrefix).
+inline constexpr std::string_view kDiscoverOrigin = "spark mine --discover";
+inline constexpr std::string_view kUnrunnablePrefix = "could not run: ";
+
+}  // namespace spark

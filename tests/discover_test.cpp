@@ -1,0 +1,391 @@
+// `spark mine --discover` (issue 35): the test-code fixes of a history that never recorded an outcome, found by running
+// the candidate tests with real pytest in real git repositories the tests make; and its bad inputs.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "base/text.h"
+#include "discover.h"
+#include "formats/case.h"
+#include "git_history.h"
+#include "mining_store.h"
+#include "store/knowledge_base.h"
+#include "test_util.h"
+
+namespace spark {
+namespace {
+
+using testing::git;
+using testing::head_sha;
+using testing::run_spark;
+using testing::TempDir;
+using testing::write_file;
+
+namespace fs = std::filesystem;
+
+std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }
+
+void commit(const TempDir& dir, const std::string& message, int d) {
+  git(dir, "add -A");
+  git(dir, "commit -q -m '" + message + "'", day(d));
+}
+
+// Replaces the one occurrence of `from` in the file.
+void edit(const fs::path& file, const std::string& from, const std::string& to) {
+  std::string text = testing::slurp(file);
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << file;
+  text.replace(at, from.size(), to);
+  write_file(file, text);
+}
+
+// pytest at its defaults, the test named by its id.
+const char* kPytest = "/usr/bin/python3 -B -m pytest {test_id}";
+
+// A history of product commits and four test-code fixes: a test's own assertion (test_add), a conftest.py fixture
+// (test_base), a helper module (test_sum), and a test changed once without being fixed, then fixed (test_div). A
+// test that fails every other run (test_coin, its counter in `coin`) changes once: never a case.
+struct Fixes {
+  std::map<std::string, std::string> fix_of;  // test id → the sha that fixed it
+};
+Fixes make_history(const TempDir& dir) {
+  Fixes f;
+  git(dir, "init -q");
+  write_file(dir / ".gitignore", ".spark/\n__pycache__/\n");
+  write_file(dir / "calc" / "__init__.py", "def add(a, b):\n    return a + b\n\n\ndef div(a, b):\n    return a / b\n");
+  write_file(dir / "tests" / "test_calc.py",
+             "from calc import add, div\n\n\ndef test_add():\n    assert add(2, 2) == 5\n\n\n"
+             "def test_base(base):\n    assert add(base, 1) == 11\n\n\ndef test_div():\n    assert div(6, 3) == 3\n");
+  write_file(dir / "tests" / "conftest.py", "import pytest\n\n\n@pytest.fixture\ndef base():\n    return 10\n");
+  write_file(dir / "tests" / "helpers.py", "def expected_sum():\n    return 7\n");
+  write_file(dir / "tests" / "test_sum.py",
+             "from helpers import expected_sum\n\n\ndef test_sum():\n    assert sum([1, 2, 3]) == expected_sum()\n");
+  write_file(dir / "tests" / "test_coin.py",
+             "import os\nimport pathlib\n\n\ndef test_coin():\n    p = pathlib.Path(os.environ['COIN'])\n"
+             "    n = int(p.read_text()) if p.exists() else 0\n    p.write_text(str(n + 1))\n"
+             "    assert n % 2 == 1\n");
+  commit(dir, "start", 1);
+  write_file(dir / "calc" / "__init__.py", testing::slurp(dir / "calc" / "__init__.py") + "\n\ndef sub(a, b):\n    return a - b\n");
+  commit(dir, "product: sub", 2);
+  edit(dir / "tests" / "test_calc.py", "== 5", "== 4");
+  commit(dir, "fix test_add", 3);
+  f.fix_of["tests/test_calc.py::test_add"] = head_sha(dir);
+  edit(dir / "tests" / "conftest.py", "return 10", "return 11");
+  edit(dir / "calc" / "__init__.py", "return a - b", "return a - b  # sub");
+  commit(dir, "product and a broken fixture", 4);
+  edit(dir / "tests" / "conftest.py", "return 11", "return 10");
+  commit(dir, "fix the base fixture", 5);
+  f.fix_of["tests/test_calc.py::test_base"] = head_sha(dir);
+  edit(dir / "tests" / "test_coin.py", "n % 2 == 1", "n % 2 == 1, n");
+  commit(dir, "touch the coin test", 6);
+  edit(dir / "tests" / "helpers.py", "return 7", "return 6");
+  commit(dir, "fix the helper", 7);
+  f.fix_of["tests/test_sum.py::test_sum"] = head_sha(dir);
+  edit(dir / "tests" / "test_calc.py", "div(6, 3) == 3", "div(6, 3) == 2.5");
+  commit(dir, "test_div: still wrong", 8);
+  edit(dir / "tests" / "test_calc.py", "div(6, 3) == 2.5", "div(6, 3) == 2");
+  commit(dir, "fix test_div", 9);
+  f.fix_of["tests/test_calc.py::test_div"] = head_sha(dir);
+  write_file(dir / "tests" / "test_more.py", "def test_more():\n    assert True\n");
+  commit(dir, "a new test only", 10);
+  write_file(dir / "README", "calc\n");
+  commit(dir, "docs", 11);
+  return f;
+}
+
+std::string coin_command(const TempDir& dir) {
+  return "COIN='" + (dir / ".git" / "coin").string() + "' " + kPytest;  // outside the work tree
+}
+
+std::vector<Case> read_cases(const fs::path& file) {
+  auto cases = read_cases_jsonl(file);
+  EXPECT_TRUE(cases) << cases.error().message;
+  return cases ? cases->cases : std::vector<Case>{};
+}
+
+TEST(spark_mine_discover, finds_exactly_the_test_code_fixes_of_a_history_and_never_the_flaky_test) {
+  TempDir dir;
+  const Fixes fixes = make_history(dir);
+  // The scan alone: the candidates, nothing run.
+  auto dry = run_spark({"mine", "--discover", "--dry-run"}, dir.path());
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  for (const auto& [test, sha] : fixes.fix_of) {
+    EXPECT_NE(dry.out.find(sha.substr(0, 10)), std::string::npos) << dry.out;
+    EXPECT_NE(dry.out.find(test), std::string::npos) << dry.out;
+  }
+  EXPECT_NE(dry.out.find("tests/conftest.py it uses changed"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("its module uses tests/helpers.py"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.err.find("scanned 11 commits"), std::string::npos) << dry.err;
+  EXPECT_FALSE(fs::exists(dir / ".spark")) << "a dry run stores nothing";
+
+  auto r = run_spark({"mine", "--discover", "--run", coin_command(dir), "-j", "2", "-o", "found.jsonl"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cases = read_cases(dir / "found.jsonl");
+  std::map<std::string, const Case*> by_test;
+  for (const auto& c : cases) by_test[c.test_id] = &c;
+  ASSERT_EQ(by_test.size(), fixes.fix_of.size()) << r.err;
+  EXPECT_EQ(cases.size(), fixes.fix_of.size()) << r.err;
+  for (const auto& [test, sha] : fixes.fix_of) {
+    ASSERT_TRUE(by_test.count(test)) << test << "\n" << r.err;
+    EXPECT_EQ(*by_test[test]->fixed_commit, sha) << test;
+  }
+  const auto line_of = [&](const std::string& test) {
+    const auto& l = by_test[test]->faulty_lines.at(0);
+    return l.path + ":" + std::to_string(l.line);
+  };
+  EXPECT_EQ(line_of("tests/test_calc.py::test_add"), "tests/test_calc.py:5");
+  EXPECT_EQ(line_of("tests/test_calc.py::test_base"), "tests/conftest.py:6");
+  EXPECT_EQ(line_of("tests/test_sum.py::test_sum"), "tests/helpers.py:2");
+  EXPECT_EQ(line_of("tests/test_calc.py::test_div"), "tests/test_calc.py:13");
+  // The failure message is the parent's pytest output, in pytest's own form.
+  EXPECT_NE(by_test["tests/test_calc.py::test_div"]->error_message.find("assert 2.0 == 2.5"), std::string::npos)
+      << by_test["tests/test_calc.py::test_div"]->error_message;
+  EXPECT_NE(r.err.find("4 fixes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 flaky"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 failed at the commit too"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("4 labelled into the knowledge base"), std::string::npos) << r.err;
+  // The flaky failure is kept as flaky, never learnt.
+  auto kb = KnowledgeBase::open(dir / ".spark", false);
+  ASSERT_TRUE(kb) << kb.error().message;
+  MiningStore store(**kb);
+  auto flaky = store.failures({FailureStatus::flaky});
+  ASSERT_TRUE(flaky);
+  ASSERT_EQ(flaky->size(), 1u);
+  EXPECT_EQ(flaky->front().test_id, "tests/test_coin.py::test_coin");
+  // The user's work tree was not touched, and no work tree is left behind.
+  auto status = testing::run_program("/usr/bin/git", {"status", "--porcelain"}, dir.path());
+  EXPECT_EQ(status.out, "?? found.jsonl\n");
+
+  // Again: every (commit, test) is in the store; nothing runs, nothing is added.
+  auto again = run_spark({"mine", "--discover", "--run", coin_command(dir), "-o", "again.jsonl"}, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("ran 0 test runs"), std::string::npos) << again.err;
+  EXPECT_EQ(read_cases(dir / "again.jsonl").size(), fixes.fix_of.size());
+}
+
+TEST(spark_mine_discover, a_killed_discovery_continues_where_it_stopped_with_no_duplicate_and_no_lost_case) {
+  TempDir dir;
+  const Fixes fixes = make_history(dir);
+  // Slow runs, so that the kill lands in the middle.
+  const std::string slow = "sleep 0.4; " + coin_command(dir);
+  const std::string binary = SPARK_BINARY;
+  const pid_t child = fork();
+  if (child == 0) {
+    if (chdir(dir.path().c_str()) != 0) _exit(127);
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(binary.c_str(), binary.c_str(), "mine", "--discover", "--run", slow.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for some outcomes to be stored, then kill -9.
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto kb = KnowledgeBase::open(dir / ".spark", false);
+    if (!kb) continue;
+    MiningStore store(**kb);
+    auto n = store.outcome_count();
+    if (n && *n >= 3) break;
+  }
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  auto r = run_spark({"mine", "--discover", "--run", coin_command(dir), "-o", "found.jsonl"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("(0 more outcomes reused"), std::string::npos) << "the first run's outcomes are reused\n" << r.err;
+  const auto cases = read_cases(dir / "found.jsonl");
+  std::set<std::string> tests;
+  for (const auto& c : cases) tests.insert(c.test_id);
+  EXPECT_EQ(cases.size(), fixes.fix_of.size()) << r.err;
+  for (const auto& [test, sha] : fixes.fix_of) EXPECT_TRUE(tests.count(test)) << test << "\n" << r.err;
+}
+
+TEST(spark_mine_discover, a_merge_only_history_finds_the_fix_in_the_merge_and_all_parents_in_its_side_commit) {
+  TempDir dir;
+  git(dir, "init -q -b main");
+  write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 + 1 == 3\n");
+  commit(dir, "start", 1);
+  git(dir, "checkout -q -b topic");
+  write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 + 1 == 2\n");
+  commit(dir, "fix test_x", 2);
+  const std::string side = head_sha(dir);
+  git(dir, "checkout -q main");
+  git(dir, "merge -q --no-ff -m 'merge topic' topic", day(3));
+  const std::string merge = head_sha(dir);
+  auto first = run_spark({"mine", "--discover", "--run", kPytest, "-o", "a.jsonl"}, dir.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto a = read_cases(dir / "a.jsonl");
+  ASSERT_EQ(a.size(), 1u) << first.err;
+  EXPECT_EQ(*a[0].fixed_commit, merge);
+  TempDir other;
+  git(other, "clone -q '" + dir.path().string() + "' c");
+  auto all = run_spark({"mine", "--discover", "--all-parents", "--repo", "c", "--run", kPytest, "-o", "b.jsonl"},
+                       other.path());
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.err.find("1 merge skipped"), std::string::npos) << all.err;
+  auto b = read_cases(other / "b.jsonl");
+  ASSERT_EQ(b.size(), 1u) << all.err;
+  EXPECT_EQ(*b[0].fixed_commit, side);
+}
+
+TEST(spark_mine_discover, bad_input_is_refused_or_reported_and_never_becomes_a_case) {
+  TempDir dir;
+  // A repository with no commits.
+  git(dir, "init -q");
+  auto empty = run_spark({"mine", "--discover", "--run", kPytest}, dir.path());
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.err.find("has no commits"), std::string::npos) << empty.err;
+  // A test file whose name holds shell metacharacters: quoted, run as named.
+  const std::string odd = "tests/test_it's $(touch pwned) `x`;y.py";
+  write_file(dir / odd, "def test_q():\n    assert 'a' == 'b'\n");
+  commit(dir, "start", 1);
+  write_file(dir / odd, "def test_q():\n    assert 'a' == 'a'\n");
+  commit(dir, "fix", 2);
+  // Bad commands and job counts.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"mine", "--discover", "--run", "/usr/bin/python3 -m pytest"},
+           {"mine", "--discover"},
+           {"mine", "--discover", "--run", kPytest, "-j", "0"},
+           {"mine", "--discover", "--run", kPytest, "-j", "10000"},
+           {"mine", "--discover", "--run", kPytest, "--shard", "3/2"},
+           {"mine", "--discover", "--run", kPytest, "--test", "t", "--from", "HEAD"}}) {
+    auto bad = run_spark(args, dir.path());
+    EXPECT_EQ(bad.exit_code, 2) << args.back() << "\n" << bad.err;
+    EXPECT_FALSE(bad.err.empty());
+  }
+  const std::string log = (dir / "ids.log").string();
+  auto quoted =
+      run_spark({"mine", "--discover", "--run", "printf '%s|%s\\n' {file} {test_id} >> '" + log + "'; exit 1"},
+                dir.path());
+  ASSERT_EQ(quoted.exit_code, 0) << quoted.err;
+  EXPECT_FALSE(fs::exists(dir / "pwned"));
+  EXPECT_NE(testing::slurp(log).find(odd + "|" + odd + "::test_q\n"), std::string::npos) << testing::slurp(log);
+  EXPECT_NE(quoted.err.find("1 failed at the commit too"), std::string::npos) << quoted.err;
+
+  // A command that never returns: timed out, counted, no case.
+  TempDir hang;
+  git(hang, "init -q");
+  write_file(hang / "tests" / "test_h.py", "def test_h():\n    assert 0\n");
+  commit(hang, "start", 1);
+  write_file(hang / "tests" / "test_h.py", "def test_h():\n    assert 1\n");
+  commit(hang, "fix", 2);
+  auto slept = run_spark({"mine", "--discover", "--run", "sleep 30 # {test_id}", "--run-timeout", "0.3"}, hang.path());
+  ASSERT_EQ(slept.exit_code, 0) << slept.err;
+  EXPECT_NE(slept.err.find("1 run could not run the test"), std::string::npos) << slept.err;
+  EXPECT_NE(slept.err.find("timed out after"), std::string::npos) << slept.err;
+  EXPECT_NE(slept.err.find("0 fixes"), std::string::npos) << slept.err;
+  // A runner that prints hundreds of megabytes: the capture is bounded, and so is the memory.
+  auto loud = run_spark({"mine", "--discover", "--retry-unrunnable", "--run",
+                         "head -c 300000000 /dev/zero | tr '\\0' x; echo; echo {test_id}; exit 1"},
+                        hang.path());
+  ASSERT_EQ(loud.exit_code, 0) << loud.err;
+  EXPECT_LT(loud.peak_rss_kib, 200 * 1024) << "peak memory";
+  auto kb = KnowledgeBase::open(hang / ".spark", false);
+  ASSERT_TRUE(kb);
+  MiningStore store(**kb);
+  auto outcomes = store.outcomes_at(head_sha(hang));
+  ASSERT_TRUE(outcomes);
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_LE(outcomes->begin()->second.message.size(), size_t{70} * 1024);
+  EXPECT_NE(outcomes->begin()->second.message.find("tests/test_h.py::test_h"), std::string::npos);
+  // A module the tests import that is not installed: could not run, grouped by its reason.
+  write_file(hang / "tests" / "test_h.py", "import no_such_module_here\n\n\ndef test_h():\n    assert 0\n");
+  commit(hang, "break", 3);
+  write_file(hang / "tests" / "test_h.py", "import no_such_module_here\n\n\ndef test_h():\n    assert 1\n");
+  commit(hang, "fix it", 4);
+  auto missing = run_spark({"mine", "--discover", "--run", kPytest}, hang.path());
+  ASSERT_EQ(missing.exit_code, 0) << missing.err;
+  EXPECT_NE(missing.err.find("No module named 'no_such_module_here'"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("0 fixes"), std::string::npos) << missing.err;
+}
+
+TEST(spark_mine_discover, a_commit_that_does_not_check_out_is_named_and_skipped) {
+  TempDir dir;
+  git(dir, "init -q");
+  write_file(dir / "tests" / "test_a.py", "def test_a():\n    assert 1 == 2\n");
+  commit(dir, "start", 1);
+  write_file(dir / "tests" / "test_a.py", "def test_a():\n    assert 1 == 1\n");
+  write_file(dir / "data.txt", "a blob that goes missing\n");
+  commit(dir, "fix, and a data file", 2);
+  const std::string broken = head_sha(dir);
+  // Remove the data file's object: the commit's tree no longer checks out.
+  auto blob = testing::run_program("/usr/bin/git", {"rev-parse", "HEAD:data.txt"}, dir.path());
+  const std::string oid(trim(blob.out));
+  ASSERT_EQ(oid.size(), 40u);
+  fs::remove(dir / ".git" / "objects" / oid.substr(0, 2) / oid.substr(2));
+  auto r = run_spark({"mine", "--discover", "--run", kPytest}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("candidate skipped: commit " + broken.substr(0, 10) + " does not check out"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("0 fixes"), std::string::npos) << r.err;
+}
+
+TEST(spark_mine_discover, a_shallow_clone_says_how_much_history_it_saw_and_how_to_deepen_it) {
+  TempDir dir;
+  make_history(dir);
+  TempDir clone;
+  git(clone, "clone -q --depth 3 'file://" + dir.path().string() + "' c");
+  auto r = run_spark({"mine", "--discover", "--dry-run", "--repo", "c"}, clone.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("shallow clone"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(3 commits seen)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("git fetch --deepen"), std::string::npos) << r.err;
+}
+
+TEST(spark_mine_discover, shards_split_the_commits_and_together_find_every_fix_once) {
+  TempDir dir;
+  const Fixes fixes = make_history(dir);
+  size_t candidates = 0;
+  for (const char* shard : {"1/2", "2/2"}) {
+    auto r = run_spark({"mine", "--discover", "--shard", shard, "--run", coin_command(dir)}, dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.err.find(" fix candidate");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    candidates += std::stoul(r.err.substr(r.err.rfind(' ', at - 1) + 1));
+  }
+  auto all = run_spark({"mine", "--discover", "--dry-run"}, dir.path());
+  const size_t at = all.err.find(" fix candidate");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(candidates, std::stoul(all.err.substr(all.err.rfind(' ', at - 1) + 1)));
+  auto out = run_spark({"export", "-o", "all.jsonl"}, dir.path());
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  std::set<std::string> tests;
+  const auto cases = read_cases(dir / "all.jsonl");
+  for (const auto& c : cases) tests.insert(c.test_id);
+  EXPECT_EQ(cases.size(), fixes.fix_of.size());
+  EXPECT_EQ(tests.size(), fixes.fix_of.size());
+}
+
+TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
+  const auto ids = [](const std::string& path, const std::string& content) {
+    std::vector<std::string> out;
+    for (const auto& t : tests_in_file(path, content)) out.push_back(t.test_id);
+    return out;
+  };
+  EXPECT_EQ(ids("tests/test_a.py",
+                "def helper():\n    pass\n\n\ndef test_one():\n    def test_inner():\n        pass\n\n\n"
+                "class TestBox:\n    def test_two(self):\n        pass\n\n\nclass Other:\n    def test_no(self):\n"
+                "        pass\n"),
+            (std::vector<std::string>{"tests/test_a.py::test_one", "tests/test_a.py::TestBox::test_two"}));
+  EXPECT_EQ(ids("src/test/java/com/x/FooTest.java",
+                "package com.x;\nclass FooTest {\n  @Test\n  void adds() {}\n  void helper() {}\n"
+                "  @ParameterizedTest\n  void rows(int a) {}\n}\n"),
+            (std::vector<std::string>{"com.x.FooTest#adds", "com.x.FooTest#rows"}));
+  EXPECT_EQ(ids("tests/a.test.js", "describe('box', () => {\n  test('adds', () => {\n  });\n});\n"),
+            (std::vector<std::string>{"tests/a.test.js > box > adds"}));
+  CandidateTest t{"tests/a b.py::test_x", "tests/a b.py", "test_x", "", ""};
+  EXPECT_EQ(expand_test_command("run {file} -k {function} # {test_id}", t),
+            "run 'tests/a b.py' -k 'test_x' # 'tests/a b.py::test_x'");
+  EXPECT_EQ(shard_of("00000003" + std::string(32, '0'), 2), 1u);
+}
+
+}  // namespace
+}  // namespace spark
