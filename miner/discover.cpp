@@ -446,6 +446,9 @@ class Worker {
     std::string message;
     if (verdict.verdict == RunVerdict::failed) {
       message = failure_section(run->output) + (run->signal ? "\n[spark: " + run->describe() + "]\n" : std::string());
+      // Paths in the work tree, as the repository names them (node and Java print absolute ones).
+      const std::string prefix = dir.string() + "/";
+      for (size_t at; (at = message.find(prefix)) != std::string::npos;) message.erase(at, prefix.size());
       cap_error_message(message);
     }
     return RunOutcome{verdict.verdict, message, true};

@@ -110,7 +110,31 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
   return {RunVerdict::failed, ""};
 }
 
-std::string failure_section(const std::string& output) {
+namespace {
+
+// `text` without terminal colour and cursor sequences (ESC [ ... final byte): JUnit's console launcher, Gradle and
+// some pytest plugins colour their output even into a pipe.
+std::string without_terminal_sequences(const std::string& text) {
+  if (text.find('\x1b') == std::string::npos) return text;
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      size_t j = i + 2;
+      while (j < text.size() && (static_cast<unsigned char>(text[j]) < 0x40 || static_cast<unsigned char>(text[j]) > 0x7e))
+        ++j;
+      i = j;  // past the final byte
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string failure_section(const std::string& raw) {
+  const std::string output = without_terminal_sequences(raw);
   // pytest: "==== FAILURES ====" (or ERRORS) up to "short test summary info" or the final "==== N failed ..." line.
   size_t start = std::string::npos;
   for (const char* header : {" FAILURES =", " ERRORS ="}) {

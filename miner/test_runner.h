@@ -36,7 +36,7 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
 std::string run_cause(const std::string& output);
 
 // The part of a test run's output that explains the failure: pytest's FAILURES (or ERRORS) section without its
-// progress lines and summary; the whole output when there is no such section.
+// progress lines and summary; the whole output when there is no such section. Terminal colour sequences are dropped.
 std::string failure_section(const std::string& output);
 
 // The last `lines` lines of `text`.

@@ -364,6 +364,55 @@ TEST(spark_mine_discover, shards_split_the_commits_and_together_find_every_fix_o
   EXPECT_EQ(tests.size(), fixes.fix_of.size());
 }
 
+TEST(spark_mine_discover, node_test_runs_one_test_by_its_title_and_the_case_names_repository_paths) {
+  TempDir dir;
+  git(dir, "init -q");
+  const std::string file =
+      "const test = require('node:test');\nconst assert = require('node:assert');\n\n"
+      "test('adds', () => {\n  assert.strictEqual(1 + 1, 3);\n});\n\n"
+      "test('subtracts', () => {\n  assert.strictEqual(2 - 1, 1);\n});\n";
+  write_file(dir / "tests" / "calc.test.js", file);
+  commit(dir, "start", 1);
+  edit(dir / "tests" / "calc.test.js", "1 + 1, 3", "1 + 1, 2");
+  commit(dir, "fix adds", 2);
+  auto r = run_spark(
+      {"mine", "--discover", "--run", "node --test --test-name-pattern={function} {file}", "-o", "found.jsonl"},
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cases = read_cases(dir / "found.jsonl");
+  ASSERT_EQ(cases.size(), 1u) << r.err;
+  EXPECT_EQ(cases[0].test_id, "tests/calc.test.js > adds");
+  EXPECT_EQ(cases[0].faulty_lines.at(0).line, 5);
+  EXPECT_NE(cases[0].error_message.find("(tests/calc.test.js:5:"), std::string::npos) << cases[0].error_message;
+  EXPECT_EQ(cases[0].error_message.find("spark-discover"), std::string::npos) << cases[0].error_message;
+}
+
+TEST(spark_mine_discover, junit5s_console_launcher_runs_one_method_and_its_colours_stay_out_of_the_case) {
+  TempDir dir;
+  git(dir, "init -q");
+  const std::string path = "src/test/java/com/x/CalcTest.java";
+  write_file(dir / path,
+             "package com.x;\n\nimport static org.junit.jupiter.api.Assertions.assertEquals;\n\n"
+             "import org.junit.jupiter.api.Test;\n\nclass CalcTest {\n    @Test\n    void adds() {\n"
+             "        assertEquals(3, 1 + 1);\n    }\n\n    @Test\n    void subtracts() {\n"
+             "        assertEquals(1, 2 - 1);\n    }\n}\n");
+  commit(dir, "start", 1);
+  edit(dir / path, "assertEquals(3, 1 + 1)", "assertEquals(2, 1 + 1)");
+  commit(dir, "fix adds", 2);
+  const std::string run =
+      "javac -d out -cp /usr/share/java/junit-jupiter-api.jar:/usr/share/java/apiguardian-api.jar "
+      "$(find src -name '*.java') && java -jar /usr/share/java/junit-platform-console-standalone.jar -cp out "
+      "--select-method {test_id} --disable-banner --details=tree";
+  auto r = run_spark({"mine", "--discover", "--run", run, "-o", "found.jsonl"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cases = read_cases(dir / "found.jsonl");
+  ASSERT_EQ(cases.size(), 1u) << "javac or JUnit 5 missing? (scripts/setup.sh --tests installs them)\n" << r.err;
+  EXPECT_EQ(cases[0].test_id, "com.x.CalcTest#adds");
+  EXPECT_EQ(cases[0].faulty_lines.at(0).path + ":" + std::to_string(cases[0].faulty_lines.at(0).line), path + ":10");
+  EXPECT_NE(cases[0].error_message.find("expected: <3> but was: <2>"), std::string::npos) << cases[0].error_message;
+  EXPECT_EQ(cases[0].error_message.find('\x1b'), std::string::npos) << cases[0].error_message;
+}
+
 TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
   const auto ids = [](const std::string& path, const std::string& content) {
     std::vector<std::string> out;

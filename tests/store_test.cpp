@@ -310,6 +310,45 @@ TYPED_TEST(Store, concurrent_importers_into_a_new_store_lose_and_duplicate_nothi
   EXPECT_EQ(*kb->count(), static_cast<size_t>(kWriters * kEach / 2 + kEach / 2));
 }
 
+// `spark mine --discover --shard I/N` (issue 35): runners that split one history at once, into one store, find every
+// fix once.
+TYPED_TEST(Store, discovery_shards_at_once_into_one_store_find_every_fix_once) {
+  TempDir repo;
+  testing::git(repo, "init -q");
+  constexpr int kFixes = 6;
+  std::string tests;
+  for (int i = 0; i < kFixes; ++i)
+    tests += "def test_" + std::to_string(i) + "():\n    assert " + std::to_string(i) + " == -1\n\n\n";
+  write_file(repo / "tests" / "test_all.py", tests);
+  testing::git(repo, "add -A");
+  testing::git(repo, "commit -q -m start");
+  for (int i = 0; i < kFixes; ++i) {
+    const std::string wrong = "assert " + std::to_string(i) + " == -1";
+    tests.replace(tests.find(wrong), wrong.size(), "assert " + std::to_string(i) + " == " + std::to_string(i));
+    write_file(repo / "tests" / "test_all.py", tests);
+    testing::git(repo, "commit -q -am fix" + std::to_string(i));
+  }
+  const std::string run = "/usr/bin/python3 -B -m pytest {test_id}";
+  std::vector<std::thread> runners;
+  std::vector<RunResult> results(3);
+  for (int s = 0; s < 3; ++s)
+    runners.emplace_back([&, s] {
+      results[s] = this->spark({"mine", "--discover", "--shard", std::to_string(s + 1) + "/3", "--run", run},
+                               repo.path());
+    });
+  for (auto& t : runners) t.join();
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto kb = this->open(false);
+  ASSERT_TRUE(kb);
+  EXPECT_EQ(*kb->count(), static_cast<size_t>(kFixes));
+  EXPECT_EQ(this->rows(*kb, "failures"), kFixes);
+  // Every (commit, test) ran once: a second discovery over the whole history runs nothing.
+  auto again = this->spark({"mine", "--discover", "--run", run}, repo.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("ran 0 test runs"), std::string::npos) << again.err;
+  EXPECT_EQ(*kb->count(), static_cast<size_t>(kFixes));
+}
+
 TYPED_TEST(Store, copy_to_the_other_engine_and_back_loses_nothing) {
   TempDir repo;
   std::string all;
