@@ -232,7 +232,7 @@ class Progress {
     const double eta = t.candidates ? elapsed / static_cast<double>(t.candidates) *
                                           static_cast<double>(total_ - t.candidates)
                                     : 0;
-    const std::string line = "discover: " + std::to_string(t.candidates) + "/" + std::to_string(total_) +
+    const std::string line = "spark: discover: " + std::to_string(t.candidates) + "/" + std::to_string(total_) +
                              " candidates, " + plural(t.runs, "run") + " (" + std::to_string(t.reused) +
                              " reused), " + plural(t.fixes, "fix", "fixes") + ", " + seconds_text(elapsed) +
                              (last ? "" : ", ETA " + seconds_text(eta));
@@ -267,7 +267,7 @@ void note_runs(const RunTotals& t, unsigned confirm) {
   for (const auto& s : t.skipped) note("discover: candidate skipped: " + terminal_line(s));
   if (t.setups)
     note("discover: work trees: " + std::to_string(t.setups) + " made, " +
-         seconds_text(t.setup_seconds / static_cast<double>(t.setups)) + " each on average");
+         fixed(1000 * t.setup_seconds / static_cast<double>(t.setups), 1) + " ms each on average");
 }
 
 // The runs of one repository's candidates, then the sync that labels the fixes they found.

@@ -148,6 +148,7 @@ class CandidateFinder {
         if (f.size() <= folder.size()) break;
       }
       std::vector<std::string> texts;
+      texts.reserve(chain_paths.size());
       for (const auto& c : chain_paths) texts.push_back(*read(c));
       std::vector<CodeFile> conftests{{path, *conftest}};
       for (size_t i = 0; i < chain_paths.size(); ++i) conftests.push_back({chain_paths[i], texts[i]});

@@ -134,7 +134,7 @@ std::string without_terminal_sequences(const std::string& text) {
 }  // namespace
 
 std::string failure_section(const std::string& raw) {
-  const std::string output = without_terminal_sequences(raw);
+  std::string output = without_terminal_sequences(raw);
   // pytest: "==== FAILURES ====" (or ERRORS) up to "short test summary info" or the final "==== N failed ..." line.
   size_t start = std::string::npos;
   for (const char* header : {" FAILURES =", " ERRORS ="}) {
