@@ -140,6 +140,7 @@ struct MineArgs {
   unsigned jobs = 1;              // runs at once
   std::string shard;              // "I/N": this runner's part of the commits
   bool retry_unrunnable = false;  // run again what was stored as could-not-run
+  size_t max_tests = 100;         // a commit reaching more tests is left out (0: no bound)
 };
 int cmd_mine(const Common& common, const MineArgs& args);
 

@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "base/text.h"
+#include "case_embedding.h"  // index_threads
 #include "commands.h"
 #include "formats/error_message.h"
 #include "git_history.h"
@@ -43,8 +44,12 @@ Result<SyncOptions> sync_options(const HistoryArgs& h) {
   }
   for (const auto& [text, slot] : {std::pair{h.since, &o.since}, std::pair{h.until, &o.until}}) {
     if (text.empty()) continue;
-    auto t = parse_iso8601(text);
-    if (!t) return fail("--since/--until \"" + text + "\": " + t.error().message);
+    // A date alone is its midnight, UTC.
+    const bool date_only = text.size() == 10 && text[4] == '-' && text[7] == '-';
+    auto t = parse_iso8601(date_only ? text + "T00:00:00Z" : text);
+    if (!t)
+      return fail("--since/--until \"" + text + "\" is neither a date (2023-01-01) nor an ISO-8601 time " +
+                  "(2023-01-01T12:00:00Z)");
     *slot = *t;
   }
   return o;
@@ -185,6 +190,11 @@ void note_scan(const std::string& repo, const ScanReport& r, const std::vector<F
        (r.merges_skipped ? "; " + plural(r.merges_skipped, "merge") + " skipped (their sides' commits are walked)"
                          : ""));
   for (const auto& u : r.unreadable) note("  skipped, could not be read: " + u);
+  if (!r.too_wide.empty()) {
+    note("  " + plural(r.too_wide.size(), "commit") + " left out as too wide (a shared hook, fixture or module-level " +
+         "set-up changed; --max-tests-per-commit 0 runs them):");
+    for (const auto& w : r.too_wide) note("    " + terminal_line(w));
+  }
   if (!r.shallow_boundary.empty()) {
     std::string boundary;
     for (const auto& sha : r.shallow_boundary) boundary += (boundary.empty() ? "" : ", ") + sha.substr(0, 10);
@@ -330,7 +340,7 @@ int cmd_discover(const Common& common, const MineArgs& args) {
     if ((*repo)->root_commit().empty())
       return report_error(fail(path + ": the repository has no commits: nothing to discover").error());
     ScanOptions scan{options->first_parent, options->since, options->until, options->test_only_fixes,
-                     options->test_code, shard->first, shard->second};
+                     options->test_code, shard->first, shard->second, args.max_tests, index_threads(0)};
     ScanReport scanned;
     auto candidates = scan_fix_candidates(**repo, scan, scanned);
     if (!candidates) return report_error(candidates.error());
@@ -356,8 +366,8 @@ int cmd_mine(const Common& common, const MineArgs& given) {
   if (given.history.repos.size() > 1) return usage_error("--repo may be given several times only with --discover");
   MineArgs args = given;
   if (!given.history.repos.empty()) args.history.repo = given.history.repos.front();
-  if (args.dry_run || args.jobs != 1 || !args.shard.empty() || args.retry_unrunnable)
-    return usage_error("--dry-run, -j, --shard and --retry-unrunnable go with --discover");
+  if (args.dry_run || args.jobs != 1 || !args.shard.empty() || args.retry_unrunnable || args.max_tests != 100)
+    return usage_error("--dry-run, -j, --shard, --max-tests-per-commit and --retry-unrunnable go with --discover");
   if (args.run.empty() == args.outcomes.empty()) {
     return usage_error(
         "give --outcomes FILE... (recorded outcomes) or --run \"CMD {test_id}\" --test ID --from SHA (run the tests "

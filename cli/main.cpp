@@ -246,6 +246,9 @@ Command add_mine(CLI::App& app, Flags& flags) {
   sub->add_option("-j,--jobs", mine_args.jobs, "with --discover: runs at once (default 1)")->check(CLI::Range(1, 256));
   sub->add_option("--shard", mine_args.shard,
                   "with --discover: I/N, this runner's share of the commits (several runners, one shared store)");
+  sub->add_option("--max-tests-per-commit", mine_args.max_tests,
+                  "with --discover: leave out (and name) a commit whose change reaches more tests than this, a shared "
+                  "hook or set-up (default 100; 0: no bound)");
   sub->add_flag("--retry-unrunnable", mine_args.retry_unrunnable,
                 "with --discover: run again the tests stored as could-not-run (after fixing the environment)");
 

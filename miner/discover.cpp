@@ -6,12 +6,14 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "base/files.h"
 #include "base/process.h"
 #include "base/text.h"
 #include "base/work_pool.h"
 #include "code/code_structure.h"
+#include "code/structure_cache.h"
 #include "code/test_scope.h"
 #include "formats/error_message.h"
 #include "test_runner.h"
@@ -47,11 +49,20 @@ std::string folder_of(const std::string& path) {
   return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
+std::vector<CandidateTest> tests_in_structure(const std::string& path, const std::string& content,
+                                              const CodeStructure& s);
+
+// What one scan keeps across commits: most files are the same version from one commit to the next.
+struct ScanCache {
+  StructureCache structures{512};
+  std::unordered_map<uint64_t, std::vector<CandidateTest>> tests;  // by path and content
+};
+
 // The candidates of one commit: what its test-code changes can have fixed, read at its parent.
 class CandidateFinder {
  public:
-  CandidateFinder(const GitRepository& repo, const std::string& parent, const TestCodeRule& rule)
-      : repo_(repo), parent_(parent), rule_(rule) {}
+  CandidateFinder(const GitRepository& repo, const std::string& parent, const TestCodeRule& rule, ScanCache& cache)
+      : repo_(repo), parent_(parent), rule_(rule), cache_(cache) {}
 
   // The tests the change of `path` (its old version `before`, `lines` removed or modified) can have fixed.
   void add_for(const std::string& path, const std::string& before, const std::vector<int>& lines) {
@@ -80,14 +91,19 @@ class CandidateFinder {
   }
 
   const std::vector<CandidateTest>& tests_of(const std::string& path, const std::string* content = nullptr) {
-    auto it = tests_.find(path);
-    if (it != tests_.end()) return it->second;
-    std::vector<CandidateTest> tests;
-    if (content)
-      tests = tests_in_file(path, *content);
-    else if (auto text = read(path))
-      tests = tests_in_file(path, *text);
-    return tests_.emplace(path, std::move(tests)).first->second;
+    static const std::vector<CandidateTest> kNone;
+    std::optional<std::string> text;
+    if (!content) {
+      text = read(path);
+      if (!text) return kNone;
+      content = &*text;
+    }
+    if (!language_of_path(path)) return kNone;
+    const uint64_t key = fnv1a64(*content, fnv1a64(path));
+    auto it = cache_.tests.find(key);
+    if (it != cache_.tests.end()) return it->second;
+    const auto s = cache_.structures.get(*content, path);
+    return cache_.tests.emplace(key, tests_in_structure(path, *content, *s)).first->second;
   }
 
   // The parent's test files that hold tests (not `except`).
@@ -106,11 +122,10 @@ class CandidateFinder {
   // code) can have broken any of them.
   void add_by_scope(const std::string& path, const std::string& before, const std::vector<CandidateTest>& tests,
                     const std::vector<int>& lines) {
-    const auto language = language_of_path(path);
-    const CodeStructure s = analyze_code(before, *language, path);
+    const auto s = cache_.structures.get(before, path);
     std::vector<bool> reached(lines.size(), false);
     for (const auto& t : tests) {
-      const TestScope scope = estimate_scope(s, t.test_id, before);
+      const TestScope scope = estimate_scope(*s, t.test_id, before);
       bool own = false, support = false;
       for (size_t i = 0; i < lines.size(); ++i) {
         const size_t at = static_cast<size_t>(lines[i]) - 1;
@@ -147,13 +162,13 @@ class CandidateFinder {
         if (c != path && read(c)) chain_paths.push_back(c);
         if (f.size() <= folder.size()) break;
       }
-      std::vector<std::string> texts;
-      texts.reserve(chain_paths.size());
-      for (const auto& c : chain_paths) texts.push_back(*read(c));
-      std::vector<CodeFile> conftests{{path, *conftest}};
-      for (size_t i = 0; i < chain_paths.size(); ++i) conftests.push_back({chain_paths[i], texts[i]});
+      std::vector<std::shared_ptr<const CodeStructure>> parsed{cache_.structures.get(*conftest, path)};
+      for (const auto& c : chain_paths) parsed.push_back(cache_.structures.get(*read(c), c));
+      std::vector<ParsedFile> conftests{{path, parsed[0].get()}};
+      for (size_t i = 0; i < chain_paths.size(); ++i) conftests.push_back({chain_paths[i], parsed[i + 1].get()});
+      const auto own = cache_.structures.get(*content, file);
       for (const auto& t : tests) {
-        const auto reach = conftest_reach(t.test_id, {file, *content}, conftests);
+        const auto reach = conftest_reach(t.test_id, *own, conftests);
         bool hit = !reach;
         if (reach)
           if (auto it = reach->find(path); it != reach->end())
@@ -183,8 +198,8 @@ class CandidateFinder {
   const GitRepository& repo_;
   const std::string& parent_;
   const TestCodeRule& rule_;
+  ScanCache& cache_;
   std::map<std::string, std::optional<std::string>> content_;
-  std::map<std::string, std::vector<CandidateTest>> tests_;
   std::optional<std::vector<std::string>> paths_;
   std::vector<CandidateTest> found_;
   std::set<std::string> seen_;
@@ -198,10 +213,27 @@ unsigned shard_of(const std::string& sha, unsigned shards) {
 }
 
 std::vector<CandidateTest> tests_in_file(const std::string& path, const std::string& content) {
+  const auto language = language_of_path(path);
+  if (!language) return {};
+  return tests_in_structure(path, content, analyze_code(content, *language, path));
+}
+
+namespace {
+
+std::vector<CandidateTest> tests_in_structure(const std::string& path, const std::string& content,
+                                              const CodeStructure& s) {
   std::vector<CandidateTest> out;
   const auto language = language_of_path(path);
   if (!language) return out;
-  const CodeStructure s = analyze_code(content, *language, path);
+  // pytest collects classes named Test* and, whatever their name, unittest's TestCase classes.
+  std::set<std::string> unittest_classes;
+  if (*language == Language::python) {
+    const auto lines = split_lines(content);
+    for (const auto& c : s.classes)
+      if (c.start >= 1 && static_cast<size_t>(c.start) <= lines.size() &&
+          lines[static_cast<size_t>(c.start) - 1].find("TestCase") != std::string_view::npos)
+        unittest_classes.insert(c.name);
+  }
   std::set<std::string> ids;
   for (const auto& f : s.functions) {
     if (f.name.empty()) continue;
@@ -214,7 +246,8 @@ std::vector<CandidateTest> tests_in_file(const std::string& path, const std::str
       bool test_classes = true;
       for (size_t from = 0; from <= classes.size() && !classes.empty();) {
         const size_t dot = std::min(classes.find('.', from), classes.size());
-        test_classes &= classes.compare(from, 4, "Test") == 0;
+        const std::string name = classes.substr(from, dot - from);
+        test_classes &= name.starts_with("Test") || unittest_classes.count(name) > 0;
         from = dot + 1;
       }
       if (!test_classes) continue;
@@ -236,64 +269,126 @@ std::vector<CandidateTest> tests_in_file(const std::string& path, const std::str
   return out;
 }
 
+}  // namespace
+
+namespace {
+
+// What the scan found at one commit: a candidate, or why it is none (the counts of ScanReport, for this commit).
+struct CommitScan {
+  std::optional<FixCandidate> candidate;
+  bool test_changing = false, mixed = false, additions_only = false, merge = false;
+  std::vector<std::string> unreadable;
+  std::string too_wide;
+};
+
+CommitScan scan_commit(const GitRepository& repo, const CommitInfo& c, const ScanOptions& options, ScanCache& cache) {
+  CommitScan out;
+  const std::string at = c.sha.substr(0, 10) + " (" + c.summary + ")";
+  auto parents = repo.parents(c.sha);
+  if (!parents) {
+    out.unreadable.push_back(at + ": " + parents.error().message);
+    return out;
+  }
+  if (parents->empty()) return out;  // the root commit: no parent to run at
+  if (parents->size() > 1 && !options.first_parent) {
+    out.merge = true;
+    return out;
+  }
+  const std::string& parent = parents->front();
+  auto changed = repo.changed_paths(parent, c.sha);
+  if (!changed) {
+    out.unreadable.push_back(at + ": " + changed.error().message);
+    return out;
+  }
+  std::vector<std::string> test_paths;
+  for (const auto& p : *changed)
+    if (options.test_code.matches(p)) test_paths.push_back(p);
+  if (test_paths.empty()) return out;
+  out.test_changing = true;
+  if (options.test_only_fixes && test_paths.size() != changed->size()) {
+    out.mixed = true;
+    return out;
+  }
+  CandidateFinder finder(repo, parent, options.test_code, cache);
+  bool removed_any = false;
+  for (const auto& path : test_paths) {
+    auto before = repo.file_at(parent, path);
+    auto after = repo.file_at(c.sha, path);
+    if (!before || !after) {
+      const Error& e = before ? after.error() : before.error();
+      if (is_read_error(e)) out.unreadable.push_back(at + ": " + e.message);
+      continue;  // a binary file is no test code to label
+    }
+    if (!*before || !*after) continue;  // added (nothing to have failed) or removed (nothing to pass)
+    auto lines = removed_or_modified_lines(**before, **after, path);
+    if (!lines || lines->empty()) continue;
+    removed_any = true;
+    finder.add_for(path, **before, *lines);
+  }
+  if (!removed_any) {
+    out.additions_only = true;
+    return out;
+  }
+  FixCandidate candidate{c, parent, finder.take()};
+  if (options.max_tests && candidate.tests.size() > options.max_tests)
+    out.too_wide = at + ": " + std::to_string(candidate.tests.size()) + " tests";
+  else if (!candidate.tests.empty())
+    out.candidate = std::move(candidate);
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<FixCandidate>> scan_fix_candidates(const GitRepository& repo, const ScanOptions& options,
                                                       ScanReport& report) {
   const auto start = std::chrono::steady_clock::now();
   report.shallow_boundary = repo.shallow_boundary();
   auto history = repo.history(options.first_parent, options.since, options.until);
   TRY(history);
-  std::vector<FixCandidate> out;
-  for (const CommitInfo& c : *history) {
-    if (shard_of(c.sha, options.shards) != options.shard) continue;
-    ++report.commits;
-    const std::string at = c.sha.substr(0, 10) + " (" + c.summary + ")";
-    auto parents = repo.parents(c.sha);
-    if (!parents) {
-      report.unreadable.push_back(at + ": " + parents.error().message);
-      continue;
-    }
-    if (parents->empty()) continue;  // the root commit: no parent to run at
-    if (parents->size() > 1 && !options.first_parent) {
-      ++report.merges_skipped;
-      continue;
-    }
-    const std::string& parent = parents->front();
-    auto changed = repo.changed_paths(parent, c.sha);
-    if (!changed) {
-      report.unreadable.push_back(at + ": " + changed.error().message);
-      continue;
-    }
-    std::vector<std::string> test_paths;
-    for (const auto& p : *changed)
-      if (options.test_code.matches(p)) test_paths.push_back(p);
-    if (test_paths.empty()) continue;
-    ++report.test_changing;
-    if (options.test_only_fixes && test_paths.size() != changed->size()) {
-      ++report.mixed_skipped;
-      continue;
-    }
-    CandidateFinder finder(repo, parent, options.test_code);
-    bool removed_any = false;
-    for (const auto& path : test_paths) {
-      auto before = repo.file_at(parent, path);
-      auto after = repo.file_at(c.sha, path);
-      if (!before || !after) {
-        const Error& e = before ? after.error() : before.error();
-        if (is_read_error(e)) report.unreadable.push_back(at + ": " + e.message);
-        continue;  // a binary file is no test code to label
+  std::vector<const CommitInfo*> mine;
+  for (const CommitInfo& c : *history)
+    if (shard_of(c.sha, options.shards) == options.shard) mine.push_back(&c);
+  report.commits = mine.size();
+  // Blocks of neighbouring commits per worker: a file's versions repeat from one commit to the next, and the worker's
+  // cache keeps them parsed. Each worker reads git through its own handle.
+  constexpr size_t kBlock = 32;
+  const size_t blocks = (mine.size() + kBlock - 1) / kBlock;
+  const unsigned threads = std::max(1u, std::min(options.threads, static_cast<unsigned>(blocks)));
+  std::vector<CommitScan> scans(mine.size());
+  std::vector<std::unique_ptr<GitRepository>> repos(threads);
+  std::vector<std::unique_ptr<ScanCache>> caches(threads);
+  std::atomic<bool> failed{false};
+  Error open_error;
+  std::mutex mu;
+  parallel_for(blocks, threads, [&](unsigned worker, size_t block) {
+    if (!caches[worker]) caches[worker] = std::make_unique<ScanCache>();
+    const GitRepository* handle = &repo;
+    if (threads > 1) {
+      if (!repos[worker]) {
+        auto opened = GitRepository::open(repo.workdir());
+        if (!opened) {
+          std::lock_guard lock(mu);
+          open_error = opened.error();
+          failed = true;
+          return;
+        }
+        repos[worker] = std::move(*opened);
       }
-      if (!*before || !*after) continue;  // added (nothing to have failed) or removed (nothing to pass)
-      auto lines = removed_or_modified_lines(**before, **after, path);
-      if (!lines || lines->empty()) continue;
-      removed_any = true;
-      finder.add_for(path, **before, *lines);
+      handle = repos[worker].get();
     }
-    if (!removed_any) {
-      ++report.additions_only;
-      continue;
-    }
-    FixCandidate candidate{c, parent, finder.take()};
-    if (!candidate.tests.empty()) out.push_back(std::move(candidate));
+    for (size_t i = block * kBlock; i < std::min(mine.size(), (block + 1) * kBlock); ++i)
+      scans[i] = scan_commit(*handle, *mine[i], options, *caches[worker]);
+  });
+  if (failed) return std::unexpected(open_error);
+  std::vector<FixCandidate> out;
+  for (auto& scan : scans) {
+    report.test_changing += scan.test_changing;
+    report.mixed_skipped += scan.mixed;
+    report.additions_only += scan.additions_only;
+    report.merges_skipped += scan.merge;
+    for (auto& u : scan.unreadable) report.unreadable.push_back(std::move(u));
+    if (!scan.too_wide.empty()) report.too_wide.push_back(std::move(scan.too_wide));
+    if (scan.candidate) out.push_back(std::move(*scan.candidate));
   }
   report.seconds = seconds_since(start);
   return out;

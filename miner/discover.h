@@ -49,6 +49,10 @@ struct ScanOptions {
   bool test_only_fixes = false;  // a commit that also changed non-test files is no candidate
   TestCodeRule test_code;
   unsigned shard = 0, shards = 1;  // this runner's part of the commits (shard_of)
+  // A commit whose change reaches more tests than this (a shared hook or module-level set-up changed) is left out
+  // and named in ScanReport::too_wide; 0: no bound.
+  size_t max_tests = 100;
+  unsigned threads = 1;  // commits read at once (each worker with its own repository handle)
 };
 
 struct ScanReport {
@@ -58,6 +62,7 @@ struct ScanReport {
   size_t additions_only = 0;       // test-code changes that removed or modified no line of a test file's old version
   size_t merges_skipped = 0;       // --all-parents: merge commits (their changes are their side's commits)
   std::vector<std::string> unreadable;  // commits whose objects could not be read, each named with the reason
+  std::vector<std::string> too_wide;    // commits left out by max_tests, each named with its count
   std::vector<std::string> shallow_boundary;
   double seconds = 0;
 };

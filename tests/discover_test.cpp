@@ -413,6 +413,33 @@ TEST(spark_mine_discover, junit5s_console_launcher_runs_one_method_and_its_colou
   EXPECT_EQ(cases[0].error_message.find('\x1b'), std::string::npos) << cases[0].error_message;
 }
 
+TEST(spark_mine_discover, a_change_every_test_reaches_is_left_out_above_the_bound_and_dates_bound_the_range) {
+  TempDir dir;
+  git(dir, "init -q");
+  std::string tests = "LIMIT = 3\n\n\n";
+  for (int i = 0; i < 4; ++i) tests += "def test_" + std::to_string(i) + "():\n    assert LIMIT == 4\n\n\n";
+  write_file(dir / "tests" / "test_all.py", tests);
+  commit(dir, "start", 1);
+  edit(dir / "tests" / "test_all.py", "LIMIT = 3", "LIMIT = 4");  // module-level: every test of the file
+  commit(dir, "fix the limit", 3);
+  auto wide = run_spark({"mine", "--discover", "--dry-run", "--max-tests-per-commit", "3"}, dir.path());
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_NE(wide.err.find("0 fix candidates"), std::string::npos) << wide.err;
+  EXPECT_NE(wide.err.find("1 commit left out as too wide"), std::string::npos) << wide.err;
+  EXPECT_NE(wide.err.find("(fix the limit): 4 tests"), std::string::npos) << wide.err;
+  auto all = run_spark({"mine", "--discover", "--dry-run", "--max-tests-per-commit", "0"}, dir.path());
+  EXPECT_NE(all.out.find("tests/test_all.py::test_3  (a line of its module outside every test changed)"),
+            std::string::npos)
+      << all.out;
+  // A date bounds the range at its midnight (UTC); a word that is no time is refused, naming it.
+  auto since = run_spark({"mine", "--discover", "--dry-run", "--since", day(2).substr(0, 10)}, dir.path());
+  ASSERT_EQ(since.exit_code, 0) << since.err;
+  EXPECT_NE(since.err.find("scanned 1 commit "), std::string::npos) << since.err;
+  auto bad = run_spark({"mine", "--discover", "--dry-run", "--since", "yesterday"}, dir.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("\"yesterday\" is neither a date"), std::string::npos) << bad.err;
+}
+
 TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
   const auto ids = [](const std::string& path, const std::string& content) {
     std::vector<std::string> out;
@@ -422,8 +449,9 @@ TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
   EXPECT_EQ(ids("tests/test_a.py",
                 "def helper():\n    pass\n\n\ndef test_one():\n    def test_inner():\n        pass\n\n\n"
                 "class TestBox:\n    def test_two(self):\n        pass\n\n\nclass Other:\n    def test_no(self):\n"
-                "        pass\n"),
-            (std::vector<std::string>{"tests/test_a.py::test_one", "tests/test_a.py::TestBox::test_two"}));
+                "        pass\n\n\nclass CalcTests(unittest.TestCase):\n    def test_three(self):\n        pass\n"),
+            (std::vector<std::string>{"tests/test_a.py::test_one", "tests/test_a.py::TestBox::test_two",
+                                      "tests/test_a.py::CalcTests::test_three"}));
   EXPECT_EQ(ids("src/test/java/com/x/FooTest.java",
                 "package com.x;\nclass FooTest {\n  @Test\n  void adds() {}\n  void helper() {}\n"
                 "  @ParameterizedTest\n  void rows(int a) {}\n}\n"),

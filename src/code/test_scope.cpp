@@ -829,9 +829,21 @@ std::string test_function_text(std::string_view content, const TestScope& scope)
 std::optional<std::map<std::string, std::set<int>>> conftest_reach(const std::string& test_id,
                                                                     const CodeFile& test_file,
                                                                     const std::vector<CodeFile>& conftests) {
+  const CodeStructure own = analyze_code(test_file.content, Language::python, test_file.path);
+  std::vector<CodeStructure> structures;
+  structures.reserve(conftests.size());
+  for (const auto& c : conftests) structures.push_back(analyze_code(c.content, Language::python, c.path));
+  std::vector<ParsedFile> parsed;
+  parsed.reserve(conftests.size());
+  for (size_t i = 0; i < conftests.size(); ++i) parsed.push_back({conftests[i].path, &structures[i]});
+  return conftest_reach(test_id, own, parsed);
+}
+
+std::optional<std::map<std::string, std::set<int>>> conftest_reach(const std::string& test_id,
+                                                                    const CodeStructure& own,
+                                                                    const std::vector<ParsedFile>& conftests) {
   const TestIdParts parts = parse_test_id(test_id);
   if (parts.function.empty()) return std::nullopt;
-  const CodeStructure own = analyze_code(test_file.content, Language::python, test_file.path);
   const FunctionInfo* test = nullptr;
   for (const auto& f : own.functions)
     if (f.name == parts.function && (parts.classes.empty() || f.class_name == parts.classes.back())) test = &f;
@@ -848,11 +860,8 @@ std::optional<std::map<std::string, std::set<int>>> conftest_reach(const std::st
         }
   };
   asked_by_decorators(*test);
-  std::vector<CodeStructure> structures;
-  structures.reserve(conftests.size());
-  for (const auto& c : conftests) structures.push_back(analyze_code(c.content, Language::python, c.path));
   std::vector<const CodeStructure*> all{&own};
-  for (const auto& st : structures) all.push_back(&st);
+  for (const auto& c : conftests) all.push_back(c.structure);
   // Fixtures ask for fixtures: through the test file's and the conftest files', to a fixed point.
   for (size_t round = 0, before = 0; round < 16 && wanted.size() != before; ++round) {
     before = wanted.size();
@@ -862,7 +871,7 @@ std::optional<std::map<std::string, std::set<int>>> conftest_reach(const std::st
   }
   std::map<std::string, std::set<int>> out;
   for (size_t i = 0; i < conftests.size(); ++i) {
-    const CodeStructure& st = structures[i];
+    const CodeStructure& st = *conftests[i].structure;
     std::set<int>& lines = out[std::string(conftests[i].path)];
     for (int l = 1; l <= st.line_count; ++l)
       if (st.function[static_cast<size_t>(l - 1)] == 0) lines.insert(l);  // module level

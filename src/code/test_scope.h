@@ -88,6 +88,14 @@ struct CodeFile {
 std::optional<std::map<std::string, std::set<int>>> conftest_reach(const std::string& test_id,
                                                                     const CodeFile& test_file,
                                                                     const std::vector<CodeFile>& conftests);
+// The same over structures already parsed (many tests of one file against the same conftest.py files).
+struct ParsedFile {
+  std::string_view path;
+  const CodeStructure* structure;
+};
+std::optional<std::map<std::string, std::set<int>>> conftest_reach(const std::string& test_id,
+                                                                    const CodeStructure& test_file,
+                                                                    const std::vector<ParsedFile>& conftests);
 
 // The text of the test function's own lines (for the embedder's test-function block); "" when not found.
 std::string test_function_text(std::string_view content, const TestScope& scope);
