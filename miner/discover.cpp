@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -447,10 +448,41 @@ std::optional<RunOutcome> from_store(const std::map<std::string, RecordedOutcome
   return std::nullopt;
 }
 
+// This discovery's runs, shared by its workers: a commit is one candidate's parent and the one before's commit, so
+// two workers can need the same (commit, test) at once; the second waits for the first's result instead of running
+// it again. The one who claims a key always fulfils it, and waits for nothing in between: no deadlock.
+class RunMemo {
+ public:
+  // The result when another worker has it or is running it (waits for it); nullopt when the caller must run it and
+  // fulfil `key`.
+  std::optional<RunOutcome> claim(const std::string& key) {
+    std::unique_lock lock(mu_);
+    auto [it, fresh] = runs_.try_emplace(key);
+    if (fresh) return std::nullopt;
+    done_.wait(lock, [&] { return it->second.has_value(); });
+    RunOutcome o = *it->second;
+    o.fresh = false;  // its runner stores it
+    return o;
+  }
+  void fulfil(const std::string& key, const RunOutcome& o) {
+    {
+      std::lock_guard lock(mu_);
+      runs_[key] = o;
+    }
+    done_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable done_;
+  std::unordered_map<std::string, std::optional<RunOutcome>> runs_;  // by sha + "\n" + test id
+};
+
 // A worker: its repository handle and its two work trees, emptied and filled again per candidate.
 class Worker {
  public:
-  Worker(const fs::path& repo_path, const fs::path& root) : repo_path_(repo_path), root_(root) {}
+  Worker(const fs::path& repo_path, const fs::path& root, RunMemo& memo)
+      : repo_path_(repo_path), root_(root), memo_(memo) {}
 
   CandidateRuns run(const FixCandidate& c, const DiscoverOptions& options,
                     const std::function<Result<std::map<std::string, RecordedOutcome>>(const std::string&)>& stored) {
@@ -491,7 +523,7 @@ class Worker {
       // Failed at the parent, passed at the commit: a fix, unless the parent passes too when run again.
       std::optional<RunOutcome> again;
       for (unsigned i = 0; i < options.confirm && (p->fresh || n->fresh); ++i) {
-        auto a = outcome(r, c, 0, test, {}, options);
+        auto a = outcome(r, c, 0, test, {}, options, /*again=*/true);
         if (!a) return r;
         if (a->verdict == RunVerdict::passed) {
           again = a;
@@ -513,14 +545,28 @@ class Worker {
  private:
   // The test's outcome at the parent (side 0) or the commit (side 1): stored, else run. nullopt when the work tree
   // could not be made (r.checkout_error says why).
+  // `again`: a confirming run, made however often the test ran there before.
   std::optional<RunOutcome> outcome(CandidateRuns& r, const FixCandidate& c, int side, const CandidateTest& test,
                                     const std::map<std::string, RecordedOutcome>& stored,
-                                    const DiscoverOptions& options) {
+                                    const DiscoverOptions& options, bool again = false) {
     if (auto known = from_store(stored, test.test_id, options.retry_unrunnable)) {
       ++r.reused;
       return known;
     }
     const std::string& sha = side == 0 ? c.parent : c.commit.sha;
+    const std::string key = sha + "\n" + test.test_id;
+    if (!again)
+      if (auto known = memo_.claim(key)) {
+        ++r.reused;
+        return known;
+      }
+    auto result = run_at(r, sha, side, test, options);
+    if (!again) memo_.fulfil(key, result ? *result : RunOutcome{RunVerdict::environment, r.checkout_error, false});
+    return result;
+  }
+
+  std::optional<RunOutcome> run_at(CandidateRuns& r, const std::string& sha, int side, const CandidateTest& test,
+                                   const DiscoverOptions& options) {
     const fs::path dir = root_ / (side == 0 ? "parent" : "commit");
     if (trees_[side] != sha) {
       const auto start = std::chrono::steady_clock::now();
@@ -589,6 +635,7 @@ class Worker {
   }
 
   fs::path repo_path_, root_;
+  RunMemo& memo_;
   std::unique_ptr<GitRepository> repo_;
   std::string trees_[2];  // the commit each work tree holds
 };
@@ -606,9 +653,10 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
     root = *dir;
   }
   const unsigned jobs = static_cast<unsigned>(std::min<size_t>(std::max(1u, options.jobs), candidates.size()));
+  RunMemo memo;
   std::vector<std::unique_ptr<Worker>> workers;
   for (unsigned w = 0; w < jobs; ++w)
-    workers.push_back(std::make_unique<Worker>(repo_path, root / ("w" + std::to_string(w))));
+    workers.push_back(std::make_unique<Worker>(repo_path, root / ("w" + std::to_string(w)), memo));
   std::mutex mu;  // the store: one thread at a time
   Status result;
   std::atomic<bool> stop{false};

@@ -149,6 +149,10 @@ TEST(spark_mine_discover, finds_exactly_the_test_code_fixes_of_a_history_and_nev
   EXPECT_NE(by_test["tests/test_calc.py::test_div"]->error_message.find("assert 2.0 == 2.5"), std::string::npos)
       << by_test["tests/test_calc.py::test_div"]->error_message;
   EXPECT_NE(r.err.find("4 fixes"), std::string::npos) << r.err;
+  // Each (commit, test) ran once, though test_div's commit before its fix is one candidate's commit and the next
+  // one's parent, which two workers may reach at once: 4 runs per fix and for the coin (3 at the parent, 1 at the
+  // commit), 1 for test_base passing at its parent, 2 for test_div failing at both, 3 for its fix (the parent known).
+  EXPECT_NE(r.err.find("ran 22 test runs"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1 flaky"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1 failed at the commit too"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("4 labelled into the knowledge base"), std::string::npos) << r.err;
