@@ -62,11 +62,16 @@ struct ScanCache {
 // The candidates of one commit: what its test-code changes can have fixed, read at its parent.
 class CandidateFinder {
  public:
-  CandidateFinder(const GitRepository& repo, const std::string& parent, const TestCodeRule& rule, ScanCache& cache)
-      : repo_(repo), parent_(parent), rule_(rule), cache_(cache) {}
+  // `limit`: past this many tests the commit is too wide to run (ScanOptions::max_tests), and the search stops.
+  CandidateFinder(const GitRepository& repo, const std::string& parent, const TestCodeRule& rule, ScanCache& cache,
+                  size_t limit)
+      : repo_(repo), parent_(parent), rule_(rule), cache_(cache), limit_(limit ? limit : SIZE_MAX) {}
+
+  bool full() const { return found_.size() > limit_; }
 
   // The tests the change of `path` (its old version `before`, `lines` removed or modified) can have fixed.
   void add_for(const std::string& path, const std::string& before, const std::vector<int>& lines) {
+    if (full()) return;
     const std::vector<CandidateTest>& tests = tests_of(path, &before);
     if (!tests.empty()) return add_by_scope(path, before, tests, lines);
     if (file_name(path) == "conftest.py") return add_conftest_users(path, lines);
@@ -149,6 +154,7 @@ class CandidateFinder {
     const std::string folder = folder_of(path);
     const std::set<int> changed(lines.begin(), lines.end());
     for (const auto& file : test_files(path)) {
+      if (full()) return;
       if (!folder.empty() && !file.starts_with(folder + "/")) continue;
       if (language_of_path(file) != Language::python) continue;
       const auto& tests = tests_of(file);
@@ -188,6 +194,7 @@ class CandidateFinder {
       return find_by_tail(*paths_, tail);
     };
     for (const auto& file : test_files(path)) {
+      if (full()) return;
       const auto& tests = tests_of(file);
       if (tests.empty()) continue;
       const auto deps = dependency_paths(file, reader, rule_, &files);
@@ -200,6 +207,7 @@ class CandidateFinder {
   const std::string& parent_;
   const TestCodeRule& rule_;
   ScanCache& cache_;
+  size_t limit_;
   std::map<std::string, std::optional<std::string>> content_;
   std::optional<std::vector<std::string>> paths_;
   std::vector<CandidateTest> found_;
@@ -310,9 +318,10 @@ CommitScan scan_commit(const GitRepository& repo, const CommitInfo& c, const Sca
     out.mixed = true;
     return out;
   }
-  CandidateFinder finder(repo, parent, options.test_code, cache);
+  CandidateFinder finder(repo, parent, options.test_code, cache, options.max_tests);
   bool removed_any = false;
   for (const auto& path : test_paths) {
+    if (finder.full()) break;
     auto before = repo.file_at(parent, path);
     auto after = repo.file_at(c.sha, path);
     if (!before || !after) {
@@ -332,7 +341,7 @@ CommitScan scan_commit(const GitRepository& repo, const CommitInfo& c, const Sca
   }
   FixCandidate candidate{c, parent, finder.take()};
   if (options.max_tests && candidate.tests.size() > options.max_tests)
-    out.too_wide = at + ": " + std::to_string(candidate.tests.size()) + " tests";
+    out.too_wide = at + ": more than " + std::to_string(options.max_tests) + " tests";
   else if (!candidate.tests.empty())
     out.candidate = std::move(candidate);
   return out;
