@@ -444,6 +444,35 @@ TEST(spark_mine_discover, a_change_every_test_reaches_is_left_out_above_the_boun
   EXPECT_NE(bad.err.find("\"yesterday\" is neither a date"), std::string::npos) << bad.err;
 }
 
+TEST(spark_mine_discover, several_repositories_in_one_command_each_keep_their_project) {
+  TempDir top;
+  for (const char* name : {"a", "b"}) {
+    TempDir dir;  // made in place, then moved under `top`
+    git(dir, "init -q");
+    write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 == 2\n");
+    commit(dir, std::string("start ") + name, 1);
+    write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 == 1\n");
+    commit(dir, "fix", 2);
+    fs::rename(dir.path(), top / name);
+    fs::create_directories(dir.path());  // for TempDir's own clean-up
+  }
+  auto r = run_spark({"--kb", "kb", "mine", "--discover", "--repo", "a", "--repo", "b", "--run", kPytest, "-o",
+                      "found.jsonl"},
+                     top.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("discover a: scanned 2 commits"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("discover b: scanned 2 commits"), std::string::npos) << r.err;
+  const auto cases = read_cases(top / "found.jsonl");
+  ASSERT_EQ(cases.size(), 2u) << r.err;
+  EXPECT_NE(cases[0].project, cases[1].project);
+  // --repo twice is --discover's alone.
+  auto twice = run_spark({"--kb", "kb", "mine", "--repo", "a", "--repo", "b", "--run", kPytest, "--test", "t", "--from",
+                          "HEAD"},
+                         top.path());
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("--repo may be given several times only with --discover"), std::string::npos) << twice.err;
+}
+
 TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
   const auto ids = [](const std::string& path, const std::string& content) {
     std::vector<std::string> out;
