@@ -67,6 +67,37 @@ bool own_module(const fs::path& worktree, const std::string& test_id, const std:
   return false;
 }
 
+// Whether the missing module is the project's own top-level package that only a src/ layout holds: the command did
+// not put src/ on Python's path (or install the project), so no test of it can run.
+bool only_in_src(const fs::path& worktree, const std::string& test_id, const std::string& output,
+                 const std::string& name) {
+  if (worktree.empty() || output.find("No module named '" + name + "'") == std::string::npos) return false;
+  const fs::path test_folder = fs::path(test_id.substr(0, test_id.find("::"))).parent_path();
+  for (const fs::path& folder : {worktree, worktree / test_folder})
+    if (path_exists(folder / name) || path_exists(folder / (name + ".py"))) return false;
+  return path_exists(worktree / "src" / name) || path_exists(worktree / "src" / (name + ".py"));
+}
+
+// "cannot import name 'Mapping' from 'collections' (/usr/lib/python3.11/collections/__init__.py)": a module outside
+// the work tree (installed, or Python's own) lacks a name the code imports: another version than the commit's code
+// was written for. The line, or "" when the output has no such import error.
+std::string installed_module_lacks_name(const std::string& output, const fs::path& worktree) {
+  if (worktree.empty()) return "";
+  for (std::string_view line : split_lines(output)) {
+    const size_t at = line.find("cannot import name '");
+    if (at == std::string_view::npos) continue;
+    const size_t open = line.find(" (", at);
+    const size_t close = line.rfind(')');
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open) continue;
+    const std::string_view path = line.substr(open + 2, close - open - 2);
+    if (!path.starts_with('/') || path.starts_with(worktree.string() + "/")) continue;
+    std::string_view text = trim(line);
+    if (text.starts_with("E ")) text = trim(text.substr(1));
+    return std::string(text);
+  }
+  return "";
+}
+
 }  // namespace
 
 RunClassification classify_run(const CommandResult& r, const std::string& test_id, const fs::path& worktree) {
@@ -93,6 +124,12 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
     return {RunVerdict::environment, "the test runner is not installed: No module named pytest"};
   if (has("INTERNALERROR")) return {RunVerdict::environment, "the test runner failed internally (INTERNALERROR)"};
   const std::string cause = run_cause(out);
+  if (const std::string module = missing_module(out); !module.empty() && only_in_src(worktree, test_id, out, module))
+    return {RunVerdict::environment, "the project's own package '" + module +
+                                         "' is in src/ but Python cannot import it: put src on the path "
+                                         "(PYTHONPATH=src) or install the project in the command"};
+  if (const std::string line = installed_module_lacks_name(out, worktree); !line.empty())
+    return {RunVerdict::environment, "an installed module is another version than this commit's code needs: " + line};
   if (const std::string module = missing_module(out);
       !module.empty() && (worktree.empty() || !own_module(worktree, test_id, module)))
     return {RunVerdict::environment, "a module the tests import is not installed: " +

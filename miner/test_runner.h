@@ -22,7 +22,10 @@ namespace spark {
 // it. A collection error in the test's own file (a syntax error, a bad import there) is the test code's: `failed`.
 // A module is "not installed" when Python says `No module named 'X'` and the run's work tree `worktree` has no
 // X (X/ or X.py at its top, in src/, or beside the test file): a typo in an import of the project's own module stays
-// the test code's fault. Without `worktree`, every missing module counts as not installed.
+// the test code's fault. Without `worktree`, every missing module counts as not installed. With `worktree`, two more
+// runs could not run the test: the project's own top-level package that only src/ holds is not importable (the command
+// lacks PYTHONPATH=src), and an ImportError "cannot import name 'X' from 'M' (PATH)" whose PATH lies outside the work
+// tree (an installed module, or Python's own, of another version than the commit's code needs).
 enum class RunVerdict { passed, failed, environment };
 struct RunClassification {
   RunVerdict verdict = RunVerdict::failed;

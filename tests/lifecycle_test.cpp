@@ -1206,6 +1206,30 @@ TEST(classify_run, tells_a_test_failure_from_a_run_that_could_not_run_the_test) 
   own.exit_code = 4;
   own.output = no_face;
   EXPECT_EQ(classify_run(own, "tests/test_x.py::test_f", tree.path()).verdict, RunVerdict::failed);
+  // The project's own package that only a src/ layout holds: the command did not put src/ on the path.
+  TempDir src_layout;
+  write_file(src_layout / "src" / "face" / "__init__.py", "");
+  const auto unimportable = classify_run(own, "tests/test_x.py::test_f", src_layout.path());
+  EXPECT_EQ(unimportable.verdict, RunVerdict::environment);
+  EXPECT_NE(unimportable.reason.find("'face' is in src/ but Python cannot import it: put src on the path"),
+            std::string::npos)
+      << unimportable.reason;
+  // An installed module (or Python's own) of another version than the commit's code needs; the same import error from
+  // a module of the work tree is the code's.
+  CommandResult old_python;
+  old_python.exit_code = 2;
+  old_python.output = "_ ERROR collecting tests/test_x.py _\nsrc/face/__init__.py:3: in <module>\n"
+                      "E   ImportError: cannot import name 'Mapping' from 'collections' "
+                      "(/usr/lib/python3.11/collections/__init__.py)\n";
+  const auto version = classify_run(old_python, "tests/test_x.py::test_f", src_layout.path());
+  EXPECT_EQ(version.verdict, RunVerdict::environment);
+  EXPECT_NE(version.reason.find("another version than this commit's code needs: ImportError: cannot import name "
+                                "'Mapping' from 'collections'"),
+            std::string::npos)
+      << version.reason;
+  old_python.output = "_ ERROR collecting tests/test_x.py _\nE   ImportError: cannot import name 'helper' from "
+                      "'face' (" + (src_layout / "src" / "face" / "__init__.py").string() + ")\n";
+  EXPECT_EQ(classify_run(old_python, "tests/test_x.py::test_f", src_layout.path()).verdict, RunVerdict::failed);
   // A collection error elsewhere names its line too.
   const auto other = verdict(2, "ERROR collecting tests/test_y.py\nE   NameError: name 'fixture' is not defined\n");
   EXPECT_EQ(other.verdict, RunVerdict::environment);
