@@ -206,6 +206,7 @@ void note_scan(const std::string& repo, const ScanReport& r, const std::vector<F
 // What the runs came to, over every candidate.
 struct RunTotals {
   size_t candidates = 0, runs = 0, reused = 0, fixes = 0, flaky = 0, fail_at_commit = 0, pass_at_parent = 0;
+  size_t gone_at_commit = 0, unrunnable_known = 0;
   std::map<std::string, std::pair<size_t, std::string>> unrunnable;  // reason → (count, an example)
   std::vector<std::string> skipped;                                   // commits that did not check out
   size_t setups = 0;
@@ -219,6 +220,8 @@ struct RunTotals {
     flaky += r.flaky;
     fail_at_commit += r.fail_at_commit;
     pass_at_parent += r.pass_at_parent;
+    gone_at_commit += r.gone_at_commit;
+    unrunnable_known += r.unrunnable_known;
     for (const auto& [reason, example] : r.unrunnable) {
       auto& slot = unrunnable[reason];
       if (slot.first++ == 0) slot.second = example;
@@ -230,21 +233,36 @@ struct RunTotals {
   }
 };
 
-// One progress line: on a terminal rewritten in place, else at most every 10 seconds.
+// One progress line, after each test: on a terminal rewritten in place, else at most every 10 seconds. The time left
+// is estimated from the tests done (a candidate can hold hundreds).
 class Progress {
  public:
-  explicit Progress(size_t total) : total_(total), tty_(::isatty(STDERR_FILENO)) {}
-  void update(const RunTotals& t) {
+  explicit Progress(const std::vector<FixCandidate>& candidates) : tty_(::isatty(STDERR_FILENO)) {
+    for (const auto& c : candidates) tests_ += c.tests.size();
+  }
+  void tested(const CandidateRuns& r) {
+    ++done_;
+    size_t& seen = runs_of_[r.candidate];
+    runs_ += r.runs - seen;
+    seen = r.runs;
+    show(false);
+  }
+  void candidate_done(const RunTotals& t) {
+    candidates_ = t.candidates;
+    fixes_ = t.fixes;
+    show(done_ == tests_);
+  }
+
+ private:
+  void show(bool last) {
     const double elapsed = seconds_since(start_);
-    const bool last = t.candidates == total_;
     if (!tty_ && !last && elapsed - shown_ < 10) return;
     shown_ = elapsed;
-    const double eta = t.candidates ? elapsed / static_cast<double>(t.candidates) *
-                                          static_cast<double>(total_ - t.candidates)
-                                    : 0;
-    const std::string line = "spark: discover: " + std::to_string(t.candidates) + "/" + std::to_string(total_) +
-                             " candidates, " + plural(t.runs, "run") + " (" + std::to_string(t.reused) +
-                             " reused), " + plural(t.fixes, "fix", "fixes") + ", " + seconds_text(elapsed) +
+    const double eta =
+        done_ ? elapsed / static_cast<double>(done_) * static_cast<double>(tests_ - std::min(done_, tests_)) : 0;
+    const std::string line = "spark: discover: " + std::to_string(done_) + "/" + std::to_string(tests_) +
+                             " tests, " + std::to_string(candidates_) + " candidates done, " + plural(runs_, "run") +
+                             ", " + plural(fixes_, "fix", "fixes") + ", " + seconds_text(elapsed) +
                              (last ? "" : ", ETA " + seconds_text(eta));
     if (tty_)
       std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), last ? "\n" : "");
@@ -252,9 +270,9 @@ class Progress {
       std::fprintf(stderr, "%s\n", line.c_str());
   }
 
- private:
-  size_t total_;
   bool tty_;
+  size_t tests_ = 0, done_ = 0, runs_ = 0, candidates_ = 0, fixes_ = 0;
+  std::map<const FixCandidate*, size_t> runs_of_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   double shown_ = -1e9;
 };
@@ -265,11 +283,14 @@ void note_runs(const RunTotals& t, unsigned confirm) {
        plural(t.fixes, "fix", "fixes") + " (failed at the parent " + std::to_string(confirm + 1) +
        " times, passed at the commit), " + std::to_string(t.flaky) +
        " flaky (passed at the parent when run again: never a case), " + std::to_string(t.fail_at_commit) +
-       " failed at the commit too, " + std::to_string(t.pass_at_parent) + " passed at the parent");
+       " failed at the commit too, " + std::to_string(t.pass_at_parent) + " passed at the parent" +
+       (t.gone_at_commit ? ", " + std::to_string(t.gone_at_commit) + " removed or renamed by the commit" : ""));
   size_t unrunnable = 0;
   for (const auto& [reason, slot] : t.unrunnable) unrunnable += slot.first;
   if (unrunnable) {
-    note("discover: " + plural(unrunnable, "run") + " could not run the test (never a case), by reason:");
+    note("discover: " + plural(unrunnable, "test") + " could not run (never a case)" +
+         (t.unrunnable_known ? ", " + std::to_string(t.unrunnable_known) + " of them known from the store" : "") +
+         (t.unrunnable_known ? " (--retry-unrunnable runs them again)" : "") + ", by reason:");
     for (const auto& [reason, slot] : t.unrunnable)
       note("  " + std::to_string(slot.first) + "  " + terminal_line(reason) + "  (e.g. " + terminal_line(slot.second) +
            ")");
@@ -290,7 +311,7 @@ int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& cand
   d.jobs = args.jobs;
   d.retry_unrunnable = args.retry_unrunnable;
   RunTotals totals;
-  Progress progress(candidates.size());
+  Progress progress(candidates);
   DiscoverStore callbacks;
   callbacks.stored = [&](const std::string& sha) { return store.outcomes_at(sha); };
   callbacks.store = [&](const CandidateRuns& r) -> Status {
@@ -298,9 +319,10 @@ int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& cand
     TRY(stored);
     return {};
   };
+  callbacks.tested = [&](const CandidateRuns& r) { progress.tested(r); };
   callbacks.done = [&](const CandidateRuns& r) {
     totals.add(r);
-    progress.update(totals);
+    progress.candidate_done(totals);
   };
   if (auto s = discover_fixes(repo.workdir(), candidates, d, callbacks); !s) return report_error(s.error());
   note_runs(totals, d.confirm);

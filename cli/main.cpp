@@ -242,7 +242,7 @@ Command add_mine(CLI::App& app, Flags& flags) {
   sub->add_flag("--discover", mine_args.discover,
                 "no recorded outcomes, no known failure: find every test-code fix of the history by running each "
                 "candidate test at the commit and its parent ({test_id}, {file}, {function}, {class} in --run)");
-  sub->add_flag("--dry-run", mine_args.dry_run, "with --discover: list the candidates (and -o them), run nothing");
+  sub->add_flag("--dry-run", mine_args.dry_run, "with --discover: list the candidates and why, run nothing (with -o FILE: as JSON Lines there instead)");
   sub->add_option("-j,--jobs", mine_args.jobs, "with --discover: runs at once (default 1)")->check(CLI::Range(1, 256));
   sub->add_option("--shard", mine_args.shard,
                   "with --discover: I/N, this runner's share of the commits (several runners, one shared store)");

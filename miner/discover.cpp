@@ -493,8 +493,11 @@ class Worker {
   Worker(const fs::path& repo_path, const fs::path& root, RunMemo& memo)
       : repo_path_(repo_path), root_(root), memo_(memo) {}
 
+  // Runs a candidate's tests; after each test `flush` stores what it ran (and empties r.outcomes); it returns false
+  // when the discovery stops.
   CandidateRuns run(const FixCandidate& c, const DiscoverOptions& options,
-                    const std::function<Result<std::map<std::string, RecordedOutcome>>(const std::string&)>& stored) {
+                    const std::function<Result<std::map<std::string, RecordedOutcome>>(const std::string&)>& stored,
+                    const std::function<bool(CandidateRuns&)>& flush) {
     CandidateRuns r;
     r.candidate = &c;
     auto at_parent = stored(c.parent);
@@ -505,53 +508,67 @@ class Worker {
     }
     trees_[0] = trees_[1] = "";
     for (const auto& test : c.tests) {
-      auto p = outcome(r, c, 0, test, *at_parent, options);
-      if (!p) return r;
-      if (p->verdict == RunVerdict::passed) {
-        ++r.pass_at_parent;
-        keep(r, c.parent, test, *p, false);
-        continue;
-      }
-      if (p->verdict == RunVerdict::environment) {
-        unrunnable(r, c.parent, test, *p);
-        continue;
-      }
-      auto n = outcome(r, c, 1, test, *at_commit, options);
-      if (!n) return r;
-      if (n->verdict == RunVerdict::environment) {
-        keep(r, c.parent, test, *p, false);
-        unrunnable(r, c.commit.sha, test, *n);
-        continue;
-      }
-      if (n->verdict == RunVerdict::failed) {
-        ++r.fail_at_commit;
-        keep(r, c.parent, test, *p, false);
-        keep(r, c.commit.sha, test, *n, false);
-        continue;
-      }
-      // Failed at the parent, passed at the commit: a fix, unless the parent passes too when run again.
-      std::optional<RunOutcome> again;
-      for (unsigned i = 0; i < options.confirm && (p->fresh || n->fresh); ++i) {
-        auto a = outcome(r, c, 0, test, {}, options, /*again=*/true);
-        if (!a) return r;
-        if (a->verdict == RunVerdict::passed) {
-          again = a;
-          break;
-        }
-      }
-      keep(r, c.parent, test, *p, true);
-      if (again) {
-        ++r.flaky;  // the pass at the same commit closes the failure as flaky
-        keep(r, c.parent, test, *again, false);
-      } else {
-        ++r.fixes;
-      }
-      keep(r, c.commit.sha, test, *n, false);
+      if (!run_test(r, c, test, *at_parent, *at_commit, options)) break;
+      if (!flush(r)) break;
     }
     return r;
   }
 
  private:
+  // One test at the parent, then (failed there) at the commit. False when a work tree could not be made.
+  bool run_test(CandidateRuns& r, const FixCandidate& c, const CandidateTest& test,
+                const std::map<std::string, RecordedOutcome>& at_parent,
+                const std::map<std::string, RecordedOutcome>& at_commit, const DiscoverOptions& options) {
+    auto p = outcome(r, c, 0, test, at_parent, options);
+    if (!p) return false;
+    if (p->verdict == RunVerdict::passed) {
+      ++r.pass_at_parent;
+      keep(r, c.parent, test, *p, false);
+      return true;
+    }
+    if (p->verdict == RunVerdict::environment) {
+      unrunnable(r, c.parent, test, *p);
+      return true;
+    }
+    auto n = outcome(r, c, 1, test, at_commit, options);
+    if (!n) return false;
+    if (n->verdict == RunVerdict::environment) {
+      keep(r, c.parent, test, *p, false);
+      if (n->message.starts_with("the test runner did not find the test")) {
+        ++r.gone_at_commit;  // the commit removed (or renamed) the test: nothing it fixed
+        store_unrunnable(r, c.commit.sha, test, *n);
+      } else {
+        unrunnable(r, c.commit.sha, test, *n);
+      }
+      return true;
+    }
+    if (n->verdict == RunVerdict::failed) {
+      ++r.fail_at_commit;
+      keep(r, c.parent, test, *p, false);
+      keep(r, c.commit.sha, test, *n, false);
+      return true;
+    }
+    // Failed at the parent, passed at the commit: a fix, unless the parent passes too when run again.
+    std::optional<RunOutcome> again;
+    for (unsigned i = 0; i < options.confirm && (p->fresh || n->fresh); ++i) {
+      auto a = outcome(r, c, 0, test, {}, options, /*again=*/true);
+      if (!a) return false;
+      if (a->verdict == RunVerdict::passed) {
+        again = a;
+        break;
+      }
+    }
+    keep(r, c.parent, test, *p, true);
+    if (again) {
+      ++r.flaky;  // the pass at the same commit closes the failure as flaky
+      keep(r, c.parent, test, *again, false);
+    } else {
+      ++r.fixes;
+    }
+    keep(r, c.commit.sha, test, *n, false);
+    return true;
+  }
+
   // The test's outcome at the parent (side 0) or the commit (side 1): stored, else run. nullopt when the work tree
   // could not be made (r.checkout_error says why).
   // `again`: a confirming run, made however often the test ran there before.
@@ -632,6 +649,12 @@ class Worker {
 
   static void unrunnable(CandidateRuns& r, const std::string& sha, const CandidateTest& test, const RunOutcome& o) {
     r.unrunnable.emplace_back(o.message, sha.substr(0, 10) + " " + test.test_id);
+    r.unrunnable_known += o.fresh ? 0 : 1;
+    store_unrunnable(r, sha, test, o);
+  }
+
+  static void store_unrunnable(CandidateRuns& r, const std::string& sha, const CandidateTest& test,
+                               const RunOutcome& o) {
     if (!o.fresh) return;
     RecordedOutcome out;
     out.commit = sha;
@@ -673,16 +696,26 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
     std::lock_guard lock(mu);
     return store.stored(sha);
   };
+  // Each test's runs are stored as soon as it is decided: a kill loses at most the tests being run.
+  const auto flush = [&](CandidateRuns& runs, bool test_done) {
+    std::lock_guard lock(mu);
+    if (stop) return false;
+    if (!runs.outcomes.empty())
+      if (auto s = store.store(runs); !s) {
+        result = s;
+        stop = true;
+        return false;
+      }
+    runs.outcomes.clear();
+    if (test_done && store.tested) store.tested(runs);
+    return true;
+  };
   parallel_for(candidates.size(), jobs, [&](unsigned worker, size_t i) {
     if (stop) return;
-    CandidateRuns runs = workers[worker]->run(candidates[i], options, stored);
+    CandidateRuns runs = workers[worker]->run(candidates[i], options, stored,
+                                              [&](CandidateRuns& r) { return flush(r, true); });
+    if (!flush(runs, false)) return;
     std::lock_guard lock(mu);
-    if (stop) return;
-    if (auto s = store.store(runs); !s) {
-      result = s;
-      stop = true;
-      return;
-    }
     if (store.done) store.done(runs);
   });
   workers.clear();

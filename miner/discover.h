@@ -101,7 +101,9 @@ struct CandidateRuns {
   std::vector<RecordedOutcome> outcomes;
   size_t runs = 0, reused = 0;
   size_t fixes = 0, flaky = 0, fail_at_commit = 0, pass_at_parent = 0;
+  size_t gone_at_commit = 0;  // failed at the parent; the commit removed or renamed the test (not found there)
   std::vector<std::pair<std::string, std::string>> unrunnable;  // (reason, "sha test")
+  size_t unrunnable_known = 0;                                  // of them, known from the store (not run now)
   std::string checkout_error;                                   // the work trees could not be made: skipped
   size_t setups = 0;  // work trees made
   double setup_seconds = 0, run_seconds = 0;
@@ -110,9 +112,11 @@ struct CandidateRuns {
 struct DiscoverStore {
   // The outcomes already stored at a commit, by test id.
   std::function<Result<std::map<std::string, RecordedOutcome>>(const std::string& sha)> stored;
-  // Stores one candidate's runs (atomically).
+  // Stores the outcomes a candidate's last test(s) produced (`outcomes`; atomically).
   std::function<Status(const CandidateRuns&)> store;
-  // Called after each candidate is stored, from the same thread.
+  // After each test is stored: the candidate's counts so far (for progress).
+  std::function<void(const CandidateRuns&)> tested;
+  // After each candidate: its counts.
   std::function<void(const CandidateRuns&)> done;
 };
 

@@ -283,7 +283,7 @@ TEST(spark_mine_discover, bad_input_is_refused_or_reported_and_never_becomes_a_c
   commit(hang, "fix", 2);
   auto slept = run_spark({"mine", "--discover", "--run", "sleep 30 # {test_id}", "--run-timeout", "0.3"}, hang.path());
   ASSERT_EQ(slept.exit_code, 0) << slept.err;
-  EXPECT_NE(slept.err.find("1 run could not run the test"), std::string::npos) << slept.err;
+  EXPECT_NE(slept.err.find("1 test could not run (never a case)"), std::string::npos) << slept.err;
   EXPECT_NE(slept.err.find("timed out after"), std::string::npos) << slept.err;
   EXPECT_NE(slept.err.find("0 fixes"), std::string::npos) << slept.err;
   // A runner that prints hundreds of megabytes: the capture is bounded, and so is the memory.
@@ -471,6 +471,20 @@ TEST(spark_mine_discover, several_repositories_in_one_command_each_keep_their_pr
                          top.path());
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_NE(twice.err.find("--repo may be given several times only with --discover"), std::string::npos) << twice.err;
+}
+
+TEST(spark_mine_discover, a_failing_test_the_commit_removes_is_said_so_and_no_case) {
+  TempDir dir;
+  git(dir, "init -q");
+  write_file(dir / "tests" / "test_x.py", "def test_keep():\n    assert True\n\n\ndef test_gone():\n    assert 1 == 2\n");
+  commit(dir, "start", 1);
+  write_file(dir / "tests" / "test_x.py", "def test_keep():\n    assert True\n");
+  commit(dir, "remove test_gone", 2);
+  auto r = run_spark({"mine", "--discover", "--run", kPytest}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("0 fixes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 removed or renamed by the commit"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("could not run"), std::string::npos) << r.err;
 }
 
 TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
