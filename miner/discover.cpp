@@ -128,24 +128,41 @@ class CandidateFinder {
   // code) can have broken any of them.
   void add_by_scope(const std::string& path, const std::string& before, const std::vector<CandidateTest>& tests,
                     const std::vector<int>& lines) {
-    const auto s = cache_.structures.get(before, path);
-    std::vector<bool> reached(lines.size(), false);
-    for (const auto& t : tests) {
-      const TestScope scope = estimate_scope(*s, t.test_id, before);
-      bool own = false, support = false;
-      for (size_t i = 0; i < lines.size(); ++i) {
-        const size_t at = static_cast<size_t>(lines[i]) - 1;
-        if (at >= scope.role.size()) continue;
-        own |= scope.role[at] == ScopeRole::own;
-        support |= scope.role[at] == ScopeRole::support;
-        if (scope.role[at] == ScopeRole::own || scope.role[at] == ScopeRole::support) reached[i] = true;
-      }
-      if (own)
-        add(t, "its own lines changed");
-      else if (support)
-        add(t, "a set-up, fixture or helper it reaches changed");
+    // A line in a test's own function is that test's; the others need the scopes (costly in a file of hundreds of
+    // tests), unless one of them is module-level code, which any test can reach.
+    std::vector<int> others;
+    for (const int line : lines) {
+      bool own = false;
+      for (const auto& t : tests)
+        if (line >= t.start && line <= t.end) {
+          add(t, "its own lines changed");
+          own = true;
+        }
+      if (!own) others.push_back(line);
     }
-    if (std::find(reached.begin(), reached.end(), false) != reached.end())
+    if (others.empty()) return;
+    const auto s = cache_.structures.get(before, path);
+    const auto module_level = [&](int line) {
+      return line < 1 || line > s->line_count || s->function[static_cast<size_t>(line) - 1] == 0;
+    };
+    bool unknown = std::any_of(others.begin(), others.end(), module_level);
+    if (!unknown) {
+      std::vector<bool> reached(others.size(), false);
+      for (const auto& t : tests) {
+        const TestScope scope = estimate_scope(*s, t.test_id, before);
+        bool support = false;
+        for (size_t i = 0; i < others.size(); ++i) {
+          const size_t at = static_cast<size_t>(others[i]) - 1;
+          if (at < scope.role.size() && scope.role[at] != ScopeRole::outside && scope.role[at] != ScopeRole::module) {
+            support = true;
+            reached[i] = true;
+          }
+        }
+        if (support) add(t, "a set-up, fixture or helper it reaches changed");
+      }
+      unknown = std::find(reached.begin(), reached.end(), false) != reached.end();
+    }
+    if (unknown)
       for (const auto& t : tests) add(t, "a line of its module outside every test changed");
   }
 
@@ -249,6 +266,8 @@ std::vector<CandidateTest> tests_in_structure(const std::string& path, const std
     CandidateTest t;
     t.file = path;
     t.function = f.name;
+    t.start = f.start;
+    t.end = f.end;
     if (*language == Language::python) {
       if (!f.name.starts_with("test") || nested(s, f)) continue;
       std::string classes = f.class_name;

@@ -35,6 +35,7 @@ struct CandidateTest {
   std::string function;  // its function's name (a JavaScript test's title)
   std::string klass;     // its class (Java: fully qualified; Python: the class path "A::B"; JS: the suites)
   std::string why;       // "own lines", "reaches a changed line of tests/conftest.py", ...
+  int start = 0, end = 0;  // its function's lines in the file as scanned (decorators included)
 };
 
 struct FixCandidate {

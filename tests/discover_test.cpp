@@ -505,7 +505,7 @@ TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
             (std::vector<std::string>{"com.x.FooTest#adds", "com.x.FooTest#rows"}));
   EXPECT_EQ(ids("tests/a.test.js", "describe('box', () => {\n  test('adds', () => {\n  });\n});\n"),
             (std::vector<std::string>{"tests/a.test.js > box > adds"}));
-  CandidateTest t{"tests/a b.py::test_x", "tests/a b.py", "test_x", "", ""};
+  CandidateTest t{"tests/a b.py::test_x", "tests/a b.py", "test_x", "", "", 1, 2};
   EXPECT_EQ(expand_test_command("run {file} -k {function} # {test_id}", t),
             "run 'tests/a b.py' -k 'test_x' # 'tests/a b.py::test_x'");
   EXPECT_EQ(shard_of("00000003" + std::string(32, '0'), 2), 1u);
