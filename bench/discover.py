@@ -5,7 +5,7 @@
   * the whole discovery with `-j 2` against `-j 1` (a new knowledge base each time: nothing reused);
   * the work trees' set-up cost per commit, as the discovery's summary reports it.
 
-Usage: bench/discover.py SPARK REPO "RUN COMMAND {test_id}" [--since ISO] [--pairs N]
+Usage: bench/discover.py SPARK REPO "RUN COMMAND {test_id}" [--since DATE] [--pairs N] [--scan-only]
 Each pair runs the two commands in turn (A B A B ...), so a drift of the machine's speed hits both; medians and the
 median of the pairwise ratios are printed. Exits 1 when a command fails.
 """
@@ -45,6 +45,7 @@ def main():
     p.add_argument("run")
     p.add_argument("--since", default="")
     p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--scan-only", action="store_true", help="only the scan against git log -p")
     args = p.parse_args()
     since = ["--since", args.since] if args.since else []
     git_since = [f"--since={args.since}"] if args.since else []
@@ -56,6 +57,9 @@ def main():
     m = re.search(r"scanned (\d+) commits.*?(\d+) fix candidates? with (\d+) tests?", err)
     print(f"scan: {m.group(0) if m else '?'}")
     print(f"  spark --dry-run {s:.3f} s, git log -p --first-parent {g:.3f} s: ratio {ratio:.2f} (median of pairs)")
+
+    if args.scan_only:
+        return
 
     def discover(jobs):
         def run():

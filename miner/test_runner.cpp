@@ -130,6 +130,19 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
                                          "(PYTHONPATH=src) or install the project in the command"};
   if (const std::string line = installed_module_lacks_name(out, worktree); !line.empty())
     return {RunVerdict::environment, "an installed module is another version than this commit's code needs: " + line};
+  // "AttributeError: module 'collections' has no attribute 'MutableMapping'" while collecting: the same, for a module
+  // the work tree does not hold.
+  if (const size_t at = out.find("AttributeError: module '"); !worktree.empty() && at != std::string::npos &&
+                                                                 out.find("ERROR collecting ") != std::string::npos) {
+    const size_t start = at + 24;
+    const size_t end = out.find_first_of("'.", start);
+    const std::string module = end == std::string::npos ? "" : out.substr(start, end - start);
+    if (!module.empty() && !own_module(worktree, test_id, module)) {
+      const size_t eol = out.find('\n', at);
+      return {RunVerdict::environment, "an installed module is another version than this commit's code needs: " +
+                                           out.substr(at, eol == std::string::npos ? std::string::npos : eol - at)};
+    }
+  }
   if (const std::string module = missing_module(out);
       !module.empty() && (worktree.empty() || !own_module(worktree, test_id, module)))
     return {RunVerdict::environment, "a module the tests import is not installed: " +

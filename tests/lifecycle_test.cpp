@@ -1230,6 +1230,16 @@ TEST(classify_run, tells_a_test_failure_from_a_run_that_could_not_run_the_test) 
   old_python.output = "_ ERROR collecting tests/test_x.py _\nE   ImportError: cannot import name 'helper' from "
                       "'face' (" + (src_layout / "src" / "face" / "__init__.py").string() + ")\n";
   EXPECT_EQ(classify_run(old_python, "tests/test_x.py::test_f", src_layout.path()).verdict, RunVerdict::failed);
+  old_python.output = "_ ERROR collecting tests/test_x.py _\nsrc/face/base.py:4: in <module>\n"
+                      "    class Cache(collections.MutableMapping):\n"
+                      "E   AttributeError: module 'collections' has no attribute 'MutableMapping'\n";
+  const auto moved = classify_run(old_python, "tests/test_x.py::test_f", src_layout.path());
+  EXPECT_EQ(moved.verdict, RunVerdict::environment);
+  EXPECT_NE(moved.reason.find("AttributeError: module 'collections' has no attribute 'MutableMapping'"),
+            std::string::npos)
+      << moved.reason;
+  old_python.output = "_ ERROR collecting tests/test_x.py _\nE   AttributeError: module 'face' has no attribute 'x'\n";
+  EXPECT_EQ(classify_run(old_python, "tests/test_x.py::test_f", src_layout.path()).verdict, RunVerdict::failed);
   // A collection error elsewhere names its line too.
   const auto other = verdict(2, "ERROR collecting tests/test_y.py\nE   NameError: name 'fixture' is not defined\n");
   EXPECT_EQ(other.verdict, RunVerdict::environment);
