@@ -452,6 +452,7 @@ struct RunOutcome {
   RunVerdict verdict = RunVerdict::failed;
   std::string message;  // the failure's output (failed), or why it could not run (environment)
   bool fresh = false;   // run now (not read from the store)
+  bool shared = false;  // run now by another worker
 };
 
 // What a stored outcome says, or nullopt when it must run (none stored, or a could-not-run to retry).
@@ -490,6 +491,7 @@ class RunMemo {
     done_.wait(lock, [&] { return it->second.has_value(); });
     RunOutcome o = *it->second;
     o.fresh = false;  // its runner stores it
+    o.shared = true;
     return o;
   }
   void fulfil(const std::string& key, const RunOutcome& o) {
@@ -668,7 +670,7 @@ class Worker {
 
   static void unrunnable(CandidateRuns& r, const std::string& sha, const CandidateTest& test, const RunOutcome& o) {
     r.unrunnable.emplace_back(o.message, sha.substr(0, 10) + " " + test.test_id);
-    r.unrunnable_known += o.fresh ? 0 : 1;
+    r.unrunnable_known += o.fresh || o.shared ? 0 : 1;
     store_unrunnable(r, sha, test, o);
   }
 
