@@ -47,6 +47,15 @@ void edit(const fs::path& file, const std::string& from, const std::string& to) 
   write_file(file, text);
 }
 
+// A repository of two commits: `path` holds `before` (a failing test), then a fix writes `after`.
+void one_fix(const TempDir& dir, const std::string& path, const std::string& before, const std::string& after) {
+  git(dir, "init -q");
+  write_file(dir / path, before);
+  commit(dir, "start", 1);
+  write_file(dir / path, after);
+  commit(dir, "fix", 2);
+}
+
 // pytest at its defaults, the test named by its id.
 const char* kPytest = "/usr/bin/python3 -B -m pytest {test_id}";
 
@@ -276,11 +285,7 @@ TEST(spark_mine_discover, bad_input_is_refused_or_reported_and_never_becomes_a_c
 
   // A command that never returns: timed out, counted, no case.
   TempDir hang;
-  git(hang, "init -q");
-  write_file(hang / "tests" / "test_h.py", "def test_h():\n    assert 0\n");
-  commit(hang, "start", 1);
-  write_file(hang / "tests" / "test_h.py", "def test_h():\n    assert 1\n");
-  commit(hang, "fix", 2);
+  one_fix(hang, "tests/test_h.py", "def test_h():\n    assert 0\n", "def test_h():\n    assert 1\n");
   auto slept = run_spark({"mine", "--discover", "--run", "sleep 30 # {test_id}", "--run-timeout", "0.3"}, hang.path());
   ASSERT_EQ(slept.exit_code, 0) << slept.err;
   EXPECT_NE(slept.err.find("1 test could not run (never a case)"), std::string::npos) << slept.err;
@@ -448,11 +453,8 @@ TEST(spark_mine_discover, several_repositories_in_one_command_each_keep_their_pr
   TempDir top;
   for (const char* name : {"a", "b"}) {
     TempDir dir;  // made in place, then moved under `top`
-    git(dir, "init -q");
-    write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 == 2\n");
-    commit(dir, std::string("start ") + name, 1);
-    write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 == 1\n");
-    commit(dir, "fix", 2);
+    one_fix(dir, "tests/test_" + std::string(name) + ".py", "def test_x():\n    assert 1 == 2\n",
+            "def test_x():\n    assert 1 == 1\n");
     fs::rename(dir.path(), top / name);
     fs::create_directories(dir.path());  // for TempDir's own clean-up
   }
@@ -475,11 +477,8 @@ TEST(spark_mine_discover, several_repositories_in_one_command_each_keep_their_pr
 
 TEST(spark_mine_discover, a_failing_test_the_commit_removes_is_said_so_and_no_case) {
   TempDir dir;
-  git(dir, "init -q");
-  write_file(dir / "tests" / "test_x.py", "def test_keep():\n    assert True\n\n\ndef test_gone():\n    assert 1 == 2\n");
-  commit(dir, "start", 1);
-  write_file(dir / "tests" / "test_x.py", "def test_keep():\n    assert True\n");
-  commit(dir, "remove test_gone", 2);
+  one_fix(dir, "tests/test_x.py", "def test_keep():\n    assert True\n\n\ndef test_gone():\n    assert 1 == 2\n",
+          "def test_keep():\n    assert True\n");
   auto r = run_spark({"mine", "--discover", "--run", kPytest}, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("0 fixes"), std::string::npos) << r.err;
