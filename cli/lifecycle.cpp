@@ -677,7 +677,11 @@ json failure_json(const StoredFailure& f) {
             {"faulty_lines", json::array()},
             {"occurrences", occurrences_of(f)}};
   if (f.labelled)
-    for (const auto& l : f.labelled->faulty_lines) j["faulty_lines"].push_back({{"path", l.path}, {"line", l.line}});
+    for (const auto& l : f.labelled->faulty_lines) {
+      json line = {{"path", l.path}, {"line", l.line}};
+      if (auto it = f.labelled->fixes.find(l); it != f.labelled->fixes.end()) line["fix"] = it->second;
+      j["faulty_lines"].push_back(std::move(line));
+    }
   if (f.decided_at) {
     j["decided_by"] = f.decided_by;
     j["decided_at"] = format_iso8601(*f.decided_at);

@@ -705,4 +705,47 @@ Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, co
   return std::vector<int>(c.lines.begin(), c.lines.end());
 }
 
+Result<std::map<int, std::vector<std::string>>> line_fixes(const std::string& faulty, const std::string& fixed,
+                                                           const std::string& path) {
+  if (const auto& loaded = load_libgit2(); !loaded) return fail("diff of " + path + ": " + loaded.error().message);
+  git_diff_options opts;
+  git().git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+  opts.context_lines = 0;
+  opts.flags |= GIT_DIFF_FORCE_TEXT;
+  struct Hunk {
+    std::vector<int> removed;
+    std::vector<std::string> added;
+  };
+  std::vector<Hunk> hunks;
+  const auto hunk_cb = [](const git_diff_delta*, const git_diff_hunk*, void* payload) -> int {
+    static_cast<std::vector<Hunk>*>(payload)->emplace_back();
+    return 0;
+  };
+  const auto line_cb = [](const git_diff_delta*, const git_diff_hunk*, const git_diff_line* line,
+                          void* payload) -> int {
+    auto* all = static_cast<std::vector<Hunk>*>(payload);
+    if (all->empty()) all->emplace_back();
+    if (line->origin == GIT_DIFF_LINE_DELETION && line->old_lineno > 0) {
+      all->back().removed.push_back(line->old_lineno);
+    } else if (line->origin == GIT_DIFF_LINE_ADDITION) {
+      std::string text(line->content, line->content_len);
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+      all->back().added.push_back(std::move(text));
+    }
+    return 0;
+  };
+  if (git().git_diff_buffers(faulty.data(), faulty.size(), path.c_str(), fixed.data(), fixed.size(), path.c_str(),
+                             &opts, nullptr, nullptr, hunk_cb, line_cb, &hunks) != 0)
+    return fail(last_error("diff of " + path));
+  const auto faulty_split = split_lines(faulty);
+  std::map<int, std::vector<std::string>> out;
+  for (const auto& h : hunks)
+    for (size_t i = 0; i < h.removed.size(); ++i) {
+      const auto at = static_cast<size_t>(h.removed[i] - 1);
+      if (at >= faulty_split.size() || is_blank(faulty_split[at])) continue;
+      out[h.removed[i]] = h.removed.size() == h.added.size() ? std::vector<std::string>{h.added[i]} : h.added;
+    }
+  return out;
+}
+
 }  // namespace spark

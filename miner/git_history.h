@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -106,5 +107,11 @@ Result<std::string> unified_diff(const std::string& before, const std::string& a
 // Lines of `faulty` (1-based) that `fixed` removed or modified; blank removed lines are not counted.
 Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, const std::string& fixed,
                                                    const std::string& path);
+
+// Each of those lines' replacement in `fixed`: within one hunk of the diff (no context), a line removed where as many
+// lines were added as removed gets its counterpart; otherwise every removed line of the hunk gets the hunk's whole
+// new side (none: the fix deleted it).
+Result<std::map<int, std::vector<std::string>>> line_fixes(const std::string& faulty, const std::string& fixed,
+                                                           const std::string& path);
 
 }  // namespace spark

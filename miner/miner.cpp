@@ -570,7 +570,8 @@ std::optional<std::map<std::string, std::set<int>>> fixture_reach(const std::str
 // fix removed or modified.
 nlohmann::json mined_record(const FailureInput& failure, const CommitInfo& faulty, const CommitInfo& fixed,
                             const std::string& project, const std::vector<SourceFile>& files,
-                            const std::vector<LineRef>& faulty_lines) {
+                            const std::vector<LineRef>& faulty_lines,
+                            const std::map<LineRef, std::vector<std::string>>& fixes) {
   nlohmann::json record = {{"id", project_slug(project) + "-" + faulty.sha.substr(0, 10) + "-" +
                                       hex64(fnv1a64(failure.test_id)).substr(0, 8)},
                            {"project", project},
@@ -584,7 +585,14 @@ nlohmann::json mined_record(const FailureInput& failure, const CommitInfo& fault
   record["files"] = nlohmann::json::array();
   for (const auto& f : files) record["files"].push_back({{"path", f.path}, {"content", f.content}});
   record["faulty_lines"] = nlohmann::json::array();
-  for (const auto& fl : faulty_lines) record["faulty_lines"].push_back({{"path", fl.path}, {"line", fl.line}});
+  for (const auto& fl : faulty_lines) {
+    nlohmann::json line = {{"path", fl.path}, {"line", fl.line}};
+    if (auto it = fixes.find(fl); it != fixes.end()) {
+      line["fix"] = nlohmann::json::array();
+      for (const auto& text : it->second) line["fix"].push_back(sanitize_utf8(text));
+    }
+    record["faulty_lines"].push_back(std::move(line));
+  }
   return record;
 }
 
@@ -607,6 +615,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
   }
   std::vector<SourceFile> files;
   std::vector<LineRef> faulty_lines;
+  std::map<LineRef, std::vector<std::string>> fixes;  // each faulty line's replacement in the fix
   bool changed = false, have_main = false;
   // The failing version of a file: the recorded snapshot's, else (a file the snapshot does not hold, or no snapshot)
   // from git objects at the failing commit.
@@ -659,14 +668,22 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
         if (dependency && lines->empty()) continue;
       }
       changed = true;
-      for (int l : *lines) faulty_lines.push_back({p, l});
+      auto replacements = line_fixes(*before, **after, p);
+      TRY(replacements);
+      for (int l : *lines) {
+        faulty_lines.push_back({p, l});
+        if (auto it = replacements->find(l); it != replacements->end()) fixes[{p, l}] = std::move(it->second);
+      }
       out.fixed_files.push_back({p, **after});
     } else if (!*after) {
       // The fix deleted the file: every line of it was removed.
       changed = true;
       const auto lines = split_lines(*before);
       for (size_t i = 0; i < lines.size(); ++i)
-        if (!is_blank(lines[i])) faulty_lines.push_back({p, static_cast<int>(i + 1)});
+        if (!is_blank(lines[i])) {
+          faulty_lines.push_back({p, static_cast<int>(i + 1)});
+          fixes[{p, static_cast<int>(i + 1)}] = {};  // deleted with its file
+        }
       out.fixed_files.push_back({p, ""});
     }
     files.push_back({p, std::move(*before)});
@@ -687,7 +704,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     return out;
   }
   // Through the interchange format's reader: the case is validated like an imported one.
-  auto built = case_from_json(mined_record(failure, faulty, fixed, options.project, files, faulty_lines));
+  auto built = case_from_json(mined_record(failure, faulty, fixed, options.project, files, faulty_lines, fixes));
   if (!built) return std::unexpected(Error{failure.origin + ": " + built.error().message});
   out.status = FailureStatus::labelled;
   out.labelled = std::move(*built);

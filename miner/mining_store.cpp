@@ -32,9 +32,14 @@ std::vector<SourceFile> files_from(const std::string& text) {
   return out;
 }
 
-json lines_json(const std::vector<LineRef>& lines) {
+// Faulty lines as the case format writes them, each with its `fix` when `fixes` knows it.
+json lines_json(const std::vector<LineRef>& lines, const std::map<LineRef, std::vector<std::string>>& fixes = {}) {
   json a = json::array();
-  for (const auto& l : lines) a.push_back({{"path", l.path}, {"line", l.line}});
+  for (const auto& l : lines) {
+    json line = {{"path", l.path}, {"line", l.line}};
+    if (auto it = fixes.find(l); it != fixes.end()) line["fix"] = it->second;
+    a.push_back(std::move(line));
+  }
   return a;
 }
 
@@ -765,8 +770,8 @@ Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision d
     }
     std::sort(lines.begin(), lines.end());
     effective.faulty_lines = lines;
-    effective.record["faulty_lines"] = lines_json(lines);
-    kept = json_text(lines_json(lines));
+    effective.record["faulty_lines"] = lines_json(lines, mined->fixes);
+    kept = json_text(lines_json(lines, mined->fixes));
   }
   auto set = db.prepare(
       "UPDATE failures SET status = ?, decided_by = ?, decided_at = ?, reason = ?, kept = ?, updated_at = ? "

@@ -75,6 +75,31 @@ TEST(read_cases_jsonl, names_file_line_and_reason_for_each_rule) {
   EXPECT_EQ(error_of(with([](json& c) { c["faulty_lines"][0]["line"] = "4"; })),
             "c.jsonl:2: faulty_lines[0].line must be an integer");
   EXPECT_EQ(error_of(good + "{\"id\": \"caf\xff\"}\n"), "c.jsonl:2: invalid UTF-8 at byte 11");
+  // A faulty line's optional fix: its replacement lines, one string each.
+  EXPECT_EQ(error_of(with([](json& c) { c["faulty_lines"][0]["fix"] = "x"; })),
+            "c.jsonl:2: faulty_lines[0].fix must be an array of strings (the fix's lines)");
+  EXPECT_EQ(error_of(with([](json& c) { c["faulty_lines"][0]["fix"] = {1}; })),
+            "c.jsonl:2: faulty_lines[0].fix[0] must be a string (one line of the fix)");
+  EXPECT_EQ(error_of(with([](json& c) { c["faulty_lines"][0]["fix"] = {"a\nb"}; })),
+            "c.jsonl:2: faulty_lines[0].fix[0] holds a line break: one line per string");
+}
+
+TEST(case_from_json, a_faulty_lines_fix_is_read_and_round_trips_and_old_cases_have_none) {
+  json in = sample_case("a", kCode, 4);
+  auto old = case_from_json(in);
+  ASSERT_TRUE(old) << old.error().message;
+  EXPECT_TRUE(old->fixes.empty());
+  in["faulty_lines"][0]["fix"] = {"    assert x == 1", "    assert y"};
+  auto c = case_from_json(in);
+  ASSERT_TRUE(c) << c.error().message;
+  const LineRef line{in["faulty_lines"][0]["path"].get<std::string>(), 4};
+  ASSERT_TRUE(c->fixes.count(line));
+  EXPECT_EQ(c->fixes.at(line), (std::vector<std::string>{"    assert x == 1", "    assert y"}));
+  EXPECT_EQ(case_to_json(*c), in);
+  in["faulty_lines"][0]["fix"] = json::array();  // a deletion: no line replaces it
+  auto deleted = case_from_json(in);
+  ASSERT_TRUE(deleted);
+  EXPECT_TRUE(deleted->fixes.at(line).empty());
 }
 
 TEST(case_to_json, round_trips_records_including_nulls_and_unknown_keys) {

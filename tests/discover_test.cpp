@@ -154,6 +154,13 @@ TEST(spark_mine_discover, finds_exactly_the_test_code_fixes_of_a_history_and_nev
   EXPECT_EQ(line_of("tests/test_calc.py::test_base"), "tests/conftest.py:6");
   EXPECT_EQ(line_of("tests/test_sum.py::test_sum"), "tests/helpers.py:2");
   EXPECT_EQ(line_of("tests/test_calc.py::test_div"), "tests/test_calc.py:13");
+  // Each faulty line keeps its replacement in the fix.
+  const auto fix_of = [&](const std::string& test) {
+    const Case& c = *by_test[test];
+    return c.fixes.count(c.faulty_lines.at(0)) ? c.fixes.at(c.faulty_lines.at(0)) : std::vector<std::string>{"?"};
+  };
+  EXPECT_EQ(fix_of("tests/test_calc.py::test_add"), (std::vector<std::string>{"    assert add(2, 2) == 4"}));
+  EXPECT_EQ(fix_of("tests/test_calc.py::test_base"), (std::vector<std::string>{"    return 10"}));
   // The failure message is the parent's pytest output, in pytest's own form.
   EXPECT_NE(by_test["tests/test_calc.py::test_div"]->error_message.find("assert 2.0 == 2.5"), std::string::npos)
       << by_test["tests/test_calc.py::test_div"]->error_message;
@@ -173,6 +180,13 @@ TEST(spark_mine_discover, finds_exactly_the_test_code_fixes_of_a_history_and_nev
   ASSERT_TRUE(flaky);
   ASSERT_EQ(flaky->size(), 1u);
   EXPECT_EQ(flaky->front().test_id, "tests/test_coin.py::test_coin");
+  // A trim keeps the fix of each line it keeps.
+  const Case& add_case = *by_test["tests/test_calc.py::test_add"];
+  auto trimmed = store.decide(add_case.id, Decision::trim, "t", "why", {add_case.faulty_lines.at(0)});
+  ASSERT_TRUE(trimmed) << trimmed.error().message;
+  ASSERT_TRUE(trimmed->labelled);
+  EXPECT_EQ(trimmed->labelled->fixes.at(add_case.faulty_lines.at(0)),
+            (std::vector<std::string>{"    assert add(2, 2) == 4"}));
   // The user's work tree was not touched, and no work tree is left behind.
   auto status = testing::run_program("/usr/bin/git", {"status", "--porcelain"}, dir.path());
   EXPECT_EQ(status.out, "?? found.jsonl\n");

@@ -268,6 +268,24 @@ TEST(labelling_diff, removed_and_modified_lines_of_the_faulty_version_only) {
   EXPECT_TRUE(removed_or_modified_lines("same\n", "same\n", "t.py")->empty());
 }
 
+TEST(labelling_diff, each_faulty_line_keeps_its_replacement_in_the_fix) {
+  using Fixes = std::map<int, std::vector<std::string>>;
+  // As many lines added as removed: each its counterpart.
+  EXPECT_EQ(*line_fixes("a\nb\nc\nd\ne\n", "A\nb\nc\nD\ne\n", "t.py"), (Fixes{{1, {"A"}}, {4, {"D"}}}));
+  // One line became two: the line gets the hunk's whole new side; a removal gets none; a blank removed line is no
+  // faulty line.
+  EXPECT_EQ(*line_fixes("x = 1\ny = f(x)\n\nz = 3\nw = 4\n", "x = 1\ny = g(x)\ny += 1\nw = 4\n", "t.py"),
+            (Fixes{{2, {"y = g(x)", "y += 1"}}, {4, {"y = g(x)", "y += 1"}}}));
+  EXPECT_EQ(*line_fixes("keep\ngone\n", "keep\n", "t.py"), (Fixes{{2, {}}}));
+  // Every line line_fixes names is one removed_or_modified_lines names.
+  const std::string a = "def t():\n    v = 1\n\n    assert v == 2\n", b = "def t():\n    v = 2\n    assert v == 2\n";
+  const auto fixes = line_fixes(a, b, "t.py");
+  ASSERT_TRUE(fixes);
+  std::vector<int> keys;
+  for (const auto& [line, fix] : *fixes) keys.push_back(line);
+  EXPECT_EQ(keys, *removed_or_modified_lines(a, b, "t.py"));
+}
+
 }  // namespace
 }  // namespace spark
 

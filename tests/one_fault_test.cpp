@@ -64,7 +64,7 @@ TEST(one_fault, a_shared_line_that_broke_three_tests_is_one_case_naming_them_all
   const auto cases = exported(dir);
   ASSERT_EQ(cases.size(), 1u);
   const json& c = cases[0];
-  EXPECT_EQ(c["faulty_lines"], json::parse(R"([{"path": "tests/test_calc.py", "line": 1}])"));
+  EXPECT_EQ(c["faulty_lines"], json::parse(R"([{"path": "tests/test_calc.py", "line": 1, "fix": ["EXPECTED = 6"]}])"));
   // The earliest failure keeps the case (one commit, one time here: the first test id), the others follow it.
   EXPECT_EQ(c["test_id"], "tests/test_calc.py::TestMore::test_again");
   EXPECT_EQ(c["tests"], json({"tests/test_calc.py::TestMore::test_again", "tests/test_calc.py::test_sum",

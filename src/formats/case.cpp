@@ -228,6 +228,21 @@ Result<Case> case_from_json(json r) {
       ref.line = static_cast<int>(n);
       if (std::find(c.faulty_lines.begin(), c.faulty_lines.end(), ref) != c.faulty_lines.end())
         return fail(where + ": line " + std::to_string(n) + " of " + ref.path + " is listed twice");
+      if (auto fix = fl.find("fix"); fix != fl.end() && !fix->is_null()) {
+        if (!fix->is_array()) return fail(where + ".fix must be an array of strings (the fix's lines)");
+        std::vector<std::string> lines_of_fix;
+        for (size_t k = 0; k < fix->size(); ++k) {
+          if (!(*fix)[k].is_string())
+            return fail(where + ".fix[" + std::to_string(k) + "] must be a string (one line of the fix)");
+          std::string text = (*fix)[k].get<std::string>();
+          if (auto bad = find_invalid_utf8(text))
+            return fail(where + ".fix[" + std::to_string(k) + "]: invalid UTF-8 at byte " + std::to_string(*bad));
+          if (text.find('\n') != std::string::npos)
+            return fail(where + ".fix[" + std::to_string(k) + "] holds a line break: one line per string");
+          lines_of_fix.push_back(std::move(text));
+        }
+        c.fixes[ref] = std::move(lines_of_fix);
+      }
       c.faulty_lines.push_back(std::move(ref));
     }
   }

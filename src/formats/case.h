@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct Case {
   std::string error_message;
   std::vector<SourceFile> files;
   std::vector<LineRef> faulty_lines;  // empty: unlabelled (a query)
+  // A faulty line's replacement in its fix (a faulty line's optional `fix`: the new side's lines, none for a
+  // deletion), for the lines whose record says it; a case mined before spark kept fixes has none.
+  std::map<LineRef, std::vector<std::string>> fixes;
   std::optional<std::string> faulty_commit;
   std::optional<std::string> fixed_commit;
   std::optional<std::string> source;
