@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -147,8 +148,11 @@ namespace {
 Result<std::pair<unsigned, unsigned>> parse_shard(const std::string& text) {
   if (text.empty()) return std::pair{0u, 1u};
   unsigned i = 0, n = 0;
-  char rest = 0;
-  if (std::sscanf(text.c_str(), "%u/%u%c", &i, &n, &rest) != 2 || n == 0 || i == 0 || i > n || n > 100000)
+  const char* end = text.data() + text.size();
+  const auto first = std::from_chars(text.data(), end, i);
+  const bool slash = first.ec == std::errc() && first.ptr != end && *first.ptr == '/';
+  const auto second = slash ? std::from_chars(first.ptr + 1, end, n) : first;
+  if (!slash || second.ec != std::errc() || second.ptr != end || n == 0 || i == 0 || i > n || n > 100000)
     return fail("--shard \"" + text + "\": give I/N with 1 <= I <= N (this runner's share: 1/4 .. 4/4)");
   return std::pair{i - 1, n};
 }
@@ -252,6 +256,10 @@ class Progress {
     fixes_ = t.fixes;
     show(done_ == tests_);
   }
+  // Ends a terminal's line that an early stop left open.
+  void finish() {
+    if (tty_ && done_ != tests_) std::fputc('\n', stderr);
+  }
 
  private:
   void show(bool last) {
@@ -314,6 +322,7 @@ int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& cand
   Progress progress(candidates);
   DiscoverStore callbacks;
   callbacks.stored = [&](const std::string& sha) { return store.outcomes_at(sha); };
+  callbacks.confirmed = [&](const std::string& sha, const std::string& test) { return store.has_failure(sha, test); };
   callbacks.store = [&](const CandidateRuns& r) -> Status {
     auto stored = store.store_outcomes(repo, r.outcomes, options);
     TRY(stored);
@@ -324,7 +333,9 @@ int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& cand
     totals.add(r);
     progress.candidate_done(totals);
   };
-  if (auto s = discover_fixes(repo.workdir(), candidates, d, callbacks); !s) return report_error(s.error());
+  const Status ran = discover_fixes(repo.workdir(), candidates, d, callbacks);
+  progress.finish();
+  if (!ran) return report_error(ran.error());
   note_runs(totals, d.confirm);
   // The failures found lie at the parents of the walked commits, which a time range can leave out.
   SyncOptions labelling = options;

@@ -311,6 +311,7 @@ struct CommitScan {
 
 CommitScan scan_commit(const GitRepository& repo, const CommitInfo& c, const ScanOptions& options, ScanCache& cache) {
   CommitScan out;
+  if (cache.tests.size() > 4096) cache.tests.clear();  // bounded; no reference into it outlives a commit
   const std::string at = c.sha.substr(0, 10) + " (" + c.summary + ")";
   auto parents = repo.parents(c.sha);
   if (!parents) {
@@ -488,8 +489,9 @@ class RunMemo {
     std::unique_lock lock(mu_);
     auto [it, fresh] = runs_.try_emplace(key);
     if (fresh) return std::nullopt;
-    done_.wait(lock, [&] { return it->second.has_value(); });
-    RunOutcome o = *it->second;
+    const std::optional<RunOutcome>* slot = &it->second;  // an element's address survives a rehash; `it` need not
+    done_.wait(lock, [&] { return slot->has_value(); });
+    RunOutcome o = **slot;
     o.fresh = false;  // its runner stores it
     o.shared = true;
     return o;
@@ -516,20 +518,19 @@ class Worker {
 
   // Runs a candidate's tests; after each test `flush` stores what it ran (and empties r.outcomes); it returns false
   // when the discovery stops.
-  CandidateRuns run(const FixCandidate& c, const DiscoverOptions& options,
-                    const std::function<Result<std::map<std::string, RecordedOutcome>>(const std::string&)>& stored,
+  CandidateRuns run(const FixCandidate& c, const DiscoverOptions& options, const DiscoverStore& store,
                     const std::function<bool(CandidateRuns&)>& flush) {
     CandidateRuns r;
     r.candidate = &c;
-    auto at_parent = stored(c.parent);
-    auto at_commit = stored(c.commit.sha);
+    auto at_parent = store.stored(c.parent);
+    auto at_commit = store.stored(c.commit.sha);
     if (!at_parent || !at_commit) {
-      r.checkout_error = (at_parent ? at_commit.error() : at_parent.error()).message;
+      r.store_error = (at_parent ? at_commit.error() : at_parent.error()).message;
       return r;
     }
     trees_[0] = trees_[1] = "";
     for (const auto& test : c.tests) {
-      if (!run_test(r, c, test, *at_parent, *at_commit, options)) break;
+      if (!run_test(r, c, test, *at_parent, *at_commit, options, store)) break;
       if (!flush(r)) break;
     }
     return r;
@@ -539,7 +540,8 @@ class Worker {
   // One test at the parent, then (failed there) at the commit. False when a work tree could not be made.
   bool run_test(CandidateRuns& r, const FixCandidate& c, const CandidateTest& test,
                 const std::map<std::string, RecordedOutcome>& at_parent,
-                const std::map<std::string, RecordedOutcome>& at_commit, const DiscoverOptions& options) {
+                const std::map<std::string, RecordedOutcome>& at_commit, const DiscoverOptions& options,
+                const DiscoverStore& store) {
     auto p = outcome(r, c, 0, test, at_parent, options);
     if (!p) return false;
     if (p->verdict == RunVerdict::passed) {
@@ -569,11 +571,26 @@ class Worker {
       keep(r, c.commit.sha, test, *n, false);
       return true;
     }
-    // Failed at the parent, passed at the commit: a fix, unless the parent passes too when run again.
+    // Failed at the parent, passed at the commit: a fix if the parent fails `confirm` times more, in a work tree made
+    // anew (what the earlier runs wrote is gone), unless an earlier discovery confirmed it (its failure is stored).
+    auto confirmed = store.confirmed ? store.confirmed(c.parent, test.test_id) : Result<bool>(false);
+    if (!confirmed) {
+      r.store_error = confirmed.error().message;
+      return false;
+    }
     std::optional<RunOutcome> again;
-    for (unsigned i = 0; i < options.confirm && (p->fresh || n->fresh); ++i) {
+    if (!*confirmed) trees_[0].clear();
+    for (unsigned i = 0; i < options.confirm && !*confirmed; ++i) {
       auto a = outcome(r, c, 0, test, {}, options, /*again=*/true);
       if (!a) return false;
+      if (a->verdict == RunVerdict::environment) {
+        // Not confirmed: kept as runs (a later discovery confirms again), never a case.
+        keep(r, c.parent, test, *p, false);
+        keep(r, c.commit.sha, test, *n, false);
+        r.unrunnable.emplace_back("a run to confirm the failure at the parent could not run: " + a->message,
+                                  c.parent.substr(0, 10) + " " + test.test_id);
+        return true;
+      }
       if (a->verdict == RunVerdict::passed) {
         again = a;
         break;
@@ -703,7 +720,9 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
   if (own_root) {
     auto dir = make_temp_dir("spark-discover");
     TRY(dir);
-    root = *dir;
+    std::error_code ec;
+    root = fs::canonical(*dir, ec);  // the path Python and node print (a linked TMPDIR resolved)
+    if (ec) root = *dir;
   }
   const unsigned jobs = static_cast<unsigned>(std::min<size_t>(std::max(1u, options.jobs), candidates.size()));
   RunMemo memo;
@@ -713,10 +732,16 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
   std::mutex mu;  // the store: one thread at a time
   Status result;
   std::atomic<bool> stop{false};
-  const auto stored = [&](const std::string& sha) {
+  DiscoverStore locked;  // the store's reads, one thread at a time
+  locked.stored = [&](const std::string& sha) {
     std::lock_guard lock(mu);
     return store.stored(sha);
   };
+  if (store.confirmed)
+    locked.confirmed = [&](const std::string& sha, const std::string& test) {
+      std::lock_guard lock(mu);
+      return store.confirmed(sha, test);
+    };
   // Each test's runs are stored as soon as it is decided: a kill loses at most the tests being run.
   const auto flush = [&](CandidateRuns& runs, bool test_done) {
     std::lock_guard lock(mu);
@@ -733,8 +758,14 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
   };
   parallel_for(candidates.size(), jobs, [&](unsigned worker, size_t i) {
     if (stop) return;
-    CandidateRuns runs = workers[worker]->run(candidates[i], options, stored,
+    CandidateRuns runs = workers[worker]->run(candidates[i], options, locked,
                                               [&](CandidateRuns& r) { return flush(r, true); });
+    if (!runs.store_error.empty()) {
+      std::lock_guard lock(mu);
+      result = fail("the knowledge base could not be read: " + runs.store_error);
+      stop = true;
+      return;
+    }
     if (!flush(runs, false)) return;
     std::lock_guard lock(mu);
     if (store.done) store.done(runs);

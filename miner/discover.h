@@ -106,6 +106,7 @@ struct CandidateRuns {
   std::vector<std::pair<std::string, std::string>> unrunnable;  // (reason, "sha test")
   size_t unrunnable_known = 0;                                  // of them, known from the store (not run now)
   std::string checkout_error;                                   // the work trees could not be made: skipped
+  std::string store_error;                                      // the store could not be read: discovery stops
   size_t setups = 0;  // work trees made
   double setup_seconds = 0, run_seconds = 0;
 };
@@ -113,6 +114,8 @@ struct CandidateRuns {
 struct DiscoverStore {
   // The outcomes already stored at a commit, by test id.
   std::function<Result<std::map<std::string, RecordedOutcome>>(const std::string& sha)> stored;
+  // Whether a failure of the test at the commit was opened before: a fix confirmed by an earlier discovery.
+  std::function<Result<bool>(const std::string& sha, const std::string& test_id)> confirmed;
   // Stores the outcomes a candidate's last test(s) produced (`outcomes`; atomically).
   std::function<Status(const CandidateRuns&)> store;
   // After each test is stored: the candidate's counts so far (for progress).

@@ -207,6 +207,15 @@ Result<std::map<std::string, RecordedOutcome>> MiningStore::outcomes_at(const st
   return out;
 }
 
+Result<bool> MiningStore::has_failure(const std::string& sha, const std::string& test_id) {
+  auto st = kb_.database().prepare("SELECT 1 FROM failures WHERE commit_sha = ? AND test_id = ?");
+  TRY(st);
+  st->bind(1, sha).bind(2, test_id);
+  auto row = st->step();
+  TRY(row);
+  return *row;
+}
+
 Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                                     const SyncOptions& options, int64_t now, SyncReport& report) {
   Database& db = kb_.database();

@@ -102,6 +102,8 @@ class MiningStore {
                                     const SyncOptions& options);
   // The outcomes stored at commit `sha` (a full sha), by test id.
   Result<std::map<std::string, RecordedOutcome>> outcomes_at(const std::string& sha);
+  // Whether a failure of `test_id` at `sha` was opened (whatever became of it since).
+  Result<bool> has_failure(const std::string& sha, const std::string& test_id);
 
   // Failures with any of these statuses (all when empty), oldest first.
   Result<std::vector<StoredFailure>> failures(const std::vector<FailureStatus>& statuses = {});

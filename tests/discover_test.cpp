@@ -508,6 +508,21 @@ TEST(spark_mine_discover, a_failing_test_the_commit_removes_is_said_so_and_no_ca
   EXPECT_EQ(r.err.find("could not run"), std::string::npos) << r.err;
 }
 
+TEST(spark_mine_discover, a_pair_whose_confirming_run_cannot_run_is_no_fix) {
+  TempDir dir;
+  one_fix(dir, "tests/test_c.py", "def test_c():\n    assert 1 == 2\n", "def test_c():\n    assert 1 == 1\n");
+  // Passes where the fix is; elsewhere fails the first time, then cannot find the test.
+  const std::string count = (dir / ".git" / "runs").string();
+  const std::string run = "grep -q '1 == 1' {file} && exit 0; n=$(cat '" + count + "' 2>/dev/null || echo 0); echo "
+                          "$((n + 1)) > '" + count + "'; [ \"$n\" -ge 1 ] && { echo 'ERROR: not found: x'; exit 4; }; "
+                          "echo 'E   assert 1 == 2'; exit 1";
+  auto r = run_spark({"mine", "--discover", "--run", run}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("0 fixes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a run to confirm the failure at the parent could not run"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("settled 0 failures"), std::string::npos) << r.err;
+}
+
 TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
   const auto ids = [](const std::string& path, const std::string& content) {
     std::vector<std::string> out;

@@ -1044,7 +1044,7 @@ TEST(fault, a_conftest_that_cannot_be_read_leaves_its_failure_open_until_it_is_r
   EXPECT_NE(second.err.find("settled 1 failure: 1 labelled"), std::string::npos) << second.err;
   const auto labelled = json::parse(testing::slurp(dir / "cases.jsonl"), nullptr, false);
   ASSERT_TRUE(labelled.is_object()) << testing::slurp(dir / "cases.jsonl");
-  EXPECT_EQ(labelled["faulty_lines"], json::parse(R"([{"path": "tests/conftest.py", "line": 6}])"));
+  EXPECT_EQ(labelled["faulty_lines"], json::parse(R"([{"path": "tests/conftest.py", "line": 6, "fix": ["    return 2"]}])"));
 }
 
 // Issue 40: an answer whose bytes are not UTF-8. `--format json` exited 1 with nlohmann's type_error.316 and printed
