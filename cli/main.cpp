@@ -104,8 +104,8 @@ void add_history(CLI::App* sub, Flags& flags, HistoryArgs& h, bool many_repos = 
   else
     sub->add_option("--repo", h.repo, "the git repository (default .)")->check(CLI::ExistingDirectory);
   sub->add_flag("--all-parents", h.all_parents, "walk every parent, not only the first-parent line");
-  sub->add_option("--since", h.since, "only commits from this time (ISO-8601)");
-  sub->add_option("--until", h.until, "only commits up to this time (ISO-8601)");
+  sub->add_option("--since", h.since, "only commits from this time (2023-01-01, or an ISO-8601 time)");
+  sub->add_option("--until", h.until, "only commits up to this time (2023-01-01, or an ISO-8601 time)");
   flags.bind(sub, "--sigma", "mine.sigma")->check(CLI::Range(0.0, 100.0));
   flags.bind(sub, "--project", "project");
   flags.bind_switch(sub, "--test-only-fixes", "mine.test_only_fixes", "true",
