@@ -679,30 +679,12 @@ Result<std::string> unified_diff(const std::string& before, const std::string& a
 
 Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, const std::string& fixed,
                                                    const std::string& path) {
-  if (const auto& loaded = load_libgit2(); !loaded) return fail("diff of " + path + ": " + loaded.error().message);
-  git_diff_options opts;
-  git().git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
-  opts.context_lines = 0;
-  opts.flags |= GIT_DIFF_FORCE_TEXT;
-  struct Collect {
-    std::set<int> lines;
-    const std::vector<std::string_view>* faulty_lines;
-  };
-  const auto faulty_split = split_lines(faulty);
-  Collect c{{}, &faulty_split};
-  const auto line_cb = [](const git_diff_delta*, const git_diff_hunk*, const git_diff_line* line,
-                          void* payload) -> int {
-    auto* col = static_cast<Collect*>(payload);
-    if (line->origin == GIT_DIFF_LINE_DELETION && line->old_lineno > 0) {
-      const size_t i = static_cast<size_t>(line->old_lineno - 1);
-      if (i < col->faulty_lines->size() && !is_blank((*col->faulty_lines)[i])) col->lines.insert(line->old_lineno);
-    }
-    return 0;
-  };
-  if (git().git_diff_buffers(faulty.data(), faulty.size(), path.c_str(), fixed.data(), fixed.size(), path.c_str(),
-                             &opts, nullptr, nullptr, nullptr, line_cb, &c) != 0)
-    return fail(last_error("diff of " + path));
-  return std::vector<int>(c.lines.begin(), c.lines.end());
+  auto fixes = line_fixes(faulty, fixed, path);
+  TRY(fixes);
+  std::vector<int> out;
+  out.reserve(fixes->size());
+  for (const auto& [line, replacement] : *fixes) out.push_back(line);
+  return out;
 }
 
 Result<std::map<int, std::vector<std::string>>> line_fixes(const std::string& faulty, const std::string& fixed,
