@@ -715,15 +715,11 @@ class Worker {
 Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>& candidates,
                       const DiscoverOptions& options, const DiscoverStore& store) {
   if (candidates.empty()) return {};
-  fs::path root = options.work_root;
-  const bool own_root = root.empty();
-  if (own_root) {
-    auto dir = make_temp_dir("spark-discover");
-    TRY(dir);
-    std::error_code ec;
-    root = fs::canonical(*dir, ec);  // the path Python and node print (a linked TMPDIR resolved)
-    if (ec) root = *dir;
-  }
+  auto dir = make_temp_dir("spark-discover");
+  TRY(dir);
+  std::error_code canonical_error;
+  fs::path root = fs::canonical(*dir, canonical_error);  // the path Python and node print (a linked TMPDIR resolved)
+  if (canonical_error) root = *dir;
   const unsigned jobs = static_cast<unsigned>(std::min<size_t>(std::max(1u, options.jobs), candidates.size()));
   RunMemo memo;
   std::vector<std::unique_ptr<Worker>> workers;
@@ -772,10 +768,7 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
   });
   workers.clear();
   std::error_code ec;
-  if (own_root)
-    fs::remove_all(root, ec);
-  else
-    for (unsigned w = 0; w < jobs; ++w) fs::remove_all(root / ("w" + std::to_string(w)), ec);
+  fs::remove_all(root, ec);
   return result;
 }
 

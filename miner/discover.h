@@ -93,7 +93,6 @@ struct DiscoverOptions {
   unsigned confirm = 2;           // runs more at the parent before a pair counts as a fix
   bool retry_unrunnable = false;  // run again what was stored as could-not-run
   size_t max_output = size_t{64} * 1024;
-  std::filesystem::path work_root;  // where the work trees go (default: a new folder under the temporary directory)
 };
 
 // One candidate's runs, as they are stored: every outcome, and those that open a failure marked so.
