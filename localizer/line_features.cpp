@@ -15,9 +15,9 @@ namespace spark {
 
 std::string_view feature_name(size_t f) {
   static constexpr std::array<std::string_view, kFeatureCount> names = {
-      "bias",       "annotated", "resembles",    "traceback_line", "traceback_frame", "not_reached", "near_failure",
-      "own_body",   "support",   "module_level", "kind_prior",     "error_overlap",   "slice",       "value_match",
-      "name_match", "gate",      "named_line",   "same_test",      "outside_test"};
+      "bias",       "annotated", "resembles",    "traceback_line", "traceback_frame", "not_reached",  "near_failure",
+      "own_body",   "support",   "module_level", "kind_prior",     "error_overlap",   "slice",        "value_match",
+      "name_match", "gate",      "named_line",   "same_test",      "outside_test",    "resembles_fix"};
   return f < names.size() ? names[f] : "?";
 }
 
@@ -104,7 +104,10 @@ void append_faulty_lines(const Case& c, size_t case_index, std::vector<Retrieved
     const auto [first, last] =
         language == Language::python ? function_span_by_text(lines, function) : braced_span_by_text(lines, function);
     const bool outside = first > 0 && (fl.line < first || fl.line > last);
-    out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), c.test_id, outside});
+    out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), c.test_id, outside, {}});
+    if (auto fix = c.fixes.find(fl); fix != c.fixes.end())
+      for (const auto& line : fix->second)
+        if (!is_blank(line)) out.back().fixed.emplace_back(line);
   }
 }
 
@@ -387,13 +390,27 @@ FailurePath failure_path(const QueryView& v) {
 
 // The paper's annotation: w(l) = min over the retrieved faulty lines of the normalized Levenshtein distance, and the
 // ε test (annotated when w(l) ≤ ε); beside it the graded resemblance the ranker weighs, each weighted by the
-// similarity of the case the faulty line comes from.
+// similarity of the case the faulty line comes from. Fix-aware: a faulty line whose fix the query line resembles
+// more closely than the faulty line itself is no match for it (the query line is already the corrected form, as
+// in another test the past fix corrected); its resemblance to the fix is kResemblesFix instead.
 void annotation_features(QueryLine& ql, const std::vector<RetrievedFaultyLine>& faulty,
                          const std::vector<double>& case_similarity, double epsilon, const std::string& test_id) {
   FeatureVector& x = ql.x;
   const PreparedLine me(ql.text);
   for (size_t j = 0; j < faulty.size(); ++j) {
     const double d = normalized_levenshtein_bounded(me, faulty[j].prepared, kResemblanceRadius);
+    double to_fix = 2.0;
+    for (const auto& f : faulty[j].fixed)
+      to_fix = std::min(to_fix, normalized_levenshtein_bounded(me, f, std::min(d, kResemblanceRadius)));
+    if (to_fix < d && to_fix <= kResemblanceRadius) {
+      const double sim = std::max(0.0, case_similarity[faulty[j].case_index]);
+      x[kResemblesFix] = std::max(x[kResemblesFix], sim * (1.0 - to_fix / kResemblanceRadius));
+      if (to_fix < ql.fix_distance) {
+        ql.fix_distance = to_fix;
+        ql.fix_match = static_cast<int>(j);
+      }
+      continue;
+    }
     if (d < ql.best_distance) {
       ql.best_distance = d;
       ql.best_match = static_cast<int>(j);

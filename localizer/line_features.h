@@ -27,6 +27,10 @@ struct RetrievedFaultyLine {
   PreparedLine prepared{""};
   std::string test_id;        // the retrieved case's test
   bool outside_test = false;  // the faulty line lies outside its case's own test function (another test, set-up…)
+  // The line's replacement in its case's fix (Case::fixes), blank lines left out; empty when the case kept no fix or
+  // the fix deleted the line. A query line closer to one of these than to `text` is already fixed: fix-aware
+  // annotation counts it as evidence against (kResemblesFix), never as a match.
+  std::vector<PreparedLine> fixed;
 };
 
 // retrieve(S) for one case: appends the contents of `c`'s faulty lines to `out`, tagged with `case_index`, and whether
@@ -61,6 +65,7 @@ enum Feature : size_t {
   kNamedLine,       // the very line a traceback frame in the test files prints (not another line of its statement)
   kSameTest,        // graded resemblance to a faulty line of a retrieved case of the same test (trust: same test)
   kOutsideTest,     // graded resemblance to a retrieved faulty line that lay outside its case's own test function
+  kResemblesFix,    // graded resemblance to a retrieved faulty line's *fixed* version, closer than to the faulty one
   kFeatureCount
 };
 std::string_view feature_name(size_t f);
@@ -76,6 +81,8 @@ struct QueryLine {
   // Provenance for reasons.
   int best_match = -1;  // index into the retrieved faulty lines
   double best_distance = 1.0;
+  int fix_match = -1;  // the retrieved faulty line whose fix this line resembles most (kResemblesFix)
+  double fix_distance = 1.0;
 };
 
 // What the gate weighs: the failure's form and how the evidence divides between the failing statement and the rest.

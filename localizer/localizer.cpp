@@ -37,6 +37,13 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
     s += ", distance " + fixed(ql.best_distance, 2) + ", case similarity " + fixed(rc.similarity, 2);
     r.emplace_back(contrib(kAnnotated) + contrib(kResembles), s);
   }
+  if (ql.fix_match >= 0 && ql.x[kResemblesFix] > 0) {
+    const auto& fl = faulty[static_cast<size_t>(ql.fix_match)];
+    const auto& rc = retrieved[fl.case_index];
+    r.emplace_back(contrib(kResemblesFix), "resembles the fixed form of faulty line " + std::to_string(fl.line) +
+                                               " of case " + rc.id + " more than the faulty one (distance " +
+                                               fixed(ql.fix_distance, 2) + "): not annotated");
+  }
   if (ql.x[kTracebackLine] > 0)
     r.emplace_back(contrib(kTracebackLine), "the test stopped here (deepest traceback frame in the test code)");
   if (ql.x[kTracebackFrame] > 0) r.emplace_back(contrib(kTracebackFrame), "named by the traceback");
@@ -184,6 +191,7 @@ Result<std::vector<RetrievedFaultyLine>> retrieve_step(KnowledgeBase& kb, const 
     const size_t first = faulty.size();
     append_faulty_lines(*c, out.retrieved.size(), faulty);
     rc.faulty_lines = c->faulty_lines;
+    rc.fixes = c->fixes;
     for (size_t i = first; i < faulty.size(); ++i) rc.faulty_text.push_back(faulty[i].text);
     sims.push_back(hit.similarity);
     out.retrieved.push_back(std::move(rc));
@@ -396,6 +404,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
     out.language = std::string(language_name(f->structure->language));
   annotate_step(view, query, *faulty, sims, options, model, out);
   rank_step(view, *faulty, options, model, out);
+  out.suggestions = suggest_edits(query, out);
   return out;
 }
 

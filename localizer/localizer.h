@@ -29,6 +29,7 @@
 #include "ranker.h"
 #include "search_engine.h"
 #include "store/knowledge_base.h"
+#include "suggest.h"
 
 namespace spark {
 
@@ -68,6 +69,7 @@ struct RetrievedCase {
   double similarity = 0;
   std::vector<LineRef> faulty_lines;
   std::vector<std::string> faulty_text;
+  std::map<LineRef, std::vector<std::string>> fixes;  // how its fix replaced each faulty line (when it kept it)
 };
 
 struct Annotation {
@@ -143,9 +145,10 @@ struct Localization {
   std::vector<RetrievedCase> retrieved;
   std::vector<Annotation> annotations;
   std::vector<RankedElement> ranked;
-  std::string ranker;              // "builtin (trained on N labelled cases)" …
-  bool degraded = false;           // no usable similar case: baseline behaviour, no annotations
-  std::vector<std::string> notes;  // said on stderr by the command line
+  std::vector<Suggestion> suggestions;  // edits a similar case's fix suggests (suggest.h); never applied
+  std::string ranker;                   // "builtin (trained on N labelled cases)" …
+  bool degraded = false;                // no usable similar case: baseline behaviour, no annotations
+  std::vector<std::string> notes;       // said on stderr by the command line
   std::optional<LlmReport> llm;
 };
 

@@ -34,8 +34,9 @@ RankerModel RankerModel::prior() {
   m.weights[kSlice] = 1.5;       // setting a value the failing line uses: evidence like a traceback frame on the way
   m.weights[kValueMatch] = 1.5;  // holding a value the failure shows, or a name it quotes: direct evidence
   m.weights[kNameMatch] = 1.5;
-  m.weights[kGate] = 1.0;       // the gate's log-odds move the failing statement up or down
-  m.weights[kNamedLine] = 0.5;  // of a multi-line statement, the line the traceback prints
+  m.weights[kGate] = 1.0;           // the gate's log-odds move the failing statement up or down
+  m.weights[kNamedLine] = 0.5;      // of a multi-line statement, the line the traceback prints
+  m.weights[kResemblesFix] = -1.0;  // already in the form a similar case's fix gave its faulty line: evidence against
   m.gate = GateModel::prior();
   m.origin = "prior";
   return m;

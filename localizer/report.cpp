@@ -42,9 +42,17 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
     out += "  similar case: " + safe(rc.id) + " (" + safe(rc.test_id) + "), similarity " + fixed(rc.similarity, 2);
     if (rc.fixed_commit) out += ", fixed in " + safe(rc.fixed_commit->substr(0, 10));
     out += "\n";
-    for (size_t i = 0; i < rc.faulty_lines.size(); ++i)
-      out += "    its faulty line " + std::to_string(rc.faulty_lines[i].line) + ": " +
-             safe(trim(rc.faulty_text[i])) + "\n";
+    for (size_t i = 0; i < rc.faulty_lines.size(); ++i) {
+      out += "    its faulty line " + std::to_string(rc.faulty_lines[i].line) + ": " + safe(trim(rc.faulty_text[i])) +
+             "\n";
+      if (auto fix = rc.fixes.find(rc.faulty_lines[i]); fix != rc.fixes.end()) {
+        if (fix->second.empty()) out += "      fixed by deleting it\n";
+        for (size_t k = 0; k < fix->second.size() && k < 3; ++k)
+          out += std::string(k ? "               " : "      fixed as: ") + safe(trim(fix->second[k])) + "\n";
+        if (fix->second.size() > 3)
+          out += "               (" + std::to_string(fix->second.size() - 3) + " more lines)\n";
+      }
+    }
   }
   if (loc.gate)
     out += "  failing statement " + safe(loc.gate->line.path) + ":" + std::to_string(loc.gate->line.line) +
@@ -79,13 +87,24 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
     for (const auto& r : e.reasons) out += "     - " + safe(r) + "\n";
   }
   if (loc.ranked.empty()) out += "  (the test code has no non-blank line to rank)\n";
+  if (!loc.suggestions.empty()) {
+    out += "\n" + paint("1", "suggested edits") + " (a similar case's fix, repeated here; not applied):\n";
+    for (const auto& sg : loc.suggestions) {
+      out += "  " + safe(sg.line.path) + ":" + std::to_string(sg.line.line) + "  " + safe(sg.old_tokens) + " -> " +
+             safe(sg.new_tokens) + "  (from case " + safe(sg.from_case) + ", confidence " + fixed(sg.confidence, 2) +
+             (sg.preferred ? "" : "; another case's edit of this line is more confident") + ")\n";
+      out += "  " + paint("31", "- " + safe(clip(sg.old_line, 160))) + "\n";
+      out += "  " + paint("32", "+ " + safe(clip(sg.new_line, 160))) + "\n";
+    }
+  }
   if (loc.explanation) {
     const LineExplanation& ex = *loc.explanation;
     out += "\n" + paint("1", "explain " + safe(ex.line.path) + ":" + std::to_string(ex.line.line)) + "\n";
     if (!ex.note.empty()) {
       out += "  " + safe(ex.note) + "\n";
     } else {
-      out += "  " + safe(clip(ex.code, 160)) + "\n  score " + fixed(ex.score, 3) + " = sigmoid(sum of weight x value); " +
+      out += "  " + safe(clip(ex.code, 160)) + "\n  score " + fixed(ex.score, 3) +
+             " = sigmoid(sum of weight x value); " +
              (ex.rank ? "its element's rank: " + std::to_string(ex.rank) : std::string("not ranked")) + "\n";
       char row[160];
       std::snprintf(row, sizeof row, "  %-16s %9s %9s %13s\n", "feature", "value", "weight", "contribution");
@@ -121,9 +140,11 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
               {"faulty_commit", rc.faulty_commit ? json(*rc.faulty_commit) : json(nullptr)},
               {"fixed_commit", rc.fixed_commit ? json(*rc.fixed_commit) : json(nullptr)}};
     r["faulty_lines"] = json::array();
-    for (size_t i = 0; i < rc.faulty_lines.size(); ++i)
-      r["faulty_lines"].push_back(
-          {{"path", rc.faulty_lines[i].path}, {"line", rc.faulty_lines[i].line}, {"text", rc.faulty_text[i]}});
+    for (size_t i = 0; i < rc.faulty_lines.size(); ++i) {
+      json fl = {{"path", rc.faulty_lines[i].path}, {"line", rc.faulty_lines[i].line}, {"text", rc.faulty_text[i]}};
+      if (auto fix = rc.fixes.find(rc.faulty_lines[i]); fix != rc.fixes.end()) fl["fix"] = fix->second;
+      r["faulty_lines"].push_back(std::move(fl));
+    }
     j["retrieved"].push_back(std::move(r));
   }
   j["annotations"] = json::array();
@@ -147,6 +168,17 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
                            {"annotated", e.annotated},
                            {"source", e.source},
                            {"reasons", e.reasons}});
+  j["suggestions"] = json::array();
+  for (const auto& sg : loc.suggestions)
+    j["suggestions"].push_back({{"path", sg.line.path},
+                                {"line", sg.line.line},
+                                {"old", sg.old_line},
+                                {"new", sg.new_line},
+                                {"change", {{"old", sg.old_tokens}, {"new", sg.new_tokens}}},
+                                {"from_case", sg.from_case},
+                                {"from_line", {{"path", sg.from_line.path}, {"line", sg.from_line.line}}},
+                                {"confidence", sg.confidence},
+                                {"preferred", sg.preferred}});
   j["notes"] = loc.notes;
   if (loc.gate)
     j["gate"] = {{"path", loc.gate->line.path},
@@ -232,8 +264,17 @@ size_t redact_localization(Localization& loc, const Case& query, const Redactor&
     line_of(e.path, e.line, e.code);
     for (auto& reason : e.reasons) r(reason);
   }
-  for (auto& c : loc.retrieved)
+  for (auto& c : loc.retrieved) {
     for (auto& text : c.faulty_text) r(text);
+    for (auto& [line, fix] : c.fixes)
+      for (auto& text : fix) r(text);
+  }
+  for (auto& sg : loc.suggestions) {
+    r(sg.old_line);
+    r(sg.new_line);
+    r(sg.old_tokens);
+    r(sg.new_tokens);
+  }
   if (loc.explanation) {
     line_of(loc.explanation->line.path, loc.explanation->line.line, loc.explanation->code);
     r(loc.explanation->note);
@@ -266,6 +307,21 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
     for (size_t i = 1; i < e.reasons.size(); ++i) message += "; " + e.reasons[i];
     // Stable across runs and line moves: the test, the file and the line's text.
     const std::string fingerprint = hex64(fnv1a64(loc.test_id + "\n" + e.path + "\n" + e.code));
+    // A suggested edit of one of the element's lines is the result's proposed fix (SARIF §3.55), never applied: the
+    // whole line replaced (a region with lines and no columns spans them without their line break).
+    json fixes = json::array();
+    for (const auto& sg : loc.suggestions)
+      if (sg.preferred && sg.line.path == e.path && sg.line.line >= e.line &&
+          sg.line.line <= std::max(e.line, e.end_line))
+        fixes.push_back(
+            {{"description",
+              {{"text", "Repeat case " + sg.from_case + "'s fix: " + sg.old_tokens + " -> " + sg.new_tokens +
+                            " (confidence " + fixed(sg.confidence, 2) + ")"}}},
+             {"artifactChanges",
+              json::array({{{"artifactLocation", {{"uri", sg.line.path}}},
+                            {"replacements",
+                             json::array({{{"deletedRegion", {{"startLine", sg.line.line}, {"endLine", sg.line.line}}},
+                                           {"insertedContent", {{"text", sg.new_line}}}}})}}})}});
     results.push_back(
         {{"ruleId", "spark/suspicious-test-line"},
          {"ruleIndex", 0},
@@ -276,6 +332,7 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
                                        {"region", {{"startLine", e.line}, {"endLine", e.end_line}}}}}}})},
          {"partialFingerprints", {{"sparkTestLine/v1", fingerprint}}},
          {"properties", {{"rank", rank}, {"score", e.score}, {"annotated", e.annotated}, {"source", e.source}}}});
+    if (!fixes.empty()) results.back()["fixes"] = std::move(fixes);
   }
   json sarif = {
       {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},

@@ -1,8 +1,8 @@
 #include "miner.h"
 
+#include <fnmatch.h>
 #include <algorithm>
 #include <cmath>
-#include <fnmatch.h>
 #include <map>
 #include <set>
 
@@ -41,8 +41,7 @@ std::vector<size_t> part_starts(const std::string& path) {
 }
 
 bool glob_matches(const std::string& glob, const std::string& path) {
-  if (glob.find('/') == std::string::npos)
-    return ::fnmatch(glob.c_str(), fs::path(path).filename().c_str(), 0) == 0;
+  if (glob.find('/') == std::string::npos) return ::fnmatch(glob.c_str(), fs::path(path).filename().c_str(), 0) == 0;
   if (glob.ends_with("/**")) {
     // Under a folder (one or more parts) at any depth: some run of whole folder names matches it.
     const std::string dir = glob.substr(0, glob.size() - 3);
@@ -536,7 +535,6 @@ std::string project_slug(const std::string& project) {
   return slash == std::string::npos ? project : project.substr(slash + 1);
 }
 
-
 namespace {
 
 // A file's failing version, or nullopt when the repository has no such file then.
@@ -672,7 +670,12 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
       TRY(replacements);
       for (int l : *lines) {
         faulty_lines.push_back({p, l});
-        if (auto it = replacements->find(l); it != replacements->end()) fixes[{p, l}] = std::move(it->second);
+        // A fix is kept as text: one holding bytes that are not UTF-8 is left out (the line stays labelled).
+        if (auto it = replacements->find(l);
+            it != replacements->end() && std::none_of(it->second.begin(), it->second.end(), [](const std::string& t) {
+              return find_invalid_utf8(t).has_value();
+            }))
+          fixes[{p, l}] = std::move(it->second);
       }
       out.fixed_files.push_back({p, **after});
     } else if (!*after) {

@@ -161,6 +161,58 @@ TEST(Localizer, degrades_to_the_baseline_without_a_knowledge_base_or_a_similar_c
   EXPECT_NE(far->notes[0].find("below the floor"), std::string::npos);
 }
 
+// Issue 36 part 2: a query line in the form a past fix gave its faulty line is not annotated (it is already corrected);
+// the same knowledge base without the fix annotates it, as the paper's annotation does.
+TEST(Localizer, a_line_closer_to_a_past_fixs_new_side_than_to_its_faulty_line_is_not_annotated) {
+  const std::string past =
+      "import settings\n\n\ndef test_timeout():\n    value = settings.get('timeout_seconds', 30)\n"
+      "    assert value == 60\n";
+  const std::string now =
+      "import settings\n\n\ndef test_default():\n    value = settings.get('timeout_seconds', 60)\n"
+      "    assert value == 60\n\n\ndef test_timeout():\n    value = settings.get('timeout_seconds', 30)\n"
+      "    assert value == 60\n";
+  const std::string error = "tests/test_x.py:11: in test_timeout\n    assert value == 60\nE   assert 30 == 60";
+  nlohmann::json q = testing::sample_case("q", now, 10, error, "2026-03-01T00:00:00Z");
+  q["test_id"] = "tests/test_x.py::test_timeout";
+  q.erase("faulty_lines");
+  for (const bool with_fix : {true, false}) {
+    SCOPED_TRACE(with_fix ? "with the fix" : "without it");
+    TempDir dir;
+    auto kb = std::move(*KnowledgeBase::open(dir / "kb", true));
+    nlohmann::json c = testing::sample_case("past", past, 5,
+                                            "tests/test_x.py:6: in test_timeout\n    assert value == 60"
+                                            "\nE   assert 30 == 60",
+                                            "2026-01-01T00:00:00Z");
+    c["test_id"] = "tests/test_x.py::test_timeout_old";
+    if (with_fix) c["faulty_lines"][0]["fix"] = {"    value = settings.get('timeout_seconds', 60)"};
+    ASSERT_TRUE(kb->import_cases({*case_from_json(c)}, {}, false));
+    ASSERT_TRUE(build_index(*kb, {}, {}));
+    std::vector<std::string> notes;
+    auto engine = SearchEngine::open(*kb, {}, notes);
+    ASSERT_TRUE(engine);
+    Localizer localizer(kb.get(), engine->get());
+    LocalizeOptions o;
+    o.k = 3;
+    o.explain = LineRef{"", 5};
+    auto loc = localizer.localize(*case_from_json(q), o);
+    ASSERT_TRUE(loc) << loc.error().message;
+    ASSERT_EQ(loc->retrieved.size(), 1u);
+    std::set<int> annotated;
+    for (const auto& a : loc->annotations) annotated.insert(a.line.line);
+    EXPECT_EQ(annotated, (with_fix ? std::set<int>{10} : std::set<int>{5, 10}));
+    ASSERT_TRUE(loc->explanation);
+    double fix_evidence = 0;
+    for (const auto& t : loc->explanation->terms)
+      if (t.feature == "resembles_fix") fix_evidence = t.value;
+    if (with_fix)
+      EXPECT_GT(fix_evidence, 0.0);
+    else
+      EXPECT_EQ(fix_evidence, 0.0);
+    ASSERT_FALSE(loc->ranked.empty());
+    EXPECT_EQ(loc->ranked[0].line, 10);
+  }
+}
+
 TEST(Localizer, aggregates_to_statements_blocks_and_functions) {
   Fixture f;
   Localizer localizer(f.kb.get(), f.engine.get());
