@@ -26,6 +26,7 @@
 #include "mining_store.h"
 #include "prompt.h"
 #include "report.h"
+#include "verdict.h"
 #include "store/knowledge_base.h"
 
 namespace spark::cli {
@@ -676,6 +677,43 @@ void keep_what_the_run_learnt(Retrieval& r, std::vector<std::string>& notes) {
     notes.push_back("kept them in the vector index");
 }
 
+// What is asked before "which line" (issue 36): each localized failure's test history from the recorded outcomes,
+// and its verdict, with the knowledge base's product examples (failures fixed outside the test code). A store that
+// cannot be read leaves the history out and says so; the localization stands.
+void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<Case>& queries,
+                std::vector<Result<Localization>>& results, std::vector<std::string>& notes) {
+  VerdictContext context;
+  std::error_code ec;
+  context.repository = fs::weakly_canonical(args.root.empty() ? fs::path(".") : fs::path(args.root), ec);
+  std::optional<MiningStore> store;
+  if (kb) {
+    store.emplace(*kb);
+    constexpr size_t kExamples = 2000;  // the newest; a word-overlap pass over them per failure stays cheap
+    if (auto product = store->failures({FailureStatus::not_test_fault}); product) {
+      const size_t from = product->size() > kExamples ? product->size() - kExamples : 0;
+      for (size_t i = from; i < product->size(); ++i)
+        context.product_examples.push_back(
+            {(*product)[i].test_id, (*product)[i].commit, failure_text((*product)[i].message)});
+    } else {
+      notes.push_back("the knowledge base's failures could not be read: no product examples (" +
+                      product.error().message + ")");
+    }
+  }
+  const int64_t now = now_epoch();
+  for (size_t i = 0; i < results.size() && i < queries.size(); ++i) {
+    if (!results[i]) continue;
+    Localization& loc = *results[i];
+    if (store) {
+      auto h = store->history(queries[i].test_id, now);
+      if (h)
+        loc.history = std::move(*h);
+      else
+        loc.notes.push_back("its recorded runs could not be read: " + h.error().message);
+    }
+    loc.verdict = judge(queries[i], loc, loc.history, context);
+  }
+}
+
 // Prints the run's report (report_run) in args.format: its errors and notes on stderr, the report on stdout, and the
 // SARIF report to --sarif-output; the exit code.
 int print_run(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries,
@@ -746,7 +784,8 @@ int localize_queries(const Common& common, const LocalizeArgs& args, const std::
     cache.persist_in(structures);
   }
   LlmStage llm_stage(localizer, cache, client ? &*client : nullptr, std::move(*stage));
-  const auto results = llm_stage.run(queries, options, llm_progress());
+  auto results = llm_stage.run(queries, options, llm_progress());
+  add_triage(retrieval->kb.get(), args, queries, results, notes);
   keep_what_the_run_learnt(*retrieval, notes);
   for (const auto& n : notes) note(n);
   return print_run(common, args, queries, results, options, batch, client.has_value());

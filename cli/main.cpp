@@ -69,7 +69,7 @@ struct Command {
 
 const std::vector<std::string> kModes = {"builtin",         "baseline",  "default",   "random",
                                          "annotation-free", "directive", "naive-rag", "hybrid"};
-const std::vector<std::string> kFormats = {"text", "json", "sarif", "github"};
+const std::vector<std::string> kFormats = {"text", "json", "sarif", "github", "markdown"};
 const std::vector<std::string> kLevels = {"line", "statement", "block", "function"};
 
 // The global options: --config (read here) and the store (--kb, --local-dir).
@@ -182,7 +182,7 @@ Command add_localize(CLI::App& app, Flags& flags) {
   flags.bind(sub, "-r", "localize.r")->check(CLI::Range(1, 1000));
   flags.bind(sub, "--epsilon", "localize.epsilon")->check(CLI::Range(0.0, 1.0));
   flags.bind(sub, "--similarity-floor", "localize.similarity_floor");
-  sub->add_option("--format", loc.format, "text | json | sarif | github")->check(CLI::IsMember(kFormats));
+  sub->add_option("--format", loc.format, "text | json | sarif | github | markdown")->check(CLI::IsMember(kFormats));
   sub->add_flag("--show-annotated", loc.show_annotated, "also print the annotated test code (text format)");
   sub->add_option("--color", loc.color, "auto | always | never")->check(CLI::IsMember({"auto", "always", "never"}));
   flags.bind(sub, "--mode", "llm.mode")->check(CLI::IsMember(kModes));
@@ -269,7 +269,7 @@ Command add_record(CLI::App& app, Flags& flags) {
   sub->add_option("--junit", rec.junit, "the JUnit XML report of the test run")->required()->check(CLI::ExistingFile);
   sub->add_option("--commit", rec.commit, "the commit tested (default HEAD)");
   sub->add_flag("--no-localize", *no_localize, "only record; do not localize the failures");
-  sub->add_option("--format", rec.localize_args.format, "text | json | sarif | github")->check(CLI::IsMember(kFormats));
+  sub->add_option("--format", rec.localize_args.format, "text | json | sarif | github | markdown")->check(CLI::IsMember(kFormats));
   sub->add_option("--sarif", rec.localize_args.sarif_output,
                   "also write the localization as SARIF to this file (code scanning)");
   flags.bind(sub, "-k", "localize.k")->check(CLI::Range(1, 100000));

@@ -24,6 +24,7 @@
 #include "code/structure_cache.h"
 #include "formats/case.h"
 #include "formats/defaults.h"
+#include "formats/triage.h"
 #include "line_features.h"
 #include "policy.h"
 #include "ranker.h"
@@ -146,6 +147,8 @@ struct Localization {
   std::vector<Annotation> annotations;
   std::vector<RankedElement> ranked;
   std::vector<Suggestion> suggestions;  // edits a similar case's fix suggests (suggest.h); never applied
+  std::optional<TestHistory> history;   // the test's recorded runs (filled by the command line from the store)
+  std::optional<Verdict> verdict;       // whose fault (verdict.h; filled with the history)
   std::string ranker;                   // "builtin (trained on N labelled cases)" …
   bool degraded = false;                // no usable similar case: baseline behaviour, no annotations
   std::vector<std::string> notes;       // said on stderr by the command line

@@ -18,7 +18,34 @@ std::string location(const RankedElement& e) {
   return e.path + ":" + std::to_string(e.line) + (e.end_line > e.line ? "-" + std::to_string(e.end_line) : "");
 }
 
+std::string short_commit(const std::optional<std::string>& sha) { return sha ? sha->substr(0, 10) : std::string("?"); }
+
 }  // namespace
+
+std::string history_line(const TestHistory& h) {
+  std::string out;
+  if (h.first_failing_commit) {
+    out = "failing since " + short_commit(h.first_failing_commit) + ", " + std::to_string(h.failing_runs) +
+          " failing run" + (h.failing_runs == 1 ? "" : "s");
+    if (h.age_days) out += ", " + fixed(*h.age_days, *h.age_days < 10 ? 1 : 0) + " days";
+    out += h.last_passed_commit ? "; last passed at " + short_commit(h.last_passed_commit)
+                                : "; never passed in the recorded runs";
+  } else {
+    out = "no failing run recorded before this one";
+    if (h.last_passed_commit) out += "; last passed at " + short_commit(h.last_passed_commit);
+  }
+  if (h.flaky)
+    out += "; failed and passed at the same commit " + std::to_string(h.flaky_runs) + " time" +
+           (h.flaky_runs == 1 ? "" : "s") + ": flaky (never learnt as a case)";
+  return out;
+}
+
+std::string verdict_line(const Verdict& v) {
+  std::string out = v.kind + " (" + fixed(v.probability, 2) + ")";
+  if (!v.reasons.empty()) out += ": " + v.reasons.front();
+  for (size_t i = 1; i < v.reasons.size(); ++i) out += "; " + v.reasons[i];
+  return out;
+}
 
 std::string report_text(const Localization& loc, const ReportContext& ctx, bool color) {
   const auto paint = [color](const char* code, const std::string& s) {
@@ -33,6 +60,8 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
   out += "  ranker: " + loc.ranker + (loc.degraded ? " — no similar case used (baseline behaviour)" : "") + "\n";
   out += "  knowledge base: " + std::to_string(loc.knowledge_base_size) + " labelled case(s), " +
          std::to_string(loc.filtered_size) + " after policy " + ctx.policy + "\n";
+  if (loc.verdict) out += "  verdict: " + safe(verdict_line(*loc.verdict)) + "\n";
+  if (loc.history) out += "  history: " + safe(history_line(*loc.history)) + "\n";
   for (const auto& rc : loc.retrieved) {
     if (rc.similarity < kShowSimilarFloor) {
       out += "  closest case: " + safe(rc.id) + ", similarity " + fixed(rc.similarity, 2) + ", below " +
@@ -179,6 +208,24 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
                                 {"from_line", {{"path", sg.from_line.path}, {"line", sg.from_line.line}}},
                                 {"confidence", sg.confidence},
                                 {"preferred", sg.preferred}});
+  if (loc.history) {
+    const TestHistory& h = *loc.history;
+    const auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
+    j["history"] = {{"first_failing_commit", opt(h.first_failing_commit)},
+                    {"failing_runs", h.failing_runs},
+                    {"last_passed_commit", opt(h.last_passed_commit)},
+                    {"age_days", h.age_days ? json(*h.age_days) : json(nullptr)},
+                    {"flaky", h.flaky},
+                    {"flaky_runs", h.flaky_runs},
+                    {"runs", h.runs}};
+  } else {
+    j["history"] = nullptr;
+  }
+  if (loc.verdict)
+    j["verdict"] = {
+        {"class", loc.verdict->kind}, {"probability", loc.verdict->probability}, {"reasons", loc.verdict->reasons}};
+  else
+    j["verdict"] = nullptr;
   j["notes"] = loc.notes;
   if (loc.gate)
     j["gate"] = {{"path", loc.gate->line.path},
@@ -346,6 +393,107 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
 
 namespace {
 
+// Text from outside in a Markdown table cell: control characters and workflow commands defused (terminal_line), then
+// HTML's specials, the cell separator and "@" (no mention pings anyone) as entities, so nothing renders as markup.
+std::string md_cell(std::string_view s) {
+  std::string out;
+  for (char c : terminal_line(s)) switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '|': out += "&#124;"; break;
+      case '@': out += "&#64;"; break;
+      case '`': out += "&#96;"; break;
+      case '*': out += "&#42;"; break;
+      case '_': out += "&#95;"; break;
+      case '[': out += "&#91;"; break;
+      case ']': out += "&#93;"; break;
+      case '\\': out += "&#92;"; break;
+      default: out += c;
+    }
+  return out;
+}
+
+std::string md_code(std::string_view s) { return "<code>" + md_cell(s) + "</code>"; }
+
+// A fence longer than any run of backticks in `text`.
+std::string fence_for(std::string_view text) {
+  size_t run = 0, longest = 0;
+  for (char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  return std::string(std::max<size_t>(3, longest + 1), '`');
+}
+
+}  // namespace
+
+std::string report_markdown(const std::vector<const Localization*>& run, const std::vector<std::string>& errors,
+                            const ReportContext& ctx) {
+  std::map<std::string, size_t> by_verdict;
+  for (const auto* loc : run) ++by_verdict[loc->verdict ? loc->verdict->kind : std::string("unknown")];
+  std::string out = "### spark: " + std::to_string(run.size() + errors.size()) + " failing test" +
+                    (run.size() + errors.size() == 1 ? "" : "s");
+  if (!by_verdict.empty()) {
+    out += " (";
+    bool first = true;
+    for (const auto& [kind, n] : by_verdict) {
+      out += (first ? "" : ", ") + std::to_string(n) + " " + kind;
+      first = false;
+    }
+    out += ")";
+  }
+  out += "\n\n| test | verdict | seen before / suggested edit | top " + std::string(level_name(ctx.level)) +
+         "s |\n|---|---|---|---|\n";
+  for (const auto* loc : run) {
+    std::string verdict = loc->verdict ? "<b>" + md_cell(loc->verdict->kind) + "</b> " + fixed(loc->verdict->probability, 2)
+                                       : std::string("—");
+    if (loc->history && loc->history->flaky)
+      verdict += "<br>flaky: passed at the same commit " + std::to_string(loc->history->flaky_runs) + "×";
+    else if (loc->history && loc->history->first_failing_commit)
+      verdict += "<br>failing since " + md_code(loc->history->first_failing_commit->substr(0, 10)) + ", " +
+                 std::to_string(loc->history->failing_runs) + " run" + (loc->history->failing_runs == 1 ? "" : "s");
+    std::string seen;
+    for (const auto& rc : loc->retrieved)
+      if (rc.similarity >= kShowSimilarFloor) {
+        seen = "like " + md_code(rc.id) + " (" + fixed(rc.similarity, 2) + ")";
+        if (rc.fixed_commit) seen += ", fixed in " + md_code(rc.fixed_commit->substr(0, 10));
+        break;
+      }
+    for (const auto& sg : loc->suggestions)
+      if (sg.preferred) {
+        seen += std::string(seen.empty() ? "" : "<br>") + "edit line " + std::to_string(sg.line.line) + ": " +
+                md_code(sg.old_tokens) + " → " + md_code(sg.new_tokens) + " (" + fixed(sg.confidence, 2) + ")";
+        break;
+      }
+    if (seen.empty()) seen = "—";
+    std::string top;
+    for (size_t i = 0; i < loc->ranked.size() && i < 3; ++i) {
+      const auto& e = loc->ranked[i];
+      top += std::string(i ? "<br>" : "") + std::to_string(i + 1) + ". " + md_code(e.path + ":" + std::to_string(e.line)) +
+             " " + md_code(clip(std::string(trim(e.code)), 80));
+    }
+    if (top.empty()) top = "—";
+    out += "| " + md_code(loc->test_id) + " | " + verdict + " | " + seen + " | " + top + " |\n";
+  }
+  for (const auto& e : errors) out += "| " + md_cell(e) + " | not localized | — | — |\n";
+  bool header = false;
+  for (const auto* loc : run)
+    for (const auto& sg : loc->suggestions) {
+      if (!header) out += "\n#### Suggested edits (from similar cases' fixes; not applied)\n";
+      header = true;
+      const std::string body = "# " + terminal_line(sg.line.path) + ":" + std::to_string(sg.line.line) + " (" +
+                               terminal_line(loc->test_id) + "; from case " + terminal_line(sg.from_case) +
+                               ", confidence " + fixed(sg.confidence, 2) + (sg.preferred ? "" : ", an alternative") +
+                               ")\n-" + terminal_line(sg.old_line) + "\n+" + terminal_line(sg.new_line) + "\n";
+      const std::string fence = fence_for(body);
+      out += "\n" + fence + "diff\n" + body + fence + "\n";
+    }
+  return out;
+}
+
+namespace {
+
 // A workflow command's data: its text made safe for the log first (control characters escaped, commands defused:
 // base/text.h), then GitHub's own escapes, which the runner undoes before it shows the annotation.
 std::string gh_escape_data(std::string_view s) {
@@ -385,6 +533,7 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
     size_t rank = 0, of = 0;                 // its rank, among how many elements
     size_t at_rank = 0;                      // the failures that rank it there
     std::vector<const std::string*> tests;   // every failure that ranks it
+    const Localization* first = nullptr;     // the first failure that ranks it
   };
   std::vector<Group> groups;
   std::map<std::tuple<std::string_view, int, int>, size_t> index;
@@ -403,6 +552,7 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
       }
       g.at_rank += i + 1 == g.rank ? 1 : 0;
       g.tests.push_back(&loc.test_id);
+      if (!g.first) g.first = &loc;
     }
   // The best-ranked first; among equals, the one more failures share.
   std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
@@ -420,6 +570,31 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
     std::string title = "spark: rank " + std::to_string(g.rank) + " of " + std::to_string(g.of) + " suspicious " +
                         level + "s for " + *g.tests.front();
     std::string msg = clip(e.code, 200);
+    if (count == 1 && g.first) {
+      // What triage asks first, in the title: whose fault, seen before, an edit to try.
+      std::vector<std::string> facts;
+      if (g.first->verdict)
+        facts.push_back(g.first->verdict->kind + " " + fixed(g.first->verdict->probability, 2));
+      if (g.first->history && g.first->history->flaky) facts.emplace_back("flaky");
+      for (const auto& rc : g.first->retrieved)
+        if (rc.similarity >= kShowSimilarFloor) {
+          facts.push_back("seen before: " + rc.id);
+          break;
+        }
+      for (const auto& sg : g.first->suggestions)
+        if (sg.preferred && sg.line.path == e.path && sg.line.line >= e.line &&
+            sg.line.line <= std::max(e.line, e.end_line)) {
+          facts.push_back("edit: " + sg.old_tokens + " -> " + sg.new_tokens);
+          break;
+        }
+      if (!facts.empty()) {
+        title += " [";
+        for (size_t f = 0; f < facts.size(); ++f) title += (f ? "; " : "") + facts[f];
+        title += "]";
+      }
+      if (g.first->verdict) msg += "\nverdict: " + verdict_line(*g.first->verdict);
+      if (g.first->history) msg += "\nhistory: " + history_line(*g.first->history);
+    }
     if (count > 1) {
       // The rank holds for the failures that rank it there ("for 9 of 14"), lower for the others.
       title = "spark: rank " + std::to_string(g.rank) + " suspicious " + level + " for " +

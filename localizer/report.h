@@ -32,6 +32,15 @@ size_t redact_localization(Localization& loc, const Case& query, const Redactor&
                            std::map<std::string, size_t>& counts);
 
 std::string report_text(const Localization& loc, const ReportContext& ctx, bool color);
+// One line each for the text and Markdown reports: "failing since abc1234, 3 failing runs, 2.0 days; last passed at
+// def5678", and "test (0.73): raised in the test's own code (+1.0); ...".
+std::string history_line(const TestHistory& h);
+std::string verdict_line(const Verdict& v);
+// A summary a person reads in CI (`--format markdown`, $GITHUB_STEP_SUMMARY, a merge-request comment): one table row
+// per failure — the test, its verdict, whether it was seen before (the most similar case, its fix commit) or an edit
+// is suggested, and its top lines — then each suggested edit as a diff block. Cells are escaped for Markdown tables.
+std::string report_markdown(const std::vector<const Localization*>& run, const std::vector<std::string>& errors,
+                            const ReportContext& ctx);
 std::string report_json(const Localization& loc, const ReportContext& ctx);
 std::string report_sarif(const Localization& loc, const ReportContext& ctx);
 // GitHub Actions annotations for a run's failures (one localization each, in the run's order): at most 10 in all,
@@ -43,7 +52,7 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
 // A run's report (`spark localize`, `spark record`) in one of the formats above, for its failures and their results
 // in the same order (localizer/report_run.cpp).
 struct RunReportOptions {
-  std::string format = "text";  // text | json | sarif | github
+  std::string format = "text";  // text | json | sarif | github | markdown
   bool sarif = false;           // a SARIF report besides (--sarif-output), whatever the format
   bool batch = false;           // json: an array even of one failure (else the one localization, or null)
   bool color = false;           // text: ANSI colours

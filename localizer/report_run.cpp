@@ -60,8 +60,9 @@ Localization published(const Localization& r, const Case& query, const std::stri
   if (const size_t n = redact_localization(copy, query, *options.redactor, counts))
     said.push_back(
         {false, who + "redacted " + std::to_string(n) + " secret(s) from the " +
-                    (options.format == "github" ? (options.sarif ? "annotations and the SARIF report" : "annotations")
-                                                : "SARIF report")});
+                    (options.format == "github"     ? (options.sarif ? "annotations and the SARIF report" : "annotations")
+                     : options.format == "markdown" ? (options.sarif ? "summary and the SARIF report" : "summary")
+                                                    : "SARIF report")});
   return copy;
 }
 
@@ -102,7 +103,7 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
     if (r.llm && options.llm_asked && !r.llm->used) report.llm_failed = true;
     if (options.format == "json") json_all.push_back(json::parse(report_json(r, ctx)));
     std::optional<Localization> copy;
-    if (options.redactor && (wants_sarif || options.format == "github"))
+    if (options.redactor && (wants_sarif || options.format == "github" || options.format == "markdown"))
       copy = published(r, queries[i], who, options, report.messages);
     const Localization& shown = copy ? *copy : r;
     if (wants_sarif) {
@@ -112,8 +113,8 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
       else
         for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
     }
-    if (options.format == "github")
-      annotated.push_back(shown);  // annotated as one run, below
+    if (options.format == "github" || options.format == "markdown")
+      annotated.push_back(shown);  // annotated (or summed up) as one run, below
     else if (options.format == "text")
       report.out += text_of(r, queries, i, ctx, options);
   }
@@ -125,6 +126,14 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
                                      : json_text(json_all[0], 2)) +
                  "\n";
   if (options.format == "github") report.out = report_github(annotated, ctx);
+  if (options.format == "markdown") {
+    std::vector<const Localization*> run;
+    for (const auto& l : annotated) run.push_back(&l);
+    std::vector<std::string> errors;
+    for (size_t i = 0; i < results.size(); ++i)
+      if (!results[i]) errors.push_back(queries[i].test_id + ": " + results[i].error().message);
+    report.out = report_markdown(run, errors, ctx);
+  }
   if (options.format == "sarif") report.out = report.sarif;
   return report;
 }

@@ -207,6 +207,55 @@ Result<std::map<std::string, RecordedOutcome>> MiningStore::outcomes_at(const st
   return out;
 }
 
+Result<std::optional<TestHistory>> MiningStore::history(const std::string& test_id, int64_t now) {
+  struct Run {
+    std::string commit;
+    bool failed = false;
+    int64_t time = 0;
+  };
+  std::vector<Run> runs;
+  auto st = kb_.database().prepare(
+      "SELECT commit_sha, outcome, COALESCE(time, recorded_at) FROM outcomes WHERE test_id = ? AND outcome != "
+      "'skipped'");
+  TRY(st);
+  st->bind(1, test_id);
+  for (;;) {
+    auto row = st->step();
+    TRY(row);
+    if (!*row) break;
+    const std::string outcome = st->text(1);
+    runs.push_back({st->text(0), outcome == "failed" || outcome == "error", st->int64(2)});
+  }
+  if (runs.empty()) return std::optional<TestHistory>();
+  // Flaky: a failure of this test whose commit also saw it pass (its failure closed as flaky).
+  std::set<std::string> flaky_commits;
+  auto fl = kb_.database().prepare("SELECT commit_sha FROM failures WHERE test_id = ? AND status = 'flaky'");
+  TRY(fl);
+  fl->bind(1, test_id);
+  for (;;) {
+    auto row = fl->step();
+    TRY(row);
+    if (!*row) break;
+    flaky_commits.insert(fl->text(0));
+  }
+  // History's order: by time, then commit (a stable order for runs of one second).
+  std::sort(runs.begin(), runs.end(),
+            [](const Run& a, const Run& b) { return std::tie(a.time, a.commit) < std::tie(b.time, b.commit); });
+  TestHistory h;
+  h.runs = runs.size();
+  h.flaky_runs = flaky_commits.size();
+  size_t i = runs.size();
+  while (i > 0 && runs[i - 1].failed) --i;
+  if (i < runs.size()) {
+    h.first_failing_commit = runs[i].commit;
+    h.failing_runs = runs.size() - i;
+    h.age_days = std::max<double>(0.0, static_cast<double>(now - runs[i].time) / 86400.0);
+  }
+  if (i > 0) h.last_passed_commit = runs[i - 1].commit;
+  h.flaky = h.flaky_runs > 0;
+  return std::optional<TestHistory>(std::move(h));
+}
+
 Result<bool> MiningStore::has_failure(const std::string& sha, const std::string& test_id) {
   auto st = kb_.database().prepare("SELECT 1 FROM failures WHERE commit_sha = ? AND test_id = ?");
   TRY(st);
@@ -258,14 +307,25 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
         "WHERE outcomes.outcome != excluded.outcome OR outcomes.message != excluded.message");
     auto open = db.prepare(
         "INSERT INTO failures(commit_sha, test_id, status, time, message, origin, snapshot, updated_at) "
-        "VALUES (?,?,'open',?,?,?,?,?) ON CONFLICT DO NOTHING");
+        "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING");
     auto flaky = db.prepare(
         "UPDATE failures SET status = 'flaky', updated_at = ? WHERE commit_sha = ? AND test_id = ? AND status = "
         "'open'");
-    for (auto* st : {&put, &open, &flaky})
+    auto before = db.prepare("SELECT outcome FROM outcomes WHERE commit_sha = ? AND test_id = ?");
+    for (auto* st : {&put, &open, &flaky, &before})
       if (!*st) return std::unexpected(st->error());
     for (const auto& r : resolved) {
       const RecordedOutcome& o = *r.o;
+      const bool fails = o.outcome == Outcome::failed || o.outcome == Outcome::error;
+      // A failure at a commit where the test passed before (outcomes recorded in any order) is flaky from the start.
+      bool passed_before = false;
+      if (fails && o.opens) {
+        before->bind(1, r.sha).bind(2, o.test_id);
+        auto row = before->step();
+        TRY(row);
+        passed_before = *row && before->text(0) == "passed";
+        before->reset();
+      }
       put->bind(1, r.sha).bind(2, o.test_id).bind(3, outcome_name(o.outcome));
       if (o.time)
         put->bind(4, *o.time);
@@ -274,20 +334,21 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
       put->bind(5, o.message).bind(6, o.origin).bind(7, now);
       TRY(put->run());
       report.outcomes += static_cast<size_t>(put->changes());
-      if ((o.outcome == Outcome::failed || o.outcome == Outcome::error) && o.opens) {
-        open->bind(1, r.sha).bind(2, o.test_id);
+      if (fails && o.opens) {
+        open->bind(1, r.sha).bind(2, o.test_id).bind(3, passed_before ? "flaky" : "open");
         if (o.time)
-          open->bind(3, *o.time);
+          open->bind(4, *o.time);
         else
-          open->bind_null(3);
-        open->bind(4, sanitize_utf8(o.message)).bind(5, o.origin);
+          open->bind_null(4);
+        open->bind(5, sanitize_utf8(o.message)).bind(6, o.origin);
         if (r.snapshot)
-          open->bind(6, json_text(files_json(*r.snapshot)));
+          open->bind(7, json_text(files_json(*r.snapshot)));
         else
-          open->bind_null(6);
-        open->bind(7, now);
+          open->bind_null(7);
+        open->bind(8, now);
         TRY(open->run());
-        report.opened += static_cast<size_t>(open->changes());
+        report.opened += passed_before ? 0 : static_cast<size_t>(open->changes());
+        report.closed_flaky += passed_before ? static_cast<size_t>(open->changes()) : 0;
       } else if (o.outcome == Outcome::passed) {
         TRY(flaky->bind(1, now).bind(2, r.sha).bind(3, o.test_id).run());
         report.closed_flaky += static_cast<size_t>(flaky->changes());

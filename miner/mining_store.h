@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "formats/defaults.h"
+#include "formats/triage.h"
 #include "miner.h"
 #include "store/knowledge_base.h"
 
@@ -102,6 +103,8 @@ class MiningStore {
                                     const SyncOptions& options);
   // The outcomes stored at commit `sha` (a full sha), by test id.
   Result<std::map<std::string, RecordedOutcome>> outcomes_at(const std::string& sha);
+  // The recorded runs of `test_id` (formats/triage.h), nullopt when none is recorded. `now` in Unix seconds.
+  Result<std::optional<TestHistory>> history(const std::string& test_id, int64_t now);
   // Whether a failure of `test_id` at `sha` was opened (whatever became of it since).
   Result<bool> has_failure(const std::string& sha, const std::string& test_id);
 

@@ -1,0 +1,207 @@
+#include "verdict.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <set>
+
+#include "base/text.h"
+#include "formats/error_message.h"
+#include "localizer.h"
+
+namespace spark {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The lines of the failure that state the error: pytest's "E " lines, else every line (bounded).
+std::vector<std::string_view> error_lines(std::string_view text) {
+  std::vector<std::string_view> e, all;
+  for (auto line : split_lines(text)) {
+    const auto t = trim(line);
+    if (t.empty()) continue;
+    all.push_back(t);
+    if (line.starts_with("E ")) e.push_back(trim(line.substr(1)));
+  }
+  return e.empty() ? all : e;
+}
+
+// "No module named 'a.b'" → "a"; "cannot import name 'x' from 'a.b' (/usr/lib/...)" → "a".
+std::string top_module(std::string_view line, std::string_view after) {
+  auto at = line.find(after);
+  if (at == std::string_view::npos) return "";
+  at += after.size();
+  while (at < line.size() && (line[at] == '\'' || line[at] == '"' || line[at] == ' ')) ++at;
+  size_t end = at;
+  while (end < line.size() && (std::isalnum(static_cast<unsigned char>(line[end])) || line[end] == '_')) ++end;
+  return std::string(line.substr(at, end - at));
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+std::set<std::string> words(std::string_view text) {
+  std::set<std::string> out;
+  std::string w;
+  const auto flush = [&] {
+    if (w.size() >= 3 && !std::isdigit(static_cast<unsigned char>(w[0]))) out.insert(w);
+    w.clear();
+  };
+  for (char c : text)
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_')
+      w += c;
+    else
+      flush();
+  flush();
+  return out;
+}
+
+double jaccard(const std::set<std::string>& a, const std::set<std::string>& b) {
+  if (a.empty() || b.empty()) return 0;
+  size_t common = 0;
+  for (const auto& w : a) common += b.contains(w) ? 1 : 0;
+  return static_cast<double>(common) / static_cast<double>(a.size() + b.size() - common);
+}
+
+std::string clip_reason(std::string_view s) { return clip(std::string(s), 120); }
+
+}  // namespace
+
+std::optional<std::string> environment_reason(std::string_view error_message,
+                                              const std::function<bool(std::string_view)>& own_module) {
+  const std::string text = failure_text(error_message);
+  for (const auto line : error_lines(text)) {
+    const std::string l = lower(line);
+    // A module that cannot be imported: the machine's when it is not the repository's own.
+    for (const std::string_view marker : {"no module named", "cannot import name"}) {
+      if (l.find(marker) == std::string::npos) continue;
+      std::string module = marker == "no module named" ? top_module(line, "named") : top_module(line, " from ");
+      if (module.empty()) continue;
+      if (own_module && own_module(module)) return std::nullopt;  // the repository's own module: its code's fault
+      return "a module that is not the repository's own cannot be imported (" + module + "): " + clip_reason(line);
+    }
+    static const std::vector<std::pair<std::string_view, std::string_view>> kMachine = {
+        {"connectionrefusederror", "a connection was refused"},
+        {"connection refused", "a connection was refused"},
+        {"connectionreseterror", "a connection was reset"},
+        {"name or service not known", "a host name could not be resolved"},
+        {"temporary failure in name resolution", "a host name could not be resolved"},
+        {"nodename nor servname", "a host name could not be resolved"},
+        {"network is unreachable", "the network is unreachable"},
+        {"failed: timeout", "the run timed out"},
+        {"timeouterror", "the run timed out"},
+        {"timed out", "the run timed out"},
+        {"permissionerror", "a permission was denied"},
+        {"permission denied", "a permission was denied"},
+        {"read-only file system", "the file system is read-only"},
+        {"no space left on device", "the disk is full"},
+        {"too many open files", "the process ran out of file descriptors"},
+        {"memoryerror", "memory ran out"},
+        {"cannot allocate memory", "memory ran out"},
+        {"command not found", "a program is not installed"},
+    };
+    for (const auto& [needle, why] : kMachine)
+      if (l.find(needle) != std::string::npos) return std::string(why) + ": " + clip_reason(line);
+  }
+  return std::nullopt;
+}
+
+Verdict judge(const Case& query, const Localization& loc, const std::optional<TestHistory>& history,
+              const VerdictContext& context) {
+  Verdict v;
+  if (history && history->flaky) {
+    v.kind = "flaky";
+    v.probability = 0.9;
+    v.reasons.push_back("the test failed and passed at the same commit " + std::to_string(history->flaky_runs) +
+                        " time(s): its failures are not learnt as cases");
+    return v;
+  }
+  const auto frames = parse_traceback(failure_text(query.error_message));
+  const auto own_module = [&](std::string_view module) {
+    const std::string m(module);
+    std::error_code ec;
+    if (!context.repository.empty())
+      for (const auto& p : {context.repository / m, context.repository / (m + ".py"), context.repository / "src" / m,
+                            context.repository / "lib" / m})
+        if (std::filesystem::exists(p, ec)) return true;
+    // The traceback or the test files name it as a folder of the repository's.
+    const auto in_path = [&](std::string_view path) {
+      return path.starts_with(m + "/") || path.find("/" + m + "/") != std::string_view::npos;
+    };
+    for (const auto& f : frames)
+      if (in_path(f.path) && f.path.find("-packages/") == std::string::npos) return true;
+    for (const auto& f : query.files)
+      if (in_path(f.path)) return true;
+    return false;
+  };
+  if (auto why = environment_reason(query.error_message, own_module)) {
+    v.kind = "environment";
+    v.probability = 0.85;
+    v.reasons.push_back(*why);
+    return v;
+  }
+
+  double score = 0;
+  bool raised_in_test = false;
+  if (!frames.empty())
+    for (const auto& f : query.files) raised_in_test = raised_in_test || same_file(frames.back().path, f.path);
+  const bool assertion = loc.gate && loc.gate->form == "assertion";
+  if (raised_in_test) {
+    score += 1.0;
+    v.reasons.push_back("raised in the test's own code (+1.0)");
+  } else if (!frames.empty() && !assertion) {
+    score -= 1.0;
+    v.reasons.push_back("raised beneath the test, in " + clip_reason(frames.back().path) + " (-1.0)");
+  }
+  double best = 0;
+  std::string best_id;
+  for (const auto& rc : loc.retrieved)
+    if (rc.similarity > best) {
+      best = rc.similarity;
+      best_id = rc.id;
+    }
+  if (best >= 0.8) {
+    score += 1.0;
+    v.reasons.push_back("a similar failure (" + best_id + ", similarity " + fixed(best, 2) + ") was the test's fault (+1.0)");
+  } else if (best >= 0.6) {
+    score += 0.5;
+    v.reasons.push_back("a somewhat similar failure (" + best_id + ", similarity " + fixed(best, 2) +
+                        ") was the test's fault (+0.5)");
+  }
+  if (!loc.annotations.empty()) {
+    score += 0.5;
+    v.reasons.push_back("a line of the test resembles a past faulty line (+0.5)");
+  }
+  if (!context.product_examples.empty()) {
+    const auto mine = words(failure_text(query.error_message));
+    double closest = 0;
+    const ProductExample* example = nullptr;
+    for (const auto& p : context.product_examples)
+      if (const double j = jaccard(mine, words(p.failure)); j > closest) {
+        closest = j;
+        example = &p;
+      }
+    constexpr double kReadsLike = 0.5;
+    if (example && closest >= kReadsLike && closest > best) {
+      score -= 1.5;
+      v.reasons.push_back("reads like a failure of " + example->test_id + " at " + example->commit.substr(0, 10) +
+                          " that was fixed outside the test code (word overlap " + fixed(closest, 2) + ", -1.5)");
+    }
+  }
+  const double p_test = sigmoid(score);
+  v.kind = p_test >= 0.5 ? "test" : "product";
+  v.probability = std::max(p_test, 1.0 - p_test);
+  if (v.probability < kVerdictConfidenceFloor) {
+    v.reasons.push_back("the evidence is too weak to say (" + std::string(p_test >= 0.5 ? "test" : "product") + " " +
+                        fixed(v.probability, 2) + " < " + fixed(kVerdictConfidenceFloor, 2) + ")");
+    v.kind = "unknown";
+  }
+  return v;
+}
+
+}  // namespace spark

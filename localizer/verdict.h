@@ -1,0 +1,57 @@
+// Whose fault a failure likely is (issue 36 part 5): the test's, the product's (the code under test), the machine's,
+// or a flaky test's — or `unknown` when the evidence is too weak (below kVerdictConfidenceFloor).
+//
+// In order:
+//   1. flaky: the test's history (formats/triage.h) saw it fail and pass at the same commit;
+//   2. environment: the failure's own words say the machine failed it — a module that is not the repository's own
+//      cannot be imported, a connection is refused or a host not found, a run timed out, a permission is denied, a
+//      disk is full, memory ran out; a missing module of the repository itself does not count (the repository's
+//      folders, and the traceback's paths, say which are its own);
+//   3. test or product, by a score in log-odds for "test" (each term below is a reason in the report):
+//        +1.0  the exception was raised in the test's own code (the deepest traceback frame is in its files)
+//        -1.0  it was raised beneath the test, in the code under test, and is no assertion of the test's
+//        +1.0  a similar labelled case (similarity ≥ 0.8; +0.5 from 0.6) was a fault of test code
+//        +0.5  a line of the test resembles a similar case's faulty line (annotated)
+//        -1.5  a failure fixed outside the test code (a product example kept by the miner) reads like this one
+//              more than the most similar labelled case does
+//      probability = sigmoid(score); the likelier of test and product is the verdict when its probability is at
+//      least kVerdictConfidenceFloor, else `unknown`.
+// The weights are reasoning, not fitting; docs/RESULTS.md measures them on test-side and product-side faults.
+// Thread safety: pure functions.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/case.h"
+#include "formats/triage.h"
+
+namespace spark {
+
+struct Localization;
+
+inline constexpr double kVerdictConfidenceFloor = 0.6;
+
+// A failure fixed outside the test code, kept by the miner as an example of a product fault.
+struct ProductExample {
+  std::string test_id, commit;
+  std::string failure;  // its failure text (failure_text of its message)
+};
+
+struct VerdictContext {
+  std::filesystem::path repository;              // the repository's root ("" when not known)
+  std::vector<ProductExample> product_examples;  // from the knowledge base
+};
+
+// The environment's words in `error_message`, when they say the machine failed the test: a short reason naming
+// the line that says it; nullopt otherwise. `own_module` says whether a module is the repository's own.
+std::optional<std::string> environment_reason(std::string_view error_message,
+                                              const std::function<bool(std::string_view)>& own_module);
+
+Verdict judge(const Case& query, const Localization& loc, const std::optional<TestHistory>& history,
+              const VerdictContext& context);
+
+}  // namespace spark

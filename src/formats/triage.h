@@ -1,0 +1,36 @@
+// What spark says of a failure before "which line" (issue 36): its test's history from the recorded outcomes, and
+// whose fault it likely is. Plain data: the miner fills the history (MiningStore::history), the localizer the verdict
+// (localizer/verdict.h); the reports print both (docs/FORMATS.md, `history` and `verdict`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spark {
+
+// A test's recorded runs, newest last by the outcome's time (the commit's; the time it was recorded when it has
+// none), so outcomes recorded out of order count in history's order.
+struct TestHistory {
+  // The failing streak that ends with the newest recorded run (empty when that run passed or none failed).
+  std::optional<std::string> first_failing_commit;  // its first failing run's commit
+  size_t failing_runs = 0;                          // failing runs in it
+  std::optional<std::string> last_passed_commit;    // the pass before it (or the newest pass, with no streak)
+  std::optional<double> age_days;                   // from its first failing run to now
+  // Runs where the test failed and passed at the same commit: the failure is flaky and never learnt as a case.
+  size_t flaky_runs = 0;
+  bool flaky = false;  // flaky_runs > 0, or a failing run of the streak passed again at its commit
+  size_t runs = 0;     // every recorded run of the test (passed, failed, error; skipped ones not counted)
+};
+
+// Whose fault a failure likely is: the test's (a case to localize), the product's (the code under test), the
+// machine's (environment), a flaky test's, or not known well enough to say (`unknown`, below
+// kVerdictConfidenceFloor).
+struct Verdict {
+  std::string kind = "unknown";  // test | product | environment | flaky | unknown
+  double probability = 0;        // of `kind` (for unknown: of the likelier of test and product)
+  std::vector<std::string> reasons;
+};
+
+}  // namespace spark
