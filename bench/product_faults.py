@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Failures of known class for the verdict's evaluation: `product` (a seeded mutation of the code under test, the
+r"""Failures of known class for the verdict's evaluation: `product` (a seeded mutation of the code under test, the
 tests untouched) and `environment` (the untouched code run on a perturbed machine), made as the dev corpus was
 (../shared/data/dev/MANIFEST.md), in the corpus format (docs/FORMATS.md) as queries: no faulty_lines.
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "base/text.h"
 #include "code/structure_cache.h"
@@ -699,12 +700,23 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
                       product.error().message + ")");
     }
   }
+  // Each commit's place in the repository's history (every parent, topological), read once when a history is asked:
+  // runs recorded out of order count in commit order.
+  std::unordered_map<std::string, size_t> place;
+  if (store)
+    if (auto repo = GitRepository::open(context.repository); repo)
+      if (auto commits = (*repo)->history(false); commits)
+        for (size_t i = 0; i < commits->size(); ++i) place.emplace((*commits)[i].sha, i);
+  const auto position = [&place](const std::string& sha) -> std::optional<size_t> {
+    const auto it = place.find(sha);
+    return it == place.end() ? std::nullopt : std::optional<size_t>(it->second);
+  };
   const int64_t now = now_epoch();
   for (size_t i = 0; i < results.size() && i < queries.size(); ++i) {
     if (!results[i]) continue;
     Localization& loc = *results[i];
     if (store) {
-      auto h = store->history(queries[i].test_id, now);
+      auto h = place.empty() ? store->history(queries[i].test_id, now) : store->history(queries[i].test_id, now, position);
       if (h)
         loc.history = std::move(*h);
       else

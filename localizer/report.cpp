@@ -20,6 +20,28 @@ std::string location(const RankedElement& e) {
 
 std::string short_commit(const std::optional<std::string>& sha) { return sha ? sha->substr(0, 10) : std::string("?"); }
 
+// The failure's history and verdict (formats/triage.h), null when not known.
+void add_triage_json(const Localization& loc, json& j) {
+  if (loc.history) {
+    const TestHistory& h = *loc.history;
+    const auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
+    j["history"] = {{"first_failing_commit", opt(h.first_failing_commit)},
+                    {"failing_runs", h.failing_runs},
+                    {"last_passed_commit", opt(h.last_passed_commit)},
+                    {"age_days", h.age_days ? json(*h.age_days) : json(nullptr)},
+                    {"flaky", h.flaky},
+                    {"flaky_runs", h.flaky_runs},
+                    {"runs", h.runs}};
+  } else {
+    j["history"] = nullptr;
+  }
+  if (loc.verdict)
+    j["verdict"] = {
+        {"class", loc.verdict->kind}, {"probability", loc.verdict->probability}, {"reasons", loc.verdict->reasons}};
+  else
+    j["verdict"] = nullptr;
+}
+
 }  // namespace
 
 std::string history_line(const TestHistory& h) {
@@ -208,24 +230,7 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
                                 {"from_line", {{"path", sg.from_line.path}, {"line", sg.from_line.line}}},
                                 {"confidence", sg.confidence},
                                 {"preferred", sg.preferred}});
-  if (loc.history) {
-    const TestHistory& h = *loc.history;
-    const auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
-    j["history"] = {{"first_failing_commit", opt(h.first_failing_commit)},
-                    {"failing_runs", h.failing_runs},
-                    {"last_passed_commit", opt(h.last_passed_commit)},
-                    {"age_days", h.age_days ? json(*h.age_days) : json(nullptr)},
-                    {"flaky", h.flaky},
-                    {"flaky_runs", h.flaky_runs},
-                    {"runs", h.runs}};
-  } else {
-    j["history"] = nullptr;
-  }
-  if (loc.verdict)
-    j["verdict"] = {
-        {"class", loc.verdict->kind}, {"probability", loc.verdict->probability}, {"reasons", loc.verdict->reasons}};
-  else
-    j["verdict"] = nullptr;
+  add_triage_json(loc, j);
   j["notes"] = loc.notes;
   if (loc.gate)
     j["gate"] = {{"path", loc.gate->line.path},
@@ -398,18 +403,41 @@ namespace {
 std::string md_cell(std::string_view s) {
   std::string out;
   for (char c : terminal_line(s)) switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '|': out += "&#124;"; break;
-      case '@': out += "&#64;"; break;
-      case '`': out += "&#96;"; break;
-      case '*': out += "&#42;"; break;
-      case '_': out += "&#95;"; break;
-      case '[': out += "&#91;"; break;
-      case ']': out += "&#93;"; break;
-      case '\\': out += "&#92;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '|':
+        out += "&#124;";
+        break;
+      case '@':
+        out += "&#64;";
+        break;
+      case '`':
+        out += "&#96;";
+        break;
+      case '*':
+        out += "&#42;";
+        break;
+      case '_':
+        out += "&#95;";
+        break;
+      case '[':
+        out += "&#91;";
+        break;
+      case ']':
+        out += "&#93;";
+        break;
+      case '\\':
+        out += "&#92;";
+        break;
+      default:
+        out += c;
     }
   return out;
 }
@@ -446,8 +474,9 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
   out += "\n\n| test | verdict | seen before / suggested edit | top " + std::string(level_name(ctx.level)) +
          "s |\n|---|---|---|---|\n";
   for (const auto* loc : run) {
-    std::string verdict = loc->verdict ? "<b>" + md_cell(loc->verdict->kind) + "</b> " + fixed(loc->verdict->probability, 2)
-                                       : std::string("—");
+    std::string verdict = loc->verdict
+                              ? "<b>" + md_cell(loc->verdict->kind) + "</b> " + fixed(loc->verdict->probability, 2)
+                              : std::string("—");
     if (loc->history && loc->history->flaky)
       verdict += "<br>flaky: passed at the same commit " + std::to_string(loc->history->flaky_runs) + "×";
     else if (loc->history && loc->history->first_failing_commit)
@@ -470,8 +499,8 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
     std::string top;
     for (size_t i = 0; i < loc->ranked.size() && i < 3; ++i) {
       const auto& e = loc->ranked[i];
-      top += std::string(i ? "<br>" : "") + std::to_string(i + 1) + ". " + md_code(e.path + ":" + std::to_string(e.line)) +
-             " " + md_code(clip(std::string(trim(e.code)), 80));
+      top += std::string(i ? "<br>" : "") + std::to_string(i + 1) + ". " +
+             md_code(e.path + ":" + std::to_string(e.line)) + " " + md_code(clip(std::string(trim(e.code)), 80));
     }
     if (top.empty()) top = "—";
     out += "| " + md_code(loc->test_id) + " | " + verdict + " | " + seen + " | " + top + " |\n";
@@ -573,8 +602,7 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
     if (count == 1 && g.first) {
       // What triage asks first, in the title: whose fault, seen before, an edit to try.
       std::vector<std::string> facts;
-      if (g.first->verdict)
-        facts.push_back(g.first->verdict->kind + " " + fixed(g.first->verdict->probability, 2));
+      if (g.first->verdict) facts.push_back(g.first->verdict->kind + " " + fixed(g.first->verdict->probability, 2));
       if (g.first->history && g.first->history->flaky) facts.emplace_back("flaky");
       for (const auto& rc : g.first->retrieved)
         if (rc.similarity >= kShowSimilarFloor) {

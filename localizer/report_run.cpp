@@ -60,7 +60,7 @@ Localization published(const Localization& r, const Case& query, const std::stri
   if (const size_t n = redact_localization(copy, query, *options.redactor, counts))
     said.push_back(
         {false, who + "redacted " + std::to_string(n) + " secret(s) from the " +
-                    (options.format == "github"     ? (options.sarif ? "annotations and the SARIF report" : "annotations")
+                    (options.format == "github" ? (options.sarif ? "annotations and the SARIF report" : "annotations")
                      : options.format == "markdown" ? (options.sarif ? "summary and the SARIF report" : "summary")
                                                     : "SARIF report")});
   return copy;
@@ -128,6 +128,7 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
   if (options.format == "github") report.out = report_github(annotated, ctx);
   if (options.format == "markdown") {
     std::vector<const Localization*> run;
+    run.reserve(annotated.size());
     for (const auto& l : annotated) run.push_back(&l);
     std::vector<std::string> errors;
     for (size_t i = 0; i < results.size(); ++i)

@@ -167,7 +167,8 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
     }
   if (best >= 0.8) {
     score += 1.0;
-    v.reasons.push_back("a similar failure (" + best_id + ", similarity " + fixed(best, 2) + ") was the test's fault (+1.0)");
+    v.reasons.push_back("a similar failure (" + best_id + ", similarity " + fixed(best, 2) +
+                        ") was the test's fault (+1.0)");
   } else if (best >= 0.6) {
     score += 0.5;
     v.reasons.push_back("a somewhat similar failure (" + best_id + ", similarity " + fixed(best, 2) +

@@ -180,7 +180,7 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
 }
 
 Result<SyncReport> MiningStore::store_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
-                                              const SyncOptions& options) {
+                                               const SyncOptions& options) {
   SyncReport report;
   TRY(record_outcomes(repo, outcomes, options, now_epoch(), report));
   return report;
@@ -207,11 +207,13 @@ Result<std::map<std::string, RecordedOutcome>> MiningStore::outcomes_at(const st
   return out;
 }
 
-Result<std::optional<TestHistory>> MiningStore::history(const std::string& test_id, int64_t now) {
+Result<std::optional<TestHistory>> MiningStore::history(
+    const std::string& test_id, int64_t now, const std::function<std::optional<size_t>(const std::string&)>& position) {
   struct Run {
     std::string commit;
     bool failed = false;
     int64_t time = 0;
+    size_t at = 0;  // position in the history
   };
   std::vector<Run> runs;
   auto st = kb_.database().prepare(
@@ -238,9 +240,18 @@ Result<std::optional<TestHistory>> MiningStore::history(const std::string& test_
     if (!*row) break;
     flaky_commits.insert(fl->text(0));
   }
-  // History's order: by time, then commit (a stable order for runs of one second).
-  std::sort(runs.begin(), runs.end(),
-            [](const Run& a, const Run& b) { return std::tie(a.time, a.commit) < std::tie(b.time, b.commit); });
+  // History's order: the commits' when every one is placed, else the outcomes' times (then commit: stable).
+  bool placed = static_cast<bool>(position);
+  for (auto& r : runs) {
+    if (!placed) break;
+    const auto at = position(r.commit);
+    placed = at.has_value();
+    r.at = at.value_or(0);
+  }
+  std::sort(runs.begin(), runs.end(), [placed](const Run& a, const Run& b) {
+    return placed ? std::tie(a.at, a.time, a.commit) < std::tie(b.at, b.time, b.commit)
+                  : std::tie(a.time, a.commit) < std::tie(b.time, b.commit);
+  });
   TestHistory h;
   h.runs = runs.size();
   h.flaky_runs = flaky_commits.size();
@@ -580,8 +591,8 @@ Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
                          " GROUP BY fault_key HAVING count(*) > 1");
   auto members = db.prepare(
       "SELECT commit_sha, test_id, status, time, case_id, record, decided_by, decided_at, reason, kept "
-      "FROM failures WHERE fault_key = ? AND (status IN " + mined +
-      " OR status = 'duplicate') ORDER BY coalesce(time, updated_at), commit_sha, test_id");
+      "FROM failures WHERE fault_key = ? AND (status IN " +
+      mined + " OR status = 'duplicate') ORDER BY coalesce(time, updated_at), commit_sha, test_id");
   auto as_duplicate = db.prepare(
       "UPDATE failures SET status = 'duplicate', duplicate_of = ?, updated_at = ? WHERE commit_sha = ? AND test_id = "
       "?");
@@ -647,10 +658,8 @@ Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
       to_remove.push_back(kept.case_id);
     }
   }
-  if (!to_remove.empty())
-    TRY(kb_.remove_cases(to_remove));
-  if (!to_import.empty())
-    TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
+  if (!to_remove.empty()) TRY(kb_.remove_cases(to_remove));
+  if (!to_import.empty()) TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
   TRY(tx->commit());
   return out;
 }
@@ -726,10 +735,8 @@ Status MiningStore::reconcile(double sigma, SyncReport& report) {
   }
   if (!report.labelled_ids.empty()) report.settled[FailureStatus::labelled] = report.labelled_ids.size();
   if (!report.quarantined_ids.empty()) report.settled[FailureStatus::quarantined] = report.quarantined_ids.size();
-  if (!to_remove.empty())
-    TRY(kb_.remove_cases(to_remove));
-  if (!to_import.empty())
-    TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
+  if (!to_remove.empty()) TRY(kb_.remove_cases(to_remove));
+  if (!to_import.empty()) TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
   return {};
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,7 +36,7 @@ struct SyncOptions {
   std::string project;  // default: the repository's folder name
   bool test_only_fixes = false;
   TestCodeRule test_code;  // what is test code (`mine.test_code`)
-  bool snapshot = false;  // keep each new failure's test files (from git objects) with it: `spark record`
+  bool snapshot = false;   // keep each new failure's test files (from git objects) with it: `spark record`
 };
 
 struct SyncReport {
@@ -51,7 +52,7 @@ struct SyncReport {
   size_t unreadable = 0;  // fixed failures left open because a git object could not be read (is_read_error)
   std::vector<std::string> shallow_boundary;  // a shallow clone's boundary commits (empty when not shallow)
   size_t beyond_boundary = 0;                 // outcomes at commits a shallow clone does not have, not stored
-  OutlierRule rule;                                        // over every mined case, after this sync
+  OutlierRule rule;                           // over every mined case, after this sync
   std::vector<std::string> warnings;
 };
 
@@ -79,8 +80,8 @@ std::string failure_id(const StoredFailure& f);
 // Why the test of `test_id` no longer exists at commit `sha`, or nullopt while it does. Gone means: its test file is
 // not in that commit, or the file no longer defines its test function (a parametrized id `f[...]` names function
 // `f`) and the function's name is nowhere in the file (so a test the file still names, made by a factory or in a
-// file that does not parse, never expires). A module's id (a collection error's: the file's path) is gone only with its file; a dotted unittest
-// id (no file named) is never gone.
+// file that does not parse, never expires). A module's id (a collection error's: the file's path) is gone only with its
+// file; a dotted unittest id (no file named) is never gone.
 std::optional<std::string> test_gone_at(const GitRepository& repo, const std::string& sha, const std::string& test_id);
 
 // Opens the knowledge base as KnowledgeBase::open does, with the miner's rule for an upgrade that recomputed the
@@ -103,8 +104,12 @@ class MiningStore {
                                     const SyncOptions& options);
   // The outcomes stored at commit `sha` (a full sha), by test id.
   Result<std::map<std::string, RecordedOutcome>> outcomes_at(const std::string& sha);
-  // The recorded runs of `test_id` (formats/triage.h), nullopt when none is recorded. `now` in Unix seconds.
-  Result<std::optional<TestHistory>> history(const std::string& test_id, int64_t now);
+  // The recorded runs of `test_id` (formats/triage.h), nullopt when none is recorded. `now` in Unix seconds. Runs are
+  // put in the history's order by `position` (a commit's place in the repository's history, oldest first) when it
+  // knows every run's commit, else by the outcomes' times: outcomes recorded out of order count in commit order.
+  Result<std::optional<TestHistory>> history(
+      const std::string& test_id, int64_t now,
+      const std::function<std::optional<size_t>(const std::string& sha)>& position = {});
   // Whether a failure of `test_id` at `sha` was opened (whatever became of it since).
   Result<bool> has_failure(const std::string& sha, const std::string& test_id);
 

@@ -1,13 +1,40 @@
 // Issue 36: what a CI engineer asks before "which line" — suggested edits from similar cases' fixes (suggest.h).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "json_schema.h"
 #include "localizer.h"
 #include "suggest.h"
 #include "test_util.h"
 
 namespace spark {
 
+using testing::run_spark;
+using testing::TempDir;
+using testing::write_file;
+
 namespace {
+
+std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
+
+void commit(const TempDir& dir, const std::string& message, int d) {
+  git(dir, "add -A");
+  git(dir, "commit -q -m '" + message + "'", day(d));
+}
+
+// Real pytest at its defaults, with a JUnit report.
+void pytest_junit(const TempDir& dir, const std::string& report) {
+  const auto r = testing::run_pytest({"--junitxml=" + report, "tests"}, dir.path());
+  ASSERT_TRUE(std::filesystem::exists(dir / report)) << r.out << r.err;
+}
+
+const nlohmann::json* localization_of(const nlohmann::json& run, const std::string& test_id) {
+  for (const auto& l : run)
+    if (l["test_id"] == test_id) return &l;
+  return nullptr;
+}
 
 Case query_of(const std::string& code) {
   nlohmann::json j = testing::sample_case("q", code, 1, "E   AttributeError", "2026-03-01T00:00:00Z");
@@ -136,6 +163,140 @@ TEST(suggest, tokens_keep_strings_and_stop_at_comments_by_language) {
   const std::string js = "const a = b // 2;  // c";
   EXPECT_EQ(code_tokens(js, Language::javascript).size(), 4u);    // const a = b
   EXPECT_EQ(code_tokens("a // 2", Language::python).size(), 4u);  // floor division
+}
+
+// The issue's end-to-end story, with real git and real pytest at its defaults: a product change renames a method
+// that two tests call; one test is fixed (learnt); the next failing test gets the same edit suggested, and applying
+// it makes it pass. A test that fails and passes at the same commit is flaky and never learnt; a missing third-party
+// module is the environment's; `history` counts the failing runs since the first failing commit.
+TEST(triage, a_renamed_method_is_learnt_from_one_fix_suggested_for_the_next_test_and_passes_when_applied) {
+  TempDir dir;
+  git(dir, "init -q");
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\nstate.txt\n");
+  write_file(dir / "shop" / "__init__.py", "");
+  write_file(dir / "shop" / "cart.py",
+             "class Cart:\n    def __init__(self, prices):\n        self.prices = list(prices)\n\n"
+             "    def total_price(self):\n        return sum(self.prices)\n");
+  write_file(dir / "tests" / "__init__.py", "");
+  write_file(dir / "tests" / "test_cart.py",
+             "from shop.cart import Cart\n\n\ndef test_cart_total():\n    cart = Cart([1, 2, 3])\n"
+             "    assert cart.total_price() == 6\n");
+  write_file(dir / "tests" / "test_order.py",
+             "from shop.cart import Cart\n\n\ndef test_order_total():\n    order_cart = Cart([2, 3])\n"
+             "    shipping = 0\n    assert order_cart.total_price() + shipping == 5\n");
+  // Fails on every other run at the same code: flaky.
+  write_file(dir / "tests" / "test_flaky.py",
+             "import pathlib\n\n\ndef test_sometimes():\n    state = pathlib.Path('state.txt')\n"
+             "    n = int(state.read_text()) if state.exists() else 0\n    state.write_text(str(n + 1))\n"
+             "    assert n % 2 == 1\n");
+  commit(dir, "shop", 1);
+  pytest_junit(dir, "r1.xml");  // test_sometimes fails (n = 0)
+  ASSERT_EQ(run_spark({"record", "--junit", "r1.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  pytest_junit(dir, "r1b.xml");  // ... and passes at the same commit (n = 1)
+  auto r1b = run_spark({"record", "--junit", "r1b.xml", "--no-localize"}, dir.path());
+  ASSERT_EQ(r1b.exit_code, 0) << r1b.err;
+
+  // The product renames total_price to total: both tests fail, at two commits in a row.
+  write_file(dir / "shop" / "cart.py",
+             "class Cart:\n    def __init__(self, prices):\n        self.prices = list(prices)\n\n"
+             "    def total(self):\n        return sum(self.prices)\n");
+  commit(dir, "rename total_price to total", 2);
+  const std::string rename = testing::head_sha(dir);
+  pytest_junit(dir, "r2.xml");
+  write_file(dir / "NOTES", "x\n");
+  commit(dir, "notes", 3);
+  pytest_junit(dir, "r3.xml");
+  // Recorded out of order: the newer commit's run first.
+  ASSERT_EQ(run_spark({"record", "--junit", "r3.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_spark({"record", "--junit", "r2.xml", "--no-localize", "--commit", rename}, dir.path()).exit_code, 0);
+
+  // One test is fixed.
+  write_file(dir / "tests" / "test_cart.py",
+             "from shop.cart import Cart\n\n\ndef test_cart_total():\n    cart = Cart([1, 2, 3])\n"
+             "    assert cart.total() == 6\n");
+  commit(dir, "fix test_cart for the rename", 4);
+  pytest_junit(dir, "r4.xml");  // test_sometimes fails again here (n = 2): a new commit, not flaky there
+  auto r4 = run_spark({"record", "--junit", "r4.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r4.exit_code, 0) << r4.err;
+  const auto run = nlohmann::json::parse(r4.out);
+  for (const auto& one : run)
+    for (const auto& problem : testing::schema_problems(one, "localize.schema.json")) ADD_FAILURE() << problem;
+
+  // The fix was learnt, with the fix's line kept.
+  auto exported = run_spark({"export"}, dir.path());
+  ASSERT_EQ(exported.exit_code, 0);
+  ASSERT_NE(exported.out.find("\"fix\":[\"    assert cart.total() == 6\"]"), std::string::npos) << exported.out;
+
+  const auto* order = localization_of(run, "tests/test_order.py::test_order_total");
+  ASSERT_TRUE(order) << r4.out;
+  // history: failing since the rename, 3 failing runs (r2, r3, r4), last passed before it.
+  const auto& h = (*order)["history"];
+  EXPECT_EQ(h["failing_runs"], 3) << h;
+  EXPECT_EQ(h["flaky"], false);
+  EXPECT_EQ(h["first_failing_commit"], rename);
+  EXPECT_EQ((*order)["verdict"]["class"], "test") << (*order)["verdict"];
+  // The suggestion: the same rename on the line that still calls the old name.
+  ASSERT_FALSE((*order)["suggestions"].empty()) << (*order).dump(2);
+  const auto& sg = (*order)["suggestions"][0];
+  EXPECT_EQ(sg["path"], "tests/test_order.py");
+  EXPECT_EQ(sg["line"], 7);
+  EXPECT_EQ(sg["change"]["old"], "total_price");
+  EXPECT_EQ(sg["change"]["new"], "total");
+  EXPECT_EQ(sg["new"], "    assert order_cart.total() + shipping == 5");
+  // Applied (by the test, never by spark), the test passes.
+  std::string code = testing::slurp(dir / "tests" / "test_order.py");
+  ASSERT_EQ(code.find(sg["old"].get<std::string>()), code.find("    assert order_cart"));
+  code.replace(code.find(sg["old"].get<std::string>()), sg["old"].get<std::string>().size(),
+               sg["new"].get<std::string>());
+  write_file(dir / "tests" / "test_order.py", code);
+  const auto applied = testing::run_pytest({"tests/test_order.py"}, dir.path());
+  EXPECT_EQ(applied.exit_code, 0) << applied.out;
+
+  // The flaky test: its failure at the first commit passed there too. Fail and pass again at one commit: reported
+  // flaky, never learnt.
+  pytest_junit(dir, "r5.xml");  // n = 3: passes at commit 4, where it failed in r4
+  ASSERT_EQ(run_spark({"record", "--junit", "r5.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  pytest_junit(dir, "r6.xml");  // n = 4: fails again at commit 4
+  auto r6 = run_spark({"record", "--junit", "r6.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r6.exit_code, 0) << r6.err;
+  const auto run6 = nlohmann::json::parse(r6.out);
+  const auto* flaky = localization_of(run6, "tests/test_flaky.py::test_sometimes");
+  ASSERT_TRUE(flaky) << r6.out;
+  EXPECT_EQ((*flaky)["verdict"]["class"], "flaky") << (*flaky)["verdict"];
+  EXPECT_EQ((*flaky)["history"]["flaky"], true);
+  EXPECT_GE((*flaky)["history"]["flaky_runs"], 2);
+  exported = run_spark({"export"}, dir.path());
+  EXPECT_EQ(exported.out.find("test_sometimes"), std::string::npos) << "a flaky failure was learnt";
+
+  // The summary a person reads in CI.
+  auto md = run_spark({"localize", "--junit", "r6.xml", "--format", "markdown"}, dir.path());
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| test | verdict |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("<b>flaky</b>"), std::string::npos) << md.out;
+
+  // A test importing a third-party module this machine lacks (pytest stops at the collection error): the machine's.
+  write_file(dir / "tests" / "test_http.py",
+             "import leftpad_http_client_xyz\n\n\ndef test_get():\n    assert leftpad_http_client_xyz.get('/')\n");
+  commit(dir, "an http test", 5);
+  pytest_junit(dir, "r7.xml");
+  auto r7 = run_spark({"record", "--junit", "r7.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r7.exit_code, 0) << r7.err;
+  const auto run7 = nlohmann::json::parse(r7.out);
+  const auto* http = localization_of(run7, "tests/test_http.py");
+  ASSERT_TRUE(http) << r7.out;
+  EXPECT_EQ((*http)["verdict"]["class"], "environment") << (*http)["verdict"];
+  EXPECT_NE((*http)["verdict"]["reasons"][0].get<std::string>().find("leftpad_http_client_xyz"), std::string::npos);
+  // A module of the repository's own that is missing is its code's fault, not the machine's.
+  write_file(dir / "tests" / "test_http.py",
+             "import shop.checkout\n\n\ndef test_get():\n    assert shop.checkout.pay()\n");
+  commit(dir, "an own module", 6);
+  pytest_junit(dir, "r8.xml");
+  auto r8 = run_spark({"localize", "--junit", "r8.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r8.exit_code, 0) << r8.err;
+  const auto run8 = nlohmann::json::parse(r8.out);
+  const auto* own = localization_of(run8, "tests/test_http.py");
+  ASSERT_TRUE(own) << r8.out;
+  EXPECT_NE((*own)["verdict"]["class"], "environment") << (*own)["verdict"];
 }
 
 }  // namespace spark
