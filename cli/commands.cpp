@@ -735,6 +735,7 @@ int print_run(const Common& common, const LocalizeArgs& args, const std::vector<
   RunReportOptions shown;
   shown.format = args.format;
   shown.sarif = !args.sarif_output.empty();
+  shown.markdown = !args.markdown_output.empty();
   shown.batch = batch;
   shown.color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
   shown.show_annotated = args.show_annotated;
@@ -751,6 +752,8 @@ int print_run(const Common& common, const LocalizeArgs& args, const std::vector<
       note(m.text);
   if (!args.sarif_output.empty() && !report.sarif.empty())
     if (auto w = write_file_atomic(args.sarif_output, report.sarif); !w) return report_error(w.error());
+  if (!args.markdown_output.empty())
+    if (auto w = write_file_atomic(args.markdown_output, report.markdown); !w) return report_error(w.error());
   if (report.llm_failed && args.require_llm)
     return report_error(Error{"--require-llm: the LLM could not be used (see above)"});
   if (!write_stdout(report.out)) return report_error(Error{"cannot write to standard output"});

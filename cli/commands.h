@@ -68,7 +68,8 @@ struct LocalizeArgs {
   LocalizeOptions localize;
   LlmStageOptions stage;  // its template text and redactor are set where the stage is made
   std::string format = "text";
-  std::string sarif_output;  // also write SARIF here (any --format)
+  std::string sarif_output;     // also write SARIF here (any --format)
+  std::string markdown_output;  // also write the Markdown summary here (any --format)
   bool show_annotated = false;
   std::string color = "auto";
   // The LLM stage.

@@ -184,6 +184,8 @@ Command add_localize(CLI::App& app, Flags& flags) {
   flags.bind(sub, "--similarity-floor", "localize.similarity_floor");
   sub->add_option("--format", loc.format, "text | json | sarif | github | markdown")->check(CLI::IsMember(kFormats));
   sub->add_flag("--show-annotated", loc.show_annotated, "also print the annotated test code (text format)");
+  sub->add_option("--markdown", loc.markdown_output,
+                  "also write the Markdown summary (--format markdown) to this file ($GITHUB_STEP_SUMMARY, a comment)");
   sub->add_option("--color", loc.color, "auto | always | never")->check(CLI::IsMember({"auto", "always", "never"}));
   flags.bind(sub, "--mode", "llm.mode")->check(CLI::IsMember(kModes));
   add_llm_flags(sub, flags);
@@ -272,6 +274,8 @@ Command add_record(CLI::App& app, Flags& flags) {
   sub->add_option("--format", rec.localize_args.format, "text | json | sarif | github | markdown")->check(CLI::IsMember(kFormats));
   sub->add_option("--sarif", rec.localize_args.sarif_output,
                   "also write the localization as SARIF to this file (code scanning)");
+  sub->add_option("--markdown", rec.localize_args.markdown_output,
+                  "also write the Markdown summary (--format markdown) to this file ($GITHUB_STEP_SUMMARY, a comment)");
   flags.bind(sub, "-k", "localize.k")->check(CLI::Range(1, 100000));
   flags.bind(sub, "--mode", "llm.mode")->check(CLI::IsMember(kModes));
   add_llm_flags(sub, flags);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The CI step of spark's GitHub Action (action.yml) and GitLab component (templates/spark.yml): hooks/ci-post-failure.sh's
-# `spark record`, plus what a CI page shows: the counts as step outputs and a markdown summary.
+# `spark record`, plus what a CI page shows: the counts as step outputs and a markdown summary (the counts, then one
+# row per failing test: its verdict, whether it was seen before or an edit is suggested, its top lines).
 #
 # Environment (the action and the component set it from their inputs):
 #   SPARK_REPORT  the JUnit XML report (required)        SPARK_FORMAT  github | text | json | sarif (default github
@@ -38,6 +39,10 @@ finish() {
       echo "| failing tests localized | cases learnt from fixes |"
       echo "|---|---|"
       echo "| $failures | $learnt |"
+      if [ -s "${triage:-/dev/null}" ]; then
+        echo
+        cat "$triage"
+      fi
       if [ -s "${open_list:-/dev/null}" ]; then
         echo
         echo "<details><summary>open failures (not fixed yet)</summary>"
@@ -66,7 +71,9 @@ if ! command -v "$spark" >/dev/null 2>&1; then
 fi
 sha=$(git rev-parse --verify -q "$commit^{commit}" 2>/dev/null || echo "$commit")
 before=$(cases)
-set -- record --junit "$report" --commit "$commit" --format "$format"
+triage=$(mktemp)
+trap 'rm -f "$triage" "${open_list:-}"' EXIT
+set -- record --junit "$report" --commit "$commit" --format "$format" --markdown "$triage"
 [ -n "$sarif" ] && set -- "$@" --sarif "$sarif"
 "$spark" "$@"
 rc=$?
@@ -81,5 +88,4 @@ failures=$("$spark" failures list --format json 2>/dev/null | grep -c "\"last_co
 open_list=$(mktemp)
 "$spark" failures list > "$open_list" 2>/dev/null || : > "$open_list"
 grep -q '^[0-9a-f]\{12\} ' "$open_list" || : > "$open_list"
-trap 'rm -f "$open_list"' EXIT
 finish

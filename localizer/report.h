@@ -54,6 +54,7 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
 struct RunReportOptions {
   std::string format = "text";  // text | json | sarif | github | markdown
   bool sarif = false;           // a SARIF report besides (--sarif-output), whatever the format
+  bool markdown = false;        // a Markdown summary besides (--markdown), whatever the format
   bool batch = false;           // json: an array even of one failure (else the one localization, or null)
   bool color = false;           // text: ANSI colours
   bool show_annotated = false;  // text: the annotated test code after each report
@@ -75,6 +76,7 @@ struct RunReport {
   std::vector<RunMessage> messages;  // per failure: its error, or its notes (those several share, said once)
   std::string out;                   // standard output
   std::string sarif;                 // the SARIF report when asked (format sarif or options.sarif); "" when none
+  std::string markdown;              // the Markdown summary when asked (format markdown or options.markdown)
   bool failed = false;               // a failure could not be localized (its error is in messages)
   bool llm_failed = false;           // an LLM was asked and could not be used for a failure
 };

@@ -91,6 +91,7 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
   std::vector<Localization> annotated;  // github: the run's localizations, as published
   std::map<std::string, size_t> shared = count_shared_notes(results);
   const bool wants_sarif = options.format == "sarif" || options.sarif;
+  const bool wants_markdown = options.format == "markdown" || options.markdown;
   for (size_t i = 0; i < results.size(); ++i) {
     const std::string who = queries.size() > 1 ? queries[i].id + ": " : "";
     if (!results[i]) {
@@ -103,7 +104,7 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
     if (r.llm && options.llm_asked && !r.llm->used) report.llm_failed = true;
     if (options.format == "json") json_all.push_back(json::parse(report_json(r, ctx)));
     std::optional<Localization> copy;
-    if (options.redactor && (wants_sarif || options.format == "github" || options.format == "markdown"))
+    if (options.redactor && (wants_sarif || options.format == "github" || wants_markdown))
       copy = published(r, queries[i], who, options, report.messages);
     const Localization& shown = copy ? *copy : r;
     if (wants_sarif) {
@@ -113,10 +114,9 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
       else
         for (auto& res : doc["runs"][0]["results"]) sarif["runs"][0]["results"].push_back(std::move(res));
     }
-    if (options.format == "github" || options.format == "markdown")
+    if (options.format == "github" || wants_markdown)
       annotated.push_back(shown);  // annotated (or summed up) as one run, below
-    else if (options.format == "text")
-      report.out += text_of(r, queries, i, ctx, options);
+    if (options.format == "text") report.out += text_of(r, queries, i, ctx, options);
   }
   if (!sarif.is_null()) report.sarif = json_text(sarif, 2) + "\n";
   // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
@@ -126,14 +126,15 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
                                      : json_text(json_all[0], 2)) +
                  "\n";
   if (options.format == "github") report.out = report_github(annotated, ctx);
-  if (options.format == "markdown") {
+  if (wants_markdown) {
     std::vector<const Localization*> run;
     run.reserve(annotated.size());
     for (const auto& l : annotated) run.push_back(&l);
     std::vector<std::string> errors;
     for (size_t i = 0; i < results.size(); ++i)
       if (!results[i]) errors.push_back(queries[i].test_id + ": " + results[i].error().message);
-    report.out = report_markdown(run, errors, ctx);
+    report.markdown = report_markdown(run, errors, ctx);
+    if (options.format == "markdown") report.out = report.markdown;
   }
   if (options.format == "sarif") report.out = report.sarif;
   return report;

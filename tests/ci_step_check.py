@@ -120,6 +120,9 @@ def main():
         check(re.search(r"^::(warning|error|notice) file=tests/test_a\.py,line=3", result.stdout, re.M) is not None,
               "an annotation at the failing line", result.stdout)
         check("| 1 | 0 |" in summary and "tests/test_a.py::test_add" in summary, "the summary", summary)
+        # The triage table: one row for the failing test, with its verdict and its top line.
+        check("| test | verdict |" in summary and "<code>tests/test&#95;a.py::test&#95;add</code>" in summary
+              and "tests/test&#95;a.py:3" in summary, "the summary's triage row", summary)
         check(os.path.exists(os.path.join(repo, "spark.sarif")), "the SARIF file")
 
         # The fix: learnt.
@@ -151,7 +154,8 @@ def main():
         results, summary = gitlab_job(repo, {"report": "report.xml", "hooks": os.path.join(SOURCE, "hooks")}, tmp)
         check(all(r.returncode == 0 for r in results), "the GitLab job's script exits 0",
               "\n".join(r.stderr for r in results))
-        check("| 1 | 0 |" in summary, "the GitLab job's summary (spark-summary.md)", summary)
+        check("| 1 | 0 |" in summary and "| test | verdict |" in summary, "the GitLab job's summary (spark-summary.md)",
+              summary)
         check(os.path.exists(os.path.join(repo, "spark.sarif")), "the GitLab job's SARIF artifact")
         check("tests/test_a.py:3" in "".join(r.stdout for r in results), "the GitLab job's log names the line",
               "".join(r.stdout for r in results))
