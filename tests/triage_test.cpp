@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "json_schema.h"
@@ -163,6 +165,46 @@ TEST(suggest, tokens_keep_strings_and_stop_at_comments_by_language) {
   const std::string js = "const a = b // 2;  // c";
   EXPECT_EQ(code_tokens(js, Language::javascript).size(), 4u);    // const a = b
   EXPECT_EQ(code_tokens("a // 2", Language::python).size(), 4u);  // floor division
+}
+
+// A fix whose new side is not UTF-8 keeps its case, with no `fix` on that line; one that makes the file binary is
+// named and labels nothing; neither stops the others.
+TEST(triage, a_fix_not_utf8_is_not_kept_and_a_binary_fix_is_named) {
+  TempDir dir;
+  git(dir, "init -q");
+  write_file(dir / "tests" / "test_a.py", "def test_a():\n    x = 1\n    assert x == 2\n");
+  write_file(dir / "tests" / "test_b.py", "def test_b():\n    y = 1\n    assert y == 2\n");
+  write_file(dir / "tests" / "test_c.py", "def test_c():\n    z = 1\n    assert z == 2\n");
+  commit(dir, "broken", 1);
+  const std::string broken = testing::head_sha(dir);
+  write_file(dir / "tests" / "test_a.py", "def test_a():\n    x = 2  # caf\xe9\n    assert x == 2\n");
+  static constexpr char kBinary[] = "def test_b():\n    y = 2\0\n    assert y == 2\n";
+  write_file(dir / "tests" / "test_b.py", std::string(kBinary, sizeof kBinary - 1));
+  write_file(dir / "tests" / "test_c.py", "def test_c():\n    z = 2\n    assert z == 2\n");
+  commit(dir, "fix", 2);
+  const std::string fixed = testing::head_sha(dir);
+  std::string outcomes;
+  for (const char* t : {"a", "b", "c"})
+    outcomes += R"({"commit": ")" + broken + R"(", "time": ")" + day(1) + R"(", "test_id": "tests/test_)" + t +
+                ".py::test_" + t + R"(", "outcome": "failed", "message": "E assert 1 == 2"})" + "\n" +
+                R"({"commit": ")" + fixed + R"(", "time": ")" + day(2) + R"(", "test_id": "tests/test_)" + t +
+                ".py::test_" + t + R"(", "outcome": "passed", "message": ""})" + "\n";
+  write_file(dir / "o.jsonl", outcomes);
+  auto mined = run_spark({"mine", "--outcomes", "o.jsonl"}, dir.path());
+  ASSERT_EQ(mined.exit_code, 0) << mined.err;
+  EXPECT_NE(mined.err.find("tests/test_b.py at " + fixed.substr(0, 10) + ": a binary file"), std::string::npos)
+      << mined.err;
+  auto exported = run_spark({"export"}, dir.path());
+  ASSERT_EQ(exported.exit_code, 0);
+  std::map<std::string, nlohmann::json> by_test;
+  std::istringstream lines(exported.out);
+  for (std::string line; std::getline(lines, line);) {
+    auto c = nlohmann::json::parse(line);
+    by_test[c["test_id"]] = c;
+  }
+  ASSERT_EQ(by_test.size(), 2u) << exported.out;
+  EXPECT_FALSE(by_test["tests/test_a.py::test_a"]["faulty_lines"][0].contains("fix")) << exported.out;
+  EXPECT_EQ(by_test["tests/test_c.py::test_c"]["faulty_lines"][0]["fix"], nlohmann::json::array({"    z = 2"}));
 }
 
 // The issue's end-to-end story, with real git and real pytest at its defaults: a product change renames a method
