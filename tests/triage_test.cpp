@@ -207,6 +207,28 @@ TEST(triage, a_fix_not_utf8_is_not_kept_and_a_binary_fix_is_named) {
   EXPECT_EQ(by_test["tests/test_c.py::test_c"]["faulty_lines"][0]["fix"], nlohmann::json::array({"    z = 2"}));
 }
 
+// A test renamed between runs starts a history of its own: the old name's runs are not counted for it.
+TEST(triage, a_test_renamed_between_runs_has_a_history_of_its_own) {
+  TempDir dir;
+  git(dir, "init -q");
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  write_file(dir / "tests" / "test_a.py", "def test_old():\n    assert 1 == 2\n");
+  commit(dir, "old", 1);
+  pytest_junit(dir, "r1.xml");
+  ASSERT_EQ(run_spark({"record", "--junit", "r1.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  write_file(dir / "tests" / "test_a.py", "def test_new():\n    assert 1 == 2\n");
+  commit(dir, "renamed", 2);
+  pytest_junit(dir, "r2.xml");
+  auto r2 = run_spark({"record", "--junit", "r2.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  const auto run = nlohmann::json::parse(r2.out);
+  const auto* renamed = localization_of(run, "tests/test_a.py::test_new");
+  ASSERT_TRUE(renamed) << r2.out;
+  EXPECT_EQ((*renamed)["history"]["runs"], 1) << (*renamed)["history"];
+  EXPECT_EQ((*renamed)["history"]["failing_runs"], 1);
+  EXPECT_EQ((*renamed)["history"]["first_failing_commit"], testing::head_sha(dir));
+}
+
 // The end-to-end story, with real git and real pytest at its defaults: a product change renames a method
 // that two tests call; one test is fixed (learnt); the next failing test gets the same edit suggested, and applying
 // it makes it pass. A test that fails and passes at the same commit is flaky and never learnt; a missing third-party
