@@ -27,8 +27,8 @@
 #include "mining_store.h"
 #include "prompt.h"
 #include "report.h"
-#include "verdict.h"
 #include "store/knowledge_base.h"
+#include "verdict.h"
 
 namespace spark::cli {
 
@@ -690,33 +690,36 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
   if (kb) {
     store.emplace(*kb);
     constexpr size_t kExamples = 2000;  // the newest; a word-overlap pass over them per failure stays cheap
-    if (auto product = store->failures({FailureStatus::not_test_fault}); product) {
-      const size_t from = product->size() > kExamples ? product->size() - kExamples : 0;
-      for (size_t i = from; i < product->size(); ++i)
-        context.product_examples.push_back(
-            {(*product)[i].test_id, (*product)[i].commit, failure_text((*product)[i].message)});
+    if (auto product = store->product_failures(kExamples); product) {
+      for (auto& p : *product) context.product_examples.push_back({p.test_id, p.commit, failure_text(p.message)});
     } else {
       notes.push_back("the knowledge base's failures could not be read: no product examples (" +
                       product.error().message + ")");
     }
   }
-  // Each commit's place in the repository's history (every parent, topological), read once when a history is asked:
-  // runs recorded out of order count in commit order.
-  std::unordered_map<std::string, size_t> place;
-  if (store)
-    if (auto repo = GitRepository::open(context.repository); repo)
-      if (auto commits = (*repo)->history(false); commits)
-        for (size_t i = 0; i < commits->size(); ++i) place.emplace((*commits)[i].sha, i);
+  // Each commit's place in the repository's history (every parent, topological): runs recorded out of order count in
+  // commit order. Read once, and only when a test has two runs or more to order (localize without recorded runs loads
+  // no git library).
+  std::optional<std::unordered_map<std::string, size_t>> place;
   const auto position = [&place](const std::string& sha) -> std::optional<size_t> {
-    const auto it = place.find(sha);
-    return it == place.end() ? std::nullopt : std::optional<size_t>(it->second);
+    const auto it = place->find(sha);
+    return it == place->end() ? std::nullopt : std::optional<size_t>(it->second);
   };
   const int64_t now = now_epoch();
   for (size_t i = 0; i < results.size() && i < queries.size(); ++i) {
     if (!results[i]) continue;
     Localization& loc = *results[i];
     if (store) {
-      auto h = place.empty() ? store->history(queries[i].test_id, now) : store->history(queries[i].test_id, now, position);
+      auto h = store->history(queries[i].test_id, now);
+      if (h && *h && (*h)->runs >= 2) {
+        if (!place) {
+          place.emplace();
+          if (auto repo = GitRepository::open(context.repository); repo)
+            if (auto commits = (*repo)->history(false); commits)
+              for (size_t c = 0; c < commits->size(); ++c) place->emplace((*commits)[c].sha, c);
+        }
+        if (!place->empty()) h = store->history(queries[i].test_id, now, position);
+      }
       if (h)
         loc.history = std::move(*h);
       else

@@ -267,6 +267,22 @@ Result<std::optional<TestHistory>> MiningStore::history(
   return std::optional<TestHistory>(std::move(h));
 }
 
+Result<std::vector<MiningStore::ProductFailure>> MiningStore::product_failures(size_t limit) {
+  auto st = kb_.database().prepare(
+      "SELECT test_id, commit_sha, message FROM failures WHERE status = 'not_test_fault' "
+      "ORDER BY updated_at DESC, commit_sha, test_id LIMIT ?");
+  TRY(st);
+  st->bind(1, static_cast<int64_t>(limit));
+  std::vector<ProductFailure> out;
+  for (;;) {
+    auto row = st->step();
+    TRY(row);
+    if (!*row) break;
+    out.push_back({st->text(0), st->text(1), st->text(2)});
+  }
+  return out;
+}
+
 Result<bool> MiningStore::has_failure(const std::string& sha, const std::string& test_id) {
   auto st = kb_.database().prepare("SELECT 1 FROM failures WHERE commit_sha = ? AND test_id = ?");
   TRY(st);

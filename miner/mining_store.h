@@ -110,6 +110,12 @@ class MiningStore {
   Result<std::optional<TestHistory>> history(
       const std::string& test_id, int64_t now,
       const std::function<std::optional<size_t>(const std::string& sha)>& position = {});
+  // The newest `limit` failures fixed outside the test code (status not_test_fault): (test id, commit, message), the
+  // verdict's product examples.
+  struct ProductFailure {
+    std::string test_id, commit, message;
+  };
+  Result<std::vector<ProductFailure>> product_failures(size_t limit);
   // Whether a failure of `test_id` at `sha` was opened (whatever became of it since).
   Result<bool> has_failure(const std::string& sha, const std::string& test_id);
 

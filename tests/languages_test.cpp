@@ -310,8 +310,9 @@ void learn_and_reuse(const RealProject& p) {
   EXPECT_NE(line["fix"][0].get<std::string>().find("expected"), std::string::npos) << line;
   line.erase("fix");
   EXPECT_EQ(line, (json{{"path", p.test_path}, {"line", p.expected_line}}));
-  // The next failure of the test: the learned case is retrieved, and its faulty line ("… expected = 4;") weighs for
-  // the query's same line ("… expected = 3;": one character in about 18, just over ε = 0.05, so not annotated).
+  // The next failure of the test: the learned case is retrieved. Its faulty line ("… expected = 4;") was fixed as the
+  // query's same line now reads ("… expected = 3;"): the line is in the corrected form, evidence against it
+  // (fix-aware annotation), not for it.
   write_file(dir / p.test_path, p.test_source(3, 2));
   testing::git(dir, "commit -am more", "2026-02-03T00:00:00Z");
   ASSERT_NO_FATAL_FAILURE(p.run(dir, "r3.xml"));
@@ -320,8 +321,10 @@ void learn_and_reuse(const RealProject& p) {
   ASSERT_EQ(loc3[0]["retrieved"].size(), 1u) << loc3.dump();
   EXPECT_EQ(loc3[0]["retrieved"][0]["faulty_lines"][0]["line"], p.expected_line);
   const std::string why = reasons_of(loc3[0], p.expected_line);
-  EXPECT_NE(why.find("similar to faulty line " + std::to_string(p.expected_line) + " of case"), std::string::npos)
+  EXPECT_NE(why.find("resembles the fixed form of faulty line " + std::to_string(p.expected_line) + " of case"),
+            std::string::npos)
       << loc3.dump();
+  EXPECT_EQ(why.find("similar to faulty line"), std::string::npos) << loc3.dump();
   // Data flow read in the language: the expected value's line sets a value the failing statement uses.
   EXPECT_NE(why.find("sets a value the failing line uses"), std::string::npos) << loc3.dump();
   EXPECT_TRUE(ranks(loc3[0], p.changed_line)) << loc3.dump();  // the changed line, feeding the failing statement

@@ -3,8 +3,8 @@
 
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "json_schema.h"
 #include "localizer.h"
@@ -227,6 +227,39 @@ TEST(triage, a_test_renamed_between_runs_has_a_history_of_its_own) {
   EXPECT_EQ((*renamed)["history"]["runs"], 1) << (*renamed)["history"];
   EXPECT_EQ((*renamed)["history"]["failing_runs"], 1);
   EXPECT_EQ((*renamed)["history"]["first_failing_commit"], testing::head_sha(dir));
+}
+
+// A failure fixed outside the test code is kept as a product example: when the same failure comes back, the verdict
+// says product, naming the example.
+TEST(triage, a_failure_like_one_fixed_in_the_product_is_the_products) {
+  TempDir dir;
+  git(dir, "init -q");
+  write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
+  write_file(dir / "shop" / "__init__.py", "");
+  write_file(dir / "shop" / "calc.py", "def add(a, b):\n    return a - b\n");
+  write_file(dir / "tests" / "__init__.py", "");
+  write_file(dir / "tests" / "test_calc.py",
+             "from shop.calc import add\n\n\ndef test_add_prices():\n    assert add(2, 3) == 5\n");
+  commit(dir, "add", 1);
+  pytest_junit(dir, "r1.xml");
+  ASSERT_EQ(run_spark({"record", "--junit", "r1.xml", "--no-localize"}, dir.path()).exit_code, 0);
+  write_file(dir / "shop" / "calc.py", "def add(a, b):\n    return a + b\n");
+  commit(dir, "fix add", 2);
+  pytest_junit(dir, "r2.xml");
+  auto r2 = run_spark({"record", "--junit", "r2.xml", "--no-localize"}, dir.path());
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.err.find("1 fixed outside the test code"), std::string::npos) << r2.err;
+  // The product breaks the same way again.
+  write_file(dir / "shop" / "calc.py", "def add(a, b):\n    return a - b  # faster\n");
+  commit(dir, "speed up add", 3);
+  pytest_junit(dir, "r3.xml");
+  auto r3 = run_spark({"record", "--junit", "r3.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  const auto run = nlohmann::json::parse(r3.out);
+  const auto* again = localization_of(run, "tests/test_calc.py::test_add_prices");
+  ASSERT_TRUE(again) << r3.out;
+  EXPECT_EQ((*again)["verdict"]["class"], "product") << (*again)["verdict"];
+  EXPECT_NE((*again)["verdict"].dump().find("fixed outside the test code"), std::string::npos) << (*again)["verdict"];
 }
 
 // The end-to-end story, with real git and real pytest at its defaults: a product change renames a method
