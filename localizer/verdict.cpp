@@ -70,6 +70,16 @@ double jaccard(const std::set<std::string>& a, const std::set<std::string>& b) {
 
 std::string clip_reason(std::string_view s) { return clip(std::string(s), 120); }
 
+// A frame's file that is not the repository's: the standard library, an installed package, a frozen or built-in
+// module ("<frozen importlib._bootstrap>", "<string>").
+bool outside_repository(std::string_view path) {
+  return path.empty() || path.front() == '<' || path.find("-packages/") != std::string_view::npos ||
+         path.starts_with("/usr/lib/") || path.starts_with("/usr/local/lib/") ||
+         path.find("/lib/python3") != std::string_view::npos || path.find("/.pyenv/") != std::string_view::npos ||
+         path.find("/node_modules/") != std::string_view::npos || path.starts_with("node:") ||
+         path.starts_with("java/") || path.starts_with("org/junit/") || path.starts_with("jdk/");
+}
+
 }  // namespace
 
 std::optional<std::string> environment_reason(std::string_view error_message,
@@ -105,6 +115,14 @@ std::optional<std::string> environment_reason(std::string_view error_message,
         {"cannot allocate memory", "memory ran out"},
         {"command not found", "a program is not installed"},
     };
+    // pytest's own temporary folders (tmp_path's roots: ".../pytest-of-USER" or ".../pytest-of-USER/pytest-N") could
+    // not be made: the machine's temporary space, not a file a test made inside them.
+    if (const auto at = l.find("pytest-of-"); at != std::string::npos && l.find("error") != std::string::npos) {
+      const auto end = l.find_first_of("'\" ", at);
+      const std::string_view rest = std::string_view(l).substr(at, end == std::string::npos ? l.npos : end - at);
+      if (std::count(rest.begin(), rest.end(), '/') <= 1)
+        return "pytest's temporary folder could not be made: " + clip_reason(line);
+    }
     for (const auto& [needle, why] : kMachine)
       if (l.find(needle) != std::string::npos) return std::string(why) + ": " + clip_reason(line);
   }
@@ -147,16 +165,21 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
   }
 
   double score = 0;
+  // The deepest frame in the repository's own code: the standard library, installed packages and frozen modules are
+  // neither the test nor the product (a test can misuse them, a machine can break them).
+  const TracebackFrame* deepest = nullptr;
+  for (auto it = frames.rbegin(); it != frames.rend() && !deepest; ++it)
+    if (!outside_repository(it->path)) deepest = &*it;
   bool raised_in_test = false;
-  if (!frames.empty())
-    for (const auto& f : query.files) raised_in_test = raised_in_test || same_file(frames.back().path, f.path);
+  if (deepest)
+    for (const auto& f : query.files) raised_in_test = raised_in_test || same_file(deepest->path, f.path);
   const bool assertion = loc.gate && loc.gate->form == "assertion";
   if (raised_in_test) {
     score += 1.0;
     v.reasons.push_back("raised in the test's own code (+1.0)");
-  } else if (!frames.empty() && !assertion) {
+  } else if (deepest && !assertion) {
     score -= 1.0;
-    v.reasons.push_back("raised beneath the test, in " + clip_reason(frames.back().path) + " (-1.0)");
+    v.reasons.push_back("raised beneath the test, in " + clip_reason(deepest->path) + " (-1.0)");
   }
   double best = 0;
   std::string best_id;

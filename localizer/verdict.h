@@ -5,10 +5,11 @@
 //   1. flaky: the test's history (formats/triage.h) saw it fail and pass at the same commit;
 //   2. environment: the failure's own words say the machine failed it — a module that is not the repository's own
 //      cannot be imported, a connection is refused or a host not found, a run timed out, a permission is denied, a
-//      disk is full, memory ran out; a missing module of the repository itself does not count (the repository's
+//      disk is full, memory ran out, pytest's temporary folder could not be made; a missing module of the repository itself does not count (the repository's
 //      folders, and the traceback's paths, say which are its own);
 //   3. test or product, by a score in log-odds for "test" (each term below is a reason in the report):
-//        +1.0  the exception was raised in the test's own code (the deepest traceback frame is in its files)
+//        +1.0  the exception was raised in the test's own code (the deepest frame of the repository's code — not
+//              the standard library's, an installed package's or a frozen module's — is in its files)
 //        -1.0  it was raised beneath the test, in the code under test, and is no assertion of the test's
 //        +1.0  a similar labelled case (similarity ≥ 0.8; +0.5 from 0.6) was a fault of test code
 //        +0.5  a line of the test resembles a similar case's faulty line (annotated)

@@ -10,6 +10,7 @@
 #include "localizer.h"
 #include "suggest.h"
 #include "test_util.h"
+#include "verdict.h"
 
 namespace spark {
 
@@ -154,6 +155,53 @@ TEST(suggest, a_fix_that_is_no_token_level_change_suggests_nothing) {
   // A fix of 10,000 lines suggests nothing either.
   loc.retrieved[0].fixes[loc.retrieved[0].faulty_lines[0]] = std::vector<std::string>(10000, "    r = cart.total()");
   EXPECT_TRUE(suggest_edits(q, loc).empty());
+}
+
+TEST(verdict, the_machines_words_are_the_environment_and_the_repositorys_own_module_is_not) {
+  const auto own = [](std::string_view m) { return m == "shop"; };
+  const auto env = [&](const std::string& message) { return environment_reason(message, own); };
+  EXPECT_TRUE(env("E   ModuleNotFoundError: No module named 'requests'"));
+  EXPECT_TRUE(
+      env("E   ImportError: cannot import name 'x' from 'yaml' (/usr/lib/python3/dist-packages/yaml/__init__.py)"));
+  EXPECT_FALSE(env("E   ModuleNotFoundError: No module named 'shop.checkout'"));
+  EXPECT_TRUE(env("E   ConnectionRefusedError: [Errno 111] Connection refused"));
+  EXPECT_TRUE(env("E   socket.gaierror: [Errno -3] Temporary failure in name resolution"));
+  EXPECT_TRUE(env("E   Failed: Timeout >15.0s"));
+  EXPECT_TRUE(env("E   PermissionError: [Errno 13] Permission denied: '/var/lib/x'"));
+  EXPECT_TRUE(env("E   OSError: [Errno 28] No space left on device"));
+  EXPECT_TRUE(env("E   NotADirectoryError: [Errno 20] Not a directory: '/tmp/x/a-file/tmp/pytest-of-root'"));
+  // A file a test made inside its tmp_path is the test's business.
+  EXPECT_FALSE(
+      env("E   FileNotFoundError: [Errno 2] No such file or directory: "
+          "'/tmp/pytest-of-root/pytest-260/test_rotate0/log.1'"));
+  EXPECT_FALSE(env("E   assert 3 == 4"));
+  EXPECT_FALSE(env("E   AttributeError: 'Cart' object has no attribute 'total_price'"));
+}
+
+TEST(verdict, a_frame_in_the_standard_library_is_neither_the_tests_nor_the_products) {
+  nlohmann::json j = testing::sample_case(
+      "q", "import pathlib\n\n\ndef test_a():\n    pathlib.Path('x').read_text()\n", 5,
+      "tests/test_x.py:5: in test_a\n    pathlib.Path('x').read_text()\n/usr/lib/python3.11/pathlib.py:1058: in "
+      "read_text\n    with self.open(mode='r') as f:\nE   IsADirectoryError: [Errno 21] Is a directory: 'x'",
+      "2026-03-01T00:00:00Z");
+  j["test_id"] = "tests/test_x.py::test_a";
+  j.erase("faulty_lines");
+  const Verdict v = judge(*case_from_json(j), Localization{}, std::nullopt, {});
+  ASSERT_FALSE(v.reasons.empty());
+  EXPECT_NE(v.reasons[0].find("raised in the test's own code"), std::string::npos) << v.reasons[0];
+  EXPECT_EQ(v.kind, "test");
+  // Raised in the product's code: the product's side.
+  j["error_message"] =
+      "tests/test_x.py:5: in test_a\n    shop.total()\nshop/cart.py:3: in total\n    return x / 0\n"
+      "E   ZeroDivisionError: division by zero";
+  const Verdict p = judge(*case_from_json(j), Localization{}, std::nullopt, {});
+  EXPECT_NE(p.reasons[0].find("raised beneath the test, in shop/cart.py"), std::string::npos) << p.reasons[0];
+  EXPECT_EQ(p.kind, "product");
+  // A flaky history wins over everything.
+  TestHistory h;
+  h.flaky = true;
+  h.flaky_runs = 1;
+  EXPECT_EQ(judge(*case_from_json(j), Localization{}, h, {}).kind, "flaky");
 }
 
 TEST(suggest, tokens_keep_strings_and_stop_at_comments_by_language) {
