@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -118,14 +119,24 @@ std::vector<CodeToken> code_tokens(std::string_view line, Language language) {
 }
 
 std::vector<Suggestion> suggest_edits(const Case& query, const Localization& loc) {
-  // The query's candidate lines: annotated (weight 1) or in a ranked element (its score).
+  // The query's candidate lines: those of its ranked elements (weight: the element's score; order: its rank), then
+  // its annotated lines the ranker left out of its top k (they resemble a past faulty line, but the ranker, which
+  // weighs the test's scope and the traceback, does not place them near this failure: weight one half).
+  constexpr double kUnrankedAnnotated = 0.5;
   std::map<LineRef, double> weight;
-  for (const auto& e : loc.ranked)
+  std::map<LineRef, size_t> rank;
+  for (size_t r = 0; r < loc.ranked.size(); ++r) {
+    const auto& e = loc.ranked[r];
     for (int l = e.line; l <= std::max(e.line, e.end_line); ++l) {
-      double& w = weight[{e.path, l}];
-      w = std::max(w, e.score);
+      weight.emplace(LineRef{e.path, l}, e.score);
+      rank.emplace(LineRef{e.path, l}, r);
     }
-  for (const auto& a : loc.annotations) weight[a.line] = 1.0;
+  }
+  for (const auto& a : loc.annotations) weight.emplace(a.line, kUnrankedAnnotated);
+  const auto rank_of = [&rank](const LineRef& l) {
+    const auto it = rank.find(l);
+    return it == rank.end() ? std::numeric_limits<size_t>::max() : it->second;
+  };
 
   std::vector<Suggestion> out;
   for (const auto& rc : loc.retrieved) {
@@ -170,8 +181,11 @@ std::vector<Suggestion> suggest_edits(const Case& query, const Localization& loc
     }
   }
   // One suggestion per (line, edit): the most confident; then per line, the most confident edit is preferred.
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Suggestion& a, const Suggestion& b) { return a.confidence > b.confidence; });
+  // Ranked lines first, in rank order, then the rest; on one line the most confident first.
+  std::stable_sort(out.begin(), out.end(), [&](const Suggestion& a, const Suggestion& b) {
+    const size_t ra = rank_of(a.line), rb = rank_of(b.line);
+    return ra != rb ? ra < rb : a.confidence > b.confidence;
+  });
   std::set<std::pair<LineRef, std::string>> seen;
   std::set<LineRef> edited;
   std::vector<Suggestion> kept;

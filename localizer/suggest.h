@@ -4,14 +4,15 @@
 //
 // A past fix is token-level when its faulty line's fix is one line and, after the tokens the two lines share at both
 // ends, one to three tokens were replaced by one to three, at least one of them a name, a number or a string (not
-// punctuation alone). The query's candidate lines are its annotated lines and the lines of its ranked elements. A
+// punctuation alone). A
 // change of names applies wherever the same names stand in the same place (after a "." when they did); a change of
 // literals only on a line that resembles the faulty line (normalized Levenshtein ≤ kResemblanceRadius), and never
 // when the literal occurs more than once on the query's line (which one is meant is not known).
 //
-// confidence = the case's similarity × (1 on an annotated line, else the element's score): comparable between
-// suggestions, not a calibrated probability. When several cases propose different edits of one line, all are
-// listed, the most confident first; `preferred` marks it.
+// The candidate lines are the ranked elements' (weight: the element's score), then the annotated lines the ranker left
+// out of its top k (weight 0.5); confidence = the case's similarity × the weight: comparable between suggestions, not
+// a calibrated probability. Suggestions come in the ranked lines' order, then the rest by confidence. When several
+// cases propose different edits of one line, all are listed, the most confident first; `preferred` marks it.
 // Thread safety: pure functions.
 #pragma once
 

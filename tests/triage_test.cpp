@@ -116,6 +116,24 @@ TEST(suggest, a_name_that_occurs_several_times_is_renamed_everywhere_a_literal_i
   EXPECT_TRUE(suggest_edits(unlike, l2).empty());
 }
 
+TEST(suggest, the_ranked_lines_edits_come_before_an_annotated_line_the_ranker_left_out) {
+  // Line 3 (the failing test's, ranked) and line 7 (another test's, annotated only) hold the old name.
+  const Case q = query_of(
+      "def test_total():\n    order = make()\n    assert order.total_price() == 3\n\n\ndef test_other():\n"
+      "    r = cart.total_price()\n");
+  Localization loc = ranked_at(3, 0.4);
+  Annotation a;
+  a.line = {"tests/test_x.py", 7};
+  loc.annotations.push_back(a);
+  loc.retrieved.push_back(past("c1", 0.9, "    r = cart.total_price()", {"    r = cart.total()"}));
+  const auto s = suggest_edits(q, loc);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].line.line, 3);  // ranked first, though 0.9 × 0.4 < 0.9 × 0.5
+  EXPECT_NEAR(s[0].confidence, 0.36, 1e-9);
+  EXPECT_EQ(s[1].line.line, 7);
+  EXPECT_NEAR(s[1].confidence, 0.45, 1e-9);
+}
+
 TEST(suggest, conflicting_edits_of_one_line_are_both_listed_the_more_similar_cases_first) {
   const Case q = query_of("def test_total():\n    order = make()\n    assert order.total_price() == 3\n");
   Localization loc = ranked_at(3, 1.0);
