@@ -697,13 +697,15 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
                       product.error().message + ")");
     }
   }
-  // Each commit's place in the repository's history (every parent, topological): runs recorded out of order count in
-  // commit order. Read once, and only when a test has two runs or more to order (localize without recorded runs loads
-  // no git library).
-  std::optional<std::unordered_map<std::string, size_t>> place;
-  const auto position = [&place](const std::string& sha) -> std::optional<size_t> {
-    const auto it = place->find(sha);
-    return it == place->end() ? std::nullopt : std::optional<size_t>(it->second);
+  // Each run's commit time, from the repository: runs recorded out of order count in commit order. Read only when a
+  // test has two runs or more to order (localize without recorded runs loads no git library), one lookup per commit.
+  std::optional<std::unique_ptr<GitRepository>> repo;
+  std::unordered_map<std::string, std::optional<int64_t>> times;
+  const auto commit_time = [&](const std::string& sha) -> std::optional<int64_t> {
+    auto [it, added] = times.try_emplace(sha);
+    if (added && *repo)
+      if (auto t = (*repo)->commit_time(sha); t) it->second = *t;
+    return it->second;
   };
   const int64_t now = now_epoch();
   for (size_t i = 0; i < results.size() && i < queries.size(); ++i) {
@@ -712,13 +714,11 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
     if (store) {
       auto h = store->history(queries[i].test_id, now);
       if (h && *h && (*h)->runs >= 2) {
-        if (!place) {
-          place.emplace();
-          if (auto repo = GitRepository::open(context.repository); repo)
-            if (auto commits = (*repo)->history(false); commits)
-              for (size_t c = 0; c < commits->size(); ++c) place->emplace((*commits)[c].sha, c);
+        if (!repo) {
+          auto opened = GitRepository::open(context.repository);
+          repo.emplace(opened ? std::move(*opened) : nullptr);
         }
-        if (!place->empty()) h = store->history(queries[i].test_id, now, position);
+        if (*repo) h = store->history(queries[i].test_id, now, commit_time);
       }
       if (h)
         loc.history = std::move(*h);

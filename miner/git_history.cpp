@@ -515,6 +515,17 @@ Result<std::vector<std::string>> GitRepository::parents(const std::string& sha) 
   return out;
 }
 
+Result<int64_t> GitRepository::commit_time(const std::string& sha) const {
+  git_oid oid;
+  if (git().git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");
+  Owned<git_commit, &Git::git_commit_free> commit;
+  if (const int rc = git().git_commit_lookup(&commit.p, repo_.get(), &oid); rc == GIT_ENOTFOUND)
+    return fail(workdir_.string() + ": no commit " + sha + " in this repository");
+  else if (rc != 0)
+    return std::unexpected(read_error(workdir_.string() + ": commit " + sha));
+  return static_cast<int64_t>(git().git_commit_time(commit.p));
+}
+
 Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha, const std::string& path) const {
   git_oid oid;
   if (git().git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");

@@ -60,6 +60,9 @@ class GitRepository {
   // The parents of commit `sha` (full shas, the first parent first); empty for a root commit.
   Result<std::vector<std::string>> parents(const std::string& sha) const;
 
+  // Commit `sha`'s committer time (seconds since the epoch, UTC). An unknown commit is an error naming it.
+  Result<int64_t> commit_time(const std::string& sha) const;
+
   // The oldest commit on HEAD's first-parent line; empty in a repository with no commits.
   std::string root_commit() const;
 

@@ -208,12 +208,13 @@ Result<std::map<std::string, RecordedOutcome>> MiningStore::outcomes_at(const st
 }
 
 Result<std::optional<TestHistory>> MiningStore::history(
-    const std::string& test_id, int64_t now, const std::function<std::optional<size_t>(const std::string&)>& position) {
+    const std::string& test_id, int64_t now,
+    const std::function<std::optional<int64_t>(const std::string&)>& commit_time) {
   struct Run {
     std::string commit;
     bool failed = false;
     int64_t time = 0;
-    size_t at = 0;  // position in the history
+    int64_t at = 0;  // the commit's committer time
   };
   std::vector<Run> runs;
   auto st = kb_.database().prepare(
@@ -240,11 +241,11 @@ Result<std::optional<TestHistory>> MiningStore::history(
     if (!*row) break;
     flaky_commits.insert(fl->text(0));
   }
-  // History's order: the commits' when every one is placed, else the outcomes' times (then commit: stable).
-  bool placed = static_cast<bool>(position);
+  // History's order: the commits' times when every one is known, else the outcomes' times (then commit: stable).
+  bool placed = static_cast<bool>(commit_time);
   for (auto& r : runs) {
     if (!placed) break;
-    const auto at = position(r.commit);
+    const auto at = commit_time(r.commit);
     placed = at.has_value();
     r.at = at.value_or(0);
   }

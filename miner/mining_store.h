@@ -105,11 +105,11 @@ class MiningStore {
   // The outcomes stored at commit `sha` (a full sha), by test id.
   Result<std::map<std::string, RecordedOutcome>> outcomes_at(const std::string& sha);
   // The recorded runs of `test_id` (formats/triage.h), nullopt when none is recorded. `now` in Unix seconds. Runs are
-  // put in the history's order by `position` (a commit's place in the repository's history, oldest first) when it
-  // knows every run's commit, else by the outcomes' times: outcomes recorded out of order count in commit order.
+  // put in history's order by `commit_time` (a commit's committer time) when it knows every run's commit, else by
+  // the outcomes' times: outcomes recorded out of order count in commit order.
   Result<std::optional<TestHistory>> history(
       const std::string& test_id, int64_t now,
-      const std::function<std::optional<size_t>(const std::string& sha)>& position = {});
+      const std::function<std::optional<int64_t>(const std::string& sha)>& commit_time = {});
   // The newest `limit` failures fixed outside the test code (status not_test_fault): (test id, commit, message), the
   // verdict's product examples.
   struct ProductFailure {
