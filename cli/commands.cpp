@@ -691,7 +691,8 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
     store.emplace(*kb);
     constexpr size_t kExamples = 2000;  // the newest; a word-overlap pass over them per failure stays cheap
     if (auto product = store->product_failures(kExamples); product) {
-      for (auto& p : *product) context.product_examples.push_back({p.test_id, p.commit, failure_text(p.message)});
+      for (auto& p : *product)
+        context.product_examples.push_back(product_example(std::move(p.test_id), std::move(p.commit), p.message));
     } else {
       notes.push_back("the knowledge base's failures could not be read: no product examples (" +
                       product.error().message + ")");
@@ -725,6 +726,8 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
       else
         loc.notes.push_back("its recorded runs could not be read: " + h.error().message);
     }
+    // Suggestions follow the final ranking (an LLM's, when one ranked).
+    if (loc.llm && loc.llm->used) loc.suggestions = suggest_edits(queries[i], loc);
     loc.verdict = judge(queries[i], loc, loc.history, context);
   }
 }

@@ -604,7 +604,10 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   // without this context), the run says so.
   int localized = 1;
   try {
-    localized = localize_queries(common, args.localize_args, queries, true);
+    // The repository recorded (`--repo`) is the one the triage reads: its commits' times, its own modules.
+    LocalizeArgs localize_args = args.localize_args;
+    localize_args.root = (*repo)->workdir().string();
+    localized = localize_queries(common, localize_args, queries, true);
   } catch (const std::exception& e) {
     report_error(Error{e.what()});
   }

@@ -73,7 +73,9 @@ sha=$(git rev-parse --verify -q "$commit^{commit}" 2>/dev/null || echo "$commit"
 before=$(cases)
 triage=$(mktemp)
 trap 'rm -f "$triage" "${open_list:-}"' EXIT
-set -- record --junit "$report" --commit "$commit" --format "$format" --markdown "$triage"
+set -- record --junit "$report" --commit "$commit" --format "$format"
+# The triage table for the summary, when the installed spark writes one (an older one has no --markdown).
+"$spark" record --help 2>/dev/null | grep -q -- '--markdown' && set -- "$@" --markdown "$triage"
 [ -n "$sarif" ] && set -- "$@" --sarif "$sarif"
 "$spark" "$@"
 rc=$?

@@ -105,7 +105,10 @@ void append_faulty_lines(const Case& c, size_t case_index, std::vector<Retrieved
         language == Language::python ? function_span_by_text(lines, function) : braced_span_by_text(lines, function);
     const bool outside = first > 0 && (fl.line < first || fl.line > last);
     out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), c.test_id, outside, {}});
-    if (auto fix = c.fixes.find(fl); fix != c.fixes.end())
+    // A fix of a few lines is the line's replacement; a hunk rewritten whole (a file, 10,000 lines) is no
+    // counterpart of one line, and comparing every query line with it would cost its size per line.
+    constexpr size_t kFixLines = 5;
+    if (auto fix = c.fixes.find(fl); fix != c.fixes.end() && fix->second.size() <= kFixLines)
       for (const auto& line : fix->second)
         if (!is_blank(line)) out.back().fixed.emplace_back(line);
   }

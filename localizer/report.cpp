@@ -321,12 +321,18 @@ size_t redact_localization(Localization& loc, const Case& query, const Redactor&
     for (auto& [line, fix] : c.fixes)
       for (auto& text : fix) r(text);
   }
-  for (auto& sg : loc.suggestions) {
+  // A suggested edit of a line that holds a secret is not published: the lines redacted, its tokens would still be
+  // the secret's (a rule that needs the line's context does not match them alone).
+  std::erase_if(loc.suggestions, [&](Suggestion& sg) {
+    const size_t before = n;
     r(sg.old_line);
     r(sg.new_line);
     r(sg.old_tokens);
     r(sg.new_tokens);
-  }
+    return n != before;
+  });
+  if (loc.verdict)
+    for (auto& reason : loc.verdict->reasons) r(reason);
   if (loc.explanation) {
     line_of(loc.explanation->line.path, loc.explanation->line.line, loc.explanation->code);
     r(loc.explanation->note);

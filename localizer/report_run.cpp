@@ -51,18 +51,26 @@ void say_notes(const Localization& r, size_t i, const std::string& who, std::map
   }
 }
 
-// The localization as published (SARIF, annotations): a redacted copy unless redaction is off, and the note of what
-// was redacted.
+// What leaves the machine by design in this run: "annotations, the Markdown summary and the SARIF report".
+std::string published_what(const RunReportOptions& options) {
+  std::vector<std::string> parts;
+  if (options.format == "github") parts.emplace_back("annotations");
+  if (options.format == "markdown" || options.markdown) parts.emplace_back("Markdown summary");
+  if (options.format == "sarif" || options.sarif) parts.emplace_back("SARIF report");
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == parts.size() ? " and the " : ", the ") + parts[i];
+  return out;
+}
+
+// The localization as published (SARIF, annotations, the Markdown summary): a redacted copy unless redaction is off,
+// and the note of what was redacted.
 Localization published(const Localization& r, const Case& query, const std::string& who,
                        const RunReportOptions& options, std::vector<RunMessage>& said) {
   Localization copy = r;
   std::map<std::string, size_t> counts;
   if (const size_t n = redact_localization(copy, query, *options.redactor, counts))
-    said.push_back(
-        {false, who + "redacted " + std::to_string(n) + " secret(s) from the " +
-                    (options.format == "github" ? (options.sarif ? "annotations and the SARIF report" : "annotations")
-                     : options.format == "markdown" ? (options.sarif ? "summary and the SARIF report" : "summary")
-                                                    : "SARIF report")});
+    said.push_back({false, who + "redacted " + std::to_string(n) + " secret(s) from the " + published_what(options)});
   return copy;
 }
 
@@ -132,7 +140,14 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
     for (const auto& l : annotated) run.push_back(&l);
     std::vector<std::string> errors;
     for (size_t i = 0; i < results.size(); ++i)
-      if (!results[i]) errors.push_back(queries[i].test_id + ": " + results[i].error().message);
+      if (!results[i]) {
+        std::string e = queries[i].test_id + ": " + results[i].error().message;
+        if (options.redactor) {
+          std::map<std::string, size_t> counts;
+          options.redactor->redact(e, counts);
+        }
+        errors.push_back(std::move(e));
+      }
     report.markdown = report_markdown(run, errors, ctx);
     if (options.format == "markdown") report.out = report.markdown;
   }

@@ -16,6 +16,12 @@ namespace spark {
 namespace {
 
 bool name_start(unsigned char c) { return std::isalpha(c) || c == '_' || c == '$' || c >= 0x80; }
+
+// The languages' constants: literals, not names (a True → False fix is a changed literal).
+bool constant_word(std::string_view w) {
+  return w == "True" || w == "False" || w == "None" || w == "true" || w == "false" || w == "null" || w == "undefined" ||
+         w == "NaN";
+}
 bool name_char(unsigned char c) { return std::isalnum(c) || c == '_' || c == '$' || c >= 0x80; }
 
 // A token-level change: the tokens between the common prefix and suffix of a faulty line and its one-line fix.
@@ -42,6 +48,7 @@ std::optional<TokenChange> token_change(std::string_view faulty, std::string_vie
     ++s;
   const size_t na = a.size() - p - s, nb = b.size() - p - s;
   if (na == 0 || nb == 0 || na > kMaxChangedTokens || nb > kMaxChangedTokens) return std::nullopt;
+  if (p + s == 0) return std::nullopt;  // nothing kept: another line, not a change of this one
   TokenChange c;
   bool meaningful = false;
   for (size_t i = p; i < p + na; ++i) {
@@ -73,6 +80,7 @@ std::vector<std::pair<size_t, size_t>> occurrences(std::string_view line, const 
     const bool dot_before = i > 0 && text_of(line, toks[i - 1]) == ".";
     if (c.old_kinds.front() == CodeToken::name && dot_before != c.after_dot) continue;
     at.emplace_back(toks[i].begin, toks[i + n - 1].end);
+    i += n - 1;  // occurrences do not overlap
   }
   return at;
 }
@@ -109,7 +117,7 @@ std::vector<CodeToken> code_tokens(std::string_view line, Language language) {
     }
     if (name_start(c)) {
       while (i < n && name_char(static_cast<unsigned char>(line[i]))) ++i;
-      out.push_back({CodeToken::name, start, i});
+      out.push_back({constant_word(line.substr(start, i - start)) ? CodeToken::number : CodeToken::name, start, i});
       continue;
     }
     ++i;
@@ -138,20 +146,28 @@ std::vector<Suggestion> suggest_edits(const Case& query, const Localization& loc
     return it == rank.end() ? std::numeric_limits<size_t>::max() : it->second;
   };
 
+  std::map<std::string, std::vector<std::string_view>> lines_of;  // each query file split once
+  for (const auto& f : query.files) lines_of.emplace(f.path, split_lines(f.content));
   std::vector<Suggestion> out;
   for (const auto& rc : loc.retrieved) {
     for (size_t i = 0; i < rc.faulty_lines.size() && i < rc.faulty_text.size(); ++i) {
       const auto fix = rc.fixes.find(rc.faulty_lines[i]);
       if (fix == rc.fixes.end() || fix->second.size() != 1) continue;
+      // A hunk that removed more lines than it added gives each of them its whole new side: two faulty lines with
+      // the same one-line fix are such a hunk, no line-for-line change.
+      if (std::count_if(rc.fixes.begin(), rc.fixes.end(), [&](const auto& other) {
+            return other.first.path == fix->first.path && other.second == fix->second;
+          }) > 1)
+        continue;
       const std::string& faulty_text = rc.faulty_text[i];
       const Language past_language = language_for(rc.faulty_lines[i].path, query.language);
       const auto change = token_change(faulty_text, fix->second.front(), past_language);
       if (!change) continue;
       const PreparedLine past(faulty_text);
       for (const auto& [ref, w] : weight) {
-        const SourceFile* f = query.file(ref.path);
-        if (!f) continue;
-        const auto lines = split_lines(f->content);
+        const auto file = lines_of.find(ref.path);
+        if (file == lines_of.end()) continue;
+        const auto& lines = file->second;
         if (ref.line < 1 || ref.line > static_cast<int>(lines.size())) continue;
         const std::string_view line = lines[static_cast<size_t>(ref.line - 1)];
         const Language language = language_for(ref.path, query.language);

@@ -70,6 +70,21 @@ double jaccard(const std::set<std::string>& a, const std::set<std::string>& b) {
 
 std::string clip_reason(std::string_view s) { return clip(std::string(s), 120); }
 
+// A raised exception's line: "OSError: …", "socket.gaierror: …", "requests.exceptions.ConnectionError: …",
+// "Failed: Timeout >15.0s" (pytest-timeout), "TimeoutError" alone; not "assert …" or "Failed: DID NOT RAISE …".
+bool exception_line(std::string_view line) {
+  if (line.starts_with("Failed: Timeout")) return true;
+  size_t i = 0;
+  while (i < line.size() && (std::isalnum(static_cast<unsigned char>(line[i])) || line[i] == '_' || line[i] == '.'))
+    ++i;
+  if (i == 0 || (i < line.size() && line[i] != ':')) return false;
+  std::string name(line.substr(0, i));
+  if (const auto dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
+  const std::string l = lower(name);
+  if (l.find("assert") != std::string::npos) return false;  // a check's message, whatever it says
+  return l.ends_with("error") || l.ends_with("exception") || l == "timeout" || l.ends_with("exit");
+}
+
 // A frame's file that is not the repository's: the standard library, an installed package, a frozen or built-in
 // module ("<frozen importlib._bootstrap>", "<string>").
 bool outside_repository(std::string_view path) {
@@ -86,8 +101,14 @@ std::optional<std::string> environment_reason(std::string_view error_message,
                                               const std::function<bool(std::string_view)>& own_module) {
   const std::string text = failure_text(error_message);
   for (const auto line : error_lines(text)) {
+    // Only a raised exception's own line speaks for the machine ("OSError: …", "Failed: Timeout"), not an assertion
+    // that quotes the words or a check that an error was raised ("DID NOT RAISE <class 'PermissionError'>").
+    if (!exception_line(line) && line.find("command not found") == std::string_view::npos) continue;
     const std::string l = lower(line);
-    // A module that cannot be imported: the machine's when it is not the repository's own.
+    // A module that cannot be imported: the machine's when it is not the repository's own. An import cycle of the
+    // repository's own modules ("partially initialized module") is its code's.
+    if (l.find("partially initialized module") != std::string::npos || l.find("circular import") != std::string::npos)
+      return std::nullopt;
     for (const std::string_view marker : {"no module named", "cannot import name"}) {
       if (l.find(marker) == std::string::npos) continue;
       std::string module = marker == "no module named" ? top_module(line, "named") : top_module(line, " from ");
@@ -125,8 +146,19 @@ std::optional<std::string> environment_reason(std::string_view error_message,
     }
     for (const auto& [needle, why] : kMachine)
       if (l.find(needle) != std::string::npos) return std::string(why) + ": " + clip_reason(line);
+    // Node's error codes, as written (upper case: "FileNotFoundError" holds "enotfound" in lower case).
+    static const std::vector<std::pair<std::string_view, std::string_view>> kCodes = {
+        {"ECONNREFUSED", "a connection was refused"},
+        {"ENOTFOUND", "a host name could not be resolved"},
+        {"ETIMEDOUT", "the run timed out"}};
+    for (const auto& [code, why] : kCodes)
+      if (line.find(code) != std::string_view::npos) return std::string(why) + ": " + clip_reason(line);
   }
   return std::nullopt;
+}
+
+ProductExample product_example(std::string test_id, std::string commit, std::string_view message) {
+  return {std::move(test_id), std::move(commit), words(failure_text(message))};
 }
 
 Verdict judge(const Case& query, const Localization& loc, const std::optional<TestHistory>& history,
@@ -206,7 +238,7 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
     double closest = 0;
     const ProductExample* example = nullptr;
     for (const auto& p : context.product_examples)
-      if (const double j = jaccard(mine, words(p.failure)); j > closest) {
+      if (const double j = jaccard(mine, p.words); j > closest) {
         closest = j;
         example = &p;
       }

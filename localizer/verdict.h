@@ -2,11 +2,11 @@
 // or a flaky test's — or `unknown` when the evidence is too weak (below kVerdictConfidenceFloor).
 //
 // In order:
-//   1. flaky: the test's history (formats/triage.h) saw it fail and pass at the same commit;
+//   1. flaky: the test's history (formats/triage.h) saw it fail and pass at the same commit among its recent runs;
 //   2. environment: the failure's own words say the machine failed it — a module that is not the repository's own
 //      cannot be imported, a connection is refused or a host not found, a run timed out, a permission is denied, a
-//      disk is full, memory ran out, pytest's temporary folder could not be made; a missing module of the repository itself does not count (the repository's
-//      folders, and the traceback's paths, say which are its own);
+//      disk is full, memory ran out, pytest's temporary folder could not be made; a missing module of the repository
+//      itself does not count (the repository's folders, and the traceback's paths, say which are its own);
 //   3. test or product, by a score in log-odds for "test" (each term below is a reason in the report):
 //        +1.0  the exception was raised in the test's own code (the deepest frame of the repository's code — not
 //              the standard library's, an installed package's or a frozen module's — is in its files)
@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,16 +40,18 @@ inline constexpr double kVerdictConfidenceFloor = 0.6;
 // A failure fixed outside the test code, kept by the miner as an example of a product fault.
 struct ProductExample {
   std::string test_id, commit;
-  std::string failure;  // its failure text (failure_text of its message)
+  std::set<std::string> words;  // the words of its failure text, read once (product_example)
 };
+ProductExample product_example(std::string test_id, std::string commit, std::string_view message);
 
 struct VerdictContext {
   std::filesystem::path repository;              // the repository's root ("" when not known)
   std::vector<ProductExample> product_examples;  // from the knowledge base
 };
 
-// The environment's words in `error_message`, when they say the machine failed the test: a short reason naming
-// the line that says it; nullopt otherwise. `own_module` says whether a module is the repository's own.
+// The environment's words in `error_message`, when a raised exception's own line says the machine failed the test: a
+// short reason naming the line that says it; nullopt otherwise. `own_module` says whether a module is the repository's
+// own.
 std::optional<std::string> environment_reason(std::string_view error_message,
                                               const std::function<bool(std::string_view)>& own_module);
 

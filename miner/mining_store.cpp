@@ -241,17 +241,14 @@ Result<std::optional<TestHistory>> MiningStore::history(
     if (!*row) break;
     flaky_commits.insert(fl->text(0));
   }
-  // History's order: the commits' times when every one is known, else the outcomes' times (then commit: stable).
-  bool placed = static_cast<bool>(commit_time);
+  // History's order: each run's commit time where the repository knows the commit (a shallow clone lacks the older
+  // ones), else the outcome's time; then the outcome's time and the commit (a stable order within one second).
   for (auto& r : runs) {
-    if (!placed) break;
-    const auto at = commit_time(r.commit);
-    placed = at.has_value();
-    r.at = at.value_or(0);
+    const auto at = commit_time ? commit_time(r.commit) : std::nullopt;
+    r.at = at.value_or(r.time);
   }
-  std::sort(runs.begin(), runs.end(), [placed](const Run& a, const Run& b) {
-    return placed ? std::tie(a.at, a.time, a.commit) < std::tie(b.at, b.time, b.commit)
-                  : std::tie(a.time, a.commit) < std::tie(b.time, b.commit);
+  std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) {
+    return std::tie(a.at, a.time, a.commit) < std::tie(b.at, b.time, b.commit);
   });
   TestHistory h;
   h.runs = runs.size();
@@ -264,7 +261,11 @@ Result<std::optional<TestHistory>> MiningStore::history(
     h.age_days = std::max<double>(0.0, static_cast<double>(now - runs[i].time) / 86400.0);
   }
   if (i > 0) h.last_passed_commit = runs[i - 1].commit;
-  h.flaky = h.flaky_runs > 0;
+  // Flaky now: a commit of the recent runs (the last kRecentRuns, or the whole failing streak) saw the test fail and
+  // pass. A flake long ago does not make every later failure a flake.
+  constexpr size_t kRecentRuns = 20;
+  for (size_t r = std::min(i, runs.size() > kRecentRuns ? runs.size() - kRecentRuns : 0); r < runs.size(); ++r)
+    h.flaky = h.flaky || flaky_commits.contains(runs[r].commit);
   return std::optional<TestHistory>(std::move(h));
 }
 

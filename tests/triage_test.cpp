@@ -8,6 +8,7 @@
 
 #include "json_schema.h"
 #include "localizer.h"
+#include "report.h"
 #include "suggest.h"
 #include "test_util.h"
 #include "verdict.h"
@@ -220,6 +221,81 @@ TEST(verdict, a_frame_in_the_standard_library_is_neither_the_tests_nor_the_produ
   h.flaky = true;
   h.flaky_runs = 1;
   EXPECT_EQ(judge(*case_from_json(j), Localization{}, h, {}).kind, "flaky");
+}
+
+TEST(suggest, review_cases_overlaps_constants_shared_hunks_and_unrelated_lines_are_not_guessed) {
+  // Overlapping occurrences of a two-token change: each token is replaced at most once.
+  {
+    const Case q = query_of("def test_a():\n    x = 1\n    f(a a a)\n");
+    Localization loc = ranked_at(3, 1.0);
+    loc.retrieved.push_back(past("c", 0.9, "    f(a a)", {"    f(b)"}));
+    const auto s = suggest_edits(q, loc);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].new_line, "    f(b a)");
+  }
+  // True → False is a changed literal: only on a line like the faulty one.
+  {
+    const Case q = query_of("def test_a():\n    strict = True\n    config.load(path, enabled=True)\n");
+    Localization loc = ranked_at(2, 1.0);
+    loc.ranked.push_back(ranked_at(3, 1.0).ranked[0]);
+    loc.retrieved.push_back(
+        past("c", 0.9, "    config.load(path, enabled=True)", {"    config.load(path, enabled=False)"}));
+    const auto s = suggest_edits(q, loc);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].line.line, 3);
+  }
+  // Two faulty lines of one hunk that became one line (2 → 1): no line-for-line change, no suggestion.
+  {
+    const Case q = query_of("def test_a():\n    b = 2\n    a = 1\n");
+    Localization loc = ranked_at(2, 1.0);
+    loc.ranked.push_back(ranked_at(3, 1.0).ranked[0]);
+    RetrievedCase rc = past("c", 0.9, "    a = 1", {"    a = 3"});
+    rc.faulty_lines.push_back({"tests/test_old.py", 8});
+    rc.faulty_text.emplace_back("    b = 2");
+    rc.fixes[rc.faulty_lines[1]] = {"    a = 3"};
+    loc.retrieved.push_back(rc);
+    EXPECT_TRUE(suggest_edits(q, loc).empty());
+  }
+  // A "fix" that shares no token with the line is another line, not a change of it.
+  {
+    const Case q = query_of("def test_a():\n    b = 2\n");
+    Localization loc = ranked_at(2, 1.0);
+    loc.retrieved.push_back(past("c", 0.9, "b = 2", {"a != 3"}));
+    EXPECT_TRUE(suggest_edits(q, loc).empty());
+  }
+}
+
+TEST(verdict, quoted_words_and_import_cycles_are_not_the_machines) {
+  const auto env = [](const std::string& message) { return environment_reason(message, {}); };
+  EXPECT_FALSE(env("E   Failed: DID NOT RAISE <class 'PermissionError'>"));
+  EXPECT_FALSE(env("E   assert 'Connection refused' in 'ok'"));
+  EXPECT_FALSE(env("E   AssertionError: expected the job to have timed out"));
+  EXPECT_FALSE(
+      env("E   ImportError: cannot import name 'Cart' from partially initialized module 'shop.cart' "
+          "(most likely due to a circular import) (/src/shop/cart.py)"));
+  EXPECT_TRUE(env("E   requests.exceptions.ConnectionError: Connection refused"));
+  EXPECT_TRUE(env("Error: connect ECONNREFUSED 127.0.0.1:5432"));
+}
+
+TEST(verdict, a_published_copy_holds_no_secret_of_a_suggestion_or_a_reason) {
+  const Redactor redactor = *Redactor::make();
+  const Case q = query_of("def test_a():\n    x = 1\n    password = \"hunter2secretvalue\"\n");
+  Localization loc = ranked_at(3, 1.0);
+  Suggestion sg;
+  sg.line = {"tests/test_x.py", 3};
+  sg.old_line = "    password = \"hunter2secretvalue\"";
+  sg.new_line = "    password = \"n3wsecretvalue99\"";
+  sg.old_tokens = "\"hunter2secretvalue\"";
+  sg.new_tokens = "\"n3wsecretvalue99\"";
+  loc.suggestions.push_back(sg);
+  Verdict v;
+  v.kind = "environment";
+  v.reasons = {"a connection was refused: OperationalError: postgres://app:s3cr3tPassw0rd@db/x refused"};
+  loc.verdict = v;
+  std::map<std::string, size_t> counts;
+  EXPECT_GT(redact_localization(loc, q, redactor, counts), 0u);
+  EXPECT_TRUE(loc.suggestions.empty());
+  EXPECT_EQ(loc.verdict->reasons[0].find("s3cr3tPassw0rd"), std::string::npos) << loc.verdict->reasons[0];
 }
 
 TEST(suggest, tokens_keep_strings_and_stop_at_comments_by_language) {

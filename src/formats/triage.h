@@ -10,17 +10,17 @@
 
 namespace spark {
 
-// A test's recorded runs, newest last by the outcome's time (the commit's; the time it was recorded when it has
-// none), so outcomes recorded out of order count in history's order.
+// A test's recorded runs, in the order of their commits' times (the outcome's time for a commit the repository does
+// not have), so outcomes recorded out of order count in history's order.
 struct TestHistory {
   // The failing streak that ends with the newest recorded run (empty when that run passed or none failed).
   std::optional<std::string> first_failing_commit;  // its first failing run's commit
   size_t failing_runs = 0;                          // failing runs in it
   std::optional<std::string> last_passed_commit;    // the pass before it (or the newest pass, with no streak)
   std::optional<double> age_days;                   // from its first failing run to now
-  // Runs where the test failed and passed at the same commit: the failure is flaky and never learnt as a case.
+  // Commits where the test failed and passed: such a failure is flaky and never learnt as a case.
   size_t flaky_runs = 0;
-  bool flaky = false;  // flaky_runs > 0, or a failing run of the streak passed again at its commit
+  bool flaky = false;  // one of them is among the last 20 runs or in the failing streak
   size_t runs = 0;     // every recorded run of the test (passed, failed, error; skipped ones not counted)
 };
 
