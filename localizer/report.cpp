@@ -405,19 +405,11 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
 namespace {
 
 // Text from outside in a Markdown table cell: control characters and workflow commands defused (terminal_line), then
-// HTML's specials, the cell separator and "@" (no mention pings anyone) as entities, so nothing renders as markup.
+// HTML's specials (html_escape), the cell separator, "@" (no mention pings anyone) and Markdown's own marks as
+// entities, so nothing renders as markup.
 std::string md_cell(std::string_view s) {
   std::string out;
-  for (char c : terminal_line(s)) switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
+  for (char c : html_escape(terminal_line(s))) switch (c) {
       case '|':
         out += "&#124;";
         break;
@@ -441,6 +433,12 @@ std::string md_cell(std::string_view s) {
         break;
       case '\\':
         out += "&#92;";
+        break;
+      case '~':
+        out += "&#126;";
+        break;
+      case '$':
+        out += "&#36;";
         break;
       default:
         out += c;

@@ -498,14 +498,26 @@ Result<std::string> GitRepository::resolve(const std::string& rev) const {
   return std::string(hex);
 }
 
-Result<std::vector<std::string>> GitRepository::parents(const std::string& sha) const {
+namespace {
+
+// Commit `sha` (a full sha) of `repo` into `out`: an error naming it when it is no sha, is not there (`hint` said
+// after), or cannot be read (a read error).
+Status lookup_commit(git_repository* repo, const fs::path& workdir, const std::string& sha, git_commit** out,
+                     const std::string& hint = "") {
   git_oid oid;
   if (git().git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");
-  Owned<git_commit, &Git::git_commit_free> commit;
-  if (const int rc = git().git_commit_lookup(&commit.p, repo_.get(), &oid); rc == GIT_ENOTFOUND)
-    return fail(workdir_.string() + ": no commit " + sha + " in this repository");
+  if (const int rc = git().git_commit_lookup(out, repo, &oid); rc == GIT_ENOTFOUND)
+    return fail(workdir.string() + ": no commit " + sha + " in this repository" + hint);
   else if (rc != 0)
-    return std::unexpected(read_error(workdir_.string() + ": commit " + sha));
+    return std::unexpected(read_error(workdir.string() + ": commit " + sha));
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> GitRepository::parents(const std::string& sha) const {
+  Owned<git_commit, &Git::git_commit_free> commit;
+  TRY(lookup_commit(repo_.get(), workdir_, sha, &commit.p));
   std::vector<std::string> out;
   char hex[GIT_OID_HEXSZ + 1];
   for (unsigned i = 0; i < git().git_commit_parentcount(commit.p); ++i) {
@@ -516,25 +528,15 @@ Result<std::vector<std::string>> GitRepository::parents(const std::string& sha) 
 }
 
 Result<int64_t> GitRepository::commit_time(const std::string& sha) const {
-  git_oid oid;
-  if (git().git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");
   Owned<git_commit, &Git::git_commit_free> commit;
-  if (const int rc = git().git_commit_lookup(&commit.p, repo_.get(), &oid); rc == GIT_ENOTFOUND)
-    return fail(workdir_.string() + ": no commit " + sha + " in this repository");
-  else if (rc != 0)
-    return std::unexpected(read_error(workdir_.string() + ": commit " + sha));
+  TRY(lookup_commit(repo_.get(), workdir_, sha, &commit.p));
   return static_cast<int64_t>(git().git_commit_time(commit.p));
 }
 
 Result<std::optional<std::string>> GitRepository::file_at(const std::string& sha, const std::string& path) const {
-  git_oid oid;
-  if (git().git_oid_fromstr(&oid, sha.c_str()) != 0) return fail("\"" + sha + "\" is not a commit sha");
   Owned<git_commit, &Git::git_commit_free> commit;
-  if (const int rc = git().git_commit_lookup(&commit.p, repo_.get(), &oid); rc == GIT_ENOTFOUND)
-    return fail(workdir_.string() + ": no commit " + sha + " in this repository" +
-                (shallow() ? " (shallow clone: the commit may be beyond its depth)" : ""));
-  else if (rc != 0)
-    return std::unexpected(read_error(workdir_.string() + ": commit " + sha));
+  TRY(lookup_commit(repo_.get(), workdir_, sha, &commit.p,
+                    shallow() ? " (shallow clone: the commit may be beyond its depth)" : ""));
   Owned<git_tree, &Git::git_tree_free> tree;
   if (git().git_commit_tree(&tree.p, commit.p) != 0) return std::unexpected(read_error("the files of " + sha));
   Owned<git_tree_entry, &Git::git_tree_entry_free> entry;
