@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -511,8 +512,11 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
   }
   for (const auto& e : errors) out += "| " + md_cell(e) + " | not localized | — | — |\n";
   bool header = false;
+  // One block per edit: a parametrized test's rows (or several tests sharing a helper) would repeat the same one.
+  std::set<std::tuple<std::string, int, std::string>> shown;
   for (const auto* loc : run)
     for (const auto& sg : loc->suggestions) {
+      if (!shown.emplace(sg.line.path, sg.line.line, sg.new_line).second) continue;
       if (!header) out += "\n#### Suggested edits (from similar cases' fixes; not applied)\n";
       header = true;
       const std::string body = "# " + terminal_line(sg.line.path) + ":" + std::to_string(sg.line.line) + " (" +

@@ -298,6 +298,30 @@ TEST(verdict, a_published_copy_holds_no_secret_of_a_suggestion_or_a_reason) {
   EXPECT_EQ(loc.verdict->reasons[0].find("s3cr3tPassw0rd"), std::string::npos) << loc.verdict->reasons[0];
 }
 
+TEST(markdown, one_row_per_failure_one_diff_block_per_edit_and_test_text_escaped) {
+  Localization a = ranked_at(3, 0.9);
+  a.test_id = "tests/test_x.py::test_a[<b>|@team]";
+  Suggestion sg;
+  sg.line = {"tests/test_x.py", 3};
+  sg.old_line = "    assert order.total_price() == 3";
+  sg.new_line = "    assert order.total() == 3";
+  sg.old_tokens = "total_price";
+  sg.new_tokens = "total";
+  sg.from_case = "c1";
+  a.suggestions.push_back(sg);
+  Localization b = a;  // another row of the same parametrized test: the same edit
+  b.test_id = "tests/test_x.py::test_a[2]";
+  const std::string md = report_markdown({&a, &b}, {"tests/test_y.py::test_b: cannot read it"}, ReportContext{});
+  EXPECT_NE(md.find("### spark: 3 failing tests"), std::string::npos) << md;
+  EXPECT_NE(md.find("&lt;b&gt;&#124;&#64;team"), std::string::npos) << md;  // no markup, no cell break, no mention
+  // The table holds no raw "@" (inside the diff's code fence GitHub links no mention).
+  EXPECT_EQ(md.substr(0, md.find("####")).find("@team"), std::string::npos) << md;
+  size_t blocks = 0;
+  for (size_t at = md.find("```diff"); at != std::string::npos; at = md.find("```diff", at + 1)) ++blocks;
+  EXPECT_EQ(blocks, 1u) << md;
+  EXPECT_NE(md.find("| not localized |"), std::string::npos) << md;
+}
+
 TEST(suggest, tokens_keep_strings_and_stop_at_comments_by_language) {
   const std::string py = "x = f'a # b' + 'c'  # note";
   const auto t = code_tokens(py, Language::python);
