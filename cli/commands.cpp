@@ -698,11 +698,16 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
                       product.error().message + ")");
     }
   }
-  // Each run's commit time, from the repository: runs recorded out of order count in commit order. Read only when a
-  // test has two runs or more to order (localize without recorded runs loads no git library), one lookup per commit.
+  // Each run's commit time, from the repository: runs recorded out of order count in commit order. The repository is
+  // opened at the first lookup (history() asks only for a test with two runs or more: localize without recorded runs
+  // loads no git library), one lookup per commit.
   std::optional<std::unique_ptr<GitRepository>> repo;
   std::unordered_map<std::string, std::optional<int64_t>> times;
   const auto commit_time = [&](const std::string& sha) -> std::optional<int64_t> {
+    if (!repo) {
+      auto opened = GitRepository::open(context.repository);
+      repo.emplace(opened ? std::move(*opened) : nullptr);
+    }
     auto [it, added] = times.try_emplace(sha);
     if (added && *repo)
       if (auto t = (*repo)->commit_time(sha); t) it->second = *t;
@@ -713,14 +718,7 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
     if (!results[i]) continue;
     Localization& loc = *results[i];
     if (store) {
-      auto h = store->history(queries[i].test_id, now);
-      if (h && *h && (*h)->runs >= 2) {
-        if (!repo) {
-          auto opened = GitRepository::open(context.repository);
-          repo.emplace(opened ? std::move(*opened) : nullptr);
-        }
-        if (*repo) h = store->history(queries[i].test_id, now, commit_time);
-      }
+      auto h = store->history(queries[i].test_id, now, commit_time);
       if (h)
         loc.history = std::move(*h);
       else

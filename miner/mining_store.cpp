@@ -244,7 +244,7 @@ Result<std::optional<TestHistory>> MiningStore::history(
   // History's order: each run's commit time where the repository knows the commit (a shallow clone lacks the older
   // ones), else the outcome's time; then the outcome's time and the commit (a stable order within one second).
   for (auto& r : runs) {
-    const auto at = commit_time ? commit_time(r.commit) : std::nullopt;
+    const auto at = commit_time && runs.size() > 1 ? commit_time(r.commit) : std::nullopt;  // one run: no order
     r.at = at.value_or(r.time);
   }
   std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) {

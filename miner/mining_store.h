@@ -105,8 +105,8 @@ class MiningStore {
   // The outcomes stored at commit `sha` (a full sha), by test id.
   Result<std::map<std::string, RecordedOutcome>> outcomes_at(const std::string& sha);
   // The recorded runs of `test_id` (formats/triage.h), nullopt when none is recorded. `now` in Unix seconds. Runs are
-  // put in history's order by `commit_time` (a commit's committer time; the outcome's time where it knows none):
-  // outcomes recorded out of order count in commit order.
+  // put in history's order by `commit_time` (a commit's committer time; the outcome's time where it knows none),
+  // asked only when there are two runs or more: outcomes recorded out of order count in commit order.
   Result<std::optional<TestHistory>> history(
       const std::string& test_id, int64_t now,
       const std::function<std::optional<int64_t>(const std::string& sha)>& commit_time = {});
