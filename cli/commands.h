@@ -155,7 +155,7 @@ struct RecordArgs {
 int cmd_record(const Common& common, const RecordArgs& args);
 
 struct AuditArgs {
-  std::string action = "list";  // list | show | accept | reject | trim
+  std::string action = "list";  // list | show | accept | reject | trim | serve
   std::string id;
   std::vector<std::string> keep;  // trim: "12", "path:12", "12-14"
   std::string author;             // default: git config user
@@ -166,6 +166,7 @@ struct AuditArgs {
   std::string repo = ".";  // for the author from git config
   double sigma = defaults::kSigma;
   std::string color = "auto";
+  int port = 0;  // serve: 0 picks a free port
 };
 int cmd_audit(const Common& common, const AuditArgs& args);
 // Who decides: `given`, else git config's user of `repo_path`, else $USER.

@@ -1,10 +1,13 @@
 // `spark mine`, `spark record`, `spark audit`, `spark hooks`: the miner and the CI lifecycle over the knowledge base.
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -12,17 +15,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "audit_page.h"
+#include "audit_site.h"
 #include "base/clock.h"
+#include "base/http_server.h"
 #include "base/text.h"
 #include "case_embedding.h"  // index_threads
 #include "commands.h"
+#include "discover.h"
 #include "formats/error_message.h"
 #include "git_history.h"
 #include "kb_spool.h"
 #include "miner.h"
 #include "mining_store.h"
 #include "store/postgres_db.h"
-#include "discover.h"
 #include "test_runner.h"
 
 namespace spark::cli {
@@ -620,22 +626,6 @@ int cmd_record(const Common& common, const RecordArgs& args) {
 
 namespace {
 
-struct DiffFile {
-  std::string path;
-  std::string before, after;
-  bool deleted = false;
-};
-
-std::vector<DiffFile> diff_files(const StoredFailure& f) {
-  std::vector<DiffFile> out;
-  if (!f.labelled) return out;
-  for (const auto& fixed : f.fixed_files) {
-    const SourceFile* before = f.labelled->file(fixed.path);
-    if (before) out.push_back({fixed.path, before->content, fixed.content, fixed.content.empty()});
-  }
-  return out;
-}
-
 std::string colorize(const std::string& patch, bool color) {
   if (!color) return patch;
   std::string out;
@@ -649,8 +639,6 @@ std::string colorize(const std::string& patch, bool color) {
   }
   return out;
 }
-
-std::string date_text(std::optional<int64_t> t) { return t ? format_iso8601(*t) : "-"; }
 
 // "tests/test_a.py: 3, 7-9; tests/helpers.py: 2"
 std::string lines_text(const std::vector<LineRef>& lines) {
@@ -666,162 +654,6 @@ std::string lines_text(const std::vector<LineRef>& lines) {
     while (j + 1 < lines.size() && lines[j + 1].path == path && lines[j + 1].line == lines[j].line + 1) ++j;
     out += std::to_string(lines[i].line) + (j > i ? "-" + std::to_string(lines[j].line) : "");
     i = j;
-  }
-  return out;
-}
-
-// Every failing commit behind a mined case: meta.occurrences when the fault merge put it there, else the one failure.
-json occurrences_of(const StoredFailure& f) {
-  if (f.labelled) {
-    const json& meta = f.labelled->record.contains("meta") ? f.labelled->record["meta"] : json();
-    if (meta.is_object() && meta.contains("occurrences")) return meta["occurrences"];
-  }
-  json o = {{"count", 1}, {"first_commit", f.commit}, {"last_commit", f.commit}, {"commits", json::array({f.commit})}};
-  if (f.time) o["first_time"] = o["last_time"] = format_iso8601(*f.time);
-  return o;
-}
-
-json failure_json(const StoredFailure& f) {
-  json j = {{"id", f.case_id},
-            {"status", status_name(f.status)},
-            {"test_id", f.test_id},
-            {"faulty_commit", f.commit},
-            {"fixed_commit", f.fixed_commit},
-            {"faulty_lines_mined", f.faulty_count ? json(*f.faulty_count) : json()},
-            {"faulty_lines", json::array()},
-            {"occurrences", occurrences_of(f)}};
-  if (f.labelled)
-    for (const auto& l : f.labelled->faulty_lines) {
-      json line = {{"path", l.path}, {"line", l.line}};
-      if (auto it = f.labelled->fixes.find(l); it != f.labelled->fixes.end()) line["fix"] = it->second;
-      j["faulty_lines"].push_back(std::move(line));
-    }
-  if (f.decided_at) {
-    j["decided_by"] = f.decided_by;
-    j["decided_at"] = format_iso8601(*f.decided_at);
-    j["reason"] = f.reason;
-  }
-  return j;
-}
-
-// One side-by-side table per file: the fix's hunks (3 lines of context), removed lines left, added lines right.
-std::string side_by_side_html(const DiffFile& d, const std::set<int>& faulty) {
-  auto patch = unified_diff(d.before, d.after, d.path, 3);
-  if (!patch) return "<p class=err>" + html_escape(patch.error().message) + "</p>";
-  std::string out = "<table class=diff><caption>" + html_escape(d.path) + (d.deleted ? " (deleted by the fix)" : "") +
-                    "</caption><colgroup><col class=n><col><col class=n><col></colgroup>";
-  std::vector<std::pair<int, std::string>> minus, plus;
-  const auto flush = [&] {
-    const size_t n = std::max(minus.size(), plus.size());
-    for (size_t i = 0; i < n; ++i) {
-      out += "<tr>";
-      if (i < minus.size()) {
-        const bool f = faulty.count(minus[i].first) > 0;
-        out += "<td class=n>" + std::to_string(minus[i].first) + "</td><td class='del" + (f ? " faulty" : "") + "'>" +
-               html_escape(minus[i].second) + "</td>";
-      } else {
-        out += "<td class=n></td><td class=empty></td>";
-      }
-      if (i < plus.size())
-        out += "<td class=n>" + std::to_string(plus[i].first) + "</td><td class=add>" + html_escape(plus[i].second) +
-               "</td>";
-      else
-        out += "<td class=n></td><td class=empty></td>";
-      out += "</tr>";
-    }
-    minus.clear();
-    plus.clear();
-  };
-  int old_line = 0, new_line = 0;
-  for (std::string_view line : split_lines(*patch)) {
-    if (line.starts_with("---") || line.starts_with("+++") || line.starts_with("diff ") || line.starts_with("index "))
-      continue;
-    if (line.starts_with("@@")) {
-      flush();
-      std::sscanf(std::string(line).c_str(), "@@ -%d%*[^+]+%d", &old_line, &new_line);
-      out += "<tr class=hunk><td colspan=4>" + html_escape(std::string(line)) + "</td></tr>";
-      continue;
-    }
-    if (line.starts_with("\\")) continue;  // "\ No newline at end of file"
-    const std::string text = line.empty() ? "" : std::string(line.substr(1));
-    if (line.starts_with("-")) {
-      minus.emplace_back(old_line++, text);
-    } else if (line.starts_with("+")) {
-      plus.emplace_back(new_line++, text);
-    } else {
-      flush();
-      out += "<tr><td class=n>" + std::to_string(old_line++) + "</td><td>" + html_escape(text) + "</td><td class=n>" +
-             std::to_string(new_line++) + "</td><td>" + html_escape(text) + "</td></tr>";
-    }
-  }
-  flush();
-  return out + "</table>";
-}
-
-std::string audit_html(const std::vector<StoredFailure>& failures, const OutlierRule& rule, const std::string& kb) {
-  std::string out =
-      "<!doctype html><html lang=en><head><meta charset=utf-8><title>spark audit</title><style>"
-      "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}h1{font-size:1.4em}"
-      "section{border-top:1px solid #ccc;margin-top:2em;padding-top:1em}"
-      ".meta td{padding:0 1em 0 0}.badge{padding:1px 6px;border-radius:3px;background:#eee}"
-      ".quarantined{background:#fde2b8}.accepted,.labelled{background:#d4f4d4}.rejected{background:#f8d0d0}"
-      ".trimmed{background:#d8e4fb}table.diff{border-collapse:collapse;width:100%;font:12px/1.35 monospace;"
-      "table-layout:fixed;margin:.5em 0}table.diff caption{text-align:left;font-weight:bold;padding:.3em 0}"
-      "table.diff td{padding:0 .4em;white-space:pre-wrap;word-break:break-all;vertical-align:top}"
-      "col.n{width:3.5em}td.n{color:#888;text-align:right}td.del{background:#fdd}td.add{background:#dfd}"
-      "td.faulty{outline:2px solid #c00}td.empty{background:#f4f4f4}tr.hunk td{background:#eef;color:#446}"
-      "pre.cmd{background:#f6f6f6;padding:.5em}</style></head><body><h1>spark audit: " +
-      std::to_string(failures.size()) + " mined case(s)</h1><p>Knowledge base <code>" + html_escape(kb) +
-      "</code>. Outlier rule: quarantine above " + html_escape(rule.describe()) +
-      ". Lines outlined in red are the mined faulty lines (removed or modified by the fix).</p>";
-  for (const auto& f : failures) {
-    out += "<section id='" + html_escape(f.case_id) + "'><h2>" + html_escape(f.case_id) + " <span class='badge " +
-           status_name(f.status) + "'>" + status_name(f.status) + "</span></h2><table class=meta>";
-    out += "<tr><td>test</td><td><code>" + html_escape(f.test_id) + "</code></td></tr>";
-    out += "<tr><td>failing commit</td><td><code>" + f.commit + "</code></td></tr>";
-    out += "<tr><td>fix</td><td><code>" + f.fixed_commit + "</code></td></tr>";
-    out += "<tr><td>faulty lines</td><td>" + (f.faulty_count ? std::to_string(*f.faulty_count) : "-") + " mined" +
-           (f.status == FailureStatus::trimmed && f.labelled
-                ? ", " + std::to_string(f.labelled->faulty_lines.size()) + " kept"
-                : "") +
-           "</td></tr>";
-    if (f.decided_at)
-      out += "<tr><td>decision</td><td>" + html_escape(f.decided_by) + ", " + date_text(f.decided_at) +
-             (f.reason.empty() ? "" : ": " + html_escape(f.reason)) + "</td></tr>";
-    out += "</table>";
-    if (!f.message.empty())
-      out += "<details><summary>error message</summary><pre>" + html_escape(f.message.substr(0, 20000)) +
-             "</pre></details>";
-    for (const auto& d : diff_files(f)) {
-      std::set<int> faulty;
-      if (f.labelled)
-        for (const auto& l : f.labelled->faulty_lines)
-          if (l.path == d.path) faulty.insert(l.line);
-      out += side_by_side_html(d, faulty);
-    }
-    out += "<pre class=cmd>spark audit accept " + html_escape(f.case_id) + "\nspark audit reject " +
-           html_escape(f.case_id) + " --reason \"…\"\nspark audit trim " + html_escape(f.case_id) +
-           " --keep LINE[,LINE…]</pre></section>";
-  }
-  return out + "</body></html>\n";
-}
-
-// "12", "12-14", "path:12", "path:12-14" → line refs (a bare number is in the test's own file).
-Result<std::vector<LineRef>> parse_keep(const std::vector<std::string>& specs, const std::string& default_path) {
-  std::vector<LineRef> out;
-  for (const auto& spec : specs) {
-    std::string path = default_path, range = spec;
-    if (auto colon = spec.rfind(':'); colon != std::string::npos) {
-      path = spec.substr(0, colon);
-      range = spec.substr(colon + 1);
-    }
-    int a = 0, b = 0;
-    char tail = 0;
-    const int n = std::sscanf(range.c_str(), "%d-%d%c", &a, &b, &tail);
-    if (n == 1) b = a;
-    if (n < 1 || n > 2 || a < 1 || b < a)
-      return fail("--keep \"" + spec + "\": not a line or range (12, 12-14, path:12)");
-    for (int l = a; l <= b; ++l) out.push_back({path, l});
   }
   return out;
 }
@@ -846,7 +678,7 @@ Status write_audit_html(const Common& common, const AuditArgs& args, const std::
     }
     if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
   }
-  return write_file_atomic(args.html, audit_html(common.redactor ? shown : list, rule, kb.dir().string()));
+  return write_file_atomic(args.html, audit::audit_html(common.redactor ? shown : list, rule, kb.dir().string()));
 }
 
 // `spark audit list`: the quarantine (every mined case with --all), as text or JSON, and the HTML page.
@@ -868,7 +700,7 @@ int audit_list(const Common& common, const AuditArgs& args, KnowledgeBase& kb, M
                 {"sigma", rule->sigma},
                 {"threshold", rule->threshold}}},
               {"cases", json::array()}};
-    for (const auto& f : *list) j["cases"].push_back(failure_json(f));
+    for (const auto& f : *list) j["cases"].push_back(audit::failure_json(f));
     return write_output("", json_text(j, 2) + "\n");
   }
   std::string out = "outlier rule: quarantine above " + rule->describe() + "\n";
@@ -879,8 +711,8 @@ int audit_list(const Common& common, const AuditArgs& args, KnowledgeBase& kb, M
                   status_name(f.status).c_str(), f.faulty_count ? std::to_string(*f.faulty_count).c_str() : "-",
                   f.test_id.c_str(), f.commit.c_str(), f.fixed_commit.c_str());
     out += line;
-    if (f.decided_at) out += "  [" + f.decided_by + ", " + date_text(f.decided_at) + "]";
-    if (const size_t n = occurrences_of(f).value("count", size_t{1}); n > 1)
+    if (f.decided_at) out += "  [" + f.decided_by + ", " + audit::date_text(f.decided_at) + "]";
+    if (const size_t n = audit::occurrences_of(f).value("count", size_t{1}); n > 1)
       out += "  (failed at " + std::to_string(n) + " commits)";
     out += "\n";
   }
@@ -895,16 +727,16 @@ int audit_show(const AuditArgs& args, MiningStore& store) {
                     "\n  failing:  " + f->commit + "\n  fix:      " + f->fixed_commit + "\n  faulty lines: ";
   if (f->labelled) out += lines_text(f->labelled->faulty_lines);
   out += "\n";
-  if (const json o = occurrences_of(*f); o.value("count", 1) > 1)
+  if (const json o = audit::occurrences_of(*f); o.value("count", 1) > 1)
     out += "  failed at " + std::to_string(o.value("count", 1)) + " commits, " +
            o.value("first_commit", "").substr(0, 10) + " (" + o.value("first_time", "?") + ") to " +
            o.value("last_commit", "").substr(0, 10) + " (" + o.value("last_time", "?") + ")\n";
   if (f->decided_at)
-    out += "  decided:  " + f->decided_by + ", " + date_text(f->decided_at) +
+    out += "  decided:  " + f->decided_by + ", " + audit::date_text(f->decided_at) +
            (f->reason.empty() ? "" : ": " + f->reason) + "\n";
   out = terminal_lines(out) + "\n";
   const bool color = args.color == "always" || (args.color == "auto" && ::isatty(STDOUT_FILENO));
-  for (const auto& d : diff_files(*f)) {
+  for (const auto& d : audit::diff_files(*f)) {
     auto patch = unified_diff(d.before, d.after, d.path, 3);
     if (!patch) return report_error(patch.error());
     out += colorize(terminal_lines(*patch), color);
@@ -921,11 +753,7 @@ int audit_decide(const AuditArgs& args, MiningStore& store) {
   if (decision == Decision::trim) {
     auto f = store.failure_by_case(args.id);
     if (!f) return report_error(f.error());
-    // A bare line number names the case's test file: its first file (a Java id names only a package path).
-    const std::string test_file = f->labelled && !f->labelled->files.empty()
-                                      ? f->labelled->files.front().path
-                                      : parse_test_id(f->test_id, language_of_test_id(f->test_id)).path;
-    auto parsed = parse_keep(args.keep, test_file);
+    auto parsed = audit::parse_keep(args.keep, audit::test_file_of(*f));
     if (!parsed) return report_error(parsed.error());
     keep = std::move(*parsed);
   }
@@ -938,10 +766,48 @@ int audit_decide(const AuditArgs& args, MiningStore& store) {
   return 0;
 }
 
+// `spark audit serve`: the audit in a browser (miner/audit_site.h) on 127.0.0.1, until Ctrl-C or SIGTERM. Prints the
+// address, with its token, and nothing else on stdout.
+int audit_serve(const AuditArgs& args, KnowledgeBase& kb, MiningStore& store) {
+  // The stop signals are blocked in every thread (the server's workers inherit the mask); one thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, s);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::error_code ec;
+  const fs::path kb_path = kb.dir().string().find("://") == std::string::npos ? fs::absolute(kb.dir(), ec) : kb.dir();
+  AuditSiteOptions options{new_audit_token(), 0, author_or_default(args.author, args.repo), args.sigma,
+                           kb_path.string()};
+  std::unique_ptr<AuditSite> site;  // made once the port is known; no request is read before serve()
+  auto server = HttpServer::bind("127.0.0.1", args.port, [&site](const HttpRequest& r) { return site->handle(r); });
+  if (!server) return report_error(server.error());
+  options.port = (*server)->port();
+  site = std::make_unique<AuditSite>(store, options);
+  std::fputs((site->url() + "\n").c_str(), stdout);
+  std::fflush(stdout);
+  note("the audit of " + options.kb + " is served on 127.0.0.1 only, to whoever has the address above; Ctrl-C stops");
+  std::atomic<bool> served_out{false};
+  std::thread waiter([&] {
+    while (!served_out) {
+      const timespec tick{0, 200'000'000};
+      if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) {
+        (*server)->stop();
+        return;
+      }
+    }
+  });
+  const auto served = (*server)->serve();
+  served_out = true;
+  waiter.join();
+  if (!served) return report_error(served.error());
+  note("stopped");
+  return 0;
+}
+
 }  // namespace
 
 int cmd_audit(const Common& common, const AuditArgs& args) {
-  const bool needs_id = args.action != "list";
+  const bool needs_id = args.action != "list" && args.action != "serve";
   if (needs_id && args.id.empty()) return usage_error("audit " + args.action + ": give the case id");
   if (args.action == "trim" && args.keep.empty())
     return usage_error("audit trim: give the true faulty lines with --keep");
@@ -950,6 +816,7 @@ int cmd_audit(const Common& common, const AuditArgs& args) {
   MiningStore store(**kb);
   if (args.action == "list") return audit_list(common, args, **kb, store);
   if (args.action == "show") return audit_show(args, store);
+  if (args.action == "serve") return audit_serve(args, **kb, store);
   return audit_decide(args, store);
 }
 

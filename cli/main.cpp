@@ -291,9 +291,10 @@ Command add_record(CLI::App& app, Flags& flags) {
 Command add_audit(CLI::App& app, Flags& flags) {
   auto args = std::make_shared<AuditArgs>();
   AuditArgs& audit_args = *args;
-  auto* sub = app.add_subcommand("audit", "review quarantined mined cases: list, show, accept, reject, trim");
-  sub->add_option("action", audit_args.action, "list (default) | show | accept | reject | trim")
-      ->check(CLI::IsMember({"list", "show", "accept", "reject", "trim"}));
+  auto* sub = app.add_subcommand("audit", "review quarantined mined cases: list, show, accept, reject, trim, serve");
+  sub->add_option("action", audit_args.action,
+                  "list (default) | show | accept | reject | trim | serve (the audit in a browser, on 127.0.0.1)")
+      ->check(CLI::IsMember({"list", "show", "accept", "reject", "trim", "serve"}));
   sub->add_option("id", audit_args.id, "the mined case's id (or a unique prefix)");
   sub->add_option("--keep", audit_args.keep, "trim: the true faulty lines (12, 12-14, path:12; comma-separated)")
       ->delimiter(',');
@@ -303,6 +304,8 @@ Command add_audit(CLI::App& app, Flags& flags) {
   sub->add_option("--format", audit_args.format, "list: text | json")->check(CLI::IsMember({"text", "json"}));
   sub->add_option("--html", audit_args.html, "list: also write a self-contained HTML report with side-by-side diffs");
   sub->add_option("--repo", audit_args.repo, "the repository whose git config names the author (default .)");
+  sub->add_option("--port", audit_args.port, "serve: the port on 127.0.0.1 (default 0: a free one)")
+      ->check(CLI::Range(0, 65535));
   sub->add_option("--color", audit_args.color, "auto | always | never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   flags.bind(sub, "--sigma", "mine.sigma", "the outlier rule shown")->check(CLI::Range(0.0, 100.0));

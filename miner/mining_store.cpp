@@ -64,11 +64,17 @@ Result<StoredFailure> read_row(const Statement& st, const std::string& db) {
     if (record.is_discarded()) return fail(db + ": failure " + f.case_id + " has a damaged record");
     if (!st.is_null(15)) {
       auto kept = json::parse(st.text(15), nullptr, false);
-      if (kept.is_array()) record["faulty_lines"] = kept;
+      if (kept.is_array()) {
+        if (record.contains("faulty_lines") && record["faulty_lines"].is_array())
+          for (const auto& l : record["faulty_lines"])
+            if (l.is_object()) f.mined_lines.push_back({l.value("path", ""), l.value("line", 0)});
+        record["faulty_lines"] = kept;
+      }
     }
     auto c = case_from_json(std::move(record));
     if (!c) return fail(db + ": failure " + f.case_id + ": " + c.error().message);
     f.labelled = std::move(*c);
+    if (f.mined_lines.empty()) f.mined_lines = f.labelled->faulty_lines;
   }
   if (!st.is_null(11)) f.fixed_files = files_from(st.text(11));
   f.decided_by = st.text(12);
@@ -832,14 +838,24 @@ Result<size_t> MiningStore::close_open(const std::vector<StoredFailure>& failure
   return closed;
 }
 
+std::string decision_state(const StoredFailure& f) {
+  return status_name(f.status) + (f.decided_at ? "@" + std::to_string(*f.decided_at) : "");
+}
+
 Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision decision, const std::string& author,
-                                          const std::string& reason, const std::vector<LineRef>& keep) {
+                                          const std::string& reason, const std::vector<LineRef>& keep,
+                                          const std::string& seen) {
   Database& db = kb_.database();
   auto tx = Transaction::begin(db);
   TRY(tx);
   auto found = failure_by_case(case_id);
   TRY(found);
   StoredFailure f = std::move(*found);
+  if (!seen.empty() && decision_state(f) != seen)
+    return fail(f.case_id + " was " +
+                (f.decided_at ? status_name(f.status) + " by " + f.decided_by + " at " + format_iso8601(*f.decided_at)
+                              : "changed to " + status_name(f.status)) +
+                " since it was shown: nothing was changed");
   if (!is_mined(f.status) || !f.labelled)
     return fail(f.case_id + " is " + status_name(f.status) + ": only mined cases can be audited");
   // The case as mined: the stored record without any earlier trim.

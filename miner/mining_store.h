@@ -66,6 +66,7 @@ struct StoredFailure {
   std::string case_id;
   std::optional<size_t> faulty_count;  // as mined (before any trim)
   std::optional<Case> labelled;        // the case as it is (trimmed when trimmed)
+  std::vector<LineRef> mined_lines;    // its faulty lines as mined (before any trim)
   std::vector<SourceFile> fixed_files;
   std::string decided_by, reason;
   std::optional<int64_t> decided_at;
@@ -73,6 +74,10 @@ struct StoredFailure {
 };
 
 enum class Decision { accept, reject, trim };
+
+// What an audit decision changes, as text ("quarantined", "accepted@1764190000"): a page shows a case in one state,
+// and a decision made from that page applies only while the case is still in it (MiningStore::decide's `seen`).
+std::string decision_state(const StoredFailure& f);
 
 // A failure's id in `spark failures`: 12 hex digits of a hash of its commit and test id (stable, like a short sha).
 std::string failure_id(const StoredFailure& f);
@@ -135,8 +140,11 @@ class MiningStore {
   // A person's audit decision on a mined case (normally a quarantined one; a decision can be changed). accept: the
   // case joins the knowledge base as mined; reject: it never does (the fix was a refactoring, not a fault); trim: it
   // joins with only `keep` as its faulty lines, which must be some of the mined ones. Stored with author and time.
+  // With `seen` (a decision_state), nothing is written unless the case is still in that state: the error then says
+  // who decided it meanwhile (two people auditing at once: the first decision stands, the second is told).
   Result<StoredFailure> decide(const std::string& case_id, Decision decision, const std::string& author,
-                               const std::string& reason, const std::vector<LineRef>& keep = {});
+                               const std::string& reason, const std::vector<LineRef>& keep = {},
+                               const std::string& seen = "");
 
   // One case per fault. Mined failures with the same fault key (failures.fault_key: the same test, faulty test code
   // and fix) are one fault: the earliest failure (by failure time, then commit) keeps the case; the others become

@@ -4,7 +4,8 @@
 #   scripts/package.sh OUTDIR [BUILD_DIR]
 #
 # BUILD_DIR is a configured build whose `spark` is packaged (default: build-package, configured Release and built
-# here, the binary only). The package holds /usr/bin/spark, the man page spark(1) made by help2man from the binary's
+# here, the binary and its plugin only). The package holds /usr/bin/spark, the HTTP server plugin of `spark audit serve`
+# (/usr/lib/spark/spark-http.so, which links cpp-httplib), the man page spark(1) made by help2man from the binary's
 # own --help (the main help and every subcommand's: no hand-kept copy), the CI hooks (/usr/share/spark/hooks), the
 # pytest plugin (/usr/share/spark/integrations/pytest), the JSON Schemas and the docs (/usr/share/doc/spark). Its
 # Depends are what dpkg-shlibdeps finds the binary linked to and the packages of the libraries it opens with dlopen
@@ -35,6 +36,10 @@ pkg="$stage/spark_${version}_$arch"
 
 install -D -m 0755 "$binary" "$pkg/usr/bin/spark"
 strip --strip-unneeded "$pkg/usr/bin/spark"
+# The HTTP server plugin `spark audit serve` opens (src/base/http_plugin_abi.h), where spark looks for it.
+[ -f "$build/spark-http.so" ] || { say "no spark-http.so in $build"; exit 2; }
+install -D -m 0644 "$build/spark-http.so" "$pkg/usr/lib/spark/spark-http.so"
+strip --strip-unneeded "$pkg/usr/lib/spark/spark-http.so"
 install -d "$pkg/usr/share/spark" "$pkg/usr/share/doc/spark" "$pkg/usr/share/man/man1"
 cp -r "$root/hooks" "$pkg/usr/share/spark/hooks"
 mkdir -p "$pkg/usr/share/spark/integrations"
@@ -64,10 +69,11 @@ LC_ALL=C.UTF-8 help2man --no-info --locale=C.UTF-8 --name "localize the faulty l
   --include "$include" --help-option=--help --version-option=--version "$binary" |
   sed "s|$binary|spark|g" | gzip -9n > "$pkg/usr/share/man/man1/spark.1.gz"
 
-# Depends: the shared libraries the binary links, as Debian's packages provide them.
+# Depends: the shared libraries the binary and the plugin link, as Debian's packages provide them.
 mkdir -p "$stage/debian" "$pkg/DEBIAN"
 printf 'Source: spark\n\nPackage: spark\nArchitecture: any\n' > "$stage/debian/control"
-depends=$(cd "$stage" && dpkg-shlibdeps -O "$pkg/usr/bin/spark" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+depends=$(cd "$stage" && dpkg-shlibdeps -O "$pkg/usr/bin/spark" "$pkg/usr/lib/spark/spark-http.so" 2>/dev/null |
+  sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { say "dpkg-shlibdeps found no dependency of $binary"; exit 1; }
 # libgit2 (with zlib), libcurl and libpq are opened with dlopen when first needed (CMakeLists.txt, SPARK_STATIC_LIBS),
 # so no linker sees them: the build lists their sonames, and the packages holding them here are dependencies too.

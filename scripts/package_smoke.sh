@@ -1,6 +1,7 @@
 #!/bin/sh
 # What scripts/check_fresh_debian.sh runs where the Debian package was installed with apt-get, and nothing else of
-# spark is: the binary, its man page and a localization of a failing test with a knowledge base made here.
+# spark is: the binary, its man page, a localization of a failing test with a knowledge base made here, and the
+# audit served to a browser.
 set -eu
 command -v spark
 spark --version
@@ -21,4 +22,15 @@ E   assert 4 == 5</failure></testcase></testsuite></testsuites>
 XML
 spark record --junit report.xml | tee record.txt
 grep -q 'tests/test_a.py:3' record.txt
+# The audit in a browser: the HTTP server plugin (/usr/lib/spark/spark-http.so) loads with the package's dependencies
+# and serves the quarantine page to the address it prints.
+spark audit serve --port 0 > url.txt 2> serve.txt &
+server=$!
+for _ in $(seq 50); do [ -s url.txt ] && break; sleep 0.2; done
+url=$(cat url.txt)
+case "$url" in http://127.0.0.1:*/*/) ;; *) cat serve.txt; echo "audit serve printed no address"; exit 1 ;; esac
+python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' "$url" |
+  grep -q 'Quarantine: 0 cases'
+kill -INT "$server"
+wait "$server"
 echo "package smoke test: passed"

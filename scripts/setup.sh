@@ -4,7 +4,8 @@
 #
 #   scripts/setup.sh            # as root (or with sudo available)
 #   scripts/setup.sh --tests    # also what only the tests need (PostgreSQL 15, whose server the store tests start;
-#                               # Debian's chromium, for the HTML report check; clang-16 with libFuzzer and libomp,
+#                               # Debian's chromium, for the HTML report check, with chromium-driver and python3-selenium,
+#                               # for the audit clicked in a browser; clang-16 with libFuzzer and libomp,
 #                               # for scripts/fuzz.sh; clang-tidy-16, for scripts/tidy.sh; a JDK and JUnit 5, for the
 #                               # real Java project's tests; python3-jsonschema, which validates real outputs against
 #                               # docs/schemas as a user's validator does)
@@ -26,7 +27,7 @@ packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpc
 if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
     packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev clang-tidy-16 postgresql-15 default-jdk-headless junit5
               python3-jsonschema python3-yaml python3-pytest-xdist python3-pip python3-setuptools
-              dpkg-dev help2man)
+              dpkg-dev help2man chromium-driver python3-selenium)
 fi
 if [ "$mode" = --corpus ]; then
     packages+=(libassertj-core-java libmockito-java libcommons-lang3-java libcommons-collections4-java libhamcrest-java

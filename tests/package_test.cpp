@@ -45,14 +45,16 @@ TEST(package, the_deb_holds_the_binary_man_page_hooks_and_plugin_and_installs_ov
   EXPECT_NE(fields.out.find("Version: " + version + "\n"), std::string::npos) << fields.out;
   EXPECT_NE(fields.out.find("Depends: "), std::string::npos) << fields.out;
   EXPECT_NE(fields.out.find("libc6 (>= "), std::string::npos) << fields.out;  // a sanitizer build links more
+  EXPECT_NE(fields.out.find("libcpp-httplib"), std::string::npos) << fields.out;  // the plugin's
   for (const char* opened : {"libgit2", "libcurl", "libpq"})  // opened with dlopen: no linker names them
     EXPECT_NE(fields.out.find(opened), std::string::npos) << opened << "\n" << fields.out;
   // Its files, and a binary that runs from them.
   auto extracted = run("/usr/bin/dpkg-deb", {"-x", deb, (dir / "x").string()}, dir);
   ASSERT_EQ(extracted.exit_code, 0) << extracted.err;
-  for (const char* f : {"usr/bin/spark", "usr/share/man/man1/spark.1.gz", "usr/share/spark/hooks/ci-post-failure.sh",
-                        "usr/share/spark/integrations/pytest/pytest_spark.py", "usr/share/spark/schemas/localize.schema.json",
-                        "usr/share/doc/spark/README.md", "usr/share/doc/spark/docs/MINER.md"})
+  for (const char* f :
+       {"usr/bin/spark", "usr/share/man/man1/spark.1.gz", "usr/share/spark/hooks/ci-post-failure.sh",
+        "usr/share/spark/integrations/pytest/pytest_spark.py", "usr/share/spark/schemas/localize.schema.json",
+        "usr/share/doc/spark/README.md", "usr/share/doc/spark/docs/MINER.md", "usr/lib/spark/spark-http.so"})
     EXPECT_TRUE(std::filesystem::exists(dir / "x" / f)) << f;
   EXPECT_TRUE((std::filesystem::status(dir / "x/usr/share/spark/hooks/ci-post-failure.sh").permissions() &
                std::filesystem::perms::others_exec) != std::filesystem::perms::none);
@@ -70,6 +72,16 @@ TEST(package, the_deb_holds_the_binary_man_page_hooks_and_plugin_and_installs_ov
                        dir);
   EXPECT_EQ(localized.exit_code, 0) << localized.err;
   EXPECT_NE(localized.out.find("tests/test_a.py:3"), std::string::npos) << localized.out;
+  // The installed binary finds its HTTP server plugin in ../lib/spark: `audit serve` prints its address, and stops
+  // on Ctrl-C (SIGINT) with exit 0.
+  const std::string installed_spark =
+      "'" + (dir / "x/usr/bin/spark").string() + "' --kb '" + (dir / "kb").string() + "'";
+  auto served = run("/bin/sh",
+                    {"-c", installed_spark + " kb init >/dev/null && timeout --preserve-status -s INT 3 " +
+                               installed_spark + " audit serve --port 0"},
+                    dir);
+  EXPECT_EQ(served.exit_code, 0) << served.err;
+  EXPECT_TRUE(served.out.starts_with("http://127.0.0.1:")) << served.out << served.err;
   // Installed over an older version of itself: the newer one's files and version win.
   std::filesystem::create_directories(dir / "admin" / "updates");
   std::filesystem::create_directories(dir / "admin" / "info");
