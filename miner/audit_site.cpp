@@ -101,9 +101,11 @@ std::string AuditSite::url() const {
 }
 
 HttpReply AuditSite::handle(const HttpRequest& request) {
-  const std::string port = std::to_string(options_.port);
+  // The Host names this machine's loopback (DNS rebinding names another); any port: an SSH tunnel may forward another.
   const std::string host = request.header("host");
-  if (host != "127.0.0.1:" + port && host != "localhost:" + port)
+  const std::string host_name =
+      host.starts_with("[") ? host.substr(0, host.find(']') + 1) : host.substr(0, host.rfind(':'));
+  if (host_name != "127.0.0.1" && host_name != "localhost" && host_name != "[::1]")
     return refuse(403, "refused: the request names another host (" + host + ")");
   const std::string prefix = "/" + options_.token;
   const std::string& path = request.path;
@@ -126,7 +128,7 @@ HttpReply AuditSite::handle(const HttpRequest& request) {
       return r;
     }
     const std::string origin = request.header("origin");
-    if (!origin.empty() && origin != "http://127.0.0.1:" + port && origin != "http://localhost:" + port)
+    if (!origin.empty() && origin != "http://" + host)
       return refuse(403, "refused: a decision from another site (Origin " + origin + ")");
     const std::string site = request.header("sec-fetch-site");
     if (!site.empty() && site != "same-origin" && site != "none")
@@ -190,14 +192,19 @@ std::string case_rows(const std::string& base, const std::vector<StoredFailure>&
 
 }  // namespace
 
+HttpReply AuditSite::problem(int status, const std::string& title, const std::string& text,
+                             const std::string& back_to) {
+  const std::string base = "/" + options_.token;
+  std::string body = "<p class=err>" + html_escape(text) + "</p>";
+  if (!back_to.empty()) body += "<p><a href='" + base + "/case/" + path_escape(back_to) + "'>Back to the case</a></p>";
+  return reply(status, page(base, title, body, options_.kb));
+}
+
 HttpReply AuditSite::index_page() {
   const std::string base = "/" + options_.token;
   auto rule = store_.rule(options_.sigma);
   auto list = store_.failures({FailureStatus::quarantined});
-  if (!rule || !list)
-    return reply(
-        500, page(base, "Error", "<p class=err>" + html_escape((!rule ? rule.error() : list.error()).message) + "</p>",
-                  options_.kb));
+  if (!rule || !list) return problem(500, "Error", (!rule ? rule.error() : list.error()).message);
   std::string body =
       "<p>A mined case goes to the quarantine when its fix changed more test lines than the outlier "
       "rule allows: above " +
@@ -217,8 +224,7 @@ HttpReply AuditSite::cases_page(const std::string& status) {
   const auto wanted = parse_status(status);
   if (wanted && is_mined(*wanted)) statuses = {*wanted};
   auto all = store_.failures(mined_statuses());
-  if (!all)
-    return reply(500, page(base, "Error", "<p class=err>" + html_escape(all.error().message) + "</p>", options_.kb));
+  if (!all) return problem(500, "Error", all.error().message);
   std::map<FailureStatus, size_t> counts;
   std::vector<StoredFailure> shown;
   for (auto& f : *all) {
@@ -240,8 +246,7 @@ HttpReply AuditSite::cases_page(const std::string& status) {
 HttpReply AuditSite::failures_page() {
   const std::string base = "/" + options_.token;
   auto list = store_.failures({FailureStatus::open});
-  if (!list)
-    return reply(500, page(base, "Error", "<p class=err>" + html_escape(list.error().message) + "</p>", options_.kb));
+  if (!list) return problem(500, "Error", list.error().message);
   std::string body =
       "<p>Failures recorded and not fixed yet: each becomes a mined case when a later commit makes its "
       "test pass (`spark failures` lists them, `spark failures dismiss` closes one).</p>"
@@ -262,9 +267,7 @@ HttpReply AuditSite::failures_page() {
 HttpReply AuditSite::case_page(const std::string& id, const std::string& done) {
   const std::string base = "/" + options_.token;
   auto found = store_.failure_by_case(id);
-  if (!found)
-    return reply(
-        404, page(base, "No such case", "<p class=err>" + html_escape(found.error().message) + "</p>", options_.kb));
+  if (!found) return problem(404, "No such case", found.error().message);
   const StoredFailure& f = *found;
   auto rule = store_.rule(options_.sigma);
   std::string body;
@@ -328,19 +331,12 @@ HttpReply AuditSite::case_page(const std::string& id, const std::string& done) {
 }
 
 HttpReply AuditSite::decide(const std::string& id, const std::string& action, const HttpRequest& request) {
-  const std::string base = "/" + options_.token;
-  const std::string back = "<p><a href='" + base + "/case/" + path_escape(id) + "'>Back to the case</a></p>";
   auto found = store_.failure_by_case(id);
-  if (!found || found->case_id != id)
-    return reply(404, page(base, "No such case", "<p class=err>no mined case has the id " + html_escape(id) + "</p>",
-                           options_.kb));
+  if (!found || found->case_id != id) return problem(404, "No such case", "no mined case has the id " + id);
   const std::string seen = request.param("seen");
   if (seen.empty())
-    return reply(400, page(base, "Not decided",
-                           "<p class=err>The form did not say which state of the case it showed: "
-                           "reload the page and decide again.</p>" +
-                               back,
-                           options_.kb));
+    return problem(400, "Not decided",
+                   "The form did not say which state of the case it showed: reload the page and decide again.", id);
   const Decision decision = action == "accept"   ? Decision::accept
                             : action == "reject" ? Decision::reject
                                                  : Decision::trim;
@@ -348,15 +344,9 @@ HttpReply AuditSite::decide(const std::string& id, const std::string& action, co
   if (decision == Decision::trim) {
     const auto specs = request.params_named("keep");
     if (specs.empty())
-      return reply(400, page(base, "Not trimmed",
-                             "<p class=err>Tick at least one faulty line to keep (or reject the "
-                             "case).</p>" +
-                                 back,
-                             options_.kb));
+      return problem(400, "Not trimmed", "Tick at least one faulty line to keep (or reject the case).", id);
     auto parsed = audit::parse_keep(specs, audit::test_file_of(*found));
-    if (!parsed)
-      return reply(400, page(base, "Not trimmed", "<p class=err>" + html_escape(parsed.error().message) + "</p>" + back,
-                             options_.kb));
+    if (!parsed) return problem(400, "Not trimmed", parsed.error().message, id);
     keep = std::move(*parsed);
   }
   std::string reason = request.param("reason");
@@ -366,12 +356,10 @@ HttpReply AuditSite::decide(const std::string& id, const std::string& action, co
     // Decided meanwhile (another browser, or the command line): the first decision stands.
     auto now = store_.failure_by_case(id);
     const bool conflict = now && decision_state(*now) != seen;
-    return reply(conflict ? 409 : 400,
-                 page(base, conflict ? "Already decided" : "Not decided",
-                      "<p class=err>" + html_escape(decided.error().message) + "</p>" + back, options_.kb));
+    return problem(conflict ? 409 : 400, conflict ? "Already decided" : "Not decided", decided.error().message, id);
   }
   HttpReply r = reply(303, "");
-  r.headers.emplace_back("Location", base + "/case/" + path_escape(id) + "?done=1");
+  r.headers.emplace_back("Location", "/" + options_.token + "/case/" + path_escape(id) + "?done=1");
   return r;
 }
 

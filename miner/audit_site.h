@@ -10,8 +10,8 @@
 //   /TOKEN/failures          the open failures: recorded, not yet fixed
 //
 // Access: only a request whose path starts with the token (random, printed once by `spark audit serve`), whose Host
-// is the server's own address, and, for a decision, whose Origin (when a browser sends one) is the server's own and
-// whose method is POST. Anything else is refused (403, 404 or 405) before the store is read. No page loads anything
+// names the loopback (127.0.0.1, localhost, [::1]; any port, as an SSH tunnel may forward another), and, for a
+// decision, whose Origin (when a browser sends one) is the Host's own and whose method is POST. Anything else is refused (403, 404 or 405) before the store is read. No page loads anything
 // from elsewhere: styles are inline, there is no script, and the Content-Security-Policy forbids the rest.
 #pragma once
 
@@ -51,6 +51,8 @@ class AuditSite {
   HttpReply failures_page();
   HttpReply case_page(const std::string& id, const std::string& message);
   HttpReply decide(const std::string& id, const std::string& action, const HttpRequest& request);
+  // A page that says what went wrong (`text`, escaped here), with a link back to case `back_to` when given.
+  HttpReply problem(int status, const std::string& title, const std::string& text, const std::string& back_to = "");
 
   MiningStore& store_;
   AuditSiteOptions options_;

@@ -85,6 +85,9 @@ TEST(audit_site, only_the_token_holder_on_the_servers_own_address_gets_in) {
   // DNS rebinding: another name for this address.
   EXPECT_EQ(a.get(a.base() + "/", "evil.example:4711").status, 403);
   EXPECT_EQ(a.get(a.base() + "/", "localhost:4711").status, 200);
+  EXPECT_EQ(a.get(a.base() + "/", "127.0.0.1:9000").status, 200);  // an SSH tunnel's local port
+  EXPECT_EQ(a.get(a.base() + "/", "127.0.0.1.evil.example:4711").status, 403);
+  EXPECT_EQ(a.get(a.base() + "/", "").status, 403);
   // The bare token redirects to its folder.
   auto bare = a.get(a.base());
   EXPECT_EQ(bare.status, 303);
