@@ -73,7 +73,7 @@ const char* const kStyle =
 
 // One side-by-side table per file: the fix's hunks (3 lines of context), removed lines left, added lines right.
 std::string side_by_side_html(const DiffFile& d, const std::set<int>& faulty, const std::string& trim_form,
-                              const std::set<int>& choosable) {
+                              const std::set<int>& choosable, const std::set<int>& ticked) {
   auto patch = unified_diff(d.before, d.after, d.path, 3);
   if (!patch) return "<p class=err>" + html_escape(patch.error().message) + "</p>";
   std::string out = "<table class=diff><caption>" + html_escape(d.path) + (d.deleted ? " (deleted by the fix)" : "") +
@@ -89,8 +89,8 @@ std::string side_by_side_html(const DiffFile& d, const std::set<int>& faulty, co
         std::string box;
         if (!trim_form.empty() && choosable.count(line))
           box = "<input type=checkbox name=keep form='" + html_escape(trim_form) + "' value='" +
-                html_escape(d.path + ":" + std::to_string(line)) + "'" + (f ? " checked" : "") + " title='keep line " +
-                std::to_string(line) + " as faulty'> ";
+                html_escape(d.path + ":" + std::to_string(line)) + "'" + (ticked.count(line) ? " checked" : "") +
+                " title='keep line " + std::to_string(line) + " as faulty'> ";
         out += "<td class=n>" + box + std::to_string(line) + "</td><td class='del" + (f ? " faulty" : "") + "'>" +
                html_escape(minus[i].second) + "</td>";
       } else {

@@ -37,10 +37,10 @@ nlohmann::json failure_json(const StoredFailure& f);
 extern const char* const kStyle;
 
 // One side-by-side table per file: the fix's hunks (3 lines of context), removed lines left, added lines right, the
-// lines in `faulty` outlined. With `trim_form`, each line of `choosable` carries a checkbox of that form (checked when
-// in `faulty`) whose value is "path:line".
+// lines in `faulty` outlined. With `trim_form`, each line of `choosable` carries a checkbox of that form (ticked when
+// in `ticked`) whose value is "path:line".
 std::string side_by_side_html(const DiffFile& d, const std::set<int>& faulty, const std::string& trim_form = "",
-                              const std::set<int>& choosable = {});
+                              const std::set<int>& choosable = {}, const std::set<int>& ticked = {});
 
 // The static report (`spark audit list --html`): every case with its diff and the commands that decide it.
 std::string audit_html(const std::vector<StoredFailure>& failures, const OutlierRule& rule, const std::string& kb);

@@ -288,7 +288,12 @@ HttpReply AuditSite::case_page(const std::string& id, const std::string& done) {
   body += "</td></tr>";
   if (rule && f.faulty_count && f.status == FailureStatus::quarantined)
     body += "<tr><td>why quarantined</td><td>" + std::to_string(*f.faulty_count) +
-            " faulty lines, above the outlier rule's " + html_escape(rule->describe()) + "</td></tr>";
+            (rule->outlier(*f.faulty_count)
+                 ? " faulty lines, above the outlier rule's " + html_escape(rule->describe())
+                 : " faulty lines, within the outlier rule shown here (" + html_escape(rule->describe()) +
+                       "): a stricter one quarantined it (another mine.sigma); the next `spark mine` or `spark "
+                       "record` with this rule puts it back in the knowledge base") +
+            "</td></tr>";
   if (const auto o = audit::occurrences_of(f); o.value("count", 1) > 1)
     body += "<tr><td>failed at</td><td>" + std::to_string(o.value("count", 1)) + " commits</td></tr>";
   if (f.decided_at)
@@ -322,11 +327,13 @@ HttpReply AuditSite::case_page(const std::string& id, const std::string& done) {
         if (l.path == d.path) faulty.insert(l.line);
     for (const auto& l : f.mined_lines)
       if (l.path == d.path) choosable.insert(l.line);
-    body += audit::side_by_side_html(d, faulty, decidable ? "trim" : "", choosable);
+    // Ticked: the lines a trim kept. A case never trimmed starts with none ticked: a trim keeps a few of many.
+    body += audit::side_by_side_html(d, faulty, decidable ? "trim" : "", choosable,
+                                     f.status == FailureStatus::trimmed ? faulty : std::set<int>{});
   }
   body +=
       "<p><small>Lines outlined in red are the case's faulty lines (removed or modified by the fix); tick the "
-      "ones to keep, then Trim.</small></p>";
+      "true faulty ones to keep, then Trim.</small></p>";
   return reply(200, page(base, f.case_id, body, options_.kb));
 }
 

@@ -199,15 +199,17 @@ def main():
                   "the <script> of the test code is readable on the page")
             text = click(a, a.find_element(By.ID, "accept"))
             check("accepted by Tess Tester" in text, "accepting says so", text[:500])
-            # Trim: untick all but the first two faulty lines.
+            # Trim: tick the first two faulty lines.
             a.get(url + "case/" + trim_id)
             boxes = a.find_elements(By.CSS_SELECTOR, "input[type=checkbox][name=keep]")
-            check(len(boxes) == 40 and all(x.is_selected() for x in boxes), "a checkbox per mined line, all ticked",
+            check(len(boxes) == 40 and not any(x.is_selected() for x in boxes), "a checkbox per mined line, none ticked",
                   len(boxes))
-            for box in boxes[2:]:
+            for box in boxes[:2]:
                 box.click()
             text = click(a, a.find_element(By.ID, "trim-button"))
             check("trimmed by Tess Tester" in text and "with 2 faulty lines" in text, "trimming says so", text[:500])
+            check(len(a.find_elements(By.CSS_SELECTOR, "input[name=keep]:checked")) == 2,
+                  "the trimmed case shows its two kept lines ticked")
             # Two browsers on one case: a rejects, b (shown it before) accepts and is told.
             a.get(url + "case/" + reject_id)
             b.get(url + "case/" + reject_id)

@@ -130,11 +130,12 @@ TEST(audit_site, pages_show_the_rule_the_diff_and_html_as_text) {
   EXPECT_NE(page.body.find("E &lt;img src=x onerror=alert(1)&gt; &amp; 12"), std::string::npos);
   EXPECT_EQ(page.body.find("<img"), std::string::npos);
   EXPECT_EQ(page.body.find("<script"), std::string::npos);
-  // A checkbox per mined faulty line, each ticked; the forms carry the state shown.
+  // A checkbox per mined faulty line, none ticked yet; the forms carry the state shown.
   size_t boxes = 0;
   for (size_t at = 0; (at = page.body.find("type=checkbox name=keep form='trim'", at)) != std::string::npos; ++at)
     ++boxes;
   EXPECT_EQ(boxes, 30u);
+  EXPECT_EQ(page.body.find(" checked"), std::string::npos);
   EXPECT_NE(page.body.find("name=seen value='quarantined'"), std::string::npos);
   auto cases = a.get(a.base() + "/cases");
   EXPECT_NE(cases.body.find("labelled (12)"), std::string::npos) << cases.body;
