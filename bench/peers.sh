@@ -10,7 +10,7 @@
 # localizer, REPOS= "" the miner.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
+build=$(cd "${1:-$root/build}" && pwd)
 shift || true
 sizes=${*-10000 100000}
 py=/usr/bin/python3

@@ -229,6 +229,7 @@ def main():
     a.add_argument("--rounds", type=int, default=3)
     a.set_defaults(run=miner)
     args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
     args.run(args)
 
 

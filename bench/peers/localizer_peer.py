@@ -11,9 +11,10 @@
 The features are spark's built-in ones (src/retrieval/embedder.cpp), so that retrieval can agree with spark's: three
 hashed TF-IDF blocks (error message: words, word bigrams, character 4-grams; the failing test's own function: words;
 the whole test code: words), FNV-1a 64 hashes with spark's seeds, sublinear tf, smoothed idf, each block
-L2-normalised, weighted 0.5 / 0.3 / 0.2 and the whole normalised. What it does differently (docs/PERFORMANCE.md):
-the error message is normalised (addresses, temp paths, times, hex ids) but pytest's long traceback form is not folded
-into the short one; the test function is found with `ast`; there is no learnt ranker: the lines are ranked by their
+L2-normalised, weighted 0.5 / 0.3 / 0.2 and the whole normalised; the error message read as spark reads it (pytest's
+long traceback form folded into the short one: traceback_form.py; addresses, temp paths, times, hex ids replaced);
+the test function found by a scan of the lines. What it does differently: the test function's scan is simpler than
+spark's (docs/PERFORMANCE.md says where they differ); there is no learnt ranker: the lines are ranked by their
 annotation distance (the paper's annotation, w(l) <= epsilon), then by closeness to the failing line.
 """
 import argparse
@@ -29,6 +30,8 @@ import time
 import faiss
 import Levenshtein
 import numpy as np
+
+from traceback_form import canonical_traceback
 
 DIM = 1024
 ERROR_DIM, FUNCTION_DIM, CODE_DIM = DIM // 2, DIM // 4, DIM - DIM // 2 - DIM // 4
@@ -86,6 +89,7 @@ def counts_of(hashes):
 
 
 def normalize_message(m):
+    m = canonical_traceback(m)
     if len(m) > MAX_ERROR_BYTES:
         m = m[:MAX_ERROR_BYTES // 2] + b"\n" + m[-(MAX_ERROR_BYTES // 2):]
     for pattern, repl in NORMALIZE:
@@ -113,28 +117,14 @@ def word_terms(code, seed):
 def split_test_id(test_id):
     parts = test_id.split("::")
     path = parts[0]
-    function = re.sub(r"\[.*$", "", parts[-1]) if len(parts) > 1 else ""
+    function = parts[-1].split("[")[0] if len(parts) > 1 else ""
     cls = parts[-2] if len(parts) > 2 else ""
     return path, cls, function
 
 
-def test_function_code(source, test_id):
-    """The failing test's own function, decorators included: its `def` line found by a regular expression (within
-    its class when the test id names one), down to the last line indented deeper that is not a comment ("" when not found). A scan of the
-    lines, as spark's own lookup is (ast.parse of a 70 KB file costs ~30 ms; this, well under 1 ms)."""
-    _, cls, function = split_test_id(test_id)
-    start = 0
-    if cls:
-        m = re.search(rb"^[ \t]*class[ \t]+" + re.escape(cls.encode()) + rb"\b", source, re.M)
-        if m:
-            start = m.end()
-    pattern = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+" + re.escape(function.encode()) + rb"[ \t]*\(", re.M)
-    m = pattern.search(source, start) or pattern.search(source)   # a method inherited from another class: anywhere
-    if not m:
-        return b""
-    indent = len(m.group(1))
-    lines = source.split(b"\n")
-    first = source.count(b"\n", 0, m.start())
+def block_end(lines, first, indent):
+    """The last line of the block whose header is lines[first] at `indent`: the last line after it indented deeper
+    (or inside a triple-quoted string, or closing a bracket) that is not a comment."""
     last = first
     quote = None   # the triple quote of a string open at the line's start: its lines end nothing
     for i in range(first + 1, len(lines)):
@@ -151,9 +141,44 @@ def test_function_code(source, test_id):
             break
         if not stripped.startswith(b"#"):   # trailing comments are not the function's
             last = i
-    while first > 0 and lines[first - 1].lstrip().startswith(b"@"):
-        first -= 1
-    return b"\n".join(lines[first:last + 1])
+    return last
+
+
+def test_function_code(source, test_id):
+    """The failing test's own function with its decorators: its `def` line found by a regular expression (within its
+    class's lines when the test id names a class), down to block_end ("" when not found, as spark's lookup gives
+    nothing for a method its class inherits). A scan of the lines, as spark's own lookup is (ast.parse of a 70 KB file
+    took ~30 ms here, the scan well under 1 ms)."""
+    _, cls, function = split_test_id(test_id)
+    lines = source.split(b"\n")
+    begin, end = 0, len(source)
+    if cls:
+        m = re.search(rb"^([ \t]*)class[ \t]+" + re.escape(cls.encode()) + rb"\b", source, re.M)
+        if not m:
+            return b""
+        header = source.count(b"\n", 0, m.start())
+        last = block_end(lines, header, len(m.group(1)))
+        begin, end = m.end(), sum(len(x) + 1 for x in lines[:last + 1])
+    m = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+" + re.escape(function.encode()) + rb"[ \t]*\(",
+                   re.M).search(source, begin, end)
+    if not m:
+        return b""
+    indent = len(m.group(1))
+    first = source.count(b"\n", 0, m.start())
+    last = block_end(lines, first, indent)
+    # Decorators: the lines above back to the first `@` at the def's indent (a decorator's own lines, deeper or
+    # closing its brackets, between).
+    top = first
+    i = first - 1
+    while i >= 0:
+        stripped = lines[i].lstrip()
+        at = len(lines[i]) - len(stripped)
+        if stripped.startswith(b"@") and at == indent:
+            top = i
+        elif not stripped or (at <= indent and not stripped.startswith((b")", b"]", b"}"))):
+            break
+        i -= 1
+    return b"\n".join(lines[top:last + 1])
 
 
 def test_file_of(test_id, files):
