@@ -4,7 +4,8 @@
 # python-Levenshtein, SQLite) at each size, and a GitPython history walk (bench/peers/miner_peer.py) against
 # spark_history_walk and `git log -p --first-parent` on each repository.
 #   bench/peers.sh [BUILD_DIR] [SIZES...]          # 10000 100000 by default
-# Environment: ROUNDS (3: localize rounds of QUERIES (20) failures after a first), IMPORT_ROUNDS (2), REPOS
+# Environment: ROUNDS (3: localize rounds of QUERIES (20) failures after a first), IMPORT_ROUNDS (2), CHUNK (10000:
+# the corpus imported in files of this many cases, one import process each; 0: one file), REPOS
 # ("NAME:PREFIX ...", clones under REPO_DIR, default /tmp/peers-repos; made from /work/.mirror/*+NAME/repo when
 # missing; never committed here), MINER_ROUNDS (5), WORK (temporary folder, default /tmp). SIZES= "" skips the
 # localizer, REPOS= "" the miner.
@@ -33,7 +34,7 @@ corpus=("$data"/*/cases.jsonl)
 echo "# spark against its Python peers, $(date -u +%F) at $(git -C "$root" rev-parse --short HEAD)"
 for n in $sizes; do
     "$py" "$root/bench/peers/harness.py" localizer "$build" "$n" --corpus "${corpus[@]}" --queries "${QUERIES:-20}" \
-        --rounds "${ROUNDS:-3}" --import-rounds "${IMPORT_ROUNDS:-2}" --work "${WORK:-/tmp}"
+        --rounds "${ROUNDS:-3}" --import-rounds "${IMPORT_ROUNDS:-2}" --chunk "${CHUNK:-10000}" --work "${WORK:-/tmp}"
 done
 repos=${REPOS-click:tests/ pyparsing:tests/ pytest:testing/}
 [ -n "$repos" ] || exit 0

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """spark and its Python peers on the same data in the same run, alternating (bench/peers.sh drives it).
 
-  harness.py localizer BUILD N --corpus CASES.jsonl... [--queries 20] [--rounds 3] [--import-rounds 2] [--work DIR]
+  harness.py localizer BUILD N --corpus CASES.jsonl... [--queries 20] [--rounds 3] [--import-rounds 2] [--chunk 0]
+                       [--work DIR] [--keep]
   harness.py miner BUILD REPO PREFIX [--rounds 3]
 
 Every figure is a median over rounds in which spark and its peer ran back to back, the order swapped each round,
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import time
 import json
+import re
 
 PY = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -84,6 +86,20 @@ def localizer(args):
                 (a if i < n else b).write(line)
         os.unlink(everything)
         size_mb = os.path.getsize(cases) / 1e6
+        # Imported in files of --chunk cases, one `import` process each, in order (`spark import` validates a whole
+        # file before it stores any of it, so it holds the file's cases in memory: ~2 x the file).
+        chunks = [cases]
+        if 0 < args.chunk < n:
+            chunks = []
+            with open(cases, "rb") as src:
+                for i, line in enumerate(src):
+                    if i % args.chunk == 0:
+                        chunks.append(os.path.join(work, f"cases-{len(chunks)}.jsonl"))
+                        out = open(chunks[-1], "wb")
+                    out.write(line)
+                    if i % args.chunk == args.chunk - 1 or i == n - 1:
+                        out.close()
+            os.unlink(cases)
         print(f"n={n}: corpus {size_mb:.0f} MB of JSON Lines, written in {gen_s:.1f} s (not timed below)",
               file=sys.stderr)
 
@@ -91,22 +107,26 @@ def localizer(args):
         res = {"spark": [], "peer": [], "read": []}
         rss = {"spark": 0.0, "peer": 0.0}
         detail = {"spark": [], "peer": []}
+        ranker = []   # spark index's ranker learning, which the peer does not do
         for r in range(args.import_rounds):
             for who in (("spark", "peer") if r % 2 == 0 else ("peer", "spark")):
                 kb = os.path.join(work, f"kb-{who}")
                 shutil.rmtree(kb, ignore_errors=True)
-                if who == "spark":
-                    t1, m1, _ = run([spark, "--kb", kb, "import", cases])
-                    t2, m2, _ = run([spark, "--kb", kb, "index"])
-                else:
-                    t1, m1, _ = run([PY, PEER, "import", kb, cases])
-                    t2, m2, _ = run([PY, PEER, "index", kb])
+                t1 = m1 = 0.0
+                for chunk in chunks:
+                    t, m, _ = run([spark, "--kb", kb, "import", chunk] if who == "spark" else [PY, PEER, "import", kb, chunk])
+                    t1, m1 = t1 + t, max(m1, m)
+                t2, m2, out = run([spark, "--kb", kb, "index"] if who == "spark" else [PY, PEER, "index", kb],
+                                  stdout=subprocess.PIPE)
+                if who == "spark":   # "time: embedding 0.71 s, index 0.00 s, ranker 3.56 s (...)"
+                    m = re.search(r"time: embedding ([\d.]+) s, index ([\d.]+) s, ranker ([\d.]+) s", out)
+                    ranker.append(float(m.group(3)) if m else float("nan"))
                 res[who].append(t1 + t2)
                 detail[who].append((t1, t2))
                 rss[who] = max(rss[who], m1, m2)
                 print(f"  round {r + 1} {who}: import {t1:.1f} s + index {t2:.1f} s; peak {max(m1, m2):.0f} MiB",
                       file=sys.stderr)
-            t, _, _ = run(["cat", cases])
+            t, _, _ = run(["cat"] + chunks)
             res["read"].append(t)
         imp = {k: statistics.median(v) for k, v in res.items()}
 
@@ -145,8 +165,8 @@ def localizer(args):
         hot = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in hot.items()}
 
         p = {k: (pct(v, 0.5), pct(v, 0.95)) for k, v in lat.items() if v}
-        print(f"\n### {n:,} cases ({args.import_rounds} import rounds, {args.rounds} localize rounds of {q} failures"
-              f" after a first)\n")
+        print(f"\n### {n:,} cases ({args.import_rounds} import rounds, imported in {len(chunks)} file(s); "
+              f"{args.rounds} localize rounds of {q} failures after a first)\n")
         print("| measure | spark | Python peer | peer / spark | floor |")
         print("|---|---|---|---|---|")
         print(f"| import + index, cases/s (median s) | {n / imp['spark']:,.0f} ({imp['spark']:.1f} s) | "
@@ -156,6 +176,9 @@ def localizer(args):
         pdt = [statistics.median(x[i] for x in detail['peer']) for i in (0, 1)]
         print(f"| of which import / index, s | {sd[0]:.1f} / {sd[1]:.1f} | {pdt[0]:.1f} / {pdt[1]:.1f} | "
               f"{fmt_ratio(pdt[0], sd[0])} / {fmt_ratio(pdt[1], sd[1])} | |")
+        rk = statistics.median(ranker)
+        print(f"| the same without spark's ranker learning ({rk:.1f} s; the peer has no ranker) | "
+              f"{n / (imp['spark'] - rk):,.0f} cases/s | | **{fmt_ratio(imp['peer'], imp['spark'] - rk)}** | |")
         print(f"| peak RSS of import, index (MiB) | {rss['spark']:.0f} | {rss['peer']:.0f} | "
               f"{fmt_ratio(rss['peer'], rss['spark'])} | |")
         print(f"| new process, first, p50 / p95 ms | {p['spark-first'][0]:.1f} / {p['spark-first'][1]:.1f} | "
@@ -221,6 +244,7 @@ def main():
     a.add_argument("--import-rounds", type=int, default=2)
     a.add_argument("--work", default=None)
     a.add_argument("--keep", action="store_true")
+    a.add_argument("--chunk", type=int, default=0, help="import in files of this many cases (0: one file)")
     a.set_defaults(run=localizer)
     a = sub.add_parser("miner")
     a.add_argument("build")
