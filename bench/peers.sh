@@ -25,7 +25,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 2
 fi
 for t in spark bench/spark_grow_corpus bench/spark_localize_warm bench/spark_history_walk; do
-    [ -x "$build/$t" ] || { echo "peers.sh: no $build/$t (ninja -C $build spark spark_grow_corpus spark_localize_warm spark_history_walk)" >&2; exit 1; }
+    [ -x "$build/$t" ] || { echo "peers.sh: no $build/$t (cmake --build $build --target spark spark_grow_corpus spark_localize_warm spark_history_walk)" >&2; exit 1; }
 done
 data=$root/../shared/data/dev
 [ -d "$data" ] || data=/work/shared/data/dev
