@@ -11,7 +11,6 @@ sees them); peak memory is each process's own maximum resident set (wait4's ru_m
 """
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess

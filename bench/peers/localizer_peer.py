@@ -287,6 +287,10 @@ def assemble(e, f, c):
     return v / norm if norm > 0 else v
 
 
+def blob(db, key):
+    return db.execute("SELECT content FROM blobs WHERE key = ?", (key,)).fetchone()[0]
+
+
 def cmd_index(args):
     t0 = time.perf_counter()
     db = open_store(args.kb)
@@ -297,14 +301,12 @@ def cmd_index(args):
         keys = json.loads(files)
         vkey = tuple(k for _, k in keys)
         if vkey not in versions:
-            contents = {k: db.execute("SELECT content FROM blobs WHERE key = ?", (k,)).fetchone()[0] for _, k in keys}
-            code = b"".join(contents[k] + b"\n" for k in vkey)
-            versions[vkey] = (word_terms(code, SEED_CODE), keys, contents)
+            code = b"".join(blob(db, k) + b"\n" for k in vkey)
+            versions[vkey] = word_terms(code, SEED_CODE)
         fkey = (test_id, vkey)
         if fkey not in functions:
-            _, _, contents = versions[vkey]
             tf = test_file_of(test_id, [{"path": p, "key": k} for p, k in keys])
-            functions[fkey] = word_terms(test_function_code(contents[tf["key"]], test_id), SEED_FUNCTION)
+            functions[fkey] = word_terms(test_function_code(blob(db, tf["key"]), test_id), SEED_FUNCTION)
         case_parts.append((rowid, error_terms(message.encode()), vkey, fkey))
     t_terms = time.perf_counter()
     # Document frequencies: each case is a document holding its three parts' terms (spark's count_documents).
@@ -315,8 +317,8 @@ def cmd_index(args):
     all_terms = [p[1][0] for p in case_parts]
     all_weights = [np.ones(len(p[1][0]), np.int64) for p in case_parts]
     for vkey, uses in version_uses.items():
-        all_terms.append(versions[vkey][0][0])
-        all_weights.append(np.full(len(versions[vkey][0][0]), uses, np.int64))
+        all_terms.append(versions[vkey][0])
+        all_weights.append(np.full(len(versions[vkey][0]), uses, np.int64))
     for fkey, uses in function_uses.items():
         all_terms.append(functions[fkey][0])
         all_weights.append(np.full(len(functions[fkey][0]), uses, np.int64))
@@ -324,7 +326,7 @@ def cmd_index(args):
     counts = np.bincount(inverse, weights=np.concatenate(all_weights)).astype(np.int64)
     idf = Idf(terms, counts, len(case_parts))
     # Vectors: one code block per version and one function block per (test, version), as spark does.
-    code_blocks = {k: block(v[0], idf, CODE_DIM) for k, v in versions.items()}
+    code_blocks = {k: block(v, idf, CODE_DIM) for k, v in versions.items()}
     function_blocks = {k: block(v, idf, FUNCTION_DIM) for k, v in functions.items()}
     vectors = np.empty((len(case_parts), DIM), np.float32)
     for i, (_, et, vkey, fkey) in enumerate(case_parts):
