@@ -202,6 +202,23 @@ TEST(audit_site, two_people_deciding_one_case_the_first_wins_the_second_is_told)
   EXPECT_EQ(*a.kb->count(), 13u);
 }
 
+TEST(audit_site, a_spark_without_its_http_plugin_says_where_it_looked) {
+  TempDir dir;
+  // The binary alone in a folder (a hard link: /proc/self/exe names the link's folder), no spark-http.so beside it.
+  std::error_code ec;
+  std::filesystem::create_directories(dir / "bin");
+  std::filesystem::create_hard_link(SPARK_BINARY, dir / "bin" / "spark", ec);
+  if (ec) std::filesystem::copy_file(SPARK_BINARY, dir / "bin" / "spark");
+  ASSERT_EQ(testing::run_program((dir / "bin" / "spark").string(), {"--kb", "kb", "kb", "init"}, dir.path()).exit_code,
+            0);
+  auto r = testing::run_program((dir / "bin" / "spark").string(), {"--kb", "kb", "audit", "serve"}, dir.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("spark-http.so) is not installed: looked for " + (dir / "bin" / "spark-http.so").string()),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(audit_site, tokens_are_32_hex_digits_and_differ) {
   const std::string a = new_audit_token(), b = new_audit_token();
   EXPECT_EQ(a.size(), 32u);
