@@ -775,9 +775,8 @@ int audit_serve(const AuditArgs& args, KnowledgeBase& kb, MiningStore& store) {
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, s);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::error_code ec;
-  const fs::path kb_path = kb.dir().string().find("://") == std::string::npos ? fs::absolute(kb.dir(), ec) : kb.dir();
   AuditSiteOptions options{new_audit_token(), 0, author_or_default(args.author, args.repo), args.sigma,
-                           kb_path.string()};
+                           fs::absolute(kb.dir(), ec).string()};
   std::unique_ptr<AuditSite> site;  // made once the port is known; no request is read before serve()
   auto server = HttpServer::bind("127.0.0.1", args.port, [&site](const HttpRequest& r) { return site->handle(r); });
   if (!server) return report_error(server.error());

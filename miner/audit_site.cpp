@@ -96,9 +96,7 @@ std::string new_audit_token() {
   return out;
 }
 
-std::string AuditSite::url() const {
-  return "http://127.0.0.1:" + std::to_string(options_.port) + "/" + options_.token + "/";
-}
+std::string AuditSite::url() const { return "http://127.0.0.1:" + std::to_string(options_.port) + base() + "/"; }
 
 HttpReply AuditSite::handle(const HttpRequest& request) {
   // The Host names this machine's loopback (DNS rebinding names another); any port: an SSH tunnel may forward another.
@@ -107,7 +105,7 @@ HttpReply AuditSite::handle(const HttpRequest& request) {
       host.starts_with("[") ? host.substr(0, host.find(']') + 1) : host.substr(0, host.rfind(':'));
   if (host_name != "127.0.0.1" && host_name != "localhost" && host_name != "[::1]")
     return refuse(403, "refused: the request names another host (" + host + ")");
-  const std::string prefix = "/" + options_.token;
+  const std::string prefix = base();
   const std::string& path = request.path;
   if (path.size() < prefix.size() || !same_secret(path.substr(0, prefix.size()), prefix) ||
       (path.size() > prefix.size() && path[prefix.size()] != '/'))
@@ -194,14 +192,14 @@ std::string case_rows(const std::string& base, const std::vector<StoredFailure>&
 
 HttpReply AuditSite::problem(int status, const std::string& title, const std::string& text,
                              const std::string& back_to) {
-  const std::string base = "/" + options_.token;
+  const std::string base = this->base();
   std::string body = "<p class=err>" + html_escape(text) + "</p>";
   if (!back_to.empty()) body += "<p><a href='" + base + "/case/" + path_escape(back_to) + "'>Back to the case</a></p>";
   return reply(status, page(base, title, body, options_.kb));
 }
 
 HttpReply AuditSite::index_page() {
-  const std::string base = "/" + options_.token;
+  const std::string base = this->base();
   auto rule = store_.rule(options_.sigma);
   auto list = store_.failures({FailureStatus::quarantined});
   if (!rule || !list) return problem(500, "Error", (!rule ? rule.error() : list.error()).message);
@@ -219,7 +217,7 @@ HttpReply AuditSite::index_page() {
 }
 
 HttpReply AuditSite::cases_page(const std::string& status) {
-  const std::string base = "/" + options_.token;
+  const std::string base = this->base();
   std::vector<FailureStatus> statuses = mined_statuses();
   const auto wanted = parse_status(status);
   if (wanted && is_mined(*wanted)) statuses = {*wanted};
@@ -244,7 +242,7 @@ HttpReply AuditSite::cases_page(const std::string& status) {
 }
 
 HttpReply AuditSite::failures_page() {
-  const std::string base = "/" + options_.token;
+  const std::string base = this->base();
   auto list = store_.failures({FailureStatus::open});
   if (!list) return problem(500, "Error", list.error().message);
   std::string body =
@@ -265,7 +263,7 @@ HttpReply AuditSite::failures_page() {
 }
 
 HttpReply AuditSite::case_page(const std::string& id, const std::string& done) {
-  const std::string base = "/" + options_.token;
+  const std::string base = this->base();
   auto found = store_.failure_by_case(id);
   if (!found) return problem(404, "No such case", found.error().message);
   const StoredFailure& f = *found;
@@ -366,7 +364,7 @@ HttpReply AuditSite::decide(const std::string& id, const std::string& action, co
     return problem(conflict ? 409 : 400, conflict ? "Already decided" : "Not decided", decided.error().message, id);
   }
   HttpReply r = reply(303, "");
-  r.headers.emplace_back("Location", "/" + options_.token + "/case/" + path_escape(id) + "?done=1");
+  r.headers.emplace_back("Location", base() + "/case/" + path_escape(id) + "?done=1");
   return r;
 }
 

@@ -11,8 +11,9 @@
 //
 // Access: only a request whose path starts with the token (random, printed once by `spark audit serve`), whose Host
 // names the loopback (127.0.0.1, localhost, [::1]; any port, as an SSH tunnel may forward another), and, for a
-// decision, whose Origin (when a browser sends one) is the Host's own and whose method is POST. Anything else is refused (403, 404 or 405) before the store is read. No page loads anything
-// from elsewhere: styles are inline, there is no script, and the Content-Security-Policy forbids the rest.
+// decision, whose Origin (when a browser sends one) is the Host's own and whose method is POST. Anything else is
+// refused (403, 404 or 405) before the store is read. No page loads anything from elsewhere: styles are inline, there
+// is no script, and the Content-Security-Policy forbids the rest.
 #pragma once
 
 #include <mutex>
@@ -53,6 +54,8 @@ class AuditSite {
   HttpReply decide(const std::string& id, const std::string& action, const HttpRequest& request);
   // A page that says what went wrong (`text`, escaped here), with a link back to case `back_to` when given.
   HttpReply problem(int status, const std::string& title, const std::string& text, const std::string& back_to = "");
+
+  std::string base() const { return "/" + options_.token; }  // every path's prefix
 
   MiningStore& store_;
   AuditSiteOptions options_;
