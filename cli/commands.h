@@ -38,6 +38,15 @@ Status common_from_config(const Config& config, Common& common);
 // (settings_markdown, docs/SETTINGS.md).
 int cmd_config(const Config& config, bool markdown);
 
+struct TrustArgs {
+  std::string file;  // "" = the project's .spark.toml found from the working directory
+  bool remove = false;
+  bool list = false;
+};
+// `spark trust`: records the project's configuration file as trusted as it is now (formats/trust.h), so that the
+// settings a repository may not set on its own are used; --remove forgets it; --list shows every trusted file.
+int cmd_trust(const TrustArgs& args);
+
 struct ImportArgs {
   std::vector<std::string> files;
   bool replace = false;

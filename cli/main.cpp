@@ -14,9 +14,12 @@
 #include <memory>
 #include <new>
 
+#include "base/files.h"
+#include "base/text.h"
 #include "code/levenshtein.h"
 #include "commands.h"
 #include "formats/defaults.h"
+#include "formats/trust.h"
 
 namespace {
 
@@ -217,6 +220,18 @@ Command add_config(CLI::App& app) {
                 "docs/SETTINGS.md holds it");
   return {sub, [markdown](Config& config, Common&) { return cmd_config(config, *markdown); },
           /*needs_common=*/false};
+}
+
+Command add_trust(CLI::App& app) {
+  auto args = std::make_shared<TrustArgs>();
+  auto* sub = app.add_subcommand("trust",
+                                 "trust the project's .spark.toml as it is now: its settings that send data, hold keys, "
+                                 "run commands, write outside the repository or weaken a safety rule are then used "
+                                 "(docs/SECURITY.md)");
+  sub->add_option("file", args->file, "the file (default: the .spark.toml spark finds here)");
+  sub->add_flag("--remove", args->remove, "forget the file: untrusted again");
+  sub->add_flag("--list", args->list, "list the trusted files and whether each is unchanged");
+  return {sub, [args](Config&, Common&) { return cmd_trust(*args); }, /*needs_common=*/false};
 }
 
 Command add_mine(CLI::App& app, Flags& flags) {
@@ -422,6 +437,23 @@ Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv) {
           }};
 }
 
+// The configuration files, lowest first: the system's, the user's, then the project's (`file`). The project's is
+// believed whole when its owner trusted it as it is (`spark trust`), or when it was named with --config and lies
+// outside every git work tree; otherwise it came with the repository and may set only what a repository may
+// (docs/SECURITY.md).
+std::vector<Config::File> config_layers(const std::optional<std::filesystem::path>& file, bool named) {
+  std::vector<Config::File> layers;
+  if (auto system = spark::system_config_file()) layers.push_back({*system, true});
+  if (auto user = spark::user_config_file()) layers.push_back({*user, true});
+  if (file) {
+    bool trusted = named && !spark::inside_work_tree(*file);
+    if (!trusted)
+      if (auto content = spark::read_file(*file)) trusted = spark::is_trusted(*file, *content);
+    layers.push_back({*file, trusted});
+  }
+  return layers;
+}
+
 // The configuration: the file given or found, the environment, then the flags given.
 spark::Result<Config> load_config(const std::string& config_path, const Flags& flags, int& exit_code) {
   std::optional<std::filesystem::path> file;
@@ -440,7 +472,7 @@ spark::Result<Config> load_config(const std::string& config_path, const Flags& f
   } else {
     file = Config::discover(here);
   }
-  auto config = Config::load(file);
+  auto config = Config::load(config_layers(file, !config_path.empty()));
   if (!config) {
     exit_code = 1;
     return config;
@@ -450,6 +482,7 @@ spark::Result<Config> load_config(const std::string& config_path, const Flags& f
     return std::unexpected(s.error());
   }
   config->place_folders(here);
+  config->bind_keys();
   return config;
 }
 
@@ -498,6 +531,7 @@ int run(int argc, char** argv) {
       add_index(app, flags),
       add_localize(app, flags),
       add_config(app),
+      add_trust(app),
       add_mine(app, flags),
       add_record(app, flags),
       add_audit(app, flags),
@@ -523,6 +557,9 @@ int run(int argc, char** argv) {
   }
   for (const auto& command : commands) {
     if (!command.app->parsed()) continue;
+    // What the configuration did not use, in one line (`spark trust` says it its own way).
+    if (const std::string warning = config->trust_warning(); !warning.empty() && command.app->get_name() != "trust")
+      std::fprintf(stderr, "%s\n", spark::terminal_lines(warning).c_str());
     Common common;
     if (command.needs_common)
       if (auto s = common_from_config(*config, common); !s) {

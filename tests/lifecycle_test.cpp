@@ -551,6 +551,7 @@ TEST(spark_hooks, install_chains_an_existing_hook_and_records_after_each_commit)
   broken_calc_repo(dir, "*.xml\n.spark/\n__pycache__/\nhook-ran\n");
   write_file(dir / ".spark.toml",
              "[record]\ntest_command = \"/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --junitxml={junit} {tests}\"\n");
+  ASSERT_EQ(run_spark({"trust"}, dir.path()).exit_code, 0);  // a command from the repository's file runs once trusted
   git(dir, "add -A");
   git(dir, "commit -m config", day(1));
   // The user's own hook, which must survive.
@@ -720,6 +721,7 @@ TEST(spark_record, a_parametrized_rows_fault_is_closed_by_its_functions_pass_and
   write_file(dir / ".spark.toml",
              "[record]\ntest_command = \"/usr/bin/python3 -B -m pytest -q -p no:cacheprovider --junitxml={junit} "
              "{tests}\"\n");
+  ASSERT_EQ(run_spark({"trust"}, dir.path()).exit_code, 0);
   write_file(dir / "tests" / "test_table.py", kTable);
   write_file(dir / "tests" / "test_other.py", "def test_other():\n    assert 'x'.upper() == 'Y'\n");
   git(dir, "add -A");

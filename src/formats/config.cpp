@@ -1,12 +1,16 @@
 #include "formats/config.h"
 #include "formats/defaults.h"
 
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "base/files.h"
+#include "formats/trust.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -221,12 +225,20 @@ void Config::place_folders(const fs::path& cwd) {
         v = {named(folders->top), "default: the project top's .spark"};
       continue;
     }
-    // A relative folder in the file is the file's folder's, whatever the working directory.
-    const fs::path given = v.text;
-    if (v.text.empty() || given.is_absolute() || !file_ || !v.source.starts_with(file_->string() + ":")) continue;
-    std::error_code ec;
-    v.text = (fs::absolute(*file_, ec).parent_path() / given).lexically_normal().string();
+    relative_to_file(v);
   }
+  relative_to_file(values_["llm.template"]);
+}
+
+// A relative path in a file is the file's folder's, whatever the working directory.
+void Config::relative_to_file(Value& v) {
+  const fs::path given = v.text;
+  const std::string place = v.source.substr(0, v.source.rfind(':'));
+  if (v.text.empty() || given.is_absolute() || v.source.starts_with("default") || v.source.starts_with("env ") ||
+      v.source.starts_with("flag ") || place.empty())
+    return;
+  std::error_code ec;
+  v.text = (fs::absolute(place, ec).parent_path() / given).lexically_normal().string();
 }
 
 namespace {
@@ -303,66 +315,143 @@ Status check_ascii_outside_strings(std::string_view t, const std::string& name) 
 
 }  // namespace
 
-Result<Config> Config::load(const std::optional<fs::path>& file) {
-  Config c;
-  for (const auto& k : config_keys()) c.values_[k.key] = {k.default_value, "default"};
-  if (file) {
-    c.file_ = file;
-    toml::table table;
-    auto contents = read_file(*file);
-    TRY(contents);
-    TRY(check_ascii_outside_strings(*contents, file->string()));
-    try {
-      table = toml::parse(*contents, file->string());
-    } catch (const toml::parse_error& e) {
-      return fail(file->string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-    }
-    // A known key's value from the file, with its file:line as the source.
-    const auto take = [&](const std::string& key, const toml::node& node) -> Status {
-      const ConfigKey* k = find_key(key);
-      if (!k) return fail(where(*file, node) + ": unknown setting " + key);
-      if (k->env_only)
-        return fail(where(*file, node) + ": " + key + " is read from the environment alone, not from a file");
-      auto text = text_of(*k, node, *file);
-      TRY(text);
-      if (auto s = check_type(*k, *text, where(*file, node)); !s) return s;
-      c.values_[key] = {*text, where(*file, node)};
-      return {};
-    };
-    Status status;
-    table.for_each([&](const toml::key& name, const toml::node& node) {
-      if (!status) return;
-      const std::string top(name.str());
-      if (const toml::table* section = node.as_table()) {
-        section->for_each([&](const toml::key& sub, const toml::node& value) {
-          if (!status) return;
-          const std::string key = top + "." + std::string(sub.str());
-          if (key == "redact.patterns") {
-            const toml::array* arr = value.as_array();
-            if (!arr) {
-              status = fail(where(*file, value) + ": redact.patterns must be an array of patterns");
-              return;
-            }
-            for (const auto& item : *arr) {
-              if (auto s = item.value<std::string>()) {
-                c.rules_.push_back({"", *s});
-              } else if (const toml::table* t = item.as_table(); t && (*t)["pattern"].is_string()) {
-                c.rules_.push_back({(*t)["name"].value_or(std::string()), *(*t)["pattern"].value<std::string>()});
-              } else {
-                status = fail(where(*file, item) + ": a redact.patterns entry is a string or {name, pattern}");
-                return;
-              }
-            }
+RepoRule repository_may(std::string_view key) {
+  using M = RepoMay;
+  static const std::map<std::string, RepoRule, std::less<>> rules = {
+      {"kb", {M::inside, "a store outside the repository, or a server, is not the repository's to choose"}},
+      {"local_dir", {M::inside, "a folder outside the repository is not the repository's to write"}},
+      {"llm.base_url", {M::refuse, "it chooses where the test code and the API key are sent"}},
+      {"llm.api_key", {M::refuse, "a credential"}},
+      {"llm.template", {M::inside, "a template outside the repository would send another file's text"}},
+      {"llm.max_tokens", {M::lower, "a limit of cost"}},
+      {"llm.concurrency", {M::lower, "a limit of load on the server"}},
+      {"llm.context_tokens", {M::lower, "a limit of what is sent and its cost"}},
+      {"llm.connect_timeout", {M::lower, "a limit of time"}},
+      {"llm.timeout", {M::lower, "a limit of time"}},
+      {"llm.retries", {M::lower, "a limit of time and cost"}},
+      {"llm.retry_delay", {M::lower, "a limit of time"}},
+      {"llm.deadline", {M::lower, "a limit of time", /*zero_is_none=*/true}},
+      {"embedder.base_url", {M::refuse, "it chooses where the test code and the API key are sent"}},
+      {"embedder.api_key", {M::refuse, "a credential"}},
+      {"redact.enabled", {M::enable, "it keeps secrets in the test code from leaving the machine"}},
+      {"mine.sigma", {M::lower, "raising it releases quarantined fixes into the store"}},
+      {"mine.test_only_fixes", {M::enable, "turning it off labels fixes that changed product code too"}},
+      {"record.test_command", {M::refuse, "it runs a command"}},
+      {"record.timeout", {M::lower, "a limit of time"}},
+  };
+  auto it = rules.find(key);
+  return it == rules.end() ? RepoRule{} : it->second;
+}
+
+namespace {
+
+// A limit's value for comparing: 0 is none (the highest) where the rule says so.
+double limit_value(const std::string& text, bool zero_is_none) {
+  const double v = text.empty() ? 0 : std::strtod(text.c_str(), nullptr);
+  return zero_is_none && v == 0 ? std::numeric_limits<double>::infinity() : v;
+}
+
+// Why an untrusted file's `text` for `key` is refused ("" when it is taken), given the value it would replace.
+std::string refusal(const ConfigKey& k, const std::string& text, const Config::Value& current, const fs::path& file) {
+  const RepoRule rule = repository_may(k.key);
+  switch (rule.may) {
+    case RepoMay::set: return "";
+    case RepoMay::refuse: return rule.why;
+    case RepoMay::lower:
+      if (limit_value(text, rule.zero_is_none) <= limit_value(current.text, rule.zero_is_none)) return "";
+      return std::string("a repository may lower it, not raise it above ") +
+             (current.text.empty() || (rule.zero_is_none && current.text == "0") ? "none" : current.text) + ": " +
+             rule.why;
+    case RepoMay::enable:
+      return text == "true" ? "" : std::string("a repository may turn it on, not off: ") + rule.why;
+    case RepoMay::inside:
+      if (is_postgres_url(text)) return rule.why;
+      if (text.empty() || path_inside(repository_top(file), fs::absolute(file).parent_path(), text)) return "";
+      return rule.why;
+  }
+  return rule.why;
+}
+
+}  // namespace
+
+Status Config::apply_file(const File& f) {
+  const fs::path& file = f.path;
+  file_ = file;
+  const size_t first = refused_.size();
+  toml::table table;
+  auto contents = read_file(file);
+  TRY(contents);
+  TRY(check_ascii_outside_strings(*contents, file.string()));
+  try {
+    table = toml::parse(*contents, file.string());
+  } catch (const toml::parse_error& e) {
+    return fail(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  // A known key's value from the file, with its file:line as the source; refused when the file is not trusted and
+  // the key is not the repository's to set so.
+  const auto take = [&](const std::string& key, const toml::node& node) -> Status {
+    const ConfigKey* k = find_key(key);
+    if (!k) return fail(where(file, node) + ": unknown setting " + key);
+    if (k->env_only)
+      return fail(where(file, node) + ": " + key + " is read from the environment alone, not from a file");
+    auto text = text_of(*k, node, file);
+    TRY(text);
+    if (auto s = check_type(*k, *text, where(file, node)); !s) return s;
+    if (!f.trusted)
+      if (std::string why = refusal(*k, *text, values_[key], file); !why.empty()) {
+        refused_.push_back({key, k->secret ? "" : *text, where(file, node), why, node.source().begin.line,
+                            k->type == ConfigType::string});
+        return {};
+      }
+    values_[key] = {*text, where(file, node)};
+    return {};
+  };
+  Status status;
+  table.for_each([&](const toml::key& name, const toml::node& node) {
+    if (!status) return;
+    const std::string top(name.str());
+    if (const toml::table* section = node.as_table()) {
+      section->for_each([&](const toml::key& sub, const toml::node& value) {
+        if (!status) return;
+        const std::string key = top + "." + std::string(sub.str());
+        if (key == "redact.patterns") {  // more redaction, from any file
+          const toml::array* arr = value.as_array();
+          if (!arr) {
+            status = fail(where(file, value) + ": redact.patterns must be an array of patterns");
             return;
           }
-          status = take(key, value);
-        });
-        return;
-      }
-      status = take(top, node);
-    });
-    TRY(status);
-  }
+          for (const auto& item : *arr) {
+            if (auto s = item.value<std::string>()) {
+              rules_.push_back({"", *s});
+            } else if (const toml::table* t = item.as_table(); t && (*t)["pattern"].is_string()) {
+              rules_.push_back({(*t)["name"].value_or(std::string()), *(*t)["pattern"].value<std::string>()});
+            } else {
+              status = fail(where(file, item) + ": a redact.patterns entry is a string or {name, pattern}");
+              return;
+            }
+          }
+          return;
+        }
+        status = take(key, value);
+      });
+      return;
+    }
+    status = take(top, node);
+  });
+  // In the file's order (toml++ keeps a table's keys sorted).
+  std::stable_sort(refused_.begin() + static_cast<std::ptrdiff_t>(first), refused_.end(),
+                   [](const Refused& a, const Refused& b) { return a.line < b.line; });
+  return status;
+}
+
+Result<Config> Config::load(const std::optional<fs::path>& file) {
+  return file ? load(std::vector<File>{{*file, true}}) : load(std::vector<File>{});
+}
+
+Result<Config> Config::load(const std::vector<File>& files) {
+  Config c;
+  for (const auto& k : config_keys()) c.values_[k.key] = {k.default_value, "default"};
+  for (const auto& f : files) TRY(c.apply_file(f));
   for (const auto& k : config_keys())
     if (auto env = from_environment(k)) {
       const auto& [text, var] = *env;
@@ -370,6 +459,54 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
       c.values_[k.key] = {text, "env " + var};
     }
   return c;
+}
+
+namespace {
+
+// Where a value was set, as one place: "the command line and the environment" for flags and variables, else the
+// file (a source "PATH:LINE" without its line); "" for a default.
+std::string place_of(const std::string& source) {
+  if (source.starts_with("env ") || source.starts_with("flag ")) return "the command line and the environment";
+  if (source.starts_with("default")) return "";
+  return source.substr(0, source.rfind(':'));
+}
+
+}  // namespace
+
+void Config::bind_keys() {
+  for (const auto& [key, url] : {std::pair<std::string, std::string>{"llm.api_key", "llm.base_url"},
+                                 {"embedder.api_key", "embedder.base_url"}}) {
+    Value& k = values_[key];
+    const Value& u = get(url);
+    if (k.text.empty() || u.text.empty()) continue;
+    const std::string from = place_of(k.source), to = place_of(u.source);
+    if (from == to) continue;
+    refused_.push_back({key, "", k.source,
+                        "a key is sent only to the URL set beside it, and " + url + " comes from " + u.source +
+                            ": set both in one place"});
+    k = {"", "withheld"};
+  }
+}
+
+std::string Config::trust_warning() const {
+  if (refused_.empty()) return "";
+  std::string names;
+  std::optional<std::string> untrusted;
+  for (const auto& r : refused_) {
+    names += (names.empty() ? "" : ", ") + r.key + " (" + r.source + ")";
+    if (r.source != "env" && !r.source.starts_with("env ") && !r.source.starts_with("flag ") &&
+        r.why.find("a key is sent only") == std::string::npos && !untrusted)
+      untrusted = r.source.substr(0, r.source.rfind(':'));
+  }
+  std::string line = "spark: warning: not used: " + names;
+  if (untrusted)
+    line += ". " + *untrusted +
+            " is the repository's own and not trusted: it may not choose where data or keys go, run commands, "
+            "write outside the repository or weaken a safety rule; if you wrote it, `spark trust` it (`spark "
+            "config` says why each was refused; docs/SECURITY.md)";
+  else
+    line += " (`spark config` says why; docs/SECURITY.md)";
+  return line;
 }
 
 Status Config::set(const std::string& key, const std::string& text, const std::string& source) {
@@ -399,23 +536,33 @@ bool Config::boolean(const std::string& key) const { return get(key).text == "tr
 std::string Config::describe() const {
   std::ostringstream out;
   out << "# effective configuration (" << (file_ ? "file " + file_->string() : std::string("no configuration file"))
-      << "); later sources win: default < file < env < flag\n";
+      << "); later sources win: default < /etc/spark/config.toml < the user's config.toml < the project's file < "
+         "env < flag\n";
+  // Settings outside a table first: after a [table] header they would be read as the table's.
+  for (const auto& k : config_keys())
+    if (!k.env_only && k.key.find('.') == std::string::npos) out << described(k, k.key);
   std::string section;
   for (const auto& k : config_keys()) {
-    if (k.env_only) continue;
     const auto dot = k.key.find('.');
-    const std::string sec = dot == std::string::npos ? "" : k.key.substr(0, dot);
-    const std::string name = dot == std::string::npos ? k.key : k.key.substr(dot + 1);
+    if (k.env_only || dot == std::string::npos) continue;
+    const std::string sec = k.key.substr(0, dot);
     if (sec != section) {
       out << "\n[" << sec << "]\n";
       section = sec;
     }
-    out << described(k, name);
+    out << described(k, k.key.substr(dot + 1));
+    if (k.key == "redact.enabled" && !rules_.empty()) {
+      out << "patterns = [  # extra redaction rules\n";
+      for (const auto& r : rules_) out << "  " << nlohmann::json(r.pattern).dump() << ",\n";
+      out << "]\n";
+    }
   }
-  if (!rules_.empty()) {
-    out << "patterns = [  # extra redaction rules\n";
-    for (const auto& r : rules_) out << "  \"" << r.pattern << "\",\n";
-    out << "]\n";
+  if (!refused_.empty()) {
+    out << "\n# not used (docs/SECURITY.md)\n";
+    for (const auto& r : refused_)
+      out << "# " << r.key << " = "
+          << (r.text.empty() ? std::string("(hidden)") : r.quoted ? nlohmann::json(r.text).dump() : r.text)
+          << "    # from " << r.source << ": " << r.why << "\n";
   }
   out << "\n# read from the environment alone, where they are used (not from a file or a flag)\n";
   for (const auto& k : config_keys())
@@ -423,22 +570,22 @@ std::string Config::describe() const {
   return out.str();
 }
 
+// A line of describe(), valid TOML: a value set is `name = value    # from SOURCE`; a secret set, a setting not set and
+// an environment-only one are comments.
 std::string Config::described(const ConfigKey& k, const std::string& name) const {
   const Value& v = get(k.key);
+  const std::string from = v.text.empty() ? "" : "    # from " + v.source;
+  if (k.env_only) return "# " + name + " = " + (v.text.empty() ? "(not set)" : v.text) + from + "\n";
+  if (k.secret) return "# " + name + " = " + (v.text.empty() ? "(not set)" : "(set, hidden)") + from + "\n";
+  if (v.text.empty()) return "# " + name + " = (not set)\n";
   std::string shown;
-  if (k.secret)
-    shown = v.text.empty() ? "# not set" : "# set (hidden)";
-  else if (k.key == "kb" && is_postgres_url(v.text) && redact_postgres_url(v.text) != v.text)
-    shown = "\"" + redact_postgres_url(v.text) + "\"    # password: set (hidden)";
-  else if (v.text.empty())
-    shown = "# not set";
+  if (k.key == "kb" && is_postgres_url(v.text) && redact_postgres_url(v.text) != v.text)
+    shown = nlohmann::json(redact_postgres_url(v.text)).dump() + "    # password: set (hidden)";
   else if (k.type == ConfigType::string)
-    shown = "\"" + v.text + "\"";
+    shown = nlohmann::json(v.text).dump();
   else
     shown = v.text;
-  std::string line = name + " = " + shown;
-  if (!v.text.empty()) line += "    # from " + v.source;
-  return line + "\n";
+  return name + " = " + shown + from + "\n";
 }
 
 std::string environment_setting(std::string_view name) {
@@ -478,6 +625,18 @@ std::string cell(const std::string& text) {
 
 std::string code_cell(const std::string& text) { return text.empty() ? "" : "`" + cell(text) + "`"; }
 
+// What an untrusted repository file may do with a setting, for the table (docs/SECURITY.md).
+std::string repository_may_text(const std::string& key) {
+  switch (repository_may(key).may) {
+    case RepoMay::set: return "may set";
+    case RepoMay::refuse: return "may not set";
+    case RepoMay::lower: return "may lower";
+    case RepoMay::enable: return "may turn on";
+    case RepoMay::inside: return "a path inside it";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string option_help(const std::string& key, const std::string& prose) {
@@ -488,13 +647,15 @@ std::string option_help(const std::string& key, const std::string& prose) {
 
 std::string settings_markdown() {
   std::ostringstream out;
-  out << "| Key | Type | Default | Environment | Meaning |\n|---|---|---|---|---|\n";
+  out << "| Key | Type | Default | Environment | An untrusted repository file | Meaning |\n"
+         "|---|---|---|---|---|---|\n";
   for (const auto& k : config_keys()) {
     if (k.env_only) continue;
     std::string env;
     for (const auto& var : k.env) env += (env.empty() ? "" : ", ") + code_cell(var);
     out << "| " << code_cell(k.key) << " | " << type_name(k.type) << " | " << code_cell(k.default_value) << " | "
-        << env << " | " << cell(k.help) << (k.secret ? " (never printed)" : "") << " |\n";
+        << env << " | " << repository_may_text(k.key) << " | " << cell(k.help) << (k.secret ? " (never printed)" : "")
+        << " |\n";
   }
   out << "\nRead from the environment alone, where they are used (a file or a flag cannot set them):\n\n"
       << "| Variable | Type | Default | Meaning |\n|---|---|---|---|\n";

@@ -12,6 +12,7 @@
 // load with a Result naming the file, line and key; a secret's value never appears in a message.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -50,6 +51,21 @@ std::string environment_setting(std::string_view name);
 // and environment variables, "requests in flight (default 4)", "model name the server knows (env SPARK_LLM_MODEL)".
 std::string option_help(const std::string& key, const std::string& prose = "");
 
+// What a repository's own file may do with a setting before its owner trusts it (docs/SECURITY.md).
+enum class RepoMay {
+  set,     // anything: how spark ranks and shows, never where data goes
+  refuse,  // nothing: where data is sent, credentials, commands
+  lower,   // only lower it: a limit of time, cost or what is released from quarantine
+  enable,  // only turn it on: a safety switch
+  inside,  // only a path inside the repository
+};
+struct RepoRule {
+  RepoMay may = RepoMay::set;
+  const char* why = "";  // the reason, for the warning and `spark config`
+  bool zero_is_none = false;  // lower: 0 means no limit, the highest value
+};
+RepoRule repository_may(std::string_view key);
+
 // The table as Markdown (docs/SETTINGS.md's generated section): the file's settings, then the environment-only ones.
 std::string settings_markdown();
 
@@ -71,8 +87,24 @@ class Config {
     std::string source;  // "default", "/path/.spark.toml:12", "env SPARK_LLM_MODEL", "flag --model"
   };
 
-  // Defaults, then the file (when given), then the environment. A file that does not parse, an unknown key or a
-  // value of the wrong type is an error naming the file and line.
+  // A configuration file, and whether each of its settings is believed. An untrusted one (a repository's own file its
+  // owner has not trusted: formats/trust.h) may set only what repository_may() allows; the rest is refused.
+  struct File {
+    std::filesystem::path path;
+    bool trusted = true;
+  };
+  // A setting an untrusted file gave that was not taken (its text "" for a secret), or a key withheld from a URL set
+  // elsewhere (bind_keys), and why.
+  struct Refused {
+    std::string key, text, source, why;
+    int64_t line = 0;     // the line in its file
+    bool quoted = false;  // a string: shown quoted
+  };
+
+  // Defaults, then each file in order (lowest first: the system's, the user's, the project's), then the environment.
+  // A file that does not parse, an unknown key or a value of the wrong type is an error naming the file and line.
+  static Result<Config> load(const std::vector<File>& files);
+  // Defaults, then `file` (trusted) when given, then the environment.
   static Result<Config> load(const std::optional<std::filesystem::path>& file);
   // The file to use: `explicit_path` when given (it must exist), else .spark.toml in the working directory or the
   // nearest enclosing directory that has one, stopping at a git work tree's top.
@@ -93,6 +125,13 @@ class Config {
   double number(const std::string& key) const;
   bool boolean(const std::string& key) const;
 
+  // After the flags: an API key is sent only to the URL set beside it, by the same source (the command line and the
+  // environment count as one; each file is its own). A key whose URL came from elsewhere is withheld (refused()).
+  void bind_keys();
+  const std::vector<Refused>& refused() const { return refused_; }
+  // One line naming what was refused and how to trust the file, "" when nothing was.
+  std::string trust_warning() const;
+
   const std::vector<RedactionRule>& redaction_rules() const { return rules_; }
   const std::optional<std::filesystem::path>& file() const { return file_; }
 
@@ -102,8 +141,11 @@ class Config {
  private:
   std::string described(const ConfigKey& k, const std::string& name) const;  // one line of describe()
   std::map<std::string, Value> values_;
+  Status apply_file(const File& file);
+  static void relative_to_file(Value& v);
   std::vector<RedactionRule> rules_;
   std::optional<std::filesystem::path> file_;
+  std::vector<Refused> refused_;
 };
 
 }  // namespace spark

@@ -1,0 +1,64 @@
+// `spark trust`: which project configuration files are believed whole (formats/trust.h, docs/SECURITY.md).
+
+#include <cstdio>
+#include <filesystem>
+
+#include "base/files.h"
+#include "base/text.h"
+#include "commands.h"
+#include "formats/trust.h"
+
+namespace spark::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int list_trusted() {
+  const auto files = trusted_files();
+  std::string out;
+  for (const auto& f : files)
+    out += f.path.string() + "    # trusted " + f.trusted_at +
+           (f.unchanged ? "" : path_exists(f.path) ? "; changed since: untrusted until trusted again" : "; missing") +
+           "\n";
+  if (files.empty()) out = "no trusted files\n";
+  return write_output("", terminal_lines(out));
+}
+
+}  // namespace
+
+int cmd_trust(const TrustArgs& args) {
+  if (args.list) return list_trusted();
+  std::error_code ec;
+  std::optional<fs::path> file;
+  if (!args.file.empty()) {
+    if (!fs::is_regular_file(args.file, ec)) return usage_error(args.file + ": no such file");
+    file = fs::absolute(args.file, ec);
+  } else {
+    file = Config::discover(fs::current_path(ec));
+    if (!file) return usage_error("no .spark.toml here or above (up to the git work tree's top): name the file");
+  }
+  if (args.remove) {
+    auto removed = untrust_file(*file);
+    if (!removed) return report_error(removed.error());
+    std::fprintf(stderr, "%s\n",
+                 terminal_lines("spark: " + file->string() + (*removed ? ": no longer trusted" : ": was not trusted"))
+                     .c_str());
+    return 0;
+  }
+  // What trusting it changes: the settings it holds that an untrusted repository file may not set so.
+  auto untrusted = Config::load(std::vector<Config::File>{{*file, false}});
+  if (!untrusted) return report_error(untrusted.error());
+  if (auto s = trust_file(*file); !s) return report_error(s.error());
+  std::string out = "spark: trusted " + file->string() + " as it is now; a change to it makes it untrusted again\n";
+  if (untrusted->refused().empty())
+    out += "  (it sets nothing a repository may not set on its own)\n";
+  else
+    out += "  now used:\n";
+  for (const auto& r : untrusted->refused())
+    out += "    " + r.key + " = " + (r.text.empty() ? std::string("(hidden)") : r.text) + "    # " + r.source + "\n";
+  std::fputs(terminal_lines(out).c_str(), stderr);
+  return 0;
+}
+
+}  // namespace spark::cli
