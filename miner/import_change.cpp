@@ -60,8 +60,7 @@ std::vector<ImportStatement> module_imports(std::string_view text, const CodeStr
     const auto at = static_cast<size_t>(line) - 1;
     if (at >= s.function.size() || s.function[at] != 0) continue;
     const std::string_view t = trim(lines[at]);
-    if (!t.starts_with("import ") && !(t.starts_with("from ") && t.find(" import") != std::string_view::npos))
-      continue;
+    if (!t.starts_with("import ") && !(t.starts_with("from ") && t.find(" import") != std::string_view::npos)) continue;
     ImportStatement st;
     st.first = line;
     st.last = std::max(line, s.statement_span(line).second);
@@ -122,8 +121,7 @@ ImportChange python_import_change(std::string_view before, const CodeStructure& 
   }
   // A changed name used by module-level code other than the imports.
   const auto lines = split_lines(before);
-  for (int line = 1; line <= sb.line_count && static_cast<size_t>(line) <= lines.size() && !out.names.empty();
-       ++line) {
+  for (int line = 1; line <= sb.line_count && static_cast<size_t>(line) <= lines.size() && !out.names.empty(); ++line) {
     const auto at = static_cast<size_t>(line) - 1;
     if (at >= sb.function.size() || sb.function[at] != 0) continue;
     const bool in_import = std::any_of(old_imports.begin(), old_imports.end(),

@@ -14,7 +14,7 @@
 namespace spark {
 
 struct ImportChange {
-  std::set<int> import_lines;  // the changed lines (of the old version) that belong to module-level imports
+  std::set<int> import_lines;   // the changed lines (of the old version) that belong to module-level imports
   std::set<std::string> names;  // the names bound differently after the change ("json", "Schema")
   bool star = false;            // a `from x import *` changed: any name may have changed
   // A changed name is used by module-level code besides the imports (a constant, a class's base or attribute): it

@@ -651,6 +651,65 @@ std::optional<std::string> raised_in_changed_product_code(const GitRepository& r
   return std::nullopt;
 }
 
+Labelling settled(FailureStatus status, std::string detail) {
+  Labelling out;
+  out.status = status;
+  out.detail = std::move(detail);
+  return out;
+}
+
+// Each of `lines`' replacement in the fix (line_fixes), kept as text: one holding bytes that are not UTF-8 is left out
+// (the line stays labelled).
+void keep_fixes(const std::string& path, const std::vector<int>& lines,
+                std::map<int, std::vector<std::string>>& replacements,
+                std::map<LineRef, std::vector<std::string>>& fixes) {
+  for (int l : lines)
+    if (auto it = replacements.find(l);
+        it != replacements.end() && std::none_of(it->second.begin(), it->second.end(), [](const std::string& t) {
+          return find_invalid_utf8(t).has_value();
+        }))
+      fixes[{path, l}] = std::move(it->second);
+}
+
+// What settles a failure before any diff is read: with `test_only_fixes`, a fix range that changed other code than
+// test code (`mixed_fix`); a failure raised in product code the fix changed (`not_test_fault`).
+std::optional<Labelling> settled_by_the_range(const GitRepository& repo, const FailureInput& failure,
+                                              const CommitInfo& faulty, const std::vector<std::string>& changed,
+                                              const TestCodeRule& rule, bool test_only_fixes) {
+  Labelling out;
+  if (test_only_fixes)
+    for (const auto& p : changed)
+      if (!rule.matches(p) && !rule.is_test_data(p)) {
+        out.status = FailureStatus::mixed_fix;
+        out.detail = "the fix also changed " + p;
+        return out;
+      }
+  if (auto raised = raised_in_changed_product_code(repo, failure.message, faulty, changed, rule)) {
+    out.status = FailureStatus::not_test_fault;
+    out.detail = "raised in product code (" + *raised + "), which the fix changed";
+    return out;
+  }
+  return std::nullopt;
+}
+
+// The test data among `changed` that one of `readers` (the test's file and the files it depends on) names: data the
+// test reads. A data file too large to be a case's file, or not UTF-8, is left out.
+std::vector<std::string> data_read_by(const std::vector<std::string>& readers, const std::vector<std::string>& changed,
+                                      const TestCodeRule& rule,
+                                      const std::function<std::optional<std::string>(const std::string&)>& read) {
+  std::vector<std::string> out;
+  for (const auto& data : changed) {
+    if (!rule.is_test_data(data) || std::find(readers.begin(), readers.end(), data) != readers.end()) continue;
+    if (auto text = read(data); !text || !test_file_too_large(*text).empty() || find_invalid_utf8(*text)) continue;
+    for (const auto& r : readers)
+      if (auto text = read(r); text && refers_to_data(*text, r, data)) {
+        out.push_back(data);
+        break;
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
@@ -663,22 +722,13 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
   if (auto text_file = doctest_text_file(failure.test_id)) paths.front() = *text_file;  // a doctest's own file
   auto changed_files = repo.changed_paths(faulty.sha, fixed.sha);
   TRY(changed_files);
-  if (options.test_only_fixes)
-    for (const auto& p : *changed_files)
-      if (!rule.matches(p) && !rule.is_test_data(p)) {
-        out.status = FailureStatus::mixed_fix;
-        out.detail = "the fix also changed " + p;
-        return out;
-      }
-  if (auto raised = raised_in_changed_product_code(repo, failure.message, faulty, *changed_files, rule)) {
-    out.status = FailureStatus::not_test_fault;
-    out.detail = "raised in product code (" + *raised + "), which the fix changed";
-    return out;
-  }
+  if (auto settled = settled_by_the_range(repo, failure, faulty, *changed_files, rule, options.test_only_fixes))
+    return *settled;
   std::vector<SourceFile> files;
   std::vector<LineRef> faulty_lines;
   std::map<LineRef, std::vector<std::string>> fixes;  // each faulty line's replacement in the fix
   bool changed = false, have_main = false;
+  std::string others_only;  // the test's file, when the fix changed only other tests' lines of it
   // The failing version of a file: the recorded snapshot's, else (a file the snapshot does not hold, or no snapshot)
   // from git objects at the failing commit.
   const FailingVersion failing_version = [&](const std::string& p) -> Result<std::optional<std::string>> {
@@ -700,18 +750,9 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     for (auto& p : dependency_paths(paths.front(), read, rule, &at))
       if (std::find(paths.begin(), paths.end(), p) == paths.end()) dependencies.push_back(std::move(p));
     if (unreadable) return std::unexpected(with_context(failure.origin + ": ", *unreadable));
-    // Test data the fix changed that the test's file (or a file it depends on) names: its data.
     std::vector<std::string> readers = paths;
     readers.insert(readers.end(), dependencies.begin(), dependencies.end());
-    for (const auto& data : *changed_files) {
-      if (!rule.is_test_data(data) || std::find(paths.begin(), paths.end(), data) != paths.end()) continue;
-      if (auto text = read(data); !text || !test_file_too_large(*text).empty() || find_invalid_utf8(*text)) continue;
-      for (const auto& r : readers)
-        if (auto text = read(r); text && refers_to_data(*text, r, data)) {
-          dependencies.push_back(data);
-          break;
-        }
-    }
+    for (auto& data : data_read_by(readers, *changed_files, rule, read)) dependencies.push_back(std::move(data));
     if (unreadable) return std::unexpected(with_context(failure.origin + ": ", *unreadable));
   }
   std::vector<std::string> all = paths;
@@ -746,6 +787,7 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
         const std::set<int> unreached = unreached_lines(failure.test_id, p, *before);
         std::erase_if(*lines, [&](int l) { return unreached.contains(l); });
         if (lines->empty()) {  // the fix changed only other tests' lines of this file: not this test's code
+          others_only = p;
           files.push_back({p, std::move(*before)});
           continue;
         }
@@ -753,15 +795,8 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
       changed = true;
       auto replacements = line_fixes(*before, **after, p);
       TRY(replacements);
-      for (int l : *lines) {
-        faulty_lines.push_back({p, l});
-        // A fix is kept as text: one holding bytes that are not UTF-8 is left out (the line stays labelled).
-        if (auto it = replacements->find(l);
-            it != replacements->end() && std::none_of(it->second.begin(), it->second.end(), [](const std::string& t) {
-              return find_invalid_utf8(t).has_value();
-            }))
-          fixes[{p, l}] = std::move(it->second);
-      }
+      for (int l : *lines) faulty_lines.push_back({p, l});
+      keep_fixes(p, *lines, *replacements, fixes);
       out.fixed_files.push_back({p, **after});
     } else if (!*after) {
       // The fix deleted the file: every line of it was removed (of the test's own file, the lines it reaches).
@@ -778,21 +813,14 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     }
     files.push_back({p, std::move(*before)});
   }
-  if (!have_main) {
-    out.status = FailureStatus::missing_file;
-    out.detail = paths.front() + " is not in commit " + faulty.sha.substr(0, 10);
-    return out;
-  }
-  if (!changed) {
-    out.status = FailureStatus::not_test_fault;
-    out.detail = "no test file changed between " + faulty.sha.substr(0, 10) + " and " + fixed.sha.substr(0, 10);
-    return out;
-  }
-  if (faulty_lines.empty()) {
-    out.status = FailureStatus::only_additions;
-    out.detail = "the fix only added lines";
-    return out;
-  }
+  if (!have_main)
+    return settled(FailureStatus::missing_file, paths.front() + " is not in commit " + faulty.sha.substr(0, 10));
+  if (!changed)
+    return settled(FailureStatus::not_test_fault,
+                   others_only.empty()
+                       ? "no test file changed between " + faulty.sha.substr(0, 10) + " and " + fixed.sha.substr(0, 10)
+                       : "the fix changed only other tests' lines of " + others_only);
+  if (faulty_lines.empty()) return settled(FailureStatus::only_additions, "the fix only added lines");
   // Through the interchange format's reader: the case is validated like an imported one.
   auto built = case_from_json(mined_record(failure, faulty, fixed, options.project, files, faulty_lines, fixes));
   if (!built) return std::unexpected(Error{failure.origin + ": " + built.error().message});

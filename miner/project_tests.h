@@ -25,7 +25,7 @@ inline constexpr size_t kMaxConfigBytes = size_t{256} * 1024;
 inline constexpr size_t kMaxConfigEntries = 64;
 
 struct PytestConfig {
-  std::string source;  // "setup.cfg [tool:pytest]"; "" when the project has none
+  std::string source;                     // "setup.cfg [tool:pytest]"; "" when the project has none
   std::vector<std::string> python_files;  // "test_*.py", "tests.py", "check_*.py"
   std::vector<std::string> testpaths;     // "tests", "tests.py", "src/pkg/tests"
 };

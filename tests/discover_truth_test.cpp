@@ -73,7 +73,7 @@ TEST(discover_truth, a_fix_that_repairs_one_test_and_deletes_another_labels_only
   ASSERT_EQ(cases.size(), 1u) << r.err;
   EXPECT_EQ(cases[0].test_id, "tests/test_x.py::test_a");
   EXPECT_EQ(lines_of(cases[0]), (std::vector<std::string>{"tests/test_x.py:2"})) << "test_b's deleted lines are not "
-                                                                                      "test_a's faulty lines";
+                                                                                    "test_a's faulty lines";
 }
 
 TEST(discover_truth, a_failure_raised_in_product_code_the_fix_changed_is_no_test_fix) {
@@ -191,8 +191,7 @@ TEST(discover_truth, an_import_line_change_reaches_only_the_tests_that_use_the_n
   write_file(dir / ".gitignore", ".spark/\n__pycache__/\n");
   write_file(dir / "mathlib.py", "def double(x):\n    return x * 3\n\n\ndef twice(x):\n    return x * 2\n");
   std::string tests = "import os\nfrom mathlib import double\n\n\ndef test_double():\n    assert double(2) == 4\n";
-  for (int i = 0; i < 5; ++i)
-    tests += "\n\ndef test_other_" + std::to_string(i) + "():\n    assert os.sep\n";
+  for (int i = 0; i < 5; ++i) tests += "\n\ndef test_other_" + std::to_string(i) + "():\n    assert os.sep\n";
   write_file(dir / "tests" / "test_m.py", tests);
   commit(dir, "start", 1);
   std::string fixed = tests;
@@ -251,8 +250,9 @@ TEST(project_tests, read_pytest_config_reads_the_file_pytest_would_and_its_globs
       return it == files.end() ? std::nullopt : std::optional<std::string>(it->second);
     });
   };
-  auto toml = config({{"pyproject.toml", "[project]\nname = \"x\"\n\n[tool.pytest.ini_options]\n"
-                                         "python_files = \"tests.py\"\ntestpaths = [\n  \"pkg/tests\",\n  'more'\n]\n"},
+  auto toml = config({{"pyproject.toml",
+                       "[project]\nname = \"x\"\n\n[tool.pytest.ini_options]\n"
+                       "python_files = \"tests.py\"\ntestpaths = [\n  \"pkg/tests\",\n  'more'\n]\n"},
                       {"setup.cfg", "[tool:pytest]\ntestpaths = other\n"}});
   EXPECT_EQ(toml.source, "pyproject.toml [tool.pytest.ini_options]");
   EXPECT_EQ(toml.python_files, (std::vector<std::string>{"tests.py"}));
