@@ -205,6 +205,7 @@ void note_scan(const std::string& repo, const ScanReport& r, const std::vector<F
          "set-up changed; --max-tests-per-commit 0 runs them):");
     for (const auto& w : r.too_wide) note("    " + terminal_line(w));
   }
+  if (const std::string hint = all_parents_hint(r); first_parent && !hint.empty()) note("  " + hint);
   if (!r.shallow_boundary.empty()) {
     std::string boundary;
     for (const auto& sha : r.shallow_boundary) boundary += (boundary.empty() ? "" : ", ") + sha.substr(0, 10);

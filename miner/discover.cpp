@@ -17,6 +17,8 @@
 #include "code/structure_cache.h"
 #include "code/test_scope.h"
 #include "formats/error_message.h"
+#include "import_change.h"
+#include "project_tests.h"
 #include "test_runner.h"
 
 namespace spark {
@@ -69,11 +71,14 @@ class CandidateFinder {
 
   bool full() const { return found_.size() > limit_; }
 
-  // The tests the change of `path` (its old version `before`, `lines` removed or modified) can have fixed.
-  void add_for(const std::string& path, const std::string& before, const std::vector<int>& lines) {
+  // The tests the change of `path` (its old version `before`, its new one `after`, `lines` removed or modified) can
+  // have fixed.
+  void add_for(const std::string& path, const std::string& before, const std::string& after,
+               const std::vector<int>& lines) {
     if (full()) return;
+    if (rule_.is_test_data(path)) return add_data_readers(path);
     const std::vector<CandidateTest>& tests = tests_of(path, &before);
-    if (!tests.empty()) return add_by_scope(path, before, tests, lines);
+    if (!tests.empty()) return add_by_scope(path, before, after, tests, lines);
     if (file_name(path) == "conftest.py") return add_conftest_users(path, lines);
     add_importers(path);
   }
@@ -126,8 +131,8 @@ class CandidateFinder {
 
   // A test file's own change: the tests whose scope reaches a changed line; a line no test reaches (module-level
   // code) can have broken any of them.
-  void add_by_scope(const std::string& path, const std::string& before, const std::vector<CandidateTest>& tests,
-                    const std::vector<int>& lines) {
+  void add_by_scope(const std::string& path, const std::string& before, const std::string& after,
+                    const std::vector<CandidateTest>& tests, const std::vector<int>& lines) {
     // A line in a test's own function is that test's; the others need the scopes (costly in a file of hundreds of
     // tests), unless one of them is module-level code, which any test can reach.
     std::vector<int> others;
@@ -142,11 +147,20 @@ class CandidateFinder {
     }
     if (others.empty()) return;
     const auto s = cache_.structures.get(before, path);
+    // A Python module's changed imports reach the tests that use a name they bind differently, not every test.
+    std::set<std::string> names;
+    if (s->language == Language::python) {
+      const auto imports = python_import_change(before, *s, after, *cache_.structures.get(after, path), others);
+      if (!imports.star && !imports.used_at_module_level) {
+        std::erase_if(others, [&](int l) { return imports.import_lines.contains(l); });
+        names = imports.names;
+      }
+    }
     const auto module_level = [&](int line) {
       return line < 1 || line > s->line_count || s->function[static_cast<size_t>(line) - 1] == 0;
     };
     bool unknown = std::any_of(others.begin(), others.end(), module_level);
-    if (!unknown) {
+    if (!unknown && (!others.empty() || !names.empty())) {
       std::vector<bool> reached(others.size(), false);
       for (const auto& t : tests) {
         const TestScope scope = estimate_scope(*s, t.test_id, before);
@@ -159,11 +173,46 @@ class CandidateFinder {
           }
         }
         if (support) add(t, "a set-up, fixture or helper it reaches changed");
+        if (!names.empty() && uses_names(before, scope, names))
+          add(t, "it uses a name whose import changed (" + join_names(names) + ")");
       }
       unknown = std::find(reached.begin(), reached.end(), false) != reached.end();
     }
     if (unknown)
       for (const auto& t : tests) add(t, "a line of its module outside every test changed");
+  }
+
+  // Whether the test's own and support lines use one of `names`.
+  static bool uses_names(const std::string& content, const TestScope& scope, const std::set<std::string>& names) {
+    for (size_t i = 0; i < scope.role.size(); ++i)
+      if ((scope.role[i] == ScopeRole::own || scope.role[i] == ScopeRole::support) &&
+          uses_any_name(content, static_cast<int>(i + 1), static_cast<int>(i + 1), names))
+        return true;
+    return false;
+  }
+
+  static std::string join_names(const std::set<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) {
+      if (out.size() > 60) return out + ", ...";
+      out += (out.empty() ? "" : ", ") + n;
+    }
+    return out;
+  }
+
+  // A test-data file's change: every test of the test files under the same top folder that name it (its file name,
+  // or a folder on the way to it: refers_to_data).
+  void add_data_readers(const std::string& path) {
+    const std::string top = path.substr(0, path.find('/') + 1);
+    for (const auto& file : test_files("")) {
+      if (full()) return;
+      if (!file.starts_with(top)) continue;
+      const auto& tests = tests_of(file);
+      if (tests.empty()) continue;
+      const auto content = read(file);
+      if (!content || !refers_to_data(*content, file, path)) continue;
+      for (const auto& t : tests) add(t, "its module reads " + path + ", which changed");
+    }
   }
 
   // A conftest.py's change: the tests under its folder whose fixtures and hooks reach a changed line.
@@ -329,16 +378,18 @@ CommitScan scan_commit(const GitRepository& repo, const CommitInfo& c, const Sca
     out.unreadable.push_back(at + ": " + changed.error().message);
     return out;
   }
+  // Test code as the setting says and as the project's pytest configuration says, at the parent and the commit.
+  const TestCodeRule rule = project_test_code(options.test_code, repo, {parent, c.sha});
   std::vector<std::string> test_paths;
   for (const auto& p : *changed)
-    if (options.test_code.matches(p)) test_paths.push_back(p);
+    if (rule.matches(p) || rule.is_test_data(p)) test_paths.push_back(p);
   if (test_paths.empty()) return out;
   out.test_changing = true;
   if (options.test_only_fixes && test_paths.size() != changed->size()) {
     out.mixed = true;
     return out;
   }
-  CandidateFinder finder(repo, parent, options.test_code, cache, options.max_tests);
+  CandidateFinder finder(repo, parent, rule, cache, options.max_tests);
   bool removed_any = false;
   for (const auto& path : test_paths) {
     if (finder.full()) break;
@@ -353,7 +404,7 @@ CommitScan scan_commit(const GitRepository& repo, const CommitInfo& c, const Sca
     auto lines = removed_or_modified_lines(**before, **after, path);
     if (!lines || lines->empty()) continue;
     removed_any = true;
-    finder.add_for(path, **before, *lines);
+    finder.add_for(path, **before, **after, *lines);
   }
   if (!removed_any) {
     out.additions_only = true;
@@ -379,6 +430,17 @@ Result<std::vector<FixCandidate>> scan_fix_candidates(const GitRepository& repo,
   for (const CommitInfo& c : *history)
     if (shard_of(c.sha, options.shards) == options.shard) mine.push_back(&c);
   report.commits = mine.size();
+  if (options.first_parent) {
+    // What a first-parent walk leaves out: the side branches of its merges.
+    auto all = repo.history(false, options.since, options.until);
+    TRY(all);
+    std::set<std::string> line;
+    for (const CommitInfo& c : *history) line.insert(c.sha);
+    for (const CommitInfo& c : *all)
+      if (!line.count(c.sha) && shard_of(c.sha, options.shards) == options.shard) ++report.side_commits;
+    for (const CommitInfo* c : mine)
+      if (auto parents = repo.parents(c->sha); parents && parents->size() > 1) ++report.merges_on_line;
+  }
   // Blocks of neighbouring commits per worker: a file's versions repeat from one commit to the next, and the worker's
   // cache keeps them parsed. Each worker reads git through its own handle.
   constexpr size_t kBlock = 32;
@@ -422,6 +484,14 @@ Result<std::vector<FixCandidate>> scan_fix_candidates(const GitRepository& repo,
   }
   report.seconds = seconds_since(start);
   return out;
+}
+
+std::string all_parents_hint(const ScanReport& report) {
+  if (report.side_commits == 0 || report.side_commits * 3 < report.commits) return "";
+  return "the first-parent line has " + std::to_string(report.merges_on_line) + " merge" +
+         (report.merges_on_line == 1 ? "" : "s") + "; " + std::to_string(report.side_commits) +
+         " commits of their side branches are not walked, and a test broken and fixed on a side branch is found "
+         "only there: --all-parents walks them";
 }
 
 bool names_a_test(const std::string& command) {

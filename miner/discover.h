@@ -65,8 +65,15 @@ struct ScanReport {
   std::vector<std::string> unreadable;  // commits whose objects could not be read, each named with the reason
   std::vector<std::string> too_wide;    // commits left out by max_tests, each named with its count
   std::vector<std::string> shallow_boundary;
+  // A first-parent walk: the merge commits on its line, and the commits of their side branches it does not walk (in
+  // the same time bounds). A test broken and fixed on a side branch is seen only by --all-parents.
+  size_t merges_on_line = 0, side_commits = 0;
   double seconds = 0;
 };
+
+// The hint a first-parent scan of a merge-heavy history gives ("" when none): when the side branches hold at least a
+// quarter of the history's commits, how many, and that --all-parents walks them.
+std::string all_parents_hint(const ScanReport& report);
 
 // Which of `shards` runners takes commit `sha` (0-based): by the sha's first 8 hex digits, so every runner of a
 // history agrees whatever range it walks.

@@ -12,6 +12,7 @@
 #include "code/test_scope.h"
 #include "formats/config.h"
 #include "formats/error_message.h"
+#include "project_tests.h"
 
 namespace spark {
 
@@ -102,6 +103,26 @@ Result<TestCodeRule> TestCodeRule::parse(const std::string& globs) {
 bool TestCodeRule::matches(const std::string& path) const {
   if (!language_of_path(path)) return false;
   return std::any_of(globs_.begin(), globs_.end(), [&](const std::string& g) { return glob_matches(g, path); });
+}
+
+bool TestCodeRule::is_test_data(const std::string& path) const {
+  if (language_of_path(path)) return false;
+  const std::string name = fs::path(path).filename().string();
+  if (name.empty() || name.starts_with(".") || name.ends_with(".pyc") || path.find("__pycache__/") != std::string::npos)
+    return false;
+  return std::any_of(globs_.begin(), globs_.end(),
+                     [&](const std::string& g) { return g.ends_with("/**") && glob_matches(g, path); });
+}
+
+TestCodeRule TestCodeRule::with_globs(const std::vector<std::string>& more) const {
+  TestCodeRule rule = *this;
+  for (const auto& glob : more) {
+    if (glob.empty() || glob.starts_with("/") || glob == ".." || glob.starts_with("../") ||
+        glob.find("/../") != std::string::npos || glob.ends_with("/.."))
+      continue;
+    if (std::find(rule.globs_.begin(), rule.globs_.end(), glob) == rule.globs_.end()) rule.globs_.push_back(glob);
+  }
+  return rule;
 }
 
 Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
@@ -594,27 +615,120 @@ nlohmann::json mined_record(const FailureInput& failure, const CommitInfo& fault
   return record;
 }
 
+// The lines of the test's own file the failing test cannot reach (another test's body, another row of its
+// parameter lists), when its function is found there: a fix that mends this test and deletes or edits another one
+// labels only this test's lines. Empty when the function is not found (a collection error's id names none).
+std::set<int> unreached_lines(const std::string& test_id, const std::string& path, const std::string& content) {
+  std::set<int> out;
+  const auto language = language_of_path(path);
+  if (!language) return out;
+  const CodeStructure s = analyze_code(content, *language, path);
+  const TestScope scope = estimate_scope(s, test_id, content);
+  if (!scope.found) return out;
+  for (size_t i = 0; i < scope.role.size(); ++i)
+    if (scope.role[i] == ScopeRole::outside) out.insert(static_cast<int>(i + 1));
+  return out;
+}
+
+// Where the failure was raised, when that is product code the fix changed: the innermost frame of its traceback
+// that is a file of the repository at the failing commit, when that file is not test code and the fix changed it.
+// Such a failure was the product's, whatever test code the same fix also changed.
+std::optional<std::string> raised_in_changed_product_code(const GitRepository& repo, const std::string& message,
+                                                          const CommitInfo& faulty,
+                                                          const std::vector<std::string>& changed,
+                                                          const TestCodeRule& rule) {
+  const auto frames = parse_traceback(failure_text(message));
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    std::string path = it->path;
+    while (path.starts_with("./")) path.erase(0, 2);
+    if (path.empty() || path.starts_with("/") || path.find("..") != std::string::npos) continue;
+    auto content = repo.file_at(faulty.sha, path);
+    if (!content || !*content) continue;  // not a file of the repository (the standard library, site-packages)
+    if (rule.matches(path)) return std::nullopt;  // raised in test code
+    if (std::find(changed.begin(), changed.end(), path) == changed.end()) return std::nullopt;
+    return path + ":" + std::to_string(it->line);
+  }
+  return std::nullopt;
+}
+
+Labelling settled(FailureStatus status, std::string detail) {
+  Labelling out;
+  out.status = status;
+  out.detail = std::move(detail);
+  return out;
+}
+
+// Each of `lines`' replacement in the fix (line_fixes), kept as text: one holding bytes that are not UTF-8 is left out
+// (the line stays labelled).
+void keep_fixes(const std::string& path, const std::vector<int>& lines,
+                std::map<int, std::vector<std::string>>& replacements,
+                std::map<LineRef, std::vector<std::string>>& fixes) {
+  for (int l : lines)
+    if (auto it = replacements.find(l);
+        it != replacements.end() && std::none_of(it->second.begin(), it->second.end(), [](const std::string& t) {
+          return find_invalid_utf8(t).has_value();
+        }))
+      fixes[{path, l}] = std::move(it->second);
+}
+
+// What settles a failure before any diff is read: with `test_only_fixes`, a fix range that changed other code than
+// test code (`mixed_fix`); a failure raised in product code the fix changed (`not_test_fault`).
+std::optional<Labelling> settled_by_the_range(const GitRepository& repo, const FailureInput& failure,
+                                              const CommitInfo& faulty, const std::vector<std::string>& changed,
+                                              const TestCodeRule& rule, bool test_only_fixes) {
+  Labelling out;
+  if (test_only_fixes)
+    for (const auto& p : changed)
+      if (!rule.matches(p) && !rule.is_test_data(p)) {
+        out.status = FailureStatus::mixed_fix;
+        out.detail = "the fix also changed " + p;
+        return out;
+      }
+  if (auto raised = raised_in_changed_product_code(repo, failure.message, faulty, changed, rule)) {
+    out.status = FailureStatus::not_test_fault;
+    out.detail = "raised in product code (" + *raised + "), which the fix changed";
+    return out;
+  }
+  return std::nullopt;
+}
+
+// The test data among `changed` that one of `readers` (the test's file and the files it depends on) names: data the
+// test reads. A data file too large to be a case's file, or not UTF-8, is left out.
+std::vector<std::string> data_read_by(const std::vector<std::string>& readers, const std::vector<std::string>& changed,
+                                      const TestCodeRule& rule,
+                                      const std::function<std::optional<std::string>(const std::string&)>& read) {
+  std::vector<std::string> out;
+  for (const auto& data : changed) {
+    if (!rule.is_test_data(data) || std::find(readers.begin(), readers.end(), data) != readers.end()) continue;
+    if (auto text = read(data); !text || !test_file_too_large(*text).empty() || find_invalid_utf8(*text)) continue;
+    for (const auto& r : readers)
+      if (auto text = read(r); text && refers_to_data(*text, r, data)) {
+        out.push_back(data);
+        break;
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
                                 const CommitInfo& fixed, const LabelOptions& options) {
   Labelling out;
+  // Test code as the setting says, and as the project's own configuration says at either commit.
+  const TestCodeRule rule = project_test_code(options.test_code, repo, {faulty.sha, fixed.sha});
   const TestFiles at = test_files_at(repo, faulty.sha);
-  const std::vector<std::string> paths = failure_paths(failure.test_id, failure.message, &at, &options.test_code);
-  if (options.test_only_fixes) {
-    auto changed = repo.changed_paths(faulty.sha, fixed.sha);
-    TRY(changed);
-    for (const auto& p : *changed)
-      if (!options.test_code.matches(p)) {
-        out.status = FailureStatus::mixed_fix;
-        out.detail = "the fix also changed " + p;
-        return out;
-      }
-  }
+  std::vector<std::string> paths = failure_paths(failure.test_id, failure.message, &at, &rule);
+  if (auto text_file = doctest_text_file(failure.test_id)) paths.front() = *text_file;  // a doctest's own file
+  auto changed_files = repo.changed_paths(faulty.sha, fixed.sha);
+  TRY(changed_files);
+  if (auto settled = settled_by_the_range(repo, failure, faulty, *changed_files, rule, options.test_only_fixes))
+    return *settled;
   std::vector<SourceFile> files;
   std::vector<LineRef> faulty_lines;
   std::map<LineRef, std::vector<std::string>> fixes;  // each faulty line's replacement in the fix
   bool changed = false, have_main = false;
+  std::string others_only;  // the test's file, when the fix changed only other tests' lines of it
   // The failing version of a file: the recorded snapshot's, else (a file the snapshot does not hold, or no snapshot)
   // from git objects at the failing commit.
   const FailingVersion failing_version = [&](const std::string& p) -> Result<std::optional<std::string>> {
@@ -633,8 +747,12 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
       if (!content && is_read_error(content.error())) unreadable = content.error();
       return content && *content ? std::move(*content) : std::nullopt;
     };
-    for (auto& p : dependency_paths(paths.front(), read, options.test_code, &at))
+    for (auto& p : dependency_paths(paths.front(), read, rule, &at))
       if (std::find(paths.begin(), paths.end(), p) == paths.end()) dependencies.push_back(std::move(p));
+    if (unreadable) return std::unexpected(with_context(failure.origin + ": ", *unreadable));
+    std::vector<std::string> readers = paths;
+    readers.insert(readers.end(), dependencies.begin(), dependencies.end());
+    for (auto& data : data_read_by(readers, *changed_files, rule, read)) dependencies.push_back(std::move(data));
     if (unreadable) return std::unexpected(with_context(failure.origin + ": ", *unreadable));
   }
   std::vector<std::string> all = paths;
@@ -665,25 +783,29 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
         // A dependency whose changed lines this test cannot run is not part of its case.
         if (dependency && lines->empty()) continue;
       }
+      if (p == paths.front() && !lines->empty()) {
+        const std::set<int> unreached = unreached_lines(failure.test_id, p, *before);
+        std::erase_if(*lines, [&](int l) { return unreached.contains(l); });
+        if (lines->empty()) {  // the fix changed only other tests' lines of this file: not this test's code
+          others_only = p;
+          files.push_back({p, std::move(*before)});
+          continue;
+        }
+      }
       changed = true;
       auto replacements = line_fixes(*before, **after, p);
       TRY(replacements);
-      for (int l : *lines) {
-        faulty_lines.push_back({p, l});
-        // A fix is kept as text: one holding bytes that are not UTF-8 is left out (the line stays labelled).
-        if (auto it = replacements->find(l);
-            it != replacements->end() && std::none_of(it->second.begin(), it->second.end(), [](const std::string& t) {
-              return find_invalid_utf8(t).has_value();
-            }))
-          fixes[{p, l}] = std::move(it->second);
-      }
+      for (int l : *lines) faulty_lines.push_back({p, l});
+      keep_fixes(p, *lines, *replacements, fixes);
       out.fixed_files.push_back({p, **after});
     } else if (!*after) {
-      // The fix deleted the file: every line of it was removed.
+      // The fix deleted the file: every line of it was removed (of the test's own file, the lines it reaches).
       changed = true;
       const auto lines = split_lines(*before);
+      const std::set<int> unreached =
+          p == paths.front() ? unreached_lines(failure.test_id, p, *before) : std::set<int>{};
       for (size_t i = 0; i < lines.size(); ++i)
-        if (!is_blank(lines[i])) {
+        if (!is_blank(lines[i]) && !unreached.contains(static_cast<int>(i + 1))) {
           faulty_lines.push_back({p, static_cast<int>(i + 1)});
           fixes[{p, static_cast<int>(i + 1)}] = {};  // deleted with its file
         }
@@ -691,21 +813,14 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
     }
     files.push_back({p, std::move(*before)});
   }
-  if (!have_main) {
-    out.status = FailureStatus::missing_file;
-    out.detail = paths.front() + " is not in commit " + faulty.sha.substr(0, 10);
-    return out;
-  }
-  if (!changed) {
-    out.status = FailureStatus::not_test_fault;
-    out.detail = "no test file changed between " + faulty.sha.substr(0, 10) + " and " + fixed.sha.substr(0, 10);
-    return out;
-  }
-  if (faulty_lines.empty()) {
-    out.status = FailureStatus::only_additions;
-    out.detail = "the fix only added lines";
-    return out;
-  }
+  if (!have_main)
+    return settled(FailureStatus::missing_file, paths.front() + " is not in commit " + faulty.sha.substr(0, 10));
+  if (!changed)
+    return settled(FailureStatus::not_test_fault,
+                   others_only.empty()
+                       ? "no test file changed between " + faulty.sha.substr(0, 10) + " and " + fixed.sha.substr(0, 10)
+                       : "the fix changed only other tests' lines of " + others_only);
+  if (faulty_lines.empty()) return settled(FailureStatus::only_additions, "the fix only added lines");
   // Through the interchange format's reader: the case is validated like an imported one.
   auto built = case_from_json(mined_record(failure, faulty, fixed, options.project, files, faulty_lines, fixes));
   if (!built) return std::unexpected(Error{failure.origin + ": " + built.error().message});

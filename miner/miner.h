@@ -92,7 +92,13 @@ class TestCodeRule {
   // An empty list, or a glob that is absolute or holds "..", is an error naming it.
   static Result<TestCodeRule> parse(const std::string& globs);
   bool matches(const std::string& path) const;
+  // Test data: a file of no language spark reads (JSON, YAML, text, ...) under a folder a `DIR/**` glob names
+  // (tests/compliance/indices.json under `tests/**`). Not test code to parse, but a test that reads it can fail by it.
+  bool is_test_data(const std::string& path) const;
   const std::vector<std::string>& globs() const { return globs_; }
+  // This rule with `more` globs added (a project's own test code: project_tests.h). Globs that are absolute or climb
+  // out with ".." are left out.
+  TestCodeRule with_globs(const std::vector<std::string>& more) const;
 
  private:
   std::vector<std::string> globs_;

@@ -10,6 +10,7 @@
 #include "code/code_structure.h"
 #include "code/test_scope.h"
 #include "formats/error_message.h"
+#include "project_tests.h"
 #include "store/database.h"
 
 namespace spark {
@@ -147,6 +148,12 @@ std::string failure_id(const StoredFailure& f) { return hex64(fnv1a64(f.commit +
 std::optional<std::string> test_gone_at(const GitRepository& repo, const std::string& sha, const std::string& test_id) {
   const TestIdParts parts = parse_test_id(test_id, language_of_test_id(test_id));
   const std::string at = "commit " + sha.substr(0, 10);
+  if (auto text_file = doctest_text_file(test_id)) {
+    // A doctest of a text file goes with its file.
+    auto content = repo.file_at(sha, *text_file);
+    if (!content || *content) return std::nullopt;
+    return "its doctest file " + *text_file + " is not in " + at;
+  }
   if (parts.path.empty()) {
     // A module's id (a collection error's is its file's path) goes with its file; a dotted unittest id names no file
     // to look at, and never expires.
@@ -163,7 +170,9 @@ std::optional<std::string> test_gone_at(const GitRepository& repo, const std::st
   if (parts.function.empty()) return std::nullopt;
   const SourceFile& file = files.front();
   const CodeStructure structure = analyze_code(file.content, language_for(file.path, ""), file.path);
-  if (estimate_scope(structure, test_id).found || file.content.find(parts.function) != std::string::npos)
+  // A module's doctest ("pkg/mod.py::pkg.mod.f") names its function after the module's dotted name.
+  const std::string function = parts.function.substr(parts.function.rfind('.') + 1);
+  if (estimate_scope(structure, test_id).found || file.content.find(function) != std::string::npos)
     return std::nullopt;
   return file.path + " no longer defines " + parts.function + " at " + at;
 }
