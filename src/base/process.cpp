@@ -64,15 +64,26 @@ struct DirCloser {
   void operator()(DIR* d) const { ::closedir(d); }
 };
 
-// Up to `limit` bytes of a /proc file; empty when it cannot be read (the process is gone, or not ours).
-std::string read_proc(const std::string& path, size_t limit) {
+// Up to `limit` bytes of a /proc file (`once`: what one read gives, enough for the head of a stat file); empty when
+// it cannot be read (the process is gone, or not ours).
+std::string read_proc(const std::string& path, size_t limit, bool once = false) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return "";
   std::string out;
   char buf[4096];
   ssize_t got;
-  while (out.size() < limit && (got = ::read(fd.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(got));
+  while (out.size() < limit && (got = ::read(fd.get(), buf, sizeof buf)) > 0) {
+    out.append(buf, static_cast<size_t>(got));
+    if (once) break;
+  }
   return out;
+}
+
+// Whether this process is a child subreaper (ChildSubreaper): only then can a process a run left still be its
+// descendant once the run's group is killed (else the orphans went to init).
+bool subreaper() {
+  int on = 0;
+  return ::prctl(PR_GET_CHILD_SUBREAPER, &on) == 0 && on != 0;
 }
 
 // Every process of the machine that /proc shows, with its parent and state.
@@ -84,7 +95,7 @@ std::vector<ProcessEntry> list_processes() {
     const std::string_view name = e->d_name;
     if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
     // "PID (COMM) S PPID ...": COMM may hold spaces and parentheses, so read after the last ')'.
-    const std::string stat = read_proc("/proc/" + std::string(name) + "/stat", 512);
+    const std::string stat = read_proc("/proc/" + std::string(name) + "/stat", 512, /*once=*/true);
     const size_t close = stat.rfind(')');
     if (close == std::string::npos || close + 4 >= stat.size()) continue;
     ProcessEntry p;
@@ -287,7 +298,7 @@ Result<CommandResult> run_command(const std::string& command, const fs::path& cw
     g_running.erase(pid);
   }
   // What left the group (setsid, a double fork) and is still spark's descendant carries the mark.
-  kill_descendants([&mark](pid_t p) { return carries_mark(p, mark); }, 5);
+  if (subreaper()) kill_descendants([&mark](pid_t p) { return carries_mark(p, mark); }, 5);
   read_end.reset();
   result.seconds = seconds_since(start);
   if (!result.timed_out && !result.stopped) {
