@@ -101,7 +101,7 @@ std::string installed_module_lacks_name(const std::string& output, const fs::pat
 // pytest's usage error (exit 4): an option it does not know, a bad -o, an ini option it refuses. The reason names
 // the line that says so and, for arguments that come from the project's addopts (a plugin that is not installed:
 // pytest-cov's --cov), how to run without them. "" when the output has no such error.
-std::string pytest_usage_error(const std::string& output, const fs::path& worktree) {
+std::string pytest_usage_error(const std::string& output, const fs::path& worktree, const std::string& test_id) {
   std::string error, ini;
   for (std::string_view line : split_lines(output)) {
     const std::string_view text = trim(line);
@@ -116,6 +116,10 @@ std::string pytest_usage_error(const std::string& output, const fs::path& worktr
     if (output.find("ERROR: usage:") == std::string::npos) return "";
     error = "usage error";
   }
+  // argparse lists the test id (or its file) among the arguments it refused once an option took the wrong words:
+  // without it, one reason for every test.
+  for (const std::string& word : {test_id, test_id.substr(0, test_id.find("::"))})
+    for (size_t at; !word.empty() && (at = error.find(" " + word)) != std::string::npos;) error.erase(at, word.size() + 1);
   std::string where;  // the config file, as the repository names it
   if (!ini.empty() && !worktree.empty() && ini.starts_with(worktree.string() + "/"))
     where = ini.substr(worktree.string().size() + 1);
@@ -202,7 +206,8 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
   if (has("ERROR: file or directory not found") || has("ERROR: not found:"))
     return {RunVerdict::environment, "the test runner did not find the test " + test_id};
   if (r.exit_code == 4)
-    if (std::string usage = pytest_usage_error(out, worktree); !usage.empty()) return {RunVerdict::environment, usage};
+    if (std::string usage = pytest_usage_error(out, worktree, test_id); !usage.empty())
+      return {RunVerdict::environment, usage};
   if (r.exit_code == 5 && (has("no tests ran") || has(" deselected") || has("collected 0 items")))
     return {RunVerdict::environment,
             "pytest collected no test for " + test_id +
