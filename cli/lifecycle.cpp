@@ -253,9 +253,12 @@ class Progress {
   }
   void tested(const CandidateRuns& r) {
     ++done_;
-    size_t& seen = runs_of_[r.candidate];
+    auto& [seen, unrunnable] = runs_of_[r.candidate];
     runs_ += r.runs - seen;
     seen = r.runs;
+    unrunnable_ += r.unrunnable.size() - unrunnable;
+    unrunnable = r.unrunnable.size();
+    if (!r.unrunnable.empty()) last_reason_ = r.unrunnable.back().first;
     show(false);
   }
   void candidate_done(const RunTotals& t) {
@@ -277,8 +280,11 @@ class Progress {
         done_ ? elapsed / static_cast<double>(done_) * static_cast<double>(tests_ - std::min(done_, tests_)) : 0;
     const std::string line = "spark: discover: " + std::to_string(done_) + "/" + std::to_string(tests_) +
                              " tests, " + std::to_string(candidates_) + " candidates done, " + plural(runs_, "run") +
-                             ", " + plural(fixes_, "fix", "fixes") + ", " + seconds_text(elapsed) +
-                             (last ? "" : ", ETA " + seconds_text(eta));
+                             ", " + plural(fixes_, "fix", "fixes") +
+                             (unrunnable_ ? ", " + std::to_string(unrunnable_) + " could not run (last: " +
+                                                terminal_line(last_reason_.substr(0, 80)) + ")"
+                                          : std::string()) +
+                             ", " + seconds_text(elapsed) + (last ? "" : ", ETA " + seconds_text(eta));
     if (tty_)
       std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), last ? "\n" : "");
     else
@@ -286,8 +292,9 @@ class Progress {
   }
 
   bool tty_;
-  size_t tests_ = 0, done_ = 0, runs_ = 0, candidates_ = 0, fixes_ = 0;
-  std::map<const FixCandidate*, size_t> runs_of_;
+  size_t tests_ = 0, done_ = 0, runs_ = 0, candidates_ = 0, fixes_ = 0, unrunnable_ = 0;
+  std::string last_reason_;                                            // the latest could-not-run's reason
+  std::map<const FixCandidate*, std::pair<size_t, size_t>> runs_of_;  // (runs, could-not-run) counted so far
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   double shown_ = -1e9;
 };
@@ -342,6 +349,11 @@ int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& cand
   };
   const Status ran = discover_fixes(repo.workdir(), candidates, d, callbacks);
   progress.finish();
+  if (const int signal = stop_signal_caught()) {
+    note(ran ? "discover: stopped by " + signal_name(signal) : ran.error().message);
+    note("discover: the tests decided before it are stored; the same command continues where it stopped");
+    return 128 + signal;
+  }
   if (!ran) return report_error(ran.error());
   note_runs(totals, d.confirm);
   // The failures found lie at the parents of the walked commits, which a time range can leave out.
@@ -389,7 +401,17 @@ int cmd_discover(const Common& common, const MineArgs& args) {
       listed += args.output.empty() ? candidates_text(*candidates) : candidates_jsonl(*candidates);
       continue;
     }
-    if (int rc = discover_in(**repo, *candidates, args, *options, *kb); rc != 0) return rc;
+    // A stop signal ends the runs under way, their processes and work trees, then spark as the signal would.
+    int rc = 0;
+    {
+      StopSignals stop;
+      rc = discover_in(**repo, *candidates, args, *options, *kb);
+    }
+    if (const int signal = stop_signal_caught()) {
+      kb.reset();
+      end_by_signal(signal);
+    }
+    if (rc != 0) return rc;
   }
   if (args.dry_run) return write_output(args.output.empty() ? "" : args.output, listed);
   MiningStore store(*kb);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -526,9 +527,16 @@ struct RunOutcome {
   bool shared = false;  // run now by another worker
 };
 
-// What a stored outcome says, or nullopt when it must run (none stored, or a could-not-run to retry).
+// A could-not-run reason that says the test is not there (removed, renamed, deselected): at the commit after a
+// failure at the parent, the commit took the test away; nothing it fixed.
+bool test_not_there(const std::string& reason) {
+  return reason.starts_with("the test runner did not find the test") || reason.starts_with("pytest collected no test");
+}
+
+// What a stored outcome says, or nullopt when it must run (none stored, or a could-not-run to retry: asked to, or
+// stored by a discovery with another command than `mark` names).
 std::optional<RunOutcome> from_store(const std::map<std::string, RecordedOutcome>& stored, const std::string& test,
-                                     bool retry_unrunnable) {
+                                     bool retry_unrunnable, const std::string& mark) {
   auto it = stored.find(test);
   if (it == stored.end()) return std::nullopt;
   const RecordedOutcome& o = it->second;
@@ -539,9 +547,10 @@ std::optional<RunOutcome> from_store(const std::map<std::string, RecordedOutcome
     case Outcome::error:
       return RunOutcome{RunVerdict::failed, o.message, false};
     case Outcome::skipped:
-      if (retry_unrunnable && o.origin.starts_with(kDiscoverOrigin)) return std::nullopt;
+      if (o.origin.starts_with(kDiscoverOrigin) && (retry_unrunnable || !o.message.ends_with(mark)))
+        return std::nullopt;
       return RunOutcome{RunVerdict::environment,
-                        o.message.starts_with(kUnrunnablePrefix) ? o.message.substr(kUnrunnablePrefix.size())
+                        o.message.starts_with(kUnrunnablePrefix) ? unrunnable_reason(o.message)
                                                                  : "skipped by the test runner",
                         false};
   }
@@ -580,11 +589,65 @@ class RunMemo {
   std::unordered_map<std::string, std::optional<RunOutcome>> runs_;  // by sha + "\n" + test id
 };
 
+// Whether any run could run its test yet, and the could-not-run results before one could: when these reach
+// DiscoverOptions::give_up_after, the command or the environment cannot run this project's tests at all, and the
+// discovery stops saying why instead of running every pair.
+class GiveUp {
+ public:
+  explicit GiveUp(size_t after) : after_(after) {}
+
+  // A result (from a run now or from the store); `example` is "sha test".
+  void saw(const RunOutcome& o, const std::string& example) {
+    std::lock_guard lock(mu_);
+    if (ran_ || given_up_) return;
+    if (o.verdict != RunVerdict::environment) {
+      ran_ = true;
+      return;
+    }
+    seen_.emplace_back(o.message, example);
+    known_ += o.fresh ? 0 : 1;
+    if (after_ && seen_.size() >= after_) given_up_ = true;
+  }
+  bool given_up() const { return given_up_; }
+
+  // Why: each reason once with its count and an example, and what to do.
+  std::string reason() const {
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<std::string, std::pair<size_t, std::string>>> reasons;  // in order of first sight
+    for (const auto& [why, example] : seen_) {
+      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == why; });
+      if (it == reasons.end())
+        reasons.push_back({why, {1, example}});
+      else
+        ++it->second.first;
+    }
+    std::string out = "discover: gave up: the first " + std::to_string(seen_.size()) +
+                      " runs could not run their test, and none could: ";
+    for (size_t i = 0; i < reasons.size(); ++i)
+      out += (i ? "; " : "") + reasons[i].first + " (" + std::to_string(reasons[i].second.first) + "×, e.g. " +
+             reasons[i].second.second + ")";
+    out += ". Nothing is labelled from such runs: fix the command (--run) or the environment and run again (another "
+           "command runs them again";
+    if (known_)
+      out += "; " + std::to_string(known_) + " of them were stored by an earlier discovery with this command: "
+             "--retry-unrunnable runs them again";
+    return out + ")";
+  }
+
+ private:
+  mutable std::mutex mu_;
+  size_t after_;
+  bool ran_ = false;
+  std::atomic<bool> given_up_{false};
+  size_t known_ = 0;                                       // of seen_, read from the store
+  std::vector<std::pair<std::string, std::string>> seen_;  // (reason, "sha test")
+};
+
 // A worker: its repository handle and its two work trees, emptied and filled again per candidate.
 class Worker {
  public:
-  Worker(const fs::path& repo_path, const fs::path& root, RunMemo& memo)
-      : repo_path_(repo_path), root_(root), memo_(memo) {}
+  Worker(const fs::path& repo_path, const fs::path& root, RunMemo& memo, GiveUp& give_up)
+      : repo_path_(repo_path), root_(root), memo_(memo), give_up_(give_up) {}
 
   // Runs a candidate's tests; after each test `flush` stores what it ran (and empties r.outcomes); it returns false
   // when the discovery stops.
@@ -599,7 +662,9 @@ class Worker {
       return r;
     }
     trees_[0] = trees_[1] = "";
+    mark_ = unrunnable_command_mark(options.command);
     for (const auto& test : c.tests) {
+      if (give_up_.given_up() || stop_signal_caught()) break;
       if (!run_test(r, c, test, *at_parent, *at_commit, options, store)) break;
       if (!flush(r)) break;
     }
@@ -620,18 +685,18 @@ class Worker {
       return true;
     }
     if (p->verdict == RunVerdict::environment) {
-      unrunnable(r, c.parent, test, *p);
+      unrunnable(r, c.parent, test, *p, mark_);
       return true;
     }
     auto n = outcome(r, c, 1, test, at_commit, options);
     if (!n) return false;
     if (n->verdict == RunVerdict::environment) {
       keep(r, c.parent, test, *p, false);
-      if (n->message.starts_with("the test runner did not find the test")) {
+      if (test_not_there(n->message)) {
         ++r.gone_at_commit;  // the commit removed (or renamed) the test: nothing it fixed
-        store_unrunnable(r, c.commit.sha, test, *n);
+        store_unrunnable(r, c.commit.sha, test, *n, mark_);
       } else {
-        unrunnable(r, c.commit.sha, test, *n);
+        unrunnable(r, c.commit.sha, test, *n, mark_);
       }
       return true;
     }
@@ -683,11 +748,16 @@ class Worker {
   std::optional<RunOutcome> outcome(CandidateRuns& r, const FixCandidate& c, int side, const CandidateTest& test,
                                     const std::map<std::string, RecordedOutcome>& stored,
                                     const DiscoverOptions& options, bool again = false) {
-    if (auto known = from_store(stored, test.test_id, options.retry_unrunnable)) {
+    const std::string& sha = side == 0 ? c.parent : c.commit.sha;
+    // What says the environment cannot run tests: any result but a test the commit took away (after a failure).
+    const auto watch = [&](const RunOutcome& o) {
+      if (side == 0 || !test_not_there(o.message)) give_up_.saw(o, sha.substr(0, 10) + " " + test.test_id);
+    };
+    if (auto known = from_store(stored, test.test_id, options.retry_unrunnable, mark_)) {
       ++r.reused;
+      watch(*known);
       return known;
     }
-    const std::string& sha = side == 0 ? c.parent : c.commit.sha;
     const std::string key = sha + "\n" + test.test_id;
     if (!again)
       if (auto known = memo_.claim(key)) {
@@ -695,7 +765,10 @@ class Worker {
         return known;
       }
     auto result = run_at(r, sha, side, test, options);
-    if (!again) memo_.fulfil(key, result ? *result : RunOutcome{RunVerdict::environment, r.checkout_error, false});
+    if (!again)
+      memo_.fulfil(key, result ? *result
+                               : RunOutcome{RunVerdict::environment, r.stopped ? "stopped" : r.checkout_error, false});
+    if (result) watch(*result);
     return result;
   }
 
@@ -713,6 +786,10 @@ class Worker {
       r.setup_seconds += seconds_since(start);
     }
     auto run = run_command(expand_test_command(options.command, test), dir, options.timeout, options.max_output);
+    if (run && run->stopped) {
+      r.stopped = true;  // says nothing about the test: not stored, and the discovery ends
+      return std::nullopt;
+    }
     ++r.runs;
     if (!run) return RunOutcome{RunVerdict::environment, run.error().message, true};
     r.run_seconds += run->seconds;
@@ -755,20 +832,21 @@ class Worker {
     r.outcomes.push_back(std::move(out));
   }
 
-  static void unrunnable(CandidateRuns& r, const std::string& sha, const CandidateTest& test, const RunOutcome& o) {
+  static void unrunnable(CandidateRuns& r, const std::string& sha, const CandidateTest& test, const RunOutcome& o,
+                         const std::string& mark) {
     r.unrunnable.emplace_back(o.message, sha.substr(0, 10) + " " + test.test_id);
     r.unrunnable_known += o.fresh || o.shared ? 0 : 1;
-    store_unrunnable(r, sha, test, o);
+    store_unrunnable(r, sha, test, o, mark);
   }
 
   static void store_unrunnable(CandidateRuns& r, const std::string& sha, const CandidateTest& test,
-                               const RunOutcome& o) {
+                               const RunOutcome& o, const std::string& mark) {
     if (!o.fresh) return;
     RecordedOutcome out;
     out.commit = sha;
     out.test_id = test.test_id;
     out.outcome = Outcome::skipped;
-    out.message = std::string(kUnrunnablePrefix) + o.message;
+    out.message = std::string(kUnrunnablePrefix) + o.message + "\n" + mark;
     out.origin = std::string(kDiscoverOrigin) + " at " + sha.substr(0, 10);
     out.opens = false;
     r.outcomes.push_back(std::move(out));
@@ -776,6 +854,8 @@ class Worker {
 
   fs::path repo_path_, root_;
   RunMemo& memo_;
+  GiveUp& give_up_;
+  std::string mark_;  // this command's mark on the could-not-run outcomes it stores
   std::unique_ptr<GitRepository> repo_;
   std::string trees_[2];  // the commit each work tree holds
 };
@@ -792,9 +872,13 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
   if (canonical_error) root = *dir;
   const unsigned jobs = static_cast<unsigned>(std::min<size_t>(std::max(1u, options.jobs), candidates.size()));
   RunMemo memo;
+  GiveUp give_up(options.give_up_after);
+  // Orphans of the runs (a setsid'd server, a daemon) come back to spark, so each run's clean-up finds them; what is
+  // left when the runs are over is killed when `reaper` goes, before the work trees are removed.
+  auto reaper = std::make_unique<ChildSubreaper>();
   std::vector<std::unique_ptr<Worker>> workers;
   for (unsigned w = 0; w < jobs; ++w)
-    workers.push_back(std::make_unique<Worker>(repo_path, root / ("w" + std::to_string(w)), memo));
+    workers.push_back(std::make_unique<Worker>(repo_path, root / ("w" + std::to_string(w)), memo, give_up));
   std::mutex mu;  // the store: one thread at a time
   Status result;
   std::atomic<bool> stop{false};
@@ -823,7 +907,7 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
     return true;
   };
   parallel_for(candidates.size(), jobs, [&](unsigned worker, size_t i) {
-    if (stop) return;
+    if (stop || give_up.given_up() || stop_signal_caught()) return;
     CandidateRuns runs = workers[worker]->run(candidates[i], options, locked,
                                               [&](CandidateRuns& r) { return flush(r, true); });
     if (!runs.store_error.empty()) {
@@ -832,14 +916,31 @@ Status discover_fixes(const fs::path& repo_path, const std::vector<FixCandidate>
       stop = true;
       return;
     }
-    if (!flush(runs, false)) return;
+    if (!flush(runs, false) || runs.stopped) return;
     std::lock_guard lock(mu);
     if (store.done) store.done(runs);
   });
   workers.clear();
+  reaper.reset();
   std::error_code ec;
   fs::remove_all(root, ec);
+  if (const int signal = stop_signal_caught())
+    return fail("discover: stopped by " + signal_name(signal) +
+                ": the runs under way were ended, with everything they started, and their work trees removed");
+  if (result && give_up.given_up()) return fail(give_up.reason());
   return result;
+}
+
+std::string unrunnable_command_mark(const std::string& command) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(command)));
+  return "[--run " + std::string(hex) + "]";
+}
+
+std::string unrunnable_reason(const std::string& message) {
+  std::string reason = message.starts_with(kUnrunnablePrefix) ? message.substr(kUnrunnablePrefix.size()) : message;
+  if (const size_t at = reason.rfind("\n[--run "); at != std::string::npos && reason.ends_with("]")) reason.erase(at);
+  return reason;
 }
 
 }  // namespace spark

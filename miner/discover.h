@@ -98,8 +98,11 @@ struct DiscoverOptions {
   double timeout = 600;
   unsigned jobs = 1;
   unsigned confirm = 2;           // runs more at the parent before a pair counts as a fix
-  bool retry_unrunnable = false;  // run again what was stored as could-not-run
+  bool retry_unrunnable = false;  // run again what was stored as could-not-run (with this command or another)
   size_t max_output = size_t{64} * 1024;
+  // Give up when this many runs could not run the test before any run could (the runner missing, every import
+  // failing): discover_fixes fails naming why. 0: never.
+  size_t give_up_after = 5;
 };
 
 // One candidate's runs, as they are stored: every outcome, and those that open a failure marked so.
@@ -113,6 +116,7 @@ struct CandidateRuns {
   size_t unrunnable_known = 0;                                  // of them, known from the store (not run now)
   std::string checkout_error;                                   // the work trees could not be made: skipped
   std::string store_error;                                      // the store could not be read: discovery stops
+  bool stopped = false;  // a stop signal ended a run (StopSignals): nothing of that test is stored
   size_t setups = 0;  // work trees made
   double setup_seconds = 0, run_seconds = 0;
 };
@@ -131,13 +135,23 @@ struct DiscoverStore {
 };
 
 // Runs the candidates (see the file's comment). Stops at the first error of the store; a candidate whose work trees
-// cannot be made is reported in its CandidateRuns and skipped.
+// cannot be made is reported in its CandidateRuns and skipped. Fails naming the reasons when the first
+// `give_up_after` results could not run the test. While it runs, spark is a child subreaper (ChildSubreaper): what a
+// run leaves, in a new session too, is killed when the run ends, and every descendant left when it returns. A stop
+// signal (StopSignals) ends the runs under way at once, stores nothing of their tests, and fails with
+// "stopped by SIGTERM" (stop_signal_caught() says which); the work trees are removed on every way out.
 Status discover_fixes(const std::filesystem::path& repo_path, const std::vector<FixCandidate>& candidates,
                       const DiscoverOptions& options, const DiscoverStore& store);
 
 // The origin discovery writes on the outcomes it stores ("spark mine --discover at abc1234567"), and the reason of a
-// stored could-not-run outcome (its message after kUnrunnablePrefix).
+// stored could-not-run outcome (its message after kUnrunnablePrefix, up to the line of the command's mark).
 inline constexpr std::string_view kDiscoverOrigin = "spark mine --discover";
 inline constexpr std::string_view kUnrunnablePrefix = "could not run: ";
+
+// The line a stored could-not-run outcome ends with: which command could not run it ("[--run 1f2e3d4c5b6a7980]", a
+// hash of the command as given, placeholders and all). Another command runs it again.
+std::string unrunnable_command_mark(const std::string& command);
+// A stored could-not-run outcome's reason: its message without kUnrunnablePrefix and the command's mark.
+std::string unrunnable_reason(const std::string& message);
 
 }  // namespace spark

@@ -98,6 +98,48 @@ std::string installed_module_lacks_name(const std::string& output, const fs::pat
   return "";
 }
 
+// pytest's usage error (exit 4): an option it does not know, a bad -o, an ini option it refuses. The reason names
+// the line that says so and, for arguments that come from the project's addopts (a plugin that is not installed:
+// pytest-cov's --cov), how to run without them. "" when the output has no such error.
+std::string pytest_usage_error(const std::string& output, const fs::path& worktree, const std::string& test_id) {
+  std::string error, ini;
+  for (std::string_view line : split_lines(output)) {
+    const std::string_view text = trim(line);
+    if (const size_t at = text.find("error: unrecognized arguments: "); at != std::string_view::npos && error.empty())
+      error = std::string(text.substr(at + 7));
+    else if (text.starts_with("ERROR: ") && !text.starts_with("ERROR: usage:") && error.empty())
+      error = std::string(text.substr(7));
+    else if (text.starts_with("inifile: ") || text.starts_with("configfile: "))
+      ini = std::string(trim(text.substr(text.find(':') + 1)));
+  }
+  if (error.empty()) {
+    if (output.find("ERROR: usage:") == std::string::npos) return "";
+    error = "usage error";
+  }
+  // argparse lists the test id (or its file) among the arguments it refused once an option took the wrong words:
+  // without it, one reason for every test.
+  for (const std::string& word : {test_id, test_id.substr(0, test_id.find("::"))})
+    for (size_t at; !word.empty() && (at = error.find(" " + word)) != std::string::npos;) error.erase(at, word.size() + 1);
+  std::string where;  // the config file, as the repository names it
+  if (!ini.empty() && !worktree.empty() && ini.starts_with(worktree.string() + "/"))
+    where = ini.substr(worktree.string().size() + 1);
+  const std::string reason = "pytest's usage error (exit 4): " + error;
+  if (!error.starts_with("unrecognized arguments: ") || where.empty()) return reason + " (fix the command)";
+  // The first argument it refused, without its value: is it in the config file (addopts)?
+  std::string argument = error.substr(24);
+  argument = argument.substr(0, argument.find_first_of(" ="));
+  // The repository's file: a regular file (not a link out of the work tree), of a sane size.
+  std::error_code ec;
+  const fs::path file = worktree / where;
+  const bool readable = fs::is_regular_file(fs::symlink_status(file, ec)) && fs::file_size(file, ec) < (1u << 20);
+  const auto config = readable && !ec ? read_file(file) : Result<std::string>(fail("not read"));
+  if (!config || argument.empty() || config->find(argument) == std::string::npos)
+    return reason + " (fix the command)";
+  return reason + ", from the addopts of " + where +
+         " (a plugin that is not installed?): run pytest with -o addopts= (python3 -m pytest -o addopts= {test_id}) "
+         "or install the plugin";
+}
+
 }  // namespace
 
 RunClassification classify_run(const CommandResult& r, const std::string& test_id, const fs::path& worktree) {
@@ -122,7 +164,14 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
   if (r.exit_code == 126) return {RunVerdict::environment, "the command is not executable (exit 126)"};
   if (has("No module named pytest") || has("No module named 'pytest'"))
     return {RunVerdict::environment, "the test runner is not installed: No module named pytest"};
-  if (has("INTERNALERROR")) return {RunVerdict::environment, "the test runner failed internally (INTERNALERROR)"};
+  if (has("INTERNALERROR")) {
+    // pytest's exit 3: its last INTERNALERROR line is the exception.
+    std::string last;
+    for (std::string_view line : split_lines(out))
+      if (line.starts_with("INTERNALERROR>")) last = std::string(trim(line.substr(14)));
+    return {RunVerdict::environment, "the test runner failed internally (INTERNALERROR" +
+                                         (last.empty() ? std::string(")") : "): " + last)};
+  }
   const std::string cause = run_cause(out);
   if (const std::string module = missing_module(out); !module.empty() && only_in_src(worktree, test_id, out, module))
     return {RunVerdict::environment, "the project's own package '" + module +
@@ -156,6 +205,14 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
   }
   if (has("ERROR: file or directory not found") || has("ERROR: not found:"))
     return {RunVerdict::environment, "the test runner did not find the test " + test_id};
+  if (r.exit_code == 4)
+    if (std::string usage = pytest_usage_error(out, worktree, test_id); !usage.empty())
+      return {RunVerdict::environment, usage};
+  if (r.exit_code == 5 && (has("no tests ran") || has(" deselected") || has("collected 0 items")))
+    return {RunVerdict::environment,
+            "pytest collected no test for " + test_id +
+                " (exit 5): the project's configuration deselects or ignores it (-k, -m or --ignore in addopts, "
+                "collect_ignore), or it is not there"};
   if (has("no tests ran")) return {RunVerdict::environment, "no tests ran"};
   return {RunVerdict::failed, ""};
 }

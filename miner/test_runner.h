@@ -17,8 +17,10 @@ namespace spark {
 
 // What a run of a test command says about the test. `environment`: the command could not run the test at all
 // (command not found or not executable, the test runner not importable, a module the tests import that is not
-// installed, pytest's usage errors, "no tests ran", a test id it cannot find, an internal error, or a collection error
-// in a file that is not the test's own). Such a run says nothing about the test's code, so nothing is labelled from
+// installed, pytest's usage errors (exit 4: an option it does not know; when the option comes from the project's
+// addopts the reason says so and names `-o addopts=`), "no tests ran" or no test collected (exit 5: deselected or
+// ignored by the project's configuration, or not there), a test id it cannot find, an internal error (exit 3, quoting
+// its last INTERNALERROR line), or a collection error in a file that is not the test's own). Such a run says nothing about the test's code, so nothing is labelled from
 // it. A collection error in the test's own file (a syntax error, a bad import there) is the test code's: `failed`.
 // A module is "not installed" when Python says `No module named 'X'` and the run's work tree `worktree` has no
 // X (X/ or X.py at its top, in src/, or beside the test file): a typo in an import of the project's own module stays
