@@ -162,7 +162,7 @@ ProductExample product_example(std::string test_id, std::string commit, std::str
 }
 
 Verdict judge(const Case& query, const Localization& loc, const std::optional<TestHistory>& history,
-              const VerdictContext& context) {
+              const VerdictContext& context, const std::optional<ChangesSinceLastPass>& changes) {
   Verdict v;
   if (history && history->flaky) {
     v.kind = "flaky";
@@ -185,8 +185,9 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
     };
     for (const auto& f : frames)
       if (in_path(f.path) && f.path.find("-packages/") == std::string::npos) return true;
+    // A test file or helper module of the query's own (tests/calc_helpers.py for calc_helpers) is the repository's.
     for (const auto& f : query.files)
-      if (in_path(f.path)) return true;
+      if (in_path(f.path) || f.path == m + ".py" || f.path.ends_with("/" + m + ".py")) return true;
     return false;
   };
   if (auto why = environment_reason(query.error_message, own_module)) {
@@ -197,6 +198,34 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
   }
 
   double score = 0;
+  // What changed since the test last passed comes first: a regression is most likely in the code that changed.
+  if (changes) {
+    std::vector<std::string> reached;
+    for (const auto& p : changes->test_code)
+      if (std::any_of(query.files.begin(), query.files.end(), [&](const SourceFile& f) { return same_file(p, f.path); }))
+        reached.push_back(p);
+    const auto since = [&] {
+      return " between its last pass at " + changes->last_passed.substr(0, 10) + " and its failure " +
+             (changes->failing.size() == 40 ? "at " + changes->failing.substr(0, 10) : "in " + changes->failing);
+    };
+    const auto named = [](const std::vector<std::string>& paths) {
+      std::string out;
+      for (size_t i = 0; i < paths.size() && i < 3; ++i) out += (i ? ", " : "") + paths[i];
+      return clip_reason(out + (paths.size() > 3 ? " and " + std::to_string(paths.size() - 3) + " more" : ""));
+    };
+    if (!reached.empty()) {
+      score += 1.5;
+      v.reasons.push_back("its test code changed" + since() + " (" + named(reached) + ", +1.5)");
+    } else if (!changes->product.empty()) {
+      score -= 2.0;
+      v.reasons.push_back("only code outside its test code changed" + since() + " (" + named(changes->product) +
+                          ", -2.0)");
+    } else if (changes->test_code.empty()) {
+      v.reasons.push_back("no file changed" + since() + " (a flaky test, or the machine)");
+    } else {
+      v.reasons.push_back("only other tests' code changed" + since() + " (" + named(changes->test_code) + ")");
+    }
+  }
   // The deepest frame in the repository's own code: the standard library, installed packages and frozen modules are
   // neither the test nor the product (a test can misuse them, a machine can break them).
   const TracebackFrame* deepest = nullptr;
