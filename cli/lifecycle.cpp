@@ -552,13 +552,16 @@ void expire_recorded(const Common& common, const GitRepository& repo, const std:
 }
 
 // The files of the work tree that make a test run there differ from a run at HEAD (`head`, a full sha): tracked files
-// that differ from HEAD's (edited, staged, deleted), and the report's test files that HEAD does not have. Empty when
-// the work tree is HEAD's (or the repository is bare).
+// that differ from HEAD's (edited, staged, deleted), and the report's test files that HEAD does not have. spark's own
+// configuration (.spark.toml) changes no outcome and does not count. Empty when the work tree is HEAD's (or the
+// repository is bare).
 Result<std::vector<std::string>> work_tree_changes(const GitRepository& repo, const std::string& head,
                                                    const std::vector<RecordedOutcome>& outcomes) {
   auto changed = repo.changed_in_work_tree(head);
   TRY(changed);
-  std::set<std::string> paths(changed->begin(), changed->end());
+  std::set<std::string> paths;
+  for (auto& p : *changed)
+    if (p != ".spark.toml" && !p.ends_with("/.spark.toml")) paths.insert(std::move(p));
   std::set<std::string> asked;
   for (const auto& o : outcomes) {
     const std::string path = parse_test_id(o.test_id, language_of_test_id(o.test_id)).path;
@@ -607,6 +610,8 @@ int cmd_record(const Common& common, const RecordArgs& args) {
     for (const auto& w : warnings) note(w);
     return report_error(outcomes.error());
   }
+  auto options = sync_options(args.history);
+  if (!options) return report_error(options.error());
   // Outcomes recorded at HEAD are HEAD's only when the work tree they ran in is HEAD's.
   if (auto head = (*repo)->resolve("HEAD"); head && *head == *commit) {
     auto changed = work_tree_changes(**repo, *head, *outcomes);
@@ -617,8 +622,6 @@ int cmd_record(const Common& common, const RecordArgs& args) {
       return record_work_tree(common, args, **repo, *head, *changed);
   }
   for (const auto& w : warnings) note(w);
-  auto options = sync_options(args.history);
-  if (!options) return report_error(options.error());
   options->tip = *commit;
   options->snapshot = true;
   if (const int stored = store_recorded(common, **repo, *outcomes, *options); stored != 0) return stored;
