@@ -597,6 +597,47 @@ int record_work_tree(const Common& common, const RecordArgs& args, const GitRepo
   return localize_queries(common, localize_args, *queries, true);
 }
 
+// The failures of a recorded report as queries: each test's files from git objects at `commit` (the test file, then
+// the Python test code it depends on), as recorded; a failure whose file is missing or past the limits is named and
+// left out.
+std::vector<Case> recorded_queries(const GitRepository& repo, const std::string& commit,
+                                   const std::vector<RecordedOutcome>& outcomes, const TestCodeRule& test_code) {
+  std::vector<Case> queries;
+  for (const auto& o : outcomes) {
+    if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
+    auto files = failure_files(repo, commit, o.test_id, o.message);
+    // With the Python test code the test depends on (conftest.py files, imported helper modules): the fixtures and
+    // functions it reaches are ranked as its set-up.
+    if (!files.empty())
+      for (auto& f : failure_files(repo, commit, o.test_id, o.message, nullptr, &test_code))
+        if (language_of_path(f.path) == Language::python &&
+            std::none_of(files.begin(), files.end(), [&](const SourceFile& g) { return g.path == f.path; }))
+          files.push_back(std::move(f));
+    if (files.empty() ||
+        !same_file(parse_test_id(o.test_id, language_of_test_id(o.test_id)).path, files.front().path)) {
+      note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit.substr(0, 10) +
+           "; not localized");
+      continue;
+    }
+    // The limits `localize --test` and `import` hold test files to (a test file past them costs what they bound).
+    if (const auto big = std::find_if(files.begin(), files.end(),
+                                      [](const SourceFile& f) { return !test_file_too_large(f.content).empty(); });
+        big != files.end()) {
+      note(o.origin + ": " + o.test_id + ": " + big->path + ": " + test_file_too_large(big->content) +
+           "; recorded, not localized");
+      continue;
+    }
+    if (const auto language = language_of_path(files.front().path);
+        (language == Language::python || language == Language::java) && o.test_id.ends_with(']')) {
+      const auto rows = match_param_rows(analyze_code(files.front().content, *language, files.front().path),
+                                         files.front().content, o.test_id);
+      if (!rows.note.empty()) note(o.origin + ": " + rows.note);
+    }
+    queries.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
+  }
+  return queries;
+}
+
 }  // namespace
 
 int cmd_record(const Common& common, const RecordArgs& args) {
@@ -632,39 +673,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
     return 0;
   }
   // This report's failures, localized at once: test code from git objects at the commit, as recorded.
-  std::vector<Case> queries;
-  for (const auto& o : *outcomes) {
-    if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
-    auto files = failure_files(**repo, *commit, o.test_id, o.message);
-    // With the Python test code the test depends on (conftest.py files, imported helper modules): the fixtures and
-    // functions it reaches are ranked as its set-up.
-    if (!files.empty())
-      for (auto& f : failure_files(**repo, *commit, o.test_id, o.message, nullptr, &options->test_code))
-        if (language_of_path(f.path) == Language::python &&
-            std::none_of(files.begin(), files.end(), [&](const SourceFile& g) { return g.path == f.path; }))
-          files.push_back(std::move(f));
-    if (files.empty() ||
-        !same_file(parse_test_id(o.test_id, language_of_test_id(o.test_id)).path, files.front().path)) {
-      note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) +
-           "; not localized");
-      continue;
-    }
-    // The limits `localize --test` and `import` hold test files to (a test file past them costs what they bound).
-    if (const auto big = std::find_if(files.begin(), files.end(),
-                                      [](const SourceFile& f) { return !test_file_too_large(f.content).empty(); });
-        big != files.end()) {
-      note(o.origin + ": " + o.test_id + ": " + big->path + ": " + test_file_too_large(big->content) +
-           "; recorded, not localized");
-      continue;
-    }
-    if (const auto language = language_of_path(files.front().path);
-        (language == Language::python || language == Language::java) && o.test_id.ends_with(']')) {
-      const auto rows = match_param_rows(analyze_code(files.front().content, *language, files.front().path),
-                                         files.front().content, o.test_id);
-      if (!rows.note.empty()) note(o.origin + ": " + rows.note);
-    }
-    queries.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
-  }
+  const std::vector<Case> queries = recorded_queries(**repo, *commit, *outcomes, options->test_code);
   if (queries.empty()) {
     if (args.localize_args.format == "json") std::printf("[]\n");
     keep_ranker_learning(common);
