@@ -301,16 +301,34 @@ Result<std::vector<Case>> queries_from_case_file(const LocalizeArgs& args) {
   return out;
 }
 
-// Every failed or erroring test of a JUnit report, with its test file (and the repository's other test files its
-// traceback names) read from the repository root; nothing outside the root is read.
+}  // namespace
+
 Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
   const TestFiles under_root = files_under(args.root);
   auto report = read_junit(args.junit, under_root);
   TRY(report);
   for (const auto& w : report->warnings) note(w);
   std::vector<Case> out;
+  if (!args.test_id.empty()) {
+    // --test-id: that test's failure only, and an error naming what the report holds when it has none.
+    std::string failing;
+    size_t failures = 0;
+    const TestOutcome* named = nullptr;
+    for (const auto& o : report->outcomes) {
+      if (o.test_id == args.test_id) named = &o;
+      if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
+      if (++failures <= 5) failing += (failing.empty() ? "" : ", ") + o.test_id;
+    }
+    if (!named)
+      return fail(args.junit + ": no test \"" + args.test_id + "\" in the report (its failures: " +
+                  (failing.empty() ? "none" : failing + (failures > 5 ? ", …" : "")) + ")");
+    if (named->outcome != Outcome::failed && named->outcome != Outcome::error)
+      return fail(args.junit + ":" + std::to_string(named->report_line) + ": " + args.test_id + " " +
+                  std::string(outcome_name(named->outcome)) + " there: nothing to localize");
+  }
   for (const auto& o : report->outcomes) {
     if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
+    if (!args.test_id.empty() && o.test_id != args.test_id) continue;
     const std::string where = args.junit + ":" + std::to_string(o.report_line) + ": " + o.test_id;
     if (o.file.empty()) {
       note(where + ": its test file is not in " + args.root + "; not localized");
@@ -348,6 +366,8 @@ Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
   }
   return out;
 }
+
+namespace {
 
 // The folder where parsed test-file versions persist between processes (StructureCache::persist_in); "" without a
 // knowledge base.
@@ -490,6 +510,7 @@ Status localize_from_config(const Config& config, LocalizeArgs& args) {
   lo.epsilon = config.number("localize.epsilon");
   lo.r = static_cast<size_t>(config.integer("localize.r"));
   lo.similarity_floor = config.number("localize.similarity_floor");
+  args.test_code = config.str("mine.test_code");
   if (lo.k < 1) return fail(config.get("localize.k").source + ": localize.k must be at least 1");
   if (lo.r < 1) return fail(config.get("localize.r").source + ": localize.r must be at least 1");
   if (const std::string level = config.str("localize.level"); !parse_level(level, lo.level))
@@ -678,6 +699,21 @@ void keep_what_the_run_learnt(Retrieval& r, std::vector<std::string>& notes) {
     notes.push_back("kept them in the vector index");
 }
 
+// What changed between a test's last recorded pass and this failure, for the verdict: from the last pass to the
+// failure's commit (`commit`), or to the work tree when there is none. nullopt when the history has no pass, or git
+// cannot tell (a commit a shallow clone lacks).
+std::optional<ChangesSinceLastPass> changes_since_last_pass(const GitRepository& repo, const TestHistory& h,
+                                                            const std::string& commit, const TestCodeRule& rule) {
+  if (!h.last_passed_commit) return std::nullopt;
+  ChangesSinceLastPass c;
+  c.last_passed = *h.last_passed_commit;
+  c.failing = commit.empty() ? "the work tree" : commit;
+  auto paths = commit.empty() ? repo.changed_in_work_tree(c.last_passed) : repo.changed_paths(c.last_passed, commit);
+  if (!paths) return std::nullopt;
+  for (auto& p : *paths) (rule.matches(p) ? c.test_code : c.product).push_back(std::move(p));
+  return c;
+}
+
 // What is asked before "which line" (issue 36): each localized failure's test history from the recorded outcomes,
 // and its verdict, with the knowledge base's product examples (failures fixed outside the test code). A store that
 // cannot be read leaves the history out and says so; the localization stands.
@@ -703,16 +739,24 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
   // loads no git library), one lookup per commit.
   std::optional<std::unique_ptr<GitRepository>> repo;
   std::unordered_map<std::string, std::optional<int64_t>> times;
-  const auto commit_time = [&](const std::string& sha) -> std::optional<int64_t> {
+  const auto repository = [&]() -> const GitRepository* {
     if (!repo) {
       auto opened = GitRepository::open(context.repository);
       repo.emplace(opened ? std::move(*opened) : nullptr);
     }
+    return repo->get();
+  };
+  const auto commit_time = [&](const std::string& sha) -> std::optional<int64_t> {
     auto [it, added] = times.try_emplace(sha);
-    if (added && *repo)
-      if (auto t = (*repo)->commit_time(sha); t) it->second = *t;
+    if (added && repository())
+      if (auto t = repository()->commit_time(sha); t) it->second = *t;
     return it->second;
   };
+  auto rule = args.test_code.empty() ? Result<TestCodeRule>(TestCodeRule()) : TestCodeRule::parse(args.test_code);
+  if (!rule) {
+    notes.push_back("mine.test_code: " + rule.error().message + "; the default rule is used");
+    rule = TestCodeRule();
+  }
   const int64_t now = now_epoch();
   for (size_t i = 0; i < results.size() && i < queries.size(); ++i) {
     if (!results[i]) continue;
@@ -724,9 +768,12 @@ void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<C
       else
         loc.notes.push_back("its recorded runs could not be read: " + h.error().message);
     }
+    std::optional<ChangesSinceLastPass> changes;
+    if (loc.history && loc.history->last_passed_commit && repository())
+      changes = changes_since_last_pass(*repository(), *loc.history, args.commit, *rule);
     // Suggestions follow the final ranking (an LLM's, when one ranked).
     if (loc.llm && loc.llm->used) loc.suggestions = suggest_edits(queries[i], loc);
-    loc.verdict = judge(queries[i], loc, loc.history, context);
+    loc.verdict = judge(queries[i], loc, loc.history, context, changes);
   }
 }
 

@@ -72,6 +72,9 @@ struct LocalizeArgs {
   std::string case_file, case_id;
   std::string junit;       // a JUnit XML report: every failed or erroring test in it is a query
   std::string root = ".";  // with --junit: the repository the report's test files are in
+  // The commit the failures are at (`spark record`'s); "" = the work tree at `root` (HEAD and its uncommitted edits).
+  std::string commit;
+  std::string test_code;  // what is test code (`mine.test_code`): the verdict weighs what changed since a last pass
   // The localizer's and the LLM stage's settings, parsed once by localize_from_config (an unknown name is an error
   // naming where it was set); the policy's window and window fraction, and keep_prompt, come from flags.
   LocalizeOptions localize;
@@ -96,6 +99,10 @@ int cmd_localize(const Common& common, const LocalizeArgs& args);
 // and its test files, the test's own first.
 Case failure_query(const std::string& test_id, const std::string& message, std::optional<int64_t> time,
                    std::vector<SourceFile> files);
+// Every failed or erroring test of the JUnit report args.junit, with its test file (and the repository's other test
+// files its traceback names, the conftest.py files and helpers it reaches) read from the work tree at args.root;
+// nothing outside the root is read. With args.test_id, only that test's failure (an error when the report has none).
+Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args);
 // Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
 int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch);
 

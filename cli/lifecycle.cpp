@@ -89,11 +89,17 @@ void print_summary(const SyncReport& r, const std::string& verb) {
       settled += (settled.empty() ? "" : ", ") + std::to_string(it->second) + " " + text;
       total += it->second;
     }
+  // Open failures are counted by test (one test failing at three commits is one test still failing), with the
+  // failures behind them when they are more.
+  const bool by_test = r.still_open == r.still_open_tests;
+  const std::string of_them = by_test ? " of them" : " of the failures";
   note("settled " + plural(total, "failure") + (settled.empty() ? "" : ": " + settled) + "; " +
-       std::to_string(r.still_open) + " still open (not fixed yet)" +
-       (r.not_on_history ? ", " + std::to_string(r.not_on_history) + " of them not on the walked history" : "") +
-       (r.unreadable ? ", " + std::to_string(r.unreadable) +
-                           " of them fixed but left open because a git object could not be read (above: repair the "
+       plural(r.still_open_tests, "test") + " still open (" +
+       (by_test ? "" : plural(r.still_open, "failure") + " at " + plural(r.still_open_commits, "commit") + "; ") +
+       "not fixed yet)" +
+       (r.not_on_history ? ", " + std::to_string(r.not_on_history) + of_them + " not on the walked history" : "") +
+       (r.unreadable ? ", " + std::to_string(r.unreadable) + of_them +
+                           " fixed but left open because a git object could not be read (above: repair the "
                            "repository and run again to label them)"
                      : ""));
   if (!r.shallow_boundary.empty() && (r.beyond_boundary || r.not_on_history)) {
@@ -568,43 +574,71 @@ void expire_recorded(const Common& common, const GitRepository& repo, const std:
   for (const auto& n : *notes) note(n);
 }
 
-}  // namespace
+// The files of the work tree that make a test run there differ from a run at HEAD (`head`, a full sha): tracked files
+// that differ from HEAD's (edited, staged, deleted), and the report's test files that HEAD does not have. spark's own
+// configuration (.spark.toml) changes no outcome and does not count. Empty when the work tree is HEAD's (or the
+// repository is bare).
+Result<std::vector<std::string>> work_tree_changes(const GitRepository& repo, const std::string& head,
+                                                   const std::vector<RecordedOutcome>& outcomes) {
+  auto changed = repo.changed_in_work_tree(head);
+  TRY(changed);
+  std::set<std::string> paths;
+  for (auto& p : *changed)
+    if (p != ".spark.toml" && !p.ends_with("/.spark.toml")) paths.insert(std::move(p));
+  std::set<std::string> asked;
+  for (const auto& o : outcomes) {
+    const std::string path = parse_test_id(o.test_id, language_of_test_id(o.test_id)).path;
+    if (path.empty() || paths.contains(path) || !asked.insert(path).second) continue;
+    auto at_head = repo.file_at(head, path);
+    if (at_head && !*at_head && path_exists(repo.workdir() / path)) paths.insert(path);
+  }
+  return std::vector<std::string>(paths.begin(), paths.end());
+}
 
-int cmd_record(const Common& common, const RecordArgs& args) {
-  auto repo = GitRepository::open(args.history.repo);
-  if (!repo) return report_error(repo.error());
-  auto commit = (*repo)->resolve(args.commit.empty() ? "HEAD" : args.commit);
-  if (!commit) return report_error(commit.error());
-  std::vector<std::string> warnings;
-  auto outcomes = read_outcomes_junit(args.junit, *commit, **repo, &warnings);
-  for (const auto& w : warnings) note(w);
-  if (!outcomes) return report_error(outcomes.error());
-  auto options = sync_options(args.history);
-  if (!options) return report_error(options.error());
-  options->tip = *commit;
-  options->snapshot = true;
-  if (const int stored = store_recorded(common, **repo, *outcomes, *options); stored != 0) return stored;
-  expire_recorded(common, **repo, *commit);
-  // When nothing is localized below, the ranker still learns from the cases this run labelled (localize does it else).
-  if (!args.localize) {
-    keep_ranker_learning(common);
+// A report run in a work tree that differs from HEAD: its outcomes are the work tree's, not HEAD's, so nothing is
+// stored (a failure of an edit would be HEAD's failure, closed as flaky by HEAD's next pass, and learnt from HEAD's
+// lines). The failures are localized as the work tree has them, as `spark localize --junit` does.
+int record_work_tree(const Common& common, const RecordArgs& args, const GitRepository& repo,
+                     const std::string& head, const std::vector<std::string>& changed) {
+  std::string named;
+  for (size_t i = 0; i < changed.size() && i < 3; ++i) named += (i ? ", " : "") + changed[i];
+  if (changed.size() > 3) named += " and " + std::to_string(changed.size() - 3) + " more";
+  note("recorded nothing: the work tree differs from HEAD " + head.substr(0, 10) + " (" + named +
+       "), so these outcomes are not HEAD's; commit, then run the tests again to record them" +
+       (args.localize ? " (the failures are localized as the work tree has them)" : ""));
+  if (!args.localize) return 0;
+  LocalizeArgs localize_args = args.localize_args;
+  localize_args.junit = args.junit;
+  localize_args.root = repo.workdir().string();
+  localize_args.commit.clear();  // the work tree
+  auto queries = queries_from_junit(localize_args);
+  if (!queries) return report_error(queries.error());
+  if (queries->empty()) {
+    if (localize_args.format == "json") std::printf("[]\n");
     return 0;
   }
-  // This report's failures, localized at once: test code from git objects at the commit, as recorded.
+  return localize_queries(common, localize_args, *queries, true);
+}
+
+// The failures of a recorded report as queries: each test's files from git objects at `commit` (the test file, then
+// the Python test code it depends on), as recorded; a failure whose file is missing or past the limits is named and
+// left out.
+std::vector<Case> recorded_queries(const GitRepository& repo, const std::string& commit,
+                                   const std::vector<RecordedOutcome>& outcomes, const TestCodeRule& test_code) {
   std::vector<Case> queries;
-  for (const auto& o : *outcomes) {
+  for (const auto& o : outcomes) {
     if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
-    auto files = failure_files(**repo, *commit, o.test_id, o.message);
+    auto files = failure_files(repo, commit, o.test_id, o.message);
     // With the Python test code the test depends on (conftest.py files, imported helper modules): the fixtures and
     // functions it reaches are ranked as its set-up.
     if (!files.empty())
-      for (auto& f : failure_files(**repo, *commit, o.test_id, o.message, nullptr, &options->test_code))
+      for (auto& f : failure_files(repo, commit, o.test_id, o.message, nullptr, &test_code))
         if (language_of_path(f.path) == Language::python &&
             std::none_of(files.begin(), files.end(), [&](const SourceFile& g) { return g.path == f.path; }))
           files.push_back(std::move(f));
     if (files.empty() ||
         !same_file(parse_test_id(o.test_id, language_of_test_id(o.test_id)).path, files.front().path)) {
-      note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit->substr(0, 10) +
+      note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit.substr(0, 10) +
            "; not localized");
       continue;
     }
@@ -624,6 +658,45 @@ int cmd_record(const Common& common, const RecordArgs& args) {
     }
     queries.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
   }
+  return queries;
+}
+
+}  // namespace
+
+int cmd_record(const Common& common, const RecordArgs& args) {
+  auto repo = GitRepository::open(args.history.repo);
+  if (!repo) return report_error(repo.error());
+  auto commit = (*repo)->resolve(args.commit.empty() ? "HEAD" : args.commit);
+  if (!commit) return report_error(commit.error());
+  std::vector<std::string> warnings;
+  auto outcomes = read_outcomes_junit(args.junit, *commit, **repo, &warnings);
+  if (!outcomes) {
+    for (const auto& w : warnings) note(w);
+    return report_error(outcomes.error());
+  }
+  auto options = sync_options(args.history);
+  if (!options) return report_error(options.error());
+  // Outcomes recorded at HEAD are HEAD's only when the work tree they ran in is HEAD's.
+  if (auto head = (*repo)->resolve("HEAD"); head && *head == *commit) {
+    auto changed = work_tree_changes(**repo, *head, *outcomes);
+    if (!changed)
+      note("the work tree could not be compared with HEAD (" + changed.error().message +
+           "): the outcomes are recorded as HEAD's");
+    else if (!changed->empty())
+      return record_work_tree(common, args, **repo, *head, *changed);
+  }
+  for (const auto& w : warnings) note(w);
+  options->tip = *commit;
+  options->snapshot = true;
+  if (const int stored = store_recorded(common, **repo, *outcomes, *options); stored != 0) return stored;
+  expire_recorded(common, **repo, *commit);
+  // When nothing is localized below, the ranker still learns from the cases this run labelled (localize does it else).
+  if (!args.localize) {
+    keep_ranker_learning(common);
+    return 0;
+  }
+  // This report's failures, localized at once: test code from git objects at the commit, as recorded.
+  const std::vector<Case> queries = recorded_queries(**repo, *commit, *outcomes, options->test_code);
   if (queries.empty()) {
     if (args.localize_args.format == "json") std::printf("[]\n");
     keep_ranker_learning(common);
@@ -636,6 +709,7 @@ int cmd_record(const Common& common, const RecordArgs& args) {
     // The repository recorded (`--repo`) is the one the triage reads: its commits' times, its own modules.
     LocalizeArgs localize_args = args.localize_args;
     localize_args.root = (*repo)->workdir().string();
+    localize_args.commit = *commit;
     localized = localize_queries(common, localize_args, queries, true);
   } catch (const std::exception& e) {
     report_error(Error{e.what()});
@@ -866,6 +940,17 @@ std::string hook_script(const std::string& spark) {
          "exit $status\n";
 }
 
+// What the installed hook will do after each commit, and what it will not without record.test_command.
+void note_hook_does(const HooksArgs& args) {
+  if (args.test_command.empty())
+    note("record.test_command is not set: after each commit the hook only counts the tests with open failures; it "
+         "re-runs and records nothing until .spark.toml sets it (e.g. [record] test_command = \"python3 -m pytest "
+         "--junitxml={junit} {tests}\")");
+  else
+    note("after each commit the hook re-runs the tests with open failures (" + terminal_line(args.test_command) +
+         ") and records their outcomes at the new commit (not when the work tree differs from it)");
+}
+
 int hooks_install(const HooksArgs& args, const GitRepository& repo) {
   const fs::path dir = repo.hooks_dir();
   const fs::path hook = dir / "post-commit", chained = dir / "post-commit.spark-chained";
@@ -879,6 +964,7 @@ int hooks_install(const HooksArgs& args, const GitRepository& repo) {
       if (auto w = write_file_atomic(hook, hook_script(args.spark_path)); !w) return report_error(w.error());
       ::chmod(hook.c_str(), 0755);
       note("post-commit hook already installed in " + dir.string() + " (refreshed)");
+      note_hook_does(args);
       return 0;
     }
     if (path_exists(chained))
@@ -890,7 +976,8 @@ int hooks_install(const HooksArgs& args, const GitRepository& repo) {
   }
   if (auto w = write_file_atomic(hook, hook_script(args.spark_path)); !w) return report_error(w.error());
   ::chmod(hook.c_str(), 0755);
-  note("installed " + hook.string() + ": after each commit, tests with open failures are re-run (record.test_command)");
+  note("installed " + hook.string());
+  note_hook_does(args);
   return 0;
 }
 

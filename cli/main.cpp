@@ -292,6 +292,7 @@ Command add_record(CLI::App& app, Flags& flags) {
   sub->add_option("--markdown", rec.localize_args.markdown_output,
                   "also write the Markdown summary (--format markdown) to this file ($GITHUB_STEP_SUMMARY, a comment)");
   flags.bind(sub, "-k", "localize.k")->check(CLI::Range(1, 100000));
+  flags.bind(sub, "-r", "localize.r")->check(CLI::Range(1, 1000));
   flags.bind(sub, "--mode", "llm.mode")->check(CLI::IsMember(kModes));
   add_llm_flags(sub, flags);
 

@@ -254,6 +254,42 @@ void annotate_step(QueryView& view, const Case& query, const std::vector<Retriev
     }
 }
 
+// A parametrized Python test's failing row is named by its id: the rest of the parametrize decorator that holds it
+// (the decorator's head, the argnames, the list's brackets) holds none of the row's data, and ranks right below the
+// row instead of beside it. A line of it with evidence of its own (annotated, a traceback frame, repeated by the
+// error) keeps its score.
+void rank_rows_above_their_decorator(const QueryView& view, std::vector<double>& probability) {
+  if (view.files.empty() || !view.test_id.ends_with(']')) return;
+  const QueryView::File& file = view.files.front();
+  if (!file.structure || file.structure->language != Language::python) return;
+  const CodeStructure& s = *file.structure;
+  const ParamRows rows = match_param_rows(s, file.source->content, view.test_id);
+  const auto in_a_row = [&](int line) {
+    for (const auto* spans : {&rows.failing, &rows.others})
+      for (const auto& [first, last] : *spans)
+        if (line >= first && line <= last) return true;
+    return false;
+  };
+  for (const auto& [first, last] : rows.failing) {
+    if (first < 1 || first > s.line_count) continue;
+    const int decorator = s.statement[static_cast<size_t>(first - 1)];
+    double row = 0;
+    for (size_t li = 0; li < view.lines.size(); ++li)
+      if (view.lines[li].file == 0 && view.lines[li].line >= first && view.lines[li].line <= last)
+        row = std::max(row, probability[li]);
+    for (size_t li = 0; li < view.lines.size(); ++li) {
+      const QueryLine& ql = view.lines[li];
+      if (ql.file != 0 || ql.line < 1 || ql.line > s.line_count || in_a_row(ql.line) ||
+          s.statement[static_cast<size_t>(ql.line - 1)] != decorator)
+        continue;
+      if (ql.x[kAnnotated] > 0 || ql.x[kTracebackLine] > 0 || ql.x[kTracebackFrame] > 0 || ql.x[kErrorOverlap] > 0 ||
+          ql.x[kValueMatch] > 0 || ql.x[kNameMatch] > 0)
+        continue;
+      probability[li] = std::min(probability[li], std::nextafter(row, 0.0));
+    }
+  }
+}
+
 // L = rank(τ', k): line scores from the ranker, aggregated to the requested element level by their best line, the
 // top k with their reasons (and --explain's breakdown).
 void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& faulty, const LocalizeOptions& options,
@@ -265,6 +301,7 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
     for (const auto& ql : view.lines) rows.push_back(ql.x);
     probability = model.probabilities(rows);
   }
+  rank_rows_above_their_decorator(view, probability);
   struct Group {
     const QueryLine* best = nullptr;
     double score = -1e300;

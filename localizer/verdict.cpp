@@ -95,6 +95,36 @@ bool outside_repository(std::string_view path) {
          path.starts_with("java/") || path.starts_with("org/junit/") || path.starts_with("jdk/");
 }
 
+// What changed since the test last passed, as a term of the score (+1.5 its own test code changed, -2.0 only code
+// outside the test code did, 0 otherwise) and its reason.
+double weigh_changes(const Case& query, const ChangesSinceLastPass& changes, std::vector<std::string>& reasons) {
+  std::vector<std::string> reached;
+  for (const auto& p : changes.test_code)
+    if (std::any_of(query.files.begin(), query.files.end(), [&](const SourceFile& f) { return same_file(p, f.path); }))
+      reached.push_back(p);
+  const std::string since =
+      " between its last pass at " + changes.last_passed.substr(0, 10) + " and its failure " +
+      (changes.failing.size() == 40 ? "at " + changes.failing.substr(0, 10) : "in " + changes.failing);
+  const auto named = [](const std::vector<std::string>& paths) {
+    std::string out;
+    for (size_t i = 0; i < paths.size() && i < 3; ++i) out += (i ? ", " : "") + paths[i];
+    return clip_reason(out + (paths.size() > 3 ? " and " + std::to_string(paths.size() - 3) + " more" : ""));
+  };
+  if (!reached.empty()) {
+    reasons.push_back("its test code changed" + since + " (" + named(reached) + ", +1.5)");
+    return 1.5;
+  }
+  if (!changes.product.empty()) {
+    reasons.push_back("only code outside its test code changed" + since + " (" + named(changes.product) + ", -2.0)");
+    return -2.0;
+  }
+  if (changes.test_code.empty())
+    reasons.push_back("no file changed" + since + " (a flaky test, or the machine)");
+  else
+    reasons.push_back("only other tests' code changed" + since + " (" + named(changes.test_code) + ")");
+  return 0;
+}
+
 }  // namespace
 
 std::optional<std::string> environment_reason(std::string_view error_message,
@@ -162,7 +192,7 @@ ProductExample product_example(std::string test_id, std::string commit, std::str
 }
 
 Verdict judge(const Case& query, const Localization& loc, const std::optional<TestHistory>& history,
-              const VerdictContext& context) {
+              const VerdictContext& context, const std::optional<ChangesSinceLastPass>& changes) {
   Verdict v;
   if (history && history->flaky) {
     v.kind = "flaky";
@@ -185,8 +215,9 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
     };
     for (const auto& f : frames)
       if (in_path(f.path) && f.path.find("-packages/") == std::string::npos) return true;
+    // A test file or helper module of the query's own (tests/calc_helpers.py for calc_helpers) is the repository's.
     for (const auto& f : query.files)
-      if (in_path(f.path)) return true;
+      if (in_path(f.path) || f.path == m + ".py" || f.path.ends_with("/" + m + ".py")) return true;
     return false;
   };
   if (auto why = environment_reason(query.error_message, own_module)) {
@@ -197,6 +228,8 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
   }
 
   double score = 0;
+  // What changed since the test last passed comes first: a regression is most likely in the code that changed.
+  if (changes) score += weigh_changes(query, *changes, v.reasons);
   // The deepest frame in the repository's own code: the standard library, installed packages and frozen modules are
   // neither the test nor the product (a test can misuse them, a machine can break them).
   const TracebackFrame* deepest = nullptr;

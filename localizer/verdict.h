@@ -8,6 +8,9 @@
 //      disk is full, memory ran out, pytest's temporary folder could not be made; a missing module of the repository
 //      itself does not count (the repository's folders, and the traceback's paths, say which are its own);
 //   3. test or product, by a score in log-odds for "test" (each term below is a reason in the report):
+//        +1.5  the test's own code (its file, the conftest.py files and helpers it reaches) changed between its last
+//              pass and this failure (ChangesSinceLastPass)
+//        -2.0  only code outside the test code changed between them
 //        +1.0  the exception was raised in the test's own code (the deepest frame of the repository's code — not
 //              the standard library's, an installed package's or a frozen module's — is in its files)
 //        -1.0  it was raised beneath the test, in the code under test, and is no assertion of the test's
@@ -44,6 +47,16 @@ struct ProductExample {
 };
 ProductExample product_example(std::string test_id, std::string commit, std::string_view message);
 
+// What changed between a failing test's last recorded pass and this failure (its commit, or the work tree when the
+// failure is not committed), by whose code it is: the strongest evidence a CI run has of whose
+// fault a regression is. Paths are the repository's.
+struct ChangesSinceLastPass {
+  std::string last_passed;             // the commit it last passed at
+  std::string failing;                 // the commit it fails at, or "the work tree"
+  std::vector<std::string> test_code;  // changed files that are test code (`mine.test_code`)
+  std::vector<std::string> product;    // changed files that are not
+};
+
 struct VerdictContext {
   std::filesystem::path repository;              // the repository's root ("" when not known)
   std::vector<ProductExample> product_examples;  // from the knowledge base
@@ -55,7 +68,9 @@ struct VerdictContext {
 std::optional<std::string> environment_reason(std::string_view error_message,
                                               const std::function<bool(std::string_view)>& own_module);
 
+// `changes`, when known, weighs what changed since the test last passed: test code the failing test reaches (a file
+// of query.files) changed → test; only code outside the test code changed → product.
 Verdict judge(const Case& query, const Localization& loc, const std::optional<TestHistory>& history,
-              const VerdictContext& context);
+              const VerdictContext& context, const std::optional<ChangesSinceLastPass>& changes = std::nullopt);
 
 }  // namespace spark

@@ -28,8 +28,8 @@ namespace {
   X(git_checkout_options_init) X(git_checkout_tree) X(git_commit_free) X(git_commit_lookup)                           \
   X(git_commit_parent) X(git_commit_parent_id) X(git_commit_parentcount) X(git_commit_summary) X(git_commit_time) X(git_commit_tree)          \
   X(git_config_free) X(git_config_get_string) X(git_diff_buffers) X(git_diff_free) X(git_diff_get_delta)              \
-  X(git_diff_num_deltas) X(git_diff_options_init) X(git_diff_tree_to_tree) X(git_error_last)       \
-  X(git_error_set_str) X(git_libgit2_init) X(git_libgit2_opts) X(git_object_free) X(git_object_id)                    \
+  X(git_diff_num_deltas) X(git_diff_options_init) X(git_diff_tree_to_tree) X(git_diff_tree_to_workdir_with_index)   \
+  X(git_error_last) X(git_error_set_str) X(git_libgit2_init) X(git_libgit2_opts) X(git_object_free) X(git_object_id) \
   X(git_object_peel) X(git_odb_add_backend) X(git_odb_backend_data_alloc) X(git_odb_backend_data_free) X(git_odb_free) \
   X(git_odb_init_backend) X(git_oid_cpy) X(git_oid_fromstr) X(git_oid_tostr) X(git_oid_tostr_s)      \
   X(git_patch_free) X(git_patch_from_buffers) X(git_patch_to_buf) X(git_repository_commondir) X(git_repository_config_snapshot)\
@@ -585,6 +585,26 @@ Result<std::vector<std::string>> GitRepository::changed_paths(const std::string&
   Owned<git_diff, &Git::git_diff_free> diff;
   if (git().git_diff_tree_to_tree(&diff.p, repo_.get(), from.p, to.p, nullptr) != 0)
     return std::unexpected(read_error("the changes from " + from_sha + " to " + to_sha));
+  std::set<std::string> paths;
+  for (size_t i = 0; i < git().git_diff_num_deltas(diff.p); ++i) {
+    const git_diff_delta* d = git().git_diff_get_delta(diff.p, i);
+    if (d->old_file.path) paths.insert(d->old_file.path);
+    if (d->new_file.path) paths.insert(d->new_file.path);
+  }
+  return std::vector<std::string>(paths.begin(), paths.end());
+}
+
+Result<std::vector<std::string>> GitRepository::changed_in_work_tree(const std::string& sha) const {
+  if (bare()) return std::vector<std::string>();
+  auto t = tree_of(repo_.get(), sha, workdir_);
+  TRY(t);
+  Owned<git_tree, &Git::git_tree_free> tree{*t};
+  git_diff_options opts;
+  git().git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+  opts.ignore_submodules = GIT_SUBMODULE_IGNORE_ALL;
+  Owned<git_diff, &Git::git_diff_free> diff;
+  if (git().git_diff_tree_to_workdir_with_index(&diff.p, repo_.get(), tree.p, &opts) != 0)
+    return fail(last_error(workdir_.string() + ": the work tree against " + sha.substr(0, 10)));
   std::set<std::string> paths;
   for (size_t i = 0; i < git().git_diff_num_deltas(diff.p); ++i) {
     const git_diff_delta* d = git().git_diff_get_delta(diff.p, i);

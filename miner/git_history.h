@@ -47,6 +47,11 @@ class GitRepository {
   // Paths that differ between the trees of two commits (added, removed, modified, renamed: both names).
   Result<std::vector<std::string>> changed_paths(const std::string& from_sha, const std::string& to_sha) const;
 
+  // Tracked paths whose work-tree or index version differs from commit `sha`'s tree (modified, deleted, staged, added
+  // to the index), as `git diff HEAD` lists them; untracked and ignored files are not listed, submodules are left
+  // out. Empty for a bare repository.
+  Result<std::vector<std::string>> changed_in_work_tree(const std::string& sha) const;
+
   // Writes the tree of commit `sha` into `dir` (which must not exist or be empty), without touching the
   // repository's own work tree, index or HEAD: a throw-away work tree for running tests at that commit.
   Status materialize(const std::string& sha, const std::filesystem::path& dir) const;

@@ -188,9 +188,13 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
   auto settled = label_fixed(repo, *open, options, report);
   TRY(settled);
   TRY(settle(*settled, options, now, report));
-  auto counts = status_counts();
-  TRY(counts);
-  report.still_open = (*counts)["open"];
+  auto st = kb_.database().prepare(
+      "SELECT count(*), count(DISTINCT test_id), count(DISTINCT commit_sha) FROM failures WHERE status = 'open'");
+  TRY(st);
+  TRY(st->step());
+  report.still_open = static_cast<size_t>(st->int64(0));
+  report.still_open_tests = static_cast<size_t>(st->int64(1));
+  report.still_open_commits = static_cast<size_t>(st->int64(2));
   return report;
 }
 
@@ -232,18 +236,40 @@ Result<std::optional<TestHistory>> MiningStore::history(
     int64_t at = 0;  // the commit's committer time
   };
   std::vector<Run> runs;
+  // The test's own runs, and a pass of its kin (closing_kin) at a commit where it has none: a module whose tests all
+  // passed (its collection error fixed), a parametrized row whose function passed with its rows renamed. That pass
+  // is what closed its failure; the history counts it as a pass too.
+  const ClosingKin kin = closing_kin(test_id);
+  std::string upper = kin.prefix;
+  if (!upper.empty()) ++upper.back();  // the prefix's range: [prefix, upper)
   auto st = kb_.database().prepare(
-      "SELECT commit_sha, outcome, COALESCE(time, recorded_at) FROM outcomes WHERE test_id = ? AND outcome != "
-      "'skipped'");
+      "SELECT commit_sha, test_id, outcome, COALESCE(time, recorded_at) FROM outcomes WHERE (test_id = ? OR test_id = "
+      "? OR (test_id >= ? AND test_id < ?)) AND outcome != 'skipped'");
   TRY(st);
-  st->bind(1, test_id);
+  st->bind(1, test_id).bind(2, kin.function.empty() ? test_id : kin.function);
+  st->bind(3, kin.prefix.empty() ? test_id : kin.prefix).bind(4, upper.empty() ? test_id : upper);
+  std::map<std::string, std::pair<CommitOutcomes, int64_t>> kin_at;  // commits with kin outcomes: theirs, a time
+  std::set<std::string> own;
   for (;;) {
     auto row = st->step();
     TRY(row);
     if (!*row) break;
-    const std::string outcome = st->text(1);
-    runs.push_back({st->text(0), outcome == "failed" || outcome == "error", st->int64(2)});
+    const std::string outcome = st->text(2);
+    const bool failed = outcome == "failed" || outcome == "error";
+    if (st->text(1) == test_id) {
+      runs.push_back({st->text(0), failed, st->int64(3)});
+      own.insert(st->text(0));
+      continue;
+    }
+    auto& [c, time] = kin_at.try_emplace(st->text(0), CommitOutcomes{}, st->int64(3)).first->second;
+    if (failed)
+      c.kin_failed = true;
+    else if (outcome == "passed")
+      c.kin_passed = true;
+    time = std::min(time, st->int64(3));
   }
+  for (const auto& [commit, at] : kin_at)
+    if (!own.contains(commit) && at.first.closes()) runs.push_back({commit, false, at.second});
   if (runs.empty()) return std::optional<TestHistory>();
   // Flaky: a failure of this test whose commit also saw it pass (its failure closed as flaky).
   std::set<std::string> flaky_commits;
@@ -590,9 +616,11 @@ GroupDecision group_decision(const std::vector<FaultMember>& group) {
 // (every test the fault broke, the kept one's first, when more than one did) into the kept record. Returns whether
 // they changed.
 bool record_occurrences(json& record, const std::vector<FaultMember>& group) {
+  // Commits, not failures: one fault of three tests at one commit failed at one commit.
   json commits = json::array();
-  for (const auto& m : group) commits.push_back(m.commit);
-  json occurrences = {{"count", group.size()},
+  for (const auto& m : group)
+    if (std::find(commits.begin(), commits.end(), m.commit) == commits.end()) commits.push_back(m.commit);
+  json occurrences = {{"count", commits.size()},
                       {"first_commit", group.front().commit},
                       {"last_commit", group.back().commit},
                       {"commits", commits}};
@@ -789,7 +817,16 @@ Result<StoredFailure> MiningStore::failure_by_case(const std::string& case_id) {
   st->bind(1, case_id).bind(2, static_cast<int64_t>(case_id.size())).bind(3, case_id);
   auto rows = read_rows(*st, db.name());
   TRY(rows);
-  std::vector<StoredFailure> found = std::move(*rows);
+  // The failures of one fault can share its case id (each labelled from the same failing commit): the kept one, not
+  // a duplicate pointing at it, is the case.
+  std::vector<StoredFailure> found;
+  for (auto& f : *rows) {
+    auto same = std::find_if(found.begin(), found.end(), [&](const StoredFailure& g) { return g.case_id == f.case_id; });
+    if (same == found.end())
+      found.push_back(std::move(f));
+    else if (same->status == FailureStatus::duplicate && f.status != FailureStatus::duplicate)
+      *same = std::move(f);
+  }
   for (auto& f : found)
     if (f.case_id == case_id) return std::move(f);
   if (found.empty()) return fail("no mined case \"" + case_id + "\" in " + kb_.name());

@@ -47,7 +47,9 @@ struct SyncReport {
   std::map<FailureStatus, size_t> settled;                 // failures this sync settled, by status
   std::vector<std::string> labelled_ids, quarantined_ids;  // this sync's new cases
   std::vector<std::string> moved_to_quarantine, released;  // earlier cases the recomputed rule moved
-  size_t still_open = 0;                                   // failures with no later pass yet (over the whole store)
+  size_t still_open = 0;          // failures with no later pass yet (over the whole store)
+  size_t still_open_tests = 0;    // the tests they are of
+  size_t still_open_commits = 0;  // the commits they are at
   size_t not_on_history = 0;                               // open failures whose commit is not on the walked history
   size_t unreadable = 0;  // fixed failures left open because a git object could not be read (is_read_error)
   std::vector<std::string> shallow_boundary;  // a shallow clone's boundary commits (empty when not shallow)

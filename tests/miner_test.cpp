@@ -590,7 +590,7 @@ TEST(spark_mine, a_junit5_row_removed_by_its_fix_closes_and_a_test_failing_for_s
     for (const auto& l : c.faulty_lines) lines[c.test_id].push_back(l.line);
   const std::map<std::string, std::vector<int>> expected = {{id + "3]", {8}}, {"com.ex.TableTest#other()", {16}}};
   EXPECT_EQ(lines, expected) << r.err;
-  EXPECT_NE(r.err.find("0 still open"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0 tests still open"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -70,6 +70,29 @@ TEST(pytest_spark, without_spark_the_flag_does_nothing) {
   EXPECT_FALSE(std::filesystem::exists(dir / ".spark"));
 }
 
+// A session in an edited work tree: its outcomes are not HEAD's. Nothing is recorded (before: the edit's failure was
+// stored at HEAD with HEAD's line `== 4`, closed as flaky by HEAD's next session, and the test judged flaky after);
+// the section ranks the line as the file has it, and says why nothing was recorded.
+TEST(pytest_spark, a_session_in_an_edited_work_tree_is_ranked_as_the_files_are_and_not_recorded_as_heads) {
+  TempDir dir;
+  project(dir, "4");
+  auto passed = pytest_with_plugin(dir, {"--spark"});
+  EXPECT_EQ(passed.exit_code, 0) << passed.out;
+  write_file(dir / "tests" / "test_a.py",
+             "def test_add():\n    total = 2 + 2\n    assert total == 5\n\n\ndef test_ok():\n    assert 1 == 1\n");
+  auto edited = pytest_with_plugin(dir, {"--spark"});
+  EXPECT_EQ(edited.exit_code, 1) << edited.out;
+  EXPECT_NE(edited.out.find("1. tests/test_a.py:3  assert total == 5"), std::string::npos) << edited.out;
+  EXPECT_NE(edited.out.find("spark: recorded nothing: the work tree differs from HEAD"), std::string::npos)
+      << edited.out;
+  git(dir, "checkout -- tests/test_a.py");
+  auto again = pytest_with_plugin(dir, {"--spark"});
+  EXPECT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(again.out.find("flaky"), std::string::npos) << again.out;
+  auto open = testing::run_spark({"failures", "list"}, dir.path());
+  EXPECT_NE(open.out.find("no open failures"), std::string::npos) << open.out << open.err;
+}
+
 TEST(pytest_spark, no_record_ranks_without_storing_and_a_given_junitxml_is_kept) {
   TempDir dir;
   project(dir, "5");

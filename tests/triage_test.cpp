@@ -497,7 +497,13 @@ TEST(triage, a_renamed_method_is_learnt_from_one_fix_suggested_for_the_next_test
   EXPECT_EQ(h["failing_runs"], 3) << h;
   EXPECT_EQ(h["flaky"], false);
   EXPECT_EQ(h["first_failing_commit"], rename);
-  EXPECT_EQ((*order)["verdict"]["class"], "test") << (*order)["verdict"];
+  // Only the product changed since the test last passed (its own file did not): the product's, named.
+  EXPECT_EQ((*order)["verdict"]["class"], "product") << (*order)["verdict"];
+  EXPECT_NE((*order)["verdict"]["reasons"][0].get<std::string>().find("only code outside its test code changed"),
+            std::string::npos)
+      << (*order)["verdict"];
+  EXPECT_NE((*order)["verdict"]["reasons"][0].get<std::string>().find("shop/cart.py"), std::string::npos)
+      << (*order)["verdict"];
   // The suggestion: the same rename on the line that still calls the old name.
   ASSERT_FALSE((*order)["suggestions"].empty()) << (*order).dump(2);
   const auto& sg = (*order)["suggestions"][0];
@@ -514,6 +520,7 @@ TEST(triage, a_renamed_method_is_learnt_from_one_fix_suggested_for_the_next_test
   write_file(dir / "tests" / "test_order.py", code);
   const auto applied = testing::run_pytest({"tests/test_order.py"}, dir.path());
   EXPECT_EQ(applied.exit_code, 0) << applied.out;
+  git(dir, "checkout -- tests/test_order.py");  // the runs below are commit 4's, not the edited work tree's
 
   // The flaky test: its failure at the first commit passed there too. Fail and pass again at one commit: reported
   // flaky, never learnt.
