@@ -189,6 +189,7 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
               {"test_id", rc.test_id},
               {"project", rc.project},
               {"similarity", rc.similarity},
+              {"shown", rc.similarity >= kShowSimilarFloor},
               {"faulty_commit", rc.faulty_commit ? json(*rc.faulty_commit) : json(nullptr)},
               {"fixed_commit", rc.fixed_commit ? json(*rc.fixed_commit) : json(nullptr)}};
     r["faulty_lines"] = json::array();
