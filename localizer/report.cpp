@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/text.h"
+#include "formats/junit.h"
 
 namespace spark {
 
@@ -189,6 +190,7 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
               {"test_id", rc.test_id},
               {"project", rc.project},
               {"similarity", rc.similarity},
+              {"shown", rc.similarity >= kShowSimilarFloor},
               {"faulty_commit", rc.faulty_commit ? json(*rc.faulty_commit) : json(nullptr)},
               {"fixed_commit", rc.fixed_commit ? json(*rc.fixed_commit) : json(nullptr)}};
     r["faulty_lines"] = json::array();
@@ -463,6 +465,12 @@ std::string fence_for(std::string_view text) {
 
 std::string report_markdown(const std::vector<const Localization*>& run, const std::vector<std::string>& errors,
                             const ReportContext& ctx) {
+  // Each cell's text from outside is cut (a test id is already within kTestIdLimit; a case id, tokens, a code line
+  // or an error may be any length), and each row or edit block is added only while the whole stays within the limit,
+  // less room for the lines that count what was left out.
+  constexpr size_t kCellBytes = 1024, kLineBytes = 2000, kTailRoom = 512;
+  const size_t room = kMarkdownSummaryLimit - kTailRoom;
+  const auto cell_code = [&](std::string_view s) { return md_code(clip(s, kCellBytes)); };
   std::map<std::string, size_t> by_verdict;
   for (const auto* loc : run) ++by_verdict[loc->verdict ? loc->verdict->kind : std::string("unknown")];
   std::string out = "### spark: " + std::to_string(run.size() + errors.size()) + " failing test" +
@@ -471,33 +479,34 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
     out += " (";
     bool first = true;
     for (const auto& [kind, n] : by_verdict) {
-      out += (first ? "" : ", ") + std::to_string(n) + " " + kind;
+      out += (first ? "" : ", ") + std::to_string(n) + " " + md_cell(clip(kind, kCellBytes));
       first = false;
     }
     out += ")";
   }
   out += "\n\n| test | verdict | seen before / suggested edit | top " + std::string(level_name(ctx.level)) +
          "s |\n|---|---|---|---|\n";
+  size_t left_out = 0;
   for (const auto* loc : run) {
-    std::string verdict = loc->verdict
-                              ? "<b>" + md_cell(loc->verdict->kind) + "</b> " + fixed(loc->verdict->probability, 2)
-                              : std::string("—");
+    std::string verdict = loc->verdict ? "<b>" + md_cell(clip(loc->verdict->kind, kCellBytes)) + "</b> " +
+                                             fixed(loc->verdict->probability, 2)
+                                       : std::string("—");
     if (loc->history && loc->history->flaky)
       verdict += "<br>flaky: passed at the same commit " + std::to_string(loc->history->flaky_runs) + "×";
     else if (loc->history && loc->history->first_failing_commit)
-      verdict += "<br>failing since " + md_code(loc->history->first_failing_commit->substr(0, 10)) + ", " +
+      verdict += "<br>failing since " + cell_code(loc->history->first_failing_commit->substr(0, 10)) + ", " +
                  std::to_string(loc->history->failing_runs) + " run" + (loc->history->failing_runs == 1 ? "" : "s");
     std::string seen;
     for (const auto& rc : loc->retrieved)
       if (rc.similarity >= kShowSimilarFloor) {
-        seen = "like " + md_code(rc.id) + " (" + fixed(rc.similarity, 2) + ")";
-        if (rc.fixed_commit) seen += ", fixed in " + md_code(rc.fixed_commit->substr(0, 10));
+        seen = "like " + cell_code(rc.id) + " (" + fixed(rc.similarity, 2) + ")";
+        if (rc.fixed_commit) seen += ", fixed in " + cell_code(rc.fixed_commit->substr(0, 10));
         break;
       }
     for (const auto& sg : loc->suggestions)
       if (sg.preferred) {
         seen += std::string(seen.empty() ? "" : "<br>") + "edit line " + std::to_string(sg.line.line) + ": " +
-                md_code(sg.old_tokens) + " → " + md_code(sg.new_tokens) + " (" + fixed(sg.confidence, 2) + ")";
+                cell_code(sg.old_tokens) + " → " + cell_code(sg.new_tokens) + " (" + fixed(sg.confidence, 2) + ")";
         break;
       }
     if (seen.empty()) seen = "—";
@@ -505,27 +514,53 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
     for (size_t i = 0; i < loc->ranked.size() && i < 3; ++i) {
       const auto& e = loc->ranked[i];
       top += std::string(i ? "<br>" : "") + std::to_string(i + 1) + ". " +
-             md_code(e.path + ":" + std::to_string(e.line)) + " " + md_code(clip(std::string(trim(e.code)), 80));
+             cell_code(e.path + ":" + std::to_string(e.line)) + " " + md_code(clip(std::string(trim(e.code)), 80));
     }
     if (top.empty()) top = "—";
-    out += "| " + md_code(loc->test_id) + " | " + verdict + " | " + seen + " | " + top + " |\n";
+    const std::string row = "| " + md_code(clip(loc->test_id, kTestIdLimit)) + " | " + verdict + " | " + seen +
+                            " | " + top + " |\n";
+    if (left_out > 0 || out.size() + row.size() > room)
+      ++left_out;
+    else
+      out += row;
   }
-  for (const auto& e : errors) out += "| " + md_cell(e) + " | not localized | — | — |\n";
+  for (const auto& e : errors) {
+    const std::string row = "| " + md_cell(clip(e, kLineBytes)) + " | not localized | — | — |\n";
+    if (left_out > 0 || out.size() + row.size() > room)
+      ++left_out;
+    else
+      out += row;
+  }
+  if (left_out > 0)
+    out += "\n… and " + std::to_string(left_out) + " more failure" + (left_out == 1 ? "" : "s") +
+           " (the summary is kept within " + std::to_string(kMarkdownSummaryLimit >> 10) +
+           " KiB): `spark failures list` lists them\n";
   bool header = false;
+  size_t edits_left_out = 0;
   // One block per edit: a parametrized test's rows (or several tests sharing a helper) would repeat the same one.
   std::set<std::tuple<std::string, int, std::string>> shown;
   for (const auto* loc : run)
     for (const auto& sg : loc->suggestions) {
       if (!shown.emplace(sg.line.path, sg.line.line, sg.new_line).second) continue;
-      if (!header) out += "\n#### Suggested edits (from similar cases' fixes; not applied)\n";
-      header = true;
-      const std::string body = "# " + terminal_line(sg.line.path) + ":" + std::to_string(sg.line.line) + " (" +
-                               terminal_line(loc->test_id) + "; from case " + terminal_line(sg.from_case) +
-                               ", confidence " + fixed(sg.confidence, 2) + (sg.preferred ? "" : ", an alternative") +
-                               ")\n-" + terminal_line(sg.old_line) + "\n+" + terminal_line(sg.new_line) + "\n";
+      const std::string body = "# " + terminal_line(clip(sg.line.path, kCellBytes)) + ":" +
+                               std::to_string(sg.line.line) + " (" + terminal_line(clip(loc->test_id, kTestIdLimit)) +
+                               "; from case " + terminal_line(clip(sg.from_case, kCellBytes)) + ", confidence " +
+                               fixed(sg.confidence, 2) + (sg.preferred ? "" : ", an alternative") + ")\n-" +
+                               terminal_line(clip(sg.old_line, kLineBytes)) + "\n+" +
+                               terminal_line(clip(sg.new_line, kLineBytes)) + "\n";
       const std::string fence = fence_for(body);
-      out += "\n" + fence + "diff\n" + body + fence + "\n";
+      std::string block = "\n" + fence + "diff\n" + body + fence + "\n";
+      if (!header) block = "\n#### Suggested edits (from similar cases' fixes; not applied)\n" + block;
+      if (edits_left_out > 0 || out.size() + block.size() > room) {
+        ++edits_left_out;
+        continue;
+      }
+      header = true;
+      out += block;
     }
+  if (edits_left_out > 0)
+    out += "\n… and " + std::to_string(edits_left_out) + " more suggested edit" + (edits_left_out == 1 ? "" : "s") +
+           " (the summary is kept within " + std::to_string(kMarkdownSummaryLimit >> 10) + " KiB)\n";
   return out;
 }
 

@@ -36,9 +36,14 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
 // def5678", and "test (0.73): raised in the test's own code (+1.0); ...".
 std::string history_line(const TestHistory& h);
 std::string verdict_line(const Verdict& v);
+// The Markdown summary's bound in bytes, whatever the run: GitHub takes at most 1 MiB per step's summary
+// ($GITHUB_STEP_SUMMARY), and hooks/ci-step.sh adds its counts and the open failures around it.
+inline constexpr size_t kMarkdownSummaryLimit = size_t{640} << 10;
 // A summary a person reads in CI (`--format markdown`, $GITHUB_STEP_SUMMARY, a merge-request comment): one table row
 // per failure — the test, its verdict, whether it was seen before (the most similar case, its fix commit) or an edit
 // is suggested, and its top lines — then each suggested edit as a diff block. Cells are escaped for Markdown tables.
+// Within kMarkdownSummaryLimit: each cell's text is cut to a bound, and the rows or edits past the limit are counted
+// ("… and N more failures"), not shown.
 std::string report_markdown(const std::vector<const Localization*>& run, const std::vector<std::string>& errors,
                             const ReportContext& ctx);
 std::string report_json(const Localization& loc, const ReportContext& ctx);

@@ -143,7 +143,7 @@ Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const fs::path& path) {
     RecordedOutcome o;
     o.commit = j["commit"].get<std::string>();
     if (!is_hex_sha(o.commit)) return fail(where + "commit \"" + o.commit + "\" is not a hex sha");
-    o.test_id = j["test_id"].get<std::string>();
+    o.test_id = bounded_test_id(j["test_id"].get<std::string>());
     auto oc = parse_outcome(j["outcome"].get<std::string>());
     if (!oc) return fail(where + oc.error().message);
     o.outcome = *oc;

@@ -100,6 +100,26 @@ def gitlab_job(repo, inputs, tmp):
     return results, open(summary).read() if os.path.exists(summary) else ""
 
 
+def long_ids(repo, binary, tmp):
+    """4 failing rows of a test parametrized with strings of 300 KB: pytest's ids are the strings themselves."""
+    write(os.path.join(repo, "tests", "test_long.py"),
+          "import pytest\n\n\n@pytest.mark.parametrize('s', [c * 300000 for c in 'abcd'])\ndef test_long(s):\n"
+          "    assert s == ''\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "long ids", date="2026-01-02T12:00:00Z")
+    pytest(repo)
+    result, outputs, summary = github_step(repo, {"report": "report.xml", "spark": binary}, tmp)
+    check(result.returncode == 0, "the step exits 0 with 300 KB test ids", result.stderr[:2000])
+    check(len(summary.encode()) < 1 << 20, "the summary with 300 KB test ids is within GitHub's 1 MiB",
+          "%d bytes" % len(summary.encode()))
+    for c in "abcd":
+        check(("test&#95;long&#91;%s" % (c * 100)) in summary, "the summary names the row " + c, summary[:3000])
+    check(outputs.get("failures") == "4", "the 4 rows with long ids are counted", str(outputs))
+    os.remove(os.path.join(repo, "tests", "test_long.py"))
+    git(repo, "commit", "-q", "-am", "no long ids", date="2026-01-02T13:00:00Z")
+    pytest(repo)
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,6 +164,23 @@ def main():
         check(result.returncode == 0 and "is not installed" in result.stderr, "spark missing", result.stderr)
         check(outputs == {"failures": "0", "learnt": "0"}, "outputs without spark", str(outputs))
 
+        # A report input that is markup: escaped in the summary as every cell there is, on one line in the log.
+        hostile = "r`x<img src=https://example.com/x.png>\n### injected\n::warning::forged [a](b) @team $HOME_"
+        result, outputs, summary = github_step(repo, {"report": hostile, "spark": binary}, tmp)
+        check(result.returncode == 0 and "no JUnit report at" in result.stderr, "a missing hostile report",
+              result.stderr)
+        check("<img" not in summary and "`x" not in summary and "\n### injected" not in summary
+              and "[a](b)" not in summary and "@team" not in summary, "the report input is escaped in the summary",
+              summary)
+        check("<code>r&#96;x&lt;img src=https://example.com/x.png&gt; ### injected ::warning::forged &#91;a&#93;(b) "
+              "&#64;team &#36;HOME&#95;</code>" in summary, "the report input is shown, escaped, in code", summary)
+        check(not any(line.lstrip().startswith("::") for line in result.stderr.splitlines() + result.stdout.splitlines()),
+              "the report input starts no line of the log (a workflow command)", result.stderr)
+
+        # Test ids of 300 KB (pytest's ids of long string parameters): the summary stays within GitHub's 1 MiB a
+        # step, each failure still in it.
+        long_ids(repo, binary, tmp)
+
         # The GitLab component, with the hooks where the Debian package puts them (here: this checkout's).
         project(repo, "6")
         git(repo, "commit", "-q", "-am", "break again", date="2026-01-03T00:00:00Z")
@@ -159,6 +196,19 @@ def main():
         check(os.path.exists(os.path.join(repo, "spark.sarif")), "the GitLab job's SARIF artifact")
         check("tests/test_a.py:3" in "".join(r.stdout for r in results), "the GitLab job's log names the line",
               "".join(r.stdout for r in results))
+        # The hooks input is a value, never script text: a path with a space works, `$(…)` runs nothing.
+        spaced = os.path.join(tmp, "my hooks")
+        os.makedirs(spaced)
+        with open(os.path.join(SOURCE, "hooks", "ci-step.sh")) as src, open(os.path.join(spaced, "ci-step.sh"), "w") as dst:
+            dst.write(src.read())
+        os.remove(os.path.join(repo, "spark-summary.md"))
+        results, summary = gitlab_job(repo, {"report": "report.xml", "hooks": spaced}, tmp)
+        check(all(r.returncode == 0 for r in results) and "| test | verdict |" in summary,
+              "the GitLab job with hooks at a path holding a space", "\n".join(r.stderr for r in results) + summary)
+        marker = os.path.join(tmp, "hooks-input-ran")
+        results, summary = gitlab_job(repo, {"report": "report.xml", "hooks": "$(touch %s)" % marker}, tmp)
+        check(not os.path.exists(marker), "the GitLab job's hooks input is never run as a command",
+              "\n".join(r.stderr for r in results))
 
     for f in failures:
         print("FAILED: " + f)

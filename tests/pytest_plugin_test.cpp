@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.h"
 
 namespace spark {
@@ -18,13 +20,24 @@ using testing::write_file;
 
 const std::string kPlugin = std::string(SPARK_SOURCE_DIR) + "/integrations/pytest";
 
-// pytest with the plugin on PYTHONPATH (`-p pytest_spark`, as its README says) and $SPARK naming `binary`.
-RunResult pytest_with_plugin(const TempDir& dir, std::vector<std::string> args, const std::string& binary = SPARK_BINARY) {
-  std::vector<std::string> all = {"PYTHONPATH=" + kPlugin, "SPARK=" + binary, "SPARK_KB=",
-                                  "/usr/bin/python3", "-B", "-m", "pytest", "-p", "no:cacheprovider", "-p",
-                                  "pytest_spark"};
+// pytest with the plugin on PYTHONPATH (`-p pytest_spark`, as its README says) and $SPARK naming `binary`; `env`:
+// more NAME=VALUE settings.
+RunResult pytest_with_plugin(const TempDir& dir, std::vector<std::string> args, const std::string& binary = SPARK_BINARY,
+                             const std::vector<std::string>& env = {}) {
+  std::vector<std::string> all = {"PYTHONPATH=" + kPlugin, "SPARK=" + binary, "SPARK_KB="};
+  all.insert(all.end(), env.begin(), env.end());
+  for (const char* a : {"/usr/bin/python3", "-B", "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_spark"})
+    all.emplace_back(a);
   all.insert(all.end(), args.begin(), args.end());
   return testing::run_program("/usr/bin/env", all, dir.path());
+}
+
+// A stand-in for spark that prints `json` on standard output and exits 0, whatever it is asked.
+std::string fake_spark(const TempDir& dir, const std::string& json) {
+  const auto path = dir / "fake-spark";
+  write_file(path, "#!/bin/sh\ncat <<'EOF'\n" + json + "\nEOF\n");
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path.string();
 }
 
 void project(const TempDir& dir, const std::string& expected) {
@@ -120,6 +133,101 @@ TEST(pytest_spark, spark_missing_or_failing_is_one_warning_line_and_never_the_se
   EXPECT_NE(broken.out.find("spark: error:"), std::string::npos) << broken.out;
   EXPECT_EQ(broken.out.find("Traceback"), std::string::npos) << broken.out;
   EXPECT_EQ(broken.out.find("= spark ="), std::string::npos) << broken.out;
+}
+
+TEST(pytest_spark, a_bad_timeout_setting_is_one_warning_line_and_never_the_sessions_status) {
+  TempDir dir;
+  project(dir, "4");  // every test passes
+  for (const std::string value : {"10s", "", "-5", "nan"}) {
+    SCOPED_TRACE("SPARK_PYTEST_TIMEOUT=" + value);
+    // Without --spark the plugin does nothing, whatever its settings.
+    auto off = pytest_with_plugin(dir, {}, SPARK_BINARY, {"SPARK_PYTEST_TIMEOUT=" + value});
+    EXPECT_EQ(off.exit_code, 0) << off.out << off.err;
+    EXPECT_EQ(off.out.find("spark:"), std::string::npos) << off.out;
+    EXPECT_EQ(off.out.find("= spark ="), std::string::npos) << off.out;
+    // With it, the session is recorded with the default timeout; a value that is set and bad is said.
+    auto on = pytest_with_plugin(dir, {"--spark"}, SPARK_BINARY, {"SPARK_PYTEST_TIMEOUT=" + value});
+    EXPECT_EQ(on.exit_code, 0) << on.out << on.err;
+    EXPECT_NE(on.out.find("spark: recorded "), std::string::npos) << on.out << on.err;
+    const bool said = on.out.find("SPARK_PYTEST_TIMEOUT='" + value + "' is not a positive number of seconds: 600 used") !=
+                      std::string::npos;
+    EXPECT_EQ(said, !value.empty()) << on.out;
+  }
+  // A good value is taken: a spark slower than it is stopped, the session's status kept.
+  write_file(dir / "slow-spark", "#!/bin/sh\nsleep 5\n");
+  std::filesystem::permissions(dir / "slow-spark", std::filesystem::perms::owner_all);
+  auto slow = pytest_with_plugin(dir, {"--spark"}, (dir / "slow-spark").string(), {"SPARK_PYTEST_TIMEOUT=0.5"});
+  EXPECT_EQ(slow.exit_code, 0) << slow.out << slow.err;
+  EXPECT_NE(slow.out.find("spark took over 0.5 s: stopped"), std::string::npos) << slow.out;
+}
+
+TEST(pytest_spark, json_of_another_shape_is_one_warning_line_and_never_the_sessions_status) {
+  TempDir dir, bin;
+  project(dir, "4");  // every test passes
+  for (const std::string json : {"[1, 2]", "\"text\"", "{\"schema\": 3}", "[{\"test_id\": 7}]", "null", "[null]",
+                                 "[{\"test_id\": \"t::a\", \"ranked\": [1, {\"rank\": [], \"path\": {}, "
+                                 "\"reasons\": \"x\"}], \"retrieved\": {\"similarity\": 1}}]"}) {
+    SCOPED_TRACE(json);
+    auto r = pytest_with_plugin(dir, {"--spark"}, fake_spark(bin, json));
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("INTERNALERROR"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find("2 passed"), std::string::npos) << r.out;
+  }
+  auto bad = pytest_with_plugin(dir, {"--spark"}, fake_spark(bin, "[1, 2]"));
+  EXPECT_NE(bad.out.find("spark: 2 entries of its JSON output are not a localization: not shown"), std::string::npos)
+      << bad.out;
+  // What can be read of an entry is shown; the rest of it stands in as "?".
+  auto partial = pytest_with_plugin(
+      dir, {"--spark"},
+      fake_spark(bin, "[{\"test_id\": \"t::a\", \"ranked\": [1, {\"rank\": [], \"path\": {}, \"line\": 3, "
+                      "\"reasons\": [5, \"why\"]}]}]"));
+  EXPECT_EQ(partial.exit_code, 0) << partial.out << partial.err;
+  EXPECT_NE(partial.out.find("t::a  (no similar case learnt yet)"), std::string::npos) << partial.out;
+  EXPECT_NE(partial.out.find("1. ?:3    (why)"), std::string::npos) << partial.out;
+  // A failing session keeps its 1 the same way.
+  project(dir, "5");
+  auto failing = pytest_with_plugin(dir, {"--spark"}, fake_spark(bin, "[1, 2]"));
+  EXPECT_EQ(failing.exit_code, 1) << failing.out << failing.err;
+}
+
+TEST(pytest_spark, claims_a_similar_case_only_where_spark_shows_one) {
+  TempDir dir;
+  project(dir, "5");
+  ASSERT_EQ(pytest_with_plugin(dir, {"--spark"}).exit_code, 1);
+  write_file(dir / "tests" / "test_a.py",
+             "def test_add():\n    total = 2 + 2\n    assert total == 4\n\n\ndef test_ok():\n    assert 1 == 1\n");
+  git(dir, "commit -am fix", "2026-01-02T00:00:00Z");
+  auto fixed = pytest_with_plugin(dir, {"--spark"});
+  ASSERT_NE(fixed.out.find("1 labelled into the knowledge base"), std::string::npos) << fixed.out;
+  // The same line breaks again (another way: a failure never retrieves a case of its own exact code), and a test
+  // about something else fails beside it.
+  write_file(dir / "tests" / "test_a.py",
+             "def test_add():\n    total = 2 + 2\n    assert total == 6\n\n\ndef test_ok():\n    assert 1 == 1\n");
+  write_file(dir / "tests" / "test_far.py",
+             "import json\n\n\ndef test_parse_payload():\n    payload = json.loads('{\"zeta\": [9, 8]}')\n"
+             "    assert payload['zeta'][0] == 7\n");
+  git(dir, "add -A");
+  git(dir, "commit -m again", "2026-01-03T00:00:00Z");
+  auto again = pytest_with_plugin(dir, {"--spark", "--spark-no-record", "--junitxml", "again.xml"});
+  EXPECT_EQ(again.exit_code, 1) << again.out;
+  EXPECT_NE(again.out.find("tests/test_a.py::test_add  (1 similar case(s) learnt before)"), std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("tests/test_far.py::test_parse_payload  (no similar case learnt yet)"), std::string::npos)
+      << again.out;
+  // spark retrieved the case for the distant failure too (above the retrieval floor, 0.10), and says it does not show
+  // it (the text report names it as the closest case, too far to show).
+  auto far = testing::run_spark({"localize", "--junit", "again.xml", "--format", "json"}, dir.path());
+  ASSERT_EQ(far.exit_code, 0) << far.err;
+  const auto all = nlohmann::json::parse(far.out);
+  ASSERT_TRUE(all.is_array()) << far.out;
+  nlohmann::json one;
+  for (const auto& l : all)
+    if (l.is_object() && l["test_id"] == "tests/test_far.py::test_parse_payload") one = l;
+  ASSERT_TRUE(one.is_object()) << far.out;
+  ASSERT_EQ(one["retrieved"].size(), 1u) << far.out;
+  EXPECT_LT(one["retrieved"][0]["similarity"].get<double>(), 0.5) << far.out;
+  EXPECT_EQ(one["retrieved"][0]["shown"], false) << far.out;
 }
 
 TEST(pytest_spark, an_interrupted_session_is_not_recorded) {

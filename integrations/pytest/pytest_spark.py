@@ -10,6 +10,7 @@ the directory pytest was started in ($SPARK_KB, else .spark at the repository's 
 """
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -17,9 +18,14 @@ import tempfile
 
 import pytest
 
-# How many failures the section shows, and how long spark may take, before the rest is cut.
+# How many failures the section shows, and how long spark may take by default, before the rest is cut.
 MAX_SHOWN = 20
-TIMEOUT_SECONDS = float(os.environ.get("SPARK_PYTEST_TIMEOUT", "600"))
+DEFAULT_TIMEOUT_SECONDS = 600.0
+# The longest test id, path or reason the section prints (spark caps what it stores; this caps what is shown).
+MAX_TEXT = 300
+MAX_WARNING = 2000
+# What spark's JSON says of a retrieved case before it said whether it is shown: the floor its text report used.
+OLD_SHOW_SIMILAR_FLOOR = 0.5
 
 
 def pytest_addoption(parser):
@@ -37,13 +43,33 @@ def _active(config):
     return config.getoption("spark", False) and not hasattr(config, "workerinput")
 
 
+def _timeout():
+    """The seconds spark may take ($SPARK_PYTEST_TIMEOUT, else the default), and a warning when the value is bad."""
+    text = os.environ.get("SPARK_PYTEST_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_SECONDS, None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = None
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        return DEFAULT_TIMEOUT_SECONDS, ("spark: SPARK_PYTEST_TIMEOUT=%r is not a positive number of seconds: %g used"
+                                         % (_clipped(text), DEFAULT_TIMEOUT_SECONDS))
+    return seconds, None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     # Before pytest's junitxml plugin reads --junitxml: without one, it writes a report for spark in a folder of ours.
     config._spark_own_report = None
+    config._spark_warnings = []
     if not _active(config) or getattr(config.option, "xmlpath", None):
         return
-    folder = tempfile.mkdtemp(prefix="pytest-spark-")
+    try:
+        folder = tempfile.mkdtemp(prefix="pytest-spark-")
+    except OSError as e:  # no temporary folder: said at the end, the session runs as without --spark
+        config._spark_warnings.append("spark: no temporary folder for the report (%s): not recorded" % e)
+        return
     config.option.xmlpath = os.path.join(folder, "report.xml")
     config._spark_own_report = folder
 
@@ -77,7 +103,7 @@ def _binary():
 
 
 def _run_spark(config, report):
-    """spark's JSON localizations of the report's failures, or (None, a one-line warning)."""
+    """(spark's JSON output of the report's failures, parsed; its notes), or (None, a one-line warning)."""
     binary = _binary()
     if binary is None:
         return None, "spark not found ($SPARK or PATH): not recorded"
@@ -86,11 +112,12 @@ def _run_spark(config, report):
         command = [binary, "localize", "--junit", report, "--format", "json", "-k", str(k)]
     else:
         command = [binary, "record", "--junit", report, "--format", "json", "-k", str(k)]
+    timeout, _ = _timeout()
     try:
         done = subprocess.run(command, cwd=str(config.invocation_params.dir), stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, errors="replace", timeout=TIMEOUT_SECONDS)
+                              capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
-        return None, "spark took over %g s: stopped" % TIMEOUT_SECONDS
+        return None, "spark took over %g s: stopped" % timeout
     except OSError as e:
         return None, "spark could not run: %s" % e
     errors = [line for line in done.stderr.splitlines() if line.startswith("spark: error:")]
@@ -98,18 +125,119 @@ def _run_spark(config, report):
         why = errors[0] if errors else (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]
         return None, why if why.startswith("spark") else "spark: " + why
     try:
-        localized = json.loads(done.stdout) if done.stdout.strip() else []
+        parsed = json.loads(done.stdout) if done.stdout.strip() else []
     except ValueError:
         return None, "spark: its output is not JSON: not shown"
     notes = [line for line in done.stderr.splitlines()
              if line.startswith("spark: recorded") or line.startswith("spark: settled")]
-    return (localized if isinstance(localized, list) else []), "\n".join(notes)
+    return ([] if parsed is None else parsed), "\n".join(notes)
 
 
-def _printable(text):
+def _clipped(text, limit=MAX_TEXT):
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _id_printable(test_id):
+    # A long id keeps its end too: spark ends an id it cut with its hash, which tells two such ids apart.
+    test_id = str(test_id)
+    if len(test_id) > MAX_TEXT:
+        test_id = test_id[:MAX_TEXT // 2] + "..." + test_id[-(MAX_TEXT // 2 - 3):]
+    return _printable(test_id)
+
+
+def _printable(text, limit=MAX_TEXT):
     # Test code and messages are untrusted: control characters (C0, DEL, C1) are shown escaped, never sent to the
-    # terminal.
-    return "".join("\\x%02x" % ord(c) if c != "\t" and (c < " " or "\x7f" <= c <= "\x9f") else c for c in str(text))
+    # terminal; a very long text is cut.
+    return "".join("\\x%02x" % ord(c) if c != "\t" and (c < " " or "\x7f" <= c <= "\x9f") else c
+                   for c in _clipped(text, limit))
+
+
+def _text(value, default="?"):
+    return value if isinstance(value, str) else default
+
+
+def _number(value, default="?"):
+    # bool is an int in Python; a rank or line is neither.
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _shown_similar(retrieved):
+    """How many retrieved cases spark itself shows as similar: those its JSON marks "shown" (an older spark that
+    does not mark them: those at its text report's floor and above)."""
+    count = 0
+    for case in retrieved if isinstance(retrieved, list) else []:
+        if not isinstance(case, dict):
+            continue
+        shown = case.get("shown")
+        if shown is None:
+            similarity = case.get("similarity")
+            shown = (isinstance(similarity, (int, float)) and not isinstance(similarity, bool)
+                     and similarity >= OLD_SHOW_SIMILAR_FLOOR)
+        count += 1 if shown is True else 0
+    return count
+
+
+def _failures(parsed):
+    """The localizations in spark's JSON (an array of them, or one), each checked for the fields the section
+    prints, and how many entries were not localizations."""
+    items = parsed if isinstance(parsed, list) else [parsed] if isinstance(parsed, dict) else None
+    if items is None:
+        return [], 1
+    out, bad = [], 0
+    for one in items:
+        if one is None:  # a failure spark could not localize: its error is in spark's messages
+            continue
+        if not isinstance(one, dict) or not isinstance(one.get("test_id"), str):
+            bad += 1
+            continue
+        ranked = []
+        for entry in one.get("ranked") if isinstance(one.get("ranked"), list) else []:
+            if not isinstance(entry, dict):
+                continue
+            reasons = [r for r in entry.get("reasons", []) if isinstance(r, str)] \
+                if isinstance(entry.get("reasons"), list) else []
+            # The first reason past the line's scope ("in the failing test's own body") says most.
+            if len(reasons) > 1 and reasons[0].startswith("in "):
+                reasons = reasons[1:]
+            ranked.append((_number(entry.get("rank"), len(ranked) + 1), _text(entry.get("path")),
+                           _number(entry.get("line")), " ".join(_text(entry.get("code"), "").split()),
+                           reasons[0] if reasons else "ranked"))
+        out.append((one["test_id"], _shown_similar(one.get("retrieved")), ranked))
+    return out, bad
+
+
+def _summary(write, section, config):
+    """The section's lines (through `write`), or a warning; raises nothing pytest would see."""
+    timeout, bad_timeout = _timeout()
+    for warning in getattr(config, "_spark_warnings", []) + ([bad_timeout] if bad_timeout else []):
+        write(_printable(warning, MAX_WARNING), yellow=True)
+    report = config.option.xmlpath
+    if not report or not os.path.isfile(report):
+        if not getattr(config, "_spark_warnings", []):
+            write("spark: no JUnit report was written (is pytest's junitxml plugin disabled?): not recorded")
+        return
+    parsed, said = _run_spark(config, report)
+    if parsed is None:
+        write(_printable(said if said.startswith("spark") else "spark: " + said, MAX_WARNING), yellow=True)
+        return
+    localized, bad = _failures(parsed)
+    if not localized and not said and not bad:
+        return
+    section("spark", sep="=", bold=True)
+    for test_id, similar, ranked in localized[:MAX_SHOWN]:
+        verdict = ("%d similar case(s) learnt before" % similar) if similar else "no similar case learnt yet"
+        write("%s  (%s)" % (_id_printable(test_id), verdict), bold=True)
+        for rank, path, line, code, reason in ranked:
+            write("  %s. %s:%s  %s  (%s)" % (rank, _printable(path), line, _printable(_clipped(code, 60)),
+                                            _printable(reason)))
+    if len(localized) > MAX_SHOWN:
+        write("... and %d more failures: `spark failures list` lists them" % (len(localized) - MAX_SHOWN))
+    if bad:
+        write("spark: %d entr%s of its JSON output %s not a localization: not shown"
+              % (bad, "y" if bad == 1 else "ies", "is" if bad == 1 else "are"), yellow=True)
+    for line in said.splitlines():
+        write(_printable(line, MAX_WARNING))
 
 
 @pytest.hookimpl(trylast=True)
@@ -121,38 +249,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         write("spark: the session did not finish (%s): not recorded" % pytest.ExitCode(exitstatus).name.lower())
         return
-    report = config.option.xmlpath
-    if not report or not os.path.isfile(report):
-        write("spark: no JUnit report was written (is pytest's junitxml plugin disabled?): not recorded")
-        return
     try:
-        localized, said = _run_spark(config, report)
-    except Exception as e:  # never fail the session
-        localized, said = None, "spark: %s: %s" % (type(e).__name__, e)
-    if localized is None:
-        write(_printable(said if said.startswith("spark") else "spark: " + said), yellow=True)
-        return
-    if not localized and not said:
-        return
-    terminalreporter.section("spark", sep="=", bold=True)
-    for one in localized[:MAX_SHOWN]:
-        test_id = _printable(one.get("test_id", "?"))
-        ranked = one.get("ranked") or []
-        retrieved = one.get("retrieved") or []
-        verdict = ("%d similar case(s) learnt before" % len(retrieved)) if retrieved else "no similar case learnt yet"
-        write("%s  (%s)" % (test_id, verdict), bold=True)
-        for entry in ranked:
-            # The first reason past the line's scope ("in the failing test's own body") says most.
-            reasons = entry.get("reasons") or []
-            if len(reasons) > 1 and reasons[0].startswith("in "):
-                reasons = reasons[1:]
-            code = " ".join(str(entry.get("code", "")).split())
-            if len(code) > 60:
-                code = code[:57] + "..."
-            write("  %d. %s:%s  %s  (%s)" % (entry.get("rank", 0), _printable(entry.get("path", "?")),
-                                            entry.get("line", "?"), _printable(code),
-                                            _printable(reasons[0]) if reasons else "ranked"))
-    if len(localized) > MAX_SHOWN:
-        write("... and %d more failures: `spark failures list` lists them" % (len(localized) - MAX_SHOWN))
-    for line in said.splitlines():
-        write(_printable(line))
+        _summary(write, terminalreporter.section, config)
+    except Exception as e:  # whatever spark printed or the environment holds, the session's status stays pytest's
+        write(_printable("spark: not shown (%s: %s)" % (type(e).__name__, e), MAX_WARNING), yellow=True)

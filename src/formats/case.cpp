@@ -17,6 +17,7 @@
 
 #include "base/text.h"
 #include "formats/error_message.h"
+#include "formats/junit.h"
 
 namespace spark {
 
@@ -163,6 +164,7 @@ Result<Case> case_from_json(json r) {
   }
   if (c.id.empty()) return fail("\"id\" is empty");
   cap_error_message(c.error_message);
+  if (c.test_id.size() > kTestIdLimit) c.test_id = bounded_test_id(c.test_id);
   auto epoch = parse_iso8601(c.failure_time);
   TRY(epoch);
   c.failure_epoch = *epoch;

@@ -17,6 +17,17 @@ namespace spark {
 
 namespace fs = std::filesystem;
 
+std::string bounded_test_id(std::string_view id) {
+  if (id.size() <= kTestIdLimit) return std::string(id);
+  // A second hash of the whole id, with another offset basis: 128 bits in all.
+  constexpr uint64_t kSecondBasis = 0x84222325cbf29ce4ULL;
+  const std::string suffix =
+      "…#" + hex64(fnv1a64(id)) + hex64(fnv1a64(id, kSecondBasis)) + (id.ends_with(']') ? "]" : "");
+  size_t head = kTestIdLimit - suffix.size();
+  while (head > 0 && (static_cast<unsigned char>(id[head]) & 0xC0) == 0x80) --head;
+  return std::string(id.substr(0, head)) + suffix;
+}
+
 std::string_view outcome_name(Outcome o) {
   switch (o) {
     case Outcome::passed:
@@ -483,6 +494,9 @@ class JunitStream {
   std::unordered_map<std::string, bool> known_;
 };
 
+// How much of a report's name (a class, a file, a title) a warning quotes: the report may be a stranger's.
+constexpr size_t kNameInWarning = 300;
+
 // A JavaScript or TypeScript file, by its extension.
 bool is_javascript_file(const std::string& path) {
   const auto l = language_of_path(path);
@@ -499,15 +513,22 @@ void JunitStream::read_testcase(TestcaseRead& tc) {
     return;
   }
   read_outcome(tc, o, where);
-  // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
-  if (tc.classname.empty()) return read_collection_error(tc, std::move(o), where);
-  // node:test's reporter: classname "test", no file; the describe blocks are the enclosing <testsuite>s.
-  if (tc.classname == "test" && tc.file.empty() && !exists("test.py")) return read_node_test(tc, std::move(o), where);
-  // JavaScript/TypeScript: jest-junit (a `file` attribute; classname the suites when configured as docs/MINER.md
-  // says), Vitest (classname the file, name "suite > case").
-  if (is_javascript_file(tc.file) || (tc.file.empty() && is_javascript_file(tc.classname)))
-    return read_javascript_test(tc, std::move(o), where);
-  read_python_or_java_test(tc, std::move(o), where);
+  const size_t read = out_.outcomes.size();
+  if (tc.classname.empty()) {
+    // pytest's collection error: classname "", name "tests.test_x" (the module), message "collection failure".
+    read_collection_error(tc, std::move(o), where);
+  } else if (tc.classname == "test" && tc.file.empty() && !exists("test.py")) {
+    // node:test's reporter: classname "test", no file; the describe blocks are the enclosing <testsuite>s.
+    read_node_test(tc, std::move(o), where);
+  } else if (is_javascript_file(tc.file) || (tc.file.empty() && is_javascript_file(tc.classname))) {
+    // JavaScript/TypeScript: jest-junit (a `file` attribute; classname the suites when configured as docs/MINER.md
+    // says), Vitest (classname the file, name "suite > case").
+    read_javascript_test(tc, std::move(o), where);
+  } else {
+    read_python_or_java_test(tc, std::move(o), where);
+  }
+  for (size_t i = read; i < out_.outcomes.size(); ++i)
+    if (std::string& id = out_.outcomes[i].test_id; id.size() > kTestIdLimit) id = bounded_test_id(id);
 }
 
 void JunitStream::read_outcome(TestcaseRead& tc, TestOutcome& o, const std::string& where) {
@@ -540,8 +561,8 @@ void JunitStream::read_collection_error(const TestcaseRead& tc, TestOutcome o, c
   if (exists(path))
     o.file = path;
   else
-    out_.warnings.push_back(where + "collection error of " + test_name + ": no test file " + path + " in " +
-                            files_.name);
+    out_.warnings.push_back(where + "collection error of " + clip(test_name, kNameInWarning) + ": no test file " +
+                            clip(path, kNameInWarning) + " in " + files_.name);
   o.test_id = o.file.empty() ? test_name : o.file;
   // An error of one function's collection (parametrize's argnames and values that do not match) names it
   // first, after the message attribute's "collection failure": "tests/test_x.py::test_f: in \"parametrize\" …".
@@ -569,7 +590,7 @@ void JunitStream::read_node_test(const TestcaseRead& tc, TestOutcome o, const st
     o.file = holders.front();
     o.test_id = o.file + " > " + title;
   } else {
-    out_.warnings.push_back(where + "node:test names no file for \"" + title + "\", and " +
+    out_.warnings.push_back(where + "node:test names no file for \"" + clip(title, kNameInWarning) + "\", and " +
                             (holders.empty() ? std::string("no test file in ") + files_.name + " holds"
                                              : std::to_string(holders.size()) + " test files (" + holders[0] + ", " +
                                                    holders[1] + (holders.size() > 2 ? ", …" : "") + ") hold") +
@@ -588,8 +609,8 @@ void JunitStream::read_javascript_test(const TestcaseRead& tc, TestOutcome o, co
   if (!path.empty() && exists(path)) {
     o.file = path;
   } else {
-    out_.warnings.push_back(where + (file_attr.empty() ? classname : file_attr) + " is not a test file in " +
-                            files_.name + "; not read");
+    out_.warnings.push_back(where + clip(file_attr.empty() ? classname : file_attr, kNameInWarning) +
+                            " is not a test file in " + files_.name + "; not read");
     path = file_attr.empty() ? classname : file_attr;
   }
   o.test_id = path;
@@ -649,12 +670,13 @@ void JunitStream::read_python_or_java_test(const TestcaseRead& tc, TestOutcome o
   }
   if (!path.empty() && !exists(path)) {
     const bool escapes = fs::path(path).is_absolute() || path.find("..") != std::string::npos;
-    out_.warnings.push_back(where + path + (escapes ? " is outside the repository " : " is not in ") + files_.name +
-                            "; not read");
+    out_.warnings.push_back(where + clip(path, kNameInWarning) +
+                            (escapes ? " is outside the repository " : " is not in ") + files_.name + "; not read");
     path.clear();
   }
   if (path.empty()) {
-    if (file_attr.empty()) out_.warnings.push_back(where + "no test file for " + classname + " under " + files_.name);
+    if (file_attr.empty())
+      out_.warnings.push_back(where + "no test file for " + clip(classname, kNameInWarning) + " under " + files_.name);
     o.test_id = classname + "::" + test_name;
   } else {
     o.file = path;

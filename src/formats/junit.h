@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -25,6 +26,15 @@ namespace spark {
 
 enum class Outcome { passed, failed, error, skipped };
 std::string_view outcome_name(Outcome o);
+
+// The longest test id spark keeps, in bytes. A longer one (a parametrize id made of a 300 KB string) is cut to a head
+// of its first bytes (at a character's start), then "…#" and 32 hex digits of two 64-bit hashes of the whole id, so
+// that two long ids differing anywhere stay apart; an id ending with ']' (a parametrized test's row) keeps that ']'
+// last. An id within the limit is kept as it is, and a cut one is within it: cutting is stable and idempotent, so the
+// same long id from every report is the same test. The hashes guard against accidents, not against an adversary
+// (who controls the test names already). Applied wherever test ids come in: JUnit reports, outcome files, cases.
+inline constexpr size_t kTestIdLimit = 1024;
+std::string bounded_test_id(std::string_view id);
 
 struct TestOutcome {
   std::string test_id;  // node id; for a collection error, the test file's path (or the function its message names)

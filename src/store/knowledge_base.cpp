@@ -2,13 +2,24 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <random>
+#include <sstream>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "base/text.h"
 #include "store/postgres_db.h"
@@ -20,6 +31,52 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// Takes an exclusive flock on `fd`, trying until `wait` has passed (at once, then every 10 ms, growing to 200 ms).
+// False when it is still held by another open file then.
+bool lock_within(int fd, std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  for (auto pause = std::chrono::milliseconds(10);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) return true;  // a file system without flock: no lock, as before
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, until - now));
+  }
+}
+
+// Who holds the lock on the file `fd` is open on: "pid 1234 (spark record --junit r.xml)", from the kernel's table
+// of file locks (/proc/locks: "1: FLOCK  ADVISORY  WRITE 1234 fe:00:10954090 0 EOF", a waiter's line marked "->")
+// and the process's command line; "another process (its pid not found in /proc/locks)" when the table does not
+// say. The device is matched too when the table's matches it (an overlay file system shows another device).
+std::string lock_holder(int fd) {
+  struct stat st {};
+  std::string pid;
+  if (::fstat(fd, &st) == 0) {
+    std::ifstream locks("/proc/locks");
+    const std::string inode = ":" + std::to_string(st.st_ino);
+    char device[32];
+    std::snprintf(device, sizeof device, "%02x:%02x", major(st.st_dev), minor(st.st_dev));
+    bool exact = false;
+    for (std::string line; std::getline(locks, line) && !exact;) {
+      std::istringstream fields(line);
+      std::vector<std::string> f;
+      for (std::string w; fields >> w;) f.push_back(w);
+      if (f.size() < 6 || f[1] == "->") continue;
+      const std::string& where = f[5];  // MAJOR:MINOR:INODE, after "ID: TYPE ADVISORY WRITE PID"
+      if (!where.ends_with(inode) || std::count(where.begin(), where.end(), ':') != 2) continue;
+      exact = where == device + inode;
+      if (exact || pid.empty()) pid = f[4];
+    }
+  }
+  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos)
+    return "another process (its pid not found in /proc/locks)";
+  std::ifstream cmdline("/proc/" + pid + "/cmdline", std::ios::binary);
+  std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  while (!command.empty() && command.back() == '\0') command.pop_back();
+  std::replace(command.begin(), command.end(), '\0', ' ');
+  return "pid " + pid + (command.empty() ? "" : " (" + terminal_line(clip(command, 200)) + ")");
+}
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS settings(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -253,7 +310,8 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
     if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
   }
   // Creating the file and its schema is serialized between processes (two CI jobs recording into a new store at
-  // once): SQLite's switch to WAL and the first schema write can fail with "database is locked" otherwise.
+  // once): SQLite's switch to WAL and the first schema write can fail with "database is locked" otherwise. The lock
+  // is waited for as long as SQLite waits for a busy store, then given up, naming its holder.
   struct CreationLock {
     int fd = -1;
     ~CreationLock() {
@@ -261,8 +319,13 @@ Result<std::unique_ptr<KnowledgeBase>> KnowledgeBase::open(const fs::path& locat
     }
   } lock;
   if (create) {
-    lock.fd = ::open((dir / "kb.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock.fd >= 0) ::flock(lock.fd, LOCK_EX);
+    const fs::path lock_file = dir / "kb.lock";
+    lock.fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock.fd >= 0 && !lock_within(lock.fd, std::chrono::milliseconds(std::max(0, busy_timeout_ms))))
+      return fail(lock_file.string() + ": held by " + lock_holder(lock.fd) + " for over " +
+                  seconds_text(busy_timeout_ms / 1000.0) +
+                  ", as long as spark waits for it; the knowledge base is not opened (if that process is stuck, "
+                  "stop it; its lock goes with it)");
   }
   auto db = SqliteDb::open(db_file, create, busy_timeout_ms);
   if (!db && db.error().message.starts_with("no space left on device")) return std::unexpected(db.error());
