@@ -121,11 +121,11 @@ struct Connection {
   int fd = -1;
   State state = State::reading;
   Address remote, local;
-  std::string in;            // the request so far
-  size_t scanned = 0;        // bytes of `in` searched for the head's end
-  size_t lines = 0;          // line ends among them
-  size_t length = 0;         // the whole request's bytes, once its head is read (0 before)
-  std::string out;           // the reply
+  std::string in;      // the request so far
+  size_t scanned = 0;  // bytes of `in` searched for the head's end
+  size_t lines = 0;    // line ends among them
+  size_t length = 0;   // the whole request's bytes, once its head is read (0 before)
+  std::string out;     // the reply
   size_t sent = 0;
   Clock::time_point deadline, last_active;
 
@@ -229,8 +229,8 @@ bool SparkHttpServer::read_head(Connection& c) {
   const size_t from = c.scanned < 2 ? 0 : c.scanned - 2;
   const size_t end = c.in.find("\n\r\n", from);
   const size_t head = end == std::string::npos ? c.in.size() : end + 3;
-  c.lines += static_cast<size_t>(std::count(c.in.begin() + static_cast<ptrdiff_t>(c.scanned),
-                                            c.in.begin() + static_cast<ptrdiff_t>(head), '\n'));
+  c.lines += static_cast<size_t>(
+      std::count(c.in.begin() + static_cast<ptrdiff_t>(c.scanned), c.in.begin() + static_cast<ptrdiff_t>(head), '\n'));
   c.scanned = head;
   // The request line and the blank line that ends the head are not headers.
   if (c.lines > limits.header_lines + 2) {
@@ -261,9 +261,8 @@ bool SparkHttpServer::read_head(Connection& c) {
         const char* v_end = eol - 1;
         while (v < v_end && (*v == ' ' || *v == '\t')) ++v;
         while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t')) --v_end;
-        const bool digits = v < v_end && v_end - v <= 18 && std::all_of(v, v_end, [](char ch) {
-                              return ch >= '0' && ch <= '9';
-                            });
+        const bool digits =
+            v < v_end && v_end - v <= 18 && std::all_of(v, v_end, [](char ch) { return ch >= '0' && ch <= '9'; });
         if (body || !digits) {
           refuse(c, 400, "Bad Request", "one Content-Length of digits");
           return false;
@@ -474,11 +473,18 @@ bool SparkHttpServer::serve() {
       if (!polled[i].revents) continue;
       Connection& c = *connections.at(ids[i]);
       switch (c.state) {
-        case Connection::State::reading: read_request(pool, ids[i], c); break;
-        case Connection::State::sending: send_reply(c); break;
-        case Connection::State::closing: drop_input(c); break;
+        case Connection::State::reading:
+          read_request(pool, ids[i], c);
+          break;
+        case Connection::State::sending:
+          send_reply(c);
+          break;
+        case Connection::State::closing:
+          drop_input(c);
+          break;
         case Connection::State::answering:
-        case Connection::State::closed: break;
+        case Connection::State::closed:
+          break;
       }
     }
     if (polled[1].revents) accept_connections(connections, next_id);
