@@ -40,11 +40,11 @@ struct HttpLimits {
   size_t connections = 64;
   // The request line and headers (431 past either). Browsers send about 1 KB in about 15 lines; cpp-httplib refuses
   // a single line over 8 KB itself.
-  size_t head_bytes = 32 * 1024;
+  size_t head_bytes = size_t{32} * 1024;
   size_t header_lines = 100;
   // A body, announced by its Content-Length (413 past it, before it is read). A Transfer-Encoding (chunked) is
   // refused (411): browsers send forms with a length. cpp-httplib refuses an urlencoded form over 8 KB itself.
-  size_t body_bytes = 64 * 1024;
+  size_t body_bytes = size_t{64} * 1024;
   // From a connection's accept to its whole request read, however it trickles in (408 past it).
   unsigned request_ms = 10'000;
   // From a reply made to its last byte sent to a client that does not read it (the connection closed past it).

@@ -215,7 +215,7 @@ void dispatch(SparkHttpServer* s, const httplib::Request& req, httplib::Response
   s->handler(s->context, &request, &reply, &kReplyApi);
 }
 
-constexpr size_t kReadChunk = 16 * 1024;
+constexpr size_t kReadChunk = size_t{16} * 1024;
 // How long a refusal, and the closing of a connection whose reply is sent, may take.
 constexpr auto kLinger = std::chrono::seconds(1);
 // Connections accepted per round of the poll loop, so that a flood of connections cannot starve the reading.
