@@ -6,7 +6,8 @@
 // C++ interface and load eleven libraries into every `spark localize`. The plugin links cpp-httplib and the shared
 // runtime; spark opens it with dlopen only to serve, and the two sides exchange nothing but C types: no C++ object,
 // allocation or exception crosses this interface. The plugin is a transport: every request goes to one handler of
-// spark's, which decides everything (routing, access, pages, writes).
+// spark's, which decides everything (routing, access, pages, writes). How much the transport holds and for how long
+// is spark's too (SparkHttpLimits).
 //
 // Built from src/base/http_plugin/spark_http.cpp; spark opens it through base/http_server.h.
 #pragma once
@@ -18,7 +19,19 @@ extern "C" {
 #endif
 
 // Raised when this interface changes: spark refuses a plugin of another version.
-#define SPARK_HTTP_ABI_VERSION 1
+#define SPARK_HTTP_ABI_VERSION 2
+
+// What the server holds at most, whatever its clients send or withhold (base/http_server.h, HttpLimits, documents
+// each and its default). A request over a limit is answered with an error status and its connection closed.
+typedef struct SparkHttpLimits {
+  size_t connections;   // open at once; one more closes the one that has been idle longest
+  size_t head_bytes;    // the request line and its headers, with their line ends
+  size_t header_lines;  // headers in one request
+  size_t body_bytes;    // one request's body (Content-Length; a Transfer-Encoding is refused)
+  unsigned request_ms;  // from a connection's accept to its whole request read
+  unsigned reply_ms;    // from the reply made to the reply sent
+  size_t workers;       // threads that answer requests read whole
+} SparkHttpLimits;
 
 // One request. Pairs are (name, value) in order: params are the query's, then an urlencoded form body's.
 typedef struct SparkHttpRequest {
@@ -46,12 +59,14 @@ typedef void (*SparkHttpHandler)(void* context, const SparkHttpRequest* request,
 typedef struct SparkHttpServer SparkHttpServer;
 
 int spark_http_abi_version(void);
-SparkHttpServer* spark_http_create(SparkHttpHandler handler, void* context);
+// `limits` is copied.
+SparkHttpServer* spark_http_create(SparkHttpHandler handler, void* context, const SparkHttpLimits* limits);
 // Binds `host`:`port` (0: a free port). Returns the port bound, or -1 with `error` (NUL-terminated) saying why.
 int spark_http_bind(SparkHttpServer* server, const char* host, int port, char* error, size_t error_size);
 // Serves until spark_http_stop; 0 after a stop, -1 when serving failed.
 int spark_http_listen(SparkHttpServer* server);
-// From any thread.
+// From any thread (not from a signal handler): spark_http_listen returns once the requests being answered are
+// answered (their replies are not sent), without waiting for any client.
 void spark_http_stop(SparkHttpServer* server);
 void spark_http_destroy(SparkHttpServer* server);
 

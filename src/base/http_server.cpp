@@ -103,12 +103,15 @@ std::vector<std::string> HttpServer::plugin_paths() {
   return {(dir / "spark-http.so").string(), (dir.parent_path() / "lib" / "spark" / "spark-http.so").string()};
 }
 
-Result<std::unique_ptr<HttpServer>> HttpServer::bind(const std::string& host, int port, Handler handler) {
+Result<std::unique_ptr<HttpServer>> HttpServer::bind(const std::string& host, int port, Handler handler,
+                                                     const HttpLimits& limits) {
   const auto& loaded = plugin();
   TRY(loaded);
   const Plugin* p = &*loaded;
   std::unique_ptr<HttpServer> server(new HttpServer(p, std::move(handler)));
-  auto* s = p->spark_http_create(&handle, server.get());
+  const SparkHttpLimits plugin_limits{limits.connections, limits.head_bytes, limits.header_lines, limits.body_bytes,
+                                      limits.request_ms,  limits.reply_ms,   limits.workers};
+  auto* s = p->spark_http_create(&handle, server.get(), &plugin_limits);
   server->server_ = s;
   char error[512] = {};
   server->port_ = p->spark_http_bind(s, host.c_str(), port, error, sizeof error);

@@ -6,7 +6,8 @@
 //   (*server)->serve();                   // blocks until stop() (from another thread or a signal-waiting thread)
 //
 // The handler runs on the plugin's worker threads, several at once: it serialises what needs it. An exception it
-// throws becomes a 500 reply naming it. The plugin is found next to the spark binary (a build folder) or in
+// throws becomes a 500 reply naming it. The handler sees a request only once it is read whole, within HttpLimits;
+// each reply closes its connection. The plugin is found next to the spark binary (a build folder) or in
 // ../lib/spark beside it (an install: /usr/bin/spark, /usr/lib/spark/spark-http.so).
 #pragma once
 
@@ -30,6 +31,28 @@ struct HttpRequest {
   std::string header(const std::string& lower_name) const;
 };
 
+// What one server holds at most and for how long, whatever its clients send or withhold. Reading is one thread
+// polling every connection, so a slow client holds a connection, never a worker; past a limit the request is answered
+// with the status named here and its connection closed. The defaults are docs/AUDIT_SERVE.md's, "Limits".
+struct HttpLimits {
+  // Open at once. One more closes the one idle longest (the one whose last byte came or went earliest), unless it
+  // is being answered.
+  size_t connections = 64;
+  // The request line and headers (431 past either). Browsers send about 1 KB in about 15 lines; cpp-httplib refuses
+  // a single line over 8 KB itself.
+  size_t head_bytes = size_t{32} * 1024;
+  size_t header_lines = 100;
+  // A body, announced by its Content-Length (413 past it, before it is read). A Transfer-Encoding (chunked) is
+  // refused (411): browsers send forms with a length. cpp-httplib refuses an urlencoded form over 8 KB itself.
+  size_t body_bytes = size_t{64} * 1024;
+  // From a connection's accept to its whole request read, however it trickles in (408 past it).
+  unsigned request_ms = 10'000;
+  // From a reply made to its last byte sent to a client that does not read it (the connection closed past it).
+  unsigned reply_ms = 10'000;
+  // Threads answering requests read whole (they never wait on a client).
+  size_t workers = 4;
+};
+
 struct HttpReply {
   int status = 200;
   std::string content_type = "text/html; charset=utf-8";
@@ -42,7 +65,8 @@ class HttpServer {
   using Handler = std::function<HttpReply(const HttpRequest&)>;
 
   // Opens the plugin and binds host:port (0: a free one).
-  static Result<std::unique_ptr<HttpServer>> bind(const std::string& host, int port, Handler handler);
+  static Result<std::unique_ptr<HttpServer>> bind(const std::string& host, int port, Handler handler,
+                                                  const HttpLimits& limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -50,7 +74,8 @@ class HttpServer {
   int port() const { return port_; }
   // Serves until stop(); an error when serving failed.
   Status serve();
-  // From any thread (not from a signal handler).
+  // From any thread (not from a signal handler). serve() returns once the requests being answered are answered,
+  // whatever the clients do; their replies and every other connection are dropped.
   void stop();
 
   // Where the plugin is looked for, in order.
