@@ -131,20 +131,26 @@ size_t levenshtein_bounded(std::u32string_view a, std::u32string_view b, size_t 
   PeqTable peq(b, blocks);
   std::vector<Word> pv(blocks, ~Word{0});
   std::vector<Word> mv(blocks, 0);
+  const auto bottom_bit = [&](size_t blk) { return Word{1} << ((rows_in(blk) - 1) % kWordBits); };
   size_t first = 0;
   size_t last = 0;
+  Word last_bit = bottom_bit(0);
   size_t score = rows_in(0);  // row 64 (or m) of column 0
   for (size_t j = 1; j <= n; ++j) {
-    const size_t lo = j > up ? j - up : 1;
-    const size_t hi = std::min(m, j + down);
-    first = (lo - 1) / kWordBits;
-    for (const size_t new_last = (hi - 1) / kWordBits; last < new_last;) score += rows_in(++last);
+    if (blocks > 1) {  // one block holds every row: no band to follow
+      const size_t lo = j > up ? j - up : 1;
+      const size_t hi = std::min(m, j + down);
+      first = (lo - 1) / kWordBits;
+      const size_t new_last = (hi - 1) / kWordBits;
+      if (last < new_last) {
+        while (last < new_last) score += rows_in(++last);
+        last_bit = bottom_bit(last);
+      }
+    }
     int carry = 1;
     const char32_t c = a[j - 1];
-    for (size_t blk = first; blk <= last; ++blk) {
-      const Word out = blk == last ? Word{1} << ((rows_in(blk) - 1) % kWordBits) : kHighBit;
-      carry = advance_block(pv[blk], mv[blk], peq.get(c, blk), carry, out);
-    }
+    for (size_t blk = first; blk < last; ++blk) carry = advance_block(pv[blk], mv[blk], peq.get(c, blk), carry, kHighBit);
+    carry = advance_block(pv[last], mv[last], peq.get(c, last), carry, last_bit);
     score = static_cast<size_t>(static_cast<long long>(score) + carry);
   }
   return std::min(score, k + 1);
