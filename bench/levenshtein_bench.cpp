@@ -1,4 +1,5 @@
-// The annotation distance kernel against the plain dynamic programme, in the same run.
+// The annotation distance kernel against the plain dynamic programme, and the bounded comparison the annotation runs
+// against the unbounded one it replaced, in the same run.
 //   build/bench/spark_bench_levenshtein --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -75,8 +76,60 @@ void BM_annotate_file_dp(benchmark::State& state) {
   }
 }
 
+// The normalized comparison as the annotation made it before the bounded kernel: length pruning, equality, then the
+// whole bit-parallel programme.
+double unbounded_normalized(const spark::PreparedLine& a, const spark::PreparedLine& b, double max_distance) {
+  const size_t longer = std::max(a.text.size(), b.text.size());
+  if (longer == 0) return 0.0;
+  const size_t diff = std::max(a.text.size(), b.text.size()) - std::min(a.text.size(), b.text.size());
+  const double lower_bound = static_cast<double>(diff) / static_cast<double>(longer);
+  if (lower_bound > max_distance) return lower_bound;
+  if (a.text == b.text) return 0.0;
+  return static_cast<double>(spark::levenshtein(a.text, b.text)) / static_cast<double>(longer);
+}
+
+// 64 pairs of the benchmark's length (±25 %, as one test file's lines differ), unrelated (`near` false) or one
+// line and a copy with one to three edits (a faulty line and a query line that resembles it).
+std::pair<std::vector<spark::PreparedLine>, std::vector<spark::PreparedLine>> line_pairs(size_t length, bool near) {
+  std::mt19937 rng(static_cast<unsigned>(length) * 2 + (near ? 1 : 0));
+  std::vector<spark::PreparedLine> a, b;
+  for (unsigned i = 0; i < 64; ++i) {
+    const size_t la = length * 3 / 4 + rng() % (length / 2 + 1);
+    const std::string line = code_lines(1, la, 10 + i)[0];
+    std::string other = near ? line : code_lines(1, length * 3 / 4 + rng() % (length / 2 + 1), 1000 + i)[0];
+    if (near)
+      for (unsigned e = 0, edits = 1 + rng() % 3; e < edits; ++e) other[4 + rng() % (other.size() - 4)] = '#';
+    a.emplace_back(line);
+    b.emplace_back(other);
+  }
+  return {std::move(a), std::move(b)};
+}
+
+// The annotation's comparison at the resemblance radius 0.5 (what annotation_features asks): the unbounded kernel
+// (before) against the bounded one (now), on typical line lengths.
+template <bool kBounded, bool kNear>
+void run_annotation_pairs(benchmark::State& state) {
+  const auto [a, b] = line_pairs(static_cast<size_t>(state.range(0)), kNear);
+  size_t i = 0;
+  for (auto _ : state) {
+    const auto& x = a[i % 64];
+    const auto& y = b[i % 64];
+    benchmark::DoNotOptimize(kBounded ? spark::normalized_levenshtein_bounded(x, y, 0.5) : unbounded_normalized(x, y, 0.5));
+    ++i;
+  }
+}
+
+void BM_radius_unrelated_before(benchmark::State& state) { run_annotation_pairs<false, false>(state); }
+void BM_radius_unrelated_bounded(benchmark::State& state) { run_annotation_pairs<true, false>(state); }
+void BM_radius_near_before(benchmark::State& state) { run_annotation_pairs<false, true>(state); }
+void BM_radius_near_bounded(benchmark::State& state) { run_annotation_pairs<true, true>(state); }
+
 }  // namespace
 
+BENCHMARK(BM_radius_unrelated_before)->Arg(20)->Arg(60)->Arg(120);
+BENCHMARK(BM_radius_unrelated_bounded)->Arg(20)->Arg(60)->Arg(120);
+BENCHMARK(BM_radius_near_before)->Arg(20)->Arg(60)->Arg(120);
+BENCHMARK(BM_radius_near_bounded)->Arg(20)->Arg(60)->Arg(120);
 BENCHMARK(BM_levenshtein_bit_parallel)->Arg(20)->Arg(60)->Arg(120)->Arg(250);
 BENCHMARK(BM_levenshtein_dp)->Arg(20)->Arg(60)->Arg(120)->Arg(250);
 BENCHMARK(BM_annotate_file_pruned_bit_parallel)->Unit(benchmark::kMillisecond);

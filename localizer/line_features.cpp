@@ -396,11 +396,23 @@ FailurePath failure_path(const QueryView& v) {
 // similarity of the case the faulty line comes from. Fix-aware: a faulty line whose fix the query line resembles
 // more closely than the faulty line itself is no match for it (the query line is already the corrected form, as
 // in another test the past fix corrected); its resemblance to the fix is kResemblesFix instead.
-void annotation_features(QueryLine& ql, const std::vector<RetrievedFaultyLine>& faulty,
-                         const std::vector<double>& case_similarity, double epsilon, const std::string& test_id) {
+// Returns false when `past_deadline` stopped it before every faulty line was compared.
+bool annotation_features(QueryLine& ql, const std::vector<RetrievedFaultyLine>& faulty,
+                         const std::vector<double>& case_similarity, double epsilon, const std::string& test_id,
+                         const std::function<bool()>& past_deadline) {
   FeatureVector& x = ql.x;
   const PreparedLine me(ql.text);
+  // One comparison costs O(the two lines' lengths) (levenshtein.h caps the rest): the clock is read once this many
+  // code points have been compared, so a line of megabytes against many faulty lines cannot outlast the deadline.
+  constexpr size_t kCodePointsBetweenChecks = size_t{1} << 20;
+  size_t since_check = 0;
   for (size_t j = 0; j < faulty.size(); ++j) {
+    since_check += me.text.size() + faulty[j].prepared.text.size();
+    for (const auto& f : faulty[j].fixed) since_check += me.text.size() + f.text.size();
+    if (since_check >= kCodePointsBetweenChecks) {
+      since_check = 0;
+      if (past_deadline && past_deadline()) return false;
+    }
     const double d = normalized_levenshtein_bounded(me, faulty[j].prepared, kResemblanceRadius);
     double to_fix = 2.0;
     for (const auto& f : faulty[j].fixed)
@@ -426,6 +438,7 @@ void annotation_features(QueryLine& ql, const std::vector<RetrievedFaultyLine>& 
     if (!test_id.empty() && faulty[j].test_id == test_id) x[kSameTest] = std::max(x[kSameTest], resemblance);
     if (faulty[j].outside_test) x[kOutsideTest] = std::max(x[kOutsideTest], resemblance);
   }
+  return true;
 }
 
 // Where the line stands against the traceback: the failing statement, another frame, not reached, or shortly before.
@@ -529,9 +542,10 @@ void gate_inputs(QueryView& v) {
 
 }  // namespace
 
-void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faulty,
-                      const std::vector<double>& case_similarity, double epsilon, const KindPrior& prior,
-                      std::string_view full_error_message) {
+AnnotationProgress compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faulty,
+                                    const std::vector<double>& case_similarity, double epsilon,
+                                    const KindPrior& prior, std::string_view full_error_message,
+                                    const std::function<bool()>& past_deadline) {
   const std::string error_message = v.failure.empty() ? failure_text(full_error_message) : v.failure;
   const auto err_tokens = error_tokens(error_message);
   v.form = parse_failure_form(error_message);
@@ -540,14 +554,24 @@ void compute_features(QueryView& v, const std::vector<RetrievedFaultyLine>& faul
     for (const auto& f : v.files)
       v.raised_in_test = v.raised_in_test || same_file(v.frames.back().path, f.source->path);
   const FailurePath path = failure_path(v);
+  AnnotationProgress progress;
+  progress.lines = v.lines.size();
   for (auto& ql : v.lines) {
     ql.x.fill(0.0);
     ql.x[kBias] = 1.0;
-    annotation_features(ql, faulty, case_similarity, epsilon, v.test_id);
+    if (!progress.stopped && !faulty.empty()) {
+      progress.stopped = past_deadline && past_deadline();
+      if (!progress.stopped) {
+        progress.stopped = !annotation_features(ql, faulty, case_similarity, epsilon, v.test_id, past_deadline);
+        if (!progress.stopped) ++progress.compared;
+      }
+    }
     traceback_features(ql, v, path);
     scope_and_text_features(ql, v, prior, value_match, err_tokens);
   }
+  if (faulty.empty()) progress.compared = progress.lines;
   gate_inputs(v);
+  return progress;
 }
 
 }  // namespace spark

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -136,9 +137,21 @@ struct KindPrior {
   double get(const std::string& kind) const;
 };
 
+// How far the annotation went: the first `compared` of the view's `lines` were compared with every retrieved faulty
+// line; the rest, when `stopped`, with some or none of them (their resemblance features are what was found).
+struct AnnotationProgress {
+  size_t compared = 0;
+  size_t lines = 0;
+  bool stopped = false;
+};
+
 // Fills every line's features. `faulty` are the retrieved faulty lines with their cases' similarities.
-void compute_features(QueryView& view, const std::vector<RetrievedFaultyLine>& faulty,
-                      const std::vector<double>& case_similarity, double epsilon, const KindPrior& prior,
-                      std::string_view error_message);
+// `past_deadline`, when given, is asked before each line's comparisons and after every ~1 M code points compared
+// within one line; once it answers true, no more lines are compared with the faulty lines (their other features are
+// still filled), and the progress says where it stopped.
+AnnotationProgress compute_features(QueryView& view, const std::vector<RetrievedFaultyLine>& faulty,
+                                    const std::vector<double>& case_similarity, double epsilon,
+                                    const KindPrior& prior, std::string_view error_message,
+                                    const std::function<bool()>& past_deadline = {});
 
 }  // namespace spark

@@ -1,12 +1,14 @@
 #include "localizer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <random>
 #include <set>
 
+#include "base/clock.h"
 #include "base/text.h"
 #include "code/test_scope.h"
 #include "formats/error_message.h"
@@ -202,10 +204,18 @@ Result<std::vector<RetrievedFaultyLine>> retrieve_step(KnowledgeBase& kb, const 
 
 // τ' = annotate(τ_f, X, ε): each query line's closest retrieved faulty line, the lines within ε annotated
 // (out.annotations), and the features the ranker weighs; the notes say what the ranker could read only in part.
+// The annotation stops at options.deadline (seconds since `start`): the lines compared by then keep what they found,
+// the others are ranked without it, and a note says so.
 void annotate_step(QueryView& view, const Case& query, const std::vector<RetrievedFaultyLine>& faulty,
                    const std::vector<double>& sims, const LocalizeOptions& options, const RankerModel& model,
-                   Localization& out) {
-  compute_features(view, faulty, sims, options.epsilon, model.kind_prior, query.error_message);
+                   std::chrono::steady_clock::time_point start, Localization& out) {
+  const auto progress =
+      compute_features(view, faulty, sims, options.epsilon, model.kind_prior, query.error_message,
+                       [&] { return seconds_since(start) >= options.deadline; });
+  if (progress.stopped)
+    out.notes.push_back("annotation stopped at the deadline (" + defaults::shortest(options.deadline) + " s) after " +
+                        std::to_string(progress.compared) + " of " + std::to_string(progress.lines) +
+                        " lines: the others were ranked without their resemblance to the retrieved faulty lines");
   apply_gate(model.gate, view);
   // Inputs the ranker can read only in part: said in the notes, the ranking goes on.
   for (const auto& f : view.files)
@@ -416,6 +426,7 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
 
 Result<Localization> Localizer::localize(const Case& query, const LocalizeOptions& options,
                                          const std::unordered_set<int64_t>& extra_excluded) {
+  const auto start = std::chrono::steady_clock::now();
   Localization out;
   out.test_id = query.test_id;
   StructureCache& cache = engine_ ? engine_->structures() : fallback_structures_;
@@ -439,7 +450,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
       std::find_if(view.files.begin(), view.files.end(), [](const auto& f) { return f.scope.found; });
   if (const auto* f = test_file != view.files.end() ? &*test_file : view.files.empty() ? nullptr : &view.files.front())
     out.language = std::string(language_name(f->structure->language));
-  annotate_step(view, query, *faulty, sims, options, model, out);
+  annotate_step(view, query, *faulty, sims, options, model, start, out);
   rank_step(view, *faulty, options, model, out);
   out.suggestions = suggest_edits(query, out);
   return out;

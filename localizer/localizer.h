@@ -56,6 +56,9 @@ struct LocalizeOptions {
   double similarity_floor = defaults::kSimilarityFloor;  // retrieved cases below this cosine similarity are not used
   Retrieval retrieval = Retrieval::similar;
   uint64_t seed = 0;  // Retrieval::random: the draw is a function of (seed, query id)
+  // Seconds from the start of localize() after which no more lines are compared with the retrieved faulty lines
+  // (the rest are ranked without them and a note says so); 0 stops before the first.
+  double deadline = defaults::kAnnotationDeadline;
   // The built-in ranker to use instead of the index's (evaluation: a model that never saw the query's labels).
   const RankerModel* ranker = nullptr;
   // Explain one line (`spark localize --explain`): every feature's value and contribution. An empty path means the

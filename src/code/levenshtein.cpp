@@ -89,6 +89,73 @@ size_t levenshtein(std::u32string_view a, std::u32string_view b) {
   return score;
 }
 
+namespace {
+
+// Cuts the common prefix and suffix off both strings: the distance of what is left is theirs.
+void cut_common_ends(std::u32string_view& a, std::u32string_view& b) {
+  const auto [at, bt] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  const auto prefix = static_cast<size_t>(at - a.begin());
+  a.remove_prefix(prefix);
+  b.remove_prefix(prefix);
+  const auto [ar, br] = std::mismatch(a.rbegin(), a.rend(), b.rbegin(), b.rend());
+  const auto suffix = static_cast<size_t>(ar - a.rbegin());
+  a.remove_suffix(suffix);
+  b.remove_suffix(suffix);
+}
+
+}  // namespace
+
+// Why the band is enough. Let the shorter string b be the pattern (rows 1..m) and the longer a the text (columns
+// 1..n), δ = n - m. A path of the dynamic programme through cell (i, j) costs at least |i - j| to reach it and
+// |(m - i) - (n - j)| to leave it; with t = i - j, a path of cost <= k needs |t| + |t + δ| <= k, that is
+// j - (k+δ)/2 <= i <= j + (k-δ)/2. Column j is computed only for the 64-row blocks that hold those rows; both ends of
+// the band only move down. A block that leaves at the top is never computed again, and the block below it takes the
+// row above as growing by one each column (Hyyrö's horizontal input +1, as row 0 does); a block that joins at the
+// bottom starts from the column of +1 vertical steps (the initial column). Either boundary is at least the true
+// value (a step right or down costs at most 1), and the programme is monotone in its boundary, so every computed
+// value is at least the true one, and exactly it on every path of cost <= k, which stays inside the band. The score
+// kept is the value at the bottom row of the last block; at the last column that is row m.
+size_t levenshtein_bounded(std::u32string_view a, std::u32string_view b, size_t k) {
+  cut_common_ends(a, b);
+  if (a.size() < b.size()) std::swap(a, b);
+  const size_t n = a.size();
+  const size_t m = b.size();
+  const size_t delta = n - m;
+  if (delta > k) return k + 1;
+  if (m == 0) return n;
+  k = std::min(k, n);  // no distance is above n
+  const size_t up = (k + delta) / 2;
+  const size_t down = (k - delta) / 2;
+  const size_t blocks = (m + kWordBits - 1) / kWordBits;
+  const auto rows_in = [&](size_t blk) { return std::min(m, (blk + 1) * kWordBits) - blk * kWordBits; };
+  PeqTable peq(b, blocks);
+  std::vector<Word> pv(blocks, ~Word{0});
+  std::vector<Word> mv(blocks, 0);
+  const auto bottom_bit = [&](size_t blk) { return Word{1} << ((rows_in(blk) - 1) % kWordBits); };
+  size_t first = 0;
+  size_t last = 0;
+  Word last_bit = bottom_bit(0);
+  size_t score = rows_in(0);  // row 64 (or m) of column 0
+  for (size_t j = 1; j <= n; ++j) {
+    if (blocks > 1) {  // one block holds every row: no band to follow
+      const size_t lo = j > up ? j - up : 1;
+      const size_t hi = std::min(m, j + down);
+      first = (lo - 1) / kWordBits;
+      const size_t new_last = (hi - 1) / kWordBits;
+      if (last < new_last) {
+        while (last < new_last) score += rows_in(++last);
+        last_bit = bottom_bit(last);
+      }
+    }
+    int carry = 1;
+    const char32_t c = a[j - 1];
+    for (size_t blk = first; blk < last; ++blk) carry = advance_block(pv[blk], mv[blk], peq.get(c, blk), carry, kHighBit);
+    carry = advance_block(pv[last], mv[last], peq.get(c, last), carry, last_bit);
+    score = static_cast<size_t>(static_cast<long long>(score) + carry);
+  }
+  return std::min(score, k + 1);
+}
+
 size_t levenshtein_dp(std::u32string_view a, std::u32string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -106,7 +173,10 @@ size_t levenshtein_dp(std::u32string_view a, std::u32string_view b) {
 PreparedLine::PreparedLine(std::string_view line) : text(decode_utf8(trim(line))) {}
 
 double normalized_levenshtein(std::string_view a, std::string_view b) {
-  return normalized_levenshtein_bounded(PreparedLine(a), PreparedLine(b), 1.0);
+  const PreparedLine pa(a), pb(b);
+  const size_t longer = std::max(pa.text.size(), pb.text.size());
+  if (longer == 0) return 0.0;
+  return static_cast<double>(levenshtein(pa.text, pb.text)) / static_cast<double>(longer);
 }
 
 double normalized_levenshtein_bounded(const PreparedLine& a, const PreparedLine& b, double max_distance) {
@@ -114,11 +184,19 @@ double normalized_levenshtein_bounded(const PreparedLine& a, const PreparedLine&
   const size_t lb = b.text.size();
   const size_t longer = std::max(la, lb);
   if (longer == 0) return 0.0;
+  const auto over = [&](size_t edits) { return static_cast<double>(edits) / static_cast<double>(longer); };
   const size_t diff = la > lb ? la - lb : lb - la;
-  const double lower_bound = static_cast<double>(diff) / static_cast<double>(longer);
-  if (lower_bound > max_distance) return lower_bound;
-  if (a.text == b.text) return 0.0;
-  return static_cast<double>(levenshtein(a.text, b.text)) / static_cast<double>(longer);
+  if (!(over(diff) <= max_distance)) return over(diff);  // a NaN bound too
+  // k: the most edits whose normalized distance is within the bound, by the very division the answer is made with.
+  size_t k = max_distance >= 1.0 ? longer
+                                  : std::max(diff, static_cast<size_t>(max_distance * static_cast<double>(longer)));
+  while (k < longer && over(k + 1) <= max_distance) ++k;
+  while (k > diff && over(k) > max_distance) --k;
+  std::u32string_view sa = a.text, sb = b.text;
+  cut_common_ends(sa, sb);
+  const size_t sought = std::max(sa.size(), sb.size()) > kMaxComparedSpan ? std::min(k, kLongLineEdits) : k;
+  const size_t edits = levenshtein_bounded(sa, sb, sought);
+  return over(edits <= sought ? edits : k + 1);
 }
 
 }  // namespace spark

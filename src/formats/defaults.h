@@ -19,6 +19,8 @@ inline constexpr size_t kRetrieved = 1;           // localize.r: the similar cas
 inline constexpr double kEpsilon = 0.05;          // annotation threshold ε, normalized Levenshtein (docs/LOCALIZER.md)
 inline constexpr double kSimilarityFloor = 0.10;  // retrieved cases below this cosine similarity are not used
 inline constexpr double kWindowFraction = 0.10;   // closest-* policies: the window's share of the labelled cases
+inline constexpr double kAnnotationDeadline = 10;  // seconds into one localization after which no more lines are
+                                                   // compared with the retrieved faulty lines (docs/LOCALIZER.md)
 
 // llm.*: the model's budget and the HTTP client's patience.
 inline constexpr size_t kContextTokens = 32768;  // the model's context window: prompt + answer must fit
