@@ -944,8 +944,9 @@ std::string hook_script(const std::string& spark) {
 void note_hook_does(const HooksArgs& args) {
   if (args.test_command.empty())
     note("record.test_command is not set: after each commit the hook only counts the tests with open failures; it "
-         "re-runs and records nothing until .spark.toml sets it (e.g. [record] test_command = \"python3 -m pytest "
-         "--junitxml={junit} {tests}\")");
+         "re-runs and records nothing until SPARK_TEST_COMMAND, ~/.config/spark/config.toml or a .spark.toml you "
+         "trusted (`spark trust`) sets it (e.g. [record] test_command = \"python3 -m pytest --junitxml={junit} "
+         "{tests}\")");
   else
     note("after each commit the hook re-runs the tests with open failures (" + terminal_line(args.test_command) +
          ") and records their outcomes at the new commit (not when the work tree differs from it)");

@@ -378,6 +378,10 @@ TEST(spark_record_truth, hooks_install_says_what_the_hook_will_and_will_not_do) 
             std::string::npos)
       << bare.err;
   write_file(dir / ".spark.toml", "[record]\ntest_command = \"python3 -m pytest --junitxml={junit} {tests}\"\n");
+  auto untrusted = run_spark({"hooks", "install"}, dir.path());
+  EXPECT_NE(untrusted.err.find("record.test_command is not set"), std::string::npos) << untrusted.err;
+  EXPECT_NE(untrusted.err.find("not used: record.test_command ("), std::string::npos) << untrusted.err;
+  ASSERT_EQ(run_spark({"trust"}, dir.path()).exit_code, 0);
   auto set = run_spark({"hooks", "install"}, dir.path());
   ASSERT_EQ(set.exit_code, 0) << set.err;
   EXPECT_NE(set.err.find("after each commit the hook re-runs the tests with open failures (python3 -m pytest "

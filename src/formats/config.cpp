@@ -5,6 +5,7 @@
 #include <toml++/toml.h>
 
 #include "base/files.h"
+#include "base/text.h"
 #include "formats/trust.h"
 
 #include <algorithm>
@@ -553,7 +554,7 @@ std::string Config::describe() const {
     out << described(k, k.key.substr(dot + 1));
     if (k.key == "redact.enabled" && !rules_.empty()) {
       out << "patterns = [  # extra redaction rules\n";
-      for (const auto& r : rules_) out << "  " << nlohmann::json(r.pattern).dump() << ",\n";
+      for (const auto& r : rules_) out << "  " << json_text(r.pattern) << ",\n";
       out << "]\n";
     }
   }
@@ -561,7 +562,7 @@ std::string Config::describe() const {
     out << "\n# not used (docs/SECURITY.md)\n";
     for (const auto& r : refused_)
       out << "# " << r.key << " = "
-          << (r.text.empty() ? std::string("(hidden)") : r.quoted ? nlohmann::json(r.text).dump() : r.text)
+          << (r.text.empty() ? std::string("(hidden)") : r.quoted ? json_text(r.text) : r.text)
           << "    # from " << r.source << ": " << r.why << "\n";
   }
   out << "\n# read from the environment alone, where they are used (not from a file or a flag)\n";
@@ -580,9 +581,9 @@ std::string Config::described(const ConfigKey& k, const std::string& name) const
   if (v.text.empty()) return "# " + name + " = (not set)\n";
   std::string shown;
   if (k.key == "kb" && is_postgres_url(v.text) && redact_postgres_url(v.text) != v.text)
-    shown = nlohmann::json(redact_postgres_url(v.text)).dump() + "    # password: set (hidden)";
+    shown = json_text(redact_postgres_url(v.text)) + "    # password: set (hidden)";
   else if (k.type == ConfigType::string)
-    shown = nlohmann::json(v.text).dump();
+    shown = json_text(v.text);
   else
     shown = v.text;
   return name + " = " + shown + from + "\n";

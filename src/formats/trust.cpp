@@ -68,7 +68,7 @@ std::optional<fs::path> system_config_file() {
 }
 
 fs::path repository_top(const fs::path& file) {
-  const fs::path folder = resolved(file).parent_path();
+  fs::path folder = resolved(file).parent_path();
   std::error_code ec;
   for (fs::path dir = folder;; dir = dir.parent_path()) {
     if (fs::exists(dir / ".git", ec)) return dir;
@@ -108,7 +108,7 @@ Status trust_file(const fs::path& file) {
   const nlohmann::json record = {{"path", resolved(file).string()},
                                  {"content", *content},
                                  {"trusted_at", format_iso8601(static_cast<int64_t>(std::time(nullptr)))}};
-  return write_file_atomic(record_of(*folder, file), record.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  return write_file_atomic(record_of(*folder, file), json_text(record, 2) + "\n");
 }
 
 Result<bool> untrust_file(const fs::path& file) {
