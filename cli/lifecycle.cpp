@@ -1039,8 +1039,9 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
   if (tests.empty()) return 0;
   if (args.test_command.empty()) {
     note(plural(tests.size(), "test") +
-         " with open failures; set record.test_command in .spark.toml (e.g. "
-         "\"python3 -m pytest --junitxml={junit} {tests}\") to re-run them after each commit");
+         " with open failures; set record.test_command (SPARK_TEST_COMMAND, ~/.config/spark/config.toml, or a "
+         ".spark.toml you trusted with `spark trust`; e.g. \"python3 -m pytest --junitxml={junit} {tests}\") to "
+         "re-run them after each commit");
     return 0;
   }
   auto made = make_temp_dir("spark-hook");

@@ -402,6 +402,7 @@ Status Config::apply_file(const File& f) {
       if (std::string why = refusal(*k, *text, values_[key], file); !why.empty()) {
         refused_.push_back({key, k->secret ? "" : *text, where(file, node), why, node.source().begin.line,
                             k->type == ConfigType::string});
+        untrusted_file_ = file;
         return {};
       }
     values_[key] = {*text, where(file, node)};
@@ -492,16 +493,10 @@ void Config::bind_keys() {
 std::string Config::trust_warning() const {
   if (refused_.empty()) return "";
   std::string names;
-  std::optional<std::string> untrusted;
-  for (const auto& r : refused_) {
-    names += (names.empty() ? "" : ", ") + r.key + " (" + r.source + ")";
-    if (r.source != "env" && !r.source.starts_with("env ") && !r.source.starts_with("flag ") &&
-        r.why.find("a key is sent only") == std::string::npos && !untrusted)
-      untrusted = r.source.substr(0, r.source.rfind(':'));
-  }
+  for (const auto& r : refused_) names += (names.empty() ? "" : ", ") + r.key + " (" + r.source + ")";
   std::string line = "spark: warning: not used: " + names;
-  if (untrusted)
-    line += ". " + *untrusted +
+  if (untrusted_file_)
+    line += ". " + untrusted_file_->string() +
             " is the repository's own and not trusted: it may not choose where data or keys go, run commands, "
             "write outside the repository or weaken a safety rule; if you wrote it, `spark trust` it (`spark "
             "config` says why each was refused; docs/SECURITY.md)";

@@ -146,6 +146,7 @@ class Config {
   std::vector<RedactionRule> rules_;
   std::optional<std::filesystem::path> file_;
   std::vector<Refused> refused_;
+  std::optional<std::filesystem::path> untrusted_file_;  // the file whose settings were refused, if any
 };
 
 }  // namespace spark
