@@ -31,12 +31,9 @@ using testing::write_file;
 
 namespace fs = std::filesystem;
 
-std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }
+using testing::day;
 
-void commit(const TempDir& dir, const std::string& message, int d) {
-  git(dir, "add -A");
-  git(dir, "commit -q -m '" + message + "'", day(d));
-}
+using testing::commit;
 
 // Replaces the one occurrence of `from` in the file.
 void edit(const fs::path& file, const std::string& from, const std::string& to) {

@@ -26,12 +26,9 @@ using testing::write_file;
 
 namespace fs = std::filesystem;
 
-std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }
+using testing::day;
 
-void commit(const TempDir& dir, const std::string& message, int d) {
-  git(dir, "add -A");
-  git(dir, "commit -q -m '" + message + "'", day(d));
-}
+using testing::commit;
 
 const char* kPytest = "/usr/bin/python3 -B -m pytest -p no:cacheprovider {test_id}";
 

@@ -40,7 +40,7 @@ using testing::git;
 using testing::head_sha;
 using testing::fix_history;
 
-std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
+using testing::day;
 
 std::string joined(const std::vector<std::string>& v, size_t from, size_t to) {
   std::string s;

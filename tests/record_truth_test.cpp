@@ -22,17 +22,14 @@ using testing::RunResult;
 using testing::TempDir;
 using testing::write_file;
 
-std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
+using testing::day;
 
 void repo(const TempDir& dir) {
   git(dir, "init");
   write_file(dir / ".gitignore", "*.xml\n.spark/\n__pycache__/\n");
 }
 
-void commit(const TempDir& dir, const std::string& message, int d) {
-  git(dir, "add -A");
-  git(dir, "commit -m " + message, day(d));
-}
+using testing::commit;
 
 // pytest at its defaults over tests/, its JUnit report written to `report`.
 void run_tests(const TempDir& dir, const std::string& report) {

@@ -172,9 +172,12 @@ std::string head_sha(const TempDir& dir) {
   return sha;
 }
 
-namespace {
-std::string date_of_day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
-}  // namespace
+std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }
+
+void commit(const TempDir& dir, const std::string& message, int d) {
+  git(dir, "add -A");
+  git(dir, "commit -q -m '" + message + "'", day(d));
+}
 
 std::vector<std::string> fix_history(const TempDir& dir, const std::vector<int>& sizes) {
   git(dir, "init");
@@ -182,7 +185,7 @@ std::vector<std::string> fix_history(const TempDir& dir, const std::vector<int>&
   for (int i = 0; i < 40; ++i) content += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
   write_file(dir / "tests" / "test_m.py", content);
   git(dir, "add -A");
-  git(dir, "commit -m base", date_of_day(1));
+  git(dir, "commit -m base", day(1));
   std::vector<std::string> out;
   for (size_t n = 0; n < sizes.size(); ++n) {
     const std::string test = "tests/test_m.py::test_" + std::to_string(n);
@@ -193,7 +196,7 @@ std::vector<std::string> fix_history(const TempDir& dir, const std::vector<int>&
       content.insert(content.find(from) + from.size(), "1 + ");
     }
     write_file(dir / "tests" / "test_m.py", content);
-    git(dir, "commit -am fix" + std::to_string(n), date_of_day(static_cast<int>(n) + 2));
+    git(dir, "commit -am fix" + std::to_string(n), day(static_cast<int>(n) + 2));
     lines += "{\"commit\": \"" + head_sha(dir) + "\", \"test_id\": \"" + test + "\", \"outcome\": \"passed\"}\n";
     out.push_back(lines);
   }

@@ -53,6 +53,10 @@ nlohmann::json numbered_case(int i);
 
 // Runs git in `dir` with fixed identities and commit time (a failing git command fails the test).
 void git(const TempDir& dir, const std::string& args, const std::string& date = "2026-01-01T00:00:00Z");
+// A commit time: 2026-02-01 plus `d` days, as ISO-8601.
+std::string day(int d);
+// Stages everything in `dir` and commits it as `message` at day(d).
+void commit(const TempDir& dir, const std::string& message, int d);
 // The full sha of HEAD in the repository at `dir`.
 std::string head_sha(const TempDir& dir);
 

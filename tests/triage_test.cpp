@@ -21,12 +21,9 @@ using testing::write_file;
 
 namespace {
 
-std::string day(int d) { return format_iso8601(1769904000 + int64_t{d} * 86400); }  // 2026-02-01 + d days
+using testing::day;
 
-void commit(const TempDir& dir, const std::string& message, int d) {
-  git(dir, "add -A");
-  git(dir, "commit -q -m '" + message + "'", day(d));
-}
+using testing::commit;
 
 // Real pytest at its defaults, with a JUnit report.
 void pytest_junit(const TempDir& dir, const std::string& report) {
