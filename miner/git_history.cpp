@@ -572,6 +572,17 @@ Result<git_tree*> tree_of(git_repository* repo, const std::string& sha, const fs
   return tree;
 }
 
+// Every path a diff names, before or after, sorted and once each.
+std::vector<std::string> paths_of(git_diff* diff) {
+  std::set<std::string> paths;
+  for (size_t i = 0; i < git().git_diff_num_deltas(diff); ++i) {
+    const git_diff_delta* d = git().git_diff_get_delta(diff, i);
+    if (d->old_file.path) paths.insert(d->old_file.path);
+    if (d->new_file.path) paths.insert(d->new_file.path);
+  }
+  return {paths.begin(), paths.end()};
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> GitRepository::changed_paths(const std::string& from_sha,
@@ -585,13 +596,7 @@ Result<std::vector<std::string>> GitRepository::changed_paths(const std::string&
   Owned<git_diff, &Git::git_diff_free> diff;
   if (git().git_diff_tree_to_tree(&diff.p, repo_.get(), from.p, to.p, nullptr) != 0)
     return std::unexpected(read_error("the changes from " + from_sha + " to " + to_sha));
-  std::set<std::string> paths;
-  for (size_t i = 0; i < git().git_diff_num_deltas(diff.p); ++i) {
-    const git_diff_delta* d = git().git_diff_get_delta(diff.p, i);
-    if (d->old_file.path) paths.insert(d->old_file.path);
-    if (d->new_file.path) paths.insert(d->new_file.path);
-  }
-  return std::vector<std::string>(paths.begin(), paths.end());
+  return paths_of(diff.p);
 }
 
 Result<std::vector<std::string>> GitRepository::changed_in_work_tree(const std::string& sha) const {
@@ -605,13 +610,7 @@ Result<std::vector<std::string>> GitRepository::changed_in_work_tree(const std::
   Owned<git_diff, &Git::git_diff_free> diff;
   if (git().git_diff_tree_to_workdir_with_index(&diff.p, repo_.get(), tree.p, &opts) != 0)
     return fail(last_error(workdir_.string() + ": the work tree against " + sha.substr(0, 10)));
-  std::set<std::string> paths;
-  for (size_t i = 0; i < git().git_diff_num_deltas(diff.p); ++i) {
-    const git_diff_delta* d = git().git_diff_get_delta(diff.p, i);
-    if (d->old_file.path) paths.insert(d->old_file.path);
-    if (d->new_file.path) paths.insert(d->new_file.path);
-  }
-  return std::vector<std::string>(paths.begin(), paths.end());
+  return paths_of(diff.p);
 }
 
 Status GitRepository::materialize(const std::string& sha, const fs::path& dir) const {
