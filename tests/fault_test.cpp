@@ -222,8 +222,8 @@ std::set<std::string> joined(std::set<std::string> a, const std::set<std::string
   return a;
 }
 
-// Ten per run; SPARK_TEST_KILL_POINTS lowers it for the sanitizer pass of scripts/test.sh, where each run of spark is
-// ten times slower and a kill finds no memory error the plain pass's kills do not.
+// Ten per run; SPARK_TEST_KILL_POINTS sets another count (a sanitizer build run by hand, where each run of spark is ten
+// times slower; scripts/test.sh's sanitizer pass leaves these tests out, a kill reaching no code the plain pass's do not).
 const int kKillPoints = [] {
   const char* v = std::getenv("SPARK_TEST_KILL_POINTS");
   const int n = v ? std::atoi(v) : 0;
