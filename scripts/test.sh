@@ -17,9 +17,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
-"$root/scripts/setup.sh" --tests
-# The store tests start their own PostgreSQL server (setup.sh --tests installs it): here they must run, not skip.
-export SPARK_REQUIRE_POSTGRES=1
 # Each phase header says the time since the start and each finished phase's minutes.
 start=$SECONDS
 phase_start=$SECONDS
@@ -34,6 +31,9 @@ phase() {
 # Left out of the sanitizer pass (they run in the first): the .deb built and installed, the kill -9 cycles, the
 # real Java/JavaScript/browser/CI-runner programs, and the check that setup installed every tool.
 SANITIZE_SKIP='^(package\.|fault\.kill_9_during_|languages\.|lang_corpus_makes_cases$|tools_installed_by_setup$|audit_serve_in_a_browser$|ci_action_and_component_run$)'
+"$root/scripts/setup.sh" --tests
+# The store tests start their own PostgreSQL server (setup.sh --tests installs it): here they must run, not skip.
+export SPARK_REQUIRE_POSTGRES=1
 
 phase build "build (warnings as errors)"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_WERROR=ON >/dev/null

@@ -262,6 +262,9 @@ TEST(VectorIndex, hnsw_search_scores_the_groups_of_its_hits_exactly) {
   VectorIndexOptions o;
   o.hnsw_threshold = 500;
   o.ef_search = 16;
+  // One thread builds the graph: OpenMP's team inserts in a varying order, and 1 run in 6 the graph's walk then
+  // missed the nearest of one query of 50 even after refining. One thread pins one graph for these vectors.
+  VectorIndex::search_on_this_thread();
   VectorIndex index(dim, o);
   index.add(rowids, all, groups);
   ASSERT_TRUE(index.is_hnsw());
