@@ -714,7 +714,7 @@ std::optional<ChangesSinceLastPass> changes_since_last_pass(const GitRepository&
   return c;
 }
 
-// What is asked before "which line" (issue 36): each localized failure's test history from the recorded outcomes,
+// What is asked before "which line": each localized failure's test history from the recorded outcomes,
 // and its verdict, with the knowledge base's product examples (failures fixed outside the test code). A store that
 // cannot be read leaves the history out and says so; the localization stands.
 void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<Case>& queries,

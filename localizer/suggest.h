@@ -1,4 +1,4 @@
-// Suggested edits (issue 36 part 3): where a retrieved case's fix was a token-level change of its faulty line — a
+// Suggested edits: where a retrieved case's fix was a token-level change of its faulty line — a
 // renamed attribute, method or name, a changed keyword, literal or constant — and a line of the query that the
 // localizer points at holds the same old token(s), the same change proposed on the query's line. Never applied.
 //

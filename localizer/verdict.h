@@ -1,4 +1,4 @@
-// Whose fault a failure likely is (issue 36 part 5): the test's, the product's (the code under test), the machine's,
+// Whose fault a failure likely is: the test's, the product's (the code under test), the machine's,
 // or a flaky test's — or `unknown` when the evidence is too weak (below kVerdictConfidenceFloor).
 //
 // In order:

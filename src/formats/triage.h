@@ -1,4 +1,4 @@
-// What spark says of a failure before "which line" (issue 36): its test's history from the recorded outcomes, and
+// What spark says of a failure before "which line": its test's history from the recorded outcomes, and
 // whose fault it likely is. Plain data: the miner fills the history (MiningStore::history), the localizer the verdict
 // (localizer/verdict.h); the reports print both (docs/FORMATS.md, `history` and `verdict`).
 #pragma once
