@@ -55,6 +55,9 @@ for t in "${targets[@]}"; do
     fi
 done
 
+# The executions a target makes in --fixed mode: its count times SCALE.
+fixed_count() { python3 -c "print(int(${fixed_runs[$1]} * float('$scale')))"; }
+
 run() {
     local t=$1
     mkdir -p "$corpus/$t" "$build/crashes/$t"
@@ -66,7 +69,7 @@ run() {
     if [ "$fixed" = 1 ]; then
         # A ceiling on the wall clock too (5 min x SCALE; the slowest takes about 1 min): a target that slows down
         # by orders of magnitude fails here with its count of executions, instead of holding the run to CI's limit.
-        args+=(-seed=1 -runs="$(python3 -c "print(int(${fixed_runs[$t]} * float('$scale')))")"
+        args+=(-seed=1 -runs="$(fixed_count "$t")"
                -max_total_time="$(python3 -c "print(max(60, int(300 * float('$scale'))))")")
     else
         args+=(-max_total_time="$seconds")
@@ -103,7 +106,7 @@ for t in "${targets[@]}"; do
     printf '%-18s %14s %10s %8s\n' "$t" "${execs:-?}" "${cov:-?}" "$crashes"
     [ "$crashes" -eq 0 ] || failed=1
     if [ "$fixed" = 1 ]; then
-        want=$(python3 -c "print(int(${fixed_runs[$t]} * float('$scale')))")
+        want=$(fixed_count "$t")
         if [ "${execs:-0}" -lt "$want" ]; then
             echo "$t: stopped at its time ceiling after ${execs:-0} of $want executions (build-fuzz/fuzz-logs/$t.log)"
             failed=1

@@ -12,21 +12,21 @@
 # nobody when run as root).
 #
 # The second pass leaves out the tests whose time is other programs' or repeated kill -9 cycles (SANITIZE_SKIP
-# below): under ASan they took 14 of its 22 minutes and reach no code the rest do not. Each phase's line says how
+# below): without them it takes 14 of its 22 minutes, and they reach no code the rest do not. Each phase's line says how
 # long the phases before it took, so a log cut short by CI's time limit still shows where the time went.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
-# Each phase header says the time since the start and each finished phase's minutes.
+mmss() { echo "$(($1 / 60))m$(($1 % 60))s"; }
 start=$SECONDS
 phase_start=$SECONDS
 phase_name=setup
 done_phases=""
 phase() {
-    done_phases+="${done_phases:+, }$phase_name $(( (SECONDS - phase_start) / 60 ))m$(( (SECONDS - phase_start) % 60 ))s"
+    done_phases+="${done_phases:+, }$phase_name $(mmss $((SECONDS - phase_start)))"
     phase_name=$1
     phase_start=$SECONDS
-    echo "== $2  [at $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s: $done_phases]"
+    echo "== $2  [at $(mmss $((SECONDS - start))): $done_phases]"
 }
 # Left out of the sanitizer pass (they run in the first): the .deb built and installed, the kill -9 cycles, the
 # real Java/JavaScript/browser/CI-runner programs, and the check that setup installed every tool.
