@@ -26,7 +26,9 @@
 #include "llm_stage.h"
 #include "mining_store.h"
 #include "prompt.h"
+#include "queries.h"
 #include "report.h"
+#include "triage.h"
 #include "store/knowledge_base.h"
 #include "verdict.h"
 
@@ -98,17 +100,6 @@ constexpr size_t kLocalizeHeap = size_t{64} << 20;
 // SPARK_HUGE_PAGES=0 leaves the heap on 4 KiB pages.
 bool huge_pages_allowed() { return std::strtoll(environment_setting("SPARK_HUGE_PAGES").c_str(), nullptr, 10) != 0; }
 
-size_t line_of_offset(std::string_view text, size_t offset) {
-  size_t line = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) line += text[i] == '\n' ? 1 : 0;
-  return line;
-}
-
-std::string normalize_path(std::string p) {
-  while (p.starts_with("./")) p.erase(0, 2);
-  return p;
-}
-
 }  // namespace
 
 void keep_ranker_learning(const Common& common) {
@@ -117,35 +108,6 @@ void keep_ranker_learning(const Common& common) {
   const Status learnt = kb ? learn_ranker_if_due(**kb, common.embedder, notes) : Status(std::unexpected(kb.error()));
   for (const auto& n : notes) note(n);
   if (!learnt) note("the ranker did not learn again (it stays as it was): " + learnt.error().message);
-}
-
-std::string language_field_for(const std::string& path) { return std::string(language_name(language_for(path, ""))); }
-
-Result<std::string> read_test_file(const std::string& path) {
-  auto text = read_file(path);
-  if (!text) return text;
-  end_lone_carriage_returns(*text);
-  if (auto why = test_file_too_large(*text); !why.empty()) return fail(path + ": " + why);
-  if (text->find('\0') != std::string::npos)
-    return fail(path + ":" + std::to_string(line_of_offset(*text, text->find('\0'))) +
-                ": contains a NUL byte: a binary file, not test code");
-  if (auto bad = find_invalid_utf8(*text))
-    return fail(path + ":" + std::to_string(line_of_offset(*text, *bad)) + ": invalid UTF-8 at byte " +
-                std::to_string(*bad) + " (spark reads test code as UTF-8; convert the file, e.g. with iconv)");
-  return text;
-}
-
-Case failure_query(const std::string& test_id, const std::string& message, std::optional<int64_t> time,
-                   std::vector<SourceFile> files) {
-  Case q;
-  q.id = test_id;
-  q.test_id = test_id;
-  q.language = files.empty() ? "python" : language_field_for(files.front().path);
-  q.error_message = sanitize_utf8(message);
-  q.failure_epoch = time.value_or(now_epoch());
-  q.failure_time = format_iso8601(q.failure_epoch);
-  q.files = std::move(files);
-  return q;
 }
 
 int cmd_import(const Common& common, const ImportArgs& args) {
@@ -281,200 +243,32 @@ int cmd_index(const Common& common, const IndexArgs& args) {
 
 namespace {
 
-void hide_labels(Case& c) {
-  c.faulty_lines.clear();  // a query: its labels are hidden from the localizer
-  c.record.erase("faulty_lines");
-  c.record.erase("meta");  // meta may hold the answer; the localizer never reads it
-}
-
-Result<std::vector<Case>> queries_from_case_file(const LocalizeArgs& args) {
-  auto cases = read_cases_jsonl(args.case_file);
-  TRY(cases);
-  std::vector<Case> out;
-  for (auto& c : cases->cases)
-    if (args.case_id.empty() || c.id == args.case_id) {
-      hide_labels(c);
-      out.push_back(std::move(c));
-    }
-  if (out.empty())
-    return fail(args.case_file + (args.case_id.empty() ? ": no cases" : ": no case with id \"" + args.case_id + "\""));
-  return out;
-}
-
-}  // namespace
-
-Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args) {
-  const TestFiles under_root = files_under(args.root);
-  auto report = read_junit(args.junit, under_root);
-  TRY(report);
-  for (const auto& w : report->warnings) note(w);
-  std::vector<Case> out;
-  if (!args.test_id.empty()) {
-    // --test-id: that test's failure only, and an error naming what the report holds when it has none.
-    std::string failing;
-    size_t failures = 0;
-    const TestOutcome* named = nullptr;
-    for (const auto& o : report->outcomes) {
-      if (o.test_id == args.test_id) named = &o;
-      if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
-      if (++failures <= 5) failing += (failing.empty() ? "" : ", ") + o.test_id;
-    }
-    if (!named)
-      return fail(args.junit + ": no test \"" + args.test_id + "\" in the report (its failures: " +
-                  (failing.empty() ? "none" : failing + (failures > 5 ? ", …" : "")) + ")");
-    if (named->outcome != Outcome::failed && named->outcome != Outcome::error)
-      return fail(args.junit + ":" + std::to_string(named->report_line) + ": " + args.test_id + " " +
-                  std::string(outcome_name(named->outcome)) + " there: nothing to localize");
-  }
-  for (const auto& o : report->outcomes) {
-    if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
-    if (!args.test_id.empty() && o.test_id != args.test_id) continue;
-    const std::string where = args.junit + ":" + std::to_string(o.report_line) + ": " + o.test_id;
-    if (o.file.empty()) {
-      note(where + ": its test file is not in " + args.root + "; not localized");
-      continue;
-    }
-    std::vector<SourceFile> files;
-    bool ok = true;
-    std::vector<std::string> paths = failure_paths(o.test_id, o.message, &under_root);
-    // With the Python test code the test depends on (the default `mine.test_code`): its conftest.py files and the
-    // helper modules it imports, whose fixtures and functions it reaches are ranked as its set-up.
-    const auto read_under_root = [&](const std::string& p) -> std::optional<std::string> {
-      auto full = inside_root(args.root, p);
-      if (!full) return std::nullopt;
-      auto content = read_test_file(full->string());
-      return content ? std::optional<std::string>(std::move(*content)) : std::nullopt;
-    };
-    for (auto& p : dependency_paths(paths.front(), read_under_root, TestCodeRule(), &under_root))
-      if (language_of_path(p) == Language::python && std::find(paths.begin(), paths.end(), p) == paths.end())
-        paths.push_back(std::move(p));
-    for (const auto& p : paths) {
-      auto full = inside_root(args.root, p);
-      if (!full) continue;
-      auto content = read_test_file(full->string());
-      if (!content) {
-        if (p == o.file) {
-          note(where + ": " + content.error().message + "; not localized");
-          ok = false;
-          break;
-        }
-        continue;
-      }
-      files.push_back({p, std::move(*content)});
-    }
-    if (ok) out.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
-  }
-  return out;
-}
-
-namespace {
-
 // The folder where parsed test-file versions persist between processes (StructureCache::persist_in); "" without a
 // knowledge base.
 fs::path structures_folder(const Common& common) {
   return kb_exists(common) ? fs::path(local_folder(common)) / "structures" : fs::path();
 }
 
-// pytest's terminal output as the error (its `___ test ___` sections): the one failure of the test file (or of
-// --test-id) becomes the message, and its node id the test id when --test-id gives none. Returns that id ("" when
-// the text is not terminal output or its summary names no id); an error when no section is the test file's.
-Result<std::string> pick_output_section(std::string& message, const std::string& error_file,
-                                        const std::string& test_path, const std::string& test_id) {
-  auto sections = split_test_output(message);
-  if (sections.empty()) return std::string();
-  const auto of_test = [&](const OutputSection& s) {
-    if (!test_id.empty()) return s.test_id == test_id;
-    if (!s.test_id.empty()) return same_file(parse_test_id(s.test_id).path, test_path);
-    for (const auto& fr : parse_traceback(failure_text(s.text)))
-      if (same_file(fr.path, test_path)) return true;
-    return false;
-  };
-  const auto it = std::find_if(sections.begin(), sections.end(), of_test);
-  if (it == sections.end()) {
-    std::string titles;
-    for (const auto& s : sections) titles += (titles.empty() ? "" : ", ") + (s.test_id.empty() ? s.title : s.test_id);
-    return fail(error_file + ": pytest's output has no failure of " + (test_id.empty() ? test_path : test_id) +
-                " (it has " + titles + ")");
-  }
-  const size_t others = sections.size() - 1;
-  if (others > 0)
-    note(error_file + ": pytest's output holds " + std::to_string(sections.size()) + " failures; localizing " +
-         (it->test_id.empty() ? it->title : it->test_id) +
-         " (--test-id picks another; `spark localize --junit` localizes every failure of a JUnit report)");
-  message = std::move(it->text);
-  return it->test_id;
-}
-
+// The query of `spark localize --test FILE… --error FILE|-`: the failure output read from its file or standard input.
 Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
-  Case q;
-  for (const auto& t : args.tests) {
-    auto content = read_test_file(t);
-    TRY(content);
-    q.files.push_back({normalize_path(t), std::move(*content)});
-  }
-  std::string message;
+  TestFileFailure failure;
+  failure.test_files = args.tests;
+  failure.error_name = args.error;
   if (args.error == "-") {
     std::ostringstream ss;
     ss << std::cin.rdbuf();
-    message = ss.str();
+    failure.error_text = ss.str();
   } else {
     auto m = read_file(args.error);
     TRY(m);
-    message = std::move(*m);
+    failure.error_text = std::move(*m);
   }
-  if (auto bad = find_invalid_utf8(message)) {
-    // Runner output may carry stray bytes; they are replaced (U+FFFD), not fatal: the message is evidence, not code.
-    note(args.error + ": invalid UTF-8 at byte " + std::to_string(*bad) + "; replaced with U+FFFD");
-    message = sanitize_utf8(message);
-  }
-  q.error_message = std::move(message);
-  auto picked = pick_output_section(q.error_message, args.error, q.files.front().path, args.test_id);
-  TRY(picked);
-  if (!picked->empty()) q.test_id = *picked;
-  cap_error_message(q.error_message);  // the localization's notes say so (the line that notes the cut)
-  q.id = "query";
-  q.language = q.files.empty() ? "python" : language_field_for(q.files.front().path);
-  q.project = "";
-  if (args.time.empty()) {
-    q.failure_epoch = now_epoch();
-    q.failure_time = format_iso8601(q.failure_epoch);
-  } else {
-    auto epoch = parse_iso8601(args.time);
-    if (!epoch) return fail("--time: " + epoch.error().message);
-    q.failure_time = args.time;
-    q.failure_epoch = *epoch;
-  }
-  if (!args.test_id.empty()) q.test_id = args.test_id;
-  if (q.test_id.empty()) {
-    // From the traceback: the deepest frame in the test file names the function; its class comes from the code.
-    const std::string& path = q.files.front().path;
-    std::string function;
-    int stop_line = 0;
-    for (const auto& fr : parse_traceback(failure_text(q.error_message)))
-      if (same_file(fr.path, path) && !fr.function.empty()) {
-        function = fr.function;
-        stop_line = fr.line;
-      }
-    q.test_id = path;
-    const Language language = language_for(path, q.language);
-    if (language != Language::python && language != Language::other && stop_line > 0) {
-      StructureCache cache(1);
-      q.test_id =
-          test_id_at(*cache.get(q.files.front().content, path, q.language), q.files.front().content, path, stop_line);
-    } else if (!function.empty()) {
-      // Through the persisted structures: the localize that follows reads this parse instead of making its own.
-      StructureCache cache(1);
-      if (const fs::path dir = structures_folder(common); !dir.empty()) cache.persist_in(dir);
-      const auto& s = *cache.get(q.files.front().content, q.files.front().path);
-      std::string cls;
-      for (const auto& f : s.functions)
-        if (f.name == function) {
-          cls = f.class_name;
-          break;
-        }
-      q.test_id += (cls.empty() ? "" : "::" + cls) + "::" + function;
-    }
-  }
+  failure.test_id = args.test_id;
+  failure.time = args.time;
+  failure.structures = structures_folder(common);
+  std::vector<std::string> notes;
+  auto q = query_from_test_files(failure, notes);
+  for (const auto& n : notes) note(n);
   return q;
 }
 
@@ -582,7 +376,9 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
   if (!usage.empty()) return usage_error(usage);
   std::vector<Case> queries;
   if (!args.junit.empty()) {
-    auto q = queries_from_junit(args);
+    std::vector<std::string> notes;
+    auto q = queries_from_junit(args.junit, args.root, args.test_id, notes);
+    for (const auto& n : notes) note(n);
     if (!q) return report_error(q.error());
     if (q->empty()) {
       note(args.junit + ": no failed or erroring test to localize");
@@ -591,7 +387,7 @@ int cmd_localize(const Common& common, const LocalizeArgs& args) {
     }
     queries = std::move(*q);
   } else if (!args.case_file.empty()) {
-    auto q = queries_from_case_file(args);
+    auto q = queries_from_case_file(args.case_file, args.case_id);
     if (!q) return report_error(q.error());
     queries = std::move(*q);
   } else {
@@ -699,84 +495,6 @@ void keep_what_the_run_learnt(Retrieval& r, std::vector<std::string>& notes) {
     notes.push_back("kept them in the vector index");
 }
 
-// What changed between a test's last recorded pass and this failure, for the verdict: from the last pass to the
-// failure's commit (`commit`), or to the work tree when there is none. nullopt when the history has no pass, or git
-// cannot tell (a commit a shallow clone lacks).
-std::optional<ChangesSinceLastPass> changes_since_last_pass(const GitRepository& repo, const TestHistory& h,
-                                                            const std::string& commit, const TestCodeRule& rule) {
-  if (!h.last_passed_commit) return std::nullopt;
-  ChangesSinceLastPass c;
-  c.last_passed = *h.last_passed_commit;
-  c.failing = commit.empty() ? "the work tree" : commit;
-  auto paths = commit.empty() ? repo.changed_in_work_tree(c.last_passed) : repo.changed_paths(c.last_passed, commit);
-  if (!paths) return std::nullopt;
-  for (auto& p : *paths) (rule.matches(p) ? c.test_code : c.product).push_back(std::move(p));
-  return c;
-}
-
-// What is asked before "which line": each localized failure's test history from the recorded outcomes,
-// and its verdict, with the knowledge base's product examples (failures fixed outside the test code). A store that
-// cannot be read leaves the history out and says so; the localization stands.
-void add_triage(KnowledgeBase* kb, const LocalizeArgs& args, const std::vector<Case>& queries,
-                std::vector<Result<Localization>>& results, std::vector<std::string>& notes) {
-  VerdictContext context;
-  std::error_code ec;
-  context.repository = fs::weakly_canonical(args.root.empty() ? fs::path(".") : fs::path(args.root), ec);
-  std::optional<MiningStore> store;
-  if (kb) {
-    store.emplace(*kb);
-    constexpr size_t kExamples = 2000;  // the newest; a word-overlap pass over them per failure stays cheap
-    if (auto product = store->product_failures(kExamples); product) {
-      for (auto& p : *product)
-        context.product_examples.push_back(product_example(std::move(p.test_id), std::move(p.commit), p.message));
-    } else {
-      notes.push_back("the knowledge base's failures could not be read: no product examples (" +
-                      product.error().message + ")");
-    }
-  }
-  // Each run's commit time, from the repository: runs recorded out of order count in commit order. The repository is
-  // opened at the first lookup (history() asks only for a test with two runs or more: localize without recorded runs
-  // loads no git library), one lookup per commit.
-  std::optional<std::unique_ptr<GitRepository>> repo;
-  std::unordered_map<std::string, std::optional<int64_t>> times;
-  const auto repository = [&]() -> const GitRepository* {
-    if (!repo) {
-      auto opened = GitRepository::open(context.repository);
-      repo.emplace(opened ? std::move(*opened) : nullptr);
-    }
-    return repo->get();
-  };
-  const auto commit_time = [&](const std::string& sha) -> std::optional<int64_t> {
-    auto [it, added] = times.try_emplace(sha);
-    if (added && repository())
-      if (auto t = repository()->commit_time(sha); t) it->second = *t;
-    return it->second;
-  };
-  auto rule = args.test_code.empty() ? Result<TestCodeRule>(TestCodeRule()) : TestCodeRule::parse(args.test_code);
-  if (!rule) {
-    notes.push_back("mine.test_code: " + rule.error().message + "; the default rule is used");
-    rule = TestCodeRule();
-  }
-  const int64_t now = now_epoch();
-  for (size_t i = 0; i < results.size() && i < queries.size(); ++i) {
-    if (!results[i]) continue;
-    Localization& loc = *results[i];
-    if (store) {
-      auto h = store->history(queries[i].test_id, now, commit_time);
-      if (h)
-        loc.history = std::move(*h);
-      else
-        loc.notes.push_back("its recorded runs could not be read: " + h.error().message);
-    }
-    std::optional<ChangesSinceLastPass> changes;
-    if (loc.history && loc.history->last_passed_commit && repository())
-      changes = changes_since_last_pass(*repository(), *loc.history, args.commit, *rule);
-    // Suggestions follow the final ranking (an LLM's, when one ranked).
-    if (loc.llm && loc.llm->used) loc.suggestions = suggest_edits(queries[i], loc);
-    loc.verdict = judge(queries[i], loc, loc.history, context, changes);
-  }
-}
-
 // Prints the run's report (report_run) in args.format: its errors and notes on stderr, the report on stdout, and the
 // SARIF report to --sarif-output; the exit code.
 int print_run(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries,
@@ -851,7 +569,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, const std::
   }
   LlmStage llm_stage(localizer, cache, client ? &*client : nullptr, std::move(*stage));
   auto results = llm_stage.run(queries, options, llm_progress());
-  add_triage(retrieval->kb.get(), args, queries, results, notes);
+  add_triage(retrieval->kb.get(), TriageContext{args.root, args.commit, args.test_code}, queries, results, notes);
   keep_what_the_run_learnt(*retrieval, notes);
   for (const auto& n : notes) note(n);
   return print_run(common, args, queries, results, options, batch, client.has_value());

@@ -95,14 +95,6 @@ struct LocalizeArgs {
 // The localize settings from the effective configuration (flags already applied to it).
 Status localize_from_config(const Config& config, LocalizeArgs& args);
 int cmd_localize(const Common& common, const LocalizeArgs& args);
-// A failure as a query for the localizer: id = test id, the message (invalid UTF-8 replaced), its time (default now)
-// and its test files, the test's own first.
-Case failure_query(const std::string& test_id, const std::string& message, std::optional<int64_t> time,
-                   std::vector<SourceFile> files);
-// Every failed or erroring test of the JUnit report args.junit, with its test file (and the repository's other test
-// files its traceback names, the conftest.py files and helpers it reaches) read from the work tree at args.root;
-// nothing outside the root is read. With args.test_id, only that test's failure (an error when the report has none).
-Result<std::vector<Case>> queries_from_junit(const LocalizeArgs& args);
 // Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
 int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch);
 
@@ -242,11 +234,5 @@ int write_output(const std::string& path, const std::string& text);
 // closed pipe), fwrite's short count and the stream's error flag both read: a large write bypasses the buffer, so
 // fflush alone does not see its failure.
 bool write_stdout(std::string_view text);
-
-// Reads a test file for a query: valid UTF-8 text; a binary file or invalid bytes are errors naming file and line.
-// The corpus format's `language` for a test file given on the command line: from its extension ("other" for an
-// extension spark has no structure for; "python" without one).
-std::string language_field_for(const std::string& path);
-Result<std::string> read_test_file(const std::string& path);
 
 }  // namespace spark::cli

@@ -28,6 +28,7 @@
 #include "kb_spool.h"
 #include "miner.h"
 #include "mining_store.h"
+#include "queries.h"
 #include "store/postgres_db.h"
 #include "test_runner.h"
 
@@ -501,7 +502,7 @@ double retry_budget() { return std::max(0.0, std::atof(environment_setting("SPAR
 // retries the whole step, which is safe (outcomes are keyed; sync finishes what an interrupted run began); and when
 // the server stays unreachable the report is spooled, so nothing is lost. Returns the exit code.
 int store_recorded(const Common& common, const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
-                   const SyncOptions& options) {
+                   const SyncOptions& options, std::vector<FailureSnapshot>& snapshots) {
   const bool server = is_postgres_url(common.kb_dir);
   std::vector<RecordedOutcome> all;
   std::vector<fs::path> spooled;
@@ -531,6 +532,12 @@ int store_recorded(const Common& common, const GitRepository& repo, const std::v
       auto report = store.sync(repo, to_store, options);
       if (report) {
         print_summary(*report, "recorded");
+        // What the sync read of this report's failures (spooled outcomes come first in what it stored).
+        for (auto& snap : report->snapshots)
+          if (snap.outcome >= from_spool) {
+            snap.outcome -= from_spool;
+            snapshots.push_back(std::move(snap));
+          }
         std::error_code ec;
         for (const auto& f : spooled) fs::remove(f, ec);
         if (!spooled.empty())
@@ -611,54 +618,15 @@ int record_work_tree(const Common& common, const RecordArgs& args, const GitRepo
   localize_args.junit = args.junit;
   localize_args.root = repo.workdir().string();
   localize_args.commit.clear();  // the work tree
-  auto queries = queries_from_junit(localize_args);
+  std::vector<std::string> notes;
+  auto queries = queries_from_junit(localize_args.junit, localize_args.root, localize_args.test_id, notes);
+  for (const auto& n : notes) note(n);
   if (!queries) return report_error(queries.error());
   if (queries->empty()) {
     if (localize_args.format == "json") std::printf("[]\n");
     return 0;
   }
   return localize_queries(common, localize_args, *queries, true);
-}
-
-// The failures of a recorded report as queries: each test's files from git objects at `commit` (the test file, then
-// the Python test code it depends on), as recorded; a failure whose file is missing or past the limits is named and
-// left out.
-std::vector<Case> recorded_queries(const GitRepository& repo, const std::string& commit,
-                                   const std::vector<RecordedOutcome>& outcomes, const TestCodeRule& test_code) {
-  std::vector<Case> queries;
-  for (const auto& o : outcomes) {
-    if (o.outcome != Outcome::failed && o.outcome != Outcome::error) continue;
-    auto files = failure_files(repo, commit, o.test_id, o.message);
-    // With the Python test code the test depends on (conftest.py files, imported helper modules): the fixtures and
-    // functions it reaches are ranked as its set-up.
-    if (!files.empty())
-      for (auto& f : failure_files(repo, commit, o.test_id, o.message, nullptr, &test_code))
-        if (language_of_path(f.path) == Language::python &&
-            std::none_of(files.begin(), files.end(), [&](const SourceFile& g) { return g.path == f.path; }))
-          files.push_back(std::move(f));
-    if (files.empty() ||
-        !same_file(parse_test_id(o.test_id, language_of_test_id(o.test_id)).path, files.front().path)) {
-      note(o.origin + ": " + o.test_id + ": its test file is not in commit " + commit.substr(0, 10) +
-           "; not localized");
-      continue;
-    }
-    // The limits `localize --test` and `import` hold test files to (a test file past them costs what they bound).
-    if (const auto big = std::find_if(files.begin(), files.end(),
-                                      [](const SourceFile& f) { return !test_file_too_large(f.content).empty(); });
-        big != files.end()) {
-      note(o.origin + ": " + o.test_id + ": " + big->path + ": " + test_file_too_large(big->content) +
-           "; recorded, not localized");
-      continue;
-    }
-    if (const auto language = language_of_path(files.front().path);
-        (language == Language::python || language == Language::java) && o.test_id.ends_with(']')) {
-      const auto rows = match_param_rows(analyze_code(files.front().content, *language, files.front().path),
-                                         files.front().content, o.test_id);
-      if (!rows.note.empty()) note(o.origin + ": " + rows.note);
-    }
-    queries.push_back(failure_query(o.test_id, o.message, o.time, std::move(files)));
-  }
-  return queries;
 }
 
 }  // namespace
@@ -688,7 +656,8 @@ int cmd_record(const Common& common, const RecordArgs& args) {
   for (const auto& w : warnings) note(w);
   options->tip = *commit;
   options->snapshot = true;
-  if (const int stored = store_recorded(common, **repo, *outcomes, *options); stored != 0) return stored;
+  std::vector<FailureSnapshot> snapshots;
+  if (const int stored = store_recorded(common, **repo, *outcomes, *options, snapshots); stored != 0) return stored;
   expire_recorded(common, **repo, *commit);
   // When nothing is localized below, the ranker still learns from the cases this run labelled (localize does it else).
   if (!args.localize) {
@@ -696,7 +665,11 @@ int cmd_record(const Common& common, const RecordArgs& args) {
     return 0;
   }
   // This report's failures, localized at once: test code from git objects at the commit, as recorded.
-  const std::vector<Case> queries = recorded_queries(**repo, *commit, *outcomes, options->test_code);
+  std::vector<std::string> notes;
+  const std::vector<Case> queries = recorded_queries(**repo, *commit, *outcomes, options->test_code, snapshots, notes);
+  snapshots.clear();
+  snapshots.shrink_to_fit();
+  for (const auto& n : notes) note(n);
   if (queries.empty()) {
     if (args.localize_args.format == "json") std::printf("[]\n");
     keep_ranker_learning(common);

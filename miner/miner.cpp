@@ -499,10 +499,11 @@ std::vector<std::string> dependency_paths(const std::string& test_path,
 
 std::vector<SourceFile> failure_files(const GitRepository& repo, const std::string& sha, const std::string& test_id,
                                       const std::string& message, std::vector<std::string>* warnings,
-                                      const TestCodeRule* dependencies) {
+                                      const TestCodeRule* dependencies, size_t* own) {
   std::vector<SourceFile> files;
   const TestFiles at = test_files_at(repo, sha);
   std::vector<std::string> paths = failure_paths(test_id, message, &at, dependencies);
+  const size_t own_paths = paths.size();
   if (dependencies) {
     const auto read = [&](const std::string& p) -> std::optional<std::string> {
       auto content = repo.file_at(sha, p);
@@ -511,13 +512,16 @@ std::vector<SourceFile> failure_files(const GitRepository& repo, const std::stri
     for (auto& p : dependency_paths(paths.front(), read, *dependencies, &at))
       if (std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(std::move(p));
   }
-  for (const auto& p : paths) {
-    auto content = repo.file_at(sha, p);
+  if (own) *own = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto content = repo.file_at(sha, paths[i]);
     if (!content) {
       if (warnings) warnings->push_back(content.error().message);
       continue;
     }
-    if (*content) files.push_back({p, std::move(**content)});
+    if (!*content) continue;
+    files.push_back({paths[i], std::move(**content)});
+    if (own && i < own_paths) ++*own;
   }
   return files;
 }

@@ -145,10 +145,10 @@ std::vector<std::string> dependency_paths(const std::string& test_path,
 
 // Those files (failure_paths, then with `dependencies` the dependency_paths of the test file) as they are at commit
 // `sha`, read from git objects. Files not in that commit are left out; unreadable ones (binary) are named in
-// `warnings`.
+// `warnings`. `own`, when given, is set to how many of the files are failure_paths' (the rest are dependencies).
 std::vector<SourceFile> failure_files(const GitRepository& repo, const std::string& sha, const std::string& test_id,
                                       const std::string& message, std::vector<std::string>* warnings = nullptr,
-                                      const TestCodeRule* dependencies = nullptr);
+                                      const TestCodeRule* dependencies = nullptr, size_t* own = nullptr);
 
 // Whether a repository path is test code by the default rule (TestCodeRule: test_*.py, *_test.py, conftest.py,
 // *Test.java, *Tests.java, *IT.java, *.test.js/.spec.js (and .ts, .mjs, …), or a file of those languages under

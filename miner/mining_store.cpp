@@ -344,6 +344,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
     const RecordedOutcome* o;
     const std::string& sha;  // in sha_of: not a copy per outcome (a report may hold millions)
     std::optional<std::vector<SourceFile>> snapshot;
+    size_t own = 0;
   };
   std::vector<Resolved> resolved;
   std::map<std::string, std::string> sha_of;
@@ -362,7 +363,7 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
     Resolved r{&o, it->second, std::nullopt};
     if (options.snapshot && (o.outcome == Outcome::failed || o.outcome == Outcome::error)) {
       std::vector<std::string> unreadable;
-      r.snapshot = failure_files(repo, r.sha, o.test_id, o.message, &unreadable, &options.test_code);
+      r.snapshot = failure_files(repo, r.sha, o.test_id, o.message, &unreadable, &options.test_code, &r.own);
       for (const auto& w : unreadable) report.warnings.push_back(o.origin + ": " + w);
     }
     resolved.push_back(std::move(r));
@@ -426,6 +427,9 @@ Status MiningStore::record_outcomes(const GitRepository& repo, const std::vector
     }
     TRY(tx->commit());
   }
+  for (auto& r : resolved)
+    if (r.snapshot)
+      report.snapshots.push_back({static_cast<size_t>(r.o - outcomes.data()), r.own, std::move(*r.snapshot)});
   return {};
 }
 

@@ -39,6 +39,15 @@ struct SyncOptions {
   bool snapshot = false;   // keep each new failure's test files (from git objects) with it: `spark record`
 };
 
+// The test files a sync read for one failure of the outcomes it was given (SyncOptions::snapshot): failure_files
+// under the sync's test-code rule; the first `own` are the failure's own paths (failure_paths), the rest the test
+// code they depend on.
+struct FailureSnapshot {
+  size_t outcome = 0;  // its position in the outcomes given to sync
+  size_t own = 0;
+  std::vector<SourceFile> files;
+};
+
 struct SyncReport {
   size_t outcomes = 0;      // outcomes stored (new or changed)
   size_t opened = 0;        // failures this sync opened
@@ -56,6 +65,7 @@ struct SyncReport {
   size_t beyond_boundary = 0;                 // outcomes at commits a shallow clone does not have, not stored
   OutlierRule rule;                           // over every mined case, after this sync
   std::vector<std::string> warnings;
+  std::vector<FailureSnapshot> snapshots;  // with SyncOptions::snapshot: what was read for each failure
 };
 
 struct StoredFailure {
