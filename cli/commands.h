@@ -190,11 +190,6 @@ struct FailuresArgs {
   std::string repo = ".";       // the repository: HEAD's test files and history
 };
 int cmd_failures(const Common& common, const FailuresArgs& args);
-// Expires the open failures whose test no longer exists at `commit` (mining_store.h's test_gone_at), among those
-// recorded at commits in its history; returns a note per test expired.
-Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const GitRepository& repo,
-                                                      const std::string& commit);
-
 struct HooksArgs {
   std::string action;  // install | uninstall | post-commit
   std::string repo = ".";

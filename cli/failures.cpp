@@ -16,50 +16,13 @@
 #include "formats/failure_form.h"
 #include "git_history.h"
 #include "mining_store.h"
+#include "recording.h"
 
 namespace spark::cli {
 
 namespace {
 
 using nlohmann::json;
-
-// The open failures of one test, oldest first.
-struct OpenTest {
-  std::vector<StoredFailure> failures;
-  const StoredFailure& first() const { return failures.front(); }
-};
-
-std::vector<OpenTest> group_by_test(const std::vector<StoredFailure>& open) {
-  std::vector<OpenTest> out;
-  std::map<std::string, size_t> slot;
-  for (const auto& f : open) {
-    auto [it, fresh] = slot.try_emplace(f.test_id, out.size());
-    if (fresh) out.emplace_back();
-    out[it->second].failures.push_back(f);
-  }
-  return out;
-}
-
-// HEAD's history (every parent), oldest first, and each commit's place in it: how old a failure is in commits, and
-// which failures a commit's test files may expire (a failure recorded on another branch is not HEAD's to judge).
-struct History {
-  std::string head;
-  std::vector<CommitInfo> commits;
-  std::unordered_map<std::string, size_t> position;
-  bool has(const std::string& sha) const { return position.count(sha) > 0; }
-};
-
-Result<History> history_of(const GitRepository& repo, const std::string& tip) {
-  History h;
-  auto head = repo.resolve(tip);
-  TRY(head);
-  h.head = *head;
-  auto commits = repo.history(/*first_parent=*/false, std::nullopt, std::nullopt, h.head);
-  TRY(commits);
-  h.commits = std::move(*commits);
-  for (size_t i = 0; i < h.commits.size(); ++i) h.position[h.commits[i].sha] = i;
-  return h;
-}
 
 // The line that says what failed: the last exception and its message as the failure's form reads them, else the
 // message's last non-blank line.
@@ -76,7 +39,7 @@ std::string error_line(std::string_view message) {
 json iso(std::optional<int64_t> t) { return t ? json(format_iso8601(*t)) : json(nullptr); }
 
 // One failure (or one test's open failures) as `spark failures --format json` writes it (docs/schemas).
-json failure_json(const std::vector<StoredFailure>& rows, const History* history, bool with_message) {
+json failure_json(const std::vector<StoredFailure>& rows, const TipHistory* history, bool with_message) {
   const StoredFailure& first = rows.front();
   const StoredFailure& last = rows.back();
   std::optional<int64_t> first_time = first.time;
@@ -174,38 +137,13 @@ Result<std::vector<StoredFailure>> find_failures(MiningStore& store, const std::
   return out;
 }
 
-json failures_json(const json& failures, const History* history) {
+json failures_json(const json& failures, const TipHistory* history) {
   return {{"schema", "spark.failures/1"},
           {"head", history ? json(history->head) : json(nullptr)},
           {"failures", failures}};
 }
 
 }  // namespace
-
-Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const GitRepository& repo,
-                                                      const std::string& commit) {
-  MiningStore store(kb);
-  auto open = store.failures({FailureStatus::open});
-  TRY(open);
-  std::vector<std::string> notes;
-  if (open->empty()) return notes;
-  auto history = history_of(repo, commit);
-  TRY(history);
-  for (const auto& test : group_by_test(*open)) {
-    std::vector<StoredFailure> mine;
-    for (const auto& f : test.failures)
-      if (history->has(f.commit)) mine.push_back(f);
-    if (mine.empty()) continue;
-    const auto why = test_gone_at(repo, history->head, test.first().test_id);
-    if (!why) continue;
-    auto closed = store.close_open(mine, FailureStatus::expired, "spark", *why);
-    TRY(closed);
-    if (*closed)
-      notes.push_back("expired " + std::to_string(*closed) + " open failure(s) of " + test.first().test_id + ": " +
-                      *why);
-  }
-  return notes;
-}
 
 int cmd_failures(const Common& common, const FailuresArgs& args) {
   if (args.action != "list" && args.action != "expire" && args.id.empty()) {
@@ -227,9 +165,9 @@ int cmd_failures(const Common& common, const FailuresArgs& args) {
     return 0;
   }
   // The repository gives the ages in commits; without one (a store used elsewhere) they are unknown.
-  std::optional<History> history;
+  std::optional<TipHistory> history;
   if (repo) {
-    if (auto h = history_of(**repo, "HEAD")) history = std::move(*h);
+    if (auto h = tip_history(**repo, "HEAD")) history = std::move(*h);
   }
   if (args.action == "list") {
     auto open = store.failures({FailureStatus::open});

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "commands.h"
-#include "kb_spool.h"
+#include "recording.h"
 #include "mining_store.h"
 #include "store/postgres_db.h"
 

@@ -25,10 +25,10 @@
 #include "discover.h"
 #include "formats/error_message.h"
 #include "git_history.h"
-#include "kb_spool.h"
 #include "miner.h"
 #include "mining_store.h"
 #include "queries.h"
+#include "recording.h"
 #include "store/postgres_db.h"
 #include "test_runner.h"
 
@@ -498,75 +498,24 @@ namespace {
 // Seconds `spark record` keeps trying a server store that cannot be reached (SPARK_KB_RETRY_SECONDS).
 double retry_budget() { return std::max(0.0, std::atof(environment_setting("SPARK_KB_RETRY_SECONDS").c_str())); }
 
-// Stores a report's outcomes. With a server store, spooled reports go along; a lost connection (a server restart)
-// retries the whole step, which is safe (outcomes are keyed; sync finishes what an interrupted run began); and when
-// the server stays unreachable the report is spooled, so nothing is lost. Returns the exit code.
+// Stores a report's outcomes (recording.h's store_report) and says what was stored; the exit code. `snapshots`: the
+// files the store's sync read of the report's failures.
 int store_recorded(const Common& common, const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,
                    const SyncOptions& options, std::vector<FailureSnapshot>& snapshots) {
-  const bool server = is_postgres_url(common.kb_dir);
-  std::vector<RecordedOutcome> all;
-  std::vector<fs::path> spooled;
-  if (server) {
-    for (const auto& file : spool_files(common.local_dir)) {
-      auto read = read_outcomes_jsonl(file);
-      if (!read) {
-        note("a spooled report is unreadable and stays where it is: " + read.error().message);
-        continue;
-      }
-      spooled.push_back(file);
-      all.insert(all.end(), read->begin(), read->end());
-    }
-  }
-  const size_t from_spool = all.size();
-  // The report's outcomes are not copied unless spooled ones go with them (a report may hold millions).
-  if (from_spool > 0) all.insert(all.end(), outcomes.begin(), outcomes.end());
-  const std::vector<RecordedOutcome>& to_store = from_spool > 0 ? all : outcomes;
-  const auto t0 = std::chrono::steady_clock::now();
-  double delay = 0.5;
-  Error error;
-  for (int attempt = 1;; ++attempt) {
-    bool transient = false;
-    auto kb = open_kb(common, true);
-    if (kb) {
-      MiningStore store(**kb);
-      auto report = store.sync(repo, to_store, options);
-      if (report) {
-        print_summary(*report, "recorded");
-        // What the sync read of this report's failures (spooled outcomes come first in what it stored).
-        for (auto& snap : report->snapshots)
-          if (snap.outcome >= from_spool) {
-            snap.outcome -= from_spool;
-            snapshots.push_back(std::move(snap));
-          }
-        std::error_code ec;
-        for (const auto& f : spooled) fs::remove(f, ec);
-        if (!spooled.empty())
-          note("stored " + std::to_string(spooled.size()) + " spooled report(s) (" +
-               std::to_string(from_spool) + " outcome(s)) with this one");
-        if (attempt > 1) note("stored after " + std::to_string(attempt) + " attempts");
-        return 0;
-      }
-      error = report.error();
-      transient = (*kb)->connection_lost();
-    } else {
-      error = kb.error();
-      transient = server && is_transient_connect_error(error.message);
-    }
-    const double elapsed = seconds_since(t0);
-    if (!transient || elapsed + delay > retry_budget()) break;
-    note(error.message + "; trying again in " + std::to_string(delay).substr(0, 3) + " s");
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-    delay = std::min(delay * 2, 4.0);
-  }
-  if (server && !outcomes.empty()) {
-    auto kept = spool_outcomes(common.local_dir, outcomes);
-    if (kept)
-      note("kept this report's " + std::to_string(outcomes.size()) + " outcome(s) in " + kept->string() +
-           "; the next `spark record` that reaches the server stores them");
-    else
-      note("could not spool the report either: " + kept.error().message);
-  }
-  return report_error(error);
+  RecordingStore where;
+  where.open = [&] { return open_kb(common, true); };
+  where.server = is_postgres_url(common.kb_dir);
+  where.local_dir = common.local_dir;
+  where.retry_seconds = retry_budget();
+  auto stored = store_report(where, repo, outcomes, options, [](const std::string& n) { note(n); });
+  if (!stored) return report_error(stored.error());
+  print_summary(stored->sync, "recorded");
+  if (stored->spooled_reports > 0)
+    note("stored " + std::to_string(stored->spooled_reports) + " spooled report(s) (" +
+         std::to_string(stored->spooled_outcomes) + " outcome(s)) with this one");
+  if (stored->attempts > 1) note("stored after " + std::to_string(stored->attempts) + " attempts");
+  snapshots = std::move(stored->sync.snapshots);
+  return 0;
 }
 
 // Open failures whose test no longer exists at the recorded commit are expired, each with a note; a failure here
@@ -579,27 +528,6 @@ void expire_recorded(const Common& common, const GitRepository& repo, const std:
   }();
   if (!notes) return note("open failures were not checked for tests that are gone: " + notes.error().message);
   for (const auto& n : *notes) note(n);
-}
-
-// The files of the work tree that make a test run there differ from a run at HEAD (`head`, a full sha): tracked files
-// that differ from HEAD's (edited, staged, deleted), and the report's test files that HEAD does not have. spark's own
-// configuration (.spark.toml) changes no outcome and does not count. Empty when the work tree is HEAD's (or the
-// repository is bare).
-Result<std::vector<std::string>> work_tree_changes(const GitRepository& repo, const std::string& head,
-                                                   const std::vector<RecordedOutcome>& outcomes) {
-  auto changed = repo.changed_in_work_tree(head);
-  TRY(changed);
-  std::set<std::string> paths;
-  for (auto& p : *changed)
-    if (p != ".spark.toml" && !p.ends_with("/.spark.toml")) paths.insert(std::move(p));
-  std::set<std::string> asked;
-  for (const auto& o : outcomes) {
-    const std::string path = parse_test_id(o.test_id, language_of_test_id(o.test_id)).path;
-    if (path.empty() || paths.contains(path) || !asked.insert(path).second) continue;
-    auto at_head = repo.file_at(head, path);
-    if (at_head && !*at_head && path_exists(repo.workdir() / path)) paths.insert(path);
-  }
-  return std::vector<std::string>(paths.begin(), paths.end());
 }
 
 // A report run in a work tree that differs from HEAD: its outcomes are the work tree's, not HEAD's, so nothing is
@@ -971,25 +899,6 @@ int hooks_uninstall(const GitRepository& repo) {
   return 0;
 }
 
-// What the hook asks the test command to run for an open failure of `test_id`, so that the runner can find it: a
-// pytest id by its function (`tests/t.py::test_f` for `tests/t.py::test_f[2-3-7]`: the fix may have changed the
-// failing row and its id, and all the rows show whether the function passes), or by its file when the function is
-// not defined there any more; a collection error by its file; "" when the file is gone. Other ids as they are.
-std::string rerun_target(const std::string& test_id, const fs::path& workdir) {
-  if (language_of_test_id(test_id) != Language::python) return test_id;
-  const TestIdParts parts = parse_test_id(test_id);
-  if (parts.path.empty()) return test_id;  // a dotted unittest id
-  auto text = read_file(workdir / parts.path);
-  if (!text) return "";
-  if (parts.function.empty()) return parts.path;
-  const auto lines = split_lines(*text);
-  const bool defined = std::any_of(lines.begin(), lines.end(), [&](std::string_view line) {
-    const std::string_view t = trim(line);
-    return t.starts_with("def " + parts.function + "(") || t.starts_with("async def " + parts.function + "(");
-  });
-  return defined ? test_id.substr(0, test_id.find('[')) : parts.path;
-}
-
 // After a commit: the tests with open failures run again (record.test_command), and their outcomes are recorded.
 int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepository& repo) {
   if (!kb_exists(common)) return 0;  // nothing recorded yet
@@ -997,17 +906,11 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
   {
     auto kb = open_kb(common, false);
     if (!kb) return report_error(kb.error());
-    MiningStore store(**kb);
-    auto open = store.failures({FailureStatus::open});
-    if (!open) return report_error(open.error());
-    std::set<std::string> seen;
-    for (const auto& f : *open) {
-      const std::string target = rerun_target(f.test_id, repo.workdir());
-      if (target.empty())
-        note(f.test_id + ": its test file is not in the work tree; not re-run");
-      else if (seen.insert(target).second)
-        tests.push_back(target);
-    }
+    std::vector<std::string> notes;
+    auto targets = rerun_targets(**kb, repo.workdir(), notes);
+    for (const auto& n : notes) note(n);
+    if (!targets) return report_error(targets.error());
+    tests = std::move(*targets);
   }
   if (tests.empty()) return 0;
   if (args.test_command.empty()) {

@@ -1,0 +1,230 @@
+#include "recording.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/clock.h"
+#include "base/text.h"
+#include "code/test_scope.h"
+#include "store/postgres_db.h"
+
+namespace spark {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What the hook asks the test command to run for an open failure of `test_id`, so that the runner can find it: a
+// pytest id by its function (`tests/t.py::test_f` for `tests/t.py::test_f[2-3-7]`: the fix may have changed the
+// failing row and its id, and all the rows show whether the function passes), or by its file when the function is
+// not defined there any more; a collection error by its file; "" when the file is gone. Other ids as they are.
+std::string rerun_target(const std::string& test_id, const fs::path& workdir) {
+  if (language_of_test_id(test_id) != Language::python) return test_id;
+  const TestIdParts parts = parse_test_id(test_id);
+  if (parts.path.empty()) return test_id;  // a dotted unittest id
+  auto text = read_file(workdir / parts.path);
+  if (!text) return "";
+  if (parts.function.empty()) return parts.path;
+  const auto lines = split_lines(*text);
+  const bool defined = std::any_of(lines.begin(), lines.end(), [&](std::string_view line) {
+    const std::string_view t = trim(line);
+    return t.starts_with("def " + parts.function + "(") || t.starts_with("async def " + parts.function + "(");
+  });
+  return defined ? test_id.substr(0, test_id.find('[')) : parts.path;
+}
+
+}  // namespace
+
+fs::path spool_dir(const std::string& local_dir) { return fs::path(local_dir) / "spool"; }
+
+std::vector<fs::path> spool_files(const std::string& local_dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(spool_dir(local_dir), ec))
+    if (e.path().extension() == ".jsonl") out.push_back(e.path());
+  std::sort(out.begin(), out.end());  // names start with the time
+  return out;
+}
+
+Result<fs::path> spool_outcomes(const std::string& local_dir, const std::vector<RecordedOutcome>& outcomes) {
+  std::string text;
+  for (const auto& o : outcomes) {
+    nlohmann::json j = {{"commit", o.commit}, {"test_id", o.test_id}, {"outcome", outcome_name(o.outcome)}};
+    if (o.time) j["time"] = format_iso8601(*o.time);
+    if (!o.message.empty()) j["message"] = o.message;
+    text += json_text(j) + "\n";
+  }
+  const fs::path dir = spool_dir(local_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
+  std::random_device rd;
+  char name[96];
+  std::snprintf(name, sizeof name, "%lld-%d-%08x.jsonl", static_cast<long long>(now_epoch()),
+                static_cast<int>(::getpid()), rd());
+  const fs::path path = dir / name;
+  TRY(write_file_atomic(path, text));
+  return path;
+}
+
+Result<StoredReport> store_report(const RecordingStore& where, const GitRepository& repo,
+                                  const std::vector<RecordedOutcome>& outcomes, const SyncOptions& options,
+                                  const NoteSink& note) {
+  std::vector<RecordedOutcome> all;
+  std::vector<fs::path> spooled;
+  if (where.server) {
+    for (const auto& file : spool_files(where.local_dir)) {
+      auto read = read_outcomes_jsonl(file);
+      if (!read) {
+        note("a spooled report is unreadable and stays where it is: " + read.error().message);
+        continue;
+      }
+      spooled.push_back(file);
+      all.insert(all.end(), read->begin(), read->end());
+    }
+  }
+  const size_t from_spool = all.size();
+  // The report's outcomes are not copied unless spooled ones go with them (a report may hold millions).
+  if (from_spool > 0) all.insert(all.end(), outcomes.begin(), outcomes.end());
+  const std::vector<RecordedOutcome>& to_store = from_spool > 0 ? all : outcomes;
+  const auto t0 = std::chrono::steady_clock::now();
+  double delay = 0.5;
+  Error error;
+  for (int attempt = 1;; ++attempt) {
+    bool transient = false;
+    auto kb = where.open();
+    if (kb) {
+      MiningStore store(**kb);
+      auto report = store.sync(repo, to_store, options);
+      if (report) {
+        StoredReport stored;
+        stored.sync = std::move(*report);
+        // What the sync read of this report's failures (the spooled outcomes come first in what it stored).
+        std::vector<FailureSnapshot> own;
+        for (auto& snap : stored.sync.snapshots)
+          if (snap.outcome >= from_spool) {
+            snap.outcome -= from_spool;
+            own.push_back(std::move(snap));
+          }
+        stored.sync.snapshots = std::move(own);
+        std::error_code ec;
+        for (const auto& f : spooled) fs::remove(f, ec);
+        stored.spooled_reports = spooled.size();
+        stored.spooled_outcomes = from_spool;
+        stored.attempts = attempt;
+        return stored;
+      }
+      error = report.error();
+      transient = (*kb)->connection_lost();
+    } else {
+      error = kb.error();
+      transient = where.server && is_transient_connect_error(error.message);
+    }
+    const double elapsed = seconds_since(t0);
+    if (!transient || elapsed + delay > where.retry_seconds) break;
+    note(error.message + "; trying again in " + std::to_string(delay).substr(0, 3) + " s");
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    delay = std::min(delay * 2, 4.0);
+  }
+  if (where.server && !outcomes.empty()) {
+    auto kept = spool_outcomes(where.local_dir, outcomes);
+    if (kept)
+      note("kept this report's " + std::to_string(outcomes.size()) + " outcome(s) in " + kept->string() +
+           "; the next `spark record` that reaches the server stores them");
+    else
+      note("could not spool the report either: " + kept.error().message);
+  }
+  return std::unexpected(error);
+}
+
+Result<std::vector<std::string>> work_tree_changes(const GitRepository& repo, const std::string& head,
+                                                   const std::vector<RecordedOutcome>& outcomes) {
+  auto changed = repo.changed_in_work_tree(head);
+  TRY(changed);
+  std::set<std::string> paths;
+  for (auto& p : *changed)
+    if (p != ".spark.toml" && !p.ends_with("/.spark.toml")) paths.insert(std::move(p));
+  std::set<std::string> asked;
+  for (const auto& o : outcomes) {
+    const std::string path = parse_test_id(o.test_id, language_of_test_id(o.test_id)).path;
+    if (path.empty() || paths.contains(path) || !asked.insert(path).second) continue;
+    auto at_head = repo.file_at(head, path);
+    if (at_head && !*at_head && path_exists(repo.workdir() / path)) paths.insert(path);
+  }
+  return std::vector<std::string>(paths.begin(), paths.end());
+}
+
+std::vector<OpenTest> group_by_test(const std::vector<StoredFailure>& open) {
+  std::vector<OpenTest> out;
+  std::map<std::string, size_t> slot;
+  for (const auto& f : open) {
+    auto [it, fresh] = slot.try_emplace(f.test_id, out.size());
+    if (fresh) out.emplace_back();
+    out[it->second].failures.push_back(f);
+  }
+  return out;
+}
+
+Result<TipHistory> tip_history(const GitRepository& repo, const std::string& tip) {
+  TipHistory h;
+  auto head = repo.resolve(tip);
+  TRY(head);
+  h.head = *head;
+  auto commits = repo.history(/*first_parent=*/false, std::nullopt, std::nullopt, h.head);
+  TRY(commits);
+  h.commits = std::move(*commits);
+  for (size_t i = 0; i < h.commits.size(); ++i) h.position[h.commits[i].sha] = i;
+  return h;
+}
+
+Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const GitRepository& repo,
+                                                      const std::string& commit) {
+  MiningStore store(kb);
+  auto open = store.failures({FailureStatus::open});
+  TRY(open);
+  std::vector<std::string> notes;
+  if (open->empty()) return notes;
+  auto history = tip_history(repo, commit);
+  TRY(history);
+  for (const auto& test : group_by_test(*open)) {
+    std::vector<StoredFailure> mine;
+    for (const auto& f : test.failures)
+      if (history->has(f.commit)) mine.push_back(f);
+    if (mine.empty()) continue;
+    const auto why = test_gone_at(repo, history->head, test.first().test_id);
+    if (!why) continue;
+    auto closed = store.close_open(mine, FailureStatus::expired, "spark", *why);
+    TRY(closed);
+    if (*closed)
+      notes.push_back("expired " + std::to_string(*closed) + " open failure(s) of " + test.first().test_id + ": " +
+                      *why);
+  }
+  return notes;
+}
+
+Result<std::vector<std::string>> rerun_targets(KnowledgeBase& kb, const fs::path& workdir,
+                                               std::vector<std::string>& notes) {
+  MiningStore store(kb);
+  auto open = store.failures({FailureStatus::open});
+  TRY(open);
+  std::vector<std::string> tests;
+  std::set<std::string> seen;
+  for (const auto& f : *open) {
+    const std::string target = rerun_target(f.test_id, workdir);
+    if (target.empty())
+      notes.push_back(f.test_id + ": its test file is not in the work tree; not re-run");
+    else if (seen.insert(target).second)
+      tests.push_back(target);
+  }
+  return tests;
+}
+
+}  // namespace spark
