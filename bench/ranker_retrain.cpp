@@ -4,7 +4,7 @@
 //   build/bench/spark_retrain REPETITIONS N[,N...] ../shared/data/dev/*/cases.jsonl
 //
 // For each N: a knowledge base of N labelled cases (the corpus's cases, then perturbed copies: bench/grown_corpus.h,
-// one in five a new test-file version), its index built as `spark index` builds it; then retrain_ranker_if_due (what
+// one in five a new test-file version), its index built as `spark index` builds it; then learn_ranker_if_due (what
 // `spark record`, `import`, `localize` and `index` call) REPETITIONS times on the loaded engine, each time after
 // setting the prior ranker so that it is due. Prints the median and the range of the retraining times, the sample
 // learnt from (IndexBuildOptions::max_training_cases), and the median divided by the cases that arrive between two
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     for (size_t r = 0; r < repetitions; ++r) {
       if (auto s = (*engine)->replace_ranker(**kb, RankerModel::prior()); !s) return fail_with(s.error());
       const auto t0 = std::chrono::steady_clock::now();
-      auto report = retrain_ranker_if_due(**kb, **engine, options);
+      auto report = learn_ranker_if_due(**kb, **engine, options);
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!report) return fail_with(report.error());
       if (!*report) return fail_with(Error{"the prior ranker was not due at " + std::to_string(n) + " cases"});

@@ -6,9 +6,20 @@
 #include "base/files.h"
 #include "base/text.h"
 #include "commands.h"
+#include "flags.h"
 #include "formats/trust.h"
 
 namespace spark::cli {
+
+namespace {
+
+struct TrustArgs {
+  std::string file;  // "" = the project's .spark.toml found from the working directory
+  bool remove = false;
+  bool list = false;
+};
+
+}  // namespace
 
 namespace fs = std::filesystem;
 
@@ -26,6 +37,8 @@ int list_trusted() {
 }
 
 }  // namespace
+
+namespace {
 
 int cmd_trust(const TrustArgs& args) {
   if (args.list) return list_trusted();
@@ -59,6 +72,20 @@ int cmd_trust(const TrustArgs& args) {
     out += "    " + r.key + " = " + (r.text.empty() ? std::string("(hidden)") : r.text) + "    # " + r.source + "\n";
   std::fputs(terminal_lines(out).c_str(), stderr);
   return 0;
+}
+
+}  // namespace
+
+Command add_trust(CLI::App& app) {
+  auto args = std::make_shared<TrustArgs>();
+  auto* sub = app.add_subcommand("trust",
+                                 "trust the project's .spark.toml as it is now: its settings that send data, hold keys, "
+                                 "run commands, write outside the repository or weaken a safety rule are then used "
+                                 "(docs/SECURITY.md)");
+  sub->add_option("file", args->file, "the file (default: the .spark.toml spark finds here)");
+  sub->add_flag("--remove", args->remove, "forget the file: untrusted again");
+  sub->add_flag("--list", args->list, "list the trusted files and whether each is unchanged");
+  return {sub, [args](Config&, Common&) { return cmd_trust(*args); }, /*needs_common=*/false};
 }
 
 }  // namespace spark::cli

@@ -9,7 +9,7 @@
 #include "base/clock.h"
 #include "base/text.h"
 #include "base/work_pool.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/config.h"
 #include "formats/error_message.h"
 

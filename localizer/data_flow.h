@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "code/python_structure.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 
 namespace spark {
 

@@ -260,7 +260,7 @@ Result<std::optional<RankerModel>> load_saved_ranker(const fs::path& index_dir) 
   return std::optional<RankerModel>(std::move(*ranker));
 }
 
-Result<std::optional<RetrainReport>> retrain_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
+Result<std::optional<RetrainReport>> learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
                                                            const IndexBuildOptions& options) {
   size_t labelled = 0;
   for (const CaseFacts& f : engine.facts()) labelled += f.labelled ? 1 : 0;

@@ -1,7 +1,7 @@
 // `spark index`: embeds every case of a knowledge base, fits the built-in embedder's statistics, builds and saves the
 // vector index, and learns the built-in ranker from held-out localizations of a sample of the labelled cases. And the
 // ranker's learning between builds: as labelled cases arrive (`spark record`, `import`, `localize`), it learns again
-// once their count has grown by a margin since it last learnt (next_training_at, retrain_ranker_if_due).
+// once their count has grown by a margin since it last learnt (next_training_at, learn_ranker_if_due).
 //
 // Ownership: nothing is kept after build_index returns; the index folder's files are its output. Thread safety: one
 // build per knowledge base at a time (the manifest switch is atomic, so a reader sees the old or the new state).
@@ -70,7 +70,7 @@ struct RetrainReport {
 // have reached next_training_at(the ranker's labelled_cases): as build_index learns it (the same sample bound, the
 // engine's index and statistics), and sets it on the engine (SearchEngine::replace_ranker: the engine's next
 // persist() saves it). nullopt when not due. On an error the engine keeps its ranker.
-Result<std::optional<RetrainReport>> retrain_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
+Result<std::optional<RetrainReport>> learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
                                                            const IndexBuildOptions& options = {});
 
 }  // namespace spark

@@ -10,7 +10,7 @@
 
 #include "code/levenshtein.h"
 #include "code/python_structure.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/case.h"
 #include "formats/error_message.h"
 #include "formats/failure_form.h"

@@ -10,7 +10,7 @@
 
 #include "base/clock.h"
 #include "base/text.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/error_message.h"
 #include "line_features.h"
 

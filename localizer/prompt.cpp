@@ -6,7 +6,7 @@
 
 #include "base/text.h"
 #include "code/structure_cache.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "code/tokens.h"
 #include "formats/error_message.h"
 

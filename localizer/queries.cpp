@@ -4,7 +4,7 @@
 
 #include "base/text.h"
 #include "code/structure_cache.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/error_message.h"
 #include "formats/junit.h"
 #include "git_history.h"

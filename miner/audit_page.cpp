@@ -5,7 +5,7 @@
 
 #include "base/clock.h"
 #include "base/text.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/error_message.h"
 #include "git_history.h"
 
@@ -194,6 +194,89 @@ Result<std::vector<LineRef>> parse_keep(const std::vector<std::string>& specs, c
 std::string test_file_of(const StoredFailure& f) {
   return f.labelled && !f.labelled->files.empty() ? f.labelled->files.front().path
                                                   : parse_test_id(f.test_id, language_of_test_id(f.test_id)).path;
+}
+
+namespace {
+
+std::string colorize(const std::string& patch, bool color) {
+  if (!color) return patch;
+  std::string out;
+  for (std::string_view line : split_lines(patch)) {
+    const char* c = line.starts_with("@@")                               ? "\033[36m"
+                    : line.starts_with("---") || line.starts_with("+++") ? "\033[1m"
+                    : line.starts_with("-")                              ? "\033[31m"
+                    : line.starts_with("+")                              ? "\033[32m"
+                                                                         : nullptr;
+    out += c ? std::string(c) + std::string(line) + "\033[0m\n" : std::string(line) + "\n";
+  }
+  return out;
+}
+
+// "tests/test_a.py: 3, 7-9; tests/helpers.py: 2"
+std::string lines_text(const std::vector<LineRef>& lines) {
+  std::string out, path;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].path != path) {
+      path = lines[i].path;
+      out += (out.empty() ? "" : "; ") + path + ": ";
+    } else {
+      out += ", ";
+    }
+    size_t j = i;
+    while (j + 1 < lines.size() && lines[j + 1].path == path && lines[j + 1].line == lines[j].line + 1) ++j;
+    out += std::to_string(lines[i].line) + (j > i ? "-" + std::to_string(lines[j].line) : "");
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+json list_json(const std::vector<StoredFailure>& list, const OutlierRule& rule) {
+  json j = {{"schema", "spark.audit/1"},
+            {"rule",
+             {{"n", rule.n}, {"mean", rule.mean}, {"sd", rule.sd}, {"sigma", rule.sigma}, {"threshold", rule.threshold}}},
+            {"cases", json::array()}};
+  for (const auto& f : list) j["cases"].push_back(failure_json(f));
+  return j;
+}
+
+std::string list_text(const std::vector<StoredFailure>& list, const OutlierRule& rule, bool all) {
+  std::string out = "outlier rule: quarantine above " + rule.describe() + "\n";
+  if (list.empty()) out += all ? "no mined cases\n" : "the quarantine is empty\n";
+  for (const auto& f : list) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%-34s %-11s %4s lines  %s  %.10s..%.10s", f.case_id.c_str(),
+                  status_name(f.status).c_str(), f.faulty_count ? std::to_string(*f.faulty_count).c_str() : "-",
+                  f.test_id.c_str(), f.commit.c_str(), f.fixed_commit.c_str());
+    out += line;
+    if (f.decided_at) out += "  [" + f.decided_by + ", " + date_text(f.decided_at) + "]";
+    if (const size_t n = occurrences_of(f).value("count", size_t{1}); n > 1)
+      out += "  (failed at " + std::to_string(n) + " commits)";
+    out += "\n";
+  }
+  return out;
+}
+
+Result<std::string> show_text(const StoredFailure& f, bool color) {
+  std::string out = f.case_id + "  " + status_name(f.status) + "\n  test:     " + f.test_id +
+                    "\n  failing:  " + f.commit + "\n  fix:      " + f.fixed_commit + "\n  faulty lines: ";
+  if (f.labelled) out += lines_text(f.labelled->faulty_lines);
+  out += "\n";
+  if (const json o = occurrences_of(f); o.value("count", 1) > 1)
+    out += "  failed at " + std::to_string(o.value("count", 1)) + " commits, " +
+           o.value("first_commit", "").substr(0, 10) + " (" + o.value("first_time", "?") + ") to " +
+           o.value("last_commit", "").substr(0, 10) + " (" + o.value("last_time", "?") + ")\n";
+  if (f.decided_at)
+    out += "  decided:  " + f.decided_by + ", " + date_text(f.decided_at) +
+           (f.reason.empty() ? "" : ": " + f.reason) + "\n";
+  out = terminal_lines(out) + "\n";
+  for (const auto& d : diff_files(f)) {
+    auto patch = unified_diff(d.before, d.after, d.path, 3);
+    TRY(patch);
+    out += colorize(terminal_lines(*patch), color);
+  }
+  return out;
 }
 
 }  // namespace spark::audit

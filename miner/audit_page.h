@@ -51,4 +51,10 @@ Result<std::vector<LineRef>> parse_keep(const std::vector<std::string>& specs, c
 // The file a bare line number names: the case's first file (a Java id names only a package path).
 std::string test_file_of(const StoredFailure& f);
 
+// `spark audit list` as JSON (spark.audit/1: the rule and the cases) and as text.
+nlohmann::json list_json(const std::vector<StoredFailure>& list, const OutlierRule& rule);
+std::string list_text(const std::vector<StoredFailure>& list, const OutlierRule& rule, bool all);
+// `spark audit show ID`: the case, where it failed, who decided it, and its fix's diff (in colour with `color`).
+Result<std::string> show_text(const StoredFailure& f, bool color);
+
 }  // namespace spark::audit

@@ -1,3 +1,4 @@
+#include "base/clock.h"
 #include "discover.h"
 
 #include <algorithm>
@@ -16,21 +17,17 @@
 #include "base/work_pool.h"
 #include "code/code_structure.h"
 #include "code/structure_cache.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/error_message.h"
 #include "import_change.h"
 #include "project_tests.h"
-#include "test_runner.h"
+#include "runner.h"
 
 namespace spark {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 bool is_test_annotation(const std::string& d) {
   return d == "Test" || d == "ParameterizedTest" || d == "RepeatedTest" || d == "TestFactory" || d == "TestTemplate";

@@ -2,7 +2,7 @@
 //
 // 1. The scan (no runs): every commit of the walked history that changes test code is a fix candidate; the tests it
 //    can have fixed are those whose own lines it removed or modified, those that reach a changed fixture, helper or
-//    set-up (the static scope, test_scope.h), those of a file importing a changed helper module, and, where a changed
+//    set-up (the static scope, scope.h), those of a file importing a changed helper module, and, where a changed
 //    line lies outside every test's reach (module-level code), every test of that file.
 // 2. The runs: each candidate test runs at the commit's parent and, when it failed there, at the commit, in throw-away
 //    work trees (never the user's). Failed at the parent and passed at the commit, and failed again at the parent on

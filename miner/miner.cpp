@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/text.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/config.h"
 #include "formats/error_message.h"
 #include "project_tests.h"

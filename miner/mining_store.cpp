@@ -8,7 +8,7 @@
 
 #include "base/text.h"
 #include "code/code_structure.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/error_message.h"
 #include "project_tests.h"
 #include "store/database.h"

@@ -1,5 +1,6 @@
 #include "recording.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +14,8 @@
 
 #include "base/clock.h"
 #include "base/text.h"
-#include "code/test_scope.h"
+#include "base/process.h"
+#include "code/scope.h"
 #include "store/postgres_db.h"
 
 namespace spark {
@@ -21,6 +23,25 @@ namespace spark {
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr const char* kHookMarker = "# spark post-commit hook";
+
+std::string hook_script(const std::string& spark) {
+  return std::string("#!/bin/sh\n") + kHookMarker +
+         " (installed by `spark hooks install`; `spark hooks uninstall` removes it)\n"
+         "# Runs the hook that was here before, then re-runs the tests with open failures and records the outcome.\n"
+         "hook_dir=$(dirname \"$0\")\n"
+         "status=0\n"
+         "if [ -x \"$hook_dir/post-commit.spark-chained\" ]; then\n"
+         "  \"$hook_dir/post-commit.spark-chained\" \"$@\" || status=$?\n"
+         "fi\n"
+         "spark=" +
+         shell_quote(spark) +
+         "\n"
+         "[ -x \"$spark\" ] || spark=spark\n"
+         "\"$spark\" hooks post-commit || echo \"spark: post-commit hook failed (the commit is made)\" >&2\n"
+         "exit $status\n";
+}
 
 // What the hook asks the test command to run for an open failure of `test_id`, so that the runner can find it: a
 // pytest id by its function (`tests/t.py::test_f` for `tests/t.py::test_f[2-3-7]`: the fix may have changed the
@@ -225,6 +246,105 @@ Result<std::vector<std::string>> rerun_targets(KnowledgeBase& kb, const fs::path
       tests.push_back(target);
   }
   return tests;
+}
+
+std::vector<std::string> sync_notes(const SyncReport& r, const std::string& verb) {
+  std::vector<std::string> notes;
+  const auto note = [&](std::string n) { notes.push_back(std::move(n)); };
+  for (const auto& w : r.warnings) note(w);
+  if (!verb.empty())
+    note(verb + " " + plural(r.outcomes, "outcome") + " (new or changed); opened " + plural(r.opened, "failure") +
+       (r.closed_flaky ? "; " + plural(r.closed_flaky, "failure") + " closed as flaky (passed at the same commit)"
+                       : ""));
+  const std::pair<FailureStatus, const char*> order[] = {
+      {FailureStatus::labelled, "labelled into the knowledge base"},
+      {FailureStatus::quarantined, "quarantined for audit"},
+      {FailureStatus::not_test_fault, "fixed outside the test code"},
+      {FailureStatus::only_additions, "fixed by additions only"},
+      {FailureStatus::mixed_fix, "fixed together with non-test code (--test-only-fixes)"},
+      {FailureStatus::missing_file, "without their test file"},
+      {FailureStatus::duplicate,
+       "the same fault as an earlier failure (the same faulty lines of the same test code, the same fix: counted behind its case)"}};
+  std::string settled;
+  size_t total = 0;
+  for (const auto& [status, text] : order)
+    if (auto it = r.settled.find(status); it != r.settled.end() && it->second) {
+      settled += (settled.empty() ? "" : ", ") + std::to_string(it->second) + " " + text;
+      total += it->second;
+    }
+  // Open failures are counted by test (one test failing at three commits is one test still failing), with the
+  // failures behind them when they are more.
+  const bool by_test = r.still_open == r.still_open_tests;
+  const std::string of_them = by_test ? " of them" : " of the failures";
+  note("settled " + plural(total, "failure") + (settled.empty() ? "" : ": " + settled) + "; " +
+       plural(r.still_open_tests, "test") + " still open (" +
+       (by_test ? "" : plural(r.still_open, "failure") + " at " + plural(r.still_open_commits, "commit") + "; ") +
+       "not fixed yet)" +
+       (r.not_on_history ? ", " + std::to_string(r.not_on_history) + of_them + " not on the walked history" : "") +
+       (r.unreadable ? ", " + std::to_string(r.unreadable) + of_them +
+                           " fixed but left open because a git object could not be read (above: repair the "
+                           "repository and run again to label them)"
+                     : ""));
+  if (!r.shallow_boundary.empty() && (r.beyond_boundary || r.not_on_history)) {
+    std::string boundary;
+    for (const auto& sha : r.shallow_boundary) boundary += (boundary.empty() ? "" : ", ") + sha.substr(0, 10);
+    note("this is a shallow clone: its history starts at " + boundary + "; " +
+         (r.beyond_boundary ? plural(r.beyond_boundary, "outcome") + " at commits it does not have were skipped" : "") +
+         (r.beyond_boundary && r.not_on_history ? " and " : "") +
+         (r.not_on_history ? plural(r.not_on_history, "open failure") + " are at commits it does not walk" : "") +
+         ": `git fetch --deepen N` (N commits more) or `git fetch --unshallow` (all of it), then run again");
+  }
+  note("outlier rule: quarantine above " + r.rule.describe());
+  if (r.rule.n > 0 && r.rule.n <= 10 && r.rule.sigma >= 3)
+    note("  (with 10 or fewer mined cases no count can lie 3 sd above the mean: the rule starts to bite later)");
+  for (const auto& id : r.moved_to_quarantine) note("  moved to quarantine by the recomputed rule: " + id);
+  for (const auto& id : r.released) note("  back in the knowledge base by the recomputed rule: " + id);
+  if (!r.quarantined_ids.empty() || !r.moved_to_quarantine.empty()) note("review the quarantine with `spark audit`");
+  return notes;
+}
+
+Status install_post_commit_hook(const GitRepository& repo, const std::string& spark_path, const NoteSink& note) {
+  const fs::path dir = repo.hooks_dir();
+  const fs::path hook = dir / "post-commit", chained = dir / "post-commit.spark-chained";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (path_exists(hook)) {
+    auto text = read_file(hook);
+    if (!text) return std::unexpected(text.error());
+    if (text->find(kHookMarker) != std::string::npos) {
+      // Installed already: rewrite (the spark path may have changed), keep what is chained.
+      TRY(write_file_atomic(hook, hook_script(spark_path)));
+      ::chmod(hook.c_str(), 0755);
+      note("post-commit hook already installed in " + dir.string() + " (refreshed)");
+      return {};
+    }
+    if (path_exists(chained))
+      return fail(chained.string() + " exists already and " + hook.string() +
+                  " is not spark's: move one of them away first");
+    fs::rename(hook, chained, ec);
+    if (ec) return fail(hook.string() + ": cannot move to " + chained.string() + ": " + ec.message());
+    note("kept your post-commit hook as " + chained.string() + "; spark's hook runs it first");
+  }
+  TRY(write_file_atomic(hook, hook_script(spark_path)));
+  ::chmod(hook.c_str(), 0755);
+  note("installed " + hook.string());
+  return {};
+}
+
+Status uninstall_post_commit_hook(const GitRepository& repo, const NoteSink& note) {
+  const fs::path dir = repo.hooks_dir();
+  const fs::path hook = dir / "post-commit", chained = dir / "post-commit.spark-chained";
+  auto text = read_file(hook);
+  if (!text || text->find(kHookMarker) == std::string::npos) {
+    note("no spark post-commit hook in " + dir.string());
+    return {};
+  }
+  std::error_code ec;
+  fs::remove(hook, ec);
+  if (path_exists(chained)) fs::rename(chained, hook, ec);
+  if (ec) return fail(hook.string() + ": " + ec.message());
+  note("removed spark's post-commit hook" + std::string(path_exists(hook) ? "; your earlier hook is back" : ""));
+  return {};
 }
 
 }  // namespace spark

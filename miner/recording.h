@@ -54,6 +54,10 @@ Result<StoredReport> store_report(const RecordingStore& where, const GitReposito
                                   const std::vector<RecordedOutcome>& outcomes, const SyncOptions& options,
                                   const NoteSink& note);
 
+// A sync's summary, as the lines spark prints: what was stored (`verb`: "recorded"; "" says nothing of outcomes), what
+// was settled and how, what is still open, a shallow clone's boundary, the outlier rule and what it moved.
+std::vector<std::string> sync_notes(const SyncReport& r, const std::string& verb);
+
 // The files of the work tree that make a test run there differ from a run at HEAD (`head`, a full sha): tracked files
 // that differ from HEAD's (edited, staged, deleted), and the report's test files that HEAD does not have. spark's own
 // configuration (.spark.toml) changes no outcome and does not count. Empty when the work tree is HEAD's (or the
@@ -82,6 +86,12 @@ Result<TipHistory> tip_history(const GitRepository& repo, const std::string& tip
 // recorded at commits in its history; returns a note per test expired.
 Result<std::vector<std::string>> expire_gone_failures(KnowledgeBase& kb, const GitRepository& repo,
                                                       const std::string& commit);
+
+// `spark hooks install`: the repository's post-commit hook runs `spark_path hooks post-commit` after each commit
+// (rewritten when spark's is there already; a hook of the user's is kept and chained: it runs first).
+Status install_post_commit_hook(const GitRepository& repo, const std::string& spark_path, const NoteSink& note);
+// `spark hooks uninstall`: spark's hook removed, a chained one put back.
+Status uninstall_post_commit_hook(const GitRepository& repo, const NoteSink& note);
 
 // What the post-commit hook runs again for the open failures, each once: a pytest node id whose function the work
 // tree's file still defines (a parametrized id without its row), its file when the function is gone, a collection

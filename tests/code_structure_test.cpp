@@ -9,7 +9,7 @@
 #include "code/code_structure.h"
 #include "formats/error_message.h"
 #include "code/structure_cache.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "test_util.h"
 
 namespace spark {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "code/python_structure.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "base/text.h"
 
 namespace spark {

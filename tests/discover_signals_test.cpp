@@ -17,7 +17,7 @@
 #include "base/process.h"
 #include "discover.h"
 #include "formats/case.h"
-#include "test_runner.h"
+#include "runner.h"
 #include "test_util.h"
 
 namespace spark {

@@ -24,7 +24,7 @@
 #include "git_history.h"
 #include "store/knowledge_base.h"
 #include "mining_store.h"
-#include "test_runner.h"
+#include "runner.h"
 #include "retrieval/vector_index.h"
 #include "json_schema.h"
 #include "test_util.h"

@@ -7,7 +7,7 @@
 
 #include "code/code_structure.h"
 #include "base/text.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "test_util.h"
 
 namespace spark {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "code/structure_cache.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "test_util.h"
 
 namespace spark {

@@ -63,7 +63,7 @@ TEST(next_training_at, first_at_the_minimum_then_a_quarter_more) {
 }
 
 // No retraining just below the margin, a retraining at it; stamped with the labelled cases it learnt at.
-TEST(retrain_ranker_if_due, not_just_below_the_margin_and_at_it) {
+TEST(learn_ranker_if_due, not_just_below_the_margin_and_at_it) {
   Store s;
   s.add(0, 20);
   EXPECT_EQ(s.build(), "trained on 20 labelled cases");
@@ -71,14 +71,14 @@ TEST(retrain_ranker_if_due, not_just_below_the_margin_and_at_it) {
   auto below = s.engine();
   ASSERT_TRUE(below);
   EXPECT_EQ(below->ranker().labelled_cases, 20u);
-  auto not_due = retrain_ranker_if_due(*s.kb, *below);
+  auto not_due = learn_ranker_if_due(*s.kb, *below);
   ASSERT_TRUE(not_due) << not_due.error().message;
   EXPECT_FALSE(*not_due);
   EXPECT_EQ(below->ranker().origin, "trained on 20 labelled cases");
   s.add(24, 25);
   auto at = s.engine();
   ASSERT_TRUE(at);
-  auto due = retrain_ranker_if_due(*s.kb, *at);
+  auto due = learn_ranker_if_due(*s.kb, *at);
   ASSERT_TRUE(due) << due.error().message;
   ASSERT_TRUE(*due);
   EXPECT_EQ((*due)->was, "trained on 20 labelled cases");
@@ -89,20 +89,20 @@ TEST(retrain_ranker_if_due, not_just_below_the_margin_and_at_it) {
 
 // A prior ranker (built at a few cases) learns at the minimum; the sample bound caps what it learns from, not the
 // count the margin grows from.
-TEST(retrain_ranker_if_due, a_prior_ranker_learns_at_the_minimum_from_at_most_the_sample_bound) {
+TEST(learn_ranker_if_due, a_prior_ranker_learns_at_the_minimum_from_at_most_the_sample_bound) {
   Store s;
   s.grown_after_a_prior_build(19);
   auto engine = s.engine();
   ASSERT_TRUE(engine);
   EXPECT_EQ(engine->ranker().labelled_cases, 3u);
-  auto not_yet = retrain_ranker_if_due(*s.kb, *engine);
+  auto not_yet = learn_ranker_if_due(*s.kb, *engine);
   ASSERT_TRUE(not_yet);
   EXPECT_FALSE(*not_yet);
   s.add(19, 30);
   engine = s.engine();
   IndexBuildOptions bounded;
   bounded.max_training_cases = 22;
-  auto due = retrain_ranker_if_due(*s.kb, *engine, bounded);
+  auto due = learn_ranker_if_due(*s.kb, *engine, bounded);
   ASSERT_TRUE(due) << due.error().message;
   ASSERT_TRUE(*due);
   EXPECT_EQ((*due)->was, "prior");
@@ -112,13 +112,13 @@ TEST(retrain_ranker_if_due, a_prior_ranker_learns_at_the_minimum_from_at_most_th
 
 // The new ranker goes to a file of its own: until the engine's persist switches the manifest, a reader opening the
 // index gets the old ranker whole; after it, the new one; an engine opened before keeps the one it loaded.
-TEST(retrain_ranker_if_due, readers_see_the_old_ranker_or_the_new_one) {
+TEST(learn_ranker_if_due, readers_see_the_old_ranker_or_the_new_one) {
   Store s;
   s.grown_after_a_prior_build(21);
   auto writer = s.engine();
   auto earlier_reader = s.engine();
   ASSERT_TRUE(writer && earlier_reader);
-  auto due = retrain_ranker_if_due(*s.kb, *writer);
+  auto due = learn_ranker_if_due(*s.kb, *writer);
   ASSERT_TRUE(due && *due);
   auto before_switch = s.engine();
   ASSERT_TRUE(before_switch);

@@ -270,6 +270,17 @@ std::string fixed(double value, int digits) {
 
 std::string seconds_text(double seconds) { return fixed(seconds, 1) + " s"; }
 
+std::string duration_text(double s) {
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) % 3600) / 60);
+  return buf;
+}
+
 std::string clip(std::string_view text, size_t max_chars) {
   if (text.size() <= max_chars) return std::string(text);
   size_t cut = max_chars;
@@ -302,6 +313,10 @@ std::string html_escape(std::string_view s) {
     }
   }
   return out;
+}
+
+std::string plural(size_t n, const std::string& word, const std::string& words) {
+  return std::to_string(n) + " " + (n == 1 ? word : words.empty() ? word + "s" : words);
 }
 
 }  // namespace spark

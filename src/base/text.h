@@ -82,6 +82,10 @@ std::string hex64(uint64_t value);
 std::string fixed(double value, int digits);
 // A duration with one decimal and its unit: "2.5 s".
 std::string seconds_text(double seconds);
+// "42s", "3m04s", "1h02m": a duration at a glance (an ETA, a run's length).
+std::string duration_text(double seconds);
+// "1 test", "2 tests"; `words` is the plural when it is not `word` + "s" ("fix", "fixes").
+std::string plural(size_t n, const std::string& word, const std::string& words = "");
 
 // Clips text for messages: the first `max_chars` bytes (on a UTF-8 boundary) and "…" when cut.
 std::string clip(std::string_view text, size_t max_chars);

@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "base/text.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 #include "formats/case.h"
 #include "formats/error_message.h"
 

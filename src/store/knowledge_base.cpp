@@ -832,4 +832,47 @@ Status KnowledgeBase::set_setting(const std::string& key, const std::string& val
   return st->bind(1, key).bind(2, value).run();
 }
 
+const std::vector<StoreTable>& copied_tables() {
+  // Read off the SQLite schema: "CREATE TABLE IF NOT EXISTS name(column TYPE …, …, PRIMARY KEY(a, b))".
+  static const std::vector<StoreTable> tables = [] {
+    std::vector<StoreTable> out;
+    const std::string_view schema = kSchema;
+    constexpr std::string_view kCreate = "CREATE TABLE IF NOT EXISTS ";
+    for (size_t at = schema.find(kCreate); at != std::string_view::npos; at = schema.find(kCreate, at)) {
+      at += kCreate.size();
+      const size_t open = schema.find('(', at);
+      StoreTable t;
+      t.name = std::string(schema.substr(at, open - at));
+      // The definitions between the parentheses, split at the commas outside parentheses.
+      int depth = 0;
+      size_t start = open + 1, i = open + 1;
+      std::vector<std::string_view> parts;
+      for (; i < schema.size() && depth >= 0; ++i) {
+        if (schema[i] == '(') ++depth;
+        if (schema[i] == ')') --depth;
+        if ((schema[i] == ',' && depth == 0) || depth < 0) {
+          parts.push_back(trim(schema.substr(start, i - start)));
+          start = i + 1;
+        }
+      }
+      at = i;
+      for (const auto part : parts) {
+        if (part.starts_with("PRIMARY KEY(")) {
+          t.key = std::string(part.substr(12, part.find(')') - 12));
+          continue;
+        }
+        const size_t space = part.find(' ');
+        const std::string column(part.substr(0, space));
+        const std::string_view rest = part.substr(space + 1);
+        t.columns.push_back(column);
+        t.integer.push_back(rest.starts_with("INTEGER"));
+        if (rest.find("PRIMARY KEY") != std::string_view::npos) t.key = column;
+      }
+      if (t.name != "settings" && t.name != "embeddings") out.push_back(std::move(t));
+    }
+    return out;
+  }();
+  return tables;
+}
+
 }  // namespace spark

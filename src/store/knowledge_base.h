@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -166,5 +167,26 @@ class KnowledgeBase {
   std::string store_id_;
   bool created_ = false;
 };
+
+// A table of the store as its own schema defines it (knowledge_base.cpp), for copying it: its columns, each an
+// integer or not (text), and its primary key (the order rows are copied in).
+struct StoreTable {
+  std::string name;
+  std::vector<std::string> columns;
+  std::vector<bool> integer;
+  std::string key;
+};
+// The tables a copy carries, parents before children: every table of the schema but `settings` (the store's own
+// identity lives there; copy_store carries the other settings) and `embeddings` (never read).
+const std::vector<StoreTable>& copied_tables();
+
+// What copy_store carried.
+struct StoreCopy {
+  std::map<std::string, int64_t> rows;  // by table
+};
+// `spark kb copy`: every row of copied_tables() and the settings other than the store's own (schema version,
+// identity, generation) from `from` into `to`, which must be empty (a copy never merges), in one transaction of `to`
+// checked table by table before it commits; `to`'s generation moves on. The vector index is not copied.
+Result<StoreCopy> copy_store(KnowledgeBase& from, KnowledgeBase& to);
 
 }  // namespace spark

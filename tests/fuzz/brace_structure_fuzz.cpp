@@ -6,7 +6,7 @@
 #include "code/brace_structure.h"
 #include "formats/error_message.h"
 #include "fuzz_util.h"
-#include "code/test_scope.h"
+#include "code/scope.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;

@@ -1,4 +1,4 @@
-#include "test_runner.h"
+#include "runner.h"
 
 #include <fcntl.h>
 #include <poll.h>

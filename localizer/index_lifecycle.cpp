@@ -1,4 +1,4 @@
-#include "engine.h"
+#include "index_lifecycle.h"
 
 #include <algorithm>
 #include <chrono>
@@ -126,7 +126,7 @@ Result<std::optional<IndexUpdate>> catch_up_for_index(KnowledgeBase& kb, const E
   }
   IndexUpdate update;
   update.outcome = IndexUpdate::Outcome::caught_up;
-  keep_ranker_learning(kb, **engine, update.learnt);
+  learn_ranker_if_due(kb, **engine, update.learnt);
   TRY((*engine)->persist(kb));
   update.seconds = seconds_since(t0);
   update.added = (*engine)->added_since_load();
@@ -136,8 +136,8 @@ Result<std::optional<IndexUpdate>> catch_up_for_index(KnowledgeBase& kb, const E
 
 }  // namespace
 
-bool keep_ranker_learning(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes) {
-  auto retrained = retrain_ranker_if_due(kb, engine);
+bool learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes) {
+  auto retrained = learn_ranker_if_due(kb, engine);
   if (!retrained) {
     notes.push_back("the ranker did not learn again (it stays as it was): " + retrained.error().message);
     return false;
@@ -159,7 +159,7 @@ Status learn_ranker_if_due(KnowledgeBase& kb, const EmbedderConfig& config, std:
   TRY(engine);
   if (rebuilt(**engine, opening)) notes.insert(notes.end(), opening.begin(), opening.end());
   // The cases embedded on the way (added since the index was saved) are kept with the new ranker.
-  if (keep_ranker_learning(kb, **engine, learnt))
+  if (learn_ranker_if_due(kb, **engine, learnt))
     if (auto s = (*engine)->persist(kb); !s) return s;
   notes.insert(notes.end(), learnt.begin(), learnt.end());
   return {};
@@ -209,7 +209,7 @@ Result<IndexCatchUp> catch_up_index(KnowledgeBase& kb, const EmbedderConfig& con
   auto engine = open_or_rebuild(kb, config, opening);
   TRY(engine);
   IndexCatchUp done;
-  keep_ranker_learning(kb, **engine, done.learnt);
+  learn_ranker_if_due(kb, **engine, done.learnt);
   if (auto s = (*engine)->persist(kb); !s) {
     done.not_saved = s.error();
     return done;
@@ -234,6 +234,28 @@ std::string ranker_status(KnowledgeBase& kb) {
   const std::string learnt = m.origin == "prior" ? "prior weights (last tried at " : m.origin + " (learnt at ";
   return learnt + std::to_string(m.labelled_cases) + " labelled cases, " + when + "); " + learns_next(m) + " (now " +
          std::to_string(now) + ")";
+}
+
+Result<OpenedIndex> open_for_run(std::unique_ptr<KnowledgeBase> kb, const EmbedderConfig& config,
+                                 std::vector<std::string>& notes) {
+  OpenedIndex r;
+  r.kb = std::move(kb);
+  auto engine = open_or_build_engine(*r.kb, config, notes);
+  TRY(engine);
+  r.engine = std::move(*engine);
+  if (r.engine) {
+    r.ranker_retrained = learn_ranker_if_due(*r.kb, *r.engine, notes);
+    VectorIndex::search_on_this_thread();  // one query at a time: no OpenMP team per search
+  }
+  return r;
+}
+
+void keep_what_the_run_learnt(OpenedIndex& r, std::vector<std::string>& notes) {
+  if (!r.engine || (r.engine->added_since_load() == 0 && !r.ranker_retrained)) return;
+  if (auto s = r.engine->persist(*r.kb); !s)
+    notes.push_back("the vector index was not updated: " + s.error().message);
+  else if (r.engine->added_since_load() > 0)
+    notes.push_back("kept them in the vector index");
 }
 
 }  // namespace spark

@@ -1,4 +1,4 @@
-#include "code/test_scope.h"
+#include "code/scope.h"
 
 #include <algorithm>
 #include <cctype>

@@ -5,9 +5,9 @@
 //   open_or_build_engine  `spark localize` (and `spark record`): the engine a query searches with;
 //   update_index          `spark index`: up to date, caught up, or built (again);
 //   catch_up_index        `spark import`: the cases just imported added to an existing index;
-//   learn_ranker_if_due   a command that localizes nothing: the ranker learns again when its labelled cases grew.
-// The ranker keeps learning as labelled cases arrive (index_build.h: retrain_ranker_if_due); keep_ranker_learning
-// does it on an open engine and says so.
+//   learn_ranker_if_due   the ranker learns again when its labelled cases grew: on an open engine (saying so), or
+//                         from the knowledge base alone for a command that localizes nothing (index_build.h has the
+//                         step itself).
 //
 // What each step did is said in `notes` (one sentence each, for stderr), in the order it happened; a failure is an
 // error naming the index folder and the command that repairs it. Ownership: a returned engine refers to `kb`, which
@@ -81,13 +81,13 @@ struct IndexCatchUp {
 };
 
 // After an import of new cases into a store with an index: opens the index (every file verified: open_or_rebuild),
-// embeds the new cases with its statistics, lets the ranker learn when due (keep_ranker_learning) and saves it. An
+// embeds the new cases with its statistics, lets the ranker learn when due (learn_ranker_if_due) and saves it. An
 // error when the index cannot be opened; a failed save is not_saved, the cases being committed already.
 Result<IndexCatchUp> catch_up_index(KnowledgeBase& kb, const EmbedderConfig& config, std::vector<std::string>& notes);
 
-// With an open engine: learns its ranker again when due (retrain_ranker_if_due) and says so in `notes`; true when it
+// With an open engine: learns its ranker again when due (learn_ranker_if_due) and says so in `notes`; true when it
 // learnt (the caller's persist() saves it). A failure is a note: the ranker stays as it was, and the command goes on.
-bool keep_ranker_learning(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes);
+bool learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes);
 
 // With the knowledge base alone (`spark record` localizing nothing, `spark index` on an index up to date): when the
 // ranker is due to learn, opens the index (open_or_rebuild, its notes said when it was built again), learns, saves
@@ -97,5 +97,20 @@ Status learn_ranker_if_due(KnowledgeBase& kb, const EmbedderConfig& config, std:
 
 // `spark kb status`'s ranker line: what it learnt from, when, and when it learns next; "" without an index.
 std::string ranker_status(KnowledgeBase& kb);
+
+// A knowledge base and its search engine, opened for one localization run.
+struct OpenedIndex {
+  std::unique_ptr<KnowledgeBase> kb;
+  std::unique_ptr<SearchEngine> engine;  // none when the knowledge base holds no case
+  bool ranker_retrained = false;         // the ranker learnt again before this run (saved with the index after it)
+};
+// Opens `kb`'s engine (open_or_build_engine); when labelled cases arrived since the ranker last learnt, it learns
+// again before the run ranks (learn_ranker_if_due). Searches then run one at a time, on the calling thread.
+Result<OpenedIndex> open_for_run(std::unique_ptr<KnowledgeBase> kb, const EmbedderConfig& config,
+                                 std::vector<std::string>& notes);
+// After the run: cases learned since the index was built were embedded for it, and a ranker may have learnt again;
+// both are kept with the index, so no manual `spark index` is needed (the embedder's statistics are refitted only by
+// `spark index --rebuild`). A failed save is a note.
+void keep_what_the_run_learnt(OpenedIndex& r, std::vector<std::string>& notes);
 
 }  // namespace spark

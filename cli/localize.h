@@ -1,0 +1,42 @@
+// `spark localize`, and the localization run `spark record` shares: its settings from the configuration, the failures
+// as queries (localizer/queries.h), the run, the triage and the report.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "formats/config.h"
+#include "formats/defaults.h"
+#include "llm/llm_client.h"
+#include "llm_stage.h"
+#include "localizer.h"
+#include "settings.h"
+
+namespace spark::cli {
+
+// `spark localize`'s arguments: the failure (or failures) to localize and how to show them, with the settings from the
+// configuration (LocalizeSettings; the policy's window and window fraction, and keep_prompt, come from flags).
+struct LocalizeArgs : LocalizeSettings {
+  std::vector<std::string> tests;
+  std::string error;  // file or "-"
+  std::string test_id;
+  std::string time;
+  std::string case_file, case_id;
+  std::string junit;       // a JUnit XML report: every failed or erroring test in it is a query
+  std::string root = ".";  // with --junit: the repository the report's test files are in
+  // The commit the failures are at (`spark record`'s); "" = the work tree at `root` (HEAD and its uncommitted edits).
+  std::string commit;
+  std::string format = "text";
+  std::string sarif_output;     // also write SARIF here (any --format)
+  std::string markdown_output;  // also write the Markdown summary here (any --format)
+  bool show_annotated = false;
+  std::string color = "auto";
+  std::string explain;  // --explain LINE or PATH:LINE: every feature of that line
+};
+
+// Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
+int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch);
+
+}  // namespace spark::cli
