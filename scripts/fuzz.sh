@@ -1,35 +1,46 @@
 #!/usr/bin/env bash
-# The libFuzzer targets of tests/fuzz, built with Clang (ASan + UBSan) into build-fuzz and run for SECONDS each
-# (default 60), two at a time. Saved regressions (tests/fuzz/regressions/TARGET/*) run first as plain inputs. Prints
-# a line per target (executions, new coverage, crashes) and the totals; exits 1 when any target crashed or broke an
-# invariant, leaving its input in build-fuzz/crashes/TARGET/.
+# The sanitizer build and the libFuzzer targets of tests/fuzz. One Clang build (build-asan: ASan + UBSan, libFuzzer's
+# coverage instrumentation, -O1 with line tables, NDEBUG as the product) serves both the second test pass of scripts/test.sh and
+# the fuzz targets, so the libraries are compiled once for the two. Each target runs for SECONDS (default 60), two at
+# a time. Saved regressions (tests/fuzz/regressions/TARGET/*) run first as plain inputs. Prints a line per target
+# (executions, new coverage, crashes) and the totals; exits 1 when any target crashed or broke an invariant, leaving
+# its input in build-asan/crashes/TARGET/.
 #   scripts/fuzz.sh [SECONDS]       explores: a new seed each run (the long run of docs/RELIABILITY.md: 1200)
 #   scripts/fuzz.sh --fixed [SCALE] the pass scripts/test.sh runs: seed 1 and a set number of executions per target
 #                                   (about 15 s each on a CI runner; SCALE multiplies them), so the same commit gives
 #                                   the same inputs every time and a failure is the commit's, not the draw's
+#   scripts/fuzz.sh --build         configures and builds all of build-asan (spark, the tests, the fuzz targets) and
+#                                   stops: scripts/test.sh's sanitizer pass
 # Needs scripts/setup.sh --tests (clang-16, libclang-rt-16-dev, libomp-16-dev).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 fixed=0
+build_only=0
 if [ "${1:-}" = --fixed ]; then fixed=1; shift; fi
+if [ "${1:-}" = --build ]; then build_only=1; shift; fi
 seconds=${1:-60}
 scale=${1:-1}
 # Executions per target for --fixed: about 15 s each on a 2-core CI runner, two targets at a time.
 declare -A fixed_runs=([case_jsonl]=5000 [outcomes_jsonl]=25000 [junit]=40000 [error_message]=150000 [answer]=150000
                        [config]=35000 [python_structure]=3000 [brace_structure]=3000 [redact]=12000 [label_diff]=300000)
-build=${SPARK_FUZZ_BUILD:-$root/build-fuzz}
+build=${SPARK_FUZZ_BUILD:-$root/build-asan}
 jobs=$(nproc)
 targets=(case_jsonl outcomes_jsonl junit error_message answer config python_structure brace_structure redact label_diff)
 declare -A dict=([case_jsonl]=json [outcomes_jsonl]=json [answer]=json [junit]=xml [config]=toml
                  [python_structure]=python [label_diff]=python)
 
-echo "== fuzz build (clang-16, libFuzzer, ASan + UBSan)"
+echo "== sanitizer build (clang-16; ASan + UBSan; libFuzzer's instrumentation)"
 # -O1 with line tables only, as OSS-Fuzz builds: a crash's stack still names file and line, and the build takes 16%
-# less than -O2 -g (miner/mining_store.cpp: 51 s against 61 s with the sanitizers' instrumentation).
-CC=clang-16 CXX=clang++-16 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_FUZZ=ON \
-      "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-      -DSPARK_BUILD_TESTS=OFF -DSPARK_BUILD_BENCH=OFF >/dev/null
+# less than -O2 -g (miner/mining_store.cpp: 51 s against 61 s with the sanitizers' instrumentation). NDEBUG, as the
+# product is built: with asserts on, toml++'s own parser asserts on inputs its release build reports as errors.
+# The tests are configured (and built by --build) so that this one tree serves scripts/test.sh's sanitizer pass too.
+cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_FUZZ=ON -DSPARK_WERROR=ON "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DSPARK_BUILD_TESTS=ON -DSPARK_BUILD_BENCH=OFF >/dev/null
+if [ "$build_only" = 1 ]; then
+    cmake --build "$build" -j"$jobs"
+    exit 0
+fi
 cmake --build "$build" -j"$jobs" --target "${targets[@]/%/_fuzz}"
 
 corpus=$build/fuzz-corpus
@@ -51,7 +62,7 @@ for t in "${targets[@]}"; do
     dir=$root/tests/fuzz/regressions/$t
     [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ] || continue
     if ! "$build/tests/fuzz/${t}_fuzz" "$dir"/* >"$build/fuzz-logs/$t.regressions.log" 2>&1; then
-        echo "$t: a saved regression fails again (build-fuzz/fuzz-logs/$t.regressions.log)"; failed=1
+        echo "$t: a saved regression fails again ($build/fuzz-logs/$t.regressions.log)"; failed=1
     fi
 done
 
@@ -87,12 +98,12 @@ names=()
 for t in "${targets[@]}"; do
     run "$t" & pids+=($!); names+=("$t")
     if [ "${#pids[@]}" -ge "$jobs" ]; then
-        wait "${pids[0]}" || { echo "${names[0]}: FAILED (build-fuzz/fuzz-logs/${names[0]}.log)"; failed=1; }
+        wait "${pids[0]}" || { echo "${names[0]}: FAILED ($build/fuzz-logs/${names[0]}.log)"; failed=1; }
         pids=("${pids[@]:1}"); names=("${names[@]:1}")
     fi
 done
 for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || { echo "${names[$i]}: FAILED (build-fuzz/fuzz-logs/${names[$i]}.log)"; failed=1; }
+    wait "${pids[$i]}" || { echo "${names[$i]}: FAILED ($build/fuzz-logs/${names[$i]}.log)"; failed=1; }
 done
 
 total=0
@@ -108,7 +119,7 @@ for t in "${targets[@]}"; do
     if [ "$fixed" = 1 ]; then
         want=$(fixed_count "$t")
         if [ "${execs:-0}" -lt "$want" ]; then
-            echo "$t: stopped at its time ceiling after ${execs:-0} of $want executions (build-fuzz/fuzz-logs/$t.log)"
+            echo "$t: stopped at its time ceiling after ${execs:-0} of $want executions ($build/fuzz-logs/$t.log)"
             failed=1
         fi
     fi

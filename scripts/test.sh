@@ -2,9 +2,9 @@
 # README command (b): set up, build, and run every test. .ci/run calls exactly this.
 #
 # Builds with warnings as errors, runs the suite (unit tests and end-to-end tests of the real binary; those on
-# ../shared/data/dev skip with a message where it is absent), then builds and runs the suite again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, then runs each libFuzzer target of tests/fuzz from a fixed seed for
-# a set number of executions (scripts/fuzz.sh --fixed, ~15 s each; SPARK_FUZZ_SCALE multiplies the counts,
+# ../shared/data/dev skip with a message where it is absent), then builds with Clang and runs the suite again under
+# AddressSanitizer + UndefinedBehaviorSanitizer, then runs each libFuzzer target of tests/fuzz (from that same build)
+# from a fixed seed for a set number of executions (scripts/fuzz.sh --fixed, ~15 s each; SPARK_FUZZ_SCALE multiplies the counts,
 # SPARK_FUZZ_SECONDS=N explores for N s each from a new seed instead). SPARK_SKIP_SANITIZE=1 skips the second pass,
 # SPARK_SKIP_FUZZ=1 the fuzzing. Between the two passes, scripts/tidy.sh holds the sources to .clang-tidy's checks
 # (clang-tidy-16; a finding fails the run; SPARK_SKIP_TIDY=1 skips it). The knowledge-base tests run against SQLite
@@ -48,10 +48,9 @@ if [ "${SPARK_SKIP_TIDY:-0}" != 1 ]; then
 fi
 
 if [ "${SPARK_SKIP_SANITIZE:-0}" != 1 ]; then
-    phase asan-build "build with ASan + UBSan"
-    cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DSPARK_SANITIZE=ON -DSPARK_WERROR=ON \
-          -DSPARK_BUILD_BENCH=OFF >/dev/null
-    cmake --build "$root/build-asan" -j"$jobs"
+    # One Clang build with ASan + UBSan for this pass and the fuzz targets (scripts/fuzz.sh --build: build-asan).
+    phase asan-build "build with Clang, ASan + UBSan (the tests and the fuzz targets)"
+    "$root/scripts/fuzz.sh" --build
     phase asan-tests "tests under ASan + UBSan (all but the ones SANITIZE_SKIP names)"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" -E "$SANITIZE_SKIP"

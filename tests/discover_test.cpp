@@ -307,7 +307,7 @@ TEST(spark_mine_discover, bad_input_is_refused_or_reported_and_never_becomes_a_c
                          "head -c 300000000 /dev/zero | tr '\\0' x; echo; echo {test_id}; exit 1"},
                         hang.path());
   ASSERT_EQ(loud.exit_code, 0) << loud.err;
-#if !defined(__SANITIZE_ADDRESS__)  // a sanitizer's allocator keeps freed memory in quarantine
+#if !defined(SPARK_ASAN)  // a sanitizer's allocator keeps freed memory in quarantine
   // Against the same discovery of a runner that prints one line, into another store: far less than the 300 MB more.
   auto quiet = run_spark({"--kb", (hang / "quiet-kb").string(), "mine", "--discover", "--run",
                           "echo {test_id}; exit 1"},

@@ -55,7 +55,7 @@ TEST(prefer_huge_pages, marks_the_heap_the_next_large_allocations_take) {
   if (mode.find("[never]") != std::string::npos || mode.empty())
     GTEST_SKIP() << "the kernel has transparent huge pages off: " << mode;
   EXPECT_FALSE(prefer_huge_pages(32u << 20, /*allowed=*/false));  // turned off (SPARK_HUGE_PAGES=0): nothing done
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPARK_ASAN)
   GTEST_SKIP() << "a sanitizer's allocator has no glibc heap to prepare";
 #else
   ASSERT_TRUE(prefer_huge_pages(48u << 20, true));
@@ -81,7 +81,7 @@ TEST(prefer_huge_pages, a_load_of_24_mb_takes_huge_pages_only) {
   const std::string mode = slurp("/sys/kernel/mm/transparent_hugepage/enabled");
   if (mode.find("[never]") != std::string::npos || mode.empty())
     GTEST_SKIP() << "the kernel has transparent huge pages off: " << mode;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPARK_ASAN)
   GTEST_SKIP() << "a sanitizer's allocator has no glibc heap to prepare";
 #else
   ASSERT_TRUE(prefer_huge_pages(64u << 20, true));

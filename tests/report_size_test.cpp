@@ -191,7 +191,7 @@ TEST(spark_record, a_report_of_huge_messages_takes_memory_and_store_room_of_thei
   };
   // Each message is kept twice (as an outcome and as a failure): at most 8 MiB for four, not 96 MB.
   EXPECT_LT(store(big_dir), 12u << 20) << "the store grew by the messages' size";
-#if !defined(__SANITIZE_ADDRESS__)  // a sanitizer's allocator keeps freed memory in quarantine
+#if !defined(SPARK_ASAN)  // a sanitizer's allocator keeps freed memory in quarantine
   EXPECT_LT(big.peak_rss_kib - small.peak_rss_kib, 24 * 1024)
       << "peak RSS " << big.peak_rss_kib << " KiB for the 48 MB report, " << small.peak_rss_kib << " for a small one";
 #endif

@@ -1,6 +1,15 @@
 // Shared test helpers: a temporary folder per test (kept when the test fails), files, and running the real binary.
 #pragma once
 
+// SPARK_ASAN: built with AddressSanitizer (GCC says so with __SANITIZE_ADDRESS__, Clang 16 only through __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define SPARK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPARK_ASAN 1
+#endif
+#endif
+
 #include <filesystem>
 #include <string>
 #include <vector>
