@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The sanitizer build and the libFuzzer targets of tests/fuzz. One Clang build (build-asan: ASan + UBSan, libFuzzer's
-# coverage instrumentation, -O1 with line tables, NDEBUG as the product) serves both the second test pass of scripts/test.sh and
-# the fuzz targets, so the libraries are compiled once for the two. Each target runs for SECONDS (default 60), two at
-# a time. Saved regressions (tests/fuzz/regressions/TARGET/*) run first as plain inputs. Prints a line per target
-# (executions, new coverage, crashes) and the totals; exits 1 when any target crashed or broke an invariant, leaving
-# its input in build-asan/crashes/TARGET/.
+# coverage instrumentation, -O1 with line tables, NDEBUG as the product) serves both the second test pass of
+# scripts/test.sh and the fuzz targets, so the libraries are compiled once for the two. Each target runs for SECONDS
+# (default 60), two at a time. Saved regressions (tests/fuzz/regressions/TARGET/*) run first as plain inputs. Prints a
+# line per target (executions, new coverage, crashes) and the totals; exits 1 when any target crashed or broke an
+# invariant, leaving its input in build-asan/crashes/TARGET/.
 #   scripts/fuzz.sh [SECONDS]       explores: a new seed each run (the long run of docs/RELIABILITY.md: 1200)
 #   scripts/fuzz.sh --fixed [SCALE] the pass scripts/test.sh runs: seed 1 and a set number of executions per target
 #                                   (about 15 s each on a CI runner; SCALE multiplies them), so the same commit gives
@@ -35,8 +35,10 @@ echo "== sanitizer build (clang-16; ASan + UBSan; libFuzzer's instrumentation)"
 # product is built: with asserts on, toml++'s own parser asserts on inputs its release build reports as errors.
 # The tests are configured (and built by --build) so that this one tree serves scripts/test.sh's sanitizer pass too.
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_FUZZ=ON -DSPARK_WERROR=ON "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DSPARK_BUILD_TESTS=ON -DSPARK_BUILD_BENCH=OFF >/dev/null
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_FUZZ=ON -DSPARK_WERROR=ON \
+      "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
+      -DSPARK_BUILD_TESTS=ON -DSPARK_BUILD_BENCH=OFF >/dev/null
 if [ "$build_only" = 1 ]; then
     cmake --build "$build" -j"$jobs"
     exit 0
