@@ -3,17 +3,17 @@
 #
 # Builds with warnings as errors, runs the suite (unit tests and end-to-end tests of the real binary; those on
 # ../shared/data/dev skip with a message where it is absent), then builds with Clang and runs the suite again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, then runs each libFuzzer target of tests/fuzz (from that same
-# build) from a fixed seed for a set number of executions (scripts/fuzz.sh --fixed, ~15 s each; SPARK_FUZZ_SCALE
-# multiplies the counts, SPARK_FUZZ_SECONDS=N explores for N s each from a new seed instead). SPARK_SKIP_SANITIZE=1 skips the second pass,
-# SPARK_SKIP_FUZZ=1 the fuzzing. Between the two passes, scripts/tidy.sh holds the sources to .clang-tidy's checks
-# (clang-tidy-16; a finding fails the run; SPARK_SKIP_TIDY=1 skips it). The knowledge-base tests run against SQLite
-# and a real PostgreSQL 15 server each test process starts for itself (initdb + pg_ctl in a temporary folder, as
-# nobody when run as root).
+# AddressSanitizer + UndefinedBehaviorSanitizer, then runs each libFuzzer target of tests/fuzz (from that same build)
+# from a fixed seed for a set number of executions (scripts/fuzz.sh --fixed, ~15 s each; SPARK_FUZZ_SCALE multiplies the
+# counts, SPARK_FUZZ_SECONDS=N explores for N s each from a new seed instead). SPARK_SKIP_SANITIZE=1 skips the second
+# pass, SPARK_SKIP_FUZZ=1 the fuzzing. Between the two passes, scripts/tidy.sh holds the sources to .clang-tidy's checks
+# (clang-tidy-16; a finding fails the run; SPARK_SKIP_TIDY=1 skips it). The knowledge-base tests run against SQLite and
+# a real PostgreSQL 15 server each test process starts for itself (initdb + pg_ctl in a temporary folder, as nobody when
+# run as root).
 #
-# The second pass leaves out the tests whose time is other programs' or repeated kill -9 cycles (SANITIZE_SKIP
-# below): without them it takes 14 of its 22 minutes, and they reach no code the rest do not. Each phase's line says how
-# long the phases before it took, so a log cut short by CI's time limit still shows where the time went.
+# The second pass leaves out the tests whose time is other programs' or repeated kill -9 cycles (SANITIZE_SKIP below):
+# without them it takes 14 of its 22 minutes, and they reach no code the rest do not. Each phase's line says how long
+# the phases before it took, so a log cut short by CI's time limit still shows where the time went.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
