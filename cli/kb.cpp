@@ -10,6 +10,7 @@
 #include "recording.h"
 #include "mining_store.h"
 #include "store/postgres_db.h"
+#include "store/row_count.h"
 
 namespace spark::cli {
 
@@ -26,14 +27,6 @@ struct KbArgs {
 namespace fs = std::filesystem;
 
 namespace {
-
-Result<int64_t> count_rows(Database& db, const std::string& table) {
-  auto st = db.prepare("SELECT count(*) FROM " + table);
-  TRY(st);
-  auto r = st->step();
-  TRY(r);
-  return st->int64(0);
-}
 
 int kb_copy(const Common& common, const KbArgs& args) {
   if (args.from == args.to) return report_error(Error{"kb copy: the source and the destination are the same store"});

@@ -3,18 +3,11 @@
 
 #include "store/database.h"
 #include "store/knowledge_base.h"
+#include "store/row_count.h"
 
 namespace spark {
 
 namespace {
-
-Result<int64_t> count_rows(Database& db, const std::string& table) {
-  auto st = db.prepare("SELECT count(*) FROM " + table);
-  TRY(st);
-  auto r = st->step();
-  TRY(r);
-  return st->int64(0);
-}
 
 Result<int64_t> copy_table(Database& from, Database& to, const StoreTable& t) {
   std::string columns, marks;
@@ -47,6 +40,14 @@ Result<int64_t> copy_table(Database& from, Database& to, const StoreTable& t) {
 }
 
 }  // namespace
+
+Result<int64_t> count_rows(Database& db, const std::string& table) {
+  auto st = db.prepare("SELECT count(*) FROM " + table);
+  TRY(st);
+  auto r = st->step();
+  TRY(r);
+  return st->int64(0);
+}
 
 Result<StoreCopy> copy_store(KnowledgeBase& from, KnowledgeBase& to) {
   Database& src = from.database();
