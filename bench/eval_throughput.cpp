@@ -10,8 +10,8 @@
 #include <filesystem>
 
 #include "chat_server.h"
-#include "eval/evaluation.h"
-#include "index_build.h"
+#include "localizer/eval/evaluation.h"
+#include "localizer/index_build.h"
 #include "store/knowledge_base.h"
 
 using namespace spark;
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   LlmClient client(o);
   std::vector<Case> subset(cases.begin(), cases.begin() + static_cast<long>(std::min(llm_cases, cases.size())));
   EvalOptions llm;
-  llm.modes = {Mode::standard};
+  llm.modes = {Mode::default_mode};
   llm.ks = {5};
   llm.client = &client;
   llm.stage.redactor = std::make_shared<const Redactor>(*Redactor::make());

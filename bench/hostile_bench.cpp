@@ -8,9 +8,9 @@
 #include <map>
 #include <string>
 
-#include "answer.h"
 #include "formats/error_message.h"
 #include "formats/redact.h"
+#include "localizer/answer.h"
 
 namespace {
 

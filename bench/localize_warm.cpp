@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "localizer.h"
+#include "localizer/localizer.h"
 
 using namespace spark;
 using Clock = std::chrono::steady_clock;

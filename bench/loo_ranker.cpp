@@ -25,10 +25,10 @@
 #include <map>
 #include <set>
 
-#include "held_out.h"
-#include "index_build.h"
-#include "localizer.h"
 #include "base/text.h"
+#include "localizer/held_out.h"
+#include "localizer/index_build.h"
+#include "localizer/localizer.h"
 
 using namespace spark;
 namespace fs = std::filesystem;

@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <map>
 
-#include "store/knowledge_base.h"
-#include "llm_stage.h"
-#include "index_build.h"
-#include "localizer.h"
 #include "code/structure_cache.h"
 #include "code/tokens.h"
+#include "localizer/index_build.h"
+#include "localizer/llm_stage.h"
+#include "localizer/localizer.h"
+#include "store/knowledge_base.h"
 
 using namespace spark;
 namespace fs = std::filesystem;
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     q.faulty_lines.clear();
     q.record.erase("meta");
   }
-  const std::vector<Mode> modes = {Mode::baseline, Mode::standard, Mode::random, Mode::annotation_free, Mode::directive,
+  const std::vector<Mode> modes = {Mode::baseline, Mode::default_mode, Mode::random, Mode::annotation_free, Mode::directive,
                                    Mode::naive_rag};
   std::map<std::string, std::map<Mode, Stats>> by_project;  // "" = all
   std::map<std::string, Stats> query_tokens;

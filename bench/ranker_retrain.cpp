@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "grown_corpus.h"
-#include "index_build.h"
+#include "localizer/index_build.h"
 
 using namespace spark;
 namespace fs = std::filesystem;

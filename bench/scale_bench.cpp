@@ -27,11 +27,11 @@
 #include <fstream>
 #include <random>
 
-#include "index_build.h"
-#include "localizer.h"
-#include "grown_corpus.h"
-#include "process.h"
 #include "base/text.h"
+#include "grown_corpus.h"
+#include "localizer/index_build.h"
+#include "localizer/localizer.h"
+#include "process.h"
 
 using namespace spark;
 namespace fs = std::filesystem;

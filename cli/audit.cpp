@@ -1,25 +1,19 @@
 // `spark audit`: the quarantine a person reviews (list, show, accept, reject, trim), and its pages in a browser
 // (serve: miner/audit_site.h).
-#include <nlohmann/json.hpp>
 #include <filesystem>
-#include <thread>
-#include <atomic>
-#include <csignal>
-#include <pthread.h>
 #include <cstdio>
 
-#include "audit_page.h"
-#include "audit_site.h"
 #include "base/http_server.h"
 #include "base/text.h"
-#include "commands.h"
-#include "flags.h"
-#include "mining_store.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "miner/audit_page.h"
+#include "miner/audit_site.h"
+#include "miner/mining_store.h"
 
 namespace spark::cli {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
@@ -38,30 +32,6 @@ struct AuditArgs {
   int port = 0;  // serve: 0 picks a free port
 };
 
-}  // namespace
-
-
-namespace {
-
-// --html: the page shows messages and code and is meant to be shared: made from redacted copies unless redaction is
-// off.
-Status write_audit_html(const Common& common, const AuditArgs& args, const std::vector<StoredFailure>& list,
-                        const OutlierRule& rule, const KnowledgeBase& kb) {
-  std::vector<StoredFailure> shown;
-  if (common.redactor) {
-    shown = list;
-    std::map<std::string, size_t> counts;
-    size_t n = 0;
-    for (auto& f : shown) {
-      n += common.redactor->redact(f.message, counts);
-      if (f.labelled) n += redact_case(*f.labelled, *common.redactor, counts);
-      for (auto& file : f.fixed_files) n += common.redactor->redact(file.content, counts);
-    }
-    if (n) note("redacted " + std::to_string(n) + " secret(s) from the HTML report");
-  }
-  return write_file_atomic(args.html, audit::audit_html(common.redactor ? shown : list, rule, kb.dir().string()));
-}
-
 // `spark audit list`: the quarantine (every mined case with --all), as text or JSON, and the HTML page.
 int audit_list(const Common& common, const AuditArgs& args, KnowledgeBase& kb, MiningStore& store) {
   std::vector<FailureStatus> statuses = {FailureStatus::quarantined};
@@ -70,8 +40,12 @@ int audit_list(const Common& common, const AuditArgs& args, KnowledgeBase& kb, M
   if (!list) return report_error(list.error());
   auto rule = store.rule(args.sigma);
   if (!rule) return report_error(rule.error());
-  if (!args.html.empty())
-    if (auto w = write_audit_html(common, args, *list, *rule, kb); !w) return report_error(w.error());
+  if (!args.html.empty()) {
+    std::vector<std::string> notes;
+    const std::string page = audit::shared_audit_html(*list, *rule, kb.dir().string(), common.redactor.get(), notes);
+    for (const auto& n : notes) note(n);
+    if (auto w = write_file_atomic(args.html, page); !w) return report_error(w.error());
+  }
   if (args.format == "json") return write_output("", json_text(audit::list_json(*list, *rule), 2) + "\n");
   return write_output("", terminal_lines(audit::list_text(*list, *rule, args.all)));
 }
@@ -101,21 +75,15 @@ int audit_decide(const AuditArgs& args, MiningStore& store) {
   }
   auto decided = store.decide(args.id, decision, author_or_default(args.author, args.repo), args.reason, keep);
   if (!decided) return report_error(decided.error());
-  note(decided->case_id + ": " + status_name(decided->status) + " by " + decided->decided_by +
-       (decision == Decision::reject
-            ? " (kept out of the knowledge base)"
-            : " (in the knowledge base with " + plural(decided->labelled->faulty_lines.size(), "faulty line") + ")"));
+  note(audit::decided_text(*decided));
   return 0;
 }
 
 // `spark audit serve`: the audit in a browser (miner/audit_site.h) on 127.0.0.1, until Ctrl-C or SIGTERM. Prints the
 // address, with its token, and nothing else on stdout.
 int audit_serve(const AuditArgs& args, KnowledgeBase& kb, MiningStore& store) {
-  // The stop signals are blocked in every thread (the server's workers inherit the mask); one thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, s);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Blocked before the server's threads start, which inherit the mask; serve_until_stop_signal waits for them.
+  const sigset_t stop_signals = block_stop_signals();
   std::error_code ec;
   AuditSiteOptions options{new_audit_token(), 0, author_or_default(args.author, args.repo), args.sigma,
                            fs::absolute(kb.dir(), ec).string()};
@@ -127,27 +95,11 @@ int audit_serve(const AuditArgs& args, KnowledgeBase& kb, MiningStore& store) {
   std::fputs((site->url() + "\n").c_str(), stdout);
   std::fflush(stdout);
   note("the audit of " + options.kb + " is served on 127.0.0.1 only, to whoever has the address above; Ctrl-C stops");
-  std::atomic<bool> served_out{false};
-  std::thread waiter([&] {
-    while (!served_out) {
-      const timespec tick{0, 200'000'000};
-      if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) {
-        (*server)->stop();
-        return;
-      }
-    }
-  });
-  const auto served = (*server)->serve();
-  served_out = true;
-  waiter.join();
+  const Status served = serve_until_stop_signal(**server, stop_signals);
   if (!served) return report_error(served.error());
   note("stopped");
   return 0;
 }
-
-}  // namespace
-
-namespace {
 
 int cmd_audit(const Common& common, const AuditArgs& args) {
   const bool needs_id = args.action != "list" && args.action != "serve";

@@ -3,7 +3,7 @@
 // exit code is 0 on success, 1 when the command failed (bad input, a damaged store), 2 on a usage error.
 #pragma once
 
-#include "flags.h"
+#include "cli/flags.h"
 
 namespace spark::cli {
 
@@ -13,7 +13,7 @@ Command add_index(CLI::App& app, Flags& flags);             // cases.cpp
 Command add_localize(CLI::App& app, Flags& flags);          // localize.cpp
 Command add_config(CLI::App& app);                          // config.cpp
 Command add_trust(CLI::App& app);                           // trust.cpp
-Command add_mine(CLI::App& app, Flags& flags);              // mine.cpp (discover.cpp)
+Command add_mine(CLI::App& app, Flags& flags);              // mine.cpp (with --discover)
 Command add_record(CLI::App& app, Flags& flags);            // record.cpp
 Command add_audit(CLI::App& app, Flags& flags);             // audit.cpp
 Command add_failures(CLI::App& app);                        // failures.cpp

@@ -1,14 +1,12 @@
-#include "common.h"
+#include "cli/common.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 
 #include "base/files.h"
 #include "base/text.h"
-#include "index_lifecycle.h"
-#include "git_history.h"
-#include "mining_store.h"
+#include "localizer/index_lifecycle.h"
+#include "miner/mining_store.h"
 #include "store/postgres_db.h"
 
 namespace spark::cli {
@@ -96,16 +94,6 @@ Status common_from_config(const Config& config, Common& common) {
   }
   common.embedder.openai.redactor = common.redactor;
   return {};
-}
-
-std::string author_or_default(const std::string& given, const std::string& repo_path) {
-  if (!given.empty()) return given;
-  if (auto repo = GitRepository::open(repo_path)) {
-    std::string a = (*repo)->configured_author();
-    if (!a.empty()) return a;
-  }
-  const char* user = std::getenv("USER");
-  return user && *user ? user : "unknown";
 }
 
 }  // namespace spark::cli

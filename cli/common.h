@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "base/result.h"
-#include "case_embedding.h"
 #include "formats/config.h"
 #include "formats/redact.h"
+#include "localizer/case_embedding.h"
 #include "store/knowledge_base.h"
 
 namespace spark::cli {
@@ -51,7 +51,5 @@ int write_output(const std::string& path, const std::string& text);
 // closed pipe), fwrite's short count and the stream's error flag both read: a large write bypasses the buffer, so
 // fflush alone does not see its failure.
 bool write_stdout(std::string_view text);
-// Who decides: `given`, else git config's user of `repo_path`, else $USER.
-std::string author_or_default(const std::string& given, const std::string& repo_path);
 
 }  // namespace spark::cli

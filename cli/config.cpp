@@ -1,8 +1,8 @@
 // `spark config`: the effective configuration, secrets hidden; with --markdown, the table of every setting instead
 // (settings_markdown, docs/SETTINGS.md).
 #include "base/text.h"
-#include "commands.h"
-#include "flags.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
 
 namespace spark::cli {
 

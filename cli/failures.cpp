@@ -3,22 +3,16 @@
 //
 // One test failing at several commits is one open failure in the list: its first failing commit names it (the id is
 // that failure's), and dismissing or expiring it closes every open failure of that test.
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <map>
-#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "base/text.h"
-#include "commands.h"
-#include "flags.h"
-#include "formats/failure_form.h"
-#include "git_history.h"
-#include "mining_store.h"
-#include "open_failures.h"
-#include "recording.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "miner/git_history.h"
+#include "miner/mining_store.h"
+#include "miner/open_failures.h"
+#include "miner/recording.h"
 
 namespace spark::cli {
 
@@ -33,10 +27,6 @@ struct FailuresArgs {
   std::string reason;           // dismiss: why
   std::string repo = ".";       // the repository: HEAD's test files and history
 };
-
-}  // namespace
-
-namespace {
 
 using nlohmann::json;
 
@@ -64,34 +54,22 @@ int cmd_failures(const Common& common, const FailuresArgs& args) {
   if (repo) {
     if (auto h = tip_history(**repo, "HEAD")) history = std::move(*h);
   }
+  const TipHistory* tip = history ? &*history : nullptr;
+  const bool as_json = args.format == "json";
   if (args.action == "list") {
-    auto open = store.failures({FailureStatus::open});
-    if (!open) return report_error(open.error());
-    json failures = json::array();
-    for (const auto& test : group_by_test(*open))
-      failures.push_back(open_failure_json(test.failures, history ? &*history : nullptr, false));
-    if (args.format == "json")
-      return write_output("", json_text(failures_json(failures, history ? &*history : nullptr), 2) + "\n");
-    return write_output("", terminal_lines(list_text(failures)));
+    auto out = failures_list(store, tip, as_json);
+    if (!out) return report_error(out.error());
+    return write_output("", as_json ? *out : terminal_lines(*out));
   }
   auto found = find_failures(store, args.id, (*kb)->name());
   if (!found) return report_error(found.error());
   if (args.action == "show") {
-    const json j = open_failure_json(*found, history ? &*history : nullptr, true);
-    if (args.format == "json")
-      return write_output("", json_text(failures_json(json::array({j}), history ? &*history : nullptr), 2) + "\n");
-    return write_output("", terminal_lines(show_text(j)));
+    const std::string out = failures_show(*found, tip, as_json);
+    return write_output("", as_json ? out : terminal_lines(out));
   }
-  // dismiss
-  const StoredFailure& first = found->front();
-  if (first.status != FailureStatus::open)
-    return report_error(Error{failure_id(first) + " (" + first.test_id + ") is " + status_name(first.status) +
-                              ": only open failures can be dismissed"});
-  auto closed =
-      store.close_open(*found, FailureStatus::dismissed, author_or_default(args.author, args.repo), args.reason);
-  if (!closed) return report_error(closed.error());
-  note("dismissed " + std::to_string(*closed) + " open failure(s) of " + first.test_id +
-       ": kept, never labelled, not re-run by the post-commit hook");
+  auto dismissed = dismiss_failures(store, *found, author_or_default(args.author, args.repo), args.reason);
+  if (!dismissed) return report_error(dismissed.error());
+  note(*dismissed);
   return 0;
 }
 

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "common.h"
+#include "cli/common.h"
+#include "code/code_structure.h"
 #include "formats/config.h"
+#include "localizer/prompt.h"
 
 namespace spark::cli {
 
@@ -58,10 +60,10 @@ struct Command {
   bool needs_common = true;  // false: runs on the configuration alone (`spark config`)
 };
 
-inline const std::vector<std::string> kModes = {"builtin",         "baseline",  "default",   "random",
-                                         "annotation-free", "directive", "naive-rag", "hybrid"};
+// The names `--mode`, `--format` and `--level` take.
+inline const std::vector<std::string> kModes = mode_names();
 inline const std::vector<std::string> kFormats = {"text", "json", "sarif", "github", "markdown"};
-inline const std::vector<std::string> kLevels = {"line", "statement", "block", "function"};
+inline const std::vector<std::string> kLevels = level_names();
 
 // The LLM settings `spark localize`, `record` and `eval` share.
 void add_llm_flags(CLI::App* sub, Flags& flags);

@@ -1,17 +1,14 @@
 // `spark hooks install | uninstall | post-commit`: the git post-commit hook that re-runs the tests with open failures
 // after each commit and records their outcomes.
-#include <sys/stat.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 
+#include "base/process.h"
 #include "base/text.h"
-#include "commands.h"
-#include "flags.h"
-#include "record.h"
-#include "recording.h"
-#include "runner.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/record.h"
+#include "miner/recording.h"
 
 namespace spark::cli {
 
@@ -25,29 +22,13 @@ struct HooksArgs {
   std::string test_command;  // post-commit: "CMD {junit} {tests}"
   double timeout = defaults::kHookTimeout;
   std::string spark_path;  // install: the spark binary the hook calls
-  HistoryArgs history;
+  HistorySettings history;
 };
-
-}  // namespace
-
-namespace {
-
-// What the installed hook will do after each commit, and what it will not without record.test_command.
-void note_hook_does(const HooksArgs& args) {
-  if (args.test_command.empty())
-    note("record.test_command is not set: after each commit the hook only counts the tests with open failures; it "
-         "re-runs and records nothing until SPARK_TEST_COMMAND, ~/.config/spark/config.toml or a .spark.toml you "
-         "trusted (`spark trust`) sets it (e.g. [record] test_command = \"python3 -m pytest --junitxml={junit} "
-         "{tests}\")");
-  else
-    note("after each commit the hook re-runs the tests with open failures (" + terminal_line(args.test_command) +
-         ") and records their outcomes at the new commit (not when the work tree differs from it)");
-}
 
 int hooks_install(const HooksArgs& args, const GitRepository& repo) {
   if (auto s = install_post_commit_hook(repo, args.spark_path, [](const std::string& n) { note(n); }); !s)
     return report_error(s.error());
-  note_hook_does(args);
+  note(hook_does_text(args.test_command));
   return 0;
 }
 
@@ -72,10 +53,7 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
   }
   if (tests.empty()) return 0;
   if (args.test_command.empty()) {
-    note(plural(tests.size(), "test") +
-         " with open failures; set record.test_command (SPARK_TEST_COMMAND, ~/.config/spark/config.toml, or a "
-         ".spark.toml you trusted with `spark trust`; e.g. \"python3 -m pytest --junitxml={junit} {tests}\") to "
-         "re-run them after each commit");
+    note(hook_needs_command_text(tests.size()));
     return 0;
   }
   auto made = make_temp_dir("spark-hook");
@@ -83,13 +61,9 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
   const fs::path tmp = *made;
   const fs::path junit = tmp / "report.xml";
   note("re-running " + plural(tests.size(), "test") + " with open failures");
-  auto run = run_command(expand_command(args.test_command, tests, junit.string()), repo.workdir(), args.timeout);
   int rc = 0;
-  if (!run) {
-    rc = report_error(run.error());
-  } else if (!path_exists(junit)) {
-    rc = report_error(Error{"record.test_command wrote no JUnit report to {junit} (" + run->describe() + "):\n" +
-                            run->output.substr(run->output.size() > 2000 ? run->output.size() - 2000 : 0)});
+  if (auto ran = rerun_tests(args.test_command, tests, repo.workdir(), junit, args.timeout); !ran) {
+    rc = report_error(ran.error());
   } else {
     RecordArgs record;
     record.history = args.history;
@@ -102,10 +76,6 @@ int hooks_post_commit(const Common& common, const HooksArgs& args, const GitRepo
   fs::remove_all(tmp, ec);
   return rc;
 }
-
-}  // namespace
-
-namespace {
 
 int cmd_hooks(const Common& common, const HooksArgs& args) {
   auto repo = GitRepository::open(args.repo);

@@ -1,18 +1,15 @@
 // `spark kb`: make, inspect and copy knowledge bases (SQLite folder or PostgreSQL server), and the spool that keeps
 // `spark record`'s outcomes when a server store cannot be reached.
 #include <cstdio>
-#include <map>
-#include <set>
 
-#include "commands.h"
-#include "index_lifecycle.h"
-#include "flags.h"
-#include "recording.h"
-#include "mining_store.h"
-#include "store/postgres_db.h"
-#include "store/row_count.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "localizer/store_status.h"
+#include "miner/mining_store.h"
 
 namespace spark::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -21,12 +18,6 @@ struct KbArgs {
   std::string action;    // init | status | copy
   std::string from, to;  // copy
 };
-
-}  // namespace
-
-namespace fs = std::filesystem;
-
-namespace {
 
 int kb_copy(const Common& common, const KbArgs& args) {
   if (args.from == args.to) return report_error(Error{"kb copy: the source and the destination are the same store"});
@@ -48,35 +39,10 @@ int kb_copy(const Common& common, const KbArgs& args) {
 int kb_status(const Common& common) {
   auto kb = open_kb(common, false);
   if (!kb) return report_error(kb.error());
-  Database& db = (*kb)->database();
-  std::printf("store: %s (%s)\n", (*kb)->name().c_str(), (*kb)->engine() == Engine::sqlite ? "SQLite" : "PostgreSQL");
-  if (!common.kb_source.empty()) std::printf("chosen by: %s\n", common.kb_source.c_str());
-  std::printf("schema version: %d\n", kSchemaVersion);
-  for (const char* table : {"cases", "blobs", "outcomes", "failures"}) {
-    auto n = count_rows(db, table);
-    if (!n) return report_error(n.error());
-    std::printf("%s: %lld\n", std::string(table) == "blobs" ? "file versions" : table, static_cast<long long>(*n));
-  }
-  auto open = MiningStore(**kb).failures({FailureStatus::open});
-  if (!open) return report_error(open.error());
-  std::set<std::string> tests;
-  for (const auto& f : *open) tests.insert(f.test_id);
-  std::printf("open failures: %zu (in %zu test(s); `spark failures list`)\n", open->size(), tests.size());
-  auto g = (*kb)->generation();
-  if (!g) return report_error(g.error());
-  std::printf("generation: %lld\n", static_cast<long long>(*g));
-  std::printf("local index: %s%s\n", (*kb)->index_dir().c_str(),
-              path_exists((*kb)->index_dir() / "manifest.json") ? "" : " (not built)");
-  if (const std::string ranker = ranker_status(**kb); !ranker.empty()) std::printf("ranker: %s\n", ranker.c_str());
-  const auto spooled = spool_files(local_folder(common));
-  if (!spooled.empty())
-    std::printf("spool: %zu report(s) waiting in %s\n", spooled.size(), spool_dir(local_folder(common)).c_str());
-  return 0;
+  auto status = store_status_text(**kb, common.kb_source, local_folder(common));
+  if (!status) return report_error(status.error());
+  return write_output("", *status);
 }
-
-}  // namespace
-
-namespace {
 
 int cmd_kb(const Common& common, const KbArgs& args) {
   if (args.action == "copy") return kb_copy(common, args);

@@ -1,22 +1,20 @@
-#include "localize.h"
+#include "cli/localize.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
-#include <limits>
 #include <sstream>
 
 #include "base/huge_pages.h"
+#include "base/progress.h"
 #include "base/text.h"
-#include "code/structure_cache.h"
-#include "commands.h"
-#include "index_lifecycle.h"
-#include "flags.h"
-#include "prompt.h"
-#include "queries.h"
-#include "report.h"
-#include "triage.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "localizer/localize_run.h"
+#include "localizer/prompt.h"
+#include "localizer/queries.h"
+#include "localizer/report.h"
 
 namespace spark::cli {
 
@@ -58,74 +56,25 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
   return q;
 }
 
-}  // namespace
-
-namespace {
-
-// --explain LINE or PATH:LINE; nullopt when it names no line.
-std::optional<LineRef> explained_line(const std::string& explain) {
-  const size_t colon = explain.rfind(':');
-  const std::string number = colon == std::string::npos ? explain : explain.substr(colon + 1);
-  char* end = nullptr;
-  const long line = std::strtol(number.c_str(), &end, 10);
-  if (number.empty() || *end != '\0' || line < 1 || line > std::numeric_limits<int>::max()) return std::nullopt;
-  return LineRef{colon == std::string::npos ? "" : explain.substr(0, colon), static_cast<int>(line)};
-}
-
-// The LLM stage's settings: the flags' and the configuration's, the redactor, the template read and checked.
-Result<LlmStageOptions> stage_options(const Common& common, const LocalizeArgs& args) {
-  LlmStageOptions stage = args.stage;
-  stage.redactor = common.redactor;
-  if (!args.template_path.empty()) {
-    auto t = read_file(args.template_path);
-    TRY(t);
-    TRY(check_template(*t, args.template_path));
-    stage.template_text = std::move(*t);
-  }
-  return stage;
-}
-
-// What a localization retrieves from (index_lifecycle.h's open_for_run); none without a knowledge base.
-Result<OpenedIndex> open_retrieval(const Common& common, std::vector<std::string>& notes) {
-  if (!kb_exists(common)) {
-    notes.push_back("no knowledge base at " + common.kb_dir);
-    return OpenedIndex{};
-  }
-  auto kb = open_kb(common, false);
-  TRY(kb);
-  return open_for_run(std::move(*kb), common.embedder, notes);
-}
-
-// The LLM client's options for this run: the run's deadline, and a line on stderr while it waits for answers.
-LlmOptions run_llm_options(LlmOptions o, double deadline) {
-  if (deadline > 0)
-    o.retry.deadline =
-        std::chrono::steady_clock::now() +
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(deadline));
-  // Every 10 s without an answer, or every tenth of a shorter deadline.
-  if (deadline > 0) o.waiting_interval_s = std::min(10.0, std::max(0.2, deadline / 10));
+// Says on stderr that the LLM has not answered yet (LlmOptions::waiting), with the time left to the run's deadline.
+void say_waiting(LlmOptions& o, double deadline) {
   o.waiting = [endpoint = terminal_line(o.base_url), deadline](double waited, size_t done, size_t total) {
-    std::string left;
-    if (deadline > 0)
-      left =
-          ", the run's deadline in " + std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) + " s";
+    const std::string left = deadline > 0 ? ", the run's deadline in " +
+                                                std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) +
+                                                " s"
+                                          : "";
     std::fprintf(stderr, "spark: waiting for the LLM at %s: %lld s, %zu of %zu answered%s\n", endpoint.c_str(),
                  static_cast<long long>(waited), done, total, left.c_str());
   };
-  return o;
 }
 
 // The LLM stage's progress on stderr (runs of two failures or more): a counter on a terminal, a line per ten
 // otherwise.
 std::function<void(size_t, size_t)> llm_progress() {
-  const bool interactive = ::isatty(STDERR_FILENO);
-  return [interactive](size_t done, size_t total) {
+  return [line = ProgressLine()](size_t done, size_t total) {
     if (total < 2) return;
-    if (interactive)
-      std::fprintf(stderr, "\rspark: LLM %zu/%zu", done, total);
-    else if (done == total || done % 10 == 0)
-      std::fprintf(stderr, "spark: LLM %zu/%zu\n", done, total);
-    if (interactive && done == total) std::fprintf(stderr, "\n");
+    if (line.terminal() || done == total || done % 10 == 0)
+      line.show("spark: LLM " + std::to_string(done) + "/" + std::to_string(total), done == total);
   };
 }
 
@@ -165,48 +114,38 @@ int print_run(const Common& common, const LocalizeArgs& args, const std::vector<
 
 }  // namespace
 
-// The steps of a localization: its settings, the knowledge base and engine it retrieves from, the LLM client, the
-// run (localizer/llm_stage.h), what it learnt kept, and the report.
+// The run (localizer/localize_run.h) over the store Common names, then the report.
 int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch) {
   // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
   // (src/base/huge_pages.h).
   prefer_huge_pages(kLocalizeHeap, huge_pages_allowed());
   LocalizeOptions options = args.localize;
   if (!args.explain.empty()) {
-    const auto line = explained_line(args.explain);
+    const auto line = parse_line_ref(args.explain);
     if (!line)
       return usage_error("--explain \"" + args.explain +
                          "\": give a line number (12) or a path and line (tests/t.py:12)");
     options.explain = *line;
   }
-  auto stage = stage_options(common, args);
-  if (!stage) return report_error(stage.error());
-  const bool wants_llm = stage->mode != Mode::builtin;
-  if (wants_llm && !args.llm && args.require_llm)
+  if (args.stage.mode != Mode::builtin && !args.llm && args.require_llm)
     return report_error(
         Error{"--require-llm: no LLM configured (set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL, or llm.base_url and "
               "llm.model in .spark.toml)"});
   std::vector<std::string> notes;
-  auto retrieval = open_retrieval(common, notes);
-  if (!retrieval) return report_error(retrieval.error());
-
-  Localizer localizer(retrieval->kb.get(), retrieval->engine.get());
-  std::optional<LlmClient> client;
-  if (args.llm && wants_llm) client.emplace(run_llm_options(*args.llm, args.llm_deadline));
-  StructureCache cache;
-  if (retrieval->engine) {
-    // Parsed test-file versions persist in the local folder: a later process localizing a failure of a version it
-    // has seen reads its structure instead of parsing the file again.
-    const fs::path structures = structures_folder(common);
-    retrieval->engine->structures().persist_in(structures);
-    cache.persist_in(structures);
+  LocalizeRun run{&args, options, common.redactor, nullptr, common.embedder, structures_folder(common),
+                  TriageContext{args.root, args.commit, args.test_code},
+                  [deadline = args.llm_deadline](LlmOptions& o) { say_waiting(o, deadline); }, llm_progress()};
+  if (!kb_exists(common)) {
+    notes.push_back("no knowledge base at " + common.kb_dir);
+  } else {
+    auto kb = open_kb(common, false);
+    if (!kb) return report_error(kb.error());
+    run.kb = std::move(*kb);
   }
-  LlmStage llm_stage(localizer, cache, client ? &*client : nullptr, std::move(*stage));
-  auto results = llm_stage.run(queries, options, llm_progress());
-  add_triage(retrieval->kb.get(), TriageContext{args.root, args.commit, args.test_code}, queries, results, notes);
-  keep_what_the_run_learnt(*retrieval, notes);
+  auto done = localize_run(run, queries, notes);
   for (const auto& n : notes) note(n);
-  return print_run(common, args, queries, results, options, batch, client.has_value());
+  if (!done) return report_error(done.error());
+  return print_run(common, args, queries, done->results, options, batch, done->llm_asked);
 }
 
 namespace {

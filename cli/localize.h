@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "common.h"
+#include "cli/common.h"
 #include "formats/config.h"
 #include "formats/defaults.h"
 #include "llm/llm_client.h"
-#include "llm_stage.h"
-#include "localizer.h"
-#include "settings.h"
+#include "localizer/llm_stage.h"
+#include "localizer/localizer.h"
+#include "localizer/settings.h"
 
 namespace spark::cli {
 

@@ -7,20 +7,15 @@
 
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <functional>
-#include <map>
 #include <memory>
 #include <new>
 
-#include "base/files.h"
 #include "base/text.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/flags.h"
 #include "code/levenshtein.h"
-#include "commands.h"
-#include "common.h"
-#include "flags.h"
-#include "formats/defaults.h"
 #include "formats/trust.h"
 
 namespace {
@@ -33,23 +28,6 @@ void add_global(CLI::App& app, Flags& flags, std::string& config_path) {
   app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
   flags.bind(&app, "--kb", "kb");
   flags.bind(&app, "--local-dir", "local_dir");
-}
-
-// The configuration files, lowest first: the system's, the user's, then the project's (`file`). The project's is
-// believed whole when its owner trusted it as it is (`spark trust`), or when it was named with --config and lies
-// outside every git work tree; otherwise it came with the repository and may set only what a repository may
-// (docs/SECURITY.md).
-std::vector<Config::File> config_layers(const std::optional<std::filesystem::path>& file, bool named) {
-  std::vector<Config::File> layers;
-  if (auto system = spark::system_config_file()) layers.push_back({*system, true});
-  if (auto user = spark::user_config_file()) layers.push_back({*user, true});
-  if (file) {
-    bool trusted = named && !spark::inside_work_tree(*file);
-    if (!trusted)
-      if (auto content = spark::read_file(*file)) trusted = spark::is_trusted(*file, *content);
-    layers.push_back({*file, trusted});
-  }
-  return layers;
 }
 
 // The configuration: the file given or found, the environment, then the flags given.
@@ -70,7 +48,7 @@ spark::Result<Config> load_config(const std::string& config_path, const Flags& f
   } else {
     file = Config::discover(here);
   }
-  auto config = Config::load(config_layers(file, !config_path.empty()));
+  auto config = Config::load(spark::config_layers(file, !config_path.empty()));
   if (!config) {
     exit_code = 1;
     return config;
@@ -102,15 +80,8 @@ std::string option_hints(const CLI::App& app) {
   for (std::string given : app.remaining(true)) {
     given = given.substr(0, given.find('='));
     if (!given.starts_with("--") || given.size() < 4) continue;
-    const std::u32string u(given.begin(), given.end());
-    std::string best;
-    size_t best_cost = std::max<size_t>(2, (given.size() - 2) / 3) + 1;  // edits allowed, plus one
-    for (const auto& k : known) {
-      const bool prefix = k.size() >= 5 && given.starts_with(k);
-      const size_t cost = prefix ? 0 : spark::levenshtein(u, std::u32string(k.begin(), k.end()));
-      if (cost < best_cost || (cost == 0 && prefix && k.size() > best.size())) best = k, best_cost = cost;
-    }
-    if (!best.empty() && best != given) out += "spark: error: unknown option " + given + ": did you mean " + best + "?\n";
+    if (const std::string best = spark::closest_name(given, known); !best.empty() && best != given)
+      out += "spark: error: unknown option " + given + ": did you mean " + best + "?\n";
   }
   return out;
 }

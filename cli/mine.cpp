@@ -1,14 +1,125 @@
-#include "mine.h"
-
-#include "commands.h"
-#include "flags.h"
-#include "git_history.h"
-#include "miner.h"
-#include "runner.h"
+// `spark mine`: cases from a repository's history — from recorded outcomes, by running the tests to find a known
+// failure's fix (--run), or with --discover every test-code fix of the history, found by running the candidates at
+// each commit and its parent (miner/discover.h), with their progress and totals on stderr and the sync that labels
+// the fixes found.
+#include "base/text.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/history.h"
+#include "localizer/case_embedding.h"  // index_threads
+#include "miner/discover.h"
+#include "miner/discover_report.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
+#include "miner/runner.h"
 
 namespace spark::cli {
 
 namespace {
+
+struct MineArgs {
+  HistorySettings history;
+  std::vector<std::string> outcomes;
+  std::string commit;      // for JUnit reports not named <sha>.xml
+  std::string output;      // also write this run's labelled cases here ("-" = standard output)
+  std::string quarantine;  // also write this run's quarantined cases here
+  // --run: find the fix by running the tests (no recorded outcomes).
+  std::string run;  // "CMD {test_id}"
+  std::vector<std::string> tests;
+  std::string from;  // the failing commit
+  std::string to = "HEAD";
+  double timeout = 600;
+  // --discover: every test-code fix of the history, found by running the candidates at each commit and its parent.
+  bool discover = false;
+  bool dry_run = false;           // list the candidates, run nothing
+  unsigned jobs = 1;              // runs at once
+  std::string shard;              // "I/N": this runner's part of the commits
+  bool retry_unrunnable = false;  // run again what was stored as could-not-run
+  size_t max_tests = 100;         // a commit reaching more tests is left out (0: no bound)
+};
+
+
+// The runs of one repository's candidates, then the sync that labels the fixes they found.
+int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& candidates, const MineArgs& args,
+                const SyncOptions& options, KnowledgeBase& kb) {
+  MiningStore store(kb);
+  DiscoverOptions d;
+  d.command = args.run;
+  d.timeout = args.timeout;
+  d.jobs = args.jobs;
+  d.retry_unrunnable = args.retry_unrunnable;
+  RunTotals totals;
+  const Status ran = discover_into(store, repo, candidates, d, options, totals);
+  if (const int signal = stop_signal_caught()) {
+    note(ran ? "discover: stopped by " + signal_name(signal) : ran.error().message);
+    note("discover: the tests decided before it are stored; the same command continues where it stopped");
+    return 128 + signal;
+  }
+  if (!ran) return report_error(ran.error());
+  for (const auto& n : run_notes(totals, d.confirm)) note(n);
+  // The failures found lie at the parents of the walked commits, which a time range can leave out.
+  SyncOptions labelling = options;
+  labelling.since.reset();
+  labelling.until.reset();
+  auto report = store.sync(repo, {}, labelling);
+  if (!report) return report_error(report.error());
+  print_summary(*report, "");
+  return 0;
+}
+
+// `spark mine --discover`.
+int cmd_discover(const Common& common, const MineArgs& args) {
+  if (!args.outcomes.empty() || !args.tests.empty() || !args.from.empty())
+    return usage_error("--discover finds the failures itself: no --outcomes, --test or --from with it");
+  if (args.run.empty() && !args.dry_run)
+    return usage_error("--discover needs --run \"CMD {test_id}\": the command that runs one test");
+  if (!args.run.empty() && !names_a_test(args.run))
+    return usage_error("--run: the command must name the test with {test_id} or {file} (and {function}, {class})");
+  auto shard = parse_shard(args.shard);
+  if (!shard) return usage_error(shard.error());
+  auto options = sync_options(args.history);
+  if (!options) return report_error(options.error());
+  std::unique_ptr<KnowledgeBase> kb;
+  if (!args.dry_run) {
+    auto opened = open_kb(common, true);
+    if (!opened) return report_error(opened.error());
+    kb = std::move(*opened);
+  }
+  const std::vector<std::string> repos = args.history.repos.empty() ? std::vector<std::string>{"."}
+                                                                    : args.history.repos;
+  std::string listed;
+  for (const auto& path : repos) {
+    auto repo = GitRepository::open(path);
+    if (!repo) return report_error(repo.error());
+    if ((*repo)->root_commit().empty())
+      return report_error(fail(path + ": the repository has no commits: nothing to discover").error());
+    ScanOptions scan{options->first_parent, options->since, options->until, options->test_only_fixes,
+                     options->test_code, shard->first, shard->second, args.max_tests, index_threads(0)};
+    ScanReport scanned;
+    auto candidates = scan_fix_candidates(**repo, scan, scanned);
+    if (!candidates) return report_error(candidates.error());
+    for (const auto& n : scan_notes(path, scanned, *candidates, options->first_parent)) note(n);
+    if (args.dry_run) {
+      listed += args.output.empty() ? candidates_text(*candidates) : candidates_jsonl(*candidates);
+      continue;
+    }
+    // A stop signal ends the runs under way, their processes and work trees, then spark as the signal would.
+    int rc = 0;
+    {
+      StopSignals stop;
+      rc = discover_in(**repo, *candidates, args, *options, *kb);
+    }
+    if (const int signal = stop_signal_caught()) {
+      kb.reset();
+      end_by_signal(signal);
+    }
+    if (rc != 0) return rc;
+  }
+  if (args.dry_run) return write_output(args.output.empty() ? "" : args.output, listed);
+  MiningStore store(*kb);
+  return write_exports(store, args.output, args.quarantine);
+}
+
 
 int cmd_mine(const Common& common, const MineArgs& given) {
   if (given.discover) return cmd_discover(common, given);
@@ -33,15 +144,10 @@ int cmd_mine(const Common& common, const MineArgs& given) {
   if (!repo) return report_error(repo.error());
   auto options = sync_options(args.history);
   if (!options) return report_error(options.error());
-  std::vector<RecordedOutcome> outcomes;
-  for (const auto& file : args.outcomes) {
-    std::vector<std::string> warnings;
-    auto read =
-        file.ends_with(".xml") ? read_outcomes_junit(file, args.commit, **repo, &warnings) : read_outcomes_jsonl(file);
-    for (const auto& w : warnings) note(w);
-    if (!read) return report_error(read.error());
-    for (auto& o : *read) outcomes.push_back(std::move(o));
-  }
+  std::vector<std::string> notes;
+  auto outcomes = read_outcome_files(args.outcomes, args.commit, **repo, notes);
+  for (const auto& n : std::exchange(notes, {})) note(n);
+  if (!outcomes) return report_error(outcomes.error());
   if (!args.run.empty()) {
     options->tip = args.to;
     BisectOptions bisect;
@@ -49,22 +155,14 @@ int cmd_mine(const Common& common, const MineArgs& given) {
     bisect.timeout = args.timeout;
     bisect.first_parent = options->first_parent;
     bisect.progress = [](const std::string& line) { note("run: " + line); };
-    for (const auto& test : args.tests) {
-      auto found = bisect_fix(**repo, test, args.from, args.to, bisect);
-      if (!found) return report_error(found.error());
-      note(test + ": " +
-           (found->fix ? "first passing commit " + found->fix->substr(0, 10) : "no fix (" + found->note + ")") +
-           " after " + plural(found->runs, "run") +
-           (found->flaky ? "; FLAKY: the range is not monotonic, found by a "
-                           "linear scan"
-                         : ""));
-      for (auto& o : found->outcomes) outcomes.push_back(std::move(o));
-    }
+    auto found = bisect_fixes(**repo, args.tests, args.from, args.to, bisect, note);
+    if (!found) return report_error(found.error());
+    for (auto& o : *found) outcomes->push_back(std::move(o));
   }
   auto kb = open_kb(common, true);
   if (!kb) return report_error(kb.error());
   MiningStore store(**kb);
-  auto report = store.sync(**repo, outcomes, *options);
+  auto report = store.sync(**repo, *outcomes, *options);
   if (!report) return report_error(report.error());
   print_summary(*report, "stored");
   return write_exports(store, args.output, args.quarantine);

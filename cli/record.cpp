@@ -1,15 +1,13 @@
-#include "record.h"
+#include "cli/record.h"
 
-#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 #include "base/text.h"
-#include "commands.h"
-#include "flags.h"
-#include "miner.h"
-#include "queries.h"
-#include "recording.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "localizer/queries.h"
+#include "miner/miner.h"
+#include "miner/recording.h"
 #include "store/postgres_db.h"
 
 namespace spark::cli {
@@ -17,9 +15,6 @@ namespace spark::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Seconds `spark record` keeps trying a server store that cannot be reached (SPARK_KB_RETRY_SECONDS).
-double retry_budget() { return std::max(0.0, std::atof(environment_setting("SPARK_KB_RETRY_SECONDS").c_str())); }
 
 // Stores a report's outcomes (recording.h's store_report) and says what was stored; the exit code. `snapshots`: the
 // files the store's sync read of the report's failures.
@@ -29,14 +24,11 @@ int store_recorded(const Common& common, const GitRepository& repo, const std::v
   where.open = [&] { return open_kb(common, true); };
   where.server = is_postgres_url(common.kb_dir);
   where.local_dir = common.local_dir;
-  where.retry_seconds = retry_budget();
+  where.retry_seconds = record_retry_seconds();
   auto stored = store_report(where, repo, outcomes, options, [](const std::string& n) { note(n); });
   if (!stored) return report_error(stored.error());
   print_summary(stored->sync, "recorded");
-  if (stored->spooled_reports > 0)
-    note("stored " + std::to_string(stored->spooled_reports) + " spooled report(s) (" +
-         std::to_string(stored->spooled_outcomes) + " outcome(s)) with this one");
-  if (stored->attempts > 1) note("stored after " + std::to_string(stored->attempts) + " attempts");
+  for (const auto& n : stored_notes(*stored)) note(n);
   snapshots = std::move(stored->sync.snapshots);
   return 0;
 }
@@ -58,12 +50,7 @@ void expire_recorded(const Common& common, const GitRepository& repo, const std:
 // lines). The failures are localized as the work tree has them, as `spark localize --junit` does.
 int record_work_tree(const Common& common, const RecordArgs& args, const GitRepository& repo,
                      const std::string& head, const std::vector<std::string>& changed) {
-  std::string named;
-  for (size_t i = 0; i < changed.size() && i < 3; ++i) named += (i ? ", " : "") + changed[i];
-  if (changed.size() > 3) named += " and " + std::to_string(changed.size() - 3) + " more";
-  note("recorded nothing: the work tree differs from HEAD " + head.substr(0, 10) + " (" + named +
-       "), so these outcomes are not HEAD's; commit, then run the tests again to record them" +
-       (args.localize ? " (the failures are localized as the work tree has them)" : ""));
+  note(work_tree_note(head, changed, args.localize));
   if (!args.localize) return 0;
   LocalizeArgs localize_args = args.localize_args;
   localize_args.junit = args.junit;

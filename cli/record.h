@@ -3,15 +3,15 @@
 
 #include <string>
 
-#include "common.h"
-#include "git_history.h"
-#include "history.h"
-#include "localize.h"
+#include "cli/common.h"
+#include "cli/history.h"
+#include "cli/localize.h"
+#include "miner/git_history.h"
 
 namespace spark::cli {
 
 struct RecordArgs {
-  HistoryArgs history;
+  HistorySettings history;
   std::string junit;
   std::string commit;  // default HEAD
   bool localize = true;

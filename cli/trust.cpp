@@ -3,13 +3,14 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "base/files.h"
 #include "base/text.h"
-#include "commands.h"
-#include "flags.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
 #include "formats/trust.h"
 
 namespace spark::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -19,29 +20,8 @@ struct TrustArgs {
   bool list = false;
 };
 
-}  // namespace
-
-namespace fs = std::filesystem;
-
-namespace {
-
-int list_trusted() {
-  const auto files = trusted_files();
-  std::string out;
-  for (const auto& f : files)
-    out += f.path.string() + "    # trusted " + f.trusted_at +
-           (f.unchanged ? "" : path_exists(f.path) ? "; changed since: untrusted until trusted again" : "; missing") +
-           "\n";
-  if (files.empty()) out = "no trusted files\n";
-  return write_output("", terminal_lines(out));
-}
-
-}  // namespace
-
-namespace {
-
 int cmd_trust(const TrustArgs& args) {
-  if (args.list) return list_trusted();
+  if (args.list) return write_output("", terminal_lines(trusted_files_text()));
   std::error_code ec;
   std::optional<fs::path> file;
   if (!args.file.empty()) {
@@ -63,14 +43,7 @@ int cmd_trust(const TrustArgs& args) {
   auto untrusted = Config::load(std::vector<Config::File>{{*file, false}});
   if (!untrusted) return report_error(untrusted.error());
   if (auto s = trust_file(*file); !s) return report_error(s.error());
-  std::string out = "spark: trusted " + file->string() + " as it is now; a change to it makes it untrusted again\n";
-  if (untrusted->refused().empty())
-    out += "  (it sets nothing a repository may not set on its own)\n";
-  else
-    out += "  now used:\n";
-  for (const auto& r : untrusted->refused())
-    out += "    " + r.key + " = " + (r.text.empty() ? std::string("(hidden)") : r.text) + "    # " + r.source + "\n";
-  std::fputs(terminal_lines(out).c_str(), stderr);
+  std::fputs(terminal_lines(trusted_now_text(*file, *untrusted)).c_str(), stderr);
   return 0;
 }
 

@@ -1,4 +1,4 @@
-#include "answer.h"
+#include "localizer/answer.h"
 
 #include <cmath>
 #include <limits>
@@ -9,7 +9,7 @@
 
 #include "base/pcre_regex.h"
 #include "base/text.h"
-#include "localizer.h"
+#include "localizer/localizer.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "case_embedding.h"
+#include "localizer/case_embedding.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "data_flow.h"
+#include "localizer/data_flow.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "held_out.h"
+#include "localizer/held_out.h"
 
 #include <unordered_set>
 

@@ -16,7 +16,7 @@
 #include "code/structure_cache.h"
 #include "formats/case.h"
 #include "formats/defaults.h"
-#include "line_features.h"
+#include "localizer/line_features.h"
 #include "retrieval/vector_index.h"
 #include "store/knowledge_base.h"
 

@@ -1,4 +1,4 @@
-#include "index_build.h"
+#include "localizer/index_build.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,9 +10,9 @@
 #include "base/text.h"
 #include "base/work_pool.h"
 #include "formats/case.h"
-#include "held_out.h"
-#include "line_features.h"
-#include "search_engine.h"
+#include "localizer/held_out.h"
+#include "localizer/line_features.h"
+#include "localizer/search_engine.h"
 
 namespace spark {
 
@@ -150,7 +150,6 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   std::optional<VectorIndex> index;
   double add_seconds = 0;
   size_t dim = 0;
-  TRY(kb.clear_embeddings());
   std::unordered_map<int64_t, int64_t> group_of;
   for (const auto& e : *entries) group_of[e.rowid] = static_cast<int64_t>(fnv1a64(e.test_id));
   const auto add = [&](const std::vector<int64_t>& rowids, const std::vector<float>& vectors) -> Status {

@@ -10,11 +10,11 @@
 
 #include <string>
 
-#include "case_embedding.h"
 #include "formats/defaults.h"
-#include "ranker.h"
+#include "localizer/case_embedding.h"
+#include "localizer/ranker.h"
+#include "localizer/search_engine.h"
 #include "retrieval/vector_index.h"
-#include "search_engine.h"
 #include "store/knowledge_base.h"
 
 namespace spark {

@@ -1,6 +1,7 @@
-#include "index_lifecycle.h"
+#include "localizer/index_lifecycle.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 
 #include "base/clock.h"
@@ -256,6 +257,72 @@ void keep_what_the_run_learnt(OpenedIndex& r, std::vector<std::string>& notes) {
     notes.push_back("the vector index was not updated: " + s.error().message);
   else if (r.engine->added_since_load() > 0)
     notes.push_back("kept them in the vector index");
+}
+
+std::string index_update_text(const IndexUpdate& update, const std::filesystem::path& index_dir) {
+  char line[512];
+  switch (update.outcome) {
+    case IndexUpdate::Outcome::up_to_date:
+      return "the vector index in " + index_dir.string() + " is up to date (" + std::to_string(update.cases) +
+             " cases, " + update.kind + "; every file matches its checksum); use --rebuild to rebuild it\n";
+    case IndexUpdate::Outcome::caught_up:
+      std::snprintf(line, sizeof line,
+                    "added %zu case(s) to the vector index in %.2f s (%zu cases; the statistics are kept: "
+                    "`spark index --rebuild` refits them)\n",
+                    update.added, update.seconds, update.cases);
+      return line;
+    case IndexUpdate::Outcome::built:
+      break;
+  }
+  const IndexReport& r = update.report;
+  std::string out;
+  std::snprintf(line, sizeof line, "indexed %zu case(s) (%zu labelled) in %.2f s: %s index, embedder %s\n", r.cases,
+                r.labelled, update.seconds, r.kind.c_str(), r.embedder.c_str());
+  out += line;
+  out += "ranker: " + r.ranker + "\n";
+  std::snprintf(line, sizeof line,
+                "time: embedding %.2f s, index %.2f s, ranker %.2f s (%u thread(s); %zu test-code version(s), %zu "
+                "distinct vector(s))\n",
+                r.embed_seconds, r.index_seconds, r.train_seconds, r.threads, r.versions, r.vectors);
+  out += line;
+  if (r.recall_checked) {
+    std::snprintf(line, sizeof line,
+                  "hnsw check: the nearest case as similar as an exact search finds for %zu of %zu sampled case(s) "
+                  "(%.2f s)\n",
+                  r.recall_matched, r.recall_checked, r.recall_seconds);
+    out += line;
+  }
+  return out;
+}
+
+std::string index_after_import(KnowledgeBase& kb, const EmbedderConfig& config, const ImportSummary& summary,
+                               std::vector<std::string>& notes) {
+  if (!path_exists(kb.index_dir() / "manifest.json")) return "";
+  if (summary.replaced > 0) {
+    notes.push_back("cases were replaced: run `spark index --rebuild`");
+    return "";
+  }
+  if (summary.added == 0) return "";
+  std::vector<std::string> said;
+  auto caught_up = catch_up_index(kb, config, said);
+  if (!caught_up) {
+    notes.push_back("the vector index was not updated: " + caught_up.error().message);
+    return "";
+  }
+  if (caught_up->not_saved) {
+    notes.push_back("the " + std::to_string(summary.added) +
+                    " new case(s) are in the knowledge base; the vector index was not updated (" +
+                    caught_up->not_saved->message +
+                    "): the next `spark localize`, `spark record` or `spark index` catches it up");
+    return "";
+  }
+  notes.insert(notes.end(), said.begin(), said.end());
+  std::string out;
+  if (!caught_up->rebuilt)
+    out = "added " + std::to_string(caught_up->added) +
+          " case(s) to the vector index (run `spark index --rebuild` now and then to refit its statistics)\n";
+  notes.insert(notes.end(), caught_up->learnt.begin(), caught_up->learnt.end());
+  return out;
 }
 
 }  // namespace spark

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "index_build.h"
-#include "search_engine.h"
+#include "localizer/index_build.h"
+#include "localizer/search_engine.h"
 #include "store/knowledge_base.h"
 
 namespace spark {
@@ -94,6 +94,15 @@ bool learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine, std::vector<st
 // and says so in `notes`. An index not built yet is left to the command that builds it. An error when the index
 // could not be opened or saved: the ranker then stays as it was.
 Status learn_ranker_if_due(KnowledgeBase& kb, const EmbedderConfig& config, std::vector<std::string>& notes);
+
+// What `spark index` prints of an update (stdout); the ranker's notes (`learnt`) are said apart.
+std::string index_update_text(const IndexUpdate& update, const std::filesystem::path& index_dir);
+
+// After `spark import` stored `summary`: an existing index caught up with the new cases (catch_up_index). What it
+// prints on stdout is returned; what it says on stderr goes to `notes`. The cases are committed by then, so an index
+// that could not be opened or saved is a note (the next command that opens it catches it up), not an error.
+std::string index_after_import(KnowledgeBase& kb, const EmbedderConfig& config, const ImportSummary& summary,
+                               std::vector<std::string>& notes);
 
 // `spark kb status`'s ranker line: what it learnt from, when, and when it learns next; "" without an index.
 std::string ranker_status(KnowledgeBase& kb);

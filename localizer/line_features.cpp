@@ -1,4 +1,4 @@
-#include "line_features.h"
+#include "localizer/line_features.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "base/text.h"
 #include "code/structure_cache.h"
-#include "data_flow.h"
+#include "localizer/data_flow.h"
 
 namespace spark {
 

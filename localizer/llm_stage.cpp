@@ -1,4 +1,4 @@
-#include "llm_stage.h"
+#include "localizer/llm_stage.h"
 
 #include <set>
 #include <unordered_map>

@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "answer.h"
 #include "formats/defaults.h"
 #include "llm/llm_client.h"
-#include "localizer.h"
-#include "prompt.h"
+#include "localizer/answer.h"
+#include "localizer/localizer.h"
+#include "localizer/prompt.h"
 
 namespace spark {
 
 struct LlmStageOptions {
-  Mode mode = Mode::standard;
+  Mode mode = Mode::default_mode;
   std::string template_text;                 // a user's template (--template); "" = the mode's built-in one
   bool keep_prompt = false;                  // put the prompt into the report (--show-prompt)
   std::shared_ptr<const Redactor> redactor;  // null = --no-redact

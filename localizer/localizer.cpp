@@ -1,4 +1,4 @@
-#include "localizer.h"
+#include "localizer/localizer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,7 @@
 #include "base/text.h"
 #include "code/scope.h"
 #include "formats/error_message.h"
-#include "line_features.h"
+#include "localizer/line_features.h"
 
 namespace spark {
 

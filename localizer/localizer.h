@@ -25,12 +25,12 @@
 #include "formats/case.h"
 #include "formats/defaults.h"
 #include "formats/triage.h"
-#include "line_features.h"
-#include "policy.h"
-#include "ranker.h"
-#include "search_engine.h"
+#include "localizer/line_features.h"
+#include "localizer/policy.h"
+#include "localizer/ranker.h"
+#include "localizer/search_engine.h"
+#include "localizer/suggest.h"
 #include "store/knowledge_base.h"
-#include "suggest.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "policy.h"
+#include "localizer/policy.h"
 
 #include <algorithm>
 #include <cmath>

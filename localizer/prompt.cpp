@@ -1,12 +1,12 @@
-#include "prompt.h"
+#include "localizer/prompt.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "base/text.h"
-#include "code/structure_cache.h"
 #include "code/scope.h"
+#include "code/structure_cache.h"
 #include "code/tokens.h"
 #include "formats/error_message.h"
 
@@ -32,7 +32,7 @@ struct ModeInfo {
 constexpr ModeInfo kModes[] = {
     {Mode::builtin, "builtin", Retrieval::similar, true, "baseline"},
     {Mode::baseline, "baseline", Retrieval::none, false, "baseline"},
-    {Mode::standard, "default", Retrieval::similar, true, "baseline"},
+    {Mode::default_mode, "default", Retrieval::similar, true, "baseline"},
     {Mode::random, "random", Retrieval::random, true, "baseline"},
     {Mode::annotation_free, "annotation-free", Retrieval::similar, false, "annotation-free"},
     {Mode::directive, "directive", Retrieval::similar, true, "directive"},
@@ -324,6 +324,12 @@ nlohmann::json answer_schema(int max_element_id, size_t k) {
 }
 
 }  // namespace
+
+std::vector<std::string> mode_names() {
+  std::vector<std::string> names;
+  for (const auto& i : kModes) names.emplace_back(i.name);
+  return names;
+}
 
 Result<Mode> parse_mode(std::string_view name) {
   for (const auto& i : kModes)

@@ -18,12 +18,12 @@
 #include "formats/case.h"
 #include "formats/defaults.h"
 #include "formats/redact.h"
-#include "line_features.h"
-#include "localizer.h"
+#include "localizer/line_features.h"
+#include "localizer/localizer.h"
 
 namespace spark {
 
-enum class Mode { builtin, baseline, standard, random, annotation_free, directive, naive_rag, hybrid };
+enum class Mode { builtin, baseline, default_mode, random, annotation_free, directive, naive_rag, hybrid };
 
 // hybrid mode's second marker, on the built-in ranker's top lines: "# <<< ranker's suspect #N >>>" (a comment of the
 // file's language: "// <<< …" in Java, JavaScript, TypeScript).
@@ -33,6 +33,7 @@ std::string ranker_marker(size_t rank, Language language = Language::python);
 
 Result<Mode> parse_mode(std::string_view name);  // builtin | baseline | default | random | annotation-free | …
 std::string_view mode_name(Mode mode);
+std::vector<std::string> mode_names();  // every mode's name, builtin first
 // What each mode retrieves and whether it marks lines (the paper's Table 11).
 Retrieval mode_retrieval(Mode mode);
 bool mode_annotates(Mode mode);
@@ -52,7 +53,7 @@ struct TokenBudget {
 };
 
 struct PromptOptions {
-  Mode mode = Mode::standard;
+  Mode mode = Mode::default_mode;
   size_t k = defaults::kTopK;
   std::string template_text;  // "" = the mode's built-in template
   TokenBudget tokens;

@@ -1,14 +1,14 @@
-#include "queries.h"
+#include "localizer/queries.h"
 
 #include <algorithm>
 
 #include "base/text.h"
-#include "code/structure_cache.h"
 #include "code/scope.h"
+#include "code/structure_cache.h"
 #include "formats/error_message.h"
 #include "formats/junit.h"
-#include "git_history.h"
-#include "miner.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
 
 namespace spark {
 

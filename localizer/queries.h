@@ -11,7 +11,7 @@
 
 #include "base/result.h"
 #include "formats/case.h"
-#include "mining_store.h"
+#include "miner/mining_store.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "ranker.h"
+#include "localizer/ranker.h"
 
 #include <algorithm>
 #include <cmath>

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "line_features.h"
+#include "localizer/line_features.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "report.h"
+#include "localizer/report.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "formats/redact.h"
-#include "localizer.h"
+#include "localizer/localizer.h"
 
 namespace spark {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/text.h"
-#include "report.h"
+#include "localizer/report.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "search_engine.h"
+#include "localizer/search_engine.h"
 
 #include <algorithm>
 #include <bit>

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "base/mapped_file.h"
-#include "case_embedding.h"
 #include "code/structure_cache.h"
 #include "formats/case.h"
-#include "ranker.h"
+#include "localizer/case_embedding.h"
+#include "localizer/ranker.h"
 #include "retrieval/vector_index.h"
 #include "store/knowledge_base.h"
 

@@ -1,9 +1,10 @@
-#include "settings.h"
+#include "localizer/settings.h"
 
 #include <algorithm>
 
-#include "policy.h"
-#include "prompt.h"
+#include "base/files.h"
+#include "localizer/policy.h"
+#include "localizer/prompt.h"
 
 namespace spark {
 
@@ -65,6 +66,27 @@ Status localize_settings(const Config& config, LocalizeSettings& args) {
   if (o.max_tokens < 1) return fail(config.get("llm.max_tokens").source + ": llm.max_tokens must be at least 1");
   args.llm = o;
   return {};
+}
+
+Result<LlmStageOptions> stage_options(const LocalizeSettings& settings, std::shared_ptr<const Redactor> redactor) {
+  LlmStageOptions stage = settings.stage;
+  stage.redactor = std::move(redactor);
+  if (!settings.template_path.empty()) {
+    auto text = read_file(settings.template_path);
+    TRY(text);
+    TRY(check_template(*text, settings.template_path));
+    stage.template_text = std::move(*text);
+  }
+  return stage;
+}
+
+LlmOptions with_run_deadline(LlmOptions options, double deadline) {
+  if (deadline <= 0) return options;
+  options.retry.deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(deadline));
+  options.waiting_interval_s = std::min(10.0, std::max(0.2, deadline / 10));
+  return options;
 }
 
 }  // namespace spark

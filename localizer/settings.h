@@ -3,6 +3,7 @@
 // client's (server, model, timeouts, retries), with the run's deadline. A bad value is an error naming where it was set.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -10,8 +11,8 @@
 #include "formats/config.h"
 #include "formats/defaults.h"
 #include "llm/llm_client.h"
-#include "llm_stage.h"
-#include "localizer.h"
+#include "localizer/llm_stage.h"
+#include "localizer/localizer.h"
 
 namespace spark {
 
@@ -27,5 +28,13 @@ struct LocalizeSettings {
 
 // Fills `settings` from `config` (flags already applied to it).
 Status localize_settings(const Config& config, LocalizeSettings& settings);
+
+// The LLM stage's options: the settings' with `redactor` (null: redaction off), and the template file read and
+// checked (check_template).
+Result<LlmStageOptions> stage_options(const LocalizeSettings& settings, std::shared_ptr<const Redactor> redactor);
+
+// The client's options for one run: every request ends by `deadline` seconds from now (0: no deadline), and the
+// client says it is waiting every 10 s, or every tenth of a shorter deadline.
+LlmOptions with_run_deadline(LlmOptions options, double deadline);
 
 }  // namespace spark

@@ -1,4 +1,4 @@
-#include "suggest.h"
+#include "localizer/suggest.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,21 +8,21 @@
 
 #include "base/text.h"
 #include "code/levenshtein.h"
-#include "line_features.h"
-#include "localizer.h"
+#include "localizer/line_features.h"
+#include "localizer/localizer.h"
 
 namespace spark {
 
 namespace {
 
-bool name_start(unsigned char c) { return std::isalpha(c) || c == '_' || c == '$' || c >= 0x80; }
+bool token_name_start(unsigned char c) { return std::isalpha(c) || c == '_' || c == '$' || c >= 0x80; }
 
 // The languages' constants: literals, not names (a True → False fix is a changed literal).
 bool constant_word(std::string_view w) {
   return w == "True" || w == "False" || w == "None" || w == "true" || w == "false" || w == "null" || w == "undefined" ||
          w == "NaN";
 }
-bool name_char(unsigned char c) { return std::isalnum(c) || c == '_' || c == '$' || c >= 0x80; }
+bool token_name_char(unsigned char c) { return std::isalnum(c) || c == '_' || c == '$' || c >= 0x80; }
 
 // A token-level change: the tokens between the common prefix and suffix of a faulty line and its one-line fix.
 struct TokenChange {
@@ -115,8 +115,8 @@ std::vector<CodeToken> code_tokens(std::string_view line, Language language) {
       out.push_back({CodeToken::number, start, i});
       continue;
     }
-    if (name_start(c)) {
-      while (i < n && name_char(static_cast<unsigned char>(line[i]))) ++i;
+    if (token_name_start(c)) {
+      while (i < n && token_name_char(static_cast<unsigned char>(line[i]))) ++i;
       out.push_back({constant_word(line.substr(start, i - start)) ? CodeToken::number : CodeToken::name, start, i});
       continue;
     }

@@ -1,14 +1,14 @@
-#include "triage.h"
+#include "localizer/triage.h"
 
 #include <filesystem>
 #include <optional>
 #include <unordered_map>
 
-#include "git_history.h"
-#include "miner.h"
-#include "mining_store.h"
-#include "suggest.h"
-#include "verdict.h"
+#include "localizer/suggest.h"
+#include "localizer/verdict.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
+#include "miner/mining_store.h"
 
 namespace spark {
 

@@ -9,7 +9,7 @@
 
 #include "base/result.h"
 #include "formats/case.h"
-#include "localizer.h"
+#include "localizer/localizer.h"
 #include "store/knowledge_base.h"
 
 namespace spark {

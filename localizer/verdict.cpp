@@ -1,4 +1,4 @@
-#include "verdict.h"
+#include "localizer/verdict.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,13 +8,13 @@
 
 #include "base/text.h"
 #include "formats/error_message.h"
-#include "localizer.h"
+#include "localizer/localizer.h"
 
 namespace spark {
 
 namespace {
 
-std::string lower(std::string_view s) {
+std::string lowercase(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
@@ -80,7 +80,7 @@ bool exception_line(std::string_view line) {
   if (i == 0 || (i < line.size() && line[i] != ':')) return false;
   std::string name(line.substr(0, i));
   if (const auto dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
-  const std::string l = lower(name);
+  const std::string l = lowercase(name);
   if (l.find("assert") != std::string::npos) return false;  // a check's message, whatever it says
   return l.ends_with("error") || l.ends_with("exception") || l == "timeout" || l.ends_with("exit");
 }
@@ -134,7 +134,7 @@ std::optional<std::string> environment_reason(std::string_view error_message,
     // Only a raised exception's own line speaks for the machine ("OSError: …", "Failed: Timeout"), not an assertion
     // that quotes the words or a check that an error was raised ("DID NOT RAISE <class 'PermissionError'>").
     if (!exception_line(line) && line.find("command not found") == std::string_view::npos) continue;
-    const std::string l = lower(line);
+    const std::string l = lowercase(line);
     // A module that cannot be imported: the machine's when it is not the repository's own. An import cycle of the
     // repository's own modules ("partially initialized module") is its code's.
     if (l.find("partially initialized module") != std::string::npos || l.find("circular import") != std::string::npos)

@@ -1,4 +1,4 @@
-#include "audit_page.h"
+#include "miner/audit_page.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include "base/text.h"
 #include "code/scope.h"
 #include "formats/error_message.h"
-#include "git_history.h"
+#include "miner/git_history.h"
 
 namespace spark::audit {
 
@@ -277,6 +277,28 @@ Result<std::string> show_text(const StoredFailure& f, bool color) {
     out += colorize(terminal_lines(*patch), color);
   }
   return out;
+}
+
+std::string shared_audit_html(const std::vector<StoredFailure>& failures, const OutlierRule& rule,
+                              const std::string& kb, const Redactor* redactor, std::vector<std::string>& notes) {
+  if (!redactor) return audit_html(failures, rule, kb);
+  std::vector<StoredFailure> shown = failures;
+  std::map<std::string, size_t> counts;
+  size_t n = 0;
+  for (auto& f : shown) {
+    n += redactor->redact(f.message, counts);
+    if (f.labelled) n += redact_case(*f.labelled, *redactor, counts);
+    for (auto& file : f.fixed_files) n += redactor->redact(file.content, counts);
+  }
+  if (n) notes.push_back("redacted " + std::to_string(n) + " secret(s) from the HTML report");
+  return audit_html(shown, rule, kb);
+}
+
+std::string decided_text(const StoredFailure& decided) {
+  return decided.case_id + ": " + status_name(decided.status) + " by " + decided.decided_by +
+         (decided.status == FailureStatus::rejected || !decided.labelled
+              ? " (kept out of the knowledge base)"
+              : " (in the knowledge base with " + plural(decided.labelled->faulty_lines.size(), "faulty line") + ")");
 }
 
 }  // namespace spark::audit

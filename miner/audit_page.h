@@ -10,8 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "miner.h"
-#include "mining_store.h"
+#include "formats/redact.h"
+#include "miner/miner.h"
+#include "miner/mining_store.h"
 
 namespace spark::audit {
 
@@ -44,6 +45,13 @@ std::string side_by_side_html(const DiffFile& d, const std::set<int>& faulty, co
 
 // The static report (`spark audit list --html`): every case with its diff and the commands that decide it.
 std::string audit_html(const std::vector<StoredFailure>& failures, const OutlierRule& rule, const std::string& kb);
+// What `spark audit accept | reject | trim` says of the failure it decided.
+std::string decided_text(const StoredFailure& decided);
+
+// The page for `spark audit list --html`, meant to be shared: made from redacted copies (messages, labelled cases,
+// fixed files) unless `redactor` is null (redaction off); how many secrets went is said in `notes`.
+std::string shared_audit_html(const std::vector<StoredFailure>& failures, const OutlierRule& rule,
+                              const std::string& kb, const Redactor* redactor, std::vector<std::string>& notes);
 
 // "12", "12-14", "path:12", "path:12-14" → line refs (a bare number is in `default_path`, the test's own file).
 Result<std::vector<LineRef>> parse_keep(const std::vector<std::string>& specs, const std::string& default_path);

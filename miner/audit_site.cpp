@@ -1,4 +1,4 @@
-#include "audit_site.h"
+#include "miner/audit_site.h"
 
 #include <sys/random.h>
 
@@ -8,9 +8,9 @@
 #include <map>
 #include <set>
 
-#include "audit_page.h"
 #include "base/clock.h"
 #include "base/text.h"
+#include "miner/audit_page.h"
 
 namespace spark {
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "base/http_server.h"
-#include "mining_store.h"
+#include "miner/mining_store.h"
 
 namespace spark {
 

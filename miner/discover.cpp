@@ -1,5 +1,5 @@
 #include "base/clock.h"
-#include "discover.h"
+#include "miner/discover.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,12 +16,12 @@
 #include "base/text.h"
 #include "base/work_pool.h"
 #include "code/code_structure.h"
-#include "code/structure_cache.h"
 #include "code/scope.h"
+#include "code/structure_cache.h"
 #include "formats/error_message.h"
-#include "import_change.h"
-#include "project_tests.h"
-#include "runner.h"
+#include "miner/import_change.h"
+#include "miner/project_tests.h"
+#include "miner/runner.h"
 
 namespace spark {
 

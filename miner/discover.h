@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "git_history.h"
-#include "miner.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
 
 namespace spark {
 

@@ -1,7 +1,10 @@
-#include "discover_report.h"
+#include "miner/discover_report.h"
+
+#include <charconv>
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/text.h"
 
 namespace spark {
@@ -107,6 +110,77 @@ std::vector<std::string> run_notes(const RunTotals& t, unsigned confirm) {
     note("discover: work trees: " + std::to_string(t.setups) + " made, " +
          fixed(1000 * t.setup_seconds / static_cast<double>(t.setups), 1) + " ms each on average");
   return notes;
+}
+
+Result<std::pair<unsigned, unsigned>> parse_shard(const std::string& text) {
+  if (text.empty()) return std::pair{0u, 1u};
+  unsigned i = 0, n = 0;
+  const char* end = text.data() + text.size();
+  const auto first = std::from_chars(text.data(), end, i);
+  const bool slash = first.ec == std::errc() && first.ptr != end && *first.ptr == '/';
+  const auto second = slash ? std::from_chars(first.ptr + 1, end, n) : first;
+  if (!slash || second.ec != std::errc() || second.ptr != end || n == 0 || i == 0 || i > n || n > 100000)
+    return fail("--shard \"" + text + "\": give I/N with 1 <= I <= N (this runner's share: 1/4 .. 4/4)");
+  return std::pair{i - 1, n};
+}
+
+DiscoverProgress::DiscoverProgress(const std::vector<FixCandidate>& candidates) {
+  for (const auto& c : candidates) tests_ += c.tests.size();
+}
+
+void DiscoverProgress::tested(const CandidateRuns& r) {
+  ++done_;
+  auto& [seen, unrunnable] = runs_of_[r.candidate];
+  runs_ += r.runs - seen;
+  seen = r.runs;
+  unrunnable_ += r.unrunnable.size() - unrunnable;
+  unrunnable = r.unrunnable.size();
+  if (!r.unrunnable.empty()) last_reason_ = r.unrunnable.back().first;
+  show(false);
+}
+
+void DiscoverProgress::candidate_done(const RunTotals& t) {
+  candidates_ = t.candidates;
+  fixes_ = t.fixes;
+  show(done_ == tests_);
+}
+
+void DiscoverProgress::finish() const {
+  if (done_ != tests_) line_.end();
+}
+
+void DiscoverProgress::show(bool last) {
+  const double elapsed = seconds_since(start_);
+  if (!line_.terminal() && !last && elapsed - shown_ < 10) return;
+  shown_ = elapsed;
+  line_.show("spark: discover: " + std::to_string(done_) + "/" + std::to_string(tests_) + " tests, " +
+                 std::to_string(candidates_) + " candidates done, " + plural(runs_, "run") + ", " +
+                 plural(fixes_, "fix", "fixes") +
+                 (unrunnable_ ? ", " + std::to_string(unrunnable_) + " could not run (last: " +
+                                    terminal_line(last_reason_.substr(0, 80)) + ")"
+                              : std::string()) +
+                 ", " + seconds_text(elapsed) + (last ? "" : ", ETA " + seconds_text(eta_seconds(elapsed, done_, tests_))),
+             last);
+}
+
+Status discover_into(MiningStore& store, const GitRepository& repo, const std::vector<FixCandidate>& candidates,
+                     const DiscoverOptions& d, const SyncOptions& options, RunTotals& totals) {
+  DiscoverProgress progress(candidates);
+  DiscoverStore callbacks;
+  callbacks.stored = [&](const std::string& sha) { return store.outcomes_at(sha); };
+  callbacks.confirmed = [&](const std::string& sha, const std::string& test) { return store.has_failure(sha, test); };
+  callbacks.store = [&](const CandidateRuns& r) -> Status {
+    TRY(store.store_outcomes(repo, r.outcomes, options));
+    return {};
+  };
+  callbacks.tested = [&](const CandidateRuns& r) { progress.tested(r); };
+  callbacks.done = [&](const CandidateRuns& r) {
+    totals.add(r);
+    progress.candidate_done(totals);
+  };
+  const Status ran = discover_fixes(repo.workdir(), candidates, d, callbacks);
+  progress.finish();
+  return ran;
 }
 
 }  // namespace spark

@@ -2,12 +2,16 @@
 // runs came to, as the lines spark prints on stderr.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "discover.h"
+#include "base/progress.h"
+#include "base/result.h"
+#include "miner/discover.h"
+#include "miner/mining_store.h"
 
 namespace spark {
 
@@ -33,5 +37,34 @@ struct RunTotals {
 
 // What the runs came to (`confirm`: the extra runs at the parent that confirm a fix).
 std::vector<std::string> run_notes(const RunTotals& t, unsigned confirm);
+
+// The runs of `repo`'s candidates (discover_fixes), their outcomes stored in `store` as each candidate ends (under
+// `options`), their progress shown (DiscoverProgress), and what they came to added to `totals`.
+Status discover_into(MiningStore& store, const GitRepository& repo, const std::vector<FixCandidate>& candidates,
+                     const DiscoverOptions& d, const SyncOptions& options, RunTotals& totals);
+
+// --shard I/N as (I - 1, N); "" is (0, 1), every commit.
+Result<std::pair<unsigned, unsigned>> parse_shard(const std::string& text);
+
+// The runs' progress on stderr (base/progress.h) after each test: on a terminal one line rewritten in place, else at
+// most every 10 seconds. The time left is estimated from the tests done (a candidate can hold hundreds).
+class DiscoverProgress {
+ public:
+  explicit DiscoverProgress(const std::vector<FixCandidate>& candidates);
+  void tested(const CandidateRuns& r);
+  void candidate_done(const RunTotals& t);
+  // Ends a terminal's line that an early stop left open.
+  void finish() const;
+
+ private:
+  void show(bool last);
+
+  ProgressLine line_;
+  size_t tests_ = 0, done_ = 0, runs_ = 0, candidates_ = 0, fixes_ = 0, unrunnable_ = 0;
+  std::string last_reason_;                                            // the latest could-not-run's reason
+  std::map<const FixCandidate*, std::pair<size_t, size_t>> runs_of_;  // (runs, could-not-run) counted so far
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double shown_ = -1e9;
+};
 
 }  // namespace spark

@@ -1,4 +1,4 @@
-#include "git_history.h"
+#include "miner/git_history.h"
 
 #include <git2.h>
 #include <git2/sys/odb_backend.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <type_traits>
@@ -760,6 +761,16 @@ Result<std::map<int, std::vector<std::string>>> line_fixes(const std::string& fa
       out[h.removed[i]] = h.removed.size() == h.added.size() ? std::vector<std::string>{h.added[i]} : h.added;
     }
   return out;
+}
+
+std::string author_or_default(const std::string& given, const std::string& repo_path) {
+  if (!given.empty()) return given;
+  if (auto repo = GitRepository::open(repo_path)) {
+    std::string a = (*repo)->configured_author();
+    if (!a.empty()) return a;
+  }
+  const char* user = std::getenv("USER");
+  return user && *user ? user : "unknown";
 }
 
 }  // namespace spark

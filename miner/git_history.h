@@ -122,4 +122,8 @@ Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, co
 Result<std::map<int, std::vector<std::string>>> line_fixes(const std::string& faulty, const std::string& fixed,
                                                            const std::string& path);
 
+// Who decides (an audit, a dismissal): `given`, else the git config user of the repository at `repo_path`, else $USER,
+// else "unknown".
+std::string author_or_default(const std::string& given, const std::string& repo_path);
+
 }  // namespace spark

@@ -1,4 +1,4 @@
-#include "import_change.h"
+#include "miner/import_change.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "miner.h"
+#include "miner/miner.h"
 
 #include <fnmatch.h>
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include "code/scope.h"
 #include "formats/config.h"
 #include "formats/error_message.h"
-#include "project_tests.h"
+#include "miner/project_tests.h"
 
 namespace spark {
 
@@ -333,7 +333,7 @@ std::vector<std::string> failure_paths(const std::string& test_id, const std::st
 namespace {
 
 // "a/b/c.py" → "a/b/"; "c.py" → "".
-std::string folder_of(const std::string& path) {
+std::string folder_prefix_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
 }
@@ -343,7 +343,7 @@ std::vector<std::string> folders_up(std::string folder) {
   std::vector<std::string> out{folder};
   while (!folder.empty()) {
     folder.pop_back();
-    folder = folder_of(folder);
+    folder = folder_prefix_of(folder);
     out.push_back(folder);
   }
   return out;
@@ -460,7 +460,7 @@ std::vector<std::string> dependency_paths(const std::string& test_path,
   const auto text = read(test_path);
   if (!text) return out;
   const auto language = language_of_path(test_path);
-  const std::string home = folder_of(test_path);
+  const std::string home = folder_prefix_of(test_path);
   if (language == Language::python) {
     std::vector<std::string> importers{test_path};
     for (const auto& folder : folders_up(home))
@@ -468,7 +468,7 @@ std::vector<std::string> dependency_paths(const std::string& test_path,
     for (const auto& importer : importers) {
       const auto content = importer == test_path ? text : read(importer);
       if (!content) continue;
-      const std::string from = folder_of(importer);
+      const std::string from = folder_prefix_of(importer);
       for (const auto& [module, up] : python_imports(*content)) {
         std::vector<std::string> bases;
         if (up >= 0) {
@@ -853,6 +853,18 @@ std::string OutlierRule::describe() const {
   std::snprintf(buf, sizeof buf, "mean %.2f + %.1f x sd %.2f = %.2f faulty lines (over %zu mined case%s)", mean, sigma,
                 sd, threshold, n, n == 1 ? "" : "s");
   return buf;
+}
+
+Result<std::vector<RecordedOutcome>> read_outcome_files(const std::vector<std::string>& files,
+                                                        const std::string& commit, const GitRepository& repo,
+                                                        std::vector<std::string>& notes) {
+  std::vector<RecordedOutcome> outcomes;
+  for (const auto& file : files) {
+    auto read = file.ends_with(".xml") ? read_outcomes_junit(file, commit, repo, &notes) : read_outcomes_jsonl(file);
+    TRY(read);
+    for (auto& o : *read) outcomes.push_back(std::move(o));
+  }
+  return outcomes;
 }
 
 }  // namespace spark

@@ -13,7 +13,7 @@
 #include "formats/case.h"
 #include "formats/defaults.h"
 #include "formats/junit.h"
-#include "git_history.h"
+#include "miner/git_history.h"
 
 namespace spark {
 
@@ -48,6 +48,12 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit);
 Result<std::vector<RecordedOutcome>> read_outcomes_junit(const std::filesystem::path& path, const std::string& commit,
                                                          const GitRepository& repo,
                                                          std::vector<std::string>* warnings = nullptr);
+
+// The outcomes of these files, in order: JUnit reports (.xml, read_outcomes_junit at `commit`) or JSON Lines. The
+// readers' warnings go to `notes`; the first file that cannot be read is the error.
+Result<std::vector<RecordedOutcome>> read_outcome_files(const std::vector<std::string>& files,
+                                                        const std::string& commit, const GitRepository& repo,
+                                                        std::vector<std::string>& notes);
 
 // What became of a recorded failure. `open` until a later passing outcome of the same test is seen; then the fix
 // decides: `labelled` (a case in the knowledge base), `quarantined` (an outlier for a person to audit), or one of the

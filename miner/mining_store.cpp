@@ -1,4 +1,4 @@
-#include "mining_store.h"
+#include "miner/mining_store.h"
 
 #include <algorithm>
 #include <set>
@@ -10,7 +10,7 @@
 #include "code/code_structure.h"
 #include "code/scope.h"
 #include "formats/error_message.h"
-#include "project_tests.h"
+#include "miner/project_tests.h"
 #include "store/database.h"
 
 namespace spark {
@@ -959,6 +959,46 @@ Result<StoredFailure> MiningStore::decide(const std::string& case_id, Decision d
   f.reason = reason;
   f.labelled = std::move(effective);
   return f;
+}
+
+void history_from_config(const Config& config, HistorySettings& h) {
+  h.sigma = config.number("mine.sigma");
+  h.test_only_fixes = config.boolean("mine.test_only_fixes");
+  h.test_code = config.str("mine.test_code");
+  h.project = config.str("project");
+}
+
+Result<SyncOptions> sync_options(const HistorySettings& h) {
+  SyncOptions o;
+  o.first_parent = !h.all_parents;
+  o.sigma = h.sigma;
+  o.project = h.project;
+  o.test_only_fixes = h.test_only_fixes;
+  if (!h.test_code.empty()) {
+    auto rule = TestCodeRule::parse(h.test_code);
+    TRY(rule);
+    o.test_code = std::move(*rule);
+  }
+  for (const auto& [text, slot] : {std::pair{h.since, &o.since}, std::pair{h.until, &o.until}}) {
+    if (text.empty()) continue;
+    // A date alone is its midnight, UTC.
+    const bool date_only = text.size() == 10 && text[4] == '-' && text[7] == '-';
+    auto t = parse_iso8601(date_only ? text + "T00:00:00Z" : text);
+    if (!t)
+      return fail("--since/--until \"" + text + "\" is neither a date (2023-01-01) nor an ISO-8601 time " +
+                  "(2023-01-01T12:00:00Z)");
+    *slot = *t;
+  }
+  return o;
+}
+
+Result<std::string> MiningStore::cases_jsonl(const std::vector<FailureStatus>& statuses) {
+  auto failures = this->failures(statuses);
+  TRY(failures);
+  std::string out;
+  for (const auto& f : *failures)
+    if (f.labelled) out += json_text(case_to_json(*f.labelled)) + "\n";
+  return out;
 }
 
 }  // namespace spark

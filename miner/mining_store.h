@@ -21,9 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "formats/config.h"
 #include "formats/defaults.h"
 #include "formats/triage.h"
-#include "miner.h"
+#include "miner/miner.h"
 #include "store/knowledge_base.h"
 
 namespace spark {
@@ -38,6 +39,22 @@ struct SyncOptions {
   TestCodeRule test_code;  // what is test code (`mine.test_code`)
   bool snapshot = false;   // keep each new failure's test files (from git objects) with it: `spark record`
 };
+
+// The history settings `spark mine`, `record` and `hooks post-commit` share, as flags and the configuration give them.
+struct HistorySettings {
+  std::string repo = ".";
+  std::vector<std::string> repos;  // `spark mine`: --repo given several times
+  bool all_parents = false;
+  std::string since, until;  // a date (2023-01-01) or an ISO-8601 time
+  double sigma = defaults::kSigma;
+  std::string project;
+  bool test_only_fixes = false;
+  std::string test_code;  // `mine.test_code`: globs of test code ("" = the default rule)
+};
+// The configuration's part of them (flags already applied to it).
+void history_from_config(const Config& config, HistorySettings& h);
+// The sync's options; an error names a bad --since/--until or test-code glob.
+Result<SyncOptions> sync_options(const HistorySettings& h);
 
 // The test files a sync read for one failure of the outcomes it was given (SyncOptions::snapshot): failure_files
 // under the sync's test-code rule; the first `own` are the failure's own paths (failure_paths), the rest the test
@@ -138,6 +155,8 @@ class MiningStore {
 
   // Failures with any of these statuses (all when empty), oldest first.
   Result<std::vector<StoredFailure>> failures(const std::vector<FailureStatus>& statuses = {});
+  // The labelled cases of those failures as JSON Lines (`spark mine -o`, `--quarantine`).
+  Result<std::string> cases_jsonl(const std::vector<FailureStatus>& statuses);
   // The failure whose mined case has this id (or a unique prefix of it).
   Result<StoredFailure> failure_by_case(const std::string& case_id);
   Result<std::map<std::string, size_t>> status_counts();

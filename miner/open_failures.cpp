@@ -1,4 +1,4 @@
-#include "open_failures.h"
+#include "miner/open_failures.h"
 
 #include <cmath>
 
@@ -130,6 +130,31 @@ json failures_json(const json& failures, const TipHistory* history) {
   return {{"schema", "spark.failures/1"},
           {"head", history ? json(history->head) : json(nullptr)},
           {"failures", failures}};
+}
+
+Result<std::string> failures_list(MiningStore& store, const TipHistory* history, bool as_json) {
+  auto open = store.failures({FailureStatus::open});
+  TRY(open);
+  json failures = json::array();
+  for (const auto& test : group_by_test(*open)) failures.push_back(open_failure_json(test.failures, history, false));
+  return as_json ? json_text(failures_json(failures, history), 2) + "\n" : list_text(failures);
+}
+
+std::string failures_show(const std::vector<StoredFailure>& found, const TipHistory* history, bool as_json) {
+  const json j = open_failure_json(found, history, true);
+  return as_json ? json_text(failures_json(json::array({j}), history), 2) + "\n" : show_text(j);
+}
+
+Result<std::string> dismiss_failures(MiningStore& store, const std::vector<StoredFailure>& found,
+                                     const std::string& author, const std::string& reason) {
+  const StoredFailure& first = found.front();
+  if (first.status != FailureStatus::open)
+    return fail(failure_id(first) + " (" + first.test_id + ") is " + status_name(first.status) +
+                ": only open failures can be dismissed");
+  auto closed = store.close_open(found, FailureStatus::dismissed, author, reason);
+  TRY(closed);
+  return "dismissed " + std::to_string(*closed) + " open failure(s) of " + first.test_id +
+         ": kept, never labelled, not re-run by the post-commit hook";
 }
 
 }  // namespace spark

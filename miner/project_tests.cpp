@@ -1,4 +1,4 @@
-#include "project_tests.h"
+#include "miner/project_tests.h"
 
 #include <algorithm>
 #include <map>

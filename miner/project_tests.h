@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "git_history.h"
-#include "miner.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
 
 namespace spark {
 

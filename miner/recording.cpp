@@ -1,9 +1,10 @@
-#include "recording.h"
+#include "miner/recording.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <map>
 #include <random>
@@ -13,9 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
-#include "base/text.h"
+#include "base/files.h"
 #include "base/process.h"
+#include "base/text.h"
 #include "code/scope.h"
+#include "miner/runner.h"
 #include "store/postgres_db.h"
 
 namespace spark {
@@ -345,6 +348,55 @@ Status uninstall_post_commit_hook(const GitRepository& repo, const NoteSink& not
   if (ec) return fail(hook.string() + ": " + ec.message());
   note("removed spark's post-commit hook" + std::string(path_exists(hook) ? "; your earlier hook is back" : ""));
   return {};
+}
+
+Status rerun_tests(const std::string& command, const std::vector<std::string>& tests,
+                   const std::filesystem::path& workdir, const std::filesystem::path& junit, double timeout) {
+  auto run = run_command(expand_command(command, tests, junit.string()), workdir, timeout);
+  TRY(run);
+  if (path_exists(junit)) return {};
+  const std::string& output = run->output;
+  return fail("record.test_command wrote no JUnit report to {junit} (" + run->describe() + "):\n" +
+              output.substr(output.size() > 2000 ? output.size() - 2000 : 0));
+}
+
+std::string work_tree_note(const std::string& head, const std::vector<std::string>& changed, bool localizing) {
+  std::string named;
+  for (size_t i = 0; i < changed.size() && i < 3; ++i) named += (i ? ", " : "") + changed[i];
+  if (changed.size() > 3) named += " and " + std::to_string(changed.size() - 3) + " more";
+  return "recorded nothing: the work tree differs from HEAD " + head.substr(0, 10) + " (" + named +
+         "), so these outcomes are not HEAD's; commit, then run the tests again to record them" +
+         (localizing ? " (the failures are localized as the work tree has them)" : "");
+}
+
+double record_retry_seconds() {
+  return std::max(0.0, std::atof(environment_setting("SPARK_KB_RETRY_SECONDS").c_str()));
+}
+
+std::vector<std::string> stored_notes(const StoredReport& stored) {
+  std::vector<std::string> notes;
+  if (stored.spooled_reports > 0)
+    notes.push_back("stored " + std::to_string(stored.spooled_reports) + " spooled report(s) (" +
+                    std::to_string(stored.spooled_outcomes) + " outcome(s)) with this one");
+  if (stored.attempts > 1) notes.push_back("stored after " + std::to_string(stored.attempts) + " attempts");
+  return notes;
+}
+
+std::string hook_does_text(const std::string& test_command) {
+  if (test_command.empty())
+    return "record.test_command is not set: after each commit the hook only counts the tests with open failures; it "
+           "re-runs and records nothing until SPARK_TEST_COMMAND, ~/.config/spark/config.toml or a .spark.toml you "
+           "trusted (`spark trust`) sets it (e.g. [record] test_command = \"python3 -m pytest --junitxml={junit} "
+           "{tests}\")";
+  return "after each commit the hook re-runs the tests with open failures (" + terminal_line(test_command) +
+         ") and records their outcomes at the new commit (not when the work tree differs from it)";
+}
+
+std::string hook_needs_command_text(size_t tests) {
+  return plural(tests, "test") +
+         " with open failures; set record.test_command (SPARK_TEST_COMMAND, ~/.config/spark/config.toml, or a "
+         ".spark.toml you trusted with `spark trust`; e.g. \"python3 -m pytest --junitxml={junit} {tests}\") to "
+         "re-run them after each commit";
 }
 
 }  // namespace spark

@@ -14,9 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "git_history.h"
-#include "miner.h"
-#include "mining_store.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
+#include "miner/mining_store.h"
 #include "store/knowledge_base.h"
 
 namespace spark {
@@ -39,12 +39,18 @@ struct RecordingStore {
   std::string local_dir;      // the spool's folder (with a server store)
   double retry_seconds = 0;   // how long a server store that cannot be reached is tried again
 };
+// How long `spark record` tries a server store that cannot be reached: SPARK_KB_RETRY_SECONDS, else 0.
+double record_retry_seconds();
 
 struct StoredReport {
   SyncReport sync;  // its snapshots are this report's (positions in its outcomes)
   size_t spooled_reports = 0, spooled_outcomes = 0;  // stored with it, from the spool
   int attempts = 1;
 };
+
+// What `spark record` says of a stored report beyond the sync's summary (sync_notes): the spooled reports stored with
+// it, and the attempts it took.
+std::vector<std::string> stored_notes(const StoredReport& stored);
 
 // Stores a report's outcomes (MiningStore::sync). With a server store, spooled reports go along; a lost connection
 // (a server restart) retries the whole step, which is safe (outcomes are keyed; sync finishes what an interrupted
@@ -64,6 +70,9 @@ std::vector<std::string> sync_notes(const SyncReport& r, const std::string& verb
 // repository is bare).
 Result<std::vector<std::string>> work_tree_changes(const GitRepository& repo, const std::string& head,
                                                    const std::vector<RecordedOutcome>& outcomes);
+// Why `spark record` stored nothing of a report run in a work tree that differs from HEAD (`changed`: three named,
+// the rest counted), and what to do; `localizing`: the failures are localized as the work tree has them.
+std::string work_tree_note(const std::string& head, const std::vector<std::string>& changed, bool localizing);
 
 // The open failures of one test, oldest first.
 struct OpenTest {
@@ -98,5 +107,16 @@ Status uninstall_post_commit_hook(const GitRepository& repo, const NoteSink& not
 // error by its file; other ids as they are. A failure whose test file the work tree lacks is named in `notes`.
 Result<std::vector<std::string>> rerun_targets(KnowledgeBase& kb, const std::filesystem::path& workdir,
                                                std::vector<std::string>& notes);
+
+// What the installed hook does after each commit with this record.test_command, or, unset, that it only counts.
+std::string hook_does_text(const std::string& test_command);
+// The hook's word when `tests` tests have open failures and no record.test_command is set to re-run them.
+std::string hook_needs_command_text(size_t tests);
+
+// Runs the hook's `command` (record.test_command: {tests} and {junit} expanded, runner.h) in `workdir` for `tests`,
+// for at most `timeout` seconds. An error when it could not run or wrote no JUnit report at `junit` (then the end of
+// its output is quoted).
+Status rerun_tests(const std::string& command, const std::vector<std::string>& tests,
+                   const std::filesystem::path& workdir, const std::filesystem::path& junit, double timeout);
 
 }  // namespace spark

@@ -1,4 +1,4 @@
-#include "runner.h"
+#include "miner/runner.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -418,6 +418,23 @@ Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& te
   }
   result.note = "flaky: no passing commit found by the linear scan";
   return result;
+}
+
+Result<std::vector<RecordedOutcome>> bisect_fixes(const GitRepository& repo, const std::vector<std::string>& tests,
+                                                  const std::string& from, const std::string& to,
+                                                  const BisectOptions& options,
+                                                  const std::function<void(const std::string&)>& say) {
+  std::vector<RecordedOutcome> outcomes;
+  for (const auto& test : tests) {
+    auto found = bisect_fix(repo, test, from, to, options);
+    TRY(found);
+    say(test + ": " +
+        (found->fix ? "first passing commit " + found->fix->substr(0, 10) : "no fix (" + found->note + ")") +
+        " after " + plural(found->runs, "run") +
+        (found->flaky ? "; FLAKY: the range is not monotonic, found by a linear scan" : ""));
+    for (auto& o : found->outcomes) outcomes.push_back(std::move(o));
+  }
+  return outcomes;
 }
 
 }  // namespace spark

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/process.h"  // CommandResult, run_command, make_temp_dir, shell_quote
-#include "git_history.h"
-#include "miner.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
 
 namespace spark {
 
@@ -73,5 +73,12 @@ struct BisectResult {
 // the line of the output that says it (else the output's tail); nothing is recorded then.
 Result<BisectResult> bisect_fix(const GitRepository& repo, const std::string& test_id, const std::string& from,
                                 const std::string& to, const BisectOptions& options);
+
+// bisect_fix for each of `tests`: the outcomes of them all (for the mining store). After each test, `say` gets a line
+// with the fix found (or why none), the runs it took, and whether the range was flaky.
+Result<std::vector<RecordedOutcome>> bisect_fixes(const GitRepository& repo, const std::vector<std::string>& tests,
+                                                  const std::string& from, const std::string& to,
+                                                  const BisectOptions& options,
+                                                  const std::function<void(const std::string&)>& say);
 
 }  // namespace spark

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks that src/ keeps its layers (docs/ARCHITECTURE.md): a file includes headers of its own layer and of the
 layers below it only, and src/ includes nothing of localizer/, miner/ or cli/; above src/ the order is miner,
-localizer, evaluation (localizer/eval/): the localizer includes nothing of the evaluation, and the miner nothing of
-either. CMakeLists.txt links the layers in the
+localizer, evaluation (localizer/eval/), cli/: the localizer includes nothing of the evaluation, and the miner nothing of
+either. Every include names its folder ("miner/recording.h", "base/text.h"). CMakeLists.txt links the layers in the
 same order; this catches the #include that would make a lower layer need a higher one before the linker does.
 
 Usage: scripts/check_layers.py      exit 0 when every #include keeps the order, 1 otherwise (each breach listed).
@@ -49,16 +49,26 @@ def main():
                     breaches.append(f"src/{layer}/{f.name}:{n}: \"{target}\": {layer} may include only "
                                     f"{', '.join(sorted(BELOW[layer])) or 'itself'}")
     # Above src/: the evaluation (localizer/eval/, target spark_eval) builds on the localizer, the localizer on the
-    # miner, never the reverse.
-    localizer_headers = tuple(sorted(h.name for h in (ROOT / "localizer").glob("*.h")))
-    for folder, banned, why in ((ROOT / "localizer", ("eval/",), "the localizer does not include the evaluation"),
-                                (ROOT / "miner", ("eval/",) + localizer_headers,
-                                 "the miner does not include the localizer or the evaluation")):
+    # miner, never the reverse; cli/ is above them all. Every include names its folder from the project root
+    # ("miner/recording.h") or src/ ("base/text.h"), so a reader sees where a header lives.
+    above = (("cli", ()),
+             ("localizer/eval", ("cli/",)),
+             ("localizer", ("cli/", "localizer/eval/"), "the localizer does not include the evaluation or cli/"),
+             ("miner", ("cli/", "localizer/"), "the miner does not include the localizer, the evaluation or cli/"))
+    for entry in above:
+        folder, banned = ROOT / entry[0], entry[1]
+        why = entry[2] if len(entry) > 2 else f"{entry[0]}/ does not include cli/"
         for f in sorted(folder.glob("*.[hc]*")):
             for n, line in enumerate(f.read_text().splitlines(), 1):
                 m = INCLUDE.match(line)
-                if m and m.group(1).startswith(banned):
-                    breaches.append(f"{f.relative_to(ROOT)}:{n}: \"{m.group(1)}\": {why}")
+                if not m:
+                    continue
+                target = m.group(1)
+                if banned and target.startswith(banned):
+                    breaches.append(f"{f.relative_to(ROOT)}:{n}: \"{target}\": {why}")
+                elif "/" not in target and not target.endswith(".inc"):
+                    breaches.append(f"{f.relative_to(ROOT)}:{n}: \"{target}\" names no folder (write "
+                                    f"\"{entry[0].split('/')[0]}/...\" or a src/ layer's)")
     stray = [p.name for p in (ROOT / "src").iterdir() if p.is_file()]
     if stray:
         breaches.append("files outside the layer folders of src/: " + ", ".join(sorted(stray)))

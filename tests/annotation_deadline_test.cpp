@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "code/structure_cache.h"
-#include "index_build.h"
-#include "line_features.h"
-#include "localizer.h"
+#include "localizer/index_build.h"
+#include "localizer/line_features.h"
+#include "localizer/localizer.h"
 #include "test_util.h"
 
 namespace spark {

@@ -1,4 +1,4 @@
-#include "answer.h"
+#include "localizer/answer.h"
 
 #include <gtest/gtest.h>
 

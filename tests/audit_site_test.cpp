@@ -1,6 +1,6 @@
 // The audit in a browser, request by request (miner/audit_site.h): who gets in, what each page shows, what each
 // decision stores. The real server, clicked in headless Chromium, is tests/audit_browser_check.py.
-#include "audit_site.h"
+#include "miner/audit_site.h"
 
 #include <gtest/gtest.h>
 

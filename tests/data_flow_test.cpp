@@ -1,10 +1,10 @@
-#include "data_flow.h"
+#include "localizer/data_flow.h"
 
 #include <gtest/gtest.h>
 
+#include "base/text.h"
 #include "code/python_structure.h"
 #include "code/scope.h"
-#include "base/text.h"
 
 namespace spark {
 namespace {

@@ -103,9 +103,9 @@ TEST(dev_corpus, policies_narrow_the_knowledge_base_by_time) {
 
 }  // namespace spark
 
-#include "held_out.h"
-#include "index_build.h"
-#include "localizer.h"
+#include "localizer/held_out.h"
+#include "localizer/index_build.h"
+#include "localizer/localizer.h"
 
 namespace spark {
 

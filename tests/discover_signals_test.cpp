@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "base/process.h"
-#include "discover.h"
 #include "formats/case.h"
-#include "runner.h"
+#include "miner/discover.h"
+#include "miner/runner.h"
 #include "test_util.h"
 
 namespace spark {

@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "base/text.h"
-#include "discover.h"
 #include "formats/case.h"
-#include "git_history.h"
-#include "mining_store.h"
+#include "miner/discover.h"
+#include "miner/git_history.h"
+#include "miner/mining_store.h"
 #include "store/knowledge_base.h"
 #include "test_util.h"
 

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "formats/case.h"
-#include "import_change.h"
-#include "mining_store.h"
-#include "project_tests.h"
+#include "miner/import_change.h"
+#include "miner/mining_store.h"
+#include "miner/project_tests.h"
 #include "store/knowledge_base.h"
 #include "test_util.h"
 

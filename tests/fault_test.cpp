@@ -26,9 +26,9 @@
 #include <nlohmann/json.hpp>
 
 #include "chat_server.h"
-#include "store/knowledge_base.h"
-#include "mining_store.h"
+#include "miner/mining_store.h"
 #include "pg_test.h"
+#include "store/knowledge_base.h"
 #include "store/postgres_db.h"
 #include "test_util.h"
 

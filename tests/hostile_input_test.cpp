@@ -5,17 +5,17 @@
 #include <string>
 #include <tuple>
 
-#include "answer.h"
+#include "base/pcre_regex.h"
+#include "base/text.h"
+#include "code/python_structure.h"
 #include "formats/case.h"
 #include "formats/config.h"
 #include "formats/error_message.h"
 #include "formats/junit.h"
-#include "miner.h"
-#include "base/pcre_regex.h"
-#include "code/python_structure.h"
 #include "formats/redact.h"
+#include "localizer/answer.h"
+#include "miner/miner.h"
 #include "test_util.h"
-#include "base/text.h"
 
 namespace spark {
 namespace {

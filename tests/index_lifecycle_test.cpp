@@ -1,6 +1,6 @@
 // The vector index's lifecycle (localizer/index_lifecycle.h), driven directly: missing → built, stale → caught up, made by an
 // older embedder or damaged → built again, holding cases the store lost → built again with the reason.
-#include "index_lifecycle.h"
+#include "localizer/index_lifecycle.h"
 
 #include <gtest/gtest.h>
 

@@ -21,12 +21,12 @@
 #include "base/text.h"
 #include "chat_server.h"
 #include "formats/case.h"
-#include "git_history.h"
-#include "store/knowledge_base.h"
-#include "mining_store.h"
-#include "runner.h"
-#include "retrieval/vector_index.h"
 #include "json_schema.h"
+#include "miner/git_history.h"
+#include "miner/mining_store.h"
+#include "miner/runner.h"
+#include "retrieval/vector_index.h"
+#include "store/knowledge_base.h"
 #include "test_util.h"
 
 namespace spark {

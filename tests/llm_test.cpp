@@ -5,11 +5,11 @@
 #include <chrono>
 
 #include "chat_server.h"
-#include "llm/llm_client.h"
-#include "llm_stage.h"
 #include "code/structure_cache.h"
-#include "test_util.h"
 #include "code/tokens.h"
+#include "llm/llm_client.h"
+#include "localizer/llm_stage.h"
+#include "test_util.h"
 
 namespace spark {
 namespace {

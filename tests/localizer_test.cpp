@@ -1,11 +1,11 @@
-#include "index_build.h"
-#include "localizer.h"
+#include "localizer/index_build.h"
+#include "localizer/localizer.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "report.h"
+#include "localizer/report.h"
 #include "test_util.h"
 
 namespace spark {

@@ -13,8 +13,8 @@
 #include "base/text.h"
 #include "formats/case.h"
 #include "formats/junit.h"
-#include "miner.h"
-#include "report.h"
+#include "localizer/report.h"
+#include "miner/miner.h"
 #include "test_util.h"
 
 namespace spark {

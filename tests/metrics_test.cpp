@@ -1,5 +1,5 @@
 // The paper's metrics and the significance tests, against values computed by hand.
-#include "eval/metrics.h"
+#include "localizer/eval/metrics.h"
 
 #include <gtest/gtest.h>
 

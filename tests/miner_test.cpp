@@ -1,6 +1,6 @@
 // The miner's git layer on real repositories the test makes with git itself.
-#include "git_history.h"
-#include "miner.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
 
 #include <gtest/gtest.h>
 

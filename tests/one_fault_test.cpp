@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/case.h"
-#include "mining_store.h"
+#include "miner/mining_store.h"
 #include "store/knowledge_base.h"
 #include "test_util.h"
 

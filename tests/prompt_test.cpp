@@ -1,14 +1,14 @@
 // The built-in templates, filled: golden files (tests/golden/prompt_<mode>.txt) pin every word the model sees.
 // After an intended template change: SPARK_UPDATE_GOLDEN=1 build/tests/spark_tests --gtest_filter='prompt.*'
-#include "prompt.h"
+#include "localizer/prompt.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "code/structure_cache.h"
-#include "test_util.h"
 #include "code/tokens.h"
+#include "test_util.h"
 
 namespace spark {
 namespace {
@@ -69,7 +69,7 @@ Result<Prompt> build(Mode mode, const std::string& template_text = {}) {
 }
 
 TEST(prompt, builtin_templates_match_their_golden_files) {
-  for (Mode m : {Mode::baseline, Mode::standard, Mode::annotation_free, Mode::directive, Mode::naive_rag, Mode::hybrid}) {
+  for (Mode m : {Mode::baseline, Mode::default_mode, Mode::annotation_free, Mode::directive, Mode::naive_rag, Mode::hybrid}) {
     auto p = build(m);
     ASSERT_TRUE(p) << p.error().message;
     check_golden(std::string(mode_name(m)), p->text);
@@ -78,7 +78,7 @@ TEST(prompt, builtin_templates_match_their_golden_files) {
 
 TEST(prompt, what_each_mode_shows) {
   const auto baseline = build(Mode::baseline)->text;
-  const auto standard = build(Mode::standard)->text;
+  const auto standard = build(Mode::default_mode)->text;
   const auto free = build(Mode::annotation_free)->text;
   const auto directive = build(Mode::directive)->text;
   const auto rag = build(Mode::naive_rag)->text;
@@ -113,7 +113,7 @@ TEST(prompt, what_each_mode_shows) {
 }
 
 TEST(prompt, a_user_template_replaces_the_builtin_one_and_must_show_code_and_error) {
-  auto p = build(Mode::standard, "Code:\n{test_code}\nError:\n{err_msg}\nGive {k} of 1..{max_element_id} as {output_template}. {unknown}");
+  auto p = build(Mode::default_mode, "Code:\n{test_code}\nError:\n{err_msg}\nGive {k} of 1..{max_element_id} as {output_template}. {unknown}");
   ASSERT_TRUE(p);
   EXPECT_TRUE(p->text.starts_with("Code:\n1: from shapes import area\n"));
   EXPECT_NE(p->text.find("Give 3 of 1..8"), std::string::npos);

@@ -6,10 +6,10 @@
 #include <algorithm>
 
 #include "base/text.h"
-#include "git_history.h"
-#include "miner.h"
-#include "mining_store.h"
-#include "queries.h"
+#include "localizer/queries.h"
+#include "miner/git_history.h"
+#include "miner/miner.h"
+#include "miner/mining_store.h"
 #include "store/knowledge_base.h"
 #include "test_util.h"
 
@@ -135,7 +135,7 @@ TEST(copied_tables, are_the_schemas_tables_with_their_columns_and_keys) {
   const auto& tables = copied_tables();
   std::vector<std::string> names;
   for (const auto& t : tables) names.push_back(t.name);
-  // Parents before children; the store's own settings and the unused embeddings table are not copied.
+  // Parents before children; the store's own settings are not copied.
   EXPECT_EQ(names, (std::vector<std::string>{"blobs", "cases", "case_files", "outcomes", "failures"}));
   const auto& cases = tables[1];
   EXPECT_EQ(cases.key, "rowid");

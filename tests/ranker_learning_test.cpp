@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/case.h"
-#include "index_build.h"
+#include "localizer/index_build.h"
 #include "test_util.h"
 
 namespace spark {

@@ -12,7 +12,7 @@
 #include "formats/case.h"
 #include "formats/error_message.h"
 #include "formats/junit.h"
-#include "miner.h"
+#include "miner/miner.h"
 #include "test_util.h"
 
 namespace spark {

@@ -9,10 +9,10 @@
 #include "base/text.h"
 #include "formats/config.h"
 #include "llm/llm_client.h"
-#include "llm_stage.h"
-#include "localizer.h"
-#include "mining_store.h"
-#include "prompt.h"
+#include "localizer/llm_stage.h"
+#include "localizer/localizer.h"
+#include "localizer/prompt.h"
+#include "miner/mining_store.h"
 #include "test_util.h"
 
 namespace spark {

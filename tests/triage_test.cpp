@@ -7,11 +7,11 @@
 #include <sstream>
 
 #include "json_schema.h"
-#include "localizer.h"
-#include "report.h"
-#include "suggest.h"
+#include "localizer/localizer.h"
+#include "localizer/report.h"
+#include "localizer/suggest.h"
+#include "localizer/verdict.h"
 #include "test_util.h"
-#include "verdict.h"
 
 namespace spark {
 

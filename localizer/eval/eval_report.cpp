@@ -1,4 +1,4 @@
-#include "eval/eval_report.h"
+#include "localizer/eval/eval_report.h"
 
 #include <unistd.h>
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "eval/evaluation.h"
+#include "localizer/eval/evaluation.h"
 
 namespace spark {
 

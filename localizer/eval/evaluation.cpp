@@ -1,4 +1,4 @@
-#include "eval/evaluation.h"
+#include "localizer/eval/evaluation.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 #include "base/clock.h"
 #include "base/text.h"
 #include "code/structure_cache.h"
-#include "prompt.h"
+#include "localizer/prompt.h"
 
 namespace spark {
 
@@ -211,7 +211,7 @@ Result<EvalMode> EvalMode::parse(std::string_view name) {
   auto mode = parse_mode(name);
   if (mode) return EvalMode(*mode);
   std::string known = "traceback, annotation";
-  for (Mode m : {Mode::builtin, Mode::baseline, Mode::standard, Mode::random, Mode::annotation_free, Mode::directive,
+  for (Mode m : {Mode::builtin, Mode::baseline, Mode::default_mode, Mode::random, Mode::annotation_free, Mode::directive,
                  Mode::naive_rag, Mode::hybrid})
     known += ", " + std::string(mode_name(m));
   return fail("unknown mode \"" + std::string(name) + "\" (known: " + known + ")");

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "code/structure_cache.h"
-#include "eval/metrics.h"
 #include "formats/defaults.h"
-#include "held_out.h"
-#include "llm_stage.h"
-#include "localizer.h"
-#include "prompt.h"
+#include "localizer/eval/metrics.h"
+#include "localizer/held_out.h"
+#include "localizer/llm_stage.h"
+#include "localizer/localizer.h"
+#include "localizer/prompt.h"
 #include "store/knowledge_base.h"
 
 namespace spark {

@@ -1,4 +1,4 @@
-#include "eval/metrics.h"
+#include "localizer/eval/metrics.h"
 
 #include <algorithm>
 #include <cmath>

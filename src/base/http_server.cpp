@@ -1,9 +1,12 @@
 #include "base/http_server.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <filesystem>
+#include <thread>
 
 #include "base/http_plugin_abi.h"
 #include "base/shared_library.h"
@@ -130,5 +133,30 @@ Status HttpServer::serve() {
 }
 
 void HttpServer::stop() { plugin_->spark_http_stop(static_cast<SparkHttpServer*>(server_)); }
+
+sigset_t block_stop_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+Status serve_until_stop_signal(HttpServer& server, const sigset_t& signals) {
+  std::atomic<bool> served_out{false};
+  std::thread waiter([&] {
+    while (!served_out) {
+      const timespec tick{0, 200'000'000};
+      if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+        server.stop();
+        return;
+      }
+    }
+  });
+  const Status served = server.serve();
+  served_out = true;
+  waiter.join();
+  return served;
+}
 
 }  // namespace spark

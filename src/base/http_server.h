@@ -11,6 +11,8 @@
 // ../lib/spark beside it (an install: /usr/bin/spark, /usr/lib/spark/spark-http.so).
 #pragma once
 
+#include <signal.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -94,5 +96,12 @@ class HttpServer {
   void* server_ = nullptr;
   int port_ = 0;
 };
+
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, and so in the threads it starts afterwards: call it before
+// HttpServer::bind, whose threads must not take them. serve_until_stop_signal then waits for them.
+sigset_t block_stop_signals();
+
+// Serves until one of `signals` (block_stop_signals) arrives, then stops as stop() does; an error when serving failed.
+Status serve_until_stop_signal(HttpServer& server, const sigset_t& signals);
 
 }  // namespace spark

@@ -537,7 +537,7 @@ class BraceWalker {
 };
 
 // Called names per function (Java method invocations, JavaScript calls by name or property): one pass.
-void collect_calls(std::string_view src, const TSTree* tree, CodeStructure& out) {
+void collect_brace_calls(std::string_view src, const TSTree* tree, CodeStructure& out) {
   if (out.functions.empty()) return;
   CallRecorder calls(out);
   const auto record = [&](TSNode n) {
@@ -593,7 +593,7 @@ CodeStructure analyze_brace(std::string_view source, Language language, bool tsx
     out.has_syntax_errors = true;
   }
   assemble_structure(source, std::move(walker.stmts), walker.comments, out);
-  if (tree) collect_calls(source, tree.get(), out);
+  if (tree) collect_brace_calls(source, tree.get(), out);
   return out;
 }
 

@@ -330,13 +330,21 @@ std::string_view level_name(Level level) {
   return "line";
 }
 
+constexpr Level kLevels[] = {Level::line, Level::statement, Level::block, Level::function};
+
 bool parse_level(std::string_view text, Level& out) {
-  for (Level l : {Level::line, Level::statement, Level::block, Level::function})
+  for (Level l : kLevels)
     if (text == level_name(l)) {
       out = l;
       return true;
     }
   return false;
+}
+
+std::vector<std::string> level_names() {
+  std::vector<std::string> names;
+  for (Level l : kLevels) names.emplace_back(level_name(l));
+  return names;
 }
 
 int unit_of(const CodeStructure& s, Level level, int line) {

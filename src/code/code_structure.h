@@ -126,6 +126,8 @@ class CallRecorder {
 enum class Level { line, statement, block, function };
 std::string_view level_name(Level level);
 bool parse_level(std::string_view text, Level& out);
+// Every level's name, finest first.
+std::vector<std::string> level_names();
 // The unit id of `line` at `level` (the line itself at line level).
 int unit_of(const CodeStructure& s, Level level, int line);
 

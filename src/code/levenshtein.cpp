@@ -199,4 +199,16 @@ double normalized_levenshtein_bounded(const PreparedLine& a, const PreparedLine&
   return over(edits <= sought ? edits : k + 1);
 }
 
+std::string closest_name(const std::string& given, const std::vector<std::string>& known) {
+  const std::u32string u(given.begin(), given.end());
+  std::string best;
+  size_t best_cost = std::max<size_t>(2, (given.size() - 2) / 3) + 1;  // edits allowed, plus one
+  for (const auto& k : known) {
+    const bool prefix = k.size() >= 5 && given.starts_with(k);
+    const size_t cost = prefix ? 0 : levenshtein(u, std::u32string(k.begin(), k.end()));
+    if (cost < best_cost || (cost == 0 && prefix && k.size() > best.size())) best = k, best_cost = cost;
+  }
+  return best;
+}
+
 }  // namespace spark

@@ -10,11 +10,17 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace spark {
 
 // Edit distance with unit costs. Bit-parallel (Myers 1999, Hyyrö's block form): O(ceil(m/64)·n) word operations.
 size_t levenshtein(std::u32string_view a, std::u32string_view b);
+
+// The name in `known` that `given` most likely meant (an unknown command-line option): the longest one of at least
+// 5 characters that `given` starts with ("--junitxml" → "--junit"), else the nearest within max(2, (|given| - 2) / 3)
+// edits; "" when none is.
+std::string closest_name(const std::string& given, const std::vector<std::string>& known);
 
 // The edit distance when it is at most `k`, else k + 1. The common prefix and suffix are cut off first (they change
 // no distance), a length difference above k answers at once, and the rest runs Hyyrö's bit-parallel kernel over the

@@ -205,7 +205,7 @@ class Walker {
 
 // Called names: one depth-first pass with a single cursor, comparing symbol ids (a TSQuery or a cursor per node
 // costs several times more on large files).
-void collect_calls(std::string_view src, const TSTree* tree, CodeStructure& out) {
+void collect_python_calls(std::string_view src, const TSTree* tree, CodeStructure& out) {
   if (out.functions.empty()) return;
   const TSLanguage* lang = tree_sitter_python();
   static const TSSymbol kCall = ts_language_symbol_for_name(lang, "call", 4, true);
@@ -256,7 +256,7 @@ CodeStructure structure_from_tree(std::string_view source, const TSTree* tree) {
   std::vector<StatementSpan> stmts = std::move(walker.stmts);
   // Called names need the per-line functions assemble_structure fills, so they are collected after it.
   assemble_structure(source, std::move(stmts), comments, out);
-  if (tree) collect_calls(source, tree, out);
+  if (tree) collect_python_calls(source, tree, out);
   return out;
 }
 

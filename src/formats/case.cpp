@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <limits>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -53,6 +55,15 @@ bool expect(std::string_view s, size_t& i, char c) {
 }
 
 }  // namespace
+
+std::optional<LineRef> parse_line_ref(std::string_view text) {
+  const size_t colon = text.rfind(':');
+  const std::string number(colon == std::string_view::npos ? text : text.substr(colon + 1));
+  char* end = nullptr;
+  const long line = std::strtol(number.c_str(), &end, 10);
+  if (number.empty() || *end != '\0' || line < 1 || line > std::numeric_limits<int>::max()) return std::nullopt;
+  return LineRef{colon == std::string_view::npos ? "" : std::string(text.substr(0, colon)), static_cast<int>(line)};
+}
 
 Result<int64_t> parse_iso8601(std::string_view s) {
   size_t i = 0;

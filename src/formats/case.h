@@ -30,6 +30,9 @@ struct LineRef {
   friend auto operator<=>(const LineRef&, const LineRef&) = default;
 };
 
+// "12" or "tests/t.py:12" as a LineRef (an empty path for the first); nullopt when it names no line.
+std::optional<LineRef> parse_line_ref(std::string_view text);
+
 struct Case {
   std::string id;
   std::string project;

@@ -140,4 +140,34 @@ std::vector<TrustedFile> trusted_files() {
   return out;
 }
 
+std::vector<Config::File> config_layers(const std::optional<std::filesystem::path>& file, bool named) {
+  std::vector<Config::File> layers;
+  if (auto system = system_config_file()) layers.push_back({*system, true});
+  if (auto user = user_config_file()) layers.push_back({*user, true});
+  if (file) {
+    bool trusted = named && !inside_work_tree(*file);
+    if (!trusted)
+      if (auto content = read_file(*file)) trusted = is_trusted(*file, *content);
+    layers.push_back({*file, trusted});
+  }
+  return layers;
+}
+
+std::string trusted_files_text() {
+  std::string out;
+  for (const auto& f : trusted_files())
+    out += f.path.string() + "    # trusted " + f.trusted_at +
+           (f.unchanged ? "" : path_exists(f.path) ? "; changed since: untrusted until trusted again" : "; missing") +
+           "\n";
+  return out.empty() ? "no trusted files\n" : out;
+}
+
+std::string trusted_now_text(const std::filesystem::path& file, const Config& untrusted) {
+  std::string out = "spark: trusted " + file.string() + " as it is now; a change to it makes it untrusted again\n";
+  out += untrusted.refused().empty() ? "  (it sets nothing a repository may not set on its own)\n" : "  now used:\n";
+  for (const auto& r : untrusted.refused())
+    out += "    " + r.key + " = " + (r.text.empty() ? std::string("(hidden)") : r.text) + "    # " + r.source + "\n";
+  return out;
+}
+
 }  // namespace spark

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "formats/config.h"
 
 namespace spark {
 
@@ -43,6 +44,17 @@ bool path_inside(const std::filesystem::path& top, const std::filesystem::path& 
 
 // True when the user trusted `file` with exactly `content`.
 bool is_trusted(const std::filesystem::path& file, const std::string& content);
+
+// `spark trust --list`: each trusted file with when, and whether it changed since or is gone; one per line.
+std::string trusted_files_text();
+// What trusting `file` changes: the settings of it an untrusted repository file may not set (`untrusted`: the file
+// loaded untrusted), which are now used; the text `spark trust` says.
+std::string trusted_now_text(const std::filesystem::path& file, const Config& untrusted);
+
+// A run's configuration files, lowest first: the system's, the user's, then the project's `file` (found, or named with
+// --config: `named`). The project's is believed whole when its owner trusted it as it is, or when it was named and
+// lies outside every git work tree; otherwise it may set only what a repository may (Config::File::trusted).
+std::vector<Config::File> config_layers(const std::optional<std::filesystem::path>& file, bool named);
 
 struct TrustedFile {
   std::filesystem::path path;

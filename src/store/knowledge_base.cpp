@@ -99,10 +99,6 @@ CREATE TABLE IF NOT EXISTS case_files(
   path TEXT NOT NULL,
   blob_sha TEXT NOT NULL REFERENCES blobs(sha),
   PRIMARY KEY(case_rowid, ord)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS embeddings(
-  case_rowid INTEGER PRIMARY KEY REFERENCES cases(rowid) ON DELETE CASCADE,
-  embedder TEXT NOT NULL,
-  vector BLOB NOT NULL);
 INSERT OR IGNORE INTO settings(key, value) VALUES ('generation', '0');
 CREATE TABLE IF NOT EXISTS outcomes(
   commit_sha TEXT NOT NULL,
@@ -163,10 +159,6 @@ CREATE TABLE IF NOT EXISTS case_files(
   blob_sha TEXT COLLATE "C" NOT NULL REFERENCES blobs(sha),
   PRIMARY KEY(case_rowid, ord));
 CREATE INDEX IF NOT EXISTS case_files_blob ON case_files(blob_sha);
-CREATE TABLE IF NOT EXISTS embeddings(
-  case_rowid BIGINT PRIMARY KEY REFERENCES cases(rowid) ON DELETE CASCADE,
-  embedder TEXT NOT NULL,
-  vector BYTEA NOT NULL);
 INSERT INTO settings(key, value) VALUES ('generation', '0') ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS outcomes(
   commit_sha TEXT COLLATE "C" NOT NULL,
@@ -385,6 +377,9 @@ Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_key
         if (fault_keys_recomputed)
           if (auto s = fault_keys_recomputed(*this); !s) return s;
       }
+      // Schema 5 → 6: the table `embeddings` (never read) goes.
+      if (*version > 0 && *version < 6)
+        if (auto s = db_->exec("DROP TABLE IF EXISTS embeddings"); !s) return s;
       if (auto s = set_setting("schema_version", std::to_string(kSchemaVersion)); !s) return s;
       if (*version == 0) {
         if (auto s = set_setting("store_id", random_hex(16)); !s) return s;
@@ -451,6 +446,9 @@ Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
   if (auto s = db_->exec(kSchema3); !s) return s;
   if (version > 0 && version < 5 && fault_keys_recomputed)
     if (auto s = fault_keys_recomputed(*this); !s) return s;
+  // Schema 5 → 6: the table `embeddings` (a copy of every vector before the vector index; never read) goes.
+  if (version > 0 && version < 6)
+    if (auto s = db_->exec("DROP TABLE IF EXISTS embeddings"); !s) return s;
   if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(kSchemaVersion)); !s) return s;
   return tx->commit();
 }
@@ -813,7 +811,6 @@ Result<std::vector<std::string>> KnowledgeBase::error_messages(const std::vector
   return out;
 }
 
-Status KnowledgeBase::clear_embeddings() { return db_->exec("DELETE FROM embeddings"); }
 
 Result<std::optional<std::string>> KnowledgeBase::setting(const std::string& key) {
   auto st = db_->prepare("SELECT value FROM settings WHERE key = ?");
@@ -868,7 +865,7 @@ const std::vector<StoreTable>& copied_tables() {
         t.integer.push_back(rest.starts_with("INTEGER"));
         if (rest.find("PRIMARY KEY") != std::string_view::npos) t.key = column;
       }
-      if (t.name != "settings" && t.name != "embeddings") out.push_back(std::move(t));
+      if (t.name != "settings") out.push_back(std::move(t));
     }
     return out;
   }();

@@ -19,13 +19,15 @@
 
 #include "base/result.h"
 #include "formats/case.h"
+#include "formats/redact.h"
 #include "store/database.h"
 
 namespace spark {
 
 // 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state). 3: each
 // failure's fault key (one case per fault). 4: each case's `language` field beside its record (the sketches carry it).
-inline constexpr int kSchemaVersion = 5;
+// 5: fault keys without the test. 6: no `embeddings` table (the vectors live in the local index).
+inline constexpr int kSchemaVersion = 6;
 
 // Where a case came from, for error messages ("cases.jsonl:12").
 struct CaseOrigin {
@@ -140,9 +142,6 @@ class KnowledgeBase {
   Result<std::vector<std::string>> blobs(const std::vector<std::string>& keys);
   Result<std::vector<std::string>> error_messages(const std::vector<int64_t>& rowids);
 
-  // Stores before the vector index kept a copy of every vector here (table `embeddings`, never read): empties it.
-  Status clear_embeddings();
-
   // Removes the cases with these ids (absent ids are ignored), in one transaction. Returns how many were removed.
   Result<size_t> remove_cases(const std::vector<std::string>& ids);
 
@@ -177,7 +176,7 @@ struct StoreTable {
   std::string key;
 };
 // The tables a copy carries, parents before children: every table of the schema but `settings` (the store's own
-// identity lives there; copy_store carries the other settings) and `embeddings` (never read).
+// identity lives there; copy_store carries the other settings).
 const std::vector<StoreTable>& copied_tables();
 
 // What copy_store carried.
@@ -188,5 +187,15 @@ struct StoreCopy {
 // identity, generation) from `from` into `to`, which must be empty (a copy never merges), in one transaction of `to`
 // checked table by table before it commits; `to`'s generation moves on. The vector index is not copied.
 Result<StoreCopy> copy_store(KnowledgeBase& from, KnowledgeBase& to);
+
+// What export_cases wrote.
+struct CasesExport {
+  size_t cases = 0, redacted = 0;
+  std::map<std::string, size_t> by_rule;  // secrets redacted, by rule
+};
+// `spark export`: every stored case as a JSON Lines record (case_to_json: lossless), redacted with `redactor` when one
+// is given. `sink` takes the text in pieces of at least 1 MiB (the last one smaller); its error ends the export.
+Result<CasesExport> export_cases(KnowledgeBase& kb, const Redactor* redactor,
+                                 const std::function<Status(const std::string&)>& sink);
 
 }  // namespace spark

@@ -1,5 +1,10 @@
-// copy_store (knowledge_base.h): `spark kb copy`, table by table as the store's own schema defines them.
+// copy_store and export_cases (knowledge_base.h): `spark kb copy`, table by table as the store's own schema defines
+// them, and `spark export`, case by case.
 #include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/text.h"
 
 #include "store/database.h"
 #include "store/knowledge_base.h"
@@ -95,6 +100,30 @@ Result<StoreCopy> copy_store(KnowledgeBase& from, KnowledgeBase& to) {
   }
   TRY(tx->commit());
   return copied;
+}
+
+Result<CasesExport> export_cases(KnowledgeBase& kb, const Redactor* redactor,
+                                 const std::function<Status(const std::string&)>& sink) {
+  CasesExport done;
+  std::string out;
+  const Status walked = kb.for_each([&](int64_t, const Case& stored) -> Status {
+    ++done.cases;
+    if (redactor) {
+      Case c = stored;
+      done.redacted += redact_case(c, *redactor, done.by_rule);
+      out += json_text(case_to_json(c));
+    } else {
+      out += json_text(case_to_json(stored));
+    }
+    out += '\n';
+    if (out.size() < (size_t{1} << 20)) return {};
+    TRY(sink(out));
+    out.clear();
+    return {};
+  });
+  TRY(walked);
+  if (!out.empty()) TRY(sink(out));
+  return done;
 }
 
 }  // namespace spark

@@ -1,8 +1,8 @@
 // The LLM's answer: whatever the model says, the ids returned are distinct, in 1..max_id and name code.
 #include <set>
 
-#include "answer.h"
 #include "fuzz_util.h"
+#include "localizer/answer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;

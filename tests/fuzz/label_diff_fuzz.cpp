@@ -2,9 +2,9 @@
 // version; a version against itself labels nothing; a pure addition labels nothing.
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include "fuzz_util.h"
-#include "git_history.h"
 #include "base/text.h"
+#include "fuzz_util.h"
+#include "miner/git_history.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;

@@ -1,7 +1,7 @@
 // Outcome JSONL (spark mine --outcomes): an error names the file and line; an outcome read has a hex commit and a
 // test id.
 #include "fuzz_util.h"
-#include "miner.h"
+#include "miner/miner.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spark;
