@@ -131,18 +131,27 @@ TEST(KnowledgeBase, refuses_a_newer_schema_a_foreign_database_and_a_corrupt_file
   EXPECT_NE(missing.error().message.find("no knowledge base at"), std::string::npos);
 }
 
-TEST(KnowledgeBase, a_schema_1_store_is_upgraded_in_place_keeping_its_cases) {
-  TempDir dir;
+namespace {
+
+// A store at `dir` holding the case "old", then turned by `sql` into what an older spark left.
+void make_older_store(const std::filesystem::path& dir, const char* sql) {
   {
-    auto kb = KnowledgeBase::open(dir / "kb", true);
+    auto kb = KnowledgeBase::open(dir, true);
     ASSERT_TRUE(kb);
     ASSERT_TRUE((*kb)->import_cases({make("old", 1)}, {}, false));
   }
-  // What a schema-1 store looked like: no miner tables.
   sqlite3* db = nullptr;
-  sqlite3_open((dir / "kb" / "kb.sqlite").c_str(), &db);
-  sqlite3_exec(db, "DROP TABLE outcomes; DROP TABLE failures; PRAGMA user_version=1", nullptr, nullptr, nullptr);
+  sqlite3_open((dir / "kb.sqlite").c_str(), &db);
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
+}
+
+}  // namespace
+
+TEST(KnowledgeBase, a_schema_1_store_is_upgraded_in_place_keeping_its_cases) {
+  TempDir dir;
+  // What a schema-1 store looked like: no miner tables.
+  make_older_store(dir / "kb", "DROP TABLE outcomes; DROP TABLE failures; PRAGMA user_version=1");
   auto kb = KnowledgeBase::open(dir / "kb", false);
   ASSERT_TRUE(kb) << kb.error().message;
   EXPECT_TRUE((*kb)->find("old")->has_value());
@@ -151,6 +160,23 @@ TEST(KnowledgeBase, a_schema_1_store_is_upgraded_in_place_keeping_its_cases) {
   auto version = (*kb)->database().prepare("PRAGMA user_version");
   ASSERT_TRUE(version && *version->step());
   EXPECT_EQ(version->int64(0), kSchemaVersion);
+}
+
+TEST(KnowledgeBase, a_schema_5_store_loses_its_unused_embeddings_table_and_keeps_its_cases) {
+  TempDir dir;
+  // What a schema-5 store looked like: an `embeddings` table beside the cases, never read.
+  make_older_store(dir / "kb",
+                   "CREATE TABLE embeddings(case_rowid INTEGER PRIMARY KEY REFERENCES cases(rowid) ON DELETE CASCADE, "
+                   "embedder TEXT NOT NULL, vector BLOB NOT NULL); PRAGMA user_version=5");
+  auto kb = KnowledgeBase::open(dir / "kb", false);
+  ASSERT_TRUE(kb) << kb.error().message;
+  EXPECT_TRUE((*kb)->find("old")->has_value());
+  auto tables = (*kb)->database().prepare("SELECT count(*) FROM sqlite_master WHERE name = 'embeddings'");
+  ASSERT_TRUE(tables && *tables->step());
+  EXPECT_EQ(tables->int64(0), 0);
+  auto version = (*kb)->database().prepare("PRAGMA user_version");
+  ASSERT_TRUE(version && *version->step());
+  EXPECT_EQ(version->int64(0), 6);
 }
 
 TEST(KnowledgeBase, concurrent_writers_wait_instead_of_failing) {

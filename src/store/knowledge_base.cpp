@@ -397,11 +397,17 @@ Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_key
 }
 
 Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
-  auto st = db_->prepare("PRAGMA user_version");
-  TRY(st);
-  auto row = st->step();
-  if (!row) return std::unexpected(with_context("knowledge base ", row.error()));
-  const int64_t version = st->int64(0);
+  // Read, then the statement finished: a statement still open keeps a table from being dropped ("table is locked").
+  const auto read_version = [&]() -> Result<int64_t> {
+    auto st = db_->prepare("PRAGMA user_version");
+    TRY(st);
+    auto row = st->step();
+    if (!row) return std::unexpected(with_context("knowledge base ", row.error()));
+    return st->int64(0);
+  };
+  auto read = read_version();
+  TRY(read);
+  const int64_t version = *read;
   if (version > kSchemaVersion)
     return fail("knowledge base " + db_path().string() + " has schema version " + std::to_string(version) +
                 ", newer than this spark understands (" + std::to_string(kSchemaVersion) + "); upgrade spark");
