@@ -38,7 +38,7 @@ cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=cl
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_FUZZ=ON -DSPARK_WERROR=ON \
       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-      -DSPARK_BUILD_TESTS=ON -DSPARK_BUILD_BENCH=OFF >/dev/null
+      -DSPARK_BUILD_TESTS=ON -DSPARK_BUILD_BENCH=OFF -DSPARK_UNITY=ON >/dev/null
 if [ "$build_only" = 1 ]; then
     cmake --build "$build" -j"$jobs"
     exit 0

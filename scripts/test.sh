@@ -35,16 +35,18 @@ SANITIZE_SKIP='^(package\.|fault\.kill_9_during_|languages\.|lang_corpus_makes_c
 # The store tests start their own PostgreSQL server (setup.sh --tests installs it): here they must run, not skip.
 export SPARK_REQUIRE_POSTGRES=1
 
-phase build "build (warnings as errors)"
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_WERROR=ON >/dev/null
+phase build "build (warnings as errors; the libraries and the binary in unity batches)"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_WERROR=ON -DSPARK_UNITY=ON >/dev/null
 cmake --build "$root/build" -j"$jobs"
 phase tests "tests"
 ctest --test-dir "$root/build" --output-on-failure -j"$jobs"
 
 if [ "${SPARK_SKIP_TIDY:-0}" != 1 ]; then
-    # .clang-tidy's checks over every source file of src/, localizer/, miner/ and cli/: a finding fails the run.
+    # .clang-tidy's checks over every source file of src/, localizer/, miner/ and cli/: a finding fails the run. A unity
+    # build's compile_commands.json names its batches, not the files: build-tidy is configured file by file, not built.
     phase tidy "clang-tidy"
-    "$root/scripts/tidy.sh" "$root/build"
+    cmake -S "$root" -B "$root/build-tidy" -DSPARK_BUILD_TESTS=OFF -DSPARK_BUILD_BENCH=OFF >/dev/null
+    "$root/scripts/tidy.sh" "$root/build-tidy"
 fi
 
 if [ "${SPARK_SKIP_SANITIZE:-0}" != 1 ]; then

@@ -24,6 +24,14 @@ namespace {
   const std::filesystem::path data = dev_data();                                                            \
   if (data.empty()) GTEST_SKIP() << "../shared/data/dev is absent (a plain clone): development-corpus tests skipped"
 
+// Under the sanitizers (6 to 8 times slower) the corpus-wide loops below take every 4th case or its first project: the
+// same code on the same real data, a quarter of the iterations. The plain pass runs them whole.
+#if defined(SPARK_ASAN)
+constexpr size_t kSanitizerStride = 4;
+#else
+constexpr size_t kSanitizerStride = 1;
+#endif
+
 std::vector<std::string> corpus_files(const std::filesystem::path& data) {
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(data))
@@ -37,24 +45,30 @@ std::vector<std::string> corpus_files(const std::filesystem::path& data) {
 TEST(dev_corpus, imports_exports_losslessly_and_localizes_every_project) {
   REQUIRE_DEV_DATA();
   TempDir dir;
+  std::vector<std::string> files = corpus_files(data);
+  if (kSanitizerStride > 1) files.resize(1);
   std::vector<std::string> args = {"import"};
-  for (const auto& f : corpus_files(data)) args.push_back(f);
+  for (const auto& f : files) args.push_back(f);
   auto imp = run_spark(args, dir.path());
   ASSERT_EQ(imp.exit_code, 0) << imp.err;
   auto again = run_spark(args, dir.path());
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_NE(again.out.find("0 new, 0 replaced, 498 unchanged"), std::string::npos) << again.out;
 
   // Export is the same objects, in the same order (unknown keys would move under meta; the corpus has none).
   auto exp = run_spark({"export"}, dir.path());
   ASSERT_EQ(exp.exit_code, 0);
   std::vector<json> in, out;
-  for (const auto& f : corpus_files(data)) {
+  for (const auto& f : files) {
     std::ifstream s(f);
     std::string line;
     while (std::getline(s, line))
       if (!line.empty()) in.push_back(json::parse(line));
   }
+  const std::string stored = std::to_string(in.size());
+  if (kSanitizerStride == 1) {
+    EXPECT_EQ(stored, "498");  // the whole development corpus
+  }
+  EXPECT_NE(again.out.find("0 new, 0 replaced, " + stored + " unchanged"), std::string::npos) << again.out;
   std::istringstream es(exp.out);
   std::string line;
   while (std::getline(es, line)) out.push_back(json::parse(line));
@@ -63,10 +77,10 @@ TEST(dev_corpus, imports_exports_losslessly_and_localizes_every_project) {
 
   auto idx = run_spark({"index"}, dir.path());
   ASSERT_EQ(idx.exit_code, 0) << idx.err;
-  EXPECT_NE(idx.out.find("ranker: trained on 498 labelled cases"), std::string::npos) << idx.out;
+  EXPECT_NE(idx.out.find("ranker: trained on " + stored + " labelled cases"), std::string::npos) << idx.out;
 
   // One query per project, as a user would run it: its own case is in the knowledge base and must not be retrieved.
-  for (const auto& f : corpus_files(data)) {
+  for (const auto& f : files) {
     std::ifstream s(f);
     std::getline(s, line);
     const json c = json::parse(line);
@@ -75,7 +89,7 @@ TEST(dev_corpus, imports_exports_losslessly_and_localizes_every_project) {
     const json j = json::parse(r.out);
     EXPECT_EQ(j["ranked"].size(), 10u);
     for (const auto& rc : j["retrieved"]) EXPECT_NE(rc["id"], c["id"]);
-    EXPECT_EQ(j["knowledge_base"]["after_policy"], 497);
+    EXPECT_EQ(j["knowledge_base"]["after_policy"], in.size() - 1);
     for (const auto& e : j["ranked"]) EXPECT_FALSE(e["reasons"].empty());
   }
 }
@@ -132,7 +146,7 @@ TEST(dev_corpus, leave_one_out_retrieval_finds_same_project_cases_and_annotation
   auto entries = (*kb)->entries();
   std::vector<int64_t> rowids;
   std::map<std::string, std::string> project_of;
-  for (const auto& e : *entries) rowids.push_back(e.rowid);
+  for (size_t i = 0; i < entries->size(); i += kSanitizerStride) rowids.push_back((*entries)[i].rowid);
   for (const auto& c : cases) project_of[c.id] = c.project;
   size_t n = 0, same_project = 0, with_true_annotation = 0;
   StructureCache cache;
@@ -154,7 +168,7 @@ TEST(dev_corpus, leave_one_out_retrieval_finds_same_project_cases_and_annotation
         return {};
       });
   ASSERT_TRUE(status) << status.error().message;
-  ASSERT_EQ(n, cases.size());
+  ASSERT_EQ(n, rowids.size());
   std::printf("leave-one-out on %zu cases: top-1 case from the same project for %.1f%%; at least one true faulty line "
               "annotated (eps 0.05) for %.1f%%\n",
               n, 100.0 * same_project / n, 100.0 * with_true_annotation / n);

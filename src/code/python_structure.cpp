@@ -435,7 +435,7 @@ class FunctionSpanScan {
  private:
   struct Open {
     int indent;
-    enum Kind { kClass, kDef, kOther } kind;
+    enum Kind { kClassScope, kDefScope, kOtherScope } kind;
     std::string_view name;
   };
   struct Candidate {
@@ -560,7 +560,7 @@ bool FunctionSpanScan::read_block_header(std::string_view rest, int indent) {
   std::string_view word = take_word(rest);
   if (word == "async") word = take_word(rest);
   const bool in_classes =
-      std::all_of(stack_.begin(), stack_.end(), [](const Open& o) { return o.kind == Open::kClass; });
+      std::all_of(stack_.begin(), stack_.end(), [](const Open& o) { return o.kind == Open::kClassScope; });
   if (word == "def" || word == "class") {
     const std::string_view name = take_word(rest);
     // A header that is not `def NAME(` / `class NAME(` or `NAME:` (a type parameter list `[` too) is a syntax
@@ -575,11 +575,11 @@ bool FunctionSpanScan::read_block_header(std::string_view rest, int indent) {
                                     : !method_ && (class_name_.empty() || stack_.back().name == class_name_);
       if (wanted) open_ = Candidate{at_module, start, indent, stack_.size(), line_no_};
     }
-    stack_.push_back({indent, word == "def" ? Open::kDef : Open::kClass, name});
+    stack_.push_back({indent, word == "def" ? Open::kDefScope : Open::kClassScope, name});
     header_ = true;
   } else if (word == "if" || word == "elif" || word == "else" || word == "for" || word == "while" || word == "try" ||
              word == "except" || word == "finally" || word == "with" || word == "match" || word == "case") {
-    stack_.push_back({indent, Open::kOther, {}});
+    stack_.push_back({indent, Open::kOtherScope, {}});
     header_ = true;
     soft_header_ = word == "match" || word == "case";
   }
