@@ -416,7 +416,7 @@ Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
     // A new file, or an SQLite file that is not ours.
     auto tables = db_->prepare(
         "SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT IN "
-        "('settings','blobs','cases','case_files','embeddings','outcomes','failures')");
+        "('settings','blobs','cases','case_files','outcomes','failures')");
     TRY(tables);
     TRY(tables->step());
     if (tables->int64(0) > 0)
