@@ -243,7 +243,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
 size_t next_training_at(size_t labelled_then, const IndexBuildOptions& options) {
   const size_t first = options.training.min_training_cases;
   if (labelled_then < first) return first;
-  const auto growth = static_cast<size_t>(std::ceil(static_cast<double>(labelled_then) * options.retrain_growth));
+  const auto growth = static_cast<size_t>(std::ceil(static_cast<double>(labelled_then) * options.learn_again_growth));
   return labelled_then + std::max<size_t>(1, growth);
 }
 
@@ -259,8 +259,8 @@ Result<std::optional<RankerModel>> load_saved_ranker(const fs::path& index_dir) 
   return std::optional<RankerModel>(std::move(*ranker));
 }
 
-Result<std::optional<RetrainReport>> learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
-                                                           const IndexBuildOptions& options) {
+Result<std::optional<RankerRelearnt>> learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
+                                                          const IndexBuildOptions& options) {
   size_t labelled = 0;
   for (const CaseFacts& f : engine.facts()) labelled += f.labelled ? 1 : 0;
   if (labelled < next_training_at(engine.ranker().labelled_cases, options)) return std::nullopt;
@@ -270,7 +270,7 @@ Result<std::optional<RetrainReport>> learn_ranker_if_due(KnowledgeBase& kb, Sear
   std::erase_if(*entries, [&](const CaseEntry& e) { return !engine.index().contains(e.rowid); });
   auto ranker = learn_stamped_ranker(kb, *entries, engine.index(), options);
   TRY(ranker);
-  RetrainReport report{engine.ranker().origin, *ranker};
+  RankerRelearnt report{engine.ranker().origin, *ranker};
   TRY(engine.replace_ranker(kb, std::move(*ranker)));
   return report;
 }

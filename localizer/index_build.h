@@ -48,20 +48,20 @@ struct IndexBuildOptions {
   size_t max_training_cases = 500;
   // Between builds the ranker learns again once the labelled cases reach next_training_at(the count it last learnt
   // at): first at training.min_training_cases, then each time they have grown by this share (docs/RANKER.md).
-  double retrain_growth = 0.25;
+  double learn_again_growth = 0.25;
   unsigned threads = 0;  // worker threads for embedding; 0: SPARK_THREADS, else the machine's cores
 };
 
 Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options);
 
 // The count of labelled cases at which a ranker that learnt (or last tried to) at `labelled_then` learns again:
-// training.min_training_cases while below it, else labelled_then grown by retrain_growth (at least one case more).
+// training.min_training_cases while below it, else labelled_then grown by learn_again_growth (at least one case more).
 size_t next_training_at(size_t labelled_then, const IndexBuildOptions& options);
 
 // The ranker the index folder's manifest names; nullopt when there is no index yet.
 Result<std::optional<RankerModel>> load_saved_ranker(const std::filesystem::path& index_dir);
 
-struct RetrainReport {
+struct RankerRelearnt {
   std::string was;  // the replaced ranker's origin ("prior", "trained on N labelled cases")
   RankerModel now;  // the new one (its origin, labelled_cases, train_seconds)
 };
@@ -70,7 +70,7 @@ struct RetrainReport {
 // have reached next_training_at(the ranker's labelled_cases): as build_index learns it (the same sample bound, the
 // engine's index and statistics), and sets it on the engine (SearchEngine::replace_ranker: the engine's next
 // persist() saves it). nullopt when not due. On an error the engine keeps its ranker.
-Result<std::optional<RetrainReport>> learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
-                                                           const IndexBuildOptions& options = {});
+Result<std::optional<RankerRelearnt>> learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine,
+                                                          const IndexBuildOptions& options = {});
 
 }  // namespace spark

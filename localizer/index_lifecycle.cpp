@@ -1,8 +1,8 @@
 #include "localizer/index_lifecycle.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 
 #include "base/clock.h"
 #include "base/text.h"
@@ -84,7 +84,7 @@ std::string learns_next(const RankerModel& m) {
 
 // The note a retraining leaves: from how many labelled cases it learnt (or that it kept the prior), what it replaced,
 // how long it took, and when it learns next.
-std::string retrain_note(const RetrainReport& r) {
+std::string relearnt_note(const RankerRelearnt& r) {
   const RankerModel& m = r.now;
   if (m.origin == "prior")
     return "ranker: kept its prior weights at " + std::to_string(m.labelled_cases) + " labelled cases (fewer than " +
@@ -138,13 +138,13 @@ Result<std::optional<IndexUpdate>> catch_up_for_index(KnowledgeBase& kb, const E
 }  // namespace
 
 bool learn_ranker_if_due(KnowledgeBase& kb, SearchEngine& engine, std::vector<std::string>& notes) {
-  auto retrained = learn_ranker_if_due(kb, engine);
-  if (!retrained) {
-    notes.push_back("the ranker did not learn again (it stays as it was): " + retrained.error().message);
+  auto relearnt = learn_ranker_if_due(kb, engine);
+  if (!relearnt) {
+    notes.push_back("the ranker did not learn again (it stays as it was): " + relearnt.error().message);
     return false;
   }
-  if (!*retrained) return false;
-  notes.push_back(retrain_note(**retrained));
+  if (!*relearnt) return false;
+  notes.push_back(relearnt_note(**relearnt));
   return true;
 }
 
@@ -245,14 +245,14 @@ Result<OpenedIndex> open_for_run(std::unique_ptr<KnowledgeBase> kb, const Embedd
   TRY(engine);
   r.engine = std::move(*engine);
   if (r.engine) {
-    r.ranker_retrained = learn_ranker_if_due(*r.kb, *r.engine, notes);
+    r.ranker_relearnt = learn_ranker_if_due(*r.kb, *r.engine, notes);
     VectorIndex::search_on_this_thread();  // one query at a time: no OpenMP team per search
   }
   return r;
 }
 
 void keep_what_the_run_learnt(OpenedIndex& r, std::vector<std::string>& notes) {
-  if (!r.engine || (r.engine->added_since_load() == 0 && !r.ranker_retrained)) return;
+  if (!r.engine || (r.engine->added_since_load() == 0 && !r.ranker_relearnt)) return;
   if (auto s = r.engine->persist(*r.kb); !s)
     notes.push_back("the vector index was not updated: " + s.error().message);
   else if (r.engine->added_since_load() > 0)

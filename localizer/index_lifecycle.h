@@ -111,7 +111,7 @@ std::string ranker_status(KnowledgeBase& kb);
 struct OpenedIndex {
   std::unique_ptr<KnowledgeBase> kb;
   std::unique_ptr<SearchEngine> engine;  // none when the knowledge base holds no case
-  bool ranker_retrained = false;         // the ranker learnt again before this run (saved with the index after it)
+  bool ranker_relearnt = false;          // the ranker learnt again before this run (saved with the index after it)
 };
 // Opens `kb`'s engine (open_or_build_engine); when labelled cases arrived since the ranker last learnt, it learns
 // again before the run ranks (learn_ranker_if_due). Searches then run one at a time, on the calling thread.

@@ -290,11 +290,6 @@ std::unordered_set<std::string> error_tokens(std::string_view message) {
   return out;
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // How much of a line is a value the failure shows: 1 when the line holds a whole compared value (≥ 4 characters,
 // canonical form), else the share of its literals (strings, numbers of ≥ 2 characters) found among the values'.
 struct ValueMatcher {
@@ -302,7 +297,7 @@ struct ValueMatcher {
   std::unordered_set<std::string> literals;
   explicit ValueMatcher(const FailureForm& f) {
     for (const auto& v : f.values) {
-      std::string c = lower(canonical_code(v));
+      std::string c = ascii_lower(canonical_code(v));
       if (c.empty()) continue;
       for (auto& t : literal_tokens(c)) literals.insert(std::move(t));
       // pytest prints a string's diff lines without quotes: the bare text as a string literal.
@@ -313,7 +308,7 @@ struct ValueMatcher {
   double operator()(std::string_view line) const {
     if (whole.empty() && literals.empty()) return 0.0;
     const auto hash = line.find('#');
-    const std::string code = lower(canonical_code(line.substr(0, hash)));
+    const std::string code = ascii_lower(canonical_code(line.substr(0, hash)));
     for (const auto& w : whole)
       if (code.find(w) != std::string::npos) return 1.0;
     const auto lits = literal_tokens(code);

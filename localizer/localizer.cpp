@@ -300,6 +300,97 @@ void rank_rows_above_their_decorator(const QueryView& view, std::vector<double>&
   }
 }
 
+// One element of the ranking: the lines of one unit at the requested level (one line at the line level), scored
+// by their best line.
+struct Element {
+  const QueryLine* best = nullptr;
+  double score = -1e300;
+  int first = 0, last = 0;
+  bool annotated = false;
+  const char* cannot_be_faulty = nullptr;  // why it comes last (set once, before sorting)
+};
+
+// The query's lines gathered into elements at options.level, in file and unit order.
+std::vector<Element> elements_of(const QueryView& view, const std::vector<double>& probability,
+                                 const LocalizeOptions& options) {
+  std::map<std::pair<size_t, int>, Element> elements;
+  for (size_t li = 0; li < view.lines.size(); ++li) {
+    const QueryLine& ql = view.lines[li];
+    const auto& s = *view.files[ql.file].structure;
+    const int unit = unit_of(s, options.level, ql.line);
+    Element& g = elements[{ql.file, options.level == Level::line ? ql.line : unit}];
+    const double score = probability[li];
+    if (!g.best || score > g.score) {
+      g.best = &ql;
+      g.score = score;
+    }
+    g.first = g.first == 0 ? ql.line : std::min(g.first, ql.line);
+    g.last = std::max(g.last, ql.line);
+    g.annotated = g.annotated || (ql.best_match >= 0 && ql.best_distance <= options.epsilon);
+  }
+  std::vector<Element> out;
+  out.reserve(elements.size());
+  for (auto& [key, g] : elements) out.push_back(g);
+  return out;
+}
+
+// Lines that cannot be the fault come after every other element unless evidence says otherwise (a similar case's
+// faulty line resembles them, the traceback names them, or the error repeats their names or values): comments,
+// `def`/`class` header lines, imports, docstrings and `pass`. Decorators are not among them: a parametrize list
+// holds test data that can be wrong. (Tree-sitter puts a comment that opens a block into that block's statement,
+// so a comment is told by its text.) Returns why, or nullptr.
+const char* cannot_be_faulty(const QueryView& view, const Element& g, const LocalizeOptions& options) {
+  if (options.level != Level::line && options.level != Level::statement) return nullptr;
+  const QueryLine& ql = *g.best;
+  if (g.annotated || ql.x[kTracebackLine] > 0 || ql.x[kTracebackFrame] > 0 || ql.x[kErrorOverlap] > 0) return nullptr;
+  const std::string_view text = trim(ql.text);
+  const CodeStructure& s = *view.files[ql.file].structure;
+  const bool braces =
+      s.language == Language::java || s.language == Language::javascript || s.language == Language::typescript;
+  if (text.starts_with('#') && !braces) return "a comment";
+  if (braces && (text.starts_with("//") || text.starts_with("/*") || text.starts_with("*"))) return "a comment";
+  const std::string& kind = s.kind[static_cast<size_t>(ql.line - 1)];
+  if ((kind == "def" && (text.starts_with("def ") || text.starts_with("async def "))) ||
+      (kind == "class" && text.starts_with("class ")))
+    return "a definition's header";
+  // A Java method's header (not a JavaScript test's call, whose arguments can hold test data).
+  if (kind == "def" && s.language == Language::java && text.find('=') == std::string_view::npos)
+    return "a definition's header";
+  if (kind == "brace") return "a closing bracket";
+  if (kind == "import" || kind == "import_from" || kind == "future_import" || kind == "package") return "an import";
+  if (kind == "docstring") return "a docstring";
+  if (kind == "pass") return "a pass statement";
+  return nullptr;
+}
+
+// --explain's breakdown of one line: its features, weights and score, and the rank of the element holding it.
+LineExplanation explain_line(const QueryView& view, const std::vector<double>& probability,
+                             const std::vector<const Element*>& order, const RankerModel& model,
+                             const LocalizeOptions& options) {
+  LineExplanation ex;
+  ex.line = *options.explain;
+  if (ex.line.path.empty() && !view.files.empty()) ex.line.path = view.files.front().source->path;
+  const QueryLine* found = nullptr;
+  for (const auto& ql : view.lines)
+    if (ql.line == ex.line.line && same_file(view.files[ql.file].source->path, ex.line.path)) found = &ql;
+  if (!found) {
+    ex.note = ex.line.path + ":" + std::to_string(ex.line.line) +
+              " is not a non-blank line of the test files: blank lines and lines outside them are not ranked";
+    return ex;
+  }
+  ex.code = std::string(trim(found->text));
+  for (size_t f = 0; f < kFeatureCount; ++f) {
+    const double c = model.weights[f] * found->x[f];
+    ex.terms.push_back({std::string(feature_name(f)), found->x[f], model.weights[f], c});
+  }
+  ex.score = probability[static_cast<size_t>(found - view.lines.data())];
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i]->best->file == found->file && order[i]->first <= found->line && found->line <= order[i]->last &&
+        (options.level != Level::line || order[i]->best == found))
+      ex.rank = i + 1;
+  return ex;
+}
+
 // L = rank(τ', k): line scores from the ranker, aggregated to the requested element level by their best line, the
 // top k with their reasons (and --explain's breakdown).
 void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& faulty, const LocalizeOptions& options,
@@ -312,98 +403,25 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
     probability = model.probabilities(rows);
   }
   rank_rows_above_their_decorator(view, probability);
-  struct Group {
-    const QueryLine* best = nullptr;
-    double score = -1e300;
-    int first = 0, last = 0;
-    bool annotated = false;
-    const char* cannot_be_faulty = nullptr;  // why it comes last (set once, before sorting)
-  };
-  std::map<std::pair<size_t, int>, Group> groups;
-  for (size_t li = 0; li < view.lines.size(); ++li) {
-    const QueryLine& ql = view.lines[li];
-    const auto& s = *view.files[ql.file].structure;
-    const int unit = unit_of(s, options.level, ql.line);
-    Group& g = groups[{ql.file, options.level == Level::line ? ql.line : unit}];
-    const double score = probability[li];
-    if (!g.best || score > g.score) {
-      g.best = &ql;
-      g.score = score;
-    }
-    g.first = g.first == 0 ? ql.line : std::min(g.first, ql.line);
-    g.last = std::max(g.last, ql.line);
-    g.annotated = g.annotated || (ql.best_match >= 0 && ql.best_distance <= options.epsilon);
-  }
-  std::vector<const Group*> order;
-  order.reserve(groups.size());
-  for (const auto& [key, g] : groups) order.push_back(&g);
-  const auto distance_to_stop = [&](const Group* g) {
+  std::vector<Element> elements = elements_of(view, probability, options);
+  // Once per element, not per comparison: a 7,000-line file sorts ~90,000 times.
+  for (auto& g : elements) g.cannot_be_faulty = cannot_be_faulty(view, g, options);
+  std::vector<const Element*> order;
+  order.reserve(elements.size());
+  for (const auto& g : elements) order.push_back(&g);
+  const auto distance_to_stop = [&](const Element* g) {
     return view.stop_file == static_cast<int>(g->best->file) ? std::abs(g->best->line - view.stop_line) : 1 << 30;
   };
-  // Lines that cannot be the fault come after every other element unless evidence says otherwise (a similar case's
-  // faulty line resembles them, the traceback names them, or the error repeats their names or values): comments,
-  // `def`/`class` header lines, imports, docstrings and `pass`. Decorators are not among them: a parametrize list
-  // holds test data that can be wrong. (Tree-sitter puts a comment that opens a block into that block's statement,
-  // so a comment is told by its text.)
-  const auto cannot_be_faulty = [&](const Group* g) -> const char* {
-    if (options.level != Level::line && options.level != Level::statement) return nullptr;
-    const QueryLine& ql = *g->best;
-    if (g->annotated || ql.x[kTracebackLine] > 0 || ql.x[kTracebackFrame] > 0 || ql.x[kErrorOverlap] > 0)
-      return nullptr;
-    const std::string_view text = trim(ql.text);
-    const CodeStructure& s = *view.files[ql.file].structure;
-    const bool braces =
-        s.language == Language::java || s.language == Language::javascript || s.language == Language::typescript;
-    if (text.starts_with('#') && !braces) return "a comment";
-    if (braces && (text.starts_with("//") || text.starts_with("/*") || text.starts_with("*"))) return "a comment";
-    const std::string& kind = s.kind[static_cast<size_t>(ql.line - 1)];
-    if ((kind == "def" && (text.starts_with("def ") || text.starts_with("async def "))) ||
-        (kind == "class" && text.starts_with("class ")))
-      return "a definition's header";
-    // A Java method's header (not a JavaScript test's call, whose arguments can hold test data).
-    if (kind == "def" && s.language == Language::java && text.find('=') == std::string_view::npos)
-      return "a definition's header";
-    if (kind == "brace") return "a closing bracket";
-    if (kind == "import" || kind == "import_from" || kind == "future_import" || kind == "package") return "an import";
-    if (kind == "docstring") return "a docstring";
-    if (kind == "pass") return "a pass statement";
-    return nullptr;
-  };
-  // Once per element, not per comparison: a 7,000-line file sorts ~90,000 times.
-  for (auto& [key, g] : groups) g.cannot_be_faulty = cannot_be_faulty(&g);
-  std::stable_sort(order.begin(), order.end(), [&](const Group* a, const Group* b) {
+  std::stable_sort(order.begin(), order.end(), [&](const Element* a, const Element* b) {
     const bool a_last = a->cannot_be_faulty != nullptr, b_last = b->cannot_be_faulty != nullptr;
     if (a_last != b_last) return b_last;
     if (a->score != b->score) return a->score > b->score;
     if (a->annotated != b->annotated) return a->annotated;
     return distance_to_stop(a) < distance_to_stop(b);
   });
-  if (options.explain) {
-    LineExplanation ex;
-    ex.line = *options.explain;
-    if (ex.line.path.empty() && !view.files.empty()) ex.line.path = view.files.front().source->path;
-    const QueryLine* found = nullptr;
-    for (const auto& ql : view.lines)
-      if (ql.line == ex.line.line && same_file(view.files[ql.file].source->path, ex.line.path)) found = &ql;
-    if (!found) {
-      ex.note = ex.line.path + ":" + std::to_string(ex.line.line) +
-                " is not a non-blank line of the test files: blank lines and lines outside them are not ranked";
-    } else {
-      ex.code = std::string(trim(found->text));
-      for (size_t f = 0; f < kFeatureCount; ++f) {
-        const double c = model.weights[f] * found->x[f];
-        ex.terms.push_back({std::string(feature_name(f)), found->x[f], model.weights[f], c});
-      }
-      ex.score = probability[static_cast<size_t>(found - view.lines.data())];
-      for (size_t i = 0; i < order.size(); ++i)
-        if (order[i]->best->file == found->file && order[i]->first <= found->line && found->line <= order[i]->last &&
-            (options.level != Level::line || order[i]->best == found))
-          ex.rank = i + 1;
-    }
-    out.explanation = std::move(ex);
-  }
+  if (options.explain) out.explanation = explain_line(view, probability, order, model, options);
   if (order.size() > options.k) order.resize(options.k);
-  for (const Group* g : order) {
+  for (const Element* g : order) {
     const QueryLine& ql = *g->best;
     RankedElement e;
     e.path = view.files[ql.file].source->path;

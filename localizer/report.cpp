@@ -38,8 +38,9 @@ void add_triage_json(const Localization& loc, json& j) {
     j["history"] = nullptr;
   }
   if (loc.verdict)
-    j["verdict"] = {
-        {"class", loc.verdict->kind}, {"probability", loc.verdict->probability}, {"reasons", loc.verdict->reasons}};
+    j["verdict"] = {{"class", verdict_kind_name(loc.verdict->kind)},
+                    {"probability", loc.verdict->probability},
+                    {"reasons", loc.verdict->reasons}};
   else
     j["verdict"] = nullptr;
 }
@@ -65,7 +66,7 @@ std::string history_line(const TestHistory& h) {
 }
 
 std::string verdict_line(const Verdict& v) {
-  std::string out = v.kind + " (" + fixed(v.probability, 2) + ")";
+  std::string out = std::string(verdict_kind_name(v.kind)) + " (" + fixed(v.probability, 2) + ")";
   if (!v.reasons.empty()) out += ": " + v.reasons.front();
   for (size_t i = 1; i < v.reasons.size(); ++i) out += "; " + v.reasons[i];
   return out;
@@ -472,7 +473,8 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
   const size_t room = kMarkdownSummaryLimit - kTailRoom;
   const auto cell_code = [&](std::string_view s) { return md_code(clip(s, kCellBytes)); };
   std::map<std::string, size_t> by_verdict;
-  for (const auto* loc : run) ++by_verdict[loc->verdict ? loc->verdict->kind : std::string("unknown")];
+  for (const auto* loc : run)
+    ++by_verdict[std::string(verdict_kind_name(loc->verdict ? loc->verdict->kind : VerdictKind::unknown))];
   std::string out = "### spark: " + std::to_string(run.size() + errors.size()) + " failing test" +
                     (run.size() + errors.size() == 1 ? "" : "s");
   if (!by_verdict.empty()) {
@@ -488,8 +490,8 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
          "s |\n|---|---|---|---|\n";
   size_t left_out = 0;
   for (const auto* loc : run) {
-    std::string verdict = loc->verdict ? "<b>" + md_cell(clip(loc->verdict->kind, kCellBytes)) + "</b> " +
-                                             fixed(loc->verdict->probability, 2)
+    std::string verdict = loc->verdict ? "<b>" + md_cell(clip(verdict_kind_name(loc->verdict->kind), kCellBytes)) +
+                                             "</b> " + fixed(loc->verdict->probability, 2)
                                        : std::string("—");
     if (loc->history && loc->history->flaky)
       verdict += "<br>flaky: passed at the same commit " + std::to_string(loc->history->flaky_runs) + "×";
@@ -645,7 +647,9 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
     if (count == 1 && g.first) {
       // What triage asks first, in the title: whose fault, seen before, an edit to try.
       std::vector<std::string> facts;
-      if (g.first->verdict) facts.push_back(g.first->verdict->kind + " " + fixed(g.first->verdict->probability, 2));
+      if (g.first->verdict)
+        facts.push_back(std::string(verdict_kind_name(g.first->verdict->kind)) + " " +
+                        fixed(g.first->verdict->probability, 2));
       if (g.first->history && g.first->history->flaky) facts.emplace_back("flaky");
       for (const auto& rc : g.first->retrieved)
         if (rc.similarity >= kShowSimilarFloor) {

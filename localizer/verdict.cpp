@@ -14,12 +14,6 @@ namespace spark {
 
 namespace {
 
-std::string lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // The lines of the failure that state the error: pytest's "E " lines, else every line (bounded).
 std::vector<std::string_view> error_lines(std::string_view text) {
   std::vector<std::string_view> e, all;
@@ -80,7 +74,7 @@ bool exception_line(std::string_view line) {
   if (i == 0 || (i < line.size() && line[i] != ':')) return false;
   std::string name(line.substr(0, i));
   if (const auto dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
-  const std::string l = lowercase(name);
+  const std::string l = ascii_lower(name);
   if (l.find("assert") != std::string::npos) return false;  // a check's message, whatever it says
   return l.ends_with("error") || l.ends_with("exception") || l == "timeout" || l.ends_with("exit");
 }
@@ -134,7 +128,7 @@ std::optional<std::string> environment_reason(std::string_view error_message,
     // Only a raised exception's own line speaks for the machine ("OSError: …", "Failed: Timeout"), not an assertion
     // that quotes the words or a check that an error was raised ("DID NOT RAISE <class 'PermissionError'>").
     if (!exception_line(line) && line.find("command not found") == std::string_view::npos) continue;
-    const std::string l = lowercase(line);
+    const std::string l = ascii_lower(line);
     // A module that cannot be imported: the machine's when it is not the repository's own. An import cycle of the
     // repository's own modules ("partially initialized module") is its code's.
     if (l.find("partially initialized module") != std::string::npos || l.find("circular import") != std::string::npos)
@@ -195,7 +189,7 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
               const VerdictContext& context, const std::optional<ChangesSinceLastPass>& changes) {
   Verdict v;
   if (history && history->flaky) {
-    v.kind = "flaky";
+    v.kind = VerdictKind::flaky;
     v.probability = 0.9;
     v.reasons.push_back("the test failed and passed at the same commit " + std::to_string(history->flaky_runs) +
                         " time(s): its failures are not learnt as cases");
@@ -221,7 +215,7 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
     return false;
   };
   if (auto why = environment_reason(query.error_message, own_module)) {
-    v.kind = "environment";
+    v.kind = VerdictKind::environment;
     v.probability = 0.85;
     v.reasons.push_back(*why);
     return v;
@@ -283,12 +277,12 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
     }
   }
   const double p_test = sigmoid(score);
-  v.kind = p_test >= 0.5 ? "test" : "product";
+  v.kind = p_test >= 0.5 ? VerdictKind::test : VerdictKind::product;
   v.probability = std::max(p_test, 1.0 - p_test);
   if (v.probability < kVerdictConfidenceFloor) {
     v.reasons.push_back("the evidence is too weak to say (" + std::string(p_test >= 0.5 ? "test" : "product") + " " +
                         fixed(v.probability, 2) + " < " + fixed(kVerdictConfidenceFloor, 2) + ")");
-    v.kind = "unknown";
+    v.kind = VerdictKind::unknown;
   }
   return v;
 }

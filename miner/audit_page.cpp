@@ -282,16 +282,13 @@ Result<std::string> show_text(const StoredFailure& f, bool color) {
 std::string shared_audit_html(const std::vector<StoredFailure>& failures, const OutlierRule& rule,
                               const std::string& kb, const Redactor* redactor, std::vector<std::string>& notes) {
   if (!redactor) return audit_html(failures, rule, kb);
-  std::vector<StoredFailure> shown = failures;
-  std::map<std::string, size_t> counts;
-  size_t n = 0;
-  for (auto& f : shown) {
-    n += redactor->redact(f.message, counts);
-    if (f.labelled) n += redact_case(*f.labelled, *redactor, counts);
-    for (auto& file : f.fixed_files) n += redactor->redact(file.content, counts);
-  }
-  if (n) notes.push_back("redacted " + std::to_string(n) + " secret(s) from the HTML report");
-  return audit_html(shown, rule, kb);
+  const auto redact_failure = [](StoredFailure& f, const Redactor& r, std::map<std::string, size_t>& counts) {
+    size_t n = r.redact(f.message, counts);
+    if (f.labelled) n += redact_case(*f.labelled, r, counts);
+    for (auto& file : f.fixed_files) n += r.redact(file.content, counts);
+    return n;
+  };
+  return audit_html(redacted_copies(failures, *redactor, redact_failure, "the HTML report", notes), rule, kb);
 }
 
 std::string decided_text(const StoredFailure& decided) {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/names.h"
 #include "base/text.h"
 #include "code/scope.h"
 #include "formats/config.h"
@@ -17,14 +18,6 @@
 namespace spark {
 
 namespace fs = std::filesystem;
-
-Result<Outcome> parse_outcome(const std::string& s) {
-  if (s == "passed") return Outcome::passed;
-  if (s == "failed") return Outcome::failed;
-  if (s == "error") return Outcome::error;
-  if (s == "skipped") return Outcome::skipped;
-  return fail("outcome \"" + s + "\" is not passed, failed, error or skipped");
-}
 
 namespace {
 
@@ -240,45 +233,29 @@ TestFiles test_files_at(const GitRepository& repo, const std::string& commit) {
           }};
 }
 
-std::string status_name(FailureStatus s) {
-  switch (s) {
-    case FailureStatus::open:
-      return "open";
-    case FailureStatus::dismissed:
-      return "dismissed";
-    case FailureStatus::expired:
-      return "expired";
-    case FailureStatus::labelled:
-      return "labelled";
-    case FailureStatus::quarantined:
-      return "quarantined";
-    case FailureStatus::accepted:
-      return "accepted";
-    case FailureStatus::rejected:
-      return "rejected";
-    case FailureStatus::trimmed:
-      return "trimmed";
-    case FailureStatus::not_test_fault:
-      return "not_test_fault";
-    case FailureStatus::only_additions:
-      return "only_additions";
-    case FailureStatus::mixed_fix:
-      return "mixed_fix";
-    case FailureStatus::missing_file:
-      return "missing_file";
-    case FailureStatus::flaky:
-      return "flaky";
-    case FailureStatus::duplicate:
-      return "duplicate";
-  }
-  return "open";
-}
+namespace {
 
-std::optional<FailureStatus> parse_status(const std::string& s) {
-  for (int i = 0; i <= static_cast<int>(FailureStatus::duplicate); ++i)
-    if (status_name(static_cast<FailureStatus>(i)) == s) return static_cast<FailureStatus>(i);
-  return std::nullopt;
-}
+constexpr Named<FailureStatus> kStatusNames[] = {{FailureStatus::open, "open"},
+                                                 {FailureStatus::dismissed, "dismissed"},
+                                                 {FailureStatus::expired, "expired"},
+                                                 {FailureStatus::labelled, "labelled"},
+                                                 {FailureStatus::quarantined, "quarantined"},
+                                                 {FailureStatus::accepted, "accepted"},
+                                                 {FailureStatus::rejected, "rejected"},
+                                                 {FailureStatus::trimmed, "trimmed"},
+                                                 {FailureStatus::not_test_fault, "not_test_fault"},
+                                                 {FailureStatus::only_additions, "only_additions"},
+                                                 {FailureStatus::mixed_fix, "mixed_fix"},
+                                                 {FailureStatus::missing_file, "missing_file"},
+                                                 {FailureStatus::flaky, "flaky"},
+                                                 {FailureStatus::duplicate, "duplicate"}};
+static_assert(std::size(kStatusNames) == static_cast<size_t>(FailureStatus::duplicate) + 1);
+
+}  // namespace
+
+std::string status_name(FailureStatus s) { return std::string(name_of(kStatusNames, s)); }
+
+std::optional<FailureStatus> parse_status(const std::string& s) { return value_named(kStatusNames, s); }
 
 bool is_mined(FailureStatus s) {
   return s == FailureStatus::labelled || s == FailureStatus::quarantined || s == FailureStatus::accepted ||

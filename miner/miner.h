@@ -30,9 +30,6 @@ struct RecordedOutcome {
   bool opens = true;
 };
 
-// "passed", "failed", "error" or "skipped"; anything else is an error naming it.
-Result<Outcome> parse_outcome(const std::string& s);
-
 // The JSONL outcome form (../shared/docs/corpus-format.md): {"commit", "time", "test_id", "outcome", "message"}.
 // Every rule violation is an error naming the file and line.
 Result<std::vector<RecordedOutcome>> read_outcomes_jsonl(const std::filesystem::path& path);

@@ -87,14 +87,12 @@ Result<StoredFailure> read_row(const Statement& st, const std::string& db) {
 
 Result<std::vector<StoredFailure>> read_rows(Statement& st, const std::string& db) {
   std::vector<StoredFailure> out;
-  for (;;) {
-    auto row = st.step();
-    TRY(row);
-    if (!*row) break;
+  TRY(st.each_row([&]() -> Status {
     auto f = read_row(st, db);
-    TRY(f);
+    if (!f) return std::unexpected(f.error());
     out.push_back(std::move(*f));
-  }
+    return {};
+  }));
   return out;
 }
 
@@ -210,10 +208,7 @@ Result<std::map<std::string, RecordedOutcome>> MiningStore::outcomes_at(const st
   TRY(st);
   st->bind(1, sha);
   std::map<std::string, RecordedOutcome> out;
-  for (;;) {
-    auto row = st->step();
-    TRY(row);
-    if (!*row) break;
+  TRY(st->each_row([&] {
     RecordedOutcome o;
     o.commit = sha;
     o.test_id = st->text(0);
@@ -222,7 +217,7 @@ Result<std::map<std::string, RecordedOutcome>> MiningStore::outcomes_at(const st
     o.message = st->text(3);
     o.origin = st->text(4);
     out.emplace(o.test_id, std::move(o));
-  }
+  }));
   return out;
 }
 
@@ -250,16 +245,13 @@ Result<std::optional<TestHistory>> MiningStore::history(
   st->bind(3, kin.prefix.empty() ? test_id : kin.prefix).bind(4, upper.empty() ? test_id : upper);
   std::map<std::string, std::pair<CommitOutcomes, int64_t>> kin_at;  // commits with kin outcomes: theirs, a time
   std::set<std::string> own;
-  for (;;) {
-    auto row = st->step();
-    TRY(row);
-    if (!*row) break;
+  TRY(st->each_row([&] {
     const std::string outcome = st->text(2);
     const bool failed = outcome == "failed" || outcome == "error";
     if (st->text(1) == test_id) {
       runs.push_back({st->text(0), failed, st->int64(3)});
       own.insert(st->text(0));
-      continue;
+      return;
     }
     auto& [c, time] = kin_at.try_emplace(st->text(0), CommitOutcomes{}, st->int64(3)).first->second;
     if (failed)
@@ -267,7 +259,7 @@ Result<std::optional<TestHistory>> MiningStore::history(
     else if (outcome == "passed")
       c.kin_passed = true;
     time = std::min(time, st->int64(3));
-  }
+  }));
   for (const auto& [commit, at] : kin_at)
     if (!own.contains(commit) && at.first.closes()) runs.push_back({commit, false, at.second});
   if (runs.empty()) return std::optional<TestHistory>();
@@ -276,12 +268,7 @@ Result<std::optional<TestHistory>> MiningStore::history(
   auto fl = kb_.database().prepare("SELECT commit_sha FROM failures WHERE test_id = ? AND status = 'flaky'");
   TRY(fl);
   fl->bind(1, test_id);
-  for (;;) {
-    auto row = fl->step();
-    TRY(row);
-    if (!*row) break;
-    flaky_commits.insert(fl->text(0));
-  }
+  TRY(fl->each_row([&] { flaky_commits.insert(fl->text(0)); }));
   // History's order: each run's commit time where the repository knows the commit (a shallow clone lacks the older
   // ones), else the outcome's time; then the outcome's time and the commit (a stable order within one second).
   for (auto& r : runs) {
@@ -317,12 +304,7 @@ Result<std::vector<MiningStore::ProductFailure>> MiningStore::product_failures(s
   TRY(st);
   st->bind(1, static_cast<int64_t>(limit));
   std::vector<ProductFailure> out;
-  for (;;) {
-    auto row = st->step();
-    TRY(row);
-    if (!*row) break;
-    out.push_back({st->text(0), st->text(1), st->text(2)});
-  }
+  TRY(st->each_row([&] { out.push_back({st->text(0), st->text(1), st->text(2)}); }));
   return out;
 }
 
@@ -468,12 +450,9 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
       kin_outcomes->bind(1, f.test_id).bind(2, kin.function.empty() ? f.test_id : kin.function);
       kin_outcomes->bind(3, kin.prefix.empty() ? f.test_id : kin.prefix).bind(4, upper.empty() ? f.test_id : upper);
       std::map<size_t, CommitOutcomes> by_position;
-      for (;;) {
-        auto row = kin_outcomes->step();
-        TRY(row);
-        if (!*row) break;
+      TRY(kin_outcomes->each_row([&] {
         auto p = position.find(kin_outcomes->text(0));
-        if (p == position.end()) continue;
+        if (p == position.end()) return;
         CommitOutcomes& c = by_position[p->second];
         const std::string outcome = kin_outcomes->text(2);
         if (kin_outcomes->text(1) == f.test_id)
@@ -482,7 +461,7 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
           c.kin_passed = true;
         else if (outcome == "failed" || outcome == "error")
           c.kin_failed = true;
-      }
+      }));
       kin_outcomes->reset();
       for (const auto& [pos, c] : by_position) {
         if (c.closes()) it->second.push_back(pos);
@@ -576,17 +555,14 @@ struct FaultMember {
 Result<std::vector<FaultMember>> fault_members(Statement& members, const std::string& key) {
   std::vector<FaultMember> group;
   members.bind(1, key);
-  for (;;) {
-    auto r = members.step();
-    TRY(r);
-    if (!*r) break;
+  TRY(members.each_row([&] {
     FaultMember m{members.text(0), members.text(1), members.text(2), members.text(4), members.text(5),
                   members.text(6), members.text(8), members.text(9), std::nullopt,    std::nullopt};
     if (!members.is_null(3)) m.time = members.int64(3);
     if (!members.is_null(7)) m.decided_at = members.int64(7);
     if (members.is_null(9)) m.kept.clear();
     group.push_back(std::move(m));
-  }
+  }));
   members.reset();
   return group;
 }
@@ -667,12 +643,7 @@ Result<MiningStore::FaultMerge> MiningStore::merge_same_faults() {
   for (auto* st : {&keys, &members, &as_duplicate, &as_kept})
     if (!*st) return std::unexpected(st->error());
   std::vector<std::string> fault_keys;
-  for (;;) {
-    auto r = keys->step();
-    TRY(r);
-    if (!*r) break;
-    fault_keys.push_back(keys->text(0));
-  }
+  TRY(keys->each_row([&] { fault_keys.push_back(keys->text(0)); }));
   FaultMerge out;
   const int64_t now = now_epoch();
   std::vector<std::string> to_remove;
@@ -744,13 +715,10 @@ Result<std::vector<MiningStore::Mined>> MiningStore::mined() {
                                    status_filter(mined_statuses()) + " ORDER BY commit_sha, test_id");
   TRY(st);
   std::vector<Mined> out;
-  for (;;) {
-    auto row = st->step();
-    TRY(row);
-    if (!*row) break;
+  TRY(st->each_row([&] {
     out.push_back({st->text(0), st->text(1), parse_status(st->text(2)).value_or(FailureStatus::open),
                    static_cast<size_t>(st->int64(3)), st->text(4)});
-  }
+  }));
   return out;
 }
 
@@ -844,12 +812,7 @@ Result<std::map<std::string, size_t>> MiningStore::status_counts() {
   auto st = kb_.database().prepare("SELECT status, count(*) FROM failures GROUP BY status");
   TRY(st);
   std::map<std::string, size_t> out;
-  for (;;) {
-    auto row = st->step();
-    TRY(row);
-    if (!*row) break;
-    out[st->text(0)] = static_cast<size_t>(st->int64(1));
-  }
+  TRY(st->each_row([&] { out[st->text(0)] = static_cast<size_t>(st->int64(1)); }));
   return out;
 }
 

@@ -58,7 +58,7 @@ TEST(next_training_at, first_at_the_minimum_then_a_quarter_more) {
   EXPECT_EQ(next_training_at(83, o), 104u);  // 83 + ⌈20.75⌉
   EXPECT_EQ(next_training_at(1000, o), 1250u);
   IndexBuildOptions tiny;
-  tiny.retrain_growth = 0.001;
+  tiny.learn_again_growth = 0.001;
   EXPECT_EQ(next_training_at(20, tiny), 21u);  // at least one case more
 }
 

@@ -205,19 +205,19 @@ TEST(verdict, a_frame_in_the_standard_library_is_neither_the_tests_nor_the_produ
   const Verdict v = judge(*case_from_json(j), Localization{}, std::nullopt, {});
   ASSERT_FALSE(v.reasons.empty());
   EXPECT_NE(v.reasons[0].find("raised in the test's own code"), std::string::npos) << v.reasons[0];
-  EXPECT_EQ(v.kind, "test");
+  EXPECT_EQ(v.kind, VerdictKind::test);
   // Raised in the product's code: the product's side.
   j["error_message"] =
       "tests/test_x.py:5: in test_a\n    shop.total()\nshop/cart.py:3: in total\n    return x / 0\n"
       "E   ZeroDivisionError: division by zero";
   const Verdict p = judge(*case_from_json(j), Localization{}, std::nullopt, {});
   EXPECT_NE(p.reasons[0].find("raised beneath the test, in shop/cart.py"), std::string::npos) << p.reasons[0];
-  EXPECT_EQ(p.kind, "product");
+  EXPECT_EQ(p.kind, VerdictKind::product);
   // A flaky history wins over everything.
   TestHistory h;
   h.flaky = true;
   h.flaky_runs = 1;
-  EXPECT_EQ(judge(*case_from_json(j), Localization{}, h, {}).kind, "flaky");
+  EXPECT_EQ(judge(*case_from_json(j), Localization{}, h, {}).kind, VerdictKind::flaky);
 }
 
 TEST(suggest, review_cases_overlaps_constants_shared_hunks_and_unrelated_lines_are_not_guessed) {
@@ -286,7 +286,7 @@ TEST(verdict, a_published_copy_holds_no_secret_of_a_suggestion_or_a_reason) {
   sg.new_tokens = "\"n3wsecretvalue99\"";
   loc.suggestions.push_back(sg);
   Verdict v;
-  v.kind = "environment";
+  v.kind = VerdictKind::environment;
   v.reasons = {"a connection was refused: OperationalError: postgres://app:s3cr3tPassw0rd@db/x refused"};
   loc.verdict = v;
   std::map<std::string, size_t> counts;

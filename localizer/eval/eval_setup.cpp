@@ -90,12 +90,7 @@ Result<std::unique_ptr<KnowledgeBase>> corpus_knowledge_base(const std::filesyst
 Result<std::string> eval_html(const EvalReport& report, const Evaluation& evaluation, const std::vector<Case>& cases,
                               const Redactor* redactor, std::vector<std::string>& notes) {
   if (!redactor) return render_html(report, evaluation, cases);
-  std::vector<Case> shown = cases;
-  std::map<std::string, size_t> counts;
-  size_t n = 0;
-  for (auto& c : shown) n += redact_case(c, *redactor, counts);
-  if (n) notes.push_back("redacted " + std::to_string(n) + " secret(s) from the HTML report");
-  return render_html(report, evaluation, shown);
+  return render_html(report, evaluation, redacted_copies(cases, *redactor, redact_case, "the HTML report", notes));
 }
 
 std::function<void(const std::string&, size_t, size_t)> eval_progress() {

@@ -10,6 +10,7 @@
 
 #include "base/http_plugin_abi.h"
 #include "base/shared_library.h"
+#include "base/text.h"
 
 namespace spark {
 
@@ -22,11 +23,6 @@ struct HttpServer::Plugin {
 };
 
 namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 Result<HttpServer::Plugin> load_plugin() {
   std::string tried;
@@ -65,7 +61,7 @@ void handle(void* context, const SparkHttpRequest* request, SparkHttpReply* repl
     for (size_t i = 0; i < request->param_count; ++i)
       r.params.emplace_back(request->params[2 * i], request->params[2 * i + 1]);
     for (size_t i = 0; i < request->header_count; ++i)
-      r.headers.emplace_back(lower(request->headers[2 * i]), request->headers[2 * i + 1]);
+      r.headers.emplace_back(ascii_lower(request->headers[2 * i]), request->headers[2 * i + 1]);
     response = self->handler()(r);
   } catch (const std::exception& e) {
     response = HttpReply{500, "text/plain; charset=utf-8", std::string("spark: ") + e.what() + "\n", {}};

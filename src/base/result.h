@@ -23,10 +23,11 @@ inline std::unexpected<Error> fail(std::string message) { return std::unexpected
 //   auto text = read_file(path);
 //   TRY(text);
 // or TRY(write_file_atomic(path, bytes)); the expression is evaluated once. The enclosing function returns a Result
-// or a Status of any value type.
-#define TRY(expr_)                                                                               \
-  do {                                                                                           \
-    if (auto&& try_result_ = (expr_); !try_result_) return std::unexpected(try_result_.error()); \
+// or a Status of any value type. Variadic, so that a lambda's commas need no parentheses:
+//   TRY(st->each_row([&] { out.push_back({st->text(0), st->text(1)}); }));
+#define TRY(...)                                                                                       \
+  do {                                                                                                 \
+    if (auto&& try_result_ = (__VA_ARGS__); !try_result_) return std::unexpected(try_result_.error()); \
   } while (false)
 
 // Prefix an error's message with context ("KB .spark/kb.sqlite: ").

@@ -70,6 +70,9 @@ std::vector<std::string_view> split_lines(std::string_view text);
 // Strips ASCII white space (space, tab, CR, LF, FF, VT) from both ends.
 std::string_view trim(std::string_view text);
 
+// The text with A-Z made a-z; every other byte (UTF-8 included) as it is.
+std::string ascii_lower(std::string_view text);
+
 inline bool is_blank(std::string_view line) { return trim(line).empty(); }
 
 // FNV-1a 64-bit: a stable hash for feature hashing and content keys (not for security).

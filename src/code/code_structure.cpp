@@ -4,47 +4,40 @@
 #include <cctype>
 #include <limits>
 
+#include "base/names.h"
 #include "base/text.h"
 #include "code/brace_structure.h"
 #include "code/python_structure.h"
 
 namespace spark {
 
-std::string_view language_name(Language language) {
-  switch (language) {
-    case Language::python:
-      return "python";
-    case Language::java:
-      return "java";
-    case Language::javascript:
-      return "javascript";
-    case Language::typescript:
-      return "typescript";
-    case Language::other:
-      return "other";
-  }
-  return "other";
-}
+namespace {
 
-std::string_view language_display_name(Language language) {
-  switch (language) {
-    case Language::python:
-      return "Python";
-    case Language::java:
-      return "Java";
-    case Language::javascript:
-      return "JavaScript";
-    case Language::typescript:
-      return "TypeScript";
-    case Language::other:
-      return "plain text";
-  }
-  return "plain text";
-}
+constexpr Named<Language> kLanguageNames[] = {{Language::python, "python"},
+                                              {Language::java, "java"},
+                                              {Language::javascript, "javascript"},
+                                              {Language::typescript, "typescript"},
+                                              {Language::other, "other"}};
+constexpr Named<Language> kLanguageDisplayNames[] = {{Language::python, "Python"},
+                                                     {Language::java, "Java"},
+                                                     {Language::javascript, "JavaScript"},
+                                                     {Language::typescript, "TypeScript"},
+                                                     {Language::other, "plain text"}};
+static_assert(std::size(kLanguageNames) == static_cast<size_t>(Language::other) + 1);
+static_assert(std::size(kLanguageDisplayNames) == std::size(kLanguageNames));
+
+constexpr Named<Level> kLevelNames[] = {
+    {Level::line, "line"}, {Level::statement, "statement"}, {Level::block, "block"}, {Level::function, "function"}};
+static_assert(std::size(kLevelNames) == static_cast<size_t>(Level::function) + 1);
+
+}  // namespace
+
+std::string_view language_name(Language language) { return name_of(kLanguageNames, language); }
+
+std::string_view language_display_name(Language language) { return name_of(kLanguageDisplayNames, language); }
 
 std::optional<Language> parse_language(std::string_view name) {
-  std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string lower = ascii_lower(name);
   if (lower == "python" || lower == "py") return Language::python;
   if (lower == "java") return Language::java;
   if (lower == "javascript" || lower == "js") return Language::javascript;
@@ -316,36 +309,15 @@ CodeStructure analyze_code(std::string_view source, Language language, std::stri
   return analyze_lines(source, language);
 }
 
-std::string_view level_name(Level level) {
-  switch (level) {
-    case Level::line:
-      return "line";
-    case Level::statement:
-      return "statement";
-    case Level::block:
-      return "block";
-    case Level::function:
-      return "function";
-  }
-  return "line";
-}
-
-constexpr Level kLevels[] = {Level::line, Level::statement, Level::block, Level::function};
+std::string_view level_name(Level level) { return name_of(kLevelNames, level); }
 
 bool parse_level(std::string_view text, Level& out) {
-  for (Level l : kLevels)
-    if (text == level_name(l)) {
-      out = l;
-      return true;
-    }
-  return false;
+  const auto level = value_named(kLevelNames, text);
+  if (level) out = *level;
+  return level.has_value();
 }
 
-std::vector<std::string> level_names() {
-  std::vector<std::string> names;
-  for (Level l : kLevels) names.emplace_back(level_name(l));
-  return names;
-}
+std::vector<std::string> level_names() { return names_of(kLevelNames); }
 
 int unit_of(const CodeStructure& s, Level level, int line) {
   if (line < 1 || line > s.line_count) return 0;

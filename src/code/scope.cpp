@@ -547,6 +547,68 @@ std::optional<std::vector<std::pair<size_t, size_t>>> provider_rows(std::string_
   return bracket_items(t, from + best, true);
 }
 
+// One annotation above a Java test: its simple name and its arguments (`key = value`, the key "" for a lone value).
+struct JavaAnnotation {
+  std::string_view name;
+  std::vector<std::pair<std::string_view, std::string_view>> args;
+
+  std::string_view arg(std::string_view key) const {
+    for (const auto& [k, v] : args)
+      if (k == key) return v;
+    return {};
+  }
+};
+
+// The next annotation from offset `i` on, before `last` (strings and // comments skipped), or nullopt; `i` is left
+// just past its name.
+std::optional<JavaAnnotation> next_annotation(std::string_view content, size_t& i, size_t last) {
+  for (; i < last; ++i) {
+    if (content[i] == '"' || content[i] == '\'') {
+      i = skip_string(content, i) - 1;
+      continue;
+    }
+    if (content.substr(i, 2) == "//") i = std::min(content.find('\n', i), last);
+    if (content[i] != '@') continue;
+    JavaAnnotation a;
+    size_t e = i + 1;
+    while (e < last && (std::isalnum(static_cast<unsigned char>(content[e])) || content[e] == '_' || content[e] == '.'))
+      ++e;
+    a.name = content.substr(i + 1, e - i - 1);
+    if (const auto dot = a.name.rfind('.'); dot != std::string_view::npos) a.name = a.name.substr(dot + 1);
+    size_t paren = e;
+    while (paren < last && (content[paren] == ' ' || content[paren] == '\t')) ++paren;
+    if (paren < last && content[paren] == '(')
+      if (auto items = bracket_items(content, paren, true))
+        for (const auto& [from, to] : *items) a.args.push_back(attribute(content.substr(from, to - from)));
+    i = e;
+    return a;
+  }
+  return std::nullopt;
+}
+
+// A @CsvSource's records: its text block's non-blank, non-comment lines, or its value's items; the header record
+// dropped when useHeadersInDisplayName is true.
+std::vector<std::pair<size_t, size_t>> csv_source_rows(std::string_view content, const JavaAnnotation& a) {
+  std::vector<std::pair<size_t, size_t>> records;
+  if (const auto block = a.arg("textBlock"); block.starts_with("\"\"\"")) {
+    const auto at = static_cast<size_t>(block.data() - content.data());
+    const size_t body = content.find('\n', at);
+    for (size_t l = body; l != std::string_view::npos && l + 1 < at + block.size() - 3;) {
+      const size_t next = content.find('\n', l + 1);
+      const auto text = trim(content.substr(l + 1, std::min(next, at + block.size() - 3) - l - 1));
+      if (!text.empty() && !text.starts_with('#')) {
+        const auto from = static_cast<size_t>(text.data() - content.data());
+        records.emplace_back(from, from + text.size());
+      }
+      l = next;
+    }
+  } else if (const auto value = a.arg("value"); !value.empty()) {
+    records = values_of(content, value);
+  }
+  if (a.arg("useHeadersInDisplayName") == "true" && !records.empty()) records.erase(records.begin());
+  return records;
+}
+
 ParamRows match_java_rows(const CodeStructure& s, std::string_view content, std::string_view test_id) {
   ParamRows out;
   const auto open = test_id.rfind('[');
@@ -569,62 +631,27 @@ ParamRows match_java_rows(const CodeStructure& s, std::string_view content, std:
   };
   const std::string name = parts.function + ": ";
   std::vector<std::optional<std::pair<size_t, size_t>>> rows;  // nullopt: a row without a line (@NullSource)
-  const size_t first = offset_of(test->start), last = offset_of(test->def_line);
-  for (size_t i = first; i < last; ++i) {
-    if (content[i] == '"' || content[i] == '\'') {
-      i = skip_string(content, i) - 1;
-      continue;
-    }
-    if (content.substr(i, 2) == "//") i = std::min(content.find('\n', i), last);
-    if (content[i] != '@') continue;
-    size_t e = i + 1;
-    while (e < last && (std::isalnum(static_cast<unsigned char>(content[e])) || content[e] == '_' || content[e] == '.')) ++e;
-    std::string_view annotation = content.substr(i + 1, e - i - 1);
-    if (const auto dot = annotation.rfind('.'); dot != std::string_view::npos) annotation = annotation.substr(dot + 1);
-    size_t paren = e;
-    while (paren < last && (content[paren] == ' ' || content[paren] == '\t')) ++paren;
-    std::vector<std::pair<std::string_view, std::string_view>> args;
-    if (paren < last && content[paren] == '(')
-      if (auto items = bracket_items(content, paren, true))
-        for (const auto& [a, b] : *items) args.push_back(attribute(content.substr(a, b - a)));
-    const auto arg = [&](std::string_view key) {
-      for (const auto& [k, v] : args)
-        if (k == key) return v;
-      return std::string_view();
-    };
-    if (annotation == "CsvSource") {
-      std::vector<std::pair<size_t, size_t>> records;
-      if (const auto block = arg("textBlock"); block.starts_with("\"\"\"")) {
-        const auto at = static_cast<size_t>(block.data() - content.data());
-        const size_t body = content.find('\n', at);
-        for (size_t l = body; l != std::string_view::npos && l + 1 < at + block.size() - 3;) {
-          const size_t next = content.find('\n', l + 1);
-          const auto text = trim(content.substr(l + 1, std::min(next, at + block.size() - 3) - l - 1));
-          if (!text.empty() && !text.starts_with('#')) {
-            const auto a = static_cast<size_t>(text.data() - content.data());
-            records.emplace_back(a, a + text.size());
-          }
-          l = next;
-        }
-      } else if (const auto value = arg("value"); !value.empty()) {
-        records = values_of(content, value);
-      }
-      if (arg("useHeadersInDisplayName") == "true" && !records.empty()) records.erase(records.begin());
+  size_t i = offset_of(test->start);
+  const size_t last = offset_of(test->def_line);
+  while (const auto a = next_annotation(content, i, last)) {
+    if (a->name == "CsvSource") {
+      const auto records = csv_source_rows(content, *a);
       rows.insert(rows.end(), records.begin(), records.end());
-    } else if (annotation == "ValueSource") {
-      if (!args.empty())
-        for (const auto& r : values_of(content, args.front().second)) rows.emplace_back(r);
-    } else if (annotation == "NullSource" || annotation == "EmptySource") {
+    } else if (a->name == "ValueSource") {
+      if (!a->args.empty())
+        for (const auto& r : values_of(content, a->args.front().second)) rows.emplace_back(r);
+    } else if (a->name == "NullSource" || a->name == "EmptySource") {
       rows.emplace_back(std::nullopt);
-    } else if (annotation == "NullAndEmptySource") {
+    } else if (a->name == "NullAndEmptySource") {
       rows.insert(rows.end(), 2, std::nullopt);
-    } else if (annotation == "MethodSource") {
+    } else if (a->name == "MethodSource") {
       std::vector<std::string> providers;
-      if (const auto value = arg("value"); value.empty()) providers.push_back(parts.function);
+      if (const auto value = a->arg("value"); value.empty())
+        providers.push_back(parts.function);
       else
-        for (const auto& [a, b] : values_of(content, value)) {
-          const auto literal = string_value(content.substr(a, b - a));
-          providers.push_back(literal ? encode_utf8(*literal) : std::string(content.substr(a, b - a)));
+        for (const auto& [from, to] : values_of(content, value)) {
+          const auto literal = string_value(content.substr(from, to - from));
+          providers.push_back(literal ? encode_utf8(*literal) : std::string(content.substr(from, to - from)));
         }
       for (const auto& p : providers) {
         const FunctionInfo* provider = nullptr;
@@ -643,14 +670,13 @@ ParamRows match_java_rows(const CodeStructure& s, std::string_view content, std:
         out.sources.emplace_back(provider->start, provider->end);
         rows.insert(rows.end(), body->begin(), body->end());
       }
-    } else if (annotation == "EnumSource" || annotation == "CsvFileSource" || annotation == "ArgumentsSource" ||
-               annotation == "FieldSource") {
+    } else if (a->name == "EnumSource" || a->name == "CsvFileSource" || a->name == "ArgumentsSource" ||
+               a->name == "FieldSource") {
       if (rows.size() >= index) break;
-      out.note = name + "its @" + std::string(annotation) + " rows are not in the test file; the failing row [" +
+      out.note = name + "its @" + std::string(a->name) + " rows are not in the test file; the failing row [" +
                  std::string(digits) + "] is not known";
       return out;
     }
-    i = e - 1;
   }
   if (index == 0 || index > rows.size()) {
     out.sources.clear();

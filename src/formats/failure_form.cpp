@@ -4,30 +4,23 @@
 #include <array>
 #include <cctype>
 
+#include "base/names.h"
 #include "base/pcre_regex.h"
 #include "base/text.h"
 
 namespace spark {
 
-std::string_view exception_group_name(ExceptionGroup g) {
-  switch (g) {
-    case ExceptionGroup::none:
-      return "none";
-    case ExceptionGroup::assertion:
-      return "assertion";
-    case ExceptionGroup::type:
-      return "type";
-    case ExceptionGroup::name:
-      return "name";
-    case ExceptionGroup::lookup:
-      return "lookup";
-    case ExceptionGroup::value:
-      return "value";
-    case ExceptionGroup::other:
-      return "other";
-  }
-  return "other";
-}
+namespace {
+
+constexpr Named<ExceptionGroup> kExceptionGroupNames[] = {
+    {ExceptionGroup::none, "none"},  {ExceptionGroup::assertion, "assertion"}, {ExceptionGroup::type, "type"},
+    {ExceptionGroup::name, "name"},  {ExceptionGroup::lookup, "lookup"},       {ExceptionGroup::value, "value"},
+    {ExceptionGroup::other, "other"}};
+static_assert(std::size(kExceptionGroupNames) == static_cast<size_t>(ExceptionGroup::other) + 1);
+
+}  // namespace
+
+std::string_view exception_group_name(ExceptionGroup g) { return name_of(kExceptionGroupNames, g); }
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/names.h"
 #include "base/text.h"
 #include "code/scope.h"
 #include "formats/case.h"
@@ -28,18 +29,19 @@ std::string bounded_test_id(std::string_view id) {
   return std::string(id.substr(0, head)) + suffix;
 }
 
-std::string_view outcome_name(Outcome o) {
-  switch (o) {
-    case Outcome::passed:
-      return "passed";
-    case Outcome::failed:
-      return "failed";
-    case Outcome::error:
-      return "error";
-    case Outcome::skipped:
-      return "skipped";
-  }
-  return "passed";
+namespace {
+
+constexpr Named<Outcome> kOutcomeNames[] = {
+    {Outcome::passed, "passed"}, {Outcome::failed, "failed"}, {Outcome::error, "error"}, {Outcome::skipped, "skipped"}};
+static_assert(std::size(kOutcomeNames) == static_cast<size_t>(Outcome::skipped) + 1);
+
+}  // namespace
+
+std::string_view outcome_name(Outcome o) { return name_of(kOutcomeNames, o); }
+
+Result<Outcome> parse_outcome(std::string_view name) {
+  if (const auto o = value_named(kOutcomeNames, name)) return *o;
+  return fail("outcome \"" + std::string(name) + "\" is not " + names_text(kOutcomeNames));
 }
 
 std::optional<fs::path> inside_root(const fs::path& root, const std::string& relative) {

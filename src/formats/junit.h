@@ -26,6 +26,7 @@ namespace spark {
 
 enum class Outcome { passed, failed, error, skipped };
 std::string_view outcome_name(Outcome o);
+Result<Outcome> parse_outcome(std::string_view name);  // an error names the known outcomes
 
 // The longest test id spark keeps, in bytes. A longer one (a parametrize id made of a 300 KB string) is cut to a head
 // of its first bytes (at a character's start), then "…#" and 32 hex digits of two 64-bit hashes of the whole id, so

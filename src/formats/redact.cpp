@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.h"
 #include "formats/case.h"
 
 namespace spark {
@@ -35,8 +36,7 @@ const std::vector<RedactionRule>& builtin_redaction_rules() {
 }
 
 bool documentation_host(std::string_view host) {
-  std::string h(host);
-  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string h = ascii_lower(host);
   while (!h.empty() && h.back() == '.') h.pop_back();
   const auto is_or_under = [&](std::string_view name) {
     return h == name || (h.size() > name.size() && h.ends_with(name) && h[h.size() - name.size() - 1] == '.');

@@ -62,6 +62,19 @@ size_t redact_json_strings(nlohmann::json& value, const Redactor& redactor, std:
 // their lines) and every string under `meta`. Ids, paths, test ids, times and commits are left as they are.
 size_t redact_case(Case& c, const Redactor& redactor, std::map<std::string, size_t>& counts);
 
+// Copies of `items` for a page others read (an HTML report), each redacted by `redact_one(item, redactor, counts)`,
+// which returns how many secrets it replaced; "redacted N secret(s) from <where>" joins `notes` when any was.
+template <class T, class F>
+std::vector<T> redacted_copies(const std::vector<T>& items, const Redactor& redactor, F&& redact_one,
+                               std::string_view where, std::vector<std::string>& notes) {
+  std::vector<T> out = items;
+  std::map<std::string, size_t> counts;
+  size_t n = 0;
+  for (auto& item : out) n += redact_one(item, redactor, counts);
+  if (n) notes.push_back("redacted " + std::to_string(n) + " secret(s) from " + std::string(where));
+  return out;
+}
+
 // True for the URLs PostgresDb (store/postgres_db.h) takes: postgresql://… or postgres://….
 bool is_postgres_url(std::string_view location);
 // The URL without its password (user:secret@ → user@, password=… dropped from the query), for messages and

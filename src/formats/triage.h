@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/names.h"
+
 namespace spark {
 
 // A test's recorded runs, in the order of their commits' times (the outcome's time for a commit the repository does
@@ -27,9 +29,17 @@ struct TestHistory {
 // Whose fault a failure likely is: the test's (a case to localize), the product's (the code under test), the
 // machine's (environment), a flaky test's, or not known well enough to say (`unknown`, below
 // kVerdictConfidenceFloor).
+enum class VerdictKind { test, product, environment, flaky, unknown };
+inline constexpr Named<VerdictKind> kVerdictKindNames[] = {{VerdictKind::test, "test"},
+                                                           {VerdictKind::product, "product"},
+                                                           {VerdictKind::environment, "environment"},
+                                                           {VerdictKind::flaky, "flaky"},
+                                                           {VerdictKind::unknown, "unknown"}};
+inline std::string_view verdict_kind_name(VerdictKind kind) { return name_of(kVerdictKindNames, kind); }
+
 struct Verdict {
-  std::string kind = "unknown";  // test | product | environment | flaky | unknown
-  double probability = 0;        // of `kind` (for unknown: of the likelier of test and product)
+  VerdictKind kind = VerdictKind::unknown;
+  double probability = 0;  // of `kind` (for unknown: of the likelier of test and product)
   std::vector<std::string> reasons;
 };
 

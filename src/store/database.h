@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "base/result.h"
@@ -62,6 +63,21 @@ class Statement {
   }
   // Steps once: true when a row is ready, false when done. Errors name the store.
   Result<bool> step() { return impl_->step(); }
+  // Steps through every row, calling `row()` at each (the columns above read it). Stops at the first error: a step's,
+  // or the one `row` returns when it returns a Status. Leaves the statement done, not reset.
+  template <class F>
+  Status each_row(F&& row) {
+    for (;;) {
+      auto more = step();
+      if (!more) return std::unexpected(more.error());
+      if (!*more) return {};
+      if constexpr (std::is_same_v<std::invoke_result_t<F&>, Status>) {
+        if (auto s = row(); !s) return s;
+      } else {
+        row();
+      }
+    }
+  }
   Status run();  // steps to completion, then resets
   void reset() { impl_->reset(); }
 

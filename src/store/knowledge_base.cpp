@@ -465,14 +465,11 @@ Status KnowledgeBase::recompute_fault_keys() {
   {
     auto rows = db_->prepare("SELECT commit_sha, test_id, record FROM failures WHERE record IS NOT NULL");
     TRY(rows);
-    for (;;) {
-      auto r = rows->step();
-      TRY(r);
-      if (!*r) break;
+    TRY(rows->each_row([&] {
       auto c = case_from_json(json::parse(rows->text(2), nullptr, false));
-      if (!c) continue;  // a damaged record is reported where it is read; it cannot be merged
+      if (!c) return;  // a damaged record is reported where it is read; it cannot be merged
       keys.push_back({fault_key(*c), rows->text(0), rows->text(1)});
-    }
+    }));
   }
   auto set = db_->prepare("UPDATE failures SET fault_key = ? WHERE commit_sha = ? AND test_id = ?");
   TRY(set);
@@ -487,17 +484,14 @@ Status KnowledgeBase::fill_case_languages() {
   {
     auto rows = db_->prepare("SELECT rowid, record FROM cases ORDER BY rowid");
     TRY(rows);
-    for (;;) {
-      auto r = rows->step();
-      TRY(r);
-      if (!*r) break;
+    TRY(rows->each_row([&] {
       // A damaged record is reported where it is loaded; its case keeps "" (the files' extensions then tell).
       const json record = json::parse(rows->text(1), nullptr, false);
-      if (!record.is_object()) continue;
+      if (!record.is_object()) return;
       const auto it = record.find("language");
-      if (it == record.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) continue;
+      if (it == record.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) return;
       languages.emplace_back(rows->int64(0), it->get<std::string>());
-    }
+    }));
   }
   auto set = db_->prepare("UPDATE cases SET language = ? WHERE rowid = ?");
   TRY(set);
@@ -643,12 +637,9 @@ Result<std::vector<CaseEntry>> KnowledgeBase::entries() {
   auto st = db_->prepare("SELECT rowid, id, test_id, failure_epoch, content_key, labelled FROM cases ORDER BY rowid");
   TRY(st);
   std::vector<CaseEntry> out;
-  for (;;) {
-    auto r = st->step();
-    TRY(r);
-    if (!*r) break;
+  TRY(st->each_row([&] {
     out.push_back({st->int64(0), st->text(1), st->text(2), st->int64(3), st->text(4), st->int64(5) != 0});
-  }
+  }));
   return out;
 }
 
@@ -685,12 +676,7 @@ Result<Case> KnowledgeBase::load(int64_t rowid) {
   TRY(files);
   files->bind(1, rowid);
   json arr = json::array();
-  for (;;) {
-    auto fr = files->step();
-    TRY(fr);
-    if (!*fr) break;
-    arr.push_back({{"path", files->text(0)}, {"content", files->text(1)}});
-  }
+  TRY(files->each_row([&] { arr.push_back({{"path", files->text(0)}, {"content", files->text(1)}}); }));
   record["files"] = std::move(arr);
   auto c = case_from_json(std::move(record));
   if (!c) return fail(name() + ": case " + std::to_string(rowid) + ": " + c.error().message);
@@ -736,12 +722,7 @@ Status KnowledgeBase::for_each(const std::function<Status(int64_t, const Case&)>
   auto st = db_->prepare("SELECT rowid FROM cases ORDER BY rowid");
   TRY(st);
   std::vector<int64_t> rowids;
-  for (;;) {
-    auto r = st->step();
-    TRY(r);
-    if (!*r) break;
-    rowids.push_back(st->int64(0));
-  }
+  TRY(st->each_row([&] { rowids.push_back(st->int64(0)); }));
   for (int64_t rowid : rowids) {
     auto c = load(rowid);
     TRY(c);
@@ -763,10 +744,7 @@ Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Sta
   TRY(st);
   st->bind(1, min_rowid);
   CaseSketch current;
-  for (;;) {
-    auto r = st->step();
-    TRY(r);
-    if (!*r) break;
+  TRY(st->each_row([&]() -> Status {
     const int64_t rowid = st->int64(0);
     if (rowid != current.rowid && current.rowid != 0) {
       if (auto s = fn(std::move(current)); !s) return s;
@@ -779,7 +757,8 @@ Status KnowledgeBase::for_each_sketch(int64_t min_rowid, const std::function<Sta
       current.language = st->text(5);
     }
     current.files.emplace_back(st->text(3), st->text(4));
-  }
+    return {};
+  }));
   if (current.rowid != 0)
     if (auto s = fn(std::move(current)); !s) return s;
   return {};

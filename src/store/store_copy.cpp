@@ -25,10 +25,7 @@ Result<int64_t> copy_table(Database& from, Database& to, const StoreTable& t) {
   TRY(read);
   TRY(write);
   int64_t n = 0;
-  for (;;) {
-    auto r = read->step();
-    TRY(r);
-    if (!*r) break;
+  TRY(read->each_row([&]() -> Status {
     for (size_t c = 0; c < t.columns.size(); ++c) {
       const int col = static_cast<int>(c);
       if (read->is_null(col))
@@ -40,7 +37,8 @@ Result<int64_t> copy_table(Database& from, Database& to, const StoreTable& t) {
     }
     if (auto s = write->run(); !s) return std::unexpected(with_context(t.name + ": ", s.error()));
     ++n;
-  }
+    return {};
+  }));
   return n;
 }
 
@@ -80,12 +78,7 @@ Result<StoreCopy> copy_store(KnowledgeBase& from, KnowledgeBase& to) {
     auto read =
         src.prepare("SELECT key, value FROM settings WHERE key NOT IN ('schema_version','store_id','generation')");
     TRY(read);
-    for (;;) {
-      auto r = read->step();
-      TRY(r);
-      if (!*r) break;
-      TRY(to.set_setting(read->text(0), read->text(1)));
-    }
+    TRY(read->each_row([&] { return to.set_setting(read->text(0), read->text(1)); }));
   }
   if (dst.engine() == Engine::postgresql && copied.rows["cases"] > 0)
     TRY(dst.exec("SELECT setval(pg_get_serial_sequence('spark.cases', 'rowid'), (SELECT max(rowid) FROM cases))"));
