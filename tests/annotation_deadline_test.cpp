@@ -11,7 +11,7 @@
 #include "localizer/localizer.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 using nlohmann::json;
 using testing::TempDir;
@@ -144,4 +144,4 @@ TEST(cli, a_megabyte_line_shared_with_a_learnt_case_is_annotated_within_the_dead
   for (const auto& n : out["notes"]) EXPECT_EQ(n.get<std::string>().find("deadline"), std::string::npos) << n;
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -4,7 +4,7 @@
 
 #include <map>
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 // Lines 1..20 exist; 5 and 10 are blank.
@@ -80,4 +80,4 @@ TEST(answer, nonsense_and_huge_ranges) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

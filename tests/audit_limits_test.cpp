@@ -21,7 +21,7 @@
 
 extern char** environ;
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -307,4 +307,4 @@ TEST(audit_limits, sigterm_stops_the_server_within_a_second_whatever_the_clients
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -7,7 +7,7 @@
 #include "store/knowledge_base.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::fix_history;
@@ -227,4 +227,4 @@ TEST(audit_site, tokens_are_32_hex_digits_and_differ) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

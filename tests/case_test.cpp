@@ -9,7 +9,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 using nlohmann::json;
 using testing::sample_case;
@@ -163,4 +163,4 @@ TEST(write_file_atomic, keeps_a_link_to_a_regular_file_and_refuses_a_folder) {
   EXPECT_TRUE(std::filesystem::is_directory(dir / "folder"));
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -13,7 +13,7 @@
 #include "json_schema.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 using nlohmann::json;
 using testing::run_spark;
@@ -549,4 +549,4 @@ TEST(cli, the_network_postgres_and_git_libraries_are_loaded_only_by_commands_tha
   EXPECT_TRUE(with_git.contains("libgit2.so")) << mine.err;
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

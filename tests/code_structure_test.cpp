@@ -12,7 +12,7 @@
 #include "code/scope.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using nlohmann::json;
@@ -389,4 +389,4 @@ TEST(stack_trace, javascript_frames_with_urls_and_without_internals) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -6,7 +6,7 @@
 #include "code/python_structure.h"
 #include "code/scope.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
@@ -151,4 +151,4 @@ TEST(backward_slice, bad_input_gives_an_empty_slice_not_a_crash) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -11,7 +11,7 @@
 #include "code/python_structure.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 using nlohmann::json;
 using testing::dev_data;
@@ -115,13 +115,13 @@ TEST(dev_corpus, policies_narrow_the_knowledge_base_by_time) {
   EXPECT_LE(sizes["closest-by-time"], sizes["all"] / 10 + 1);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
 #include "localizer/held_out.h"
 #include "localizer/index_build.h"
 #include "localizer/localizer.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(dev_corpus, leave_one_out_retrieval_finds_same_project_cases_and_annotation_marks_true_lines) {
   REQUIRE_DEV_DATA();
@@ -212,4 +212,4 @@ TEST(dev_corpus, the_scanned_function_span_is_the_parsed_one_across_every_test_f
   EXPECT_LT(declined * 100, checked);  // the parse is the exception
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -20,7 +20,7 @@
 #include "miner/runner.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::git;
@@ -355,4 +355,4 @@ TEST(unrunnable_command_mark, tells_commands_apart_and_the_stored_reason_reads_b
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

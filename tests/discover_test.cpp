@@ -20,7 +20,7 @@
 #include "store/knowledge_base.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::git;
@@ -545,4 +545,4 @@ TEST(discover, tests_in_file_names_tests_as_their_runners_do) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

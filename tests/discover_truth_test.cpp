@@ -15,7 +15,7 @@
 #include "store/knowledge_base.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::git;
@@ -293,4 +293,4 @@ TEST(import_change, python_import_change_names_only_the_bindings_that_differ) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -14,7 +14,7 @@
 #include "local_server.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 namespace {
 
@@ -236,4 +236,4 @@ TEST(OpenAiEmbedder, secrets_are_redacted_before_texts_leave_and_5xx_is_retried)
   EXPECT_EQ(e.redacted(), 2u);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

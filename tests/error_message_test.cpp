@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(normalize_error_message, replaces_volatile_tokens_and_keeps_the_rest) {
   const std::string m =
@@ -219,4 +219,4 @@ TEST(split_test_output, reads_unittests_failures_and_makes_their_ids) {
                        "    self.assertEqual(x, 3)\nAssertionError: 2 != 3\n\n");
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -8,7 +8,7 @@
 #include "json_schema.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using nlohmann::json;
@@ -262,4 +262,4 @@ TEST(eval, the_html_report_loads_in_headless_chromium_without_console_errors) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

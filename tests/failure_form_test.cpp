@@ -4,7 +4,7 @@
 
 #include <tuple>
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
@@ -146,9 +146,9 @@ TEST(failure_form, literal_tokens_and_canonical_code) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 TEST(failure_form, generic_checks_and_names_in_reprs) {
@@ -167,4 +167,4 @@ TEST(failure_form, generic_checks_and_names_in_reprs) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -6,7 +6,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using nlohmann::json;
@@ -207,4 +207,4 @@ TEST(pytest_defaults, an_index_an_older_embedder_made_is_rebuilt_by_the_next_loc
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -32,7 +32,7 @@
 #include "store/postgres_db.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 namespace fs = std::filesystem;
@@ -1389,4 +1389,4 @@ TEST(fault_postgres, concurrent_copies_into_one_empty_server_store_fill_it_once_
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

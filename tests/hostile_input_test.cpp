@@ -17,7 +17,7 @@
 #include "miner/miner.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::sample_case;
@@ -428,4 +428,4 @@ TEST(regex, a_catastrophic_pattern_is_cut_at_the_match_limit_and_the_next_line_s
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

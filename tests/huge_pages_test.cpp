@@ -14,7 +14,7 @@
 #include "smaps.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 std::string slurp(const char* path) {
@@ -116,4 +116,4 @@ TEST(MappedFile, a_mapping_of_2_mib_or_more_asks_for_huge_pages) {
   EXPECT_EQ(small_flags.find(" hg"), std::string::npos) << small_flags;
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -6,7 +6,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 namespace fs = std::filesystem;
@@ -244,4 +244,4 @@ TEST(learn_ranker_if_due, leaves_a_store_without_an_index_to_the_command_that_bu
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

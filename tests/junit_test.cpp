@@ -9,7 +9,7 @@
 #include "chat_server.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::TempDir;
@@ -385,4 +385,4 @@ TEST(junit, node_test_reports_name_no_file_and_the_one_test_file_holding_the_nam
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -17,7 +17,7 @@
 
 extern char** environ;
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 namespace fs = std::filesystem;
@@ -120,4 +120,4 @@ TEST(spark_record, a_held_knowledge_base_lock_ends_the_wait_with_exit_1_naming_t
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

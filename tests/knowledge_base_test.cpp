@@ -10,7 +10,7 @@
 #include "base/text.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 using testing::sample_case;
 using testing::TempDir;
@@ -246,9 +246,9 @@ TEST(KnowledgeBase, keys_stay_as_stores_written_before_have_them) {
   EXPECT_EQ((*blobs)[1], c.files[1].content);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 TEST(postgres_url, the_password_never_leaves_the_url_in_messages) {
@@ -324,4 +324,4 @@ TEST(postgres_url, a_server_starting_up_is_transient_whatever_the_ping_finds_aft
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -14,7 +14,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using nlohmann::json;
@@ -437,4 +437,4 @@ TEST(languages, a_real_node_test_projects_failure_is_recorded_learned_from_its_f
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -6,7 +6,7 @@
 
 #include "base/text.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(levenshtein, known_distances) {
   EXPECT_EQ(levenshtein(U"kitten", U"sitting"), 3u);
@@ -172,4 +172,4 @@ TEST(normalized_levenshtein_bounded, compares_long_lines_within_the_cap) {
   EXPECT_GT(distance(far, 0.5), 0.5);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

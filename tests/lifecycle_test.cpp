@@ -29,7 +29,7 @@
 #include "store/knowledge_base.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::run_spark;
@@ -1423,9 +1423,9 @@ TEST(spark_mine, a_shallow_clone_labels_the_fixes_it_holds_and_says_how_to_deepe
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 TEST(ci_post_failure_script, records_localizes_for_github_and_writes_sarif) {
@@ -1572,4 +1572,4 @@ TEST(spark_index, a_killed_index_or_import_leaves_the_old_or_the_new_state_and_a
   EXPECT_EQ(loaded->first.size(), 300u);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

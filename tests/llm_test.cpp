@@ -11,7 +11,7 @@
 #include "localizer/llm_stage.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::ChatServer;
@@ -470,4 +470,4 @@ TEST(llm_stage, unit_levels_map_the_models_lines_to_units) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -8,7 +8,7 @@
 #include "localizer/report.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 using testing::TempDir;
 
@@ -250,9 +250,9 @@ TEST(report, formats_are_well_formed) {
   EXPECT_TRUE(gh.starts_with("::warning file=tests/test_x.py,line=4,title=spark%3A rank 1 of"));
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(report_github, stays_within_ten_annotations_and_summarises_the_rest) {
   Localization loc;
@@ -300,9 +300,9 @@ TEST(report_github, a_runs_failures_share_ten_annotations_and_the_same_lines_are
   EXPECT_NE(gh.find("%0A... and 108 more\n"), std::string::npos) << gh;
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 // A test whose line 3 quotes the missing key.
@@ -617,4 +617,4 @@ TEST(SearchEngine, keeps_the_cases_filtering_needs_in_a_file_beside_the_index) {
   EXPECT_NE(damaged.error().message.find("checksum mismatch"), std::string::npos) << damaged.error().message;
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

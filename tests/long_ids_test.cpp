@@ -17,7 +17,7 @@
 #include "miner/miner.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 namespace fs = std::filesystem;
@@ -205,4 +205,4 @@ TEST(spark_record, ids_of_a_megabyte_are_stored_and_summed_up_within_their_caps)
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

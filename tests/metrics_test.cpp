@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 TEST(metrics, precision_recall_hit_ap_and_rr_by_hand) {
@@ -82,4 +82,4 @@ TEST(significance, wilcoxon_exact_with_and_without_ties) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

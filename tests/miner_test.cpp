@@ -10,7 +10,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::TempDir;
@@ -287,9 +287,9 @@ TEST(labelling_diff, each_faulty_line_keeps_its_replacement_in_the_fix) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::git;
@@ -594,4 +594,4 @@ TEST(spark_mine, a_junit5_row_removed_by_its_fix_closes_and_a_test_failing_for_s
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -12,7 +12,7 @@
 #include "store/knowledge_base.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using nlohmann::json;
@@ -201,4 +201,4 @@ TEST(one_fault, a_learnt_fixture_fault_leads_the_next_failure_of_that_fixture) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -8,7 +8,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::RunResult;
@@ -106,4 +106,4 @@ TEST(package, the_deb_holds_the_binary_man_page_hooks_and_plugin_and_installs_ov
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

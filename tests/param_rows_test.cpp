@@ -10,7 +10,7 @@
 #include "code/scope.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::TempDir;
@@ -355,4 +355,4 @@ class OtherTest {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 namespace {
 std::vector<CaseEntry> corpus() {
@@ -35,4 +35,4 @@ TEST(parse_policy, lists_the_known_policies_on_a_typo) {
             "unknown policy \"closest\" (known: all, all-preceding, closest-by-time, closest-time-preceding)");
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

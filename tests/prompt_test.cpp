@@ -10,7 +10,7 @@
 #include "code/tokens.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 Case query() {
@@ -161,4 +161,4 @@ TEST(prompt, modes_parse_and_say_what_they_retrieve) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

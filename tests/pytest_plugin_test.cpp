@@ -10,7 +10,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::git;
@@ -276,4 +276,4 @@ TEST(pytest_spark, pip_installs_it_and_pytest_loads_it_by_its_entry_point) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -6,7 +6,7 @@
 #include "code/scope.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 namespace {
 const char* kSource = R"py(import pytest
@@ -134,9 +134,9 @@ TEST(estimate_scope, marks_own_support_module_and_sibling_lines) {
   EXPECT_FALSE(estimate_scope(s, "tests/x.py::test_missing").found);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(PythonParser, reparses_a_new_version_of_a_named_file_after_many_others) {
   PythonParser parser(2);
@@ -154,9 +154,9 @@ TEST(PythonParser, reparses_a_new_version_of_a_named_file_after_many_others) {
   for (size_t i = 0; i < inc.functions.size(); ++i) EXPECT_EQ(inc.functions[i].calls, fresh.functions[i].calls);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(PythonParser, function_span_agrees_with_estimate_scope) {
   PythonParser parser;
@@ -174,9 +174,9 @@ TEST(PythonParser, function_span_agrees_with_estimate_scope) {
   EXPECT_FALSE(parser.function_span(kSource, "t.py", "", "test_missing"));
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(PythonParser, reparses_edits_far_apart_as_a_fresh_parse_would) {
   // Two versions of a large file changed at its top and at its bottom (mutations of different tests): the reparse
@@ -292,9 +292,9 @@ TEST(scan_function_span, declines_tabs_and_unbalanced_text_and_the_parser_answer
   EXPECT_EQ(*span, (std::pair<int, int>{1, 2}));
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 void expect_same_structure(const CodeStructure& a, const CodeStructure& b) {
@@ -374,4 +374,4 @@ TEST(StructureCache, a_new_cache_reads_what_another_parsed_from_the_folder) {
   EXPECT_EQ(files, 3u);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -13,7 +13,7 @@
 #include "store/knowledge_base.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::TempDir;
@@ -156,4 +156,4 @@ TEST(text, plural_and_duration_read_as_spark_says_them) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

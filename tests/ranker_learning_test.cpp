@@ -9,7 +9,7 @@
 #include "localizer/index_build.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::run_spark;
@@ -247,4 +247,4 @@ TEST(spark_localize, a_ranker_due_learns_before_the_run_ranks_and_so_does_spark_
   }
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

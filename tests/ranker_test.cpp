@@ -8,7 +8,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(train_ranker, learns_which_features_separate_faulty_lines) {
   // Synthetic cases: the faulty line is the traceback line 70 % of the time; `support` is noise.
@@ -68,9 +68,9 @@ TEST(RankerModel, a_model_saved_before_a_feature_existed_weighs_it_zero) {
   EXPECT_EQ(old->weights[kTracebackLine], m.weights[kTracebackLine]);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(train_ranker, learns_the_separating_feature) {
   std::mt19937 rng(5);
@@ -148,4 +148,4 @@ TEST(train_ranker, the_gate_learns_when_the_failing_statement_is_the_fault) {
   EXPECT_EQ(back->gate.origin, m.gate.origin);
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -13,7 +13,7 @@
 #include "formats/case.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::git;
@@ -388,4 +388,4 @@ TEST(spark_record_truth, hooks_install_says_what_the_hook_will_and_will_not_do) 
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

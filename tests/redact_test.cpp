@@ -4,7 +4,7 @@
 
 #include "base/text.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 std::string redacted(std::string text, std::map<std::string, size_t>* counts = nullptr) {
@@ -85,4 +85,4 @@ TEST(redact, user_rules_extend_and_bad_ones_are_named) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

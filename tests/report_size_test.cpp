@@ -15,7 +15,7 @@
 #include "miner/miner.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using testing::run_spark;
@@ -223,4 +223,4 @@ TEST(spark_localize, a_huge_error_file_is_capped_and_said_and_its_failure_still_
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -22,7 +22,7 @@
 #include "formats/redact.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using nlohmann::json;
@@ -291,4 +291,4 @@ TEST(secrets, none_reaches_the_audit_report) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -5,7 +5,7 @@
 
 #include <sqlite3.h>
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 #define TEST_SQLITE_FUNCTIONS(X) X(sqlite3_libversion) X(sqlite3_complete)
@@ -64,4 +64,4 @@ TEST(shared_library, load_library_table_fills_a_table_or_says_what_is_missing) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

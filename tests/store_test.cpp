@@ -13,7 +13,7 @@
 #include "pg_test.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using nlohmann::json;
@@ -384,4 +384,4 @@ TYPED_TEST(Store, copy_to_the_other_engine_and_back_loses_nothing) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -8,7 +8,7 @@
 
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 TEST(find_invalid_utf8, accepts_valid_text_and_rejects_bad_sequences) {
   EXPECT_FALSE(find_invalid_utf8("plain ascii"));
@@ -120,4 +120,4 @@ TEST(terminal_lines, keeps_newlines_and_defuses_each_line) {
   EXPECT_EQ(terminal_line(once), terminal_line(terminal_line(once)));
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

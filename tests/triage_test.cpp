@@ -13,7 +13,7 @@
 #include "localizer/verdict.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 using testing::run_spark;
 using testing::TempDir;
@@ -566,4 +566,4 @@ TEST(triage, a_renamed_method_is_learnt_from_one_fix_suggested_for_the_next_test
   EXPECT_NE((*own)["verdict"]["class"], "environment") << (*own)["verdict"];
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -14,7 +14,7 @@
 #include "chat_server.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 using nlohmann::json;
@@ -264,4 +264,4 @@ TEST(trust, the_pytest_plugin_sends_nothing_to_a_forks_address) {
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -19,7 +19,7 @@
 #include "random_vectors.h"
 #include "test_util.h"
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 
 namespace fs = std::filesystem;
 
@@ -914,4 +914,4 @@ TEST(inner_product, equals_the_plain_sum_to_float_rounding_at_every_length) {
   }
 }
 
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-namespace spark {
+namespace spark::SPARK_TEST_FILE_ID {
 namespace {
 
 TEST(WorkerPool, parallel_for_runs_each_index_once_and_a_worker_index_belongs_to_one_thread) {
@@ -67,4 +67,4 @@ TEST(WorkerPool, wait_returns_after_every_task_and_the_destructor_runs_what_is_q
 }
 
 }  // namespace
-}  // namespace spark
+}  // namespace spark::SPARK_TEST_FILE_ID
