@@ -119,8 +119,8 @@ Error read_error(const std::string& what) {
 //
 // libgit2 1.5 (Debian 12's) inflates a loose object in a loop that never ends when the file is truncated: zlib asks
 // for more input, none comes, and the loop calls it again (fixed upstream by libgit2 PR 7346, in no Debian 12
-// package). One damaged file in .git/objects made `spark mine` and `spark record` spin at 100 % CPU for ever (issue
-// 40). LooseGuard is an object database backend that libgit2 asks after its packs and before its own loose backend,
+// package). One damaged file in .git/objects made `spark mine` and `spark record` spin at 100 % CPU for ever.
+// LooseGuard is an object database backend that libgit2 asks after its packs and before its own loose backend,
 // for the same files: it reads and inflates a loose object itself, where every call of zlib either consumes input or
 // fills output and a call that does neither ends the read, so the work is bounded by the file's size and the size its
 // header declares. A damaged object is an error naming its file and `git fsck`; a sound one is handed to libgit2 as
