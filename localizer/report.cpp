@@ -598,22 +598,51 @@ std::string gh_escape_property(std::string_view s) {
   return out;
 }
 
+// What triage asks first, for a failure's top annotation's title: whose fault, seen before, an edit to try
+// (" [test 0.73; seen before: CASE; edit: a -> b]"), or "" when nothing is known.
+std::string triage_facts(const Localization& loc, const RankedElement& e) {
+  std::vector<std::string> facts;
+  if (loc.verdict)
+    facts.push_back(std::string(verdict_kind_name(loc.verdict->kind)) + " " + fixed(loc.verdict->probability, 2));
+  if (loc.history && loc.history->flaky) facts.emplace_back("flaky");
+  for (const auto& rc : loc.retrieved)
+    if (rc.similarity >= kShowSimilarFloor) {
+      facts.push_back("seen before: " + rc.id);
+      break;
+    }
+  for (const auto& sg : loc.suggestions)
+    if (sg.preferred && sg.line.path == e.path && sg.line.line >= e.line &&
+        sg.line.line <= std::max(e.line, e.end_line)) {
+      facts.push_back("edit: " + sg.old_tokens + " -> " + sg.new_tokens);
+      break;
+    }
+  if (facts.empty()) return "";
+  std::string out = " [";
+  for (size_t f = 0; f < facts.size(); ++f) out += (f ? "; " : "") + facts[f];
+  return out + "]";
+}
+
 }  // namespace
 
 std::string report_github(const std::vector<Localization>& run, const ReportContext& ctx) {
-  // One group per location (file, line, end line) across the run's failures, in order of first appearance.
+  // Each failure gets one annotation, at its top line; a next line of it gets its own only when its score is close to
+  // the top's (kCloseToTop of it, at most kPerFailure lines in all). The same lines (file, line, end line) annotated
+  // for several failures are one annotation naming them. A failure's other ranked lines are listed in its top
+  // annotation's message.
+  constexpr double kCloseToTop = 0.9;
+  constexpr size_t kPerFailure = 3;
   struct Group {
     const RankedElement* element = nullptr;  // the best-ranked occurrence
-    size_t rank = 0, of = 0;                 // its rank, among how many elements
-    size_t at_rank = 0;                      // the failures that rank it there
-    std::vector<const std::string*> tests;   // every failure that ranks it
-    const Localization* first = nullptr;     // the first failure that ranks it
+    size_t rank = 0;                         // its best rank
+    size_t top_for = 0;                      // the failures whose top line it is
+    std::vector<const Localization*> failures;
   };
   std::vector<Group> groups;
   std::map<std::tuple<std::string_view, int, int>, size_t> index;
   for (const auto& loc : run)
-    for (size_t i = 0; i < loc.ranked.size(); ++i) {
+    for (size_t i = 0; i < loc.ranked.size() && i < kPerFailure; ++i) {
       const RankedElement& e = loc.ranked[i];
+      if (i > 0 && !(loc.ranked[0].score > 0 && e.score >= kCloseToTop * loc.ranked[0].score)) break;
       const auto [it, added] =
           index.try_emplace(std::tuple<std::string_view, int, int>(e.path, e.line, e.end_line), groups.size());
       if (added) groups.emplace_back();
@@ -621,66 +650,65 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
       if (!g.element || i + 1 < g.rank) {
         g.element = &e;
         g.rank = i + 1;
-        g.of = loc.ranked.size();
-        g.at_rank = 0;
       }
-      g.at_rank += i + 1 == g.rank ? 1 : 0;
-      g.tests.push_back(&loc.test_id);
-      if (!g.first) g.first = &loc;
+      g.top_for += i == 0 ? 1 : 0;
+      g.failures.push_back(&loc);
     }
-  // The best-ranked first; among equals, the one more failures share.
+  // Top lines first; among them, the one more failures share.
   std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
-    return a.rank != b.rank ? a.rank < b.rank : a.tests.size() > b.tests.size();
+    return a.rank != b.rank ? a.rank < b.rank : a.failures.size() > b.failures.size();
   });
   const std::string level = std::string(level_name(ctx.level));
-  constexpr size_t kLimit = 10;
+  constexpr size_t kLimit = 10;  // GitHub shows no more annotations of a step
   const size_t n = groups.size();
   const size_t shown = n <= kLimit ? n : kLimit - 1;
   std::string out;
   for (size_t i = 0; i < shown; ++i) {
     const Group& g = groups[i];
     const RankedElement& e = *g.element;
-    const size_t count = g.tests.size();
-    std::string title = "spark: rank " + std::to_string(g.rank) + " of " + std::to_string(g.of) + " suspicious " +
-                        level + "s for " + *g.tests.front();
+    const size_t count = g.failures.size();
+    std::string title;
     std::string msg = clip(e.code, 200);
-    if (count == 1 && g.first) {
-      // What triage asks first, in the title: whose fault, seen before, an edit to try.
-      std::vector<std::string> facts;
-      if (g.first->verdict)
-        facts.push_back(std::string(verdict_kind_name(g.first->verdict->kind)) + " " +
-                        fixed(g.first->verdict->probability, 2));
-      if (g.first->history && g.first->history->flaky) facts.emplace_back("flaky");
-      for (const auto& rc : g.first->retrieved)
-        if (rc.similarity >= kShowSimilarFloor) {
-          facts.push_back("seen before: " + rc.id);
-          break;
-        }
-      for (const auto& sg : g.first->suggestions)
-        if (sg.preferred && sg.line.path == e.path && sg.line.line >= e.line &&
-            sg.line.line <= std::max(e.line, e.end_line)) {
-          facts.push_back("edit: " + sg.old_tokens + " -> " + sg.new_tokens);
-          break;
-        }
-      if (!facts.empty()) {
-        title += " [";
-        for (size_t f = 0; f < facts.size(); ++f) title += (f ? "; " : "") + facts[f];
-        title += "]";
+    if (count == 1) {
+      const Localization& loc = *g.failures.front();
+      title = g.rank == 1 ? "spark: most suspicious " + level + " for " + loc.test_id
+                          : "spark: also suspicious for " + loc.test_id + " (rank " + std::to_string(g.rank) + ")";
+      if (g.rank == 1) {
+        title += triage_facts(loc, e);
+        if (loc.verdict) msg += "\nverdict: " + verdict_line(*loc.verdict);
+        if (loc.history) msg += "\nhistory: " + history_line(*loc.history);
       }
-      if (g.first->verdict) msg += "\nverdict: " + verdict_line(*g.first->verdict);
-      if (g.first->history) msg += "\nhistory: " + history_line(*g.first->history);
-    }
-    if (count > 1) {
-      // The rank holds for the failures that rank it there ("for 9 of 14"), lower for the others.
-      title = "spark: rank " + std::to_string(g.rank) + " suspicious " + level + " for " +
-              (g.at_rank < count ? std::to_string(g.at_rank) + " of " : "") + std::to_string(count) +
-              " failing tests (\u00d7" + std::to_string(count) + ")";
+    } else {
+      title = "spark: " + std::string(g.rank == 1 ? "most " : "") + "suspicious " + level + " for " +
+              std::to_string(count) + " failing tests";
+      if (g.rank == 1 && g.top_for < count)
+        title = "spark: suspicious " + level + " for " + std::to_string(count) + " failing tests (the most for " +
+                std::to_string(g.top_for) + ")";
       constexpr size_t kNamed = 5;
       msg += "\nfailing tests:";
-      for (size_t t = 0; t < count && t < kNamed; ++t) msg += (t ? ", " : " ") + *g.tests[t];
+      for (size_t t = 0; t < count && t < kNamed; ++t) msg += (t ? ", " : " ") + g.failures[t]->test_id;
       if (count > kNamed) msg += " and " + std::to_string(count - kNamed) + " more";
     }
     for (const auto& r : e.reasons) msg += "\n- " + r;
+    if (count == 1 && g.rank == 1) {
+      // The failure's ranked lines that have no annotation of their own.
+      const Localization& loc = *g.failures.front();
+      constexpr size_t kListed = 40;  // an annotation's message stays readable
+      std::string rest;
+      size_t listed = 0, left = 0;
+      for (size_t r = 1; r < loc.ranked.size(); ++r) {
+        const RankedElement& o = loc.ranked[r];
+        if (index.contains(std::tuple<std::string_view, int, int>(o.path, o.line, o.end_line))) continue;
+        if (listed++ >= kListed) {
+          ++left;
+          continue;
+        }
+        rest += "\n" + std::to_string(r + 1) + ". " + o.path + ":" + std::to_string(o.line) + " (" + fixed(o.score, 2) +
+                ")  " + clip(o.code, 120);
+      }
+      if (!rest.empty())
+        msg += "\nless suspicious:" + rest + (left ? "\n... and " + std::to_string(left) + " more" : "");
+    }
     out += "::warning file=" + gh_escape_property(e.path) + ",line=" + std::to_string(e.line) +
            (e.end_line > e.line ? ",endLine=" + std::to_string(e.end_line) : "") +
            ",title=" + gh_escape_property(title) + "::" + gh_escape_data(msg) + "\n";
@@ -691,8 +719,9 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
     constexpr size_t kListed = 40;  // an annotation's message stays readable
     for (size_t i = shown; i < n && i < shown + kListed; ++i) {
       const RankedElement& e = *groups[i].element;
-      rest += "\n" + std::to_string(i + 1) + ". " + e.path + ":" + std::to_string(e.line) +
-              (groups[i].tests.size() > 1 ? " (\u00d7" + std::to_string(groups[i].tests.size()) + ")" : "") + "  " +
+      const size_t count = groups[i].failures.size();
+      rest += "\n" + e.path + ":" + std::to_string(e.line) + " for " +
+              (count > 1 ? std::to_string(count) + " failing tests" : groups[i].failures.front()->test_id) + "  " +
               clip(e.code, 120);
     }
     if (n > shown + kListed) rest += "\n... and " + std::to_string(n - shown - kListed) + " more";

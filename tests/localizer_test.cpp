@@ -247,25 +247,48 @@ TEST(report, formats_are_well_formed) {
   // Fewer lines than k: all of them; GitHub output stays within 10 annotations.
   const std::string gh = report_github({*loc}, ctx);
   EXPECT_LE(std::count(gh.begin(), gh.end(), '\n'), 10);
-  EXPECT_TRUE(gh.starts_with("::warning file=tests/test_x.py,line=4,title=spark%3A rank 1 of"));
+  EXPECT_TRUE(gh.starts_with("::warning file=tests/test_x.py,line=4,title=spark%3A most suspicious line for ")) << gh;
 }
 
 }  // namespace spark::SPARK_TEST_FILE_ID
 
 namespace spark::SPARK_TEST_FILE_ID {
 
-TEST(report_github, stays_within_ten_annotations_and_summarises_the_rest) {
+// GitHub's workflow commands are one per line.
+size_t gh_annotations(const std::string& gh) { return static_cast<size_t>(std::count(gh.begin(), gh.end(), '\n')); }
+
+TEST(report_github, a_failure_gets_one_annotation_at_its_top_line_and_lists_its_other_lines_in_it) {
+  Localization loc;
+  loc.test_id = "tests/t.py::test_x";
+  loc.ranked.push_back({"tests/t.py", 7, 7, 0.62, "assert total(cart) == 30", false, {"in the traceback"}});
+  loc.ranked.push_back({"tests/t.py", 5, 5, 0.31, "cart = [10, 15]", false, {}});
+  loc.ranked.push_back({"tests/conftest.py", 3, 3, 0.02, "@pytest.fixture", false, {}});
+  const std::string gh = report_github({loc}, {"all", Level::line, 5, 0.05, "test"});
+  EXPECT_EQ(gh_annotations(gh), 1u) << gh;
+  EXPECT_TRUE(gh.starts_with("::warning file=tests/t.py,line=7,title=spark%3A most suspicious line for "
+                             "tests/t.py%3A%3Atest_x::assert total(cart) == 30%0A- in the traceback%0Aless suspicious:"
+                             "%0A2. tests/t.py:5 (0.31)  cart = [10, 15]%0A3. tests/conftest.py:3 (0.02)  @pytest.fixture\n"))
+      << gh;
+}
+
+TEST(report_github, lines_as_suspicious_as_the_top_get_their_own_annotation_three_at_most) {
   Localization loc;
   loc.test_id = "tests/t.py::test_x";
   for (int i = 1; i <= 15; ++i) loc.ranked.push_back({"tests/t.py", i, i, 0.5, "x, y: " + std::to_string(i), false, {"why"}});
   const std::string gh = report_github({loc}, {"all", Level::line, 15, 0.05, "test"});
-  EXPECT_EQ(std::count(gh.begin(), gh.end(), '\n'), 10);
-  EXPECT_NE(gh.find("::warning title=spark%3A 6 more::"), std::string::npos);
-  EXPECT_NE(gh.find("%0A10. tests/t.py:10"), std::string::npos);
+  EXPECT_EQ(gh_annotations(gh), 3u) << gh;
+  EXPECT_NE(gh.find("::warning file=tests/t.py,line=2,title=spark%3A also suspicious for tests/t.py%3A%3Atest_x "
+                    "(rank 2)::x, y: 2%0A- why\n"),
+            std::string::npos)
+      << gh;
+  // The top's message lists the twelve others, not the two annotated.
+  EXPECT_NE(gh.find("less suspicious:%0A4. tests/t.py:4 (0.50)  x, y: 4"), std::string::npos) << gh;
+  EXPECT_NE(gh.find("%0A15. tests/t.py:15 (0.50)  x, y: 15"), std::string::npos) << gh;
+  EXPECT_EQ(gh.find("%0A2. tests/t.py:2 "), std::string::npos) << gh;
 }
 
-TEST(report_github, a_runs_failures_share_ten_annotations_and_the_same_lines_are_one_with_their_count) {
-  // One fixture bug broke 39 tests: each ranks the fixture's line first and four lines of its own after it.
+TEST(report_github, a_runs_failures_share_ten_annotations_and_the_same_line_is_one_naming_its_failures) {
+  // One fixture bug broke 39 tests: each ranks the fixture's line first and four lines of its own far below it.
   std::vector<Localization> run(39);
   for (size_t t = 0; t < run.size(); ++t) {
     run[t].test_id = "tests/test_m.py::test_" + std::to_string(t);
@@ -276,28 +299,36 @@ TEST(report_github, a_runs_failures_share_ten_annotations_and_the_same_lines_are
     }
   }
   const std::string gh = report_github(run, {"all", Level::line, 5, 0.05, "test"});
-  EXPECT_EQ(std::count(gh.begin(), gh.end(), '\n'), 10) << gh;
-  EXPECT_TRUE(gh.starts_with("::warning file=tests/conftest.py,line=12,title=spark%3A rank 1 suspicious line for 39 "
-                             "failing tests (\u00d739)::return Client(url)%0Afailing tests: tests/test_m.py::test_0, "))
-      << gh;
-  EXPECT_NE(gh.find(" and 34 more%0A- in the traceback\n"), std::string::npos) << gh;
-  EXPECT_EQ(gh.find("tests/conftest.py", gh.find("tests/conftest.py") + 1), std::string::npos) << gh;  // once
-  // Then the second-ranked lines, then one summary of the other 39 * 4 - 8 = 148.
-  EXPECT_NE(gh.find("::warning file=tests/test_m.py,line=100,title=spark%3A rank 2 of 5 suspicious lines for "
-                    "tests/test_m.py%3A%3Atest_0::x = 100\n"),
-            std::string::npos)
-      << gh;
-  EXPECT_NE(gh.find("::warning title=spark%3A 148 more::more suspicious lines for 39 failing tests:%0A10. "),
-            std::string::npos)
-      << gh;
-  // A line ranked first by some failures and lower by others says for how many its rank holds.
+  EXPECT_EQ(gh, "::warning file=tests/conftest.py,line=12,title=spark%3A most suspicious line for 39 failing tests::"
+                "return Client(url)%0Afailing tests: tests/test_m.py::test_0, tests/test_m.py::test_1, "
+                "tests/test_m.py::test_2, tests/test_m.py::test_3, tests/test_m.py::test_4 and 34 more%0A- in the "
+                "traceback\n");
+  // A line that is the top of some failures and close to the top of another says for how many it is the top.
   run.resize(3);
   std::swap(run[2].ranked[0], run[2].ranked[1]);
+  run[2].ranked[0].score = 0.95;
   const std::string mixed = report_github(run, {"all", Level::line, 5, 0.05, "test"});
-  EXPECT_TRUE(mixed.starts_with("::warning file=tests/conftest.py,line=12,title=spark%3A rank 1 suspicious line for 2 "
-                                "of 3 failing tests (\u00d73)::"))
+  EXPECT_EQ(gh_annotations(mixed), 2u) << mixed;
+  EXPECT_TRUE(mixed.starts_with("::warning file=tests/conftest.py,line=12,title=spark%3A suspicious line for 3 failing "
+                                "tests (the most for 2)::"))
       << mixed;
-  EXPECT_NE(gh.find("%0A... and 108 more\n"), std::string::npos) << gh;
+  EXPECT_NE(mixed.find("\n::warning file=tests/test_m.py,line=120,title=spark%3A most suspicious line for "
+                       "tests/test_m.py%3A%3Atest_2::"),
+            std::string::npos)
+      << mixed;
+  // Fifteen failures with lines of their own: nine annotations and one naming the other six.
+  std::vector<Localization> many(15);
+  for (size_t t = 0; t < many.size(); ++t) {
+    many[t].test_id = "tests/test_m.py::test_" + std::to_string(t);
+    many[t].ranked.push_back({"tests/test_m.py", static_cast<int>(10 * t + 1), static_cast<int>(10 * t + 1), 0.7,
+                              "y = " + std::to_string(t), false, {}});
+  }
+  const std::string more = report_github(many, {"all", Level::line, 5, 0.05, "test"});
+  EXPECT_EQ(gh_annotations(more), 10u) << more;
+  EXPECT_NE(more.find("::warning title=spark%3A 6 more::more suspicious lines for 15 failing tests:%0Atests/test_m.py:91 "
+                      "for tests/test_m.py::test_9  y = 9%0A"),
+            std::string::npos)
+      << more;
 }
 
 }  // namespace spark::SPARK_TEST_FILE_ID
