@@ -11,11 +11,11 @@
 # a real PostgreSQL 15 server each test process starts for itself (initdb + pg_ctl in a temporary folder, as nobody when
 # run as root).
 #
-# Each test runs once. The sanitizer pass runs all but the tests whose time is other programs' or repeated kill -9
-# cycles (SANITIZE_SKIP below: they reach no code the rest do not); the first pass, against the GCC build, runs those
-# and the ones whose point is the plain build (PLAIN_ONLY: the whole dev corpus, where the sanitizers take every 4th
-# case; glibc's heap and the memory bounds a sanitizer's allocator hides). With SPARK_SKIP_SANITIZE=1 the first pass
-# runs every test. Each phase's line says how long the phases before it took, so a log cut short by CI's time limit
+# Each test runs once, PLAIN_ONLY's twice. The sanitizer pass runs all but the tests whose time is other programs' or
+# repeated kill -9 cycles (SANITIZE_SKIP below: they reach no code the rest do not); the first pass, against the GCC
+# build, runs those and the ones whose point is the plain build (PLAIN_ONLY: the whole dev corpus, of which the
+# sanitizers take every 4th case; glibc's heap and the memory bounds, which a sanitizer's allocator hides and those
+# tests skip there). With SPARK_SKIP_SANITIZE=1 the first pass runs every test. Each phase's line says how long the phases before it took, so a log cut short by CI's time limit
 # still shows where the time went.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
