@@ -625,12 +625,18 @@ std::string triage_facts(const Localization& loc, const RankedElement& e) {
 }  // namespace
 
 std::string report_github(const std::vector<Localization>& run, const ReportContext& ctx) {
-  // Each failure gets one annotation, at its top line; a next line of it gets its own only when its score is close to
-  // the top's (kCloseToTop of it, at most kPerFailure lines in all). The same lines (file, line, end line) annotated
-  // for several failures are one annotation naming them. A failure's other ranked lines are listed in its top
-  // annotation's message.
+  // Each failure gets one annotation, at its top line; a next line of it (among its first kPerFailure) gets its own
+  // only when its score is close to the top's (kCloseToTop of it) or at least half the run's failures (two or more)
+  // rank it there too (one fixture's line second for every test the fixture broke). The same lines (file, line, end
+  // line) annotated for several failures are one annotation naming them. A failure's other ranked lines are listed in
+  // its top annotation's message.
   constexpr double kCloseToTop = 0.9;
   constexpr size_t kPerFailure = 3;
+  using Where = std::tuple<std::string_view, int, int>;
+  std::map<Where, size_t> ranked_by;  // how many failures rank a line among their first kPerFailure
+  for (const auto& loc : run)
+    for (size_t i = 0; i < loc.ranked.size() && i < kPerFailure; ++i)
+      ++ranked_by[Where(loc.ranked[i].path, loc.ranked[i].line, loc.ranked[i].end_line)];
   struct Group {
     const RankedElement* element = nullptr;  // the best-ranked occurrence
     size_t rank = 0;                         // its best rank
@@ -638,13 +644,14 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
     std::vector<const Localization*> failures;
   };
   std::vector<Group> groups;
-  std::map<std::tuple<std::string_view, int, int>, size_t> index;
+  std::map<Where, size_t> index;
   for (const auto& loc : run)
     for (size_t i = 0; i < loc.ranked.size() && i < kPerFailure; ++i) {
       const RankedElement& e = loc.ranked[i];
-      if (i > 0 && !(loc.ranked[0].score > 0 && e.score >= kCloseToTop * loc.ranked[0].score)) break;
-      const auto [it, added] =
-          index.try_emplace(std::tuple<std::string_view, int, int>(e.path, e.line, e.end_line), groups.size());
+      const bool close = loc.ranked[0].score > 0 && e.score >= kCloseToTop * loc.ranked[0].score;
+      const size_t shared = ranked_by[Where(e.path, e.line, e.end_line)];
+      if (i > 0 && !close && (shared < 2 || 2 * shared < run.size())) continue;
+      const auto [it, added] = index.try_emplace(Where(e.path, e.line, e.end_line), groups.size());
       if (added) groups.emplace_back();
       Group& g = groups[it->second];
       if (!g.element || i + 1 < g.rank) {
@@ -680,7 +687,7 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
       }
     } else {
       title = "spark: " + std::string(g.rank == 1 ? "most " : "") + "suspicious " + level + " for " +
-              std::to_string(count) + " failing tests";
+              std::to_string(count) + " failing tests" + (g.rank > 1 ? " (rank " + std::to_string(g.rank) + ")" : "");
       if (g.rank == 1 && g.top_for < count)
         title = "spark: suspicious " + level + " for " + std::to_string(count) + " failing tests (the most for " +
                 std::to_string(g.top_for) + ")";
@@ -698,7 +705,7 @@ std::string report_github(const std::vector<Localization>& run, const ReportCont
       size_t listed = 0, left = 0;
       for (size_t r = 1; r < loc.ranked.size(); ++r) {
         const RankedElement& o = loc.ranked[r];
-        if (index.contains(std::tuple<std::string_view, int, int>(o.path, o.line, o.end_line))) continue;
+        if (index.contains(Where(o.path, o.line, o.end_line))) continue;
         if (listed++ >= kListed) {
           ++left;
           continue;

@@ -287,6 +287,27 @@ TEST(report_github, lines_as_suspicious_as_the_top_get_their_own_annotation_thre
   EXPECT_EQ(gh.find("%0A2. tests/t.py:2 "), std::string::npos) << gh;
 }
 
+TEST(report_github, a_line_that_failures_rank_below_their_tops_alike_gets_one_annotation_naming_them) {
+  // A fixture's typo breaks four tests: each stops on a line of its own, and all rank the fixture's line second.
+  std::vector<Localization> run(4);
+  for (size_t t = 0; t < run.size(); ++t) {
+    const int own = 30 + 10 * static_cast<int>(t);
+    run[t].test_id = "tests/test_s.py::test_" + std::to_string(t);
+    run[t].ranked.push_back({"tests/test_s.py", own, own, 0.73, "signer = make()", false, {}});
+    run[t].ranked.push_back({"tests/test_s.py", 21, 21, 0.6, "return partial(Signer, secret_kye=key)", false, {}});
+    run[t].ranked.push_back({"tests/test_s.py", own + 1, own + 1, 0.4, "assert signer", false, {}});
+  }
+  const std::string gh = report_github(run, {"all", Level::line, 5, 0.05, "test"});
+  EXPECT_EQ(gh_annotations(gh), 5u) << gh;
+  EXPECT_NE(gh.find("\n::warning file=tests/test_s.py,line=21,title=spark%3A suspicious line for 4 failing tests "
+                    "(rank 2)::return partial(Signer, secret_kye=key)%0Afailing tests: tests/test_s.py::test_0, "),
+            std::string::npos)
+      << gh;
+  // Each top's message lists its own third line, not the fixture's line, which has its annotation.
+  EXPECT_NE(gh.find("less suspicious:%0A3. tests/test_s.py:31 (0.40)  assert signer\n"), std::string::npos) << gh;
+  EXPECT_EQ(gh.find("2. tests/test_s.py:21"), std::string::npos) << gh;
+}
+
 TEST(report_github, a_runs_failures_share_ten_annotations_and_the_same_line_is_one_naming_its_failures) {
   // One fixture bug broke 39 tests: each ranks the fixture's line first and four lines of its own far below it.
   std::vector<Localization> run(39);
