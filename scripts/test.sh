@@ -15,8 +15,8 @@
 # repeated kill -9 cycles (SANITIZE_SKIP below: they reach no code the rest do not); the first pass, against the GCC
 # build, runs those and the ones whose point is the plain build (PLAIN_ONLY: the whole dev corpus, of which the
 # sanitizers take every 4th case; glibc's heap and the memory bounds, which a sanitizer's allocator hides and those
-# tests skip there). With SPARK_SKIP_SANITIZE=1 the first pass runs every test. Each phase's line says how long the phases before it took, so a log cut short by CI's time limit
-# still shows where the time went.
+# tests skip there). With SPARK_SKIP_SANITIZE=1 the first pass runs every test. Each phase's line says how long the
+# phases before it took, so a log cut short by CI's time limit still shows where the time went.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
@@ -51,8 +51,8 @@ else
 fi
 
 if [ "${SPARK_SKIP_TIDY:-0}" != 1 ]; then
-    # .clang-tidy's checks over every source file of src/, localizer/, miner/ and cli/: a finding fails the run. build-tidy
-    # is configured, not built: its unity batches are the units clang-tidy reads (scripts/tidy.sh).
+    # .clang-tidy's checks over every source file of src/, localizer/, miner/ and cli/: a finding fails the run.
+    # build-tidy is configured, not built: its unity batches are the units clang-tidy reads (scripts/tidy.sh).
     phase tidy "clang-tidy"
     cmake -S "$root" -B "$root/build-tidy" -DSPARK_BUILD_TESTS=OFF -DSPARK_BUILD_BENCH=OFF -DSPARK_UNITY=ON >/dev/null
     "$root/scripts/tidy.sh" "$root/build-tidy"
