@@ -23,7 +23,8 @@ def main():
     for unit in files:
         if BATCH.search(unit):
             with open(unit, encoding="utf-8") as f:
-                sources = [os.path.relpath(os.path.realpath(s), root) for s in re.findall(r'#include "([^"]+)"', f.read())]
+                included = re.findall(r'#include "([^"]+)"', f.read())
+            sources = [os.path.relpath(os.path.realpath(s), root) for s in included]
         else:
             sources = [os.path.relpath(unit, root)]
         if not sources or not all(OWN.match(s) for s in sources):
