@@ -63,14 +63,17 @@ std::string published_what(const RunReportOptions& options) {
   return out;
 }
 
-// The localization as published (SARIF, annotations, the Markdown summary): a redacted copy unless redaction is off,
-// and the note of what was redacted.
-Localization published(const Localization& r, const Case& query, const std::string& who,
-                       const RunReportOptions& options, std::vector<RunMessage>& said) {
+// The localization as published (SARIF, annotations, the Markdown summary): a redacted copy unless redaction is off.
+// What was redacted is added to the run's count (one note for the run: a secret in a shared fixture is in every
+// failure's copy).
+Localization published(const Localization& r, const Case& query, const RunReportOptions& options, size_t& redacted,
+                       size_t& failures) {
   Localization copy = r;
   std::map<std::string, size_t> counts;
-  if (const size_t n = redact_localization(copy, query, *options.redactor, counts))
-    said.push_back({false, who + "redacted " + std::to_string(n) + " secret(s) from the " + published_what(options)});
+  if (const size_t n = redact_localization(copy, query, *options.redactor, counts)) {
+    redacted += n;
+    ++failures;
+  }
   return copy;
 }
 
@@ -100,6 +103,7 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
   std::map<std::string, size_t> shared = count_shared_notes(results);
   const bool wants_sarif = options.format == "sarif" || options.sarif;
   const bool wants_markdown = options.format == "markdown" || options.markdown;
+  size_t redacted = 0, redacted_failures = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const std::string who = queries.size() > 1 ? queries[i].id + ": " : "";
     if (!results[i]) {
@@ -113,7 +117,7 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
     if (options.format == "json") json_all.push_back(json::parse(report_json(r, ctx)));
     std::optional<Localization> copy;
     if (options.redactor && (wants_sarif || options.format == "github" || wants_markdown))
-      copy = published(r, queries[i], who, options, report.messages);
+      copy = published(r, queries[i], options, redacted, redacted_failures);
     const Localization& shown = copy ? *copy : r;
     if (wants_sarif) {
       auto doc = json::parse(report_sarif(shown, ctx));
@@ -126,6 +130,10 @@ RunReport report_run(const std::vector<Case>& queries, const std::vector<Result<
       annotated.push_back(shown);  // annotated (or summed up) as one run, below
     if (options.format == "text") report.out += text_of(r, queries, i, ctx, options);
   }
+  if (redacted)
+    report.messages.push_back(
+        {false, "redacted " + std::to_string(redacted) + " secret(s) from the " + published_what(options) +
+                    (queries.size() > 1 ? " of " + std::to_string(redacted_failures) + " failure(s)" : "")});
   if (!sarif.is_null()) report.sarif = json_text(sarif, 2) + "\n";
   // Many failures (--junit, --case without --id, spark record) always give an array, even of one.
   if (options.format == "json")
