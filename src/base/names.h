@@ -44,10 +44,9 @@ std::vector<std::string> names_of(const Named<E> (&table)[N]) {
 
 // "a, b or c": the names for a message.
 template <class E, size_t N>
-std::string names_text(const Named<E> (&table)[N], std::string_view last_joint = " or ") {
+std::string names_text(const Named<E> (&table)[N]) {
   std::string out;
-  for (size_t i = 0; i < N; ++i)
-    out.append(i == 0 ? "" : i + 1 == N ? last_joint : ", ").append(table[i].name);
+  for (size_t i = 0; i < N; ++i) out.append(i == 0 ? "" : i + 1 == N ? " or " : ", ").append(table[i].name);
   return out;
 }
 

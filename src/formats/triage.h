@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@ inline constexpr Named<VerdictKind> kVerdictKindNames[] = {{VerdictKind::test, "
                                                            {VerdictKind::environment, "environment"},
                                                            {VerdictKind::flaky, "flaky"},
                                                            {VerdictKind::unknown, "unknown"}};
+static_assert(std::size(kVerdictKindNames) == static_cast<size_t>(VerdictKind::unknown) + 1);
 inline std::string_view verdict_kind_name(VerdictKind kind) { return name_of(kVerdictKindNames, kind); }
 
 struct Verdict {
