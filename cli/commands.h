@@ -20,5 +20,6 @@ Command add_failures(CLI::App& app);                        // failures.cpp
 Command add_kb(CLI::App& app);                              // kb.cpp
 Command add_hooks(CLI::App& app, Flags& flags);             // hooks.cpp
 Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv);  // eval.cpp
+Command add_mcp(CLI::App& app);                             // mcp.cpp
 
 }  // namespace spark::cli

@@ -23,8 +23,11 @@ namespace {
 using namespace spark::cli;
 using spark::Config;
 
-// The global options: --config (read here) and the store (--kb, --local-dir).
-void add_global(CLI::App& app, Flags& flags, std::string& config_path) {
+// The global options: -C (the folder to run in), --config (read here) and the store (--kb, --local-dir).
+void add_global(CLI::App& app, Flags& flags, std::string& config_path, std::string& run_in) {
+  app.add_option("-C", run_in,
+                 "run as if spark was started in this folder, as git -C does (for agents and editors that start "
+                 "`spark mcp` elsewhere)");
   app.add_option("--config", config_path, "configuration file (default: .spark.toml here or above, up to the git top)");
   flags.bind(&app, "--kb", "kb");
   flags.bind(&app, "--local-dir", "local_dir");
@@ -92,8 +95,8 @@ int run(int argc, char** argv) {
   app.fallthrough();  // global options (--kb, --config) also after the subcommand
   app.set_version_flag("--version", std::string("spark ") + SPARK_VERSION);
   Flags flags;
-  std::string config_path;
-  add_global(app, flags, config_path);
+  std::string config_path, run_in;
+  add_global(app, flags, config_path, run_in);
   const std::vector<Command> commands = {
       add_import(app),
       add_export(app),
@@ -108,6 +111,7 @@ int run(int argc, char** argv) {
       add_kb(app),
       add_hooks(app, flags),
       add_eval(app, flags, argc, argv),
+      add_mcp(app),
   };
   try {
     app.parse(argc, argv);
@@ -117,6 +121,14 @@ int run(int argc, char** argv) {
     if (dynamic_cast<const CLI::ExtrasError*>(&e) || dynamic_cast<const CLI::RequiredError*>(&e))
       std::fputs(option_hints(app).c_str(), stderr);
     return code == 0 ? 0 : 2;
+  }
+  if (!run_in.empty()) {
+    std::error_code ec;
+    std::filesystem::current_path(run_in, ec);
+    if (ec) {
+      report_error(spark::Error{"-C " + run_in + ": " + ec.message()});
+      return 2;
+    }
   }
   int exit_code = 1;
   auto config = load_config(config_path, flags, exit_code);
@@ -158,4 +170,3 @@ int main(int argc, char** argv) {
   }
   return 1;
 }
-

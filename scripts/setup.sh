@@ -102,16 +102,18 @@ fetch_grammar tree-sitter-java 0.23.5 fb150fdaa9c852b3d71ba3144109008ac6a47ac2 s
 fetch_grammar tree-sitter-javascript 0.23.1 4e49fa3ad5f996b3ac5cf4f78d6c5dd876788faf src
 fetch_grammar tree-sitter-typescript 0.23.2 70bc615a2f664a8e9c87c533382beca587f28ab3 typescript/src tsx/src common
 
-# For the tests only: Jest and jest-junit, pinned by tests/js-tools/package-lock.json (npm ci checks every package's
-# integrity hash), for the real JavaScript project's tests (and scripts/lang_corpus.py's JavaScript runs). Installed
-# into third_party/js-test-tools/.
+# For the tests only: the JavaScript test tools, pinned by tests/js-tools/package-lock.json (npm ci checks every
+# package's integrity hash): Jest and jest-junit, for the real JavaScript project's tests (and scripts/lang_corpus.py's
+# JavaScript runs), and the official MCP TypeScript SDK, whose client tests `spark mcp`. Installed into
+# third_party/js-test-tools/.
 if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
     tools="$root/third_party/js-test-tools"
     lock_sum=$(sha1sum "$root/tests/js-tools/package-lock.json" | cut -d' ' -f1)
-    if [ -f "$tools/.lock-sha1" ] && [ "$(cat "$tools/.lock-sha1")" = "$lock_sum" ] && [ -x "$tools/node_modules/.bin/jest" ]; then
-        say "jest (tests/js-tools) present"
+    if [ -f "$tools/.lock-sha1" ] && [ "$(cat "$tools/.lock-sha1")" = "$lock_sum" ] && [ -x "$tools/node_modules/.bin/jest" ] \
+       && [ -f "$tools/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
+        say "JavaScript test tools (tests/js-tools: Jest, jest-junit, the MCP SDK) present"
     else
-        say "installing jest and jest-junit with npm ci (tests/js-tools/package-lock.json)"
+        say "installing Jest, jest-junit and the MCP SDK with npm ci (tests/js-tools/package-lock.json)"
         rm -rf "$tools.new"
         mkdir -p "$tools.new"
         cp "$root/tests/js-tools/package.json" "$root/tests/js-tools/package-lock.json" "$tools.new/"
@@ -119,6 +121,6 @@ if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
         echo "$lock_sum" > "$tools.new/.lock-sha1"
         rm -rf "$tools"
         mv "$tools.new" "$tools"
-        say "jest installed in third_party/js-test-tools/"
+        say "JavaScript test tools installed in third_party/js-test-tools/"
     fi
 fi
