@@ -7,7 +7,8 @@
 # here, the binary and its plugin only). The package holds /usr/bin/spark, the HTTP server plugin of `spark audit serve`
 # (/usr/lib/spark/spark-http.so, which links cpp-httplib), the man page spark(1) made by help2man from the binary's
 # own --help (the main help and every subcommand's: no hand-kept copy), the CI hooks (/usr/share/spark/hooks), the
-# pytest plugin (/usr/share/spark/integrations/pytest), the JSON Schemas and the docs (/usr/share/doc/spark). Its
+# pytest plugin (/usr/share/spark/integrations/pytest, and loaded by Debian's pytest from
+# /usr/lib/python3/dist-packages), the JSON Schemas and the docs (/usr/share/doc/spark). Its
 # Depends are what dpkg-shlibdeps finds the binary linked to and the packages of the libraries it opens with dlopen
 # (libgit2, libcurl, libpq), so an install pulls exactly the shared libraries spark needs (docs/PACKAGING.md). Needs dpkg-dev and help2man (installed when missing, as root; setup.sh --tests has them).
 set -euo pipefail
@@ -45,6 +46,22 @@ cp -r "$root/hooks" "$pkg/usr/share/spark/hooks"
 mkdir -p "$pkg/usr/share/spark/integrations"
 cp -r "$root/integrations/pytest" "$pkg/usr/share/spark/integrations/pytest"
 find "$pkg/usr/share/spark" -name __pycache__ -prune -exec rm -rf {} +
+# The pytest plugin where Debian's python3-pytest finds it, as Debian's python3-pytest-* packages are: the module in
+# dist-packages and its metadata beside it, whose pytest11 entry point pytest loads (`pytest --spark`; no pip, which
+# Debian 12's system Python refuses: "externally-managed-environment").
+plugin_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/integrations/pytest/pyproject.toml")
+[ -n "$plugin_version" ] || { say "no version in integrations/pytest/pyproject.toml"; exit 2; }
+site="$pkg/usr/lib/python3/dist-packages"
+meta="$site/pytest_spark-$plugin_version.dist-info"
+install -D -m 0644 "$root/integrations/pytest/pytest_spark.py" "$site/pytest_spark.py"
+install -d "$meta"
+printf 'Metadata-Version: 2.1\nName: pytest-spark\nVersion: %s\nSummary: %s\nRequires-Python: >=3.9\nRequires-Dist: pytest>=7.2\n' \
+  "$plugin_version" "pytest plugin: spark records the session's outcomes and ranks the faulty lines of its failing tests" \
+  > "$meta/METADATA"
+printf '[pytest11]\nspark = pytest_spark\n' > "$meta/entry_points.txt"
+printf 'pytest_spark\n' > "$meta/top_level.txt"
+printf 'debian\n' > "$meta/INSTALLER"
+chmod 0644 "$meta"/*
 cp -r "$root/docs/schemas" "$pkg/usr/share/spark/schemas"
 cp "$root/README.md" "$pkg/usr/share/doc/spark/README.md"
 cp -r "$root/docs" "$pkg/usr/share/doc/spark/docs"

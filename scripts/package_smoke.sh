@@ -1,7 +1,7 @@
 #!/bin/sh
 # What scripts/check_fresh_debian.sh runs where the Debian package was installed with apt-get, and nothing else of
-# spark is: the binary, its man page, a localization of a failing test with a knowledge base made here, and the
-# audit served to a browser.
+# spark is: the binary, its man page, a localization of a failing test with a knowledge base made here, `pytest
+# --spark` with the plugin the package carries, and the audit served to a browser.
 set -eu
 command -v spark
 spark --version
@@ -22,6 +22,15 @@ E   assert 4 == 5</failure></testcase></testsuite></testsuites>
 XML
 spark record --junit report.xml | tee record.txt
 grep -q 'tests/test_a.py:3' record.txt
+# The pytest plugin as docs/PYTEST_PLUGIN.md says for Debian 12: no pip; Debian's pytest (the package recommends
+# python3-pytest, which apt-get installs with it) loads the plugin from the package by its entry point.
+python3 -c 'import pytest' || { echo "python3-pytest, which the package recommends, is not installed"; exit 1; }
+rc=0
+python3 -m pytest -p no:cacheprovider --spark tests > pytest.txt 2>&1 || rc=$?
+cat pytest.txt
+[ "$rc" = 1 ] || { echo "pytest --spark exited $rc, not pytest's 1 for a failing test"; exit 1; }
+grep -q '= spark =' pytest.txt
+grep -q '1. tests/test_a.py:3  assert total == 5' pytest.txt
 # The audit in a browser: the HTTP server plugin (/usr/lib/spark/spark-http.so) loads with the package's dependencies
 # and serves the quarantine page to the address it prints.
 spark audit serve --port 0 > url.txt 2> serve.txt &

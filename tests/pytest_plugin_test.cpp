@@ -22,8 +22,8 @@ const std::string kPlugin = std::string(SPARK_SOURCE_DIR) + "/integrations/pytes
 
 // pytest with the plugin on PYTHONPATH (`-p pytest_spark`, as its README says) and $SPARK naming `binary`; `env`:
 // more NAME=VALUE settings.
-RunResult pytest_with_plugin(const TempDir& dir, std::vector<std::string> args, const std::string& binary = SPARK_BINARY,
-                             const std::vector<std::string>& env = {}) {
+RunResult pytest_with_plugin(const TempDir& dir, std::vector<std::string> args,
+                             const std::string& binary = SPARK_BINARY, const std::vector<std::string>& env = {}) {
   std::vector<std::string> all = {"PYTHONPATH=" + kPlugin, "SPARK=" + binary, "SPARK_KB="};
   all.insert(all.end(), env.begin(), env.end());
   for (const char* a : {"/usr/bin/python3", "-B", "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_spark"})
@@ -43,9 +43,9 @@ std::string fake_spark(const TempDir& dir, const std::string& json) {
 void project(const TempDir& dir, const std::string& expected) {
   git(dir, "init");
   write_file(dir / ".gitignore", ".spark/\n__pycache__/\n*.xml\n");
-  write_file(dir / "tests" / "test_a.py",
-             "def test_add():\n    total = 2 + 2\n    assert total == " + expected + "\n\n\ndef test_ok():\n"
-             "    assert 1 == 1\n");
+  write_file(dir / "tests" / "test_a.py", "def test_add():\n    total = 2 + 2\n    assert total == " + expected +
+                                              "\n\n\ndef test_ok():\n"
+                                              "    assert 1 == 1\n");
   git(dir, "add -A");
   git(dir, "commit -m a");
 }
@@ -149,8 +149,8 @@ TEST(pytest_spark, a_bad_timeout_setting_is_one_warning_line_and_never_the_sessi
     auto on = pytest_with_plugin(dir, {"--spark"}, SPARK_BINARY, {"SPARK_PYTEST_TIMEOUT=" + value});
     EXPECT_EQ(on.exit_code, 0) << on.out << on.err;
     EXPECT_NE(on.out.find("spark: recorded "), std::string::npos) << on.out << on.err;
-    const bool said = on.out.find("SPARK_PYTEST_TIMEOUT='" + value + "' is not a positive number of seconds: 600 used") !=
-                      std::string::npos;
+    const bool said = on.out.find("SPARK_PYTEST_TIMEOUT='" + value +
+                                  "' is not a positive number of seconds: 600 used") != std::string::npos;
     EXPECT_EQ(said, !value.empty()) << on.out;
   }
   // A good value is taken: a spark slower than it is stopped, the session's status kept.
@@ -180,11 +180,30 @@ TEST(pytest_spark, json_of_another_shape_is_one_warning_line_and_never_the_sessi
   // What can be read of an entry is shown; the rest of it stands in as "?".
   auto partial = pytest_with_plugin(
       dir, {"--spark"},
-      fake_spark(bin, "[{\"test_id\": \"t::a\", \"ranked\": [1, {\"rank\": [], \"path\": {}, \"line\": 3, "
-                      "\"reasons\": [5, \"why\"]}]}]"));
+      fake_spark(bin,
+                 "[{\"test_id\": \"t::a\", \"ranked\": [1, {\"rank\": [], \"path\": {}, \"line\": 3, "
+                 "\"reasons\": [5, \"why\"]}]}]"));
   EXPECT_EQ(partial.exit_code, 0) << partial.out << partial.err;
   EXPECT_NE(partial.out.find("t::a  (no similar case learnt yet)"), std::string::npos) << partial.out;
   EXPECT_NE(partial.out.find("1. ?:3    (why)"), std::string::npos) << partial.out;
+  // Triage fields of the wrong type: what can be read is shown, nothing else, never a traceback.
+  auto triage = pytest_with_plugin(
+      dir, {"--spark"},
+      fake_spark(bin,
+                 "[{\"test_id\": \"t::b\", \"ranked\": [], \"verdict\": {\"class\": \"test\", "
+                 "\"probability\": \"high\", \"reasons\": [1, \"why\"]}, \"history\": {\"failing_runs\": "
+                 "\"2\", \"first_failing_commit\": 5, \"flaky\": true}, \"suggestions\": [1, {\"preferred\": "
+                 "true, \"change\": 3, \"line\": 2.5}, {\"preferred\": false}]}]"));
+  EXPECT_EQ(triage.exit_code, 0) << triage.out << triage.err;
+  EXPECT_EQ(triage.out.find("Traceback"), std::string::npos) << triage.out;
+  EXPECT_NE(triage.out.find("  verdict: test: why\n"), std::string::npos) << triage.out;
+  EXPECT_NE(
+      triage.out.find("  history: no failing run recorded before this one; failed and passed at the same commit 0 "
+                      "times: flaky"),
+      std::string::npos)
+      << triage.out;
+  EXPECT_NE(triage.out.find("  suggested edit: ?:?  ? -> ?  (as case ?'s fix did; not applied)"), std::string::npos)
+      << triage.out;
   // A failing session keeps its 1 the same way.
   project(dir, "5");
   auto failing = pytest_with_plugin(dir, {"--spark"}, fake_spark(bin, "[1, 2]"));
@@ -228,6 +247,44 @@ TEST(pytest_spark, claims_a_similar_case_only_where_spark_shows_one) {
   ASSERT_EQ(one["retrieved"].size(), 1u) << far.out;
   EXPECT_LT(one["retrieved"][0]["similarity"].get<double>(), 0.5) << far.out;
   EXPECT_EQ(one["retrieved"][0]["shown"], false) << far.out;
+}
+
+// What triage asks before "which line", as spark's own report gives it: a product rename fixed once in one test, the
+// same rename breaking another test: its verdict, its history and the earlier fix's edit, suggested.
+TEST(pytest_spark, shows_the_verdict_the_history_and_the_suggested_edit) {
+  TempDir dir;
+  git(dir, "init");
+  write_file(dir / ".gitignore", ".spark/\n__pycache__/\n");
+  write_file(dir / "shop.py", "class Order:\n    def __init__(self, prices):\n        self.total = sum(prices)\n");
+  write_file(dir / "tests" / "test_o.py",
+             "from shop import Order\n\n\ndef test_total():\n    assert Order([2, 3]).total_price == 5\n");
+  git(dir, "add -A");
+  git(dir, "commit -m a");
+  auto first = pytest_with_plugin(dir, {"--spark"});
+  EXPECT_EQ(first.exit_code, 1) << first.out << first.err;
+  EXPECT_NE(first.out.find("  verdict: test (0."), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("  history: failing since "), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("; never passed in the recorded runs"), std::string::npos) << first.out;
+  EXPECT_EQ(first.out.find("suggested edit"), std::string::npos) << first.out;  // nothing learnt yet
+  write_file(dir / "tests" / "test_o.py",
+             "from shop import Order\n\n\ndef test_total():\n    assert Order([2, 3]).total == 5\n");
+  git(dir, "commit -am fix", "2026-01-02T00:00:00Z");
+  auto fixed = pytest_with_plugin(dir, {"--spark"});
+  ASSERT_NE(fixed.out.find("1 labelled into the knowledge base"), std::string::npos) << fixed.out;
+  write_file(dir / "tests" / "test_r.py",
+             "from shop import Order\n\n\ndef test_refund():\n    refund = Order([1, 1])\n"
+             "    assert refund.total_price == 2\n");
+  git(dir, "add -A");
+  git(dir, "commit -m refunds", "2026-01-03T00:00:00Z");
+  auto again = pytest_with_plugin(dir, {"--spark"});
+  EXPECT_EQ(again.exit_code, 1) << again.out;
+  EXPECT_NE(again.out.find("tests/test_r.py::test_refund  (1 similar case(s) learnt before)\n  verdict: test (0."),
+            std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("  suggested edit: tests/test_r.py:6  total_price -> total  (as case "), std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("not applied)\n  1. tests/test_r.py:6  assert refund.total_price == 2"), std::string::npos)
+      << again.out;
 }
 
 TEST(pytest_spark, an_interrupted_session_is_not_recorded) {

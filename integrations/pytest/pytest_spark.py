@@ -2,7 +2,8 @@
 
 `pytest --spark` hands the session's JUnit XML report to `spark record` (or, with `--spark-no-record`, to
 `spark localize --junit`): one spark process per session, after the tests ran. The terminal summary then gets a
-"spark" section: per failing test, its ranked lines as `path:line  code  (reason)`. The plugin never changes the
+"spark" section: per failing test, its verdict (whose fault it likely is), its recorded history, the edits a similar
+case's fix suggests, and its ranked lines as `path:line  code  (reason)`. The plugin never changes the
 session's exit status and never fails it: spark missing, failing or slow is one warning line.
 
 The spark binary is $SPARK, else `spark` on PATH. The knowledge base is the one `spark record` uses when run from
@@ -24,6 +25,8 @@ DEFAULT_TIMEOUT_SECONDS = 600.0
 # The longest test id, path or reason the section prints (spark caps what it stores; this caps what is shown).
 MAX_TEXT = 300
 MAX_WARNING = 2000
+# The suggested edits shown per failure (spark's preferred edit of each line; the JSON has them all).
+MAX_SUGGESTIONS = 3
 # What spark's JSON says of a retrieved case before it said whether it is shown: the floor its text report used.
 OLD_SHOW_SIMILAR_FLOOR = 0.5
 
@@ -203,8 +206,69 @@ def _failures(parsed):
             ranked.append((_number(entry.get("rank"), len(ranked) + 1), _text(entry.get("path")),
                            _number(entry.get("line")), " ".join(_text(entry.get("code"), "").split()),
                            reasons[0] if reasons else "ranked"))
-        out.append((one["test_id"], _shown_similar(one.get("retrieved")), ranked))
+        out.append((one["test_id"], _shown_similar(one.get("retrieved")), _triage(one), ranked))
     return out, bad
+
+
+def _real(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _short(commit):
+    return commit[:10] if isinstance(commit, str) else "?"
+
+
+def _history_line(h):
+    """spark's history line (its text report's `history:`), from the JSON's history object."""
+    runs = _number(h.get("failing_runs"), 0)
+    last = h.get("last_passed_commit")
+    if isinstance(h.get("first_failing_commit"), str):
+        out = "failing since %s, %s failing run%s" % (_short(h["first_failing_commit"]), runs, "" if runs == 1 else "s")
+        age = h.get("age_days")
+        if _real(age):
+            out += ", %.*f days" % (1 if age < 10 else 0, age)
+        out += ("; last passed at " + _short(last)) if isinstance(last, str) else "; never passed in the recorded runs"
+    else:
+        out = "no failing run recorded before this one"
+        if isinstance(last, str):
+            out += "; last passed at " + _short(last)
+    if h.get("flaky") is True:
+        times = _number(h.get("flaky_runs"), 0)
+        out += "; failed and passed at the same commit %s time%s: flaky (never learnt as a case)" % (
+            times, "" if times == 1 else "s")
+    return out
+
+
+def _triage(one):
+    """What triage asks before "which line": the verdict, the history and the suggested edits spark's JSON gives,
+    as lines of the section (none for what it does not give)."""
+    lines = []
+    verdict = one.get("verdict")
+    if isinstance(verdict, dict) and isinstance(verdict.get("class"), str):
+        line = "verdict: %s" % verdict["class"]
+        if _real(verdict.get("probability")):
+            line += " (%.2f)" % verdict["probability"]
+        reasons = [r for r in verdict.get("reasons", []) if isinstance(r, str)] \
+            if isinstance(verdict.get("reasons"), list) else []
+        if reasons:
+            line += ": " + "; ".join(reasons)
+        lines.append(line)
+    history = one.get("history")
+    if isinstance(history, dict):
+        lines.append("history: " + _history_line(history))
+    suggestions = [s for s in one.get("suggestions", []) if isinstance(s, dict) and s.get("preferred") is True] \
+        if isinstance(one.get("suggestions"), list) else []
+    for s in suggestions[:MAX_SUGGESTIONS]:
+        change = s.get("change") if isinstance(s.get("change"), dict) else {}
+        line = "suggested edit: %s:%s  %s -> %s  (as case %s's fix did" % (
+            _text(s.get("path")), _number(s.get("line")), _text(change.get("old")), _text(change.get("new")),
+            _text(s.get("from_case")))
+        if _real(s.get("confidence")):
+            line += "; confidence %.2f" % s["confidence"]
+        lines.append(line + "; not applied)")
+    if len(suggestions) > MAX_SUGGESTIONS:
+        lines.append("... and %d more suggested edits" % (len(suggestions) - MAX_SUGGESTIONS))
+    return lines
 
 
 def _summary(write, section, config):
@@ -225,9 +289,11 @@ def _summary(write, section, config):
     if not localized and not said and not bad:
         return
     section("spark", sep="=", bold=True)
-    for test_id, similar, ranked in localized[:MAX_SHOWN]:
-        verdict = ("%d similar case(s) learnt before" % similar) if similar else "no similar case learnt yet"
-        write("%s  (%s)" % (_id_printable(test_id), verdict), bold=True)
+    for test_id, similar, triage, ranked in localized[:MAX_SHOWN]:
+        seen = ("%d similar case(s) learnt before" % similar) if similar else "no similar case learnt yet"
+        write("%s  (%s)" % (_id_printable(test_id), seen), bold=True)
+        for line in triage:
+            write("  " + _printable(line))
         for rank, path, line, code, reason in ranked:
             write("  %s. %s:%s  %s  (%s)" % (rank, _printable(path), line, _printable(_clipped(code, 60)),
                                             _printable(reason)))
