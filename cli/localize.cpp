@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/huge_pages.h"
+#include "base/process.h"
 #include "base/progress.h"
 #include "base/text.h"
 #include "cli/commands.h"
@@ -15,6 +16,7 @@
 #include "localizer/prompt.h"
 #include "localizer/queries.h"
 #include "localizer/report.h"
+#include "localizer/verify.h"
 
 namespace spark::cli {
 
@@ -59,10 +61,10 @@ Result<Case> query_from_args(const Common& common, const LocalizeArgs& args) {
 // Says on stderr that the LLM has not answered yet (LlmOptions::waiting), with the time left to the run's deadline.
 void say_waiting(LlmOptions& o, double deadline) {
   o.waiting = [endpoint = terminal_line(o.base_url), deadline](double waited, size_t done, size_t total) {
-    const std::string left = deadline > 0 ? ", the run's deadline in " +
-                                                std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) +
-                                                " s"
-                                          : "";
+    const std::string left = deadline > 0
+                                 ? ", the run's deadline in " +
+                                       std::to_string(static_cast<long long>(std::max(0.0, deadline - waited))) + " s"
+                                 : "";
     std::fprintf(stderr, "spark: waiting for the LLM at %s: %lld s, %zu of %zu answered%s\n", endpoint.c_str(),
                  static_cast<long long>(waited), done, total, left.c_str());
   };
@@ -132,9 +134,15 @@ int localize_queries(const Common& common, const LocalizeArgs& args, const std::
         Error{"--require-llm: no LLM configured (set SPARK_LLM_BASE_URL and SPARK_LLM_MODEL, or llm.base_url and "
               "llm.model in .spark.toml)"});
   std::vector<std::string> notes;
-  LocalizeRun run{&args, options, common.redactor, nullptr, common.embedder, structures_folder(common),
+  LocalizeRun run{&args,
+                  options,
+                  common.redactor,
+                  nullptr,
+                  common.embedder,
+                  structures_folder(common),
                   TriageContext{args.root, args.commit, args.test_code},
-                  [deadline = args.llm_deadline](LlmOptions& o) { say_waiting(o, deadline); }, llm_progress()};
+                  [deadline = args.llm_deadline](LlmOptions& o) { say_waiting(o, deadline); },
+                  llm_progress()};
   if (!kb_exists(common)) {
     notes.push_back("no knowledge base at " + common.kb_dir);
   } else {
@@ -145,7 +153,43 @@ int localize_queries(const Common& common, const LocalizeArgs& args, const std::
   auto done = localize_run(run, queries, notes);
   for (const auto& n : notes) note(n);
   if (!done) return report_error(done.error());
+  if (!args.verify_command.empty()) {
+    VerifyOptions verify;
+    verify.command = args.verify_command;
+    verify.per_failure = args.verify_timeout;
+    verify.budget = args.verify_budget;
+    verify.jobs = args.verify_jobs;
+    verify.repo = args.root;
+    verify.commit = args.commit;
+    // A report's test files (and the recorded ones) are named from the repository's top; --test files from here.
+    verify.query_root = args.junit.empty() && args.commit.empty() ? fs::path(".") : fs::path(args.root);
+    verify.progress = [](const std::string& line) { note("verify: " + line); };
+    // A stop signal ends the runs under way and their processes, then spark as the signal would; what a run left
+    // behind (a daemon it started) is killed before its work tree goes.
+    Result<VerifySummary> verified = fail("");
+    {
+      StopSignals stop;
+      ChildSubreaper reaper;
+      verified = verify_suggestions(queries, done->results, verify);
+    }
+    if (const int signal = stop_signal_caught()) end_by_signal(signal);
+    if (!verified) return report_error(verified.error());
+    note(verify_summary_line(*verified));
+  }
   return print_run(common, args, queries, done->results, options, batch, done->llm_asked);
+}
+
+void add_verify_flags(CLI::App* sub, LocalizeArgs& args) {
+  sub->add_option("--verify", args.verify_command,
+                  "try each suggested edit in a scratch work tree: run this command (with {test_id}) on the failing "
+                  "test, and report the edit verified, not verified or not run");
+  sub->add_option("--verify-timeout", args.verify_timeout,
+                  "with --verify: seconds for one failure's runs (default 120)")
+      ->check(CLI::Range(1.0, 86400.0));
+  sub->add_option("--verify-budget", args.verify_budget, "with --verify: seconds for all of them (default 600)")
+      ->check(CLI::Range(1.0, 604800.0));
+  sub->add_option("-j,--jobs", args.verify_jobs, "with --verify: failures verified at once (default 1)")
+      ->check(CLI::Range(1u, 256u));
 }
 
 namespace {
@@ -243,6 +287,8 @@ Command add_localize(CLI::App& app, Flags& flags) {
   sub->add_option("--explain", loc.explain,
                   "print every feature value and contribution of one line "
                   "(LINE, or PATH:LINE)");
+
+  add_verify_flags(sub, loc);
 
   return {sub, [args](Config& config, Common& common) {
             if (auto s = localize_settings(config, *args); !s) return usage_error(s.error());

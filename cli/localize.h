@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/common.h"
 #include "formats/config.h"
 #include "formats/defaults.h"
@@ -34,7 +36,15 @@ struct LocalizeArgs : LocalizeSettings {
   bool show_annotated = false;
   std::string color = "auto";
   std::string explain;  // --explain LINE or PATH:LINE: every feature of that line
+  // --verify CMD: each suggested edit tried in a scratch work tree with the failing test run (localizer/verify.h).
+  std::string verify_command;
+  double verify_timeout = 120;  // seconds a failure's runs may take
+  double verify_budget = 600;   // seconds the whole verification may take
+  unsigned verify_jobs = 1;     // failures verified at once
 };
+
+// --verify, --verify-timeout, --verify-budget and -j, for `spark localize` and `spark record`.
+void add_verify_flags(CLI::App* sub, LocalizeArgs& args);
 
 // Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
 int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch);

@@ -22,6 +22,16 @@ std::string location(const RankedElement& e) {
 
 std::string short_commit(const std::optional<std::string>& sha) { return sha ? sha->substr(0, 10) : std::string("?"); }
 
+// "verified" / "not verified: AssertionError: …" / "not run: why", for a suggestion that was verified (--verify); ""
+// when it was not asked for.
+std::string verification_words(const Suggestion& sg) {
+  if (!sg.verification) return "";
+  std::string out(verify_status_name(sg.verification->status));
+  if (sg.verification->status == VerifyStatus::verified) return out + ": the test passes with this edit";
+  if (!sg.verification->message.empty()) out += ": " + sg.verification->message;
+  return out;
+}
+
 // The failure's history and verdict (formats/triage.h), null when not known.
 void add_triage_json(const Localization& loc, json& j) {
   if (loc.history) {
@@ -142,11 +152,23 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
   }
   if (loc.ranked.empty()) out += "  (the test code has no non-blank line to rank)\n";
   if (!loc.suggestions.empty()) {
-    out += "\n" + paint("1", "suggested edits") + " (a similar case's fix, repeated here; not applied):\n";
+    const bool tried =
+        std::ranges::any_of(loc.suggestions, [](const Suggestion& sg) { return sg.verification.has_value(); });
+    out += "\n" + paint("1", "suggested edits") +
+           (tried ? " (a similar case's fix, repeated here; each tried in a scratch work tree, verified first; your "
+                    "files are not changed):\n"
+                  : " (a similar case's fix, repeated here; not applied):\n");
     for (const auto& sg : loc.suggestions) {
       out += "  " + safe(sg.line.path) + ":" + std::to_string(sg.line.line) + "  " + safe(sg.old_tokens) + " -> " +
              safe(sg.new_tokens) + "  (from case " + safe(sg.from_case) + ", confidence " + fixed(sg.confidence, 2) +
-             (sg.preferred ? "" : "; another case's edit of this line is more confident") + ")\n";
+             (sg.preferred ? "" : "; another edit of this line is preferred") + ")\n";
+      if (sg.verification)
+        out += "  " +
+               paint(sg.verification->status == VerifyStatus::verified       ? "1;32"
+                     : sg.verification->status == VerifyStatus::not_verified ? "33"
+                                                                             : "2",
+                     safe(verification_words(sg))) +
+               "\n";
       out += "  " + paint("31", "- " + safe(clip(sg.old_line, 160))) + "\n";
       out += "  " + paint("32", "+ " + safe(clip(sg.new_line, 160))) + "\n";
     }
@@ -224,16 +246,22 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
                            {"source", e.source},
                            {"reasons", e.reasons}});
   j["suggestions"] = json::array();
-  for (const auto& sg : loc.suggestions)
-    j["suggestions"].push_back({{"path", sg.line.path},
-                                {"line", sg.line.line},
-                                {"old", sg.old_line},
-                                {"new", sg.new_line},
-                                {"change", {{"old", sg.old_tokens}, {"new", sg.new_tokens}}},
-                                {"from_case", sg.from_case},
-                                {"from_line", {{"path", sg.from_line.path}, {"line", sg.from_line.line}}},
-                                {"confidence", sg.confidence},
-                                {"preferred", sg.preferred}});
+  for (const auto& sg : loc.suggestions) {
+    json one = {{"path", sg.line.path},
+                {"line", sg.line.line},
+                {"old", sg.old_line},
+                {"new", sg.new_line},
+                {"change", {{"old", sg.old_tokens}, {"new", sg.new_tokens}}},
+                {"from_case", sg.from_case},
+                {"from_line", {{"path", sg.from_line.path}, {"line", sg.from_line.line}}},
+                {"confidence", sg.confidence},
+                {"preferred", sg.preferred}};
+    if (sg.verification)
+      one["verification"] = {{"status", verify_status_name(sg.verification->status)},
+                             {"message", sg.verification->message},
+                             {"seconds", sg.verification->seconds}};
+    j["suggestions"].push_back(std::move(one));
+  }
   add_triage_json(loc, j);
   j["notes"] = loc.notes;
   if (loc.gate)
@@ -335,6 +363,8 @@ size_t redact_localization(Localization& loc, const Case& query, const Redactor&
     r(sg.new_tokens);
     return n != before;
   });
+  for (auto& sg : loc.suggestions)
+    if (sg.verification) r(sg.verification->message);
   if (loc.verdict)
     for (auto& reason : loc.verdict->reasons) r(reason);
   if (loc.explanation) {
@@ -378,7 +408,8 @@ std::string report_sarif(const Localization& loc, const ReportContext& ctx) {
         fixes.push_back(
             {{"description",
               {{"text", "Repeat case " + sg.from_case + "'s fix: " + sg.old_tokens + " -> " + sg.new_tokens +
-                            " (confidence " + fixed(sg.confidence, 2) + ")"}}},
+                            " (confidence " + fixed(sg.confidence, 2) + ")" +
+                            (sg.verification ? "; " + verification_words(sg) : std::string())}}},
              {"artifactChanges",
               json::array({{{"artifactLocation", {{"uri", sg.line.path}}},
                             {"replacements",
@@ -509,6 +540,10 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
       if (sg.preferred) {
         seen += std::string(seen.empty() ? "" : "<br>") + "edit line " + std::to_string(sg.line.line) + ": " +
                 cell_code(sg.old_tokens) + " → " + cell_code(sg.new_tokens) + " (" + fixed(sg.confidence, 2) + ")";
+        if (sg.verification)
+          seen += sg.verification->status == VerifyStatus::verified
+                      ? " **verified**"
+                      : " (" + std::string(verify_status_name(sg.verification->status)) + ")";
         break;
       }
     if (seen.empty()) seen = "—";
@@ -519,8 +554,8 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
              cell_code(e.path + ":" + std::to_string(e.line)) + " " + md_code(clip(std::string(trim(e.code)), 80));
     }
     if (top.empty()) top = "—";
-    const std::string row = "| " + md_code(clip(loc->test_id, kTestIdLimit)) + " | " + verdict + " | " + seen +
-                            " | " + top + " |\n";
+    const std::string row =
+        "| " + md_code(clip(loc->test_id, kTestIdLimit)) + " | " + verdict + " | " + seen + " | " + top + " |\n";
     if (left_out > 0 || out.size() + row.size() > room)
       ++left_out;
     else
@@ -544,12 +579,14 @@ std::string report_markdown(const std::vector<const Localization*>& run, const s
   for (const auto* loc : run)
     for (const auto& sg : loc->suggestions) {
       if (!shown.emplace(sg.line.path, sg.line.line, sg.new_line).second) continue;
-      const std::string body = "# " + terminal_line(clip(sg.line.path, kCellBytes)) + ":" +
-                               std::to_string(sg.line.line) + " (" + terminal_line(clip(loc->test_id, kTestIdLimit)) +
-                               "; from case " + terminal_line(clip(sg.from_case, kCellBytes)) + ", confidence " +
-                               fixed(sg.confidence, 2) + (sg.preferred ? "" : ", an alternative") + ")\n-" +
-                               terminal_line(clip(sg.old_line, kLineBytes)) + "\n+" +
-                               terminal_line(clip(sg.new_line, kLineBytes)) + "\n";
+      const std::string body =
+          "# " + terminal_line(clip(sg.line.path, kCellBytes)) + ":" + std::to_string(sg.line.line) + " (" +
+          terminal_line(clip(loc->test_id, kTestIdLimit)) + "; from case " +
+          terminal_line(clip(sg.from_case, kCellBytes)) + ", confidence " + fixed(sg.confidence, 2) +
+          (sg.preferred ? "" : ", an alternative") + ")\n" +
+          (sg.verification ? "# " + terminal_line(clip(verification_words(sg), kLineBytes)) + "\n" : std::string()) +
+          "-" + terminal_line(clip(sg.old_line, kLineBytes)) + "\n+" + terminal_line(clip(sg.new_line, kLineBytes)) +
+          "\n";
       const std::string fence = fence_for(body);
       std::string block = "\n" + fence + "diff\n" + body + fence + "\n";
       if (!header) block = "\n#### Suggested edits (from similar cases' fixes; not applied)\n" + block;
@@ -613,7 +650,9 @@ std::string triage_facts(const Localization& loc, const RankedElement& e) {
   for (const auto& sg : loc.suggestions)
     if (sg.preferred && sg.line.path == e.path && sg.line.line >= e.line &&
         sg.line.line <= std::max(e.line, e.end_line)) {
-      facts.push_back("edit: " + sg.old_tokens + " -> " + sg.new_tokens);
+      facts.push_back(
+          "edit: " + sg.old_tokens + " -> " + sg.new_tokens +
+          (sg.verification ? " (" + std::string(verify_status_name(sg.verification->status)) + ")" : std::string()));
       break;
     }
   if (facts.empty()) return "";

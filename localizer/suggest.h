@@ -16,16 +16,33 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/names.h"
 #include "code/code_structure.h"
 #include "formats/case.h"
 
 namespace spark {
 
 struct Localization;
+
+// What running the failing test with a suggestion applied said (verify.h); absent when it was not asked for.
+enum class VerifyStatus { verified, not_verified, not_run };
+inline constexpr Named<VerifyStatus> kVerifyStatusNames[] = {{VerifyStatus::verified, "verified"},
+                                                             {VerifyStatus::not_verified, "not verified"},
+                                                             {VerifyStatus::not_run, "not run"}};
+static_assert(std::size(kVerifyStatusNames) == static_cast<size_t>(VerifyStatus::not_run) + 1);
+inline std::string_view verify_status_name(VerifyStatus s) { return name_of(kVerifyStatusNames, s); }
+
+struct Verification {
+  VerifyStatus status = VerifyStatus::not_run;
+  std::string message;  // not verified: the new failure's message; not run: why; verified: ""
+  double seconds = 0;   // the edited run's (0 when none ran)
+};
 
 struct Suggestion {
   LineRef line;            // the query's line
@@ -36,7 +53,8 @@ struct Suggestion {
   std::string from_case;  // the retrieved case whose fix it repeats
   LineRef from_line;      // that case's faulty line
   double confidence = 0;
-  bool preferred = true;  // false: a more confident suggestion edits the same line differently
+  bool preferred = true;  // false: a more confident (or a verified) suggestion edits the same line differently
+  std::optional<Verification> verification;
 };
 
 // One line's tokens: names, numbers, strings (with their quotes and prefix), and single punctuation characters,
