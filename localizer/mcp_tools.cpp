@@ -111,9 +111,23 @@ Result<std::vector<Case>> queries_of(const McpContext& c, const json& args, std:
   return std::vector<Case>{std::move(*q)};
 }
 
+// Whether the arguments ask for verified suggestions (`verify`, default `by_default`); an error when they do and the
+// server has no command to verify with.
+Result<bool> wants_verify(const McpContext& c, const json& args, bool by_default) {
+  auto it = args.find("verify");
+  if (it == args.end() || it->is_null()) return by_default && !c.verify.command.empty();
+  if (!it->is_boolean()) return fail("argument `verify`: expected true or false");
+  if (it->get<bool>() && c.verify.command.empty())
+    return fail(
+        "argument `verify`: this server has no test command to verify with (start it with `spark mcp --verify "
+        "\"CMD {test_id}\"`)");
+  return it->get<bool>();
+}
+
 // Localizes `queries` with the settings, `k` and `level` from the arguments when given; `commit` as the triage's.
-Result<Localized> localize(const McpContext& c, const json& args, std::vector<Case> queries,
-                           const std::string& commit) {
+// With `verify`, each suggestion is tried with the server's test command (verify.h).
+Result<Localized> localize(const McpContext& c, const json& args, std::vector<Case> queries, const std::string& commit,
+                           bool verify = false) {
   Localized out;
   out.queries = std::move(queries);
   out.options = c.settings.localize;
@@ -147,6 +161,16 @@ Result<Localized> localize(const McpContext& c, const json& args, std::vector<Ca
   auto done = localize_run(run, out.queries, out.notes);
   TRY(done);
   out.results = std::move(done->results);
+  if (verify) {
+    VerifyOptions options = c.verify;
+    options.repo = c.workspace;
+    options.commit = commit;
+    options.query_root = c.workspace;
+    options.progress = c.log;
+    auto verified = verify_suggestions(out.queries, out.results, options);
+    TRY(verified);
+    out.notes.push_back(verify_summary_line(*verified));
+  }
   return out;
 }
 
@@ -203,6 +227,14 @@ std::string verdict_text(const json& f) {
          fixed(f["verdict"]["probability"].get<double>(), 2) + ")";
 }
 
+// " [verified]", " [not verified: MESSAGE]", " [not run: WHY]" for a verified suggestion's JSON; "" otherwise.
+std::string verification_text(const json& s) {
+  if (!s.contains("verification")) return "";
+  const json& v = s["verification"];
+  const std::string message = v["message"].get<std::string>();
+  return " [" + v["status"].get<std::string>() + (message.empty() ? "" : ": " + message) + "]";
+}
+
 std::string localize_text(const json& out) {
   std::string text;
   for (const auto& f : out["failures"]) {
@@ -219,7 +251,7 @@ std::string localize_text(const json& out) {
       if (s["preferred"].get<bool>())
         text += "  suggested edit at " + s["path"].get<std::string>() + ":" + std::to_string(s["line"].get<int64_t>()) +
                 ": " + code_snippet(s["old"].get<std::string>()) + "  →  " + code_snippet(s["new"].get<std::string>()) +
-                "\n";
+                verification_text(s) + "\n";
   }
   return text + errors_text(out);
 }
@@ -266,6 +298,10 @@ json failure_input(bool with_ranking) {
          "instead of test_files and error: a JUnit XML report in the workspace; each failed or "
          "erroring test in it is localized"}}}};
   if (with_ranking) {
+    props["verify"] = {{"type", "boolean"},
+                       {"description",
+                        "try each suggested edit with the server's test command (spark mcp --verify) "
+                        "in a scratch work tree: verified, not verified (the new message) or not run"}};
     props["k"] = {{"type", "integer"}, {"minimum", 1}, {"maximum", 100}, {"description", "how many lines to rank"}};
     props["level"] = {{"type", "string"},
                       {"enum", level_names()},
@@ -289,7 +325,9 @@ Result<McpAnswer> localize_tool(const Context& c, const json& args) {
   std::vector<std::string> notes;
   auto queries = queries_of(*c, args, notes);
   TRY(queries);
-  auto l = localize(*c, args, std::move(*queries), "");
+  auto verify = wants_verify(*c, args, false);
+  TRY(verify);
+  auto l = localize(*c, args, std::move(*queries), "", *verify);
   TRY(l);
   l->notes.insert(l->notes.begin(), notes.begin(), notes.end());
   McpAnswer a;
@@ -349,7 +387,9 @@ Result<McpAnswer> suggest_tool(const Context& c, const json& args) {
   std::vector<std::string> notes;
   auto queries = queries_of(*c, args, notes);
   TRY(queries);
-  auto l = localize(*c, args, std::move(*queries), "");
+  auto verify = wants_verify(*c, args, true);
+  TRY(verify);
+  auto l = localize(*c, args, std::move(*queries), "", *verify);
   TRY(l);
   l->notes.insert(l->notes.begin(), notes.begin(), notes.end());
   const json full = localized_json(*c, *l);
@@ -367,7 +407,7 @@ Result<McpAnswer> suggest_tool(const Context& c, const json& args) {
       a.text += "  " + path + ":" + std::to_string(s["line"].get<int64_t>()) + ": " +
                 code_snippet(s["old"].get<std::string>()) + "  →  " + code_snippet(s["new"].get<std::string>()) +
                 "  (as case " + s["from_case"].get<std::string>() + "'s fix did; confidence " +
-                fixed(s["confidence"].get<double>(), 2) + ")\n";
+                fixed(s["confidence"].get<double>(), 2) + ")" + verification_text(s) + "\n";
       suggestions.push_back(std::move(s));
     }
     a.structured["failures"].push_back(
@@ -526,7 +566,8 @@ std::vector<McpTool> spark_mcp_tools(std::shared_ptr<McpContext> context) {
   tools.push_back(
       {"suggest_fix", "Suggested edits from past fixes",
        "Edits of the failing test that repeat a similar failure's fix (a renamed name, a changed literal) on "
-       "the lines spark ranks; each with the case it comes from and a diff. Never applied.",
+       "the lines spark ranks; each with the case it comes from and a diff, verified first when the server verifies "
+       "(the test run with the edit made in a scratch work tree). Never applied to the workspace.",
        failure_input(true), failures_output(suggested_failure), true, bind(suggest_tool)});
   tools.push_back(
       {"test_history", "A test's recorded history",

@@ -19,6 +19,7 @@
 #include "localizer/case_embedding.h"
 #include "localizer/mcp_server.h"
 #include "localizer/settings.h"
+#include "localizer/verify.h"
 #include "miner/mining_store.h"
 #include "miner/recording.h"
 #include "store/knowledge_base.h"
@@ -38,6 +39,9 @@ struct McpContext {
   HistorySettings history;                      // `record`'s (its repo: the workspace)
   RecordingStore where;                         // `record`'s store (its `open` is set from open_store)
   bool allow_writes = false;                    // `record` may store outcomes
+  // `spark mcp --verify CMD`: the command suggestions are verified with (verify.h); "" = verification off. The
+  // command is the person's who started the server, never an agent's.
+  VerifyOptions verify;
   std::function<void(const std::string&)> log;  // what spark says while it works (stderr)
 };
 

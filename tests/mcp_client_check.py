@@ -81,7 +81,8 @@ def main():
         scenario = {"test_file": "tests/test_refunds.py", "error": output,
                     "test_id": "tests/test_refunds.py::test_refund_total", "faulty_line": 10,
                     "fixed_test_id": "tests/test_orders.py::test_order_total", "fix_added": "order.total == 5",
-                    "fix_token": "refund.total ==", "report": "report.xml"}
+                    "fix_token": "refund.total ==", "report": "report.xml",
+                    "verify_command": "/usr/bin/python3 -B -m pytest -p no:cacheprovider {test_id}"}
         scenario_file = os.path.join(tmp, "scenario.json")
         write(scenario_file, json.dumps(scenario))
         client = run(["node", os.path.join(SOURCE, "tests", "mcp", "client.mjs"), spark, repo, scenario_file], repo,

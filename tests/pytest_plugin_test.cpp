@@ -285,6 +285,12 @@ TEST(pytest_spark, shows_the_verdict_the_history_and_the_suggested_edit) {
       << again.out;
   EXPECT_NE(again.out.find("not applied)\n  1. tests/test_r.py:6  assert refund.total_price == 2"), std::string::npos)
       << again.out;
+  // --spark-verify: the edit tried in spark's scratch work tree with this Python's pytest, and marked.
+  auto verified = pytest_with_plugin(dir, {"--spark", "--spark-no-record", "--spark-verify"});
+  EXPECT_EQ(verified.exit_code, 1) << verified.out;
+  EXPECT_NE(verified.out.find("not applied) \u2014 verified: the test passes with this edit\n"), std::string::npos)
+      << verified.out;
+  EXPECT_EQ(testing::run_program("/usr/bin/git", {"status", "--porcelain"}, dir.path()).out, "") << "the work tree";
 }
 
 TEST(pytest_spark, an_interrupted_session_is_not_recorded) {

@@ -13,8 +13,10 @@ the directory pytest was started in ($SPARK_KB, else .spark at the repository's 
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -39,6 +41,9 @@ def pytest_addoption(parser):
                     help="ranked lines per failure (default 5)")
     group.addoption("--spark-no-record", action="store_true", default=False,
                     help="rank the failures' lines without recording the outcomes in the knowledge base")
+    group.addoption("--spark-verify", action="store_true", default=False,
+                    help="try each suggested edit in a scratch work tree, running the failing test with this "
+                         "Python's pytest (spark --verify), and mark it verified, not verified or not run")
 
 
 def _active(config):
@@ -116,6 +121,11 @@ def _run_spark(config, report):
     else:
         command = [binary, "record", "--junit", report, "--format", "json", "-k", str(k)]
     timeout, _ = _timeout()
+    if config.getoption("spark_verify"):
+        # The same Python's pytest, on the one test, in spark's scratch work tree; spark's verification ends well
+        # before the plugin stops waiting for it.
+        command.extend(["--verify", shlex.quote(sys.executable) + " -m pytest -p no:cacheprovider -q {test_id}",
+                        "--verify-budget", "%g" % max(1.0, min(600.0, timeout * 0.75))])
     try:
         done = subprocess.run(command, cwd=str(config.invocation_params.dir), stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, errors="replace", timeout=timeout)
@@ -239,6 +249,17 @@ def _history_line(h):
     return out
 
 
+def _verification(v):
+    """What spark's --verify said of an edit, in its own words: " — verified: the test passes with this edit",
+    " — not verified: MESSAGE", " — not run: WHY"; "" when it was not verified."""
+    if not isinstance(v, dict) or not isinstance(v.get("status"), str):
+        return ""
+    if v["status"] == "verified":
+        return " \u2014 verified: the test passes with this edit"
+    message = v.get("message") if isinstance(v.get("message"), str) else ""
+    return " \u2014 %s%s" % (v["status"], ": " + message if message else "")
+
+
 def _triage(one):
     """What triage asks before "which line": the verdict, the history and the suggested edits spark's JSON gives,
     as lines of the section (none for what it does not give)."""
@@ -265,7 +286,7 @@ def _triage(one):
             _text(s.get("from_case")))
         if _real(s.get("confidence")):
             line += "; confidence %.2f" % s["confidence"]
-        lines.append(line + "; not applied)")
+        lines.append(line + "; not applied)" + _verification(s.get("verification")))
     if len(suggestions) > MAX_SUGGESTIONS:
         lines.append("... and %d more suggested edits" % (len(suggestions) - MAX_SUGGESTIONS))
     return lines

@@ -75,6 +75,11 @@ const suggestion = sug.structuredContent?.failures?.[0]?.suggestions?.[0];
 check(!sug.isError && suggestion?.line === scenario.faulty_line && suggestion?.new?.includes(scenario.fix_token),
       "suggest_fix: the earlier fix's rename on the faulty line", sug.structuredContent);
 check(suggestion?.diff?.startsWith(`--- a/${scenario.test_file}`), "suggest_fix: a diff", suggestion);
+check(suggestion && !("verification" in suggestion), "suggest_fix: not verified on a server without --verify",
+      suggestion);
+const cannot = await client.callTool({ name: "suggest_fix", arguments: { ...failure, verify: true } });
+check(cannot.isError && cannot.content[0].text.includes("--verify"), "verify asked of a server without a command",
+      cannot);
 
 // test_history and open_failures: what `spark record` stored.
 const hist = await client.callTool({ name: "test_history", arguments: { test_id: scenario.test_id } });
@@ -116,6 +121,15 @@ check(rec.structuredContent?.failures?.some((x) => x.test_id === scenario.test_i
                                                scenario.faulty_line),
       "record localizes the failure it recorded", rec.structuredContent?.failures);
 await writer.close();
+
+// suggest_fix on a server started with --verify: the rename tried in a scratch work tree, the test passing with it.
+const { client: verifier } = await connect(["mcp", "--verify", scenario.verify_command]);
+const ver = await verifier.callTool({ name: "suggest_fix", arguments: failure });
+const tried = ver.structuredContent?.failures?.[0]?.suggestions?.[0];
+check(!ver.isError && tried?.line === scenario.faulty_line && tried?.verification?.status === "verified",
+      "suggest_fix --verify: the rename verified, first", ver.structuredContent);
+check(ver.content?.[0]?.text.includes("[verified]"), "suggest_fix --verify: the text says verified", ver.content);
+await verifier.close();
 
 console.log(failed ? `${failed} check(s) failed` : "every check passed");
 process.exit(failed ? 1 : 0);
