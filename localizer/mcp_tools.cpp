@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/files.h"
 #include "base/text.h"
 #include "localizer/localize_run.h"
 #include "localizer/queries.h"
@@ -48,16 +49,13 @@ Result<std::optional<int64_t>> integer_argument(const json& args, const char* na
 Result<std::string> workspace_file(const McpContext& c, const std::string& given, const std::string& what) {
   const std::string shown = what + " \"" + sanitize_utf8(given) + "\"";
   if (given.empty()) return fail(what + ": an empty path");
-  fs::path p(given);
-  if (p.is_relative()) p = c.workspace / p;
-  std::error_code ec;
-  const fs::path resolved = fs::weakly_canonical(p, ec);
-  if (ec) return fail(shown + ": " + ec.message());
-  const fs::path relative = resolved.lexically_relative(c.workspace);
-  if (relative.empty() || *relative.begin() == "..")
+  const fs::path p(given);
+  const fs::path relative = path_within(c.workspace, p.is_relative() ? c.workspace / p : p);
+  if (relative.empty())
     return fail(shown + ": outside the workspace " + c.workspace.string() +
                 " (spark mcp reads files only under the folder it was started in)");
-  if (!fs::is_regular_file(resolved, ec))
+  std::error_code ec;
+  if (!fs::is_regular_file(c.workspace / relative, ec))
     return fail(shown + ": no such file in the workspace " + c.workspace.string());
   return relative.generic_string();
 }
@@ -533,7 +531,7 @@ json object_schema(json props, std::vector<std::string> required) {
 
 }  // namespace
 
-std::vector<McpTool> spark_mcp_tools(std::shared_ptr<McpContext> context) {
+std::vector<McpTool> spark_mcp_tools(const std::shared_ptr<McpContext>& context) {
   const json failure =
       object_schema({{"test_id", {{"type", "string"}}}, {"ranked", {{"type", "array"}}}}, {"test_id", "ranked"});
   const json similar_failure = object_schema(

@@ -33,12 +33,12 @@ struct McpContext {
   std::function<bool()> store_exists;
   std::string store_name;  // the store as messages name it
   EmbedderConfig embedder;
-  std::shared_ptr<const Redactor> redactor;     // null: redaction off
-  std::filesystem::path structures;             // parsed test-file versions between processes; "" = not kept
-  std::filesystem::path workspace;              // the current folder, canonical: every given path must stay in it
-  HistorySettings history;                      // `record`'s (its repo: the workspace)
-  RecordingStore where;                         // `record`'s store (its `open` is set from open_store)
-  bool allow_writes = false;                    // `record` may store outcomes
+  std::shared_ptr<const Redactor> redactor;  // null: redaction off
+  std::filesystem::path structures;          // parsed test-file versions between processes; "" = not kept
+  std::filesystem::path workspace;           // the current folder, canonical: every given path must stay in it
+  HistorySettings history;                   // `record`'s (its repo: the workspace)
+  RecordingStore where;                      // `record`'s store (its `open` is set from open_store)
+  bool allow_writes = false;                 // `record` may store outcomes
   // `spark mcp --verify CMD`: the command suggestions are verified with (verify.h); "" = verification off. The
   // command is the person's who started the server, never an agent's.
   VerifyOptions verify;
@@ -46,7 +46,7 @@ struct McpContext {
 };
 
 // The tools, sharing `context`.
-std::vector<McpTool> spark_mcp_tools(std::shared_ptr<McpContext> context);
+std::vector<McpTool> spark_mcp_tools(const std::shared_ptr<McpContext>& context);
 // What the server tells an agent at initialize: what spark is and when to call which tool.
 std::string spark_mcp_instructions();
 

@@ -50,14 +50,8 @@ std::string failure_message(const CommandResult& r) {
 // `path` (relative to `root`, or absolute) as a path relative to the repository's top `top`; empty when it lies
 // outside.
 fs::path in_repository(const fs::path& top, const fs::path& root, const std::string& path) {
-  std::error_code ec;
-  fs::path p(path);
-  if (p.is_relative()) p = root / p;
-  const fs::path resolved = fs::weakly_canonical(p, ec);
-  if (ec) return {};
-  const fs::path relative = resolved.lexically_relative(top);
-  if (relative.empty() || *relative.begin() == "..") return {};
-  return relative;
+  const fs::path p(path);
+  return path_within(top, p.is_relative() ? root / p : p);
 }
 
 // The line-by-line text of a file, each line with its end ("\n", "\r\n" or none for the last).

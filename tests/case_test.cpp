@@ -163,4 +163,20 @@ TEST(write_file_atomic, keeps_a_link_to_a_regular_file_and_refuses_a_folder) {
   EXPECT_TRUE(std::filesystem::is_directory(dir / "folder"));
 }
 
+TEST(path_within, a_path_inside_is_made_relative_and_one_leading_outside_is_empty) {
+  TempDir outer;
+  const auto top = std::filesystem::canonical(outer.path());
+  write_file(top / "ws" / "tests" / "t.py", "x");
+  write_file(top / "secret.txt", "s");
+  std::filesystem::create_symlink(top / "secret.txt", top / "ws" / "tests" / "link.py");
+  const auto ws = top / "ws";
+  EXPECT_EQ(path_within(ws, ws / "tests" / "t.py"), "tests/t.py");
+  EXPECT_EQ(path_within(ws, ws / "tests" / ".." / "tests" / "t.py"), "tests/t.py");
+  EXPECT_EQ(path_within(ws, ws / "tests" / "new.py"), "tests/new.py");  // not there yet: still inside
+  EXPECT_TRUE(path_within(ws, ws / ".." / "secret.txt").empty());
+  EXPECT_TRUE(path_within(ws, ws / "tests" / "link.py").empty());  // a link out of the workspace
+  EXPECT_TRUE(path_within(ws, "/etc/passwd").empty());
+  EXPECT_EQ(path_within(ws, ws), ".");
+}
+
 }  // namespace spark::SPARK_TEST_FILE_ID

@@ -67,6 +67,19 @@ bool path_exists(const std::filesystem::path& path) noexcept {
   return std::filesystem::exists(path, ec) && !ec;
 }
 
+std::filesystem::path path_within(const std::filesystem::path& top, const std::filesystem::path& path) noexcept {
+  try {
+    std::error_code ec;
+    const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
+    if (ec) return {};
+    std::filesystem::path relative = resolved.lexically_relative(top);
+    if (relative.empty() || *relative.begin() == "..") return {};
+    return relative;
+  } catch (...) {  // an allocation that failed: resolved as nothing
+    return {};
+  }
+}
+
 std::filesystem::path temp_folder() noexcept {
   std::error_code ec;
   auto p = std::filesystem::temp_directory_path(ec);

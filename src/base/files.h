@@ -55,6 +55,11 @@ Status read_file_in_pieces(const std::filesystem::path& path, const std::functio
 // command would end it in std::terminate with nothing useful printed.
 bool path_exists(const std::filesystem::path& path) noexcept;
 
+// `path` (absolute, or relative to the current folder), links followed, as a path relative to the folder `top` (a
+// canonical path; `top` itself is "."); empty when it leads outside `top` or cannot be resolved. What keeps an
+// outside path (an agent's, a report's) from reaching files beyond a workspace.
+std::filesystem::path path_within(const std::filesystem::path& top, const std::filesystem::path& path) noexcept;
+
 // The folder for temporary files: $TMPDIR when it names a folder, else /tmp (never throws).
 std::filesystem::path temp_folder() noexcept;
 
