@@ -7,6 +7,7 @@
 #   SPARK_REPORT  the JUnit XML report (required)        SPARK_FORMAT  github | text | json | sarif (default github
 #   SPARK_SARIF   also write SARIF to this file                        on GitHub Actions, else text)
 #   SPARK         the spark binary (default spark)       SPARK_KB      the knowledge base (spark's own default else)
+#   SPARK_VERIFY  a test command ({test_id} replaced) each suggested edit is verified with (spark record --verify)
 #   GITHUB_OUTPUT / GITHUB_STEP_SUMMARY   where GitHub takes outputs and the summary; elsewhere the summary is
 #                 written to spark-summary.md
 # Outputs: failures=N (failing tests of the report, localized), learnt=N (cases learnt from fixes in this run).
@@ -15,6 +16,7 @@ set -u
 spark=${SPARK:-spark}
 report=${SPARK_REPORT:-}
 sarif=${SPARK_SARIF:-}
+verify=${SPARK_VERIFY:-}
 commit=${SPARK_COMMIT:-${GITHUB_SHA:-${CI_COMMIT_SHA:-HEAD}}}
 if [ -n "${GITHUB_ACTIONS:-}" ]; then format=${SPARK_FORMAT:-github}; else format=${SPARK_FORMAT:-text}; fi
 [ -n "$format" ] || format=text
@@ -120,6 +122,7 @@ set -- record --junit "$report" --commit "$commit" --format "$format"
 # The triage table for the summary, when the installed spark writes one (an older one has no --markdown).
 "$spark" record --help 2>/dev/null | grep -q -- '--markdown' && set -- "$@" --markdown "$triage"
 [ -n "$sarif" ] && set -- "$@" --sarif "$sarif"
+[ -n "$verify" ] && set -- "$@" --verify "$verify"
 "$spark" "$@"
 rc=$?
 if [ "$rc" -ne 0 ]; then

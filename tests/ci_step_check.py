@@ -134,6 +134,7 @@ def main():
 
         # A failing test: localized as annotations, counted, listed in the summary; SARIF written.
         result, outputs, summary = github_step(repo, {"report": "report.xml", "sarif": "spark.sarif",
+                                                      "verify": "/usr/bin/python3 -B -m pytest {test_id}",
                                                       "spark": binary}, tmp)
         check(result.returncode == 0, "the action's step exits 0", result.stderr)
         check(outputs.get("failures") == "1" and outputs.get("learnt") == "0", "outputs after a failure", str(outputs))
@@ -144,6 +145,8 @@ def main():
         check("| test | verdict |" in summary and "<code>tests/test&#95;a.py::test&#95;add</code>" in summary
               and "tests/test&#95;a.py:3" in summary, "the summary's triage row", summary)
         check(os.path.exists(os.path.join(repo, "spark.sarif")), "the SARIF file")
+        # The verify input reaches spark record --verify (nothing learnt yet: no edit to try).
+        check("spark: verify: no suggested edit to verify" in result.stderr, "the verify input", result.stderr)
 
         # The fix: learnt.
         project(repo, "4")
