@@ -1,7 +1,7 @@
 // `spark audit`: the quarantine a person reviews (list, show, accept, reject, trim), and its pages in a browser
 // (serve: miner/audit_site.h).
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 
 #include "base/http_server.h"
 #include "base/text.h"

@@ -60,8 +60,10 @@ int cmd_export(const Common& common, const ExportArgs& args) {
   }
   std::string file;  // -o: written at once, atomically
   auto done = export_cases(**kb, redactor.get(), [&](const std::string& text) -> Status {
-    if (!args.output.empty()) file += text;
-    else if (!write_stdout(text)) return fail("cannot write to standard output");
+    if (!args.output.empty())
+      file += text;
+    else if (!write_stdout(text))
+      return fail("cannot write to standard output");
     return {};
   });
   if (!done) return report_error(done.error());

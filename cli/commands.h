@@ -7,19 +7,19 @@
 
 namespace spark::cli {
 
-Command add_import(CLI::App& app);                          // cases.cpp
-Command add_export(CLI::App& app);                          // cases.cpp
-Command add_index(CLI::App& app, Flags& flags);             // cases.cpp
-Command add_localize(CLI::App& app, Flags& flags);          // localize.cpp
-Command add_config(CLI::App& app);                          // config.cpp
-Command add_trust(CLI::App& app);                           // trust.cpp
-Command add_mine(CLI::App& app, Flags& flags);              // mine.cpp (with --discover)
-Command add_record(CLI::App& app, Flags& flags);            // record.cpp
-Command add_audit(CLI::App& app, Flags& flags);             // audit.cpp
-Command add_failures(CLI::App& app);                        // failures.cpp
-Command add_kb(CLI::App& app);                              // kb.cpp
-Command add_hooks(CLI::App& app, Flags& flags);             // hooks.cpp
+Command add_import(CLI::App& app);                                     // cases.cpp
+Command add_export(CLI::App& app);                                     // cases.cpp
+Command add_index(CLI::App& app, Flags& flags);                        // cases.cpp
+Command add_localize(CLI::App& app, Flags& flags);                     // localize.cpp
+Command add_config(CLI::App& app);                                     // config.cpp
+Command add_trust(CLI::App& app);                                      // trust.cpp
+Command add_mine(CLI::App& app, Flags& flags);                         // mine.cpp (with --discover)
+Command add_record(CLI::App& app, Flags& flags);                       // record.cpp
+Command add_audit(CLI::App& app, Flags& flags);                        // audit.cpp
+Command add_failures(CLI::App& app);                                   // failures.cpp
+Command add_kb(CLI::App& app);                                         // kb.cpp
+Command add_hooks(CLI::App& app, Flags& flags);                        // hooks.cpp
 Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv);  // eval.cpp
-Command add_mcp(CLI::App& app);                             // mcp.cpp
+Command add_mcp(CLI::App& app);                                        // mcp.cpp
 
 }  // namespace spark::cli

@@ -42,8 +42,9 @@ bool kb_exists(const Common& common);
 // The local folder of this store: the SQLite store's own folder, or local_dir for a server store.
 std::string local_folder(const Common& common);
 
-// When the ranker is due to learn again (`spark record` localizing nothing): learn_ranker_if_due (localizer/index_lifecycle.h)
-// on the store, its notes said; a failure is a note, the ranker staying as it was, and the command goes on.
+// When the ranker is due to learn again (`spark record` localizing nothing): learn_ranker_if_due
+// (localizer/index_lifecycle.h) on the store, its notes said; a failure is a note, the ranker staying as it was, and
+// the command goes on.
 void learn_ranker_if_due(const Common& common);
 // Writes `text` to `path` atomically, or to standard output when `path` is "" or "-"; the exit code.
 int write_output(const std::string& path, const std::string& text);

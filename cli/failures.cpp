@@ -77,8 +77,8 @@ int cmd_failures(const Common& common, const FailuresArgs& args) {
 
 Command add_failures(CLI::App& app) {
   auto args = std::make_shared<FailuresArgs>();
-  auto* sub = app.add_subcommand("failures",
-                                 "the open failures (recorded, not fixed yet): list, show, dismiss, expire");
+  auto* sub =
+      app.add_subcommand("failures", "the open failures (recorded, not fixed yet): list, show, dismiss, expire");
   sub->add_option("action", args->action,
                   "list (default) | show ID | dismiss ID | expire (close those whose test is gone at HEAD)")
       ->check(CLI::IsMember({"list", "show", "dismiss", "expire"}));

@@ -153,12 +153,8 @@ int localize_queries(const Common& common, const LocalizeArgs& args, const std::
   auto done = localize_run(run, queries, notes);
   for (const auto& n : notes) note(n);
   if (!done) return report_error(done.error());
-  if (!args.verify_command.empty()) {
-    VerifyOptions verify;
-    verify.command = args.verify_command;
-    verify.per_failure = args.verify_timeout;
-    verify.budget = args.verify_budget;
-    verify.jobs = args.verify_jobs;
+  if (!args.verify.command.empty()) {
+    VerifyOptions verify = args.verify;
     verify.repo = args.root;
     verify.commit = args.commit;
     // A report's test files (and the recorded ones) are named from the repository's top; --test files from here.
@@ -179,16 +175,16 @@ int localize_queries(const Common& common, const LocalizeArgs& args, const std::
   return print_run(common, args, queries, done->results, options, batch, done->llm_asked);
 }
 
-void add_verify_flags(CLI::App* sub, LocalizeArgs& args) {
-  sub->add_option("--verify", args.verify_command,
+void add_verify_flags(CLI::App* sub, VerifyOptions& verify, bool with_jobs) {
+  sub->add_option("--verify", verify.command,
                   "try each suggested edit in a scratch work tree: run this command (with {test_id}) on the failing "
                   "test, and report the edit verified, not verified or not run");
-  sub->add_option("--verify-timeout", args.verify_timeout,
-                  "with --verify: seconds for one failure's runs (default 120)")
+  sub->add_option("--verify-timeout", verify.per_failure, "with --verify: seconds for one failure's runs (default 120)")
       ->check(CLI::Range(1.0, 86400.0));
-  sub->add_option("--verify-budget", args.verify_budget, "with --verify: seconds for all of them (default 600)")
+  sub->add_option("--verify-budget", verify.budget, "with --verify: seconds for all of them (default 600)")
       ->check(CLI::Range(1.0, 604800.0));
-  sub->add_option("-j,--jobs", args.verify_jobs, "with --verify: failures verified at once (default 1)")
+  if (!with_jobs) return;
+  sub->add_option("-j,--jobs", verify.jobs, "with --verify: failures verified at once (default 1)")
       ->check(CLI::Range(1u, 256u));
 }
 
@@ -288,7 +284,7 @@ Command add_localize(CLI::App& app, Flags& flags) {
                   "print every feature value and contribution of one line "
                   "(LINE, or PATH:LINE)");
 
-  add_verify_flags(sub, loc);
+  add_verify_flags(sub, loc.verify, true);
 
   return {sub, [args](Config& config, Common& common) {
             if (auto s = localize_settings(config, *args); !s) return usage_error(s.error());

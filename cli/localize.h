@@ -15,6 +15,7 @@
 #include "localizer/llm_stage.h"
 #include "localizer/localizer.h"
 #include "localizer/settings.h"
+#include "localizer/verify.h"
 
 namespace spark::cli {
 
@@ -36,15 +37,14 @@ struct LocalizeArgs : LocalizeSettings {
   bool show_annotated = false;
   std::string color = "auto";
   std::string explain;  // --explain LINE or PATH:LINE: every feature of that line
-  // --verify CMD: each suggested edit tried in a scratch work tree with the failing test run (localizer/verify.h).
-  std::string verify_command;
-  double verify_timeout = 120;  // seconds a failure's runs may take
-  double verify_budget = 600;   // seconds the whole verification may take
-  unsigned verify_jobs = 1;     // failures verified at once
+  // --verify CMD and its bounds: each suggested edit tried in a scratch work tree (localizer/verify.h); the command
+  // empty: not asked for.
+  VerifyOptions verify;
 };
 
-// --verify, --verify-timeout, --verify-budget and -j, for `spark localize` and `spark record`.
-void add_verify_flags(CLI::App* sub, LocalizeArgs& args);
+// --verify, --verify-timeout and --verify-budget (and, `with_jobs`, -j) into `verify`: for `spark localize`,
+// `spark record` and `spark mcp`.
+void add_verify_flags(CLI::App* sub, VerifyOptions& verify, bool with_jobs);
 
 // Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
 int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch);

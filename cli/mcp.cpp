@@ -22,8 +22,7 @@ namespace {
 
 struct McpArgs {
   bool allow_writes = false;
-  std::string verify_command;
-  double verify_timeout = 120, verify_budget = 600;
+  VerifyOptions verify;  // --verify and its bounds (the command empty: suggestions are not verified)
 };
 
 int cmd_mcp(Config& config, const Common& common, const McpArgs& args) {
@@ -46,9 +45,7 @@ int cmd_mcp(Config& config, const Common& common, const McpArgs& args) {
   c.where.local_dir = common.local_dir;
   c.where.retry_seconds = record_retry_seconds();
   c.allow_writes = args.allow_writes;
-  c.verify.command = args.verify_command;
-  c.verify.per_failure = args.verify_timeout;
-  c.verify.budget = args.verify_budget;
+  c.verify = args.verify;
   c.log = [](const std::string& n) { note("mcp: " + n); };
   // Standard output carries the protocol alone: it moves to a descriptor of its own, and whatever else would write to
   // descriptor 1 goes to stderr.
@@ -63,7 +60,7 @@ int cmd_mcp(Config& config, const Common& common, const McpArgs& args) {
   McpServer server("spark", SPARK_VERSION, spark_mcp_instructions(), spark_mcp_tools(context), c.log);
   note(std::string("mcp: serving ") + context->workspace.string() + " over stdio (" +
        (args.allow_writes ? "record allowed" : "read-only") +
-       (args.verify_command.empty() ? "" : "; suggestions verified with: " + args.verify_command) + ")");
+       (args.verify.command.empty() ? "" : "; suggestions verified with: " + args.verify.command) + ")");
   server.serve(std::cin, [out](const std::string& line) {
     return std::fwrite(line.data(), 1, line.size(), out) == line.size() && std::fflush(out) == 0;
   });
@@ -78,14 +75,8 @@ Command add_mcp(CLI::App& app) {
   auto* sub = app.add_subcommand("mcp", "serve spark's tools to coding agents: the Model Context Protocol over stdio");
   sub->add_flag("--allow-writes", args->allow_writes,
                 "let agents call `record` (store a JUnit report's outcomes); read-only without it");
-  sub->add_option("--verify", args->verify_command,
-                  "the test command suggested edits are verified with ({test_id} replaced): suggest_fix verifies by "
-                  "default, localize when asked");
-  sub->add_option("--verify-timeout", args->verify_timeout,
-                  "with --verify: seconds for one failure's runs (default 120)")
-      ->check(CLI::Range(1.0, 86400.0));
-  sub->add_option("--verify-budget", args->verify_budget, "with --verify: seconds for one call's runs (default 600)")
-      ->check(CLI::Range(1.0, 604800.0));
+  // suggest_fix verifies with it by default, localize when an agent asks.
+  add_verify_flags(sub, args->verify, false);
   return {sub, [args](Config& config, Common& common) { return cmd_mcp(config, common, *args); }};
 }
 

@@ -38,7 +38,6 @@ struct MineArgs {
   size_t max_tests = 100;         // a commit reaching more tests is left out (0: no bound)
 };
 
-
 // The runs of one repository's candidates, then the sync that labels the fixes they found.
 int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& candidates, const MineArgs& args,
                 const SyncOptions& options, KnowledgeBase& kb) {
@@ -85,8 +84,8 @@ int cmd_discover(const Common& common, const MineArgs& args) {
     if (!opened) return report_error(opened.error());
     kb = std::move(*opened);
   }
-  const std::vector<std::string> repos = args.history.repos.empty() ? std::vector<std::string>{"."}
-                                                                    : args.history.repos;
+  const std::vector<std::string> repos =
+      args.history.repos.empty() ? std::vector<std::string>{"."} : args.history.repos;
   std::string listed;
   for (const auto& path : repos) {
     auto repo = GitRepository::open(path);
@@ -94,7 +93,8 @@ int cmd_discover(const Common& common, const MineArgs& args) {
     if ((*repo)->root_commit().empty())
       return report_error(fail(path + ": the repository has no commits: nothing to discover").error());
     ScanOptions scan{options->first_parent, options->since, options->until, options->test_only_fixes,
-                     options->test_code, shard->first, shard->second, args.max_tests, index_threads(0)};
+                     options->test_code,    shard->first,   shard->second,  args.max_tests,
+                     index_threads(0)};
     ScanReport scanned;
     auto candidates = scan_fix_candidates(**repo, scan, scanned);
     if (!candidates) return report_error(candidates.error());
@@ -119,7 +119,6 @@ int cmd_discover(const Common& common, const MineArgs& args) {
   MiningStore store(*kb);
   return write_exports(store, args.output, args.quarantine);
 }
-
 
 int cmd_mine(const Common& common, const MineArgs& given) {
   if (given.discover) return cmd_discover(common, given);
@@ -195,7 +194,9 @@ Command add_mine(CLI::App& app, Flags& flags) {
   sub->add_flag("--discover", mine_args.discover,
                 "no recorded outcomes, no known failure: find every test-code fix of the history by running each "
                 "candidate test at the commit and its parent ({test_id}, {file}, {function}, {class} in --run)");
-  sub->add_flag("--dry-run", mine_args.dry_run, "with --discover: list the candidates and why, run nothing (with -o FILE: as JSON Lines there instead)");
+  sub->add_flag(
+      "--dry-run", mine_args.dry_run,
+      "with --discover: list the candidates and why, run nothing (with -o FILE: as JSON Lines there instead)");
   sub->add_option("-j,--jobs", mine_args.jobs, "with --discover: runs at once (default 1)")->check(CLI::Range(1, 256));
   sub->add_option("--shard", mine_args.shard,
                   "with --discover: I/N, this runner's share of the commits (several runners, one shared store)");

@@ -107,7 +107,7 @@ Command add_record(CLI::App& app, Flags& flags) {
   flags.bind(sub, "-r", "localize.r")->check(CLI::Range(1, 1000));
   flags.bind(sub, "--mode", "llm.mode")->check(CLI::IsMember(kModes));
   add_llm_flags(sub, flags);
-  add_verify_flags(sub, rec.localize_args);
+  add_verify_flags(sub, rec.localize_args.verify, true);
 
   return {sub, [args, no_localize](Config& config, Common& common) {
             history_from_config(config, args->history);

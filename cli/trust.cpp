@@ -34,9 +34,9 @@ int cmd_trust(const TrustArgs& args) {
   if (args.remove) {
     auto removed = untrust_file(*file);
     if (!removed) return report_error(removed.error());
-    std::fprintf(stderr, "%s\n",
-                 terminal_lines("spark: " + file->string() + (*removed ? ": no longer trusted" : ": was not trusted"))
-                     .c_str());
+    std::fprintf(
+        stderr, "%s\n",
+        terminal_lines("spark: " + file->string() + (*removed ? ": no longer trusted" : ": was not trusted")).c_str());
     return 0;
   }
   // What trusting it changes: the settings it holds that an untrusted repository file may not set so.
@@ -51,10 +51,11 @@ int cmd_trust(const TrustArgs& args) {
 
 Command add_trust(CLI::App& app) {
   auto args = std::make_shared<TrustArgs>();
-  auto* sub = app.add_subcommand("trust",
-                                 "trust the project's .spark.toml as it is now: its settings that send data, hold keys, "
-                                 "run commands, write outside the repository or weaken a safety rule are then used "
-                                 "(docs/SECURITY.md)");
+  auto* sub =
+      app.add_subcommand("trust",
+                         "trust the project's .spark.toml as it is now: its settings that send data, hold keys, "
+                         "run commands, write outside the repository or weaken a safety rule are then used "
+                         "(docs/SECURITY.md)");
   sub->add_option("file", args->file, "the file (default: the .spark.toml spark finds here)");
   sub->add_flag("--remove", args->remove, "forget the file: untrusted again");
   sub->add_flag("--list", args->list, "list the trusted files and whether each is unchanged");

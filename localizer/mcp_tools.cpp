@@ -319,34 +319,43 @@ json failures_output(json failure_item) {
 
 // ---- the tools ----
 
-Result<McpAnswer> localize_tool(const Context& c, const json& args) {
+// The failures the arguments name, localized, as localized_json gives them: `k` and `level` read from `ranking`, the
+// suggestions verified when `verify` asks (`verify_default` when it is not given; nullopt: the tool never verifies).
+Result<json> localized_arguments(const McpContext& c, const json& args, const json& ranking,
+                                 std::optional<bool> verify_default) {
   std::vector<std::string> notes;
-  auto queries = queries_of(*c, args, notes);
+  auto queries = queries_of(c, args, notes);
   TRY(queries);
-  auto verify = wants_verify(*c, args, false);
-  TRY(verify);
-  auto l = localize(*c, args, std::move(*queries), "", *verify);
+  bool verify = false;
+  if (verify_default) {
+    auto asked = wants_verify(c, args, *verify_default);
+    TRY(asked);
+    verify = *asked;
+  }
+  auto l = localize(c, ranking, std::move(*queries), "", verify);
   TRY(l);
   l->notes.insert(l->notes.begin(), notes.begin(), notes.end());
+  return localized_json(c, *l);
+}
+
+Result<McpAnswer> localize_tool(const Context& c, const json& args) {
+  auto full = localized_arguments(*c, args, args, false);
+  TRY(full);
   McpAnswer a;
-  a.structured = localized_json(*c, *l);
+  a.structured = std::move(*full);
   a.text = localize_text(a.structured);
   return a;
 }
 
 Result<McpAnswer> similar_tool(const Context& c, const json& args) {
-  std::vector<std::string> notes;
-  auto queries = queries_of(*c, args, notes);
-  TRY(queries);
   bool weak = false;
   if (auto w = args.find("include_weak"); w != args.end() && !w->is_null()) {
     if (!w->is_boolean()) return fail("argument `include_weak`: expected true or false");
     weak = w->get<bool>();
   }
-  auto l = localize(*c, json::object(), std::move(*queries), "");
-  TRY(l);
-  l->notes.insert(l->notes.begin(), notes.begin(), notes.end());
-  const json full = localized_json(*c, *l);
+  auto localized = localized_arguments(*c, args, json::object(), std::nullopt);
+  TRY(localized);
+  const json& full = *localized;
   McpAnswer a;
   a.structured = {{"failures", json::array()}, {"errors", full["errors"]}, {"notes", full["notes"]}};
   for (const auto& f : full["failures"]) {
@@ -382,15 +391,9 @@ Result<McpAnswer> similar_tool(const Context& c, const json& args) {
 }
 
 Result<McpAnswer> suggest_tool(const Context& c, const json& args) {
-  std::vector<std::string> notes;
-  auto queries = queries_of(*c, args, notes);
-  TRY(queries);
-  auto verify = wants_verify(*c, args, true);
-  TRY(verify);
-  auto l = localize(*c, args, std::move(*queries), "", *verify);
-  TRY(l);
-  l->notes.insert(l->notes.begin(), notes.begin(), notes.end());
-  const json full = localized_json(*c, *l);
+  auto localized = localized_arguments(*c, args, args, true);
+  TRY(localized);
+  const json& full = *localized;
   McpAnswer a;
   a.structured = {{"failures", json::array()}, {"errors", full["errors"]}, {"notes", full["notes"]}};
   for (const auto& f : full["failures"]) {
