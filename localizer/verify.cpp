@@ -286,9 +286,9 @@ Result<VerifySummary> verify_suggestions(const std::vector<Case>& queries, std::
     edited = std::move(*changed);
   }
   repo->reset();
-  // Where the commands run: the scratch tree's folder that is the current folder's place in the repository.
+  // Where the commands run: where the failures' test-file paths (and so their test ids) start, in the scratch tree.
   fs::path run_in;
-  if (const fs::path here = in_repository(top, fs::current_path(ec), "."); !here.empty() && here != ".") run_in = here;
+  if (const fs::path here = in_repository(top, options.query_root, "."); !here.empty() && here != ".") run_in = here;
   auto scratch = make_temp_dir("spark-verify");
   TRY(scratch);
   const Budget budget{

@@ -13,7 +13,8 @@
 //   not run       no verdict: the budget spent, the line not as spark read it, a timeout, a run that could not run
 //                 the test (classify_run's environment), the unedited test passing, a stop signal
 // The command is the user's (a flag, never the repository's configuration): /bin/sh runs it in the scratch tree's
-// folder that matches where spark was started, with {test_id} replaced by the shell-quoted test id (expand_command).
+// folder where the failures' test-file paths start (`query_root`: the repository's top for a JUnit report or recorded
+// failures, the current folder for --test files), with {test_id} replaced by the shell-quoted test id (expand_command).
 //
 // Bounds: `per_failure` seconds for one failure's runs and `budget` for them all; a run gets what is left of both.
 // `jobs` failures at a time, each in its own work tree, each worker with its own repository handle.
@@ -37,7 +38,7 @@ struct VerifyOptions {
   unsigned jobs = 1;                 // failures verified at once
   std::filesystem::path repo;        // the repository (its top or a folder in it)
   std::string commit;                // the tree the failures were seen at; "" = HEAD and the work tree's edits
-  std::filesystem::path query_root;  // where the queries' relative test-file paths start (the current folder)
+  std::filesystem::path query_root;  // where the queries' relative test-file paths start; the commands run there
   std::function<void(const std::string&)> progress;  // one line per failure verified
 };
 

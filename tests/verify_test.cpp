@@ -126,6 +126,14 @@ TEST(verify, a_rename_fixed_once_is_verified_a_wrong_edit_is_not_and_the_work_tr
   auto sarif =
       testing::run_spark({"localize", "--junit", "report.xml", "--format", "sarif", "--verify", kPytest}, dir.path());
   EXPECT_NE(sarif.out.find("; verified: the test passes with this edit"), std::string::npos) << sarif.out;
+  // From a subfolder, the report's test ids still name files from the repository's top: the command runs there.
+  auto below = testing::run_spark(
+      {"localize", "--junit", "../report.xml", "--root", "..", "--format", "json", "--verify", kPytest}, dir / "tests");
+  ASSERT_EQ(below.exit_code, 0) << below.err;
+  EXPECT_EQ(
+      first_suggestion(json::parse(below.out), "tests/test_refunds.py::test_refund_total")["verification"]["status"],
+      "verified")
+      << below.out;
   EXPECT_EQ(snapshot(dir), before);
   EXPECT_TRUE(testing::run_program("/usr/bin/git", {"status", "--porcelain"}, dir.path()).out.empty());
 }
