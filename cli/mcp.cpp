@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/localize.h"
 #include "localizer/mcp_tools.h"
 #include "store/postgres_db.h"
 
