@@ -157,6 +157,43 @@ std::string strip_thinking(std::string_view answer) {
   return s;
 }
 
+// A JSON text cut short (an answer stopped at max_tokens, a structured one included): its longest prefix that ends
+// just after a closed object or array inside the outermost one, with the brackets still open there closed. "" when
+// the text is not cut short or has no such prefix. `cut`: where the prefix ends in `t`.
+std::string close_cut_json(std::string_view t, size_t& cut) {
+  std::string open, open_at_cut;
+  bool in_string = false, escaped = false;
+  cut = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char ch = t[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '{' || ch == '[') {
+      if (open.size() >= kMaxJsonDepth) return "";
+      open.push_back(ch);
+    } else if (ch == '}' || ch == ']') {
+      if (open.empty() || (ch == '}') != (open.back() == '{')) return "";
+      open.pop_back();
+      if (open.empty()) return "";  // complete: not cut short
+      cut = i + 1;
+      open_at_cut = open;
+    }
+  }
+  if (cut == 0) return "";
+  std::string closed(t.substr(0, cut));
+  for (auto it = open_at_cut.rbegin(); it != open_at_cut.rend(); ++it) closed.push_back(*it == '{' ? '}' : ']');
+  return closed;
+}
+
 }  // namespace
 
 ParsedAnswer parse_answer(std::string_view answer, int max_id, const std::function<bool(int)>& is_element,
@@ -184,6 +221,21 @@ ParsedAnswer parse_answer(std::string_view answer, int max_id, const std::functi
     if (!out.ids.empty() || out.out_of_range + out.duplicates + out.not_code > 0) {
       out.format = "json";
       return out;
+    }
+  }
+  // An answer cut off at max_tokens: the objects it completed, then what the unfinished rest names as free text
+  // ({"line": 3, "code": "y = … names 3).
+  if (first != std::string::npos) {
+    size_t cut = 0;
+    const std::string closed = close_cut_json(std::string_view(text).substr(first), cut);
+    auto j = closed.empty() ? nlohmann::json() : nlohmann::json::parse(closed, nullptr, false);
+    if (!closed.empty() && !j.is_discarded()) {
+      walk_json(j, c, id_of_code, 0);
+      if (!out.ids.empty()) {
+        parse_text(text.substr(first + cut), c, id_of_code);
+        out.format = "json";
+        return out;
+      }
     }
   }
   std::string plain = text;

@@ -5,6 +5,7 @@
 
 #include "base/text.h"
 #include "code/structure_cache.h"
+#include "code/tokens.h"
 
 namespace spark {
 
@@ -73,7 +74,7 @@ std::vector<RankedElement> merge_answer(const Case& query, const Prompt& prompt,
   return out;
 }
 
-PromptOptions LlmStage::prompt_options(size_t k) const {
+PromptOptions LlmStage::prompt_options(size_t k) {
   PromptOptions popts;
   popts.mode = options_.mode;
   popts.k = k;
@@ -82,9 +83,95 @@ PromptOptions LlmStage::prompt_options(size_t k) const {
   popts.tokens = options_.tokens;
   popts.test_scope_only = options_.test_scope_only;
   if (client_) {
-    popts.tokens = {client_->options().context_tokens, static_cast<size_t>(std::max(1, client_->options().max_tokens))};
+    const LlmOptions& o = client_->options();
+    popts.tokens = {o.context_tokens, static_cast<size_t>(std::max(1, o.max_tokens)), tokens_per_estimate(o.model)};
+    // A server that says its context (llama.cpp's -c per slot, vLLM's --max-model-len) is believed over a larger
+    // setting: a longer prompt would only be refused. A smaller setting stands (a team's own limit on cost).
+    if (options_.mode != Mode::builtin) {
+      const ServerFacts& f = client_->facts();
+      if (f.context_tokens && f.context_tokens < popts.tokens.context) {
+        popts.tokens.context = f.context_tokens;
+        context_source_ = f.context_source;
+      }
+      // A server that counts needs no guess: start from the estimate and learn from its counts (fitted_prompt).
+      if (f.counts_tokens) popts.tokens.scale = 1.0;
+    }
   }
   return popts;
+}
+
+Result<Prompt> LlmStage::fitted_prompt(const Case& query, const Localization& loc, PromptOptions& popts,
+                                       bool& counted) {
+  counted = false;
+  for (int attempt = 0;; ++attempt) {
+    auto p = build_prompt_for(query, loc, popts);
+    if (!p || !client_) return p;
+    const auto n = client_->count_tokens(p->text);
+    if (!n) return p;
+    counted = true;
+    const size_t limit = popts.tokens.context - std::min(popts.tokens.context, popts.tokens.answer);
+    const size_t estimate = std::max<size_t>(1, estimate_tokens(p->text));
+    p->estimated_tokens = *n;
+    if (*n <= limit || attempt == 2) {
+      if (*n > limit)
+        return fail("the prompt has " + std::to_string(*n) + " tokens by the server's count, more than the " +
+                    std::to_string(limit) + " its context leaves beside the answer, after cutting it three times");
+      return p;
+    }
+    // The model's tokenizer makes more of this text than the estimate: learn by how much, a little over.
+    popts.tokens.scale =
+        std::max(popts.tokens.scale * 1.05, 1.02 * static_cast<double>(*n) / static_cast<double>(estimate));
+  }
+}
+
+void LlmStage::retry_overflows(const std::vector<Case>& queries, const std::vector<Result<Localization>>& results,
+                               std::vector<Sent>& sent, std::vector<Result<ChatAnswer>>& answers,
+                               const PromptOptions& popts) {
+  std::vector<size_t> again;  // query indexes
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const size_t r = sent[i].request;
+    if (r != static_cast<size_t>(-1) && answers[r] && answers[r]->overflow && results[i]) again.push_back(i);
+  }
+  if (again.empty()) return;
+  RequestPool pool(*client_, again.size());
+  std::vector<size_t> asked;  // query indexes, in submission order
+  for (size_t i : again) {
+    Sent& s = sent[i];
+    const ContextOverflow o = *answers[s.request]->overflow;
+    const std::string counts =
+        (o.prompt_tokens ? std::to_string(o.prompt_tokens) + " tokens" : std::string("the prompt")) + " against " +
+        (o.context_tokens ? std::to_string(o.context_tokens) : std::string("a smaller context")) + " of context";
+    PromptOptions cut = popts;
+    cut.tokens = s.budget;
+    if (o.context_tokens && o.context_tokens < cut.tokens.context) cut.tokens.context = o.context_tokens;
+    const size_t estimate = std::max<size_t>(1, estimate_tokens(s.prompt.text));
+    cut.tokens.scale =
+        o.prompt_tokens
+            ? std::max(cut.tokens.scale, 1.05 * static_cast<double>(o.prompt_tokens) / static_cast<double>(estimate))
+            : cut.tokens.scale * 1.5;
+    auto p = build_prompt_for(queries[i], *results[i], cut);
+    if (!p) {
+      answers[s.request] = fail("the server refused the prompt as too long (" + counts +
+                                ") and a shorter one could not be made: " + p.error().message);
+      continue;
+    }
+    p->notes.push_back("the server refused the prompt as too long (" + counts + "); cut to fit " +
+                       std::to_string(cut.tokens.context) + " tokens and asked once more");
+    s.prompt = std::move(*p);
+    s.budget = cut.tokens;
+    s.context_source = "the server's refusal of a longer prompt";
+    s.counted = false;
+    pool.submit(asked.size(), {s.prompt.text, s.prompt.schema});
+    asked.push_back(i);
+  }
+  auto more = pool.finish();
+  for (size_t j = 0; j < asked.size(); ++j) {
+    auto& slot = answers[sent[asked[j]].request];
+    slot = std::move(more[j]);
+    if (slot && slot->overflow)
+      slot = fail("the server refused the prompt as too long twice, the second time cut to fit: " +
+                  slot->overflow->message);
+  }
 }
 
 Result<Prompt> LlmStage::build_prompt_for(const Case& query, const Localization& loc, PromptOptions& popts) {
@@ -106,13 +193,16 @@ Result<Prompt> LlmStage::build_prompt_for(const Case& query, const Localization&
 namespace {
 
 // The report of a prompt, before any answer.
-LlmReport prompt_report(const Prompt& p, Mode mode, const LlmClient* client, bool keep_prompt) {
+LlmReport prompt_report(const Prompt& p, Mode mode, const LlmClient* client, bool keep_prompt,
+                        const TokenBudget& context) {
   LlmReport r;
   r.mode = std::string(mode_name(mode));
   if (client) {
     r.model = client->options().model;
     r.endpoint = client->endpoint();
   }
+  r.context_tokens = context.context;
+  r.token_scale = context.scale;
   r.shown_lines = p.shown_lines;
   r.total_lines = p.total_lines;
   r.truncated = p.truncated;
@@ -188,41 +278,47 @@ std::vector<Result<Localization>> LlmStage::run(const std::vector<Case>& queries
   // merge_answer fills from the built-in top k: each of the j usable ids the model gives takes at most one of its
   // elements, so at least the k - j still needed are left.
   std::vector<Result<Localization>> results;
-  std::vector<Prompt> prompts(queries.size());
+  std::vector<Sent> sent(queries.size());
   std::optional<RequestPool> pool;
+  PromptOptions popts = prompt_options(k);
   if (ask) pool.emplace(*client_, queries.size(), progress);
   size_t asked = 0;
-  std::vector<size_t> request_of(queries.size(), static_cast<size_t>(-1));
-  PromptOptions popts = prompt_options(k);
   for (size_t i = 0; i < queries.size(); ++i) {  // build_prompts
     LocalizeOptions lq = options;
     if (options_.ranker_for) lq.ranker = options_.ranker_for(queries[i]);
     auto loc = localizer_.localize(queries[i], lq);
     if (loc && want_prompt) {
-      auto p = build_prompt_for(queries[i], *loc, popts);
+      Sent& s = sent[i];
+      auto p = ask ? fitted_prompt(queries[i], *loc, popts, s.counted) : build_prompt_for(queries[i], *loc, popts);
       if (!p) {
         results.push_back(std::unexpected(p.error()));
         continue;
       }
-      prompts[i] = std::move(*p);
+      s.prompt = std::move(*p);
+      s.budget = popts.tokens;
+      s.context_source = context_source_;
       if (ask) {
-        request_of[i] = asked;
-        pool->submit(asked++, {prompts[i].text, prompts[i].schema});
+        s.request = asked++;
+        pool->submit(s.request, {s.prompt.text, s.prompt.schema});
       }
     }
     results.push_back(std::move(loc));
   }
   std::vector<Result<ChatAnswer>> answers;  // ask
   if (pool) answers = pool->finish();
+  if (ask) retry_overflows(queries, results, sent, answers, popts);
   for (size_t i = 0; i < queries.size(); ++i) {  // read_answers
     if (!results[i]) continue;
     Localization& loc = *results[i];
     if (want_prompt) {
-      LlmReport r = prompt_report(prompts[i], options_.mode, client_, options_.keep_prompt);
-      for (const auto& n : prompts[i].notes) loc.notes.push_back(n);
-      if (request_of[i] != static_cast<size_t>(-1)) {
-        if (const auto& a = answers[request_of[i]]; a) {
-          use_answer(queries[i], prompts[i], *a, options.level, k, loc, r);
+      const Sent& s = sent[i];
+      LlmReport r = prompt_report(s.prompt, options_.mode, client_, options_.keep_prompt, s.budget);
+      r.context_source = s.context_source;
+      r.counted = s.counted;
+      for (const auto& n : s.prompt.notes) loc.notes.push_back(n);
+      if (s.request != static_cast<size_t>(-1)) {
+        if (const auto& a = answers[s.request]; a) {
+          use_answer(queries[i], s.prompt, *a, options.level, k, loc, r);
         } else {
           r.error = a.error().message;
           loc.notes.push_back("the LLM could not be used (" + r.error + "): ranked by spark's built-in ranker");

@@ -46,9 +46,27 @@ class LlmStage {
                                         const std::function<void(size_t, size_t)>& progress = {});
 
  private:
-  PromptOptions prompt_options(size_t k) const;
+  // The run's prompt options: the client's window and answer (lowered to the server's own context where it says
+  // it, ServerFacts), the token scale for the model's family (src/code/tokens.h).
+  PromptOptions prompt_options(size_t k);
   // The mode's prompt for one localized failure (naive RAG: with its most similar case loaded whole).
   Result<Prompt> build_prompt_for(const Case& query, const Localization& loc, PromptOptions& popts);
+  // build_prompt_for, then, where the server counts tokens, counted; while it does not fit, built again with the
+  // scale the count gave (kept in `popts` for the next failures), at most three times. `counted`: the server's count
+  // is the prompt's estimated_tokens.
+  Result<Prompt> fitted_prompt(const Case& query, const Localization& loc, PromptOptions& popts, bool& counted);
+  // One failure's prompt as sent: the budget it was cut to, where its window came from, whether it was counted.
+  struct Sent {
+    Prompt prompt;
+    TokenBudget budget;
+    std::string context_source;
+    bool counted = false;
+    size_t request = static_cast<size_t>(-1);  // its index in the answers; -1: not asked
+  };
+  // The prompts the server refused as longer than its context, cut to the window and count its refusal gave, and
+  // asked once more; answers[sent[i].request] is replaced by the new answer (or the reason there is none).
+  void retry_overflows(const std::vector<Case>& queries, const std::vector<Result<Localization>>& results,
+                       std::vector<Sent>& sent, std::vector<Result<ChatAnswer>>& answers, const PromptOptions& popts);
   // The model's answer read and merged into `loc` (the ranking, notes, ranker) and its report `r`.
   void use_answer(const Case& query, const Prompt& p, const ChatAnswer& a, Level level, size_t k, Localization& loc,
                   LlmReport& r);
@@ -57,6 +75,7 @@ class LlmStage {
   StructureCache& cache_;
   LlmClient* client_;
   LlmStageOptions options_;
+  std::string context_source_ = "llm.context_tokens";  // where the run's window came from
 };
 
 }  // namespace spark

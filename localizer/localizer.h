@@ -112,6 +112,12 @@ struct LlmReport {
   bool truncated = false;
   std::map<std::string, size_t> redactions;
   std::string prompt;  // kept when asked (--show-prompt)
+  // The window the prompt was cut to fit, where that number came from ("llm.context_tokens", the server's GET /props,
+  // its refusal of a longer prompt), and the model's tokens per estimated token it was built with.
+  size_t context_tokens = 0;
+  std::string context_source;
+  double token_scale = 1;
+  bool counted = false;  // the server counted the prompt's tokens (llama.cpp's /tokenize) before it was sent
 };
 
 // One line's score taken apart: the ranker's features, each weight × value (log-odds). `score` is the line's

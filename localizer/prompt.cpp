@@ -58,6 +58,14 @@ struct Candidate {
 };
 
 // Chooses which candidates fit in `budget` tokens, by (tier, distance, line); returns how many tokens they use.
+// A count of estimate_tokens() in the model's tokens, and back (rounded against the prompt: up, then down).
+size_t scaled_tokens(size_t estimate, const TokenBudget& b) {
+  return static_cast<size_t>(std::ceil(static_cast<double>(estimate) * std::clamp(b.scale, 0.25, 8.0)));
+}
+size_t estimate_units(size_t tokens, const TokenBudget& b) {
+  return static_cast<size_t>(static_cast<double>(tokens) / std::clamp(b.scale, 0.25, 8.0));
+}
+
 size_t choose(const std::vector<Candidate>& lines, size_t budget, std::vector<bool>& keep) {
   keep.assign(lines.size(), false);
   size_t total = 0;
@@ -298,10 +306,10 @@ Status fit_code(Prompt& p, std::map<std::string, std::string>& values, std::stri
                           std::to_string(similar_code->lines.size()) + " lines to fit the context");
     }
     p.text = fill_template(tpl, values);
-    p.estimated_tokens = estimate_tokens(p.text);
+    p.estimated_tokens = scaled_tokens(estimate_tokens(p.text), options.tokens);
     const size_t limit = options.tokens.context - options.tokens.answer;
     if (p.estimated_tokens <= limit) break;
-    const size_t over = p.estimated_tokens - limit + 8;
+    const size_t over = estimate_units(p.estimated_tokens - limit, options.tokens) + 8;
     code_room -= std::min(code_room, over);
     if (attempt == 3 || code_room == 0)
       return fail("the prompt does not fit the context window (" + std::to_string(options.tokens.context) + " tokens)");
@@ -309,12 +317,28 @@ Status fit_code(Prompt& p, std::map<std::string, std::string>& values, std::stri
   return {};
 }
 
-// The answer's JSON schema: exactly k items of a line id (0 .. max_element_id) and its code.
-nlohmann::json answer_schema(int max_element_id, size_t k) {
+// The answer's JSON schema: exactly k items of a line id and its code. The id is one of the ids the prompt shows (an
+// enum: a server that enforces the schema, as llama.cpp and vLLM do with a grammar, then never names a hidden or
+// made-up line), or, past kMaxEnumIds shown lines, any id from 1 to the last. The code is at most kMaxCodeChars:
+// the keys go out in alphabetical order, so the code comes first, and a weak model's endless string would otherwise
+// use up max_tokens before any id.
+constexpr size_t kMaxEnumIds = 1000;
+constexpr size_t kMaxCodeChars = 160;
+
+nlohmann::json answer_schema(const Prompt& p, size_t k) {
+  nlohmann::json ids = nlohmann::json::array();
+  for (size_t id = 1; id < p.shown.size(); ++id)
+    if (p.shown[id]) ids.push_back(id);
+  nlohmann::json line = {{"type", "integer"}};
+  if (!ids.empty() && ids.size() <= kMaxEnumIds) {
+    line["enum"] = std::move(ids);
+  } else {
+    line["minimum"] = 1;
+    line["maximum"] = p.max_element_id;
+  }
   const nlohmann::json item = {
       {"type", "object"},
-      {"properties",
-       {{"line", {{"type", "integer"}, {"minimum", 1}, {"maximum", max_element_id}}}, {"code", {{"type", "string"}}}}},
+      {"properties", {{"line", line}, {"code", {{"type", "string"}, {"maxLength", kMaxCodeChars}}}}},
       {"required", {"line", "code"}},
       {"additionalProperties", false}};
   return {{"type", "object"},
@@ -448,12 +472,16 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
   };
 
   // The budget: context minus the answer, the fixed text and the (possibly cut) error messages.
+  // The pieces are measured in estimate_tokens' units; the window, in the model's, is turned into those.
   const size_t fixed = estimate_tokens(fill_template(tpl, values));
-  if (fixed + options.tokens.answer + 64 > options.tokens.context)
+  const size_t window = options.tokens.context > options.tokens.answer
+                            ? estimate_units(options.tokens.context - options.tokens.answer, options.tokens)
+                            : 0;
+  if (fixed + 64 > window)
     return fail("the context window (" + std::to_string(options.tokens.context) +
-                " tokens) cannot hold the template (" + std::to_string(fixed) + " tokens) and an answer of " +
-                std::to_string(options.tokens.answer) + " tokens");
-  const size_t room = options.tokens.context - options.tokens.answer - fixed;
+                " tokens) cannot hold the template (" + std::to_string(scaled_tokens(fixed, options.tokens)) +
+                " tokens) and an answer of " + std::to_string(options.tokens.answer) + " tokens");
+  const size_t room = window - fixed;
   const size_t error_cap = room * (rag ? 2 : 3) / 10;  // at most 30 % of the room (20 % each with naive RAG)
   values["err_msg"] = cut_error(error, error_cap, p.error_chars_cut);
   size_t code_room = room - std::min(room, estimate_tokens(values["err_msg"]));
@@ -464,7 +492,7 @@ Result<Prompt> build_prompt(const Case& query, const QueryView& view, const std:
   }
 
   TRY(fit_code(p, values, tpl, code, rag ? &similar.code : nullptr, code_room, options));
-  p.schema = answer_schema(p.max_element_id, options.k);
+  p.schema = answer_schema(p, options.k);
   return p;
 }
 

@@ -47,9 +47,12 @@ Status check_template(std::string_view text, const std::string& origin);
 
 // A prompt's token bounds: the model's window (prompt + answer must fit) and the part of it kept for the answer
 // (the request's max_tokens). The client's, when there is one; these defaults for prompts only shown or measured.
+// `scale`: the model's tokens per token of estimate_tokens (src/code/tokens.h): the text's estimate times it is what
+// must fit. 1 for tokenizers like the estimate's (cl100k, Qwen); more for ones that make more tokens of code.
 struct TokenBudget {
   size_t context = defaults::kContextTokens;
   size_t answer = defaults::kAnswerTokens;
+  double scale = 1.0;
 };
 
 struct PromptOptions {
@@ -73,7 +76,7 @@ struct Prompt {
   size_t total_lines = 0, shown_lines = 0;  // non-blank lines of the query
   size_t error_chars_cut = 0;
   bool truncated = false;
-  size_t estimated_tokens = 0;  // estimate_tokens(text)
+  size_t estimated_tokens = 0;  // estimate_tokens(text) × the budget's scale, rounded up
   std::map<std::string, size_t> redactions;
   nlohmann::json schema;  // the answer's JSON schema (structured output)
   std::vector<std::string> notes;

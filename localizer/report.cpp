@@ -195,6 +195,40 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
   return out;
 }
 
+namespace {
+
+// `llm` of the localize report (docs/FORMATS.md).
+json llm_json(const LlmReport& l) {
+  json redactions = json::object();
+  for (const auto& [rule, n] : l.redactions) redactions[rule] = n;
+  json out = {
+      {"mode", l.mode},
+      {"model", l.model.empty() ? json(nullptr) : json(l.model)},
+      {"endpoint", l.endpoint.empty() ? json(nullptr) : json(l.endpoint)},
+      {"used", l.used},
+      {"error", l.error.empty() ? json(nullptr) : json(l.error)},
+      {"tokens", {{"prompt", l.prompt_tokens}, {"answer", l.completion_tokens}, {"estimated", !l.usage_reported}}},
+      {"seconds", l.seconds},
+      {"attempts", l.attempts},
+      {"structured", l.structured},
+      {"answer",
+       {{"raw", l.raw_answer},
+        {"format", l.answer_format},
+        {"from_llm", l.from_llm},
+        {"filled", l.filled},
+        {"out_of_range", l.out_of_range},
+        {"duplicates", l.duplicates},
+        {"not_code", l.not_code}}},
+      {"code_lines", {{"shown", l.shown_lines}, {"total", l.total_lines}, {"truncated", l.truncated}}},
+      {"context",
+       {{"tokens", l.context_tokens}, {"source", l.context_source}, {"scale", l.token_scale}, {"counted", l.counted}}},
+      {"redactions", redactions}};
+  if (!l.prompt.empty()) out["prompt"] = l.prompt;
+  return out;
+}
+
+}  // namespace
+
 std::string report_json(const Localization& loc, const ReportContext& ctx) {
   json j;
   j["schema"] = "spark.localize/1";
@@ -288,32 +322,7 @@ std::string report_json(const Localization& loc, const ReportContext& ctx) {
     }
     j["explain"] = std::move(e);
   }
-  if (loc.llm) {
-    const LlmReport& l = *loc.llm;
-    json redactions = json::object();
-    for (const auto& [rule, n] : l.redactions) redactions[rule] = n;
-    j["llm"] = {
-        {"mode", l.mode},
-        {"model", l.model.empty() ? json(nullptr) : json(l.model)},
-        {"endpoint", l.endpoint.empty() ? json(nullptr) : json(l.endpoint)},
-        {"used", l.used},
-        {"error", l.error.empty() ? json(nullptr) : json(l.error)},
-        {"tokens", {{"prompt", l.prompt_tokens}, {"answer", l.completion_tokens}, {"estimated", !l.usage_reported}}},
-        {"seconds", l.seconds},
-        {"attempts", l.attempts},
-        {"structured", l.structured},
-        {"answer",
-         {{"raw", l.raw_answer},
-          {"format", l.answer_format},
-          {"from_llm", l.from_llm},
-          {"filled", l.filled},
-          {"out_of_range", l.out_of_range},
-          {"duplicates", l.duplicates},
-          {"not_code", l.not_code}}},
-        {"code_lines", {{"shown", l.shown_lines}, {"total", l.total_lines}, {"truncated", l.truncated}}},
-        {"redactions", redactions}};
-    if (!l.prompt.empty()) j["llm"]["prompt"] = l.prompt;
-  }
+  if (loc.llm) j["llm"] = llm_json(*loc.llm);
   return json_text(j, 2) + "\n";
 }
 

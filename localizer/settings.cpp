@@ -57,6 +57,7 @@ Status localize_settings(const Config& config, LocalizeSettings& args) {
   o.max_tokens = static_cast<int>(config.integer("llm.max_tokens"));
   if (config.is_set("llm.seed")) o.seed = config.integer("llm.seed");
   o.structured = config.boolean("llm.structured");
+  o.probe = config.boolean("llm.probe");
   o.concurrency = static_cast<size_t>(std::max(1LL, config.integer("llm.concurrency")));
   o.context_tokens = static_cast<size_t>(std::max(256LL, config.integer("llm.context_tokens")));
   o.http.connect_timeout_ms = static_cast<long>(config.number("llm.connect_timeout") * 1000);

@@ -13,7 +13,8 @@ bool is_code(int id) { return id != 5 && id != 10; }
 std::vector<int> ids(std::string_view answer, int max_id = 20) { return parse_answer(answer, max_id, is_code).ids; }
 
 TEST(answer, json_in_the_requested_format) {
-  const auto a = parse_answer(R"({"faulty_lines": [{"line": 12, "code": "x = 1"}, {"line": 3, "code": "y"}]})", 20, is_code);
+  const auto a =
+      parse_answer(R"({"faulty_lines": [{"line": 12, "code": "x = 1"}, {"line": 3, "code": "y"}]})", 20, is_code);
   EXPECT_EQ(a.format, "json");
   EXPECT_EQ(a.ids, (std::vector<int>{12, 3}));
 }
@@ -43,8 +44,9 @@ TEST(answer, the_marker_echoed_back_is_ignored) {
 }
 
 TEST(answer, out_of_range_duplicates_and_blank_lines_are_dropped_and_counted) {
-  const auto a = parse_answer(R"({"faulty_lines": [{"line": 99}, {"line": 3}, {"line": 3}, {"line": 0}, {"line": 5}, {"line": 4}]})",
-                              20, is_code);
+  const auto a = parse_answer(
+      R"({"faulty_lines": [{"line": 99}, {"line": 3}, {"line": 3}, {"line": 0}, {"line": 5}, {"line": 4}]})", 20,
+      is_code);
   EXPECT_EQ(a.ids, (std::vector<int>{3, 4}));
   EXPECT_EQ(a.out_of_range, 2u);
   EXPECT_EQ(a.duplicates, 1u);
@@ -64,13 +66,29 @@ TEST(answer, code_quoted_without_a_number_is_found_by_its_text) {
     return it == code.end() ? std::nullopt : std::optional<int>(it->second);
   };
   EXPECT_EQ(parse_answer("`assert total == 3`", 20, is_code, by_code).ids, (std::vector<int>{9}));
-  EXPECT_EQ(parse_answer(R"([{"code": "assert total == 3  # !!! high likelihood of being faulty !!!"}])", 20, is_code, by_code).ids,
+  EXPECT_EQ(parse_answer(R"([{"code": "assert total == 3  # !!! high likelihood of being faulty !!!"}])", 20, is_code,
+                         by_code)
+                .ids,
             (std::vector<int>{9}));
 }
 
 TEST(answer, a_cut_off_json_answer_still_yields_its_complete_entries) {
   EXPECT_EQ(ids(R"({"faulty_lines": [{"line": 12, "code": "x"}, {"line": 3, "code": "y = )"),
             (std::vector<int>{12, 3}));
+}
+
+// llama.cpp's grammar-constrained answer (keys in the schema's order, code first; line breaks between a key and its
+// value), cut at max_tokens inside the third object: the two complete objects count, read as JSON.
+TEST(answer, a_structured_answer_cut_off_yields_the_objects_it_completed) {
+  const std::string cut =
+      "{\n\n  \"faulty_lines\": [ {\n\n  \"code\":\" pounded \\\" pounded\", \"line\"\n\n  :17 },\n"
+      "  {\n  \"code\":\"has}]\", \"line\"\n\n  : 4 },{ \"code\":\"hashashas";
+  const ParsedAnswer a = parse_answer(cut, 20, is_code);
+  EXPECT_EQ(a.ids, (std::vector<int>{17, 4}));
+  EXPECT_EQ(a.format, "json");
+  // A complete answer is read whole, as before; an unbalanced one gives nothing from this rule.
+  EXPECT_EQ(ids(R"({"faulty_lines": [{"code": "x", "line": 2}]} and then {"line": 9})"), (std::vector<int>{2, 9}));
+  EXPECT_TRUE(ids("{\"faulty_lines\": [{\"code\": \"x\", \"line\"\n: 2]").empty());
 }
 
 TEST(answer, nonsense_and_huge_ranges) {

@@ -19,20 +19,24 @@ class ChatServer {
  public:
   using Handler = std::function<void(const httplib::Request&, httplib::Response&, int call)>;
 
-  explicit ChatServer(Handler handler, size_t threads = 8)
+  // `routes`: more of a real server's endpoints (llama.cpp's GET /props, POST /tokenize), set on the same server.
+  explicit ChatServer(Handler handler, size_t threads = 8, std::function<void(httplib::Server&)> routes = {})
       : handler_(std::move(handler)),
-        server_([this](httplib::Server& s) {
-          s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-            int call;
-            {
-              std::lock_guard lock(mu_);
-              bodies_.push_back(req.body);
-              authorization_.push_back(req.get_header_value("Authorization"));
-              call = static_cast<int>(bodies_.size()) - 1;
-            }
-            handler_(req, res, call);
-          });
-        }, threads) {}
+        server_(
+            [this, routes = std::move(routes)](httplib::Server& s) {
+              if (routes) routes(s);
+              s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+                int call;
+                {
+                  std::lock_guard lock(mu_);
+                  bodies_.push_back(req.body);
+                  authorization_.push_back(req.get_header_value("Authorization"));
+                  call = static_cast<int>(bodies_.size()) - 1;
+                }
+                handler_(req, res, call);
+              });
+            },
+            threads) {}
   ChatServer(const ChatServer&) = delete;
   ChatServer& operator=(const ChatServer&) = delete;
 
@@ -63,11 +67,13 @@ class ChatServer {
                         {"object", "chat.completion"},
                         {"created", 1763700000},
                         {"model", "test-model"},
-                        {"choices", {{{"index", 0},
-                                      {"message", {{"role", "assistant"}, {"content", content}}},
-                                      {"finish_reason", finish_reason}}}}};
+                        {"choices",
+                         {{{"index", 0},
+                           {"message", {{"role", "assistant"}, {"content", content}}},
+                           {"finish_reason", finish_reason}}}}};
     if (usage)
-      j["usage"] = {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
+      j["usage"] = {{"prompt_tokens", prompt_tokens},
+                    {"completion_tokens", completion_tokens},
                     {"total_tokens", prompt_tokens + completion_tokens}};
     return j.dump();
   }

@@ -41,8 +41,7 @@ Case query_case() {
   q.files.push_back({"tests/test_shapes.py",
                      "from shapes import area\n\ndef test_area():\n    shape = 'square'\n    w, h = 2, 3\n"
                      "    result = area(shape, w, h)\n    assert result == 6\n"});
-  q.error_message =
-      "tests/test_shapes.py:7: in test_area\n    assert result == 6\nE   assert 4 == 6\n";
+  q.error_message = "tests/test_shapes.py:7: in test_area\n    assert result == 6\nE   assert 4 == 6\n";
   return q;
 }
 
@@ -223,6 +222,71 @@ TEST(llm_client, structured_output_falls_back_to_plain_text_when_rejected) {
   EXPECT_TRUE(c->structured);
 }
 
+// The three forms servers refuse a prompt for length in: llama.cpp's error type with its numbers, OpenAI's code, vLLM's
+// words. Any other 400 is not one.
+TEST(llm_client, refusals_for_length_are_read_in_each_servers_form) {
+  auto llama = context_overflow(
+      400,
+      R"({"error":{"code":400,"message":"request (48883 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":48883,"n_ctx":8192}})");
+  ASSERT_TRUE(llama);
+  EXPECT_EQ(llama->context_tokens, 8192u);
+  EXPECT_EQ(llama->prompt_tokens, 48883u);
+  auto openai = context_overflow(
+      400,
+      R"({"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})");
+  ASSERT_TRUE(openai);
+  EXPECT_EQ(openai->context_tokens, 8192u);
+  EXPECT_EQ(openai->prompt_tokens, 9000u);
+  auto vllm = context_overflow(
+      400,
+      R"({"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5112 tokens (4600 in the messages, 512 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","code":400})");
+  ASSERT_TRUE(vllm);
+  EXPECT_EQ(vllm->context_tokens, 4096u);
+  EXPECT_EQ(vllm->prompt_tokens, 4600u);
+  EXPECT_FALSE(context_overflow(400, R"({"error": {"message": "response_format is not supported"}})"));
+  EXPECT_FALSE(context_overflow(500, R"({"error":{"type":"exceed_context_size_error","n_ctx":1}})"));
+  EXPECT_FALSE(context_overflow(400, "<html>Bad Request</html>"));
+}
+
+// A refusal for length comes back as an answer with `overflow` (the stage cuts and asks again), and is not taken for
+// a rejection of response_format: structured answers stay on.
+TEST(llm_client, a_refusal_for_length_is_not_a_rejection_of_structured_output) {
+  ChatServer server([](const httplib::Request&, httplib::Response& res, int call) {
+    if (call == 0) {
+      res.status = 400;
+      res.set_content(
+          R"({"error":{"code":400,"message":"too long","type":"exceed_context_size_error","n_prompt_tokens":900,"n_ctx":512}})",
+          "application/json");
+      return;
+    }
+    res.set_content(ChatServer::completion(R"({"faulty_lines": [{"line": 3, "code": "x"}]})"), "application/json");
+  });
+  LlmOptions o = fast_options(server.url());
+  o.structured = true;
+  LlmClient client(o);
+  const nlohmann::json schema = {{"type", "object"}};
+  auto a = client.complete({"x", schema});
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(a->overflow);
+  EXPECT_EQ(a->overflow->context_tokens, 512u);
+  EXPECT_EQ(server.calls(), 1u);  // not asked again without response_format
+  auto b = client.complete({"y", schema});
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(b->structured);
+  EXPECT_TRUE(nlohmann::json::parse(server.bodies()[1]).contains("response_format"));
+}
+
+TEST(tokens, the_ratio_follows_the_models_tokenizer_family) {
+  EXPECT_GT(tokens_per_estimate("gpt2-medium"), 1.5);
+  EXPECT_GT(tokens_per_estimate("meta-llama/Llama-2-13b-chat-hf"), tokens_per_estimate("Qwen/Qwen2.5-72B-Instruct"));
+  EXPECT_GT(tokens_per_estimate("Qwen/Qwen2.5-72B-Instruct"), tokens_per_estimate("gpt-4o-mini"));
+  EXPECT_EQ(tokens_per_estimate("meta-llama/Llama-3.1-8B-Instruct"), 1.0);
+  EXPECT_EQ(tokens_per_estimate("o3-mini"), tokens_per_estimate("gpt-4o-mini"));
+  EXPECT_NE(tokens_per_estimate("foo3-mini"), tokens_per_estimate("gpt-4o-mini"));  // "o3" only at the start
+  // A name of no known family: the largest ratio measured, so its prompts are cut a little too much, not refused.
+  EXPECT_GE(tokens_per_estimate("my-local-model"), tokens_per_estimate("gpt2"));
+}
+
 TEST(llm_client, many_prompts_come_back_in_input_order) {
   ChatServer server([](const httplib::Request& req, httplib::Response& res, int) {
     const std::string prompt = ChatServer::prompt_of(req.body);
@@ -322,7 +386,8 @@ TEST(llm_stage, hybrid_mode_marks_the_builtin_rankers_top_lines_in_the_prompt) {
     EXPECT_NE(line.find(ranker_marker(i + 1)), std::string::npos) << line;
   }
   size_t markers = 0;
-  for (size_t at = prompt.find(kRankerMarkerPrefix); at != std::string::npos; at = prompt.find(kRankerMarkerPrefix, at + 1))
+  for (size_t at = prompt.find(kRankerMarkerPrefix); at != std::string::npos;
+       at = prompt.find(kRankerMarkerPrefix, at + 1))
     ++markers;
   EXPECT_EQ(markers, 3u + 1u);  // three lines, and the instruction that explains the marker
 }
@@ -344,8 +409,8 @@ TEST(llm_stage, an_answer_with_only_out_of_range_ids_is_filled_from_the_builtin_
 
 TEST(llm_stage, a_short_answer_is_topped_up_and_an_answer_cut_at_max_tokens_still_counts) {
   ChatServer server([](const httplib::Request&, httplib::Response& res, int) {
-    res.set_content(ChatServer::completion(R"({"faulty_lines": [{"line": 4, "code": "shape = 'square'"}, {"line": 6, "co)",
-                                           "length"),
+    res.set_content(ChatServer::completion(
+                        R"({"faulty_lines": [{"line": 4, "code": "shape = 'square'"}, {"line": 6, "co)", "length"),
                     "application/json");
   });
   auto run = run_stage(server.url(), {query_case()});
@@ -395,8 +460,9 @@ TEST(llm_stage, planted_secrets_never_reach_the_server_and_line_numbers_hold) {
       "    password = \"correct-horse-battery\"\n"
       "    assert login('AKIAIOSFODNN7EXAMPLE', password)\n";
   q.test_id = "tests/test_shapes.py::test_area";
-  q.error_message = "tests/test_shapes.py:9: in test_area\n    assert login('AKIAIOSFODNN7EXAMPLE', password)\n"
-                    "E   requests.exceptions.HTTPError: 401 for Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345\n";
+  q.error_message =
+      "tests/test_shapes.py:9: in test_area\n    assert login('AKIAIOSFODNN7EXAMPLE', password)\n"
+      "E   requests.exceptions.HTTPError: 401 for Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345\n";
   auto run = run_stage(server.url(), {q});
   ASSERT_TRUE(run.results[0]);
   const std::string body = server.bodies().at(0);
@@ -417,7 +483,8 @@ TEST(llm_stage, a_test_longer_than_the_context_is_cut_around_the_failure) {
   });
   Case q = query_case();
   std::string content = "import pytest\n";
-  for (int i = 2; i <= 1000; ++i) content += "def helper_" + std::to_string(i) + "(): return compute(" + std::to_string(i) + ", 'padding text')\n";
+  for (int i = 2; i <= 1000; ++i)
+    content += "def helper_" + std::to_string(i) + "(): return compute(" + std::to_string(i) + ", 'padding text')\n";
   content += "def test_area():\n    shape = 'square'\n    result = area(shape, 2, 3)\n    assert result == 6\n";
   q.files[0].content = content;
   q.error_message = "tests/test_shapes.py:1004: in test_area\n    assert result == 6\nE   assert 4 == 6\n";
@@ -433,6 +500,94 @@ TEST(llm_stage, a_test_longer_than_the_context_is_cut_around_the_failure) {
   EXPECT_NE(prompt.find("lines shown"), std::string::npos);
   EXPECT_TRUE(run.results[0]->llm->truncated);
   EXPECT_EQ(run.results[0]->ranked[0].line, 1004);
+}
+
+// A test longer than the server takes, as a llama.cpp server answers: it counts twice the estimate's tokens and
+// refuses what does not fit its 1,500 with HTTP 400 and its numbers. Without the probe, the refusal is read, the
+// prompt cut to those numbers and asked once more; with it, the server's window and count are used first and
+// nothing is refused.
+Case long_query() {
+  Case q = query_case();
+  std::string content = "import pytest\n";
+  for (int i = 2; i <= 400; ++i)
+    content += "def helper_" + std::to_string(i) + "(): return compute(" + std::to_string(i) + ", 'padding')\n";
+  content += "def test_area():\n    shape = 'square'\n    result = area(shape, 2, 3)\n    assert result == 6\n";
+  q.files[0].content = content;
+  q.error_message = "tests/test_shapes.py:404: in test_area\n    assert result == 6\nE   assert 4 == 6\n";
+  return q;
+}
+
+size_t served_tokens(const std::string& text) { return 2 * estimate_tokens(text) + 20; }
+
+void llama_routes(httplib::Server& s) {
+  s.Get("/props", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"default_generation_settings": {"n_ctx": 1500}, "total_slots": 1})", "application/json");
+  });
+  s.Post("/tokenize", [](const httplib::Request& req, httplib::Response& res) {
+    const auto body = nlohmann::json::parse(req.body);
+    res.set_content(nlohmann::json({{"tokens", std::vector<int>(served_tokens(body["content"]), 7)}}).dump(),
+                    "application/json");
+  });
+}
+
+ChatServer::Handler refusing_past(size_t window) {
+  return [window](const httplib::Request& req, httplib::Response& res, int) {
+    const size_t n = served_tokens(ChatServer::prompt_of(req.body));
+    if (n + 200 > window) {
+      res.status = 400;
+      res.set_content(nlohmann::json({{"error",
+                                       {{"code", 400},
+                                        {"message", "exceeds the available context size"},
+                                        {"type", "exceed_context_size_error"},
+                                        {"n_prompt_tokens", n},
+                                        {"n_ctx", window}}}})
+                          .dump(),
+                      "application/json");
+      return;
+    }
+    res.set_content(ChatServer::completion(R"({"faulty_lines": [{"line": 404, "code": "x"}]})"), "application/json");
+  };
+}
+
+TEST(llm_stage, a_prompt_refused_as_too_long_is_cut_to_the_servers_numbers_and_asked_once_more) {
+  ChatServer server(refusing_past(1500), 8, llama_routes);
+  auto run = run_stage(server.url(), {long_query()}, 3, {}, [](LlmOptions& o) {
+    o.context_tokens = 8000;
+    o.max_tokens = 200;
+    o.structured = true;
+    o.probe = false;
+  });
+  ASSERT_TRUE(run.results[0]) << run.results[0].error().message;
+  const LlmReport& r = *run.results[0]->llm;
+  EXPECT_TRUE(r.used) << r.error;
+  EXPECT_TRUE(r.structured);
+  EXPECT_EQ(server.calls(), 2u);
+  EXPECT_EQ(r.context_tokens, 1500u);
+  EXPECT_EQ(r.context_source, "the server's refusal of a longer prompt");
+  EXPECT_EQ(run.results[0]->ranked[0].line, 404);
+  bool said = false;
+  for (const auto& n : run.results[0]->notes)
+    said = said || n.find("refused the prompt as too long") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(llm_stage, the_servers_own_window_and_token_count_are_used_before_sending) {
+  ChatServer server(refusing_past(1500), 8, llama_routes);
+  auto run = run_stage(server.url(), {long_query(), long_query()}, 3, {}, [](LlmOptions& o) {
+    o.context_tokens = 8000;
+    o.max_tokens = 200;
+  });
+  for (const auto& res : run.results) {
+    ASSERT_TRUE(res) << res.error().message;
+    const LlmReport& r = *res->llm;
+    EXPECT_TRUE(r.used) << r.error;
+    EXPECT_TRUE(r.counted);
+    EXPECT_TRUE(r.truncated);
+    EXPECT_EQ(r.context_tokens, 1500u);
+    EXPECT_NE(r.context_source.find("/props"), std::string::npos);
+    EXPECT_GE(r.token_scale, 1.9);  // learnt from the count: the server makes twice the estimate
+  }
+  EXPECT_EQ(server.calls(), 2u);  // one request a failure, none refused
 }
 
 TEST(llm_stage, a_context_too_small_for_the_template_is_an_error_not_a_doomed_request) {

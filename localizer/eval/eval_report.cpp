@@ -172,11 +172,11 @@ Table efficiency_table(const Evaluation& e, const std::vector<std::string>& ds) 
   Table cost{"efficiency",
              "Tokens and time per case (the paper's Tables 4, 7, 10, 13)",
              {"dataset", "mode", "policy", "epsilon", "r", "k", "cases", "tokens in (mean)", "tokens out (mean)",
-              "tokens", "time/case (s)", "time sum (s)", "LLM used (%)", "filled ids", "cached"},
+              "tokens", "time/case (s)", "time sum (s)", "LLM used (%)", "structured (%)", "filled ids", "cached"},
              {}};
   for (const auto& d : ds)
     for (const auto& run : e.runs) {
-      double in = 0, out = 0, secs = 0, used = 0, filled = 0, cached = 0, n = 0;
+      double in = 0, out = 0, secs = 0, used = 0, structured = 0, filled = 0, cached = 0, n = 0;
       bool estimated = false;
       for (size_t i = 0; i < e.cases.size(); ++i) {
         if (!in_dataset(e.cases[i], d)) continue;
@@ -185,6 +185,7 @@ Table efficiency_table(const Evaluation& e, const std::vector<std::string>& ds) 
         out += static_cast<double>(o.tokens_out);
         secs += o.seconds;
         used += o.llm_used ? 1 : 0;
+        structured += o.answer_form == "structured" ? 1 : 0;
         filled += static_cast<double>(o.filled);
         cached += o.cached ? 1 : 0;
         estimated = estimated || o.tokens_estimated;
@@ -197,7 +198,8 @@ Table efficiency_table(const Evaluation& e, const std::vector<std::string>& ds) 
                            std::to_string(run.setting.r), llm ? std::to_string(run.k_requested) : "all", fixed(n, 0),
                            llm ? fixed(in / n, 1) : "-", llm ? fixed(out / n, 1) : "-",
                            llm ? (estimated ? "estimated" : "reported") : "-", fixed(secs / n, 3), fixed(secs, 1),
-                           llm ? pct(used / n) : "-", llm ? fixed(filled, 0) : "-", llm ? fixed(cached, 0) : "-"});
+                           llm ? pct(used / n) : "-", llm ? pct(structured / n) : "-", llm ? fixed(filled, 0) : "-",
+                           llm ? fixed(cached, 0) : "-"});
     }
   return cost;
 }
@@ -422,10 +424,15 @@ std::string render_json(const EvalReport& r, const Evaluation& e) {
                           {"similarity", o.similarity ? nlohmann::json(*o.similarity) : nlohmann::json()}};
       if (run.k_requested > 0) x["k"] = run.k_requested;  // the k asked of the LLM; built-in runs rank every line
       if (run.k_requested > 0)
-        x["llm"] = {{"used", o.llm_used},         {"tokens_in", o.tokens_in},
-                    {"tokens_out", o.tokens_out}, {"estimated", o.tokens_estimated},
-                    {"seconds", o.seconds},       {"filled", o.filled},
-                    {"cached", o.cached},         {"error", o.error}};
+        x["llm"] = {{"used", o.llm_used},
+                    {"tokens_in", o.tokens_in},
+                    {"tokens_out", o.tokens_out},
+                    {"estimated", o.tokens_estimated},
+                    {"seconds", o.seconds},
+                    {"filled", o.filled},
+                    {"cached", o.cached},
+                    {"error", o.error},
+                    {"answer_form", o.answer_form.empty() ? "none" : o.answer_form}};
       c["runs"].push_back(std::move(x));
     }
     j["cases"].push_back(std::move(c));

@@ -120,6 +120,9 @@ CaseResult llm_result(const Localization& loc, Mode mode) {
     o.filled = l.filled;
     o.error = l.error;
     o.cached = l.cached;
+    o.answer_form = l.structured && !l.answer_format.empty() && l.answer_format != "none" ? "structured"
+                    : l.answer_format.empty()                                             ? "none"
+                                                                                          : l.answer_format;
   }
   return o;
 }
@@ -211,8 +214,8 @@ Result<EvalMode> EvalMode::parse(std::string_view name) {
   auto mode = parse_mode(name);
   if (mode) return EvalMode(*mode);
   std::string known = "traceback, annotation";
-  for (Mode m : {Mode::builtin, Mode::baseline, Mode::default_mode, Mode::random, Mode::annotation_free, Mode::directive,
-                 Mode::naive_rag, Mode::hybrid})
+  for (Mode m : {Mode::builtin, Mode::baseline, Mode::default_mode, Mode::random, Mode::annotation_free,
+                 Mode::directive, Mode::naive_rag, Mode::hybrid})
     known += ", " + std::string(mode_name(m));
   return fail("unknown mode \"" + std::string(name) + "\" (known: " + known + ")");
 }

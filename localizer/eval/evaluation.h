@@ -91,7 +91,8 @@ struct CaseResult {
   size_t tokens_in = 0, tokens_out = 0, filled = 0;
   bool tokens_estimated = false, llm_used = false, cached = false;
   double seconds = 0;
-  std::string error;  // why the LLM's answer was not used
+  std::string error;        // why the LLM's answer was not used
+  std::string answer_form;  // structured | json | text | none (no answer came)
 };
 
 struct SettingRun {

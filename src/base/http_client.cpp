@@ -90,18 +90,20 @@ struct Attempt {
   bool transient = false;
 };
 
-Attempt post_once(const std::string& url, const std::string& body, const std::vector<std::string>& headers,
-                  const HttpOptions& options) {
+// One request: a POST of `body`, or a GET when `get`.
+Attempt request_once(const std::string& url, const std::string& body, const std::vector<std::string>& headers,
+                     const HttpOptions& options, bool get = false) {
   Attempt a;
+  const std::string method = get ? "GET " : "POST ";
   const auto& loaded = libcurl();
   if (!loaded) {
-    a.error = "POST " + url + ": " + loaded.error().message;
+    a.error = method + url + ": " + loaded.error().message;
     return a;
   }
   const Curl& api = *loaded;
   std::unique_ptr<CURL, CurlDeleter> curl(api.curl_easy_init(), CurlDeleter{&api});
   if (!curl) {
-    a.error = "POST " + url + ": cannot initialise libcurl";
+    a.error = method + url + ": cannot initialise libcurl";
     return a;
   }
   std::unique_ptr<curl_slist, SlistDeleter> list(nullptr, SlistDeleter{&api});
@@ -113,9 +115,13 @@ Attempt post_once(const std::string& url, const std::string& body, const std::ve
   char errbuf[CURL_ERROR_SIZE] = {0};
   CURL* c = curl.get();
   api.curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  api.curl_easy_setopt(c, CURLOPT_POST, 1L);
-  api.curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-  api.curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  if (get) {
+    api.curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  } else {
+    api.curl_easy_setopt(c, CURLOPT_POST, 1L);
+    api.curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+    api.curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  }
   api.curl_easy_setopt(c, CURLOPT_HTTPHEADER, list.get());
   api.curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
   api.curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
@@ -128,11 +134,11 @@ Attempt post_once(const std::string& url, const std::string& body, const std::ve
   api.curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
   const CURLcode rc = api.curl_easy_perform(c);
   if (sink.overflow) {
-    a.error = "POST " + url + ": response larger than " + std::to_string(options.max_response_bytes) + " bytes";
+    a.error = method + url + ": response larger than " + std::to_string(options.max_response_bytes) + " bytes";
     return a;
   }
   if (rc != CURLE_OK) {
-    a.error = "POST " + url + ": " + (errbuf[0] ? std::string(errbuf) : std::string(api.curl_easy_strerror(rc)));
+    a.error = method + url + ": " + (errbuf[0] ? std::string(errbuf) : std::string(api.curl_easy_strerror(rc)));
     switch (rc) {
       case CURLE_OPERATION_TIMEDOUT:
       case CURLE_COULDNT_CONNECT:
@@ -157,6 +163,16 @@ Attempt post_once(const std::string& url, const std::string& body, const std::ve
   return a;
 }
 
+// A header holding a line break (or NUL) would end it and start others (an API key read with its newline): never
+// sent. The header's value is not named: it is usually a secret.
+Status check_headers(const std::string& what, const std::vector<std::string>& headers) {
+  for (const auto& h : headers)
+    if (h.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+      return fail(what + ": " + (h.find(':') == std::string::npos ? "a" : "the " + h.substr(0, h.find(':'))) +
+                  " header holds a line break or NUL: not sent");
+  return {};
+}
+
 bool retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
 
 }  // namespace
@@ -176,12 +192,7 @@ double parse_retry_after(const std::string& value) {
 Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::string& body,
                                             const std::vector<std::string>& headers, const HttpOptions& options,
                                             const RetryPolicy& retry) {
-  // A line break (or NUL) in a header would end it and start others (an API key read with its newline): never sent.
-  // The header's value is not named: it is usually a secret.
-  for (const auto& h : headers)
-    if (h.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
-      return fail("POST " + url + ": " + (h.find(':') == std::string::npos ? "a" : "the " + h.substr(0, h.find(':'))) +
-                  " header holds a line break or NUL: not sent");
+  TRY(check_headers("POST " + url, headers));
   thread_local std::mt19937_64 rng(std::random_device{}());
   const auto t0 = std::chrono::steady_clock::now();
   HttpOutcome out;
@@ -202,13 +213,13 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
       this_try.timeout_ms = std::min<long>(options.timeout_ms, std::max<long>(1, static_cast<long>(left * 1000)));
       this_try.connect_timeout_ms = std::min(options.connect_timeout_ms, this_try.timeout_ms);
     }
-    Attempt a = post_once(url, body, headers, this_try);
+    Attempt a = request_once(url, body, headers, this_try);
     ++out.attempts;
     const bool last = attempt >= retry.max_retries;
     std::string why;
     double wait = -1;
     if (a.response) {
-      if (!retryable_status(a.response->status) || last) {
+      if (!retryable_status(a.response->status) || last || (retry.lasting && retry.lasting(*a.response))) {
         out.response = std::move(*a.response);
         break;
       }
@@ -246,6 +257,14 @@ Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::s
   }
   out.seconds = seconds_since(t0);
   return out;
+}
+
+Result<HttpResponse> http_get(const std::string& url, const std::vector<std::string>& headers,
+                              const HttpOptions& options) {
+  TRY(check_headers("GET " + url, headers));
+  Attempt a = request_once(url, {}, headers, options, true);
+  if (!a.response) return fail(a.error);
+  return std::move(*a.response);
 }
 
 }  // namespace spark

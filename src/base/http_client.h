@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,17 @@ struct RetryPolicy {
   // No attempt starts, and no attempt runs, past this moment (all of one run's requests share it; the epoch = none).
   // Each attempt's timeout is cut to the time left; a wait that would end past it ends the request with an error.
   std::chrono::steady_clock::time_point deadline{};
+  // A response that names a lasting fault though its status says "try again" (llama.cpp answers an input longer
+  // than its batch with HTTP 500): returned at once. Unset: the status alone decides.
+  std::function<bool(const HttpResponse&)> lasting;
 };
+
+inline RetryPolicy retry_policy(int max_retries, double initial_delay_s) {
+  RetryPolicy p;
+  p.max_retries = max_retries;
+  p.initial_delay_s = initial_delay_s;
+  return p;
+}
 
 struct HttpOutcome {
   HttpResponse response;  // the last attempt's (status may still be 429/5xx when retries ran out)
@@ -49,6 +60,11 @@ struct HttpOutcome {
 Result<HttpOutcome> http_post_json_retrying(const std::string& url, const std::string& body,
                                             const std::vector<std::string>& headers, const HttpOptions& options,
                                             const RetryPolicy& retry);
+
+// One GET, no retries (a server's own description of itself: llama.cpp's /props, /v1/models). A transport failure
+// is an error naming the URL; any HTTP status is a response.
+Result<HttpResponse> http_get(const std::string& url, const std::vector<std::string>& headers,
+                              const HttpOptions& options);
 
 // Seconds to wait from a Retry-After value (delta-seconds or an HTTP date); negative when absent or unreadable.
 double parse_retry_after(const std::string& value);

@@ -1,6 +1,8 @@
 #include "code/tokens.h"
 
 #include <cctype>
+#include <string>
+#include <vector>
 
 #include "base/pcre_regex.h"
 
@@ -29,6 +31,37 @@ size_t estimate_tokens(std::string_view text) {
       tokens += 1;  // a whitespace run
   });
   return tokens;
+}
+
+}  // namespace spark
+
+namespace spark {
+
+double tokens_per_estimate(std::string_view model) {
+  std::string name(model);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const size_t slash = name.rfind('/');  // "Qwen/Qwen2.5-72B-Instruct": the model's own name
+  if (slash != std::string::npos) name.erase(0, slash + 1);
+  struct Family {
+    std::vector<std::string_view> names;  // a name starting with '^' matches at the start only
+    double scale;
+  };
+  // The largest ratio of any dev prompt, per family, rounded up (bench/token_ratio.py; docs/LLM.md, "Token
+  // estimate"). OpenAI's own tokenizers (cl100k, o200k) have no vocabulary file here: 1, the estimate's own design,
+  // which Llama 3's (cl100k-like, measured at most 0.95) keeps to.
+  static const std::vector<Family> families = {
+      {{"gpt-2", "gpt2", "gpt-j", "^davinci", "^babbage"}, 1.75},
+      {{"llama-2", "llama2", "codellama", "code-llama", "mistral", "mixtral", "phi-3", "phi3", "vicuna"}, 1.45},
+      {{"deepseek"}, 1.4},
+      {{"gpt-neox", "pythia", "starcoder", "command-r", "gemma"}, 1.3},
+      {{"qwen"}, 1.2},
+      {{"gpt-4", "gpt4", "gpt-3.5", "gpt-5", "gpt-oss", "^o1", "^o3", "^o4", "llama-3", "llama3", "llama-4", "llama4"},
+       1.0},
+  };
+  for (const auto& f : families)
+    for (std::string_view n : f.names)
+      if (n.starts_with('^') ? name.starts_with(n.substr(1)) : name.find(n) != std::string::npos) return f.scale;
+  return 1.75;
 }
 
 }  // namespace spark

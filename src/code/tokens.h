@@ -12,4 +12,10 @@ namespace spark {
 
 size_t estimate_tokens(std::string_view text);
 
+// The model's tokens per token of estimate_tokens(), by the tokenizer family its name suggests, for prompt budgets
+// where the server cannot count (llama.cpp's /tokenize can): the largest ratio of the dev corpora's prompts with each
+// family's real tokenizer (bench/token_ratio.py, docs/LLM.md "Token estimate"), rounded up; a name of no known family
+// gets the largest of all, so that an unknown tokenizer's prompt is cut a little too much rather than refused.
+double tokens_per_estimate(std::string_view model);
+
 }  // namespace spark

@@ -21,6 +21,124 @@ LlmClient::LlmClient(LlmOptions options) : options_(std::move(options)) {
 
 std::string LlmClient::endpoint() const { return options_.base_url + "/chat/completions"; }
 
+std::string LlmClient::server_root() const {
+  std::string root = options_.base_url;
+  if (root.ends_with("/v1")) root.resize(root.size() - 3);
+  return root;
+}
+
+namespace {
+
+std::vector<std::string> auth_headers(const LlmOptions& o) {
+  if (o.api_key.empty()) return {};
+  return {"Authorization: Bearer " + o.api_key};
+}
+
+size_t positive(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number_unsigned()) return 0;
+  return j[key].get<size_t>();
+}
+
+// The number after `before` in `text` (0 when absent).
+size_t number_after(std::string_view text, std::string_view before) {
+  const size_t at = text.find(before);
+  if (at == std::string_view::npos) return 0;
+  size_t n = 0, i = at + before.size();
+  bool any = false;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9' && n < (size_t{1} << 40); ++i, any = true)
+    n = n * 10 + static_cast<size_t>(text[i] - '0');
+  return any ? n : 0;
+}
+
+}  // namespace
+
+std::optional<ContextOverflow> context_overflow(long status, const std::string& body) {
+  if (status != 400 && status != 413) return std::nullopt;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  const nlohmann::json& e = j.contains("error") && j["error"].is_object() ? j["error"] : j;
+  const std::string message = e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "";
+  const std::string type = e.contains("type") && e["type"].is_string() ? e["type"].get<std::string>() : "";
+  const std::string code = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() : "";
+  ContextOverflow o;
+  o.message = clip(message, 300);
+  if (type == "exceed_context_size_error") {  // llama.cpp: the numbers are fields of the error
+    o.context_tokens = positive(e, "n_ctx");
+    o.prompt_tokens = positive(e, "n_prompt_tokens");
+    return o;
+  }
+  // OpenAI ("context_length_exceeded") and vLLM: "This model's maximum context length is 8192 tokens. However, your
+  // messages resulted in 9000 tokens" / "… you requested 9512 tokens (9000 in the messages, 512 in the completion)"
+  // / "… and your request has 9000 input tokens".
+  if (code != "context_length_exceeded" && message.find("maximum context length") == std::string::npos)
+    return std::nullopt;
+  o.context_tokens = number_after(message, "maximum context length is ");
+  for (std::string_view form : {"resulted in ", "has ", "requested "}) {
+    o.prompt_tokens = number_after(message, form);
+    if (o.prompt_tokens) break;
+  }
+  if (const size_t in_messages = number_after(message, "tokens ("); in_messages) o.prompt_tokens = in_messages;
+  return o;
+}
+
+const ServerFacts& LlmClient::facts() {
+  std::call_once(probed_, [this] {
+    if (!options_.probe) return;
+    HttpOptions h = options_.http;
+    h.timeout_ms = std::min<long>(h.timeout_ms, 10000);
+    if (options_.retry.deadline != std::chrono::steady_clock::time_point{}) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(options_.retry.deadline -
+                                                                              std::chrono::steady_clock::now());
+      h.timeout_ms = std::min<long>(h.timeout_ms, std::max<long>(1, static_cast<long>(left.count())));
+    }
+    h.connect_timeout_ms = std::min(h.connect_timeout_ms, h.timeout_ms);
+    h.max_response_bytes = 1u << 20;
+    const auto headers = auth_headers(options_);
+    const std::string props = server_root() + "/props";
+    auto got = http_get(props, headers, h);
+    if (!got) return;  // not reachable: the requests will say so
+    if (got->status == 200) {
+      auto j = nlohmann::json::parse(got->body, nullptr, false);
+      if (j.is_object() && j.contains("default_generation_settings") && j["default_generation_settings"].is_object()) {
+        facts_.kind = "llama.cpp";
+        facts_.counts_tokens = true;
+        facts_.context_tokens = positive(j["default_generation_settings"], "n_ctx");
+        if (facts_.context_tokens) facts_.context_source = "GET " + props;
+        return;
+      }
+    }
+    const std::string models = options_.base_url + "/models";
+    got = http_get(models, headers, h);
+    if (!got || got->status != 200) return;
+    auto j = nlohmann::json::parse(got->body, nullptr, false);
+    if (!j.is_object() || !j.contains("data") || !j["data"].is_array()) return;
+    for (const auto& m : j["data"]) {
+      if (!m.is_object() || !m.contains("id") || !m["id"].is_string()) continue;
+      if (m["id"].get<std::string>() != options_.model && j["data"].size() > 1) continue;
+      if (const size_t n = positive(m, "max_model_len"); n) {
+        facts_.kind = "vllm";
+        facts_.context_tokens = n;
+        facts_.context_source = "GET " + models + " (max_model_len)";
+      }
+      break;
+    }
+  });
+  return facts_;
+}
+
+std::optional<size_t> LlmClient::count_tokens(const std::string& prompt) {
+  if (!facts().counts_tokens) return std::nullopt;
+  RetryPolicy once = options_.retry;
+  once.max_retries = 0;
+  const nlohmann::json body = {{"content", prompt}, {"add_special", false}};
+  auto got = http_post_json_retrying(server_root() + "/tokenize", json_text(body), auth_headers(options_),
+                                     options_.http, once);
+  if (!got || got->response.status != 200) return std::nullopt;
+  auto j = nlohmann::json::parse(got->response.body, nullptr, false);
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) return std::nullopt;
+  return j["tokens"].size() + kChatTemplateTokens;
+}
+
 nlohmann::json LlmClient::body(const ChatRequest& request, bool structured) const {
   nlohmann::json b = {{"model", options_.model},
                       {"messages", nlohmann::json::array({{{"role", "user"}, {"content", request.prompt}}})},
@@ -66,7 +184,7 @@ Result<ChatAnswer> LlmClient::complete(const ChatRequest& req) {
     }
   }
   auto a = request(req);
-  if (a) {
+  if (a && !a->overflow) {
     const nlohmann::json j = {{"content", a->content},
                               {"finish_reason", a->finish_reason},
                               {"prompt_tokens", a->prompt_tokens},
@@ -83,8 +201,7 @@ Result<ChatAnswer> LlmClient::complete(const ChatRequest& req) {
 
 Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   const std::string url = endpoint();
-  std::vector<std::string> headers;
-  if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);
+  const std::vector<std::string> headers = auth_headers(options_);
   ChatAnswer answer;
   bool structured = options_.structured && !request.schema.is_null() && !structured_rejected_.load();
   HttpOutcome outcome;
@@ -97,6 +214,12 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
     answer.seconds += outcome.seconds;
     for (auto& n : outcome.notes) answer.notes.push_back(std::move(n));
     const long st = outcome.response.status;
+    // Too long a prompt is said with a 400 too: not a rejection of response_format, and the caller's to cut.
+    if (auto overflow = context_overflow(st, outcome.response.body)) {
+      answer.overflow = std::move(overflow);
+      answer.structured = structured;
+      return answer;
+    }
     if (structured && (st == 400 || st == 404 || st == 415 || st == 422 || st == 501)) {
       structured_rejected_ = true;
       structured = false;

@@ -2,7 +2,11 @@
 //
 // POST {base_url}/chat/completions with one user message. Retries and backoff per RetryPolicy (http_client.h).
 // With `structured`, the request carries response_format = {"type": "json_schema", …}; a server that rejects it
-// (HTTP 400/404/415/422/501) is asked again without it, and the client stops sending it for the rest of the run.
+// (HTTP 400/404/415/422/501, other than for the prompt's length) is asked again without it, and the client stops
+// sending it for the rest of the run. A prompt the server refuses as longer than its context is not an error but an
+// answer with `overflow` set, so that the caller can cut the prompt and ask once more.
+// With `probe`, the server is asked once what it is (facts()): its context per request and whether it counts tokens
+// (llama.cpp's GET /props and POST /tokenize; vLLM's max_model_len in GET /v1/models).
 // Many prompts run with a bounded pool of workers; results come back in input order.
 #pragma once
 
@@ -34,16 +38,35 @@ struct LlmOptions {
   int max_tokens = defaults::kAnswerTokens;
   std::optional<int64_t> seed;
   bool structured = false;
+  bool probe = true;  // ask the server its context and token counts (facts(), count_tokens())
   size_t concurrency = defaults::kConcurrency;
   size_t context_tokens = defaults::kContextTokens;  // the server's context window (prompt + answer)
   HttpOptions http{static_cast<long>(defaults::kConnectTimeout * 1000),
                    static_cast<long>(defaults::kRequestTimeout * 1000), 4u << 20};
   // retry.deadline: the run's deadline for all its requests (spark localize and record set it)
-  RetryPolicy retry{defaults::kRetries, defaults::kRetryDelay};
+  RetryPolicy retry = retry_policy(defaults::kRetries, defaults::kRetryDelay);
   // Called from the thread waiting for answers when none has come for `waiting_interval_s` (and again each time as
   // long as none comes): seconds since the requests began, answers so far, requests in all.
   std::function<void(double, size_t, size_t)> waiting;
   double waiting_interval_s = 10;
+};
+
+// A prompt the server refused as longer than its context (HTTP 400 from llama.cpp, vLLM or OpenAI).
+struct ContextOverflow {
+  size_t context_tokens = 0;  // the server's context for this request (0: not said)
+  size_t prompt_tokens = 0;   // the prompt as the server counted it (0: not said)
+  std::string message;        // the server's words, cut short
+};
+
+// Reads a refusal for length from an error answer; nullopt for any other answer.
+std::optional<ContextOverflow> context_overflow(long status, const std::string& body);
+
+// What a server says of itself (LlmClient::facts()).
+struct ServerFacts {
+  std::string kind;            // "llama.cpp" (GET /props answered), "vllm" (max_model_len in /v1/models), "" (neither)
+  size_t context_tokens = 0;   // its context per request; 0: not said
+  std::string context_source;  // where that was read, for the notes
+  bool counts_tokens = false;  // POST /tokenize counts a text's tokens with the model's own tokenizer (llama.cpp)
 };
 
 struct ChatAnswer {
@@ -53,9 +76,10 @@ struct ChatAnswer {
   bool usage_reported = false;  // false: the counts are estimate_tokens() of prompt and answer
   double seconds = 0;           // wall time, all attempts and waits included
   int attempts = 0;
-  bool structured = false;         // response_format was sent and accepted
-  bool cached = false;             // from the answer cache (seconds, attempts: the original request's)
-  std::vector<std::string> notes;  // retries, structured-output fallback, a cut-off answer
+  bool structured = false;                  // response_format was sent and accepted
+  bool cached = false;                      // from the answer cache (seconds, attempts: the original request's)
+  std::vector<std::string> notes;           // retries, structured-output fallback, a cut-off answer
+  std::optional<ContextOverflow> overflow;  // set: the server refused the prompt as too long (content is empty)
 };
 
 struct ChatRequest {
@@ -100,6 +124,15 @@ class LlmClient {
 
   Result<ChatAnswer> complete(const ChatRequest& request);
 
+  // The server's own account of itself, asked once (the first call probes, with options().probe; later calls and
+  // other threads get the same facts). Nothing is asked without `probe`; a server that answers none of the
+  // questions has empty facts.
+  const ServerFacts& facts();
+  // The prompt's tokens as the server counts them, the chat template's wrapping included (an allowance of
+  // kChatTemplateTokens); nullopt when the server cannot count (facts().counts_tokens) or the count failed.
+  std::optional<size_t> count_tokens(const std::string& prompt);
+  static constexpr size_t kChatTemplateTokens = 64;
+
   // Runs every request with up to options().concurrency in flight. `progress(done, total)` is called after each
   // (from worker threads, one at a time).
   std::vector<Result<ChatAnswer>> complete_all(const std::vector<ChatRequest>& requests,
@@ -109,7 +142,10 @@ class LlmClient {
   nlohmann::json body(const ChatRequest& request, bool structured) const;
   Result<ChatAnswer> request(const ChatRequest& request);
   LlmOptions options_;
+  std::string server_root() const;  // base_url without a trailing /v1: where llama.cpp's /props and /tokenize are
   std::atomic<bool> structured_rejected_{false};
+  std::once_flag probed_;
+  ServerFacts facts_;
   AnswerCache* cache_ = nullptr;
 };
 

@@ -82,7 +82,8 @@ std::string HashedTfidfEmbedder::identity() const {
 
 TermMap HashedTfidfEmbedder::error_terms(std::string_view error_message) const {
   TermMap t;
-  const std::string message = normalize_error_message(limit_message(canonical_traceback(error_message), options_.max_error_bytes));
+  const std::string message =
+      normalize_error_message(limit_message(canonical_traceback(error_message), options_.max_error_bytes));
   std::string_view prev;
   for_each_word(message, [&](std::string_view w) {
     add(t, fnv1a64(w, kSeedError));
@@ -347,9 +348,19 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::request(const std::vecto
   nlohmann::json body = {{"model", options_.model}, {"input", texts}};
   std::vector<std::string> headers;
   if (!options_.api_key.empty()) headers.push_back("Authorization: Bearer " + options_.api_key);
-  auto outcome = http_post_json_retrying(url, json_text(body), headers, options_.http, options_.retry);
+  // llama.cpp's server embeds an input in one physical batch (-ub, 512 tokens unless set) and answers a longer one
+  // with HTTP 500 "input (N tokens) is too large to process. increase the physical batch size": asking again
+  // cannot help, and the fix is the server's flags or a smaller chunk.
+  constexpr std::string_view kTooLarge = "too large to process";
+  RetryPolicy retry = options_.retry;
+  retry.lasting = [&](const HttpResponse& r) { return r.body.find(kTooLarge) != std::string::npos; };
+  auto outcome = http_post_json_retrying(url, json_text(body), headers, options_.http, retry);
   TRY(outcome);
   const HttpResponse* resp = &outcome->response;
+  if (resp->status != 200 && resp->body.find(kTooLarge) != std::string::npos)
+    return fail("POST " + url + ": HTTP " + std::to_string(resp->status) + ": " + clip(resp->body, 300) +
+                " (spark sends chunks of up to " + std::to_string(options_.chunk_tokens) +
+                " tokens: start llama-server with -c, -b and -ub of at least that)");
   if (resp->status != 200)
     return fail("POST " + url + ": HTTP " + std::to_string(resp->status) + ": " + clip(resp->body, 300));
   if (json_too_deep(resp->body))
