@@ -8,7 +8,8 @@
 #                               # for the audit clicked in a browser; clang-16 with libFuzzer and libomp,
 #                               # for scripts/fuzz.sh; clang-tidy-16, for scripts/tidy.sh; a JDK and JUnit 5, for the
 #                               # real Java project's tests; python3-jsonschema, which validates real outputs against
-#                               # docs/schemas as a user's validator does)
+#                               # docs/schemas as a user's validator does; python3-numpy, with which
+#                               # scripts/tiny_gguf.py writes the real LLM server's tiny model)
 #   scripts/setup.sh --corpus   # --tests, and the Java libraries scripts/lang_corpus.py puts on a project's class
 #                               # path (assertj, mockito, commons-lang3, commons-collections4, hamcrest, JUnit 4)
 #
@@ -26,7 +27,7 @@ packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpc
           libgfortran-12-dev zlib1g-dev)
 if [ "$mode" = --tests ] || [ "$mode" = --corpus ]; then
     packages+=(chromium clang-16 libclang-rt-16-dev libomp-16-dev clang-tidy-16 postgresql-15 default-jdk-headless junit5
-              python3-jsonschema python3-yaml python3-pytest-xdist python3-pip python3-setuptools
+              python3-jsonschema python3-yaml python3-numpy python3-pytest-xdist python3-pip python3-setuptools
               dpkg-dev help2man chromium-driver python3-selenium)
 fi
 if [ "$mode" = --corpus ]; then
