@@ -137,12 +137,6 @@ Command add_eval(CLI::App& app, Flags& flags, int argc, char** argv) {
   sub->add_option("--html", ev.html, "also write a self-contained HTML report with plots and a per-case drill-down");
   sub->add_option("--cache", ev.cache, "LLM answer cache (default: <kb>/llm-answers.sqlite)");
   add_llm_flags(sub, flags);
-  flags.bind_switch(sub, "--structured", "llm.structured", "true",
-                    "ask for a JSON answer (response_format json_schema; the default)");
-  flags.bind_switch(sub, "--no-structured", "llm.structured", "false",
-                    "ask for a free-text answer, as the paper does (not response_format json_schema)");
-  flags.bind_switch(sub, "--no-probe", "llm.probe", "false",
-                    "do not ask the server its context and token counts (GET /props, POST /tokenize)");
   flags.bind_switch(sub, "--no-redact", "redact.enabled", "false", "send text as it is");
 
   std::string command_line;

@@ -273,12 +273,6 @@ Command add_localize(CLI::App& app, Flags& flags) {
   flags.bind(sub, "--llm-api-key", "llm.api_key", "API key; prefer the environment: flags show in process lists");
   flags.bind(sub, "--temperature", "llm.temperature")->check(CLI::Range(0.0, 2.0));
   flags.bind(sub, "--connect-timeout", "llm.connect_timeout")->check(CLI::Range(0.1, 3600.0));
-  flags.bind_switch(sub, "--structured", "llm.structured", "true",
-                    "ask for a JSON answer (response_format json_schema; the default)");
-  flags.bind_switch(sub, "--no-structured", "llm.structured", "false",
-                    "ask for a free-text answer, as the paper does (not response_format json_schema)");
-  flags.bind_switch(sub, "--no-probe", "llm.probe", "false",
-                    "do not ask the server its context and token counts (GET /props, POST /tokenize)");
   flags.bind_switch(sub, "--require-llm", "llm.require", "true",
                     "exit 1 when the LLM cannot be used, instead of falling back");
   flags.bind_switch(sub, "--no-redact", "redact.enabled", "false",

@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <charconv>
 #include <set>
 
@@ -159,12 +160,14 @@ std::string strip_thinking(std::string_view answer) {
 
 // A JSON text cut short (an answer stopped at max_tokens, a structured one included): its longest prefix that ends
 // just after a closed object or array inside the outermost one, with the brackets still open there closed. "" when
-// the text is not cut short or has no such prefix. `cut`: where the prefix ends in `t`.
+// the text has no such prefix. `cut`: where the prefix ends in `t` (0: cut short before any closed value; npos: the
+// text is not a JSON text cut short — complete, or its brackets do not match).
 std::string close_cut_json(std::string_view t, size_t& cut) {
   std::string open, open_at_cut;
   bool in_string = false, escaped = false;
   cut = 0;
-  for (size_t i = 0; i < t.size(); ++i) {
+  size_t i = 0;
+  for (; i < t.size(); ++i) {
     const char ch = t[i];
     if (in_string) {
       if (escaped)
@@ -178,15 +181,19 @@ std::string close_cut_json(std::string_view t, size_t& cut) {
     if (ch == '"') {
       in_string = true;
     } else if (ch == '{' || ch == '[') {
-      if (open.size() >= kMaxJsonDepth) return "";
+      if (open.size() >= kMaxJsonDepth) break;
       open.push_back(ch);
     } else if (ch == '}' || ch == ']') {
-      if (open.empty() || (ch == '}') != (open.back() == '{')) return "";
+      if (open.empty() || (ch == '}') != (open.back() == '{')) break;
       open.pop_back();
-      if (open.empty()) return "";  // complete: not cut short
+      if (open.empty()) break;  // complete: not cut short
       cut = i + 1;
       open_at_cut = open;
     }
+  }
+  if (i < t.size()) {  // stopped early: not a JSON text cut short
+    cut = std::string_view::npos;
+    return "";
   }
   if (cut == 0) return "";
   std::string closed(t.substr(0, cut));
@@ -229,13 +236,27 @@ ParsedAnswer parse_answer(std::string_view answer, int max_id, const std::functi
     size_t cut = 0;
     const std::string closed = close_cut_json(std::string_view(text).substr(first), cut);
     auto j = closed.empty() ? nlohmann::json() : nlohmann::json::parse(closed, nullptr, false);
-    if (!closed.empty() && !j.is_discarded()) {
-      walk_json(j, c, id_of_code, 0);
-      if (!out.ids.empty()) {
-        parse_text(text.substr(first + cut), c, id_of_code);
-        out.format = "json";
-        return out;
-      }
+    ParsedAnswer scratch;  // kept only if it names ids: the free-text rules below would count the same ids again
+    Collector sc{max_id, is_element, scratch, {}};
+    if (!closed.empty() && !j.is_discarded()) walk_json(j, sc, id_of_code, 0);
+    // The unfinished rest: only a "line": N key counts (its code string may hold anything, "l2 = f(l1" too).
+    const std::string_view tail =
+        cut == std::string_view::npos ? std::string_view() : std::string_view(text).substr(first + cut);
+    for (size_t at = tail.find("\"line\""); at != std::string_view::npos; at = tail.find("\"line\"", at + 6)) {
+      size_t i = at + 6;
+      while (i < tail.size() && std::isspace(static_cast<unsigned char>(tail[i]))) ++i;
+      if (i >= tail.size() || tail[i] != ':') continue;
+      ++i;
+      while (i < tail.size() && std::isspace(static_cast<unsigned char>(tail[i]))) ++i;
+      long long id = 0;
+      size_t digits = 0;
+      for (; i < tail.size() && std::isdigit(static_cast<unsigned char>(tail[i])) && digits < 9; ++i, ++digits)
+        id = id * 10 + (tail[i] - '0');
+      if (digits > 0 && (i >= tail.size() || !std::isdigit(static_cast<unsigned char>(tail[i])))) sc.add(id);
+    }
+    if (!scratch.ids.empty()) {
+      scratch.format = "json";
+      return scratch;
     }
   }
   std::string plain = text;

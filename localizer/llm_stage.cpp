@@ -112,15 +112,13 @@ Result<Prompt> LlmStage::fitted_prompt(const Case& query, const Localization& lo
     const size_t limit = popts.tokens.context - std::min(popts.tokens.context, popts.tokens.answer);
     const size_t estimate = std::max<size_t>(1, estimate_tokens(p->text));
     p->estimated_tokens = *n;
-    if (*n <= limit || attempt == 2) {
-      if (*n > limit)
-        return fail("the prompt has " + std::to_string(*n) + " tokens by the server's count, more than the " +
-                    std::to_string(limit) + " its context leaves beside the answer, after cutting it three times");
-      return p;
-    }
+    // Fits, or cut three times: sent (a server that refuses it is read by retry_overflows, and the failure falls
+    // back to the built-in ranker with the reason if it refuses again).
+    if (*n <= limit || attempt == 2 || popts.tokens.scale >= kMaxTokenScale) return p;
     // The model's tokenizer makes more of this text than the estimate: learn by how much, a little over.
     popts.tokens.scale =
-        std::max(popts.tokens.scale * 1.05, 1.02 * static_cast<double>(*n) / static_cast<double>(estimate));
+        std::min(kMaxTokenScale,
+                 std::max(popts.tokens.scale * 1.05, 1.02 * static_cast<double>(*n) / static_cast<double>(estimate)));
   }
 }
 
@@ -145,10 +143,10 @@ void LlmStage::retry_overflows(const std::vector<Case>& queries, const std::vect
     cut.tokens = s.budget;
     if (o.context_tokens && o.context_tokens < cut.tokens.context) cut.tokens.context = o.context_tokens;
     const size_t estimate = std::max<size_t>(1, estimate_tokens(s.prompt.text));
-    cut.tokens.scale =
-        o.prompt_tokens
-            ? std::max(cut.tokens.scale, 1.05 * static_cast<double>(o.prompt_tokens) / static_cast<double>(estimate))
-            : cut.tokens.scale * 1.5;
+    cut.tokens.scale = std::min(
+        kMaxTokenScale, o.prompt_tokens ? std::max(cut.tokens.scale, 1.05 * static_cast<double>(o.prompt_tokens) /
+                                                                         static_cast<double>(estimate))
+                                        : cut.tokens.scale * 1.5);
     auto p = build_prompt_for(queries[i], *results[i], cut);
     if (!p) {
       answers[s.request] = fail("the server refused the prompt as too long (" + counts +

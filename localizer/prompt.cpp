@@ -60,10 +60,10 @@ struct Candidate {
 // Chooses which candidates fit in `budget` tokens, by (tier, distance, line); returns how many tokens they use.
 // A count of estimate_tokens() in the model's tokens, and back (rounded against the prompt: up, then down).
 size_t scaled_tokens(size_t estimate, const TokenBudget& b) {
-  return static_cast<size_t>(std::ceil(static_cast<double>(estimate) * std::clamp(b.scale, 0.25, 8.0)));
+  return static_cast<size_t>(std::ceil(static_cast<double>(estimate) * std::clamp(b.scale, 0.25, kMaxTokenScale)));
 }
 size_t estimate_units(size_t tokens, const TokenBudget& b) {
-  return static_cast<size_t>(static_cast<double>(tokens) / std::clamp(b.scale, 0.25, 8.0));
+  return static_cast<size_t>(static_cast<double>(tokens) / std::clamp(b.scale, 0.25, kMaxTokenScale));
 }
 
 size_t choose(const std::vector<Candidate>& lines, size_t budget, std::vector<bool>& keep) {
@@ -317,34 +317,38 @@ Status fit_code(Prompt& p, std::map<std::string, std::string>& values, std::stri
   return {};
 }
 
-// The answer's JSON schema: exactly k items of a line id and its code. The id is one of the ids the prompt shows (an
-// enum: a server that enforces the schema, as llama.cpp and vLLM do with a grammar, then never names a hidden or
-// made-up line), or, past kMaxEnumIds shown lines, any id from 1 to the last. The code is at most kMaxCodeChars:
-// the keys go out in alphabetical order, so the code comes first, and a weak model's endless string would otherwise
-// use up max_tokens before any id.
+// The answer's JSON schema: exactly k items of a line id and its code, in that order (a server's grammar writes the
+// keys as they are sent: the id first, so that a weak model's endless code string cannot use up max_tokens before
+// any id). The id is one of the ids the prompt shows (an enum: a server that enforces the schema, as llama.cpp and
+// vLLM do with a grammar, then never names a hidden or made-up line), or, past kMaxEnumIds shown lines, any id from
+// 1 to the last. Only keywords OpenAI's strict mode takes.
 constexpr size_t kMaxEnumIds = 1000;
-constexpr size_t kMaxCodeChars = 160;
 
-nlohmann::json answer_schema(const Prompt& p, size_t k) {
-  nlohmann::json ids = nlohmann::json::array();
+nlohmann::ordered_json answer_schema(const Prompt& p, size_t k) {
+  using ojson = nlohmann::ordered_json;
+  ojson ids = ojson::array();
   for (size_t id = 1; id < p.shown.size(); ++id)
     if (p.shown[id]) ids.push_back(id);
-  nlohmann::json line = {{"type", "integer"}};
+  ojson line = {{"type", "integer"}};
   if (!ids.empty() && ids.size() <= kMaxEnumIds) {
     line["enum"] = std::move(ids);
   } else {
     line["minimum"] = 1;
     line["maximum"] = p.max_element_id;
   }
-  const nlohmann::json item = {
-      {"type", "object"},
-      {"properties", {{"line", line}, {"code", {{"type", "string"}, {"maxLength", kMaxCodeChars}}}}},
-      {"required", {"line", "code"}},
-      {"additionalProperties", false}};
-  return {{"type", "object"},
-          {"properties", {{"faulty_lines", {{"type", "array"}, {"items", item}, {"minItems", k}, {"maxItems", k}}}}},
-          {"required", {"faulty_lines"}},
-          {"additionalProperties", false}};
+  ojson item = {{"type", "object"}};
+  item["properties"] = {{"line", std::move(line)}, {"code", {{"type", "string"}}}};
+  item["required"] = {"line", "code"};
+  item["additionalProperties"] = false;
+  ojson list = {{"type", "array"}};
+  list["items"] = std::move(item);
+  list["minItems"] = k;
+  list["maxItems"] = k;
+  ojson schema = {{"type", "object"}};
+  schema["properties"] = {{"faulty_lines", std::move(list)}};
+  schema["required"] = {"faulty_lines"};
+  schema["additionalProperties"] = false;
+  return schema;
 }
 
 }  // namespace

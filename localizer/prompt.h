@@ -49,6 +49,7 @@ Status check_template(std::string_view text, const std::string& origin);
 // (the request's max_tokens). The client's, when there is one; these defaults for prompts only shown or measured.
 // `scale`: the model's tokens per token of estimate_tokens (src/code/tokens.h): the text's estimate times it is what
 // must fit. 1 for tokenizers like the estimate's (cl100k, Qwen); more for ones that make more tokens of code.
+inline constexpr double kMaxTokenScale = 8.0;  // a larger scale is taken as this one
 struct TokenBudget {
   size_t context = defaults::kContextTokens;
   size_t answer = defaults::kAnswerTokens;
@@ -78,7 +79,7 @@ struct Prompt {
   bool truncated = false;
   size_t estimated_tokens = 0;  // estimate_tokens(text) × the budget's scale, rounded up
   std::map<std::string, size_t> redactions;
-  nlohmann::json schema;  // the answer's JSON schema (structured output)
+  nlohmann::ordered_json schema;  // the answer's JSON schema (structured output), keys in the order a grammar writes
   std::vector<std::string> notes;
 };
 

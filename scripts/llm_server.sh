@@ -67,7 +67,7 @@ build() {
     say "making the tiny model (scripts/tiny_gguf.py)"
     /usr/bin/python3 "$root/scripts/tiny_gguf.py" "$work/llama.cpp" "$work/tiny.gguf"
     got=$(sha256sum "$work/tiny.gguf" | cut -d' ' -f1)
-    [ "$got" = "$model_sha256" ] || say "note: the model's sha256 is $got, not $model_sha256 (another numpy?)"
+    [ "$got" = "$model_sha256" ] || { say "the model's sha256 is $got, not $model_sha256"; exit 1; }
 
     rm -rf "$cache.new"
     mkdir -p "$cache.new/bin"
@@ -81,6 +81,8 @@ build() {
         "$(nproc)" >"$cache.new/.complete"
     rm -rf "$cache"
     mv "$cache.new" "$cache"
+    rm -rf "$work"  # here, not only on exit: `test` ends in exec, which runs no EXIT trap
+    trap - EXIT
     say "llama-server and tiny.gguf in $cache (fetched and built in $((built / 60)) min $((built % 60)) s)"
 }
 

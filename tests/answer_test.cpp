@@ -89,6 +89,13 @@ TEST(answer, a_structured_answer_cut_off_yields_the_objects_it_completed) {
   // A complete answer is read whole, as before; an unbalanced one gives nothing from this rule.
   EXPECT_EQ(ids(R"({"faulty_lines": [{"code": "x", "line": 2}]} and then {"line": 9})"), (std::vector<int>{2, 9}));
   EXPECT_TRUE(ids("{\"faulty_lines\": [{\"code\": \"x\", \"line\"\n: 2]").empty());
+  // The unfinished rest counts only as a "line" key: code in it names no line ("l2 = compute(l1", "lineno = 4").
+  EXPECT_EQ(
+      ids("{\"faulty_lines\": [{\"line\": 7, \"code\": \"x\"}, {\"line\": 9, \"code\": \"l2 = compute(l1, lineno = 4"),
+      (std::vector<int>{7, 9}));
+  // A cut answer whose complete objects name only rejected ids counts them once, and the text rules answer.
+  const ParsedAnswer rejected = parse_answer("[{\"line\": 99}, {\"line\": 5}, {\"li", 20, is_code);
+  EXPECT_EQ(rejected.out_of_range + rejected.not_code, 2u);
 }
 
 TEST(answer, nonsense_and_huge_ranges) {

@@ -16,6 +16,7 @@ grammars, embeddings) is the real one, and what it does differently from our scr
 Usage: llm_server_check.py SPARK_BINARY     Exit 77 (skipped) when the cached server is absent.
 """
 
+import itertools
 import json
 import os
 import signal
@@ -230,27 +231,29 @@ def main():
                   all(x["llm"]["answer_form"] == "structured" for x in runs if x["llm"]["used"]),
                   "spark eval --mode default: %d answers, %d used (structured), the rest with their fallback named" %
                   (len(runs), sum(1 for x in runs if x["llm"]["used"])), r.stderr[-3000:])
-            dev = os.path.join(SOURCE, "..", "shared", "data", "dev", "boltons", "cases.jsonl")
-            if os.path.isfile(dev):
-                # 20 real failures (the first 20 of one project's corpus, against that corpus).
+            for form in ("dev", "dev-tblong"):
+                dev = os.path.join(SOURCE, "..", "shared", "data", form, "boltons", "cases.jsonl")
+                if not os.path.isfile(dev):
+                    print("note: ../shared/data/%s is absent: its 20 cases are not run" % form)
+                    continue
+                # 20 real failures (the first 20 of one project's corpus, against that slice).
                 with open(dev) as f:
-                    head = [next(f) for _ in range(20)]
-                slice_path = os.path.join(tmp, "dev20.jsonl")
+                    head = list(itertools.islice(f, 20))
+                slice_path = os.path.join(tmp, form + "20.jsonl")
                 with open(slice_path, "w") as f:
                     f.writelines(head)
                 r = spark_run(spark, ["eval", slice_path, "--mode", "default", "-k", "5", "--format", "json", "-o",
                                       out, "--llm-url", server.url + "/v1", "--model", "tiny-random",
-                                      "--concurrency", "2"], env, work, timeout=1200)
+                                      "--concurrency", "2", "--cache", os.path.join(tmp, form + "-answers.sqlite")],
+                              env, work, timeout=1200)
                 runs = []
                 if r.returncode == 0:
                     with open(out) as f:
                         runs = [x for c in json.load(f)["cases"] for x in c["runs"]]
                 check(len(runs) == 20 and all(x["llm"]["used"] or x["llm"]["error"] for x in runs),
-                      "spark eval --mode default on 20 dev cases: %d used, %d fell back with the reason named" %
-                      (sum(1 for x in runs if x["llm"]["used"]), sum(1 for x in runs if not x["llm"]["used"])),
+                      "spark eval --mode default on 20 %s cases: %d used, %d fell back with the reason named" %
+                      (form, sum(1 for x in runs if x["llm"]["used"]), sum(1 for x in runs if not x["llm"]["used"])),
                       r.stderr[-3000:])
-            else:
-                print("note: ../shared/data/dev is absent: the 20 dev cases are not run")
 
             # 6. Many failures at once, more in flight than the server's 2 slots; then the server killed mid-run.
             many = os.path.join(tmp, "many.jsonl")
@@ -289,9 +292,11 @@ def main():
             server.stop()
 
         # 7. The embeddings client against the server's /v1/embeddings.
-        # llama-server embeds an input in one physical batch: -b and -ub as large as spark's chunks (8192 tokens).
-        embed = Server(cache, tmp, "embed", "--embeddings", "--pooling", "mean", "-c", "8192", "-b", "8192", "-ub",
-                       "8192")
+        # llama-server embeds an input in one physical batch: -b and -ub twice spark's chunks (8192 of its tokens).
+        # (Its log does not show the inputs, even with -v: redaction of embedded texts is checked in-process, by
+        # tests/secrets_test.cpp.)
+        embed = Server(cache, tmp, "embed", "--embeddings", "--pooling", "mean", "-c", "16384", "-b", "16384", "-ub",
+                       "16384")
         try:
             eenv = dict(env, SPARK_EMBED_BASE_URL=embed.url + "/v1", SPARK_EMBED_MODEL="tiny-random")
             r = spark_run(spark, ["index", "--rebuild", "--embedder", "openai"], eenv, work)
@@ -301,7 +306,6 @@ def main():
             check(doc is not None and doc["retrieved"] and len(doc["ranked"]) == 5,
                   "spark localize retrieves with the server's embeddings (%d retrieved)" %
                   (len(doc["retrieved"]) if doc else 0), r.stderr)
-            check(SECRET not in embed.logged(), "the planted token never reached the embeddings server")
         finally:
             embed.stop()
 

@@ -243,6 +243,13 @@ TEST(llm_client, refusals_for_length_are_read_in_each_servers_form) {
   ASSERT_TRUE(vllm);
   EXPECT_EQ(vllm->context_tokens, 4096u);
   EXPECT_EQ(vllm->prompt_tokens, 4600u);
+  // vLLM, prompt and max_tokens together too long: the input tokens, not the 512 of max_tokens in brackets.
+  auto vllm_max = context_overflow(
+      400,
+      R"({"object":"error","message":"'max_tokens' or 'max_completion_tokens' is too large: 512. This model's maximum context length is 4096 tokens and your request has 3700 input tokens (512 > 4096 - 3700).","type":"BadRequestError","code":400})");
+  ASSERT_TRUE(vllm_max);
+  EXPECT_EQ(vllm_max->context_tokens, 4096u);
+  EXPECT_EQ(vllm_max->prompt_tokens, 3700u);
   EXPECT_FALSE(context_overflow(400, R"({"error": {"message": "response_format is not supported"}})"));
   EXPECT_FALSE(context_overflow(500, R"({"error":{"type":"exceed_context_size_error","n_ctx":1}})"));
   EXPECT_FALSE(context_overflow(400, "<html>Bad Request</html>"));

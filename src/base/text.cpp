@@ -42,8 +42,7 @@ std::pair<char32_t, size_t> utf8_at(std::string_view s, size_t i) {
 // White space .NET's String.Trim() strips (char.IsWhiteSpace) beyond ASCII's and the controls: the GitHub runner
 // trims a line so before it looks for "::".
 bool is_unicode_space(char32_t cp) {
-  return cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
+  return cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 // Code points a terminal or a log viewer acts on, beyond the C0 controls: C1 controls (U+009B is CSI on its own),
@@ -128,6 +127,10 @@ std::optional<size_t> find_invalid_utf8(std::string_view s) {
 
 std::string json_text(const nlohmann::json& value, int indent) {
   return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string ordered_json_text(const nlohmann::ordered_json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 std::string terminal_line(std::string_view untrusted) { return neutralised(untrusted, false); }

@@ -32,6 +32,8 @@ std::string json_too_deep_message(size_t at);
 // files, the store) is made by it: text from outside (an LLM's answer, a server's error body, a test's output) may
 // hold any bytes, and a JSON document must hold none of them.
 std::string json_text(const nlohmann::json& value, int indent = -1);
+// json_text of JSON whose keys keep the order they were set in (a schema a server's grammar writes in that order).
+std::string ordered_json_text(const nlohmann::ordered_json& value, int indent = -1);
 
 // Untrusted text (test names, messages, code, a server's or a model's answer) made harmless to print on a terminal
 // or into a CI log, where a GitHub Actions runner reads every line of stdout and stderr for workflow commands:

@@ -77,7 +77,11 @@ std::optional<ContextOverflow> context_overflow(long status, const std::string& 
     o.prompt_tokens = number_after(message, form);
     if (o.prompt_tokens) break;
   }
-  if (const size_t in_messages = number_after(message, "tokens ("); in_messages) o.prompt_tokens = in_messages;
+  // "… you requested 5112 tokens (4600 in the messages, 512 in the completion)": the messages' share.
+  if (const size_t at = message.find(" in the messages"); at != std::string::npos) {
+    const size_t open = message.rfind('(', at);
+    if (open != std::string::npos) o.prompt_tokens = number_after(std::string_view(message).substr(open), "(");
+  }
   return o;
 }
 
@@ -139,12 +143,12 @@ std::optional<size_t> LlmClient::count_tokens(const std::string& prompt) {
   return j["tokens"].size() + kChatTemplateTokens;
 }
 
-nlohmann::json LlmClient::body(const ChatRequest& request, bool structured) const {
-  nlohmann::json b = {{"model", options_.model},
-                      {"messages", nlohmann::json::array({{{"role", "user"}, {"content", request.prompt}}})},
-                      {"temperature", options_.temperature},
-                      {"max_tokens", options_.max_tokens},
-                      {"stream", false}};
+nlohmann::ordered_json LlmClient::body(const ChatRequest& request, bool structured) const {
+  nlohmann::ordered_json b = {{"model", options_.model},
+                              {"messages", nlohmann::json::array({{{"role", "user"}, {"content", request.prompt}}})},
+                              {"temperature", options_.temperature},
+                              {"max_tokens", options_.max_tokens},
+                              {"stream", false}};
   if (options_.seed) b["seed"] = *options_.seed;
   if (structured)
     b["response_format"] = {
@@ -157,7 +161,7 @@ std::string LlmClient::cache_key(const ChatRequest& request) const {
   std::string params = options_.model + "\x1f" + std::to_string(options_.temperature) + "\x1f" +
                        std::to_string(options_.max_tokens) + "\x1f" +
                        (options_.seed ? std::to_string(*options_.seed) : "-") + "\x1f" +
-                       (options_.structured ? json_text(request.schema) : "plain");
+                       (options_.structured ? ordered_json_text(request.schema) : "plain");
   // Two independent 64-bit hashes of parameters and prompt: a 128-bit key.
   const uint64_t a = fnv1a64(request.prompt, fnv1a64(params));
   const uint64_t b = fnv1a64(params, fnv1a64(request.prompt, 0x9e3779b97f4a7c15ULL));
@@ -206,8 +210,8 @@ Result<ChatAnswer> LlmClient::request(const ChatRequest& request) {
   bool structured = options_.structured && !request.schema.is_null() && !structured_rejected_.load();
   HttpOutcome outcome;
   for (;;) {
-    auto got =
-        http_post_json_retrying(url, json_text(body(request, structured)), headers, options_.http, options_.retry);
+    auto got = http_post_json_retrying(url, ordered_json_text(body(request, structured)), headers, options_.http,
+                                       options_.retry);
     TRY(got);
     outcome = std::move(*got);
     answer.attempts += outcome.attempts;

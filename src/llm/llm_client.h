@@ -84,7 +84,9 @@ struct ChatAnswer {
 
 struct ChatRequest {
   std::string prompt;
-  nlohmann::json schema;  // the answer's JSON schema, used when structured output is on; may be null
+  // The answer's JSON schema, used when structured output is on; may be null. Ordered: a server's grammar writes the
+  // keys in the order they are sent.
+  nlohmann::ordered_json schema;
 };
 
 class LlmClient;
@@ -139,7 +141,7 @@ class LlmClient {
                                                const std::function<void(size_t, size_t)>& progress = {});
 
  private:
-  nlohmann::json body(const ChatRequest& request, bool structured) const;
+  nlohmann::ordered_json body(const ChatRequest& request, bool structured) const;
   Result<ChatAnswer> request(const ChatRequest& request);
   LlmOptions options_;
   std::string server_root() const;  // base_url without a trailing /v1: where llama.cpp's /props and /tokenize are

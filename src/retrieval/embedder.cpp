@@ -359,8 +359,10 @@ Result<std::vector<std::vector<float>>> OpenAiEmbedder::request(const std::vecto
   const HttpResponse* resp = &outcome->response;
   if (resp->status != 200 && resp->body.find(kTooLarge) != std::string::npos)
     return fail("POST " + url + ": HTTP " + std::to_string(resp->status) + ": " + clip(resp->body, 300) +
-                " (spark sends chunks of up to " + std::to_string(options_.chunk_tokens) +
-                " tokens: start llama-server with -c, -b and -ub of at least that)");
+                " (spark's chunks are up to " + std::to_string(options_.chunk_tokens) +
+                " of its own tokens, which a model's tokenizer may split further: start llama-server with "
+                "-c, -b and -ub of " +
+                std::to_string(2 * options_.chunk_tokens) + ")");
   if (resp->status != 200)
     return fail("POST " + url + ": HTTP " + std::to_string(resp->status) + ": " + clip(resp->body, 300));
   if (json_too_deep(resp->body))
