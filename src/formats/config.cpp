@@ -1,8 +1,8 @@
 #include "formats/config.h"
 #include "formats/defaults.h"
 
-#include <toml++/toml.h>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include "base/files.h"
 #include "base/text.h"
@@ -24,176 +24,82 @@ const std::vector<ConfigKey>& config_keys() {
   using defaults::shortest;
   // clang-format off: one row per setting, as docs/SETTINGS.md shows them
   static const std::vector<ConfigKey> keys = {
-      {"kb",
-       T::string,
-       ".spark",
-       {"SPARK_KB"},
-       false,
+      {"kb", T::string, ".spark", {"SPARK_KB"}, false,
        "knowledge base: a folder (SQLite) or postgresql://user@host/db (a shared server); left at its default, the "
        "nearest .spark holding one, else .spark at the git top or beside .spark.toml"},
-      {"local_dir",
-       T::string,
-       ".spark",
-       {"SPARK_LOCAL_DIR"},
-       false,
+      {"local_dir", T::string, ".spark", {"SPARK_LOCAL_DIR"}, false,
        "with a server knowledge base: this runner's vector index, spool and LLM answer cache; left at its default, "
        ".spark at the git top or beside .spark.toml"},
-      {"llm.base_url",
-       T::string,
-       "",
-       {"SPARK_LLM_BASE_URL"},
-       false,
+      {"llm.base_url", T::string, "", {"SPARK_LLM_BASE_URL"}, false,
        "OpenAI-compatible base URL, e.g. http://localhost:8000/v1; setting it turns the LLM on"},
       {"llm.model", T::string, "", {"SPARK_LLM_MODEL"}, false, "model name the server knows"},
       {"llm.api_key", T::string, "", {"SPARK_LLM_API_KEY", "OPENAI_API_KEY"}, true, "API key, sent as a Bearer token"},
-      {"llm.mode",
-       T::string,
-       "default",
-       {},
-       false,
+      {"llm.mode", T::string, "default", {}, false,
        "builtin | baseline | default | random | annotation-free | directive | naive-rag | hybrid"},
       {"llm.template", T::string, "", {}, false, "a prompt template file replacing the mode's built-in one"},
-      {"llm.prompt_scope",
-       T::string,
-       "file",
-       {},
-       false,
+      {"llm.prompt_scope", T::string, "file", {}, false,
        "file: the whole test file(s), as the paper; test: only the failing test's reach"},
       {"llm.temperature", T::number, shortest(defaults::kTemperature), {}, false, "sampling temperature"},
       {"llm.max_tokens", T::integer, std::to_string(defaults::kAnswerTokens), {}, false, "answer length limit"},
       {"llm.seed", T::integer, "", {}, false, "sampling seed sent to the server, and random mode's draw"},
-      {"llm.structured",
-       T::boolean,
-       "true",
-       {},
-       false,
+      {"llm.structured", T::boolean, "true", {}, false,
        "ask for a JSON answer via response_format json_schema (line ids an enum of the lines shown); a server that "
        "refuses it is asked in free text from then on"},
-      {"llm.probe",
-       T::boolean,
-       "true",
-       {},
-       false,
+      {"llm.probe", T::boolean, "true", {}, false,
        "ask the server its context and token counts once a run (llama.cpp GET /props, POST /tokenize; vLLM "
        "GET /v1/models)"},
       {"llm.concurrency", T::integer, std::to_string(defaults::kConcurrency), {}, false, "requests in flight"},
-      {"llm.context_tokens",
-       T::integer,
-       std::to_string(defaults::kContextTokens),
-       {},
-       false,
+      {"llm.context_tokens", T::integer, std::to_string(defaults::kContextTokens), {}, false,
        "the model's context window, prompt and answer"},
       {"llm.connect_timeout", T::number, shortest(defaults::kConnectTimeout), {}, false, "seconds to connect"},
       {"llm.timeout", T::number, shortest(defaults::kRequestTimeout), {}, false, "seconds for one request"},
       {"llm.retries", T::integer, std::to_string(defaults::kRetries), {}, false, "retries on timeouts, 429 and 5xx"},
-      {"llm.retry_delay",
-       T::number,
-       shortest(defaults::kRetryDelay),
-       {},
-       false,
+      {"llm.retry_delay", T::number, shortest(defaults::kRetryDelay), {}, false,
        "first backoff in seconds, doubling with jitter"},
-      {"llm.deadline",
-       T::number,
-       shortest(defaults::kDeadline),
-       {},
-       false,
+      {"llm.deadline", T::number, shortest(defaults::kDeadline), {}, false,
        "seconds for all LLM requests of one localize or record run, retries included, then the built-in ranking; "
        "0: none; not used by eval"},
       {"llm.require", T::boolean, "false", {}, false, "fail instead of falling back to the built-in ranker"},
-      {"embedder.kind",
-       T::string,
-       "",
-       {},
-       false,
+      {"embedder.kind", T::string, "", {}, false,
        "builtin | openai; unset: as the index was built (builtin for a new one)"},
       {"embedder.base_url", T::string, "", {"SPARK_EMBED_BASE_URL"}, false, "OpenAI-compatible embeddings base URL"},
       {"embedder.model", T::string, defaults::kEmbedModel, {"SPARK_EMBED_MODEL"}, false, "embedding model"},
       {"embedder.api_key", T::string, "", {"SPARK_EMBED_API_KEY", "OPENAI_API_KEY"}, true, "embeddings API key"},
       {"localize.k", T::integer, std::to_string(defaults::kTopK), {}, false, "how many elements to return"},
       {"localize.level", T::string, "line", {}, false, "line | statement | block | function"},
-      {"localize.policy",
-       T::string,
-       "all",
-       {},
-       false,
+      {"localize.policy", T::string, "all", {}, false,
        "all | all-preceding | closest-by-time | closest-time-preceding"},
-      {"localize.epsilon",
-       T::number,
-       defaults::text(defaults::kEpsilon),
-       {},
-       false,
+      {"localize.epsilon", T::number, defaults::text(defaults::kEpsilon), {}, false,
        "annotation threshold, normalized Levenshtein"},
       {"localize.r", T::integer, std::to_string(defaults::kRetrieved), {}, false, "similar cases to retrieve"},
-      {"localize.similarity_floor",
-       T::number,
-       defaults::text(defaults::kSimilarityFloor),
-       {},
-       false,
+      {"localize.similarity_floor", T::number, defaults::text(defaults::kSimilarityFloor), {}, false,
        "ignore retrieved cases below this cosine"},
       {"redact.enabled", T::boolean, "true", {}, false, "redact secrets before text leaves the machine"},
-      {"project",
-       T::string,
-       "",
-       {"SPARK_PROJECT"},
-       false,
+      {"project", T::string, "", {"SPARK_PROJECT"}, false,
        "the mined cases' project; unset: the origin remote's URL normalised, else the root commit"},
-      {"mine.sigma",
-       T::number,
-       shortest(defaults::kSigma),
-       {},
-       false,
+      {"mine.sigma", T::number, shortest(defaults::kSigma), {}, false,
        "outlier rule: quarantine above mean + sigma * sd faulty lines"},
       {"mine.test_only_fixes", T::boolean, "false", {}, false, "label only fixes that changed nothing but test code"},
-      {"mine.test_code",
-       T::string,
+      {"mine.test_code", T::string,
        "test_*.py,*_test.py,conftest.py,*Test.java,*Tests.java,*IT.java,Test*.java,*.test.*,*.spec.*,test/**,tests/**,"
-       "__tests__/**,src/test/**",
-       {},
-       false,
+       "__tests__/**,src/test/**", {}, false,
        "test code, as comma-separated globs: NAME globs match the file name, DIR/** every file under a folder DIR at "
        "any depth, other globs the path from the repository's top (docs/MINER.md)"},
-      {"record.test_command",
-       T::string,
-       "",
-       {"SPARK_TEST_COMMAND"},
-       false,
+      {"record.test_command", T::string, "", {"SPARK_TEST_COMMAND"}, false,
        "re-runs tests for the post-commit hook: {tests} = test ids, {junit} = the report to write"},
-      {"record.timeout",
-       T::number,
-       shortest(defaults::kHookTimeout),
-       {},
-       false,
+      {"record.timeout", T::number, shortest(defaults::kHookTimeout), {}, false,
        "seconds the post-commit hook's test run may take"},
       // Read from the environment alone, where they are used (environment_setting).
-      {"SPARK_THREADS",
-       T::integer,
-       "",
-       {"SPARK_THREADS"},
-       false,
+      {"SPARK_THREADS", T::integer, "", {"SPARK_THREADS"}, false,
        "worker threads of `spark index` and of an index's catch-up (unset or 0: the machine's cores; at most 16)",
        true},
-      {"SPARK_HUGE_PAGES",
-       T::integer,
-       "1",
-       {"SPARK_HUGE_PAGES"},
-       false,
+      {"SPARK_HUGE_PAGES", T::integer, "1", {"SPARK_HUGE_PAGES"}, false,
        "0: `spark localize` leaves its heap on 4 KiB pages (else on transparent huge pages where the kernel offers "
-       "them: src/base/huge_pages.h)",
-       true},
-      {"SPARK_KB_RETRY_SECONDS",
-       T::number,
-       shortest(defaults::kKbRetrySeconds),
-       {"SPARK_KB_RETRY_SECONDS"},
-       false,
-       "seconds `spark record` keeps trying a server knowledge base it cannot reach before it spools the report",
-       true},
-      {"SPARK_DEBUG_TIMES",
-       T::string,
-       "",
-       {"SPARK_DEBUG_TIMES"},
-       false,
-       "set (to anything): `spark index` prints the times of its embedding pass on standard error",
-       true},
+       "them: src/base/huge_pages.h)", true},
+      {"SPARK_KB_RETRY_SECONDS", T::number, shortest(defaults::kKbRetrySeconds), {"SPARK_KB_RETRY_SECONDS"}, false,
+       "seconds `spark record` keeps trying a server knowledge base it cannot reach before it spools the report", true},
+      {"SPARK_DEBUG_TIMES", T::string, "", {"SPARK_DEBUG_TIMES"}, false,
+       "set (to anything): `spark index` prints the times of its embedding pass on standard error", true},
   };
   // clang-format on
   return keys;
@@ -371,22 +277,16 @@ Status check_ascii_outside_strings(std::string_view t, const std::string& name) 
       case In::code: {
         if (static_cast<unsigned char>(ch) > 0x7F) return refuse("outside a string or comment");
         const bool opens = std::string_view("\n=[,{.").find(before) != std::string_view::npos;
-        if (ch == '#')
-          in = In::comment;
-        else if (ch == '"' && opens)
-          in = t.substr(i, 3) == "\"\"\"" ? (i += 2, In::ml_basic) : In::basic;
-        else if (ch == '\'' && opens)
-          in = t.substr(i, 3) == "'''" ? (i += 2, In::ml_literal) : In::literal;
+        if (ch == '#') in = In::comment;
+        else if (ch == '"' && opens) in = t.substr(i, 3) == "\"\"\"" ? (i += 2, In::ml_basic) : In::basic;
+        else if (ch == '\'' && opens) in = t.substr(i, 3) == "'''" ? (i += 2, In::ml_literal) : In::literal;
         if (ch != ' ' && ch != '\t' && ch != '\r') before = ch;
         break;
       }
-      case In::comment:
-        break;
+      case In::comment: break;
       case In::basic:
-        if (ch == '\\')
-          ++i;
-        else if (ch == '"')
-          in = In::code;
+        if (ch == '\\') ++i;
+        else if (ch == '"') in = In::code;
         break;
       case In::literal:
         if (ch == '\'') in = In::code;
@@ -396,8 +296,7 @@ Status check_ascii_outside_strings(std::string_view t, const std::string& name) 
           size_t j = i + 1;
           while (j < t.size() && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r')) ++j;
           if (j < t.size() && t[j] == '\n') {  // a line-ending backslash: toml++ skips the whitespace after it
-            while (j < t.size() && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r' || t[j] == '\n'))
-              line += t[j++] == '\n';
+            while (j < t.size() && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r' || t[j] == '\n')) line += t[j++] == '\n';
             if (j < t.size() && static_cast<unsigned char>(t[j]) > 0x7F)
               return refuse("right after a line-ending backslash");
             i = j - 1;
@@ -462,10 +361,8 @@ double limit_value(const std::string& text, bool zero_is_none) {
 std::string refusal(const ConfigKey& k, const std::string& text, const Config::Value& current, const fs::path& file) {
   const RepoRule rule = repository_may(k.key);
   switch (rule.may) {
-    case RepoMay::set:
-      return "";
-    case RepoMay::refuse:
-      return rule.why;
+    case RepoMay::set: return "";
+    case RepoMay::refuse: return rule.why;
     case RepoMay::lower:
       if (limit_value(text, rule.zero_is_none) <= limit_value(current.text, rule.zero_is_none)) return "";
       return std::string("a repository may lower it, not raise it above ") +
@@ -665,9 +562,7 @@ std::string Config::describe() const {
     out << "\n# not used (docs/SECURITY.md)\n";
     for (const auto& r : refused_)
       out << "# " << r.key << " = "
-          << (r.text.empty() ? std::string("(hidden)")
-              : r.quoted     ? json_text(r.text)
-                             : r.text)
+          << (r.text.empty() ? std::string("(hidden)") : r.quoted ? json_text(r.text) : r.text)
           << "    # from " << r.source << ": " << r.why << "\n";
   }
   out << "\n# read from the environment alone, where they are used (not from a file or a flag)\n";
@@ -714,14 +609,10 @@ std::string default_and_env(const ConfigKey& k) {
 
 const char* type_name(ConfigType type) {
   switch (type) {
-    case ConfigType::string:
-      return "string";
-    case ConfigType::integer:
-      return "integer";
-    case ConfigType::number:
-      return "number";
-    case ConfigType::boolean:
-      return "boolean";
+    case ConfigType::string: return "string";
+    case ConfigType::integer: return "integer";
+    case ConfigType::number: return "number";
+    case ConfigType::boolean: return "boolean";
   }
   return "";
 }
@@ -738,16 +629,11 @@ std::string code_cell(const std::string& text) { return text.empty() ? "" : "`" 
 // What an untrusted repository file may do with a setting, for the table (docs/SECURITY.md).
 std::string repository_may_text(const std::string& key) {
   switch (repository_may(key).may) {
-    case RepoMay::set:
-      return "may set";
-    case RepoMay::refuse:
-      return "may not set";
-    case RepoMay::lower:
-      return "may lower";
-    case RepoMay::enable:
-      return "may turn on";
-    case RepoMay::inside:
-      return "a path inside it";
+    case RepoMay::set: return "may set";
+    case RepoMay::refuse: return "may not set";
+    case RepoMay::lower: return "may lower";
+    case RepoMay::enable: return "may turn on";
+    case RepoMay::inside: return "a path inside it";
   }
   return "";
 }
@@ -768,8 +654,8 @@ std::string settings_markdown() {
     if (k.env_only) continue;
     std::string env;
     for (const auto& var : k.env) env += (env.empty() ? "" : ", ") + code_cell(var);
-    out << "| " << code_cell(k.key) << " | " << type_name(k.type) << " | " << code_cell(k.default_value) << " | " << env
-        << " | " << repository_may_text(k.key) << " | " << cell(k.help) << (k.secret ? " (never printed)" : "")
+    out << "| " << code_cell(k.key) << " | " << type_name(k.type) << " | " << code_cell(k.default_value) << " | "
+        << env << " | " << repository_may_text(k.key) << " | " << cell(k.help) << (k.secret ? " (never printed)" : "")
         << " |\n";
   }
   out << "\nRead from the environment alone, where they are used (a file or a flag cannot set them):\n\n"
