@@ -104,7 +104,6 @@ const ServerFacts& LlmClient::facts() {
     if (got->status == 200) {
       auto j = nlohmann::json::parse(got->body, nullptr, false);
       if (j.is_object() && j.contains("default_generation_settings") && j["default_generation_settings"].is_object()) {
-        facts_.kind = "llama.cpp";
         facts_.counts_tokens = true;
         facts_.context_tokens = positive(j["default_generation_settings"], "n_ctx");
         if (facts_.context_tokens) facts_.context_source = "GET " + props;
@@ -120,7 +119,6 @@ const ServerFacts& LlmClient::facts() {
       if (!m.is_object() || !m.contains("id") || !m["id"].is_string()) continue;
       if (m["id"].get<std::string>() != options_.model && j["data"].size() > 1) continue;
       if (const size_t n = positive(m, "max_model_len"); n) {
-        facts_.kind = "vllm";
         facts_.context_tokens = n;
         facts_.context_source = "GET " + models + " (max_model_len)";
       }

@@ -63,7 +63,6 @@ std::optional<ContextOverflow> context_overflow(long status, const std::string& 
 
 // What a server says of itself (LlmClient::facts()).
 struct ServerFacts {
-  std::string kind;            // "llama.cpp" (GET /props answered), "vllm" (max_model_len in /v1/models), "" (neither)
   size_t context_tokens = 0;   // its context per request; 0: not said
   std::string context_source;  // where that was read, for the notes
   bool counts_tokens = false;  // POST /tokenize counts a text's tokens with the model's own tokenizer (llama.cpp)
