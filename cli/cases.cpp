@@ -27,15 +27,14 @@ struct IndexArgs {
 };
 
 int cmd_import(const Common& common, const ImportArgs& args) {
-  // Validate every file first: a bad file imports nothing, and neither does the command.
-  std::vector<Case> cases;
-  std::vector<CaseOrigin> origins;
-  if (auto s = read_corpora(args.files, cases, origins); !s) return report_error(s.error());
+  // Streamed, in one transaction: a bad line anywhere imports nothing, and neither does the command.
   auto kb = open_kb(common, true);
   if (!kb) return report_error(kb.error());
-  auto summary = (*kb)->import_cases(cases, origins, args.replace);
+  auto summary = (*kb)->import_stream(
+      [&](const KnowledgeBase::CaseSink& take) { return stream_corpora(args.files, take); }, args.replace);
   if (!summary) return report_error(summary.error());
-  std::printf("imported %zu case(s) from %zu file(s) into %s: %zu new, %zu replaced, %zu unchanged\n", cases.size(),
+  const size_t cases = summary->added + summary->replaced + summary->unchanged;
+  std::printf("imported %zu case(s) from %zu file(s) into %s: %zu new, %zu replaced, %zu unchanged\n", cases,
               args.files.size(), (*kb)->name().c_str(), summary->added, summary->replaced, summary->unchanged);
   // Keep an existing index fresh: embed the new cases with its statistics.
   std::vector<std::string> notes;

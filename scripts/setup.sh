@@ -20,7 +20,7 @@ mode=${1:-}
 case "$mode" in ""|--tests|--corpus) ;; *) echo "usage: scripts/setup.sh [--tests|--corpus]" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev
+packages=(libgit2-dev libfaiss-dev libcurl4-openssl-dev nlohmann-json3-dev libsimdjson-dev libpcre2-dev
           libtree-sitter-dev libcli11-dev libsqlite3-dev libexpat1-dev libcpp-httplib-dev
           libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev pkg-config cmake make g++
           python3 python3-pytest git ca-certificates gnuplot-nox libpq-dev liblapack-dev libblas-dev

@@ -47,7 +47,7 @@ TEST(package, the_deb_holds_the_binary_man_page_hooks_and_plugin_and_installs_ov
   EXPECT_NE(fields.out.find("Depends: "), std::string::npos) << fields.out;
   EXPECT_NE(fields.out.find("libc6 (>= "), std::string::npos) << fields.out;      // a sanitizer build links more
   EXPECT_NE(fields.out.find("libcpp-httplib"), std::string::npos) << fields.out;  // the plugin's
-  for (const char* opened : {"libgit2", "libcurl", "libpq"})  // opened with dlopen: no linker names them
+  for (const char* opened : {"libgit2", "libcurl", "libpq", "libsimdjson"})  // opened with dlopen: no linker names them
     EXPECT_NE(fields.out.find(opened), std::string::npos) << opened << "\n" << fields.out;
   // Its files, and a binary that runs from them.
   auto extracted = run("/usr/bin/dpkg-deb", {"-x", deb, (dir / "x").string()}, dir);

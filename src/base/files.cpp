@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace spark {
 
@@ -59,6 +60,51 @@ Status read_file_in_pieces(const std::filesystem::path& path, const std::functio
       return fail(path.string() + ": read error: " + std::strerror(errno));
     }
     if (!consume(std::string_view(buf.data(), static_cast<size_t>(got)))) return {};
+  }
+}
+
+Status for_each_line(const std::filesystem::path& path, size_t max_line,
+                     const std::function<Status(std::string_view, size_t)>& line) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return fail(path.string() + ": cannot open: " + std::strerror(errno));
+  constexpr size_t kBlock = size_t{1} << 20;
+  // [begin, end) is read and not yet handed out; `scan` is where the search for the next '\n' goes on. The buffer
+  // always has kLinePadding bytes of room past `end`.
+  std::vector<char> buf(kBlock + kLinePadding);
+  size_t begin = 0, end = 0, scan = 0, number = 0;
+  bool eof = false;
+  for (;;) {
+    const void* nl = std::memchr(buf.data() + scan, '\n', end - scan);
+    if (nl != nullptr || (eof && begin < end)) {
+      const size_t stop = nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - buf.data()) : end;
+      ++number;
+      if (stop - begin > max_line)
+        return fail(path.string() + ":" + std::to_string(number) + ": a line of over " + std::to_string(max_line) +
+                    " bytes (spark reads lines of up to that)");
+      TRY(line(std::string_view(buf.data() + begin, stop - begin), number));
+      begin = scan = std::min(stop + 1, end);
+      continue;
+    }
+    if (eof) return {};
+    if (end - begin > max_line)  // the line is already too long without its end
+      return fail(path.string() + ":" + std::to_string(number + 1) + ": a line of over " + std::to_string(max_line) +
+                  " bytes (spark reads lines of up to that)");
+    // Keep the unfinished line at the front, and room for one more block behind it.
+    scan = end;
+    if (begin > 0) {
+      std::memmove(buf.data(), buf.data() + begin, end - begin);
+      end -= begin;
+      scan = end;
+      begin = 0;
+    }
+    if (buf.size() - end < kBlock + kLinePadding) buf.resize(std::max(buf.size() * 2, end + kBlock + kLinePadding));
+    const ssize_t got = ::read(fd.get(), buf.data() + end, kBlock);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return fail(path.string() + ": read error: " + std::strerror(errno));
+    }
+    if (got == 0) eof = true;
+    end += static_cast<size_t>(got);
   }
 }
 

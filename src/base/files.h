@@ -50,6 +50,15 @@ Result<std::string> read_file(const std::filesystem::path& path);
 // so that a file of any size is read in bounded memory. Errors name the path.
 Status read_file_in_pieces(const std::filesystem::path& path, const std::function<bool(std::string_view)>& consume);
 
+// Reads a text file line by line: `line` gets each line without its '\n' (a last line without one too) and its
+// 1-based number, and returns an error to stop there (that error is the result). One line and one 1 MiB read block
+// are held at a time, and `kLinePadding` readable bytes follow every line handed out (what a SIMD parser reads past
+// its input's end: simdjson's SIMDJSON_PADDING). A line longer than `max_line` bytes is an error naming the file and
+// line, before it is read whole.
+inline constexpr size_t kLinePadding = 64;
+Status for_each_line(const std::filesystem::path& path, size_t max_line,
+                     const std::function<Status(std::string_view line, size_t number)>& line);
+
 // std::filesystem::exists without the throwing form: false when the path is absent or cannot be examined (a folder
 // without search permission, a name too long). The throwing forms are not used in spark: an exception escaping a
 // command would end it in std::terminate with nothing useful printed.

@@ -19,6 +19,7 @@
 
 #include "base/text.h"
 #include "formats/error_message.h"
+#include "formats/json_line.h"
 #include "formats/junit.h"
 
 namespace spark {
@@ -198,7 +199,7 @@ Result<Case> case_from_json(json r) {
   if (files == r.end()) return fail("missing required key \"files\"");
   if (!files->is_array() || files->empty()) return fail("\"files\" must be a non-empty array");
   for (size_t i = 0; i < files->size(); ++i) {
-    const json& f = (*files)[i];
+    json& f = (*files)[i];  // its content is moved out: `files` leaves the record below
     const std::string where = "files[" + std::to_string(i) + "]";
     if (!f.is_object()) return fail(where + " must be an object");
     auto path = f.find("path");
@@ -206,7 +207,7 @@ Result<Case> case_from_json(json r) {
     if (path == f.end() || !path->is_string() || path->get_ref<const std::string&>().empty())
       return fail(where + ".path must be a non-empty string");
     if (content == f.end() || !content->is_string()) return fail(where + ".content must be a string");
-    SourceFile sf{path->get<std::string>(), content->get<std::string>()};
+    SourceFile sf{path->get<std::string>(), std::move(content->get_ref<std::string&>())};
     end_lone_carriage_returns(sf.content);
     if (auto why = unusable_path(sf.path); !why.empty())
       return fail(where + ".path \"" + terminal_line(sf.path) + "\" " + why);
@@ -218,6 +219,7 @@ Result<Case> case_from_json(json r) {
   }
   if (auto it = r.find("faulty_lines"); it != r.end() && !it->is_null()) {
     if (!it->is_array()) return fail("\"faulty_lines\" must be an array");
+    std::map<const SourceFile*, std::vector<std::string_view>> lines_of;  // each file split once
     for (size_t i = 0; i < it->size(); ++i) {
       const json& fl = (*it)[i];
       const std::string where = "faulty_lines[" + std::to_string(i) + "]";
@@ -229,7 +231,9 @@ Result<Case> case_from_json(json r) {
       LineRef ref{path->get<std::string>(), 0};
       const SourceFile* f = c.file(ref.path);
       if (!f) return fail(where + ": path \"" + ref.path + "\" is not in files");
-      const auto lines = split_lines(f->content);
+      auto [at, split] = lines_of.try_emplace(f);
+      if (split) at->second = split_lines(f->content);
+      const auto& lines = at->second;
       // An unsigned above 2^63 - 1 would wrap to a negative long long: it is out of range as written.
       const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > static_cast<uint64_t>(lines.size());
       const long long n = too_big ? 0 : line->get<long long>();
@@ -320,36 +324,28 @@ std::string fault_key(const Case& c) {
   return hex64(h);
 }
 
-Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
-  auto text = read_file(path);
-  TRY(text);
-  CasesFile out;
+Status for_each_case_jsonl(const std::filesystem::path& path, const std::function<Status(Case&&, size_t)>& take) {
+  JsonLineParser parser;
   std::set<std::string, std::less<>> ids;
-  size_t start = 0;
-  size_t line_no = 0;
-  const std::string& t = *text;
-  while (start < t.size()) {
-    size_t end = t.find('\n', start);
-    if (end == std::string::npos) end = t.size();
-    std::string_view line(t.data() + start, end - start);
-    ++line_no;
-    start = end + 1;
-    const std::string where = path.string() + ":" + std::to_string(line_no) + ": ";
-    if (is_blank(line)) continue;
-    if (auto bad = find_invalid_utf8(line)) return fail(where + "invalid UTF-8 at byte " + std::to_string(*bad));
-    if (auto deep = json_too_deep(line)) return fail(where + json_too_deep_message(*deep));
-    json record;
-    try {
-      record = json::parse(line);
-    } catch (const json::exception& e) {
-      return fail(where + "not valid JSON (" + e.what() + ")");
-    }
-    auto c = case_from_json(std::move(record));
-    if (!c) return fail(where + c.error().message);
-    if (!ids.insert(c->id).second) return fail(where + "duplicate id \"" + c->id + "\"");
-    out.cases.push_back(std::move(*c));
-    out.lines.push_back(line_no);
-  }
+  return for_each_line(path, kMaxCaseLineBytes, [&](std::string_view line, size_t line_no) -> Status {
+    if (is_blank(line)) return {};
+    auto where = [&] { return path.string() + ":" + std::to_string(line_no) + ": "; };
+    auto record = parser.parse(line, true);
+    if (!record) return fail(where() + record.error().message);
+    auto c = case_from_json(std::move(*record));
+    if (!c) return fail(where() + c.error().message);
+    if (!ids.insert(c->id).second) return fail(where() + "duplicate id \"" + c->id + "\"");
+    return take(std::move(*c), line_no);
+  });
+}
+
+Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path) {
+  CasesFile out;
+  TRY(for_each_case_jsonl(path, [&](Case&& c, size_t line) -> Status {
+    out.cases.push_back(std::move(c));
+    out.lines.push_back(line);
+    return {};
+  }));
   return out;
 }
 
@@ -357,8 +353,13 @@ std::string test_file_too_large(std::string_view content) {
   if (content.size() > kMaxTestFileBytes)
     return std::to_string(content.size()) + " bytes; spark reads test files of up to " +
            std::to_string(kMaxTestFileBytes) + " bytes and " + std::to_string(kMaxTestFileLines) + " lines";
-  const size_t lines = static_cast<size_t>(std::count(content.begin(), content.end(), '\n')) +
-                       (!content.empty() && content.back() != '\n');
+  size_t lines = !content.empty() && content.back() != '\n';
+  const char* const end = content.data() + content.size();
+  for (const char* p = content.data(); p < end; ++p) {
+    p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (p == nullptr) break;
+    ++lines;
+  }
   if (lines > kMaxTestFileLines)
     return std::to_string(lines) + " lines; spark reads test files of up to " + std::to_string(kMaxTestFileBytes) +
            " bytes and " + std::to_string(kMaxTestFileLines) + " lines";

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -91,6 +92,15 @@ struct CasesFile {
 // first bad one with "PATH:LINE: reason"; nothing is returned from a file that has any bad line.
 // Blank lines are skipped.
 Result<CasesFile> read_cases_jsonl(const std::filesystem::path& path);
+
+// The same reading, streamed: each valid case is handed to `take` with its line as soon as it is read, one case in
+// memory at a time (and the ids seen so far, for the uniqueness check). Stops at the first bad line ("PATH:LINE:
+// reason") or at the first error `take` returns; what was handed out before stays the caller's to undo (spark import
+// writes in one transaction). Lines are parsed by JsonLineParser (json_line.h).
+Status for_each_case_jsonl(const std::filesystem::path& path, const std::function<Status(Case&&, size_t line)>& take);
+
+// The longest line a cases file may have: a case's files are at most kMaxTestFileBytes each, and a case lists a few.
+inline constexpr size_t kMaxCaseLineBytes = size_t{256} << 20;
 
 // The largest test file spark reads: 16 MiB and 100,000 lines (the development corpus's largest is 240 KB and 7,000
 // lines). Parsing, scoping and the ranker's features cost memory per line: a 50 MB file of 5.2M short lines took

@@ -10,11 +10,15 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -267,6 +271,13 @@ Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& ca
   return {};
 }
 
+Status stream_corpora(const std::vector<std::string>& files, const std::function<Status(Case&&, std::string)>& take) {
+  for (const auto& file : files)
+    TRY(for_each_case_jsonl(
+        file, [&](Case&& c, size_t line) { return take(std::move(c), file + ":" + std::to_string(line)); }));
+  return {};
+}
+
 KnowledgeBase::KnowledgeBase(fs::path dir, std::unique_ptr<Database> db) : dir_(std::move(dir)), db_(std::move(db)) {}
 KnowledgeBase::~KnowledgeBase() = default;
 
@@ -500,8 +511,80 @@ Status KnowledgeBase::fill_case_languages() {
   return {};
 }
 
+namespace {
+
+// What a case's write needs besides the case, made off the writing thread: the keys of its content and files, and its
+// record's text and hash.
+struct PreparedCase {
+  Case c;
+  std::string origin;
+  CaseKeys keys;
+  std::string record, hash;
+};
+
+// Cases from the reading thread to the writing one, at most `kAhead` in between: the import holds a few cases, never
+// a whole file. Either side may close it with an error (a bad line read, a write that failed); the other sees it.
+class CaseChannel {
+ public:
+  static constexpr size_t kAhead = 8;
+  // The reader's side: false when the writer has stopped (nothing more is wanted).
+  bool push(PreparedCase&& p) {
+    std::unique_lock lock(mu_);
+    room_.wait(lock, [&] { return queue_.size() < kAhead || stopped_; });
+    if (stopped_) return false;
+    queue_.push_back(std::move(p));
+    ready_.notify_one();
+    return true;
+  }
+  // The reader is done: `end` is its status (an error ends the import).
+  void finish(Status end) {
+    std::lock_guard lock(mu_);
+    finished_ = true;
+    end_ = std::move(end);
+    ready_.notify_one();
+  }
+  // The writer's side: the next case, or nullopt at the end (then end() says how the reading went).
+  std::optional<PreparedCase> pop() {
+    std::unique_lock lock(mu_);
+    ready_.wait(lock, [&] { return !queue_.empty() || finished_; });
+    if (queue_.empty()) return std::nullopt;
+    PreparedCase p = std::move(queue_.front());
+    queue_.pop_front();
+    room_.notify_one();
+    return p;
+  }
+  void stop() {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    room_.notify_all();
+  }
+  Status end() {
+    std::lock_guard lock(mu_);
+    return end_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable ready_, room_;
+  std::deque<PreparedCase> queue_;
+  bool finished_ = false, stopped_ = false;
+  Status end_;
+};
+
+}  // namespace
+
 Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases,
                                                   const std::vector<CaseOrigin>& origins, bool replace) {
+  return import_stream(
+      [&](const CaseSink& take) -> Status {
+        for (size_t i = 0; i < cases.size(); ++i)
+          TRY(take(Case(cases[i]), i < origins.size() ? origins[i].where : std::string()));
+        return {};
+      },
+      replace);
+}
+
+Result<ImportSummary> KnowledgeBase::import_stream(const CaseSource& source, bool replace) {
   ImportSummary summary;
   // A bulk write touches far more pages than SQLite's default 2 MB cache holds (each new test-file version is ~20
   // pages): with it, pages are read back from the WAL over and over (measured: 2.4x slower at 10k cases). 64 MB for
@@ -527,48 +610,43 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
   auto ins_file = db_->prepare("INSERT INTO case_files(case_rowid, ord, path, blob_sha) VALUES (?,?,?,?)");
   for (auto* st : {&find, &del, &ins, &ins_blob, &has_blob, &ins_file})
     if (!*st) return std::unexpected(st->error());
-  // Hashing every file's bytes (FNV, about 4 cycles a byte: ~9 s of CPU for 100k cases of 70 KB files) runs on a
-  // second thread one chunk ahead of the writes, which are SQLite's and stay on this one.
-  struct Prepared {
-    CaseKeys keys;
-    std::string record, hash;
-  };
-  constexpr size_t kChunk = 64;
-  auto prepare_chunk = [&cases](size_t begin) {
-    std::vector<Prepared> out;
-    const size_t end = std::min(cases.size(), begin + kChunk);
-    out.reserve(end - begin);
-    for (size_t i = begin; i < end; ++i) {
-      Prepared p{case_keys(cases[i]), json_text(cases[i].record), {}};
+
+  // Reading, parsing, checking and hashing (FNV over every file's bytes) run on a second thread a few cases ahead of
+  // the writes, which are the engine's and stay on this one.
+  CaseChannel channel;
+  std::thread reader([&] {
+    channel.finish(source([&](Case&& c, std::string origin) -> Status {
+      PreparedCase p{std::move(c), std::move(origin), {}, {}, {}};
+      p.keys = case_keys(p.c);
+      p.record = json_text(p.c.record);
       p.hash = record_hash(p.record, p.keys.content_key);
-      out.push_back(std::move(p));
+      if (!channel.push(std::move(p))) return fail("the import stopped");
+      return {};
+    }));
+  });
+  struct Join {
+    CaseChannel& channel;
+    std::thread& reader;
+    ~Join() {
+      channel.stop();
+      reader.join();
     }
-    return out;
-  };
-  std::vector<Prepared> chunk;
-  std::future<std::vector<Prepared>> ahead;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    if (i % kChunk == 0) {
-      chunk = i == 0 ? prepare_chunk(0) : ahead.get();
-      if (i + kChunk < cases.size()) ahead = std::async(std::launch::async, prepare_chunk, i + kChunk);
-    }
-    const Case& c = cases[i];
-    const std::string where = i < origins.size() ? origins[i].where + ": " : std::string();
-    const Prepared& prepared = chunk[i % kChunk];
-    const CaseKeys& keys = prepared.keys;
-    const std::string& key = keys.content_key;
-    const std::string& record = prepared.record;
-    const std::string& hash = prepared.hash;
+  } join{channel, reader};
+
+  auto write = [&](const PreparedCase& p) -> Status {
+    const Case& c = p.c;
+    const std::string where = p.origin.empty() ? std::string() : p.origin + ": ";
+    const std::string& key = p.keys.content_key;
     find->bind(1, c.id);
     auto found = find->step();
     TRY(found);
     if (*found) {
       const int64_t old_rowid = find->int64(0);
-      const bool same = find->text(1) == hash;
+      const bool same = find->text(1) == p.hash;
       find->reset();
       if (same) {
         ++summary.unchanged;
-        continue;
+        return {};
       }
       if (!replace)
         return fail(where + "id \"" + c.id + "\" is already in the knowledge base with a different record " +
@@ -580,7 +658,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       ++summary.added;
     }
     ins->bind(1, c.id).bind(2, c.test_id).bind(3, c.failure_epoch).bind(4, int64_t{c.labelled() ? 1 : 0});
-    ins->bind(5, key).bind(6, c.error_message).bind_static(7, record).bind(8, hash).bind(9, c.language);
+    ins->bind(5, key).bind(6, c.error_message).bind_static(7, p.record).bind(8, p.hash).bind(9, c.language);
     auto inserted = ins->step();
     if (!inserted || !*inserted) {
       ins->reset();
@@ -590,7 +668,7 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
     const int64_t rowid = ins->int64(0);
     ins->reset();
     for (size_t ord = 0; ord < c.files.size(); ++ord) {
-      const std::string& sha = keys.file_keys[ord];
+      const std::string& sha = p.keys.file_keys[ord];
       // Most cases share a stored version: look before binding its content.
       has_blob->bind(1, sha);
       auto present = has_blob->step();
@@ -601,7 +679,10 @@ Result<ImportSummary> KnowledgeBase::import_cases(const std::vector<Case>& cases
       ins_file->bind(1, rowid).bind(2, static_cast<int64_t>(ord)).bind(3, c.files[ord].path).bind(4, sha);
       TRY(ins_file->run());
     }
-  }
+    return {};
+  };
+  while (auto p = channel.pop()) TRY(write(*p));
+  TRY(channel.end());
   if (summary.added + summary.replaced > 0)
     if (auto s =
             db_->exec("UPDATE settings SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = 'generation'");

@@ -36,6 +36,9 @@ struct CaseOrigin {
 
 // Every case of these JSON Lines files, in order, with "file:line" origins; the first bad file is the error.
 Status read_corpora(const std::vector<std::string>& files, std::vector<Case>& cases, std::vector<CaseOrigin>& origins);
+// The same cases handed to `take` one at a time as they are read (formats/case.h: for_each_case_jsonl), with their
+// "file:line" origins; the first bad line, or `take`'s first error, ends it.
+Status stream_corpora(const std::vector<std::string>& files, const std::function<Status(Case&&, std::string)>& take);
 
 struct ImportSummary {
   size_t added = 0;
@@ -104,6 +107,13 @@ class KnowledgeBase {
   // is the same, replaced when `replace`, and otherwise an error naming its origin.
   Result<ImportSummary> import_cases(const std::vector<Case>& cases, const std::vector<CaseOrigin>& origins,
                                      bool replace);
+  // The same, streamed: `source` hands each case to its sink in order, with its origin ("cases.jsonl:12", for
+  // messages), on a thread of its own while this one writes, a few cases behind (the import holds a few cases, not
+  // the corpus). The source's error, or the sink's (a write that failed: the sink then returns an error and the
+  // source should stop), rolls everything back.
+  using CaseSink = std::function<Status(Case&&, std::string origin)>;
+  using CaseSource = std::function<Status(const CaseSink&)>;
+  Result<ImportSummary> import_stream(const CaseSource& source, bool replace);
 
   Result<std::vector<CaseEntry>> entries();
   Result<Case> load(int64_t rowid);
