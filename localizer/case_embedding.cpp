@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <thread>
 #include <unordered_set>
 
@@ -206,22 +207,31 @@ class VersionEmbedding {
   };
 
   // Loads versions in chunks (their contents, and the error messages of their cases when asked) and calls
-  // fn(worker, version, code, contents, messages) for each on the worker threads.
+  // fn(worker, version, code, contents, messages) for each on the worker threads. The next chunk is read from the
+  // store (on this thread: the store's connection is this thread's) while the workers take the current one.
   template <class Fn>
   Status for_each_version_chunk(Fn&& fn, bool messages = true) {
     constexpr size_t kChunk = 64;
-    for (size_t start = 0; start < order_.size(); start += kChunk) {
-      const size_t end = std::min(order_.size(), start + kChunk);
-      std::vector<std::vector<std::string>> contents(end - start), texts(end - start);
-      std::vector<std::string> codes(end - start);
-      for (size_t p = start; p < end; ++p) {
+    struct Chunk {
+      size_t start = 0, end = 0;
+      std::vector<std::vector<std::string>> contents, texts;
+      std::vector<std::string> codes;
+    };
+    const auto load = [&](size_t start) -> Result<Chunk> {
+      Chunk c;
+      c.start = start;
+      c.end = std::min(order_.size(), start + kChunk);
+      c.contents.resize(c.end - start);
+      c.texts.resize(c.end - start);
+      c.codes.resize(c.end - start);
+      for (size_t p = start; p < c.end; ++p) {
         const Version& v = versions_[order_[p]];
         auto got = kb_.blobs(v.keys);
         TRY(got);
-        contents[p - start] = std::move(*got);
-        for (const auto& c : contents[p - start]) {
-          codes[p - start] += c;
-          codes[p - start] += '\n';
+        c.contents[p - start] = std::move(*got);
+        for (const auto& content : c.contents[p - start]) {
+          c.codes[p - start] += content;
+          c.codes[p - start] += '\n';
         }
         if (messages) {
           std::vector<int64_t> rowids;
@@ -229,18 +239,34 @@ class VersionEmbedding {
           for (size_t ci : v.cases) rowids.push_back(cases_[ci].rowid);
           auto m = kb_.error_messages(rowids);
           TRY(m);
-          texts[p - start] = std::move(*m);
+          c.texts[p - start] = std::move(*m);
         }
       }
+      return c;
+    };
+    const auto work = [&](const Chunk& c) {
       // Each worker takes a contiguous run of the chunk, so consecutive versions of a file stay on one parser.
-      const unsigned workers = static_cast<unsigned>(std::min<size_t>(threads_, end - start));
+      const size_t n = c.end - c.start;
+      const auto workers = static_cast<unsigned>(std::min<size_t>(threads_, n));
       parallel_for(workers, workers, [&](unsigned w, size_t part) {
-        const size_t n = end - start;
         for (size_t j = part * n / workers; j < (part + 1) * n / workers; ++j)
-          fn(w, order_[start + j], codes[j], contents[j], texts[j]);
+          fn(w, order_[c.start + j], c.codes[j], c.contents[j], c.texts[j]);
       });
+    };
+    if (order_.empty()) return {};
+    auto current = load(0);
+    while (true) {
+      TRY(current);
+      const size_t next_start = current->end;
+      if (next_start >= order_.size()) {
+        work(*current);
+        return {};
+      }
+      auto working = std::async(std::launch::async, [&] { work(*current); });
+      auto next = load(next_start);
+      working.get();
+      current = std::move(next);
     }
-    return {};
   }
 
   KnowledgeBase& kb_;

@@ -90,11 +90,13 @@ void apply_gate(const GateModel& gate, QueryView& view) {
 
 void sample_negatives(size_t case_index, std::vector<size_t>& negatives, size_t n) {
   if (negatives.size() <= n) return;
-  // Deterministic: order by a hash of (case, line index), keep the first n.
-  std::stable_sort(negatives.begin(), negatives.end(), [case_index](size_t a, size_t b) {
-    return fnv1a64(std::to_string(case_index) + ":" + std::to_string(a)) <
-           fnv1a64(std::to_string(case_index) + ":" + std::to_string(b));
-  });
+  // Deterministic: order by a hash of (case, line index), keep the first n. Each key is hashed once.
+  const std::string prefix = std::to_string(case_index) + ":";
+  std::vector<std::pair<uint64_t, size_t>> keyed;
+  keyed.reserve(negatives.size());
+  for (size_t i : negatives) keyed.emplace_back(fnv1a64(prefix + std::to_string(i)), i);
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < n; ++i) negatives[i] = keyed[i].second;
   negatives.resize(n);
 }
 

@@ -152,8 +152,9 @@ class VectorIndex {
 
   // HNSW's search breadth (efSearch); larger finds closer neighbours, slower. No effect on a flat index.
   void set_ef_search(int ef) { options_.ef_search = ef; }
-  // FAISS's HNSW search starts an OpenMP team at every call, even for one query: a process that searches one query at
-  // a time (`spark localize`) runs the searches of the calling thread on that thread alone instead.
+  // FAISS's HNSW search starts an OpenMP team at every call, even for one query: search() and search_exact() run on
+  // the calling thread alone. This makes every later OpenMP region of the calling thread one thread too (what a
+  // process that only searches wants).
   static void search_on_this_thread();
   // Turns the exact refinement of HNSW hits off (0) or on (the default 4): for measuring what it adds.
   void set_refine_hits(size_t n) { options_.refine_hits = n; }
