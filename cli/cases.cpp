@@ -2,6 +2,7 @@
 // index.
 #include <cstdio>
 
+#include "base/huge_pages.h"
 #include "base/text.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -78,6 +79,7 @@ int cmd_export(const Common& common, const ExportArgs& args) {
 }
 
 int cmd_index(const Common& common, const IndexArgs& args) {
+  keep_freed_memory();  // the embedding and the ranker's views free and take blocks of test files (base/huge_pages.h)
   auto kb = open_kb(common, false);
   if (!kb) return report_error(kb.error());
   std::vector<std::string> notes;

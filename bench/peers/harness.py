@@ -85,8 +85,8 @@ def localizer(args):
                 (a if i < n else b).write(line)
         os.unlink(everything)
         size_mb = os.path.getsize(cases) / 1e6
-        # Imported in files of --chunk cases, one `import` process each, in order (`spark import` validates a whole
-        # file before it stores any of it, so it holds the file's cases in memory: ~2 x the file).
+        # Imported in files of --chunk cases, one `import` process each, in order, as a team adds cases over time (both
+        # stream a file: memory does not grow with it, docs/PERFORMANCE.md "Import memory").
         chunks = [cases]
         if 0 < args.chunk < n:
             chunks = []

@@ -72,6 +72,13 @@ bool prepare_heap(size_t bytes) {
 
 }  // namespace
 
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+}
+
 bool prefer_huge_pages(size_t bytes, bool allowed) {
   static bool prepared = false;
   if (!prepared && allowed) prepared = prepare_heap(bytes);

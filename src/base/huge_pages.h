@@ -20,4 +20,11 @@ namespace spark {
 // Whether the heap was prepared.
 bool prefer_huge_pages(size_t bytes, bool allowed);
 
+// For a process that allocates and frees blocks of tens to hundreds of KiB over and over (`spark index`: a chunk of
+// test files, their terms, their views): freed memory stays with the process for the next allocation instead of going
+// back to the kernel and being faulted in again (glibc's mmap threshold at its maximum, 32 MiB, and trimming above
+// 512 MiB only). Measured on `spark index --rebuild` at 10k cases: 152k page faults -> 87k, peak RSS 302 -> 318 MB.
+// No effect without glibc or under a sanitizer's allocator. Call early, from the main thread.
+void keep_freed_memory();
+
 }  // namespace spark
