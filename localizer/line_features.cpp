@@ -220,6 +220,9 @@ QueryView make_query_view(const Case& query, StructureCache& cache) {
         v.stop_file = static_cast<int>(i);  // frames are outermost first: the last one in a test file wins
         v.stop_line = fr.line;
       }
+  size_t all_lines = 0;
+  for (const auto& file : v.files) all_lines += file.lines.size();
+  v.lines.reserve(all_lines);  // a QueryLine holds its features: no reallocation while they are added
   for (size_t i = 0; i < v.files.size(); ++i)
     for (size_t l = 0; l < v.files[i].lines.size(); ++l)
       if (!is_blank(v.files[i].lines[l]))
