@@ -187,6 +187,13 @@ TEST(cli, a_bad_jsonl_file_is_rejected_with_its_line_and_nothing_is_stored) {
                           "record (use --replace to overwrite it)\n");
   const std::string after = run_spark({"export"}, w.dir.path()).out;
   EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 8);
+  // The import streams, file after file: a bad line in the second file takes back the first file's cases too.
+  write_file(w.dir / "good.jsonl", sample_case("new4", kTest, 9).dump() + "\n");
+  auto second = run_spark({"import", "good.jsonl", "bad.jsonl"}, w.dir.path());
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_EQ(second.err, "spark: error: bad.jsonl:2: faulty_lines[0]: line 2 of tests/test_x.py is blank\n");
+  const std::string still = run_spark({"export"}, w.dir.path()).out;
+  EXPECT_EQ(std::count(still.begin(), still.end(), '\n'), 8);
   // Wrong types, truncated line, duplicate id, faulty line out of range.
   for (const auto& [content, message] : std::vector<std::pair<std::string, std::string>>{
            {"{\"id\": 5}\n", "bad.jsonl:1: \"id\" must be a string, not number"},

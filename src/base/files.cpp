@@ -90,13 +90,12 @@ Status for_each_line(const std::filesystem::path& path, size_t max_line,
       return fail(path.string() + ":" + std::to_string(number + 1) + ": a line of over " + std::to_string(max_line) +
                   " bytes (spark reads lines of up to that)");
     // Keep the unfinished line at the front, and room for one more block behind it.
-    scan = end;
     if (begin > 0) {
       std::memmove(buf.data(), buf.data() + begin, end - begin);
       end -= begin;
-      scan = end;
       begin = 0;
     }
+    scan = end;
     if (buf.size() - end < kBlock + kLinePadding) buf.resize(std::max(buf.size() * 2, end + kBlock + kLinePadding));
     const ssize_t got = ::read(fd.get(), buf.data() + end, kBlock);
     if (got < 0) {

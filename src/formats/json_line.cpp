@@ -2,8 +2,6 @@
 
 #include <simdjson.h>
 
-#include <mutex>
-
 #include "base/files.h"
 #include "base/shared_library.h"
 #include "base/text.h"
