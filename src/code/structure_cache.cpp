@@ -1,13 +1,12 @@
 #include "code/structure_cache.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "base/files.h"
 #include "base/text.h"
+#include "code/stamp.inc"
 
 namespace spark {
 
@@ -85,18 +84,9 @@ class Reader {
   bool ok_ = true;
 };
 
-// This binary's identity (size and modification time of /proc/self/exe): structures written by another spark, whose
-// analysis may differ, are never read.
-uint64_t binary_stamp() {
-  static const uint64_t stamp = [] {
-    struct stat st {};
-    if (::stat("/proc/self/exe", &st) != 0) return uint64_t{0};
-    const std::string id = std::to_string(st.st_size) + "/" + std::to_string(st.st_mtim.tv_sec) + "." +
-                           std::to_string(st.st_mtim.tv_nsec) + "/" + std::to_string(st.st_ino);
-    return fnv1a64(id);
-  }();
-  return stamp;
-}
+// The stamp of the sources that decide a structure (cmake/code_stamp.cmake): structures written by a spark built
+// from other sources, whose analysis may differ, are never read.
+constexpr uint64_t kCodeStamp = SPARK_CODE_STAMP;
 
 }  // namespace
 
@@ -181,8 +171,8 @@ std::optional<CodeStructure> deserialize_structure(std::string_view bytes, uint6
   return s;
 }
 
-void StructureCache::persist_in(fs::path dir, size_t max_files) {
-  dir_ = std::move(dir);
+void StructureCache::persist_in(const fs::path& dir, size_t max_files) {
+  dir_ = dir;
   max_files_ = std::max<size_t>(1, max_files);
 }
 
@@ -194,7 +184,7 @@ std::shared_ptr<const CodeStructure> StructureCache::from_disk(uint64_t key, std
   if (dir_.empty()) return nullptr;
   auto bytes = read_file(file_for(key, content.size()));
   if (!bytes) return nullptr;
-  auto s = deserialize_structure(*bytes, binary_stamp());
+  auto s = deserialize_structure(*bytes, kCodeStamp);
   if (!s) return nullptr;
   ++loaded_;
   return std::make_shared<const CodeStructure>(std::move(*s));
@@ -205,7 +195,7 @@ void StructureCache::to_disk(uint64_t key, std::string_view content, const CodeS
   std::error_code ec;
   fs::create_directories(dir_, ec);
   // Written whole and renamed into place; a failure (a read-only folder) only means the next process parses again.
-  if (ec || !write_file_atomic(file_for(key, content.size()), serialize_structure(s, binary_stamp()))) return;
+  if (ec || !write_file_atomic(file_for(key, content.size()), serialize_structure(s, kCodeStamp))) return;
   // The folder keeps the most recently written max_files_ structures.
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   for (const auto& e : fs::directory_iterator(dir_, ec))

@@ -37,10 +37,10 @@ class StructureCache {
                                                    const std::string& class_name, const std::string& function) {
     return parser_.function_span(content, path, class_name, function);
   }
-  // Structures missing from memory are looked up in `dir` (one file per content, valid for this spark binary only:
-  // its size and modification time are in each file), and those parsed are written there; the folder keeps the
-  // `max_files` most recently written. Errors (a read-only folder) only mean no persistence.
-  void persist_in(std::filesystem::path dir, size_t max_files = 512);
+  // Structures missing from memory are looked up in `dir` (one file per content, valid for a spark built from the same
+  // sources only: each file holds their stamp, cmake/code_stamp.cmake), and those parsed are written there; the
+  // folder keeps the `max_files` most recently written. Errors (a read-only folder) only mean no persistence.
+  void persist_in(const std::filesystem::path& dir, size_t max_files = 512);
   // Structures read from the folder, and parsed, by this cache (for tests).
   size_t loaded() const { return loaded_; }
   size_t parsed() const { return parsed_; }
