@@ -71,6 +71,8 @@ Result<std::unique_ptr<SearchEngine>> open_or_build_engine(KnowledgeBase& kb, co
   if (!engine)
     return fail(engine.error().message + " (the vector index in " + kb.index_dir().string() +
                 " is damaged or incomplete: `spark index --rebuild` makes it again from the store)");
+  // From here on the store is read a retrieved case at a time.
+  kb.map_reads();
   return engine;
 }
 

@@ -42,9 +42,9 @@ Result<std::unique_ptr<SearchEngine>> open_or_rebuild(KnowledgeBase& kb, Embedde
 // The engine a localization searches with; null when the knowledge base holds no case. An index missing (the first
 // case was just learnt, say by `spark record`) or made by an older built-in embedder is built first, as `spark index`
 // would; then it is opened as a query needs it (vectors mapped, not every byte verified: open_or_rebuild), the cases
-// added since its save embedded. An index replaced by another process between reading its manifest and its files is
-// opened again once. An index that still cannot be opened is damaged or incomplete: the error says so and names
-// `spark index --rebuild`.
+// added since its save embedded; the store's reads then go through a memory map (KnowledgeBase::map_reads). An index
+// replaced by another process between reading its manifest and its files is opened again once. An index that still
+// cannot be opened is damaged or incomplete: the error says so and names `spark index --rebuild`.
 Result<std::unique_ptr<SearchEngine>> open_or_build_engine(KnowledgeBase& kb, const EmbedderConfig& config,
                                                            std::vector<std::string>& notes);
 

@@ -737,6 +737,11 @@ std::vector<CaseFacts> facts_of(const std::vector<CaseEntry>& entries) {
   return out;
 }
 
+void KnowledgeBase::map_reads() {
+  // A failure (an SQLite built without memory maps) only means reads as before.
+  if (db_->engine() == Engine::sqlite) (void)db_->exec("PRAGMA mmap_size=" + std::to_string(kMappedReadBytes));
+}
+
 Result<Case> KnowledgeBase::load(int64_t rowid) {
   auto st = db_->prepare("SELECT error_message, record FROM cases WHERE rowid = ?");
   TRY(st);
@@ -862,7 +867,15 @@ Result<std::vector<std::string>> KnowledgeBase::blobs(const std::vector<std::str
 }
 
 Result<std::vector<std::string>> KnowledgeBase::error_messages(const std::vector<int64_t>& rowids) {
-  auto st = db_->prepare("SELECT error_message FROM cases WHERE rowid = ?");
+  return column_of("error_message", rowids);
+}
+
+Result<std::vector<std::string>> KnowledgeBase::records(const std::vector<int64_t>& rowids) {
+  return column_of("record", rowids);
+}
+
+Result<std::vector<std::string>> KnowledgeBase::column_of(const char* column, const std::vector<int64_t>& rowids) {
+  auto st = db_->prepare(std::string("SELECT ") + column + " FROM cases WHERE rowid = ?");
   TRY(st);
   std::vector<std::string> out;
   out.reserve(rowids.size());
@@ -876,7 +889,6 @@ Result<std::vector<std::string>> KnowledgeBase::error_messages(const std::vector
   }
   return out;
 }
-
 
 Result<std::optional<std::string>> KnowledgeBase::setting(const std::string& key) {
   auto st = db_->prepare("SELECT value FROM settings WHERE key = ?");

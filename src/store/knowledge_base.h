@@ -115,6 +115,12 @@ class KnowledgeBase {
   using CaseSource = std::function<Status(const CaseSink&)>;
   Result<ImportSummary> import_stream(const CaseSource& source, bool replace);
 
+  // From now on this connection reads the SQLite file through a memory map of up to kMappedReadBytes (SQLite's
+  // mmap_size) instead of a system call per page: what the few random reads of a localization want (one retrieved
+  // case's contents, ~10 pages). Not for passes over the store: every mapped page read counts in the process's
+  // resident memory (the import and the index keep SQLite's cache). Nothing for a server store.
+  static constexpr int64_t kMappedReadBytes = int64_t{1} << 30;
+  void map_reads();
   Result<std::vector<CaseEntry>> entries();
   Result<Case> load(int64_t rowid);
   Result<std::optional<int64_t>> find(const std::string& id);
@@ -151,6 +157,8 @@ class KnowledgeBase {
   // one is absent.
   Result<std::vector<std::string>> blobs(const std::vector<std::string>& keys);
   Result<std::vector<std::string>> error_messages(const std::vector<int64_t>& rowids);
+  // The cases' stored records (JSON: a case without `files` and `error_message`, case_from_stored_record reads it).
+  Result<std::vector<std::string>> records(const std::vector<int64_t>& rowids);
 
   // Removes the cases with these ids (absent ids are ignored), in one transaction. Returns how many were removed.
   Result<size_t> remove_cases(const std::vector<std::string>& ids);
@@ -171,6 +179,7 @@ class KnowledgeBase {
   // Schema 2 → 3 and 4 → 5: every failure with a record gets fault_key(record) (a damaged record keeps its key).
   Status recompute_fault_keys();
   Result<int64_t> postgres_version();
+  Result<std::vector<std::string>> column_of(const char* column, const std::vector<int64_t>& rowids);
   std::filesystem::path dir_;
   std::unique_ptr<Database> db_;
   std::string store_id_;
