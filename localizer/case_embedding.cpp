@@ -62,8 +62,9 @@ size_t test_file_index(const std::string& test_id, const std::string& case_langu
 // dimension), plus the contents of one chunk of versions.
 class VersionEmbedding {
  public:
-  VersionEmbedding(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, unsigned threads)
-      : kb_(kb), embedder_(embedder), threads_(threads), caches_(threads) {}
+  VersionEmbedding(KnowledgeBase& kb, HashedTfidfEmbedder& embedder, unsigned threads,
+                   const decltype(StoredEmbeddingOptions::each_labelled)& each_labelled)
+      : kb_(kb), embedder_(embedder), threads_(threads), caches_(threads), each_labelled_(each_labelled) {}
 
   // The cases to embed: all, or only those of `only` (all of whose rowids are at least `min_rowid`).
   Status collect(const std::unordered_set<int64_t>* only = nullptr, int64_t min_rowid = 0) {
@@ -93,7 +94,7 @@ class VersionEmbedding {
       }
       ++functions_[sit->second].cases;
       v.cases.push_back(cases_.size());
-      cases_.push_back({c.rowid, vit->second, sit->second});
+      cases_.push_back({c.rowid, vit->second, sit->second, c.labelled});
       return {};
     });
     if (!s) return s;
@@ -118,8 +119,14 @@ class VersionEmbedding {
     test_function_text_.assign(functions_.size(), {});
     auto s = for_each_version_chunk(
         [&](unsigned w, size_t vi, const std::string& code, const std::vector<std::string>& contents,
-            const std::vector<std::string>& messages) {
+            const std::vector<std::string>& messages, const std::vector<std::string>& records) {
           const Version& v = versions_[vi];
+          if (each_labelled_ && !records.empty()) {
+            std::vector<int64_t> rowids;
+            for (size_t ci : v.cases)
+              if (cases_[ci].labelled) rowids.push_back(cases_[ci].rowid);
+            each_labelled_(w, rowids, records, v.paths, contents);
+          }
           if (fit)
             HashedTfidfEmbedder::count_documents(HashedTfidfEmbedder::code_terms(code),
                                                  static_cast<uint32_t>(v.cases.size()), df[w]);
@@ -134,7 +141,7 @@ class VersionEmbedding {
           if (fit)
             for (const auto& m : messages) HashedTfidfEmbedder::count_documents(embedder_.error_terms(m), 1, df[w]);
         },
-        /*messages=*/fit);
+        /*messages=*/fit, /*records=*/static_cast<bool>(each_labelled_));
     if (!s) return s;
     if (!fit) return {};
     embedder_.fit_begin();
@@ -153,7 +160,7 @@ class VersionEmbedding {
     std::vector<float> code_blocks(versions_.size() * l.code), function_blocks(functions_.size() * l.test_function);
     auto s = for_each_version_chunk(
         [&](unsigned, size_t vi, const std::string& code, const std::vector<std::string>&,
-            const std::vector<std::string>&) {
+            const std::vector<std::string>&, const std::vector<std::string>&) {
           const Version& v = versions_[vi];
           embedder_.block(HashedTfidfEmbedder::code_terms(code), code_blocks.data() + vi * l.code, l.code);
           for (size_t si : v.functions) {
@@ -204,17 +211,19 @@ class VersionEmbedding {
   struct CaseRef {
     int64_t rowid = 0;
     size_t version = 0, function = 0;
+    bool labelled = false;
   };
 
-  // Loads versions in chunks (their contents, and the error messages of their cases when asked) and calls
-  // fn(worker, version, code, contents, messages) for each on the worker threads. The next chunk is read from the
-  // store (on this thread: the store's connection is this thread's) while the workers take the current one.
+  // Loads versions in chunks (their contents, and when asked the error messages of their cases and the records of
+  // their labelled cases, in the order of Version::cases) and calls fn(worker, version, code, contents, messages,
+  // records) for each on the worker threads. The next chunk is read from the store (on this thread: the store's
+  // connection is this thread's) while the workers take the current one.
   template <class Fn>
-  Status for_each_version_chunk(Fn&& fn, bool messages = true) {
+  Status for_each_version_chunk(Fn&& fn, bool messages = true, bool records = false) {
     constexpr size_t kChunk = 64;
     struct Chunk {
       size_t start = 0, end = 0;
-      std::vector<std::vector<std::string>> contents, texts;
+      std::vector<std::vector<std::string>> contents, texts, records;
       std::vector<std::string> codes;
     };
     const auto load = [&](size_t start) -> Result<Chunk> {
@@ -223,6 +232,7 @@ class VersionEmbedding {
       c.end = std::min(order_.size(), start + kChunk);
       c.contents.resize(c.end - start);
       c.texts.resize(c.end - start);
+      c.records.resize(c.end - start);
       c.codes.resize(c.end - start);
       for (size_t p = start; p < c.end; ++p) {
         const Version& v = versions_[order_[p]];
@@ -241,6 +251,14 @@ class VersionEmbedding {
           TRY(m);
           c.texts[p - start] = std::move(*m);
         }
+        if (records) {
+          std::vector<int64_t> labelled;
+          for (size_t ci : v.cases)
+            if (cases_[ci].labelled) labelled.push_back(cases_[ci].rowid);
+          auto r = kb_.records(labelled);
+          TRY(r);
+          c.records[p - start] = std::move(*r);
+        }
       }
       return c;
     };
@@ -250,7 +268,7 @@ class VersionEmbedding {
       const auto workers = static_cast<unsigned>(std::min<size_t>(threads_, n));
       parallel_for(workers, workers, [&](unsigned w, size_t part) {
         for (size_t j = part * n / workers; j < (part + 1) * n / workers; ++j)
-          fn(w, order_[c.start + j], c.codes[j], c.contents[j], c.texts[j]);
+          fn(w, order_[c.start + j], c.codes[j], c.contents[j], c.texts[j], c.records[j]);
       });
     };
     if (order_.empty()) return {};
@@ -273,6 +291,7 @@ class VersionEmbedding {
   HashedTfidfEmbedder& embedder_;
   unsigned threads_;
   std::vector<StructureCache> caches_;  // one per worker
+  const decltype(StoredEmbeddingOptions::each_labelled)& each_labelled_;
   std::vector<Version> versions_;
   std::vector<TestFunction> functions_;
   std::vector<CaseRef> cases_;
@@ -340,7 +359,7 @@ Result<StoredEmbedding> embed_stored_cases(KnowledgeBase& kb, HashedTfidfEmbedde
   StoredEmbedding out;
   if (options.only && options.only->empty()) return out;
   const auto t0 = std::chrono::steady_clock::now();
-  VersionEmbedding pass(kb, embedder, std::max(1u, options.threads));
+  VersionEmbedding pass(kb, embedder, std::max(1u, options.threads), options.each_labelled);
   if (options.only) {
     const std::unordered_set<int64_t> only(options.only->begin(), options.only->end());
     TRY(pass.collect(&only, *std::min_element(options.only->begin(), options.only->end())));

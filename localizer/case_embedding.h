@@ -66,6 +66,12 @@ struct StoredEmbeddingOptions {
   size_t expected = 0;                         // cases the store must yield (a case with no files is damage)
   bool fit = false;                            // first fit the embedder's statistics over the cases embedded
   unsigned threads = 1;
+  // Called on a worker thread once per test-code version that labelled cases share, with their rowids and stored
+  // records (KnowledgeBase::records) and the version's files (paths, contents): what `spark index` keeps of a case
+  // beside the vectors (index_files::kLabels) needs no second read of the contents.
+  std::function<void(unsigned worker, const std::vector<int64_t>& rowids, const std::vector<std::string>& records,
+                     const std::vector<std::string>& paths, const std::vector<std::string>& contents)>
+      each_labelled;
 };
 
 // Embeds stored cases with the built-in embedder; `sink` gets their vectors in rowid order, bit-identical to

@@ -178,6 +178,42 @@ void check_recall(const VectorIndex& index, const std::vector<CaseEntry>& entrie
   report.recall_seconds = seconds_since(t0);
 }
 
+// What a retrieval reads of each labelled case (CaseLabel), gathered while the cases are embedded and written beside
+// the vectors (index_files::kLabels). A record that does not read back keeps no label: a retrieval of it reads the
+// store, and says what is wrong.
+class Labels {
+ public:
+  explicit Labels(unsigned threads) : parts_(threads) {}
+  // The embedding's callback (StoredEmbeddingOptions::each_labelled): the labels of one version's labelled cases.
+  decltype(StoredEmbeddingOptions::each_labelled) from_records() {
+    return [this](unsigned w, const std::vector<int64_t>& rowids, const std::vector<std::string>& records,
+                  const std::vector<std::string>& paths, const std::vector<std::string>& contents) {
+      std::vector<std::optional<std::vector<std::string_view>>> split(paths.size());  // each file split once
+      const LinesOf lines_of = [&](const std::string& path) -> const std::vector<std::string_view>* {
+        for (size_t i = 0; i < paths.size() && i < contents.size(); ++i)
+          if (paths[i] == path) {
+            if (!split[i]) split[i] = split_lines(contents[i]);
+            return &*split[i];
+          }
+        return nullptr;
+      };
+      for (size_t i = 0; i < rowids.size() && i < records.size(); ++i)
+        if (auto label = stored_case_label(records[i], lines_of))
+          parts_[w].emplace_back(rowids[i], label_to_json(*label));
+    };
+  }
+  void add(int64_t rowid, const Case& c) { parts_.front().emplace_back(rowid, label_to_json(case_label(c))); }
+  Status write(const fs::path& path) {
+    std::vector<std::pair<int64_t, std::string>> all;
+    for (auto& part : parts_) std::move(part.begin(), part.end(), std::back_inserter(all));
+    parts_.clear();
+    return index_files::write_labels(path, std::move(all));
+  }
+
+ private:
+  std::vector<std::vector<std::pair<int64_t, std::string>>> parts_;  // one per worker
+};
+
 }  // namespace
 
 Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const IndexBuildOptions& options) {
@@ -218,11 +254,13 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     add_seconds += seconds_since(ta);
     return {};
   };
+  Labels labels(threads);
   if (auto* builtin = dynamic_cast<HashedTfidfEmbedder*>(embedder.get())) {
     StoredEmbeddingOptions embedding;
     embedding.expected = entries->size();
     embedding.fit = true;
     embedding.threads = threads;
+    embedding.each_labelled = labels.from_records();
     auto pass = embed_stored_cases(kb, *builtin, embedding, add);
     TRY(pass);
     report.versions = pass->versions;
@@ -250,6 +288,7 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
     auto pass = kb.for_each([&](int64_t rowid, const Case& c) -> Status {
       batch_ids.push_back(rowid);
       batch.push_back(embed_text(c, cache, &function_cache));
+      if (c.labelled()) labels.add(rowid, c);
       return batch.size() >= 16 ? flush() : Status{};
     });
     TRY(pass);
@@ -285,6 +324,8 @@ Result<IndexReport> build_index(KnowledgeBase& kb, EmbedderConfig config, const 
   TRY(ranker->save(dir / extra.front().file));
   extra.push_back({index_files::kCases, VectorIndex::fresh_name("cases", ".bin")});
   TRY(index_files::write_cases(dir / extra.back().file, facts_of(*entries)));
+  extra.push_back({index_files::kLabels, VectorIndex::fresh_name("labels", ".bin")});
+  TRY(labels.write(dir / extra.back().file));
   TRY(index->save(dir, report.embedder, *generation, extra));
   report.vectors = index->distinct();
   return report;

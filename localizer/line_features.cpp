@@ -7,11 +7,16 @@
 #include <set>
 #include <unordered_set>
 
+#include <nlohmann/json.hpp>
+
 #include "base/text.h"
 #include "code/structure_cache.h"
+#include "formats/junit.h"
 #include "localizer/data_flow.h"
 
 namespace spark {
+
+using json = nlohmann::json;
 
 std::string_view feature_name(size_t f) {
   static constexpr std::array<std::string_view, kFeatureCount> names = {
@@ -95,23 +100,127 @@ std::pair<int, int> braced_span_by_text(const std::vector<std::string_view>& lin
 
 }  // namespace
 
-void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out) {
-  for (const auto& fl : c.faulty_lines) {
-    const Language language = language_for(fl.path, c.language);
-    const std::string function = parse_test_id(c.test_id, language).function;
-    const auto lines = split_lines(c.file(fl.path)->content);
-    const std::string text(lines[static_cast<size_t>(fl.line - 1)]);
+namespace {
+
+// A label's lines, for case_label and stored_case_label alike.
+std::optional<CaseLabel> label_of(CaseLabel label, const std::string& language, const std::vector<LineRef>& faulty,
+                                  const LinesOf& lines_of) {
+  for (const auto& fl : faulty) {
+    const std::vector<std::string_view>* lines = lines_of(fl.path);
+    if (!lines || fl.line < 1 || static_cast<size_t>(fl.line) > lines->size()) return std::nullopt;
+    const Language lang = language_for(fl.path, language);
+    const std::string function = parse_test_id(label.test_id, lang).function;
+    CaseLabel::Line line{fl, std::string((*lines)[static_cast<size_t>(fl.line - 1)]), false, {}};
     const auto [first, last] =
-        language == Language::python ? function_span_by_text(lines, function) : braced_span_by_text(lines, function);
-    const bool outside = first > 0 && (fl.line < first || fl.line > last);
-    out.push_back({case_index, fl.path, fl.line, text, PreparedLine(text), c.test_id, outside, {}});
+        lang == Language::python ? function_span_by_text(*lines, function) : braced_span_by_text(*lines, function);
+    line.outside_test = first > 0 && (fl.line < first || fl.line > last);
     // A fix of a few lines is the line's replacement; a hunk rewritten whole (a file, 10,000 lines) is no
     // counterpart of one line, and comparing every query line with it would cost its size per line.
     constexpr size_t kFixLines = 5;
-    if (auto fix = c.fixes.find(fl); fix != c.fixes.end() && fix->second.size() <= kFixLines)
-      for (const auto& line : fix->second)
-        if (!is_blank(line)) out.back().fixed.emplace_back(line);
+    if (auto fix = label.fixes.find(fl); fix != label.fixes.end() && fix->second.size() <= kFixLines)
+      for (const auto& text : fix->second)
+        if (!is_blank(text)) line.fixed.push_back(text);
+    label.lines.push_back(std::move(line));
   }
+  return label;
+}
+
+}  // namespace
+
+CaseLabel case_label(const Case& c) {
+  std::map<std::string, std::vector<std::string_view>> split;
+  const LinesOf lines_of = [&](const std::string& path) -> const std::vector<std::string_view>* {
+    const SourceFile* f = c.file(path);
+    if (!f) return nullptr;
+    auto [at, added] = split.try_emplace(path);
+    if (added) at->second = split_lines(f->content);
+    return &at->second;
+  };
+  auto label = label_of({c.id, c.test_id, c.project, c.faulty_commit, c.fixed_commit, {}, c.fixes}, c.language,
+                        c.faulty_lines, lines_of);
+  return label ? std::move(*label)
+               : CaseLabel{c.id, c.test_id, c.project, c.faulty_commit, c.fixed_commit, {}, c.fixes};
+}
+
+std::optional<CaseLabel> stored_case_label(std::string_view record, const LinesOf& lines_of) {
+  const json r = json::parse(record, nullptr, false);
+  if (!r.is_object()) return std::nullopt;
+  try {
+    CaseLabel label;
+    label.id = r.at("id").get<std::string>();
+    label.project = r.at("project").get<std::string>();
+    label.test_id = r.at("test_id").get<std::string>();
+    // As case_from_json reads it.
+    if (label.test_id.size() > kTestIdLimit) label.test_id = bounded_test_id(label.test_id);
+    const std::string language = r.at("language").get<std::string>();
+    for (auto [field, key] : {std::pair{&label.faulty_commit, "faulty_commit"}, {&label.fixed_commit, "fixed_commit"}})
+      if (auto it = r.find(key); it != r.end() && !it->is_null()) *field = it->get<std::string>();
+    std::vector<LineRef> faulty;
+    if (auto it = r.find("faulty_lines"); it != r.end() && it->is_array())
+      for (const auto& fl : *it) {
+        LineRef at{fl.at("path").get<std::string>(), fl.at("line").get<int>()};
+        if (auto fix = fl.find("fix"); fix != fl.end() && !fix->is_null())
+          label.fixes[at] = fix->get<std::vector<std::string>>();
+        faulty.push_back(std::move(at));
+      }
+    if (faulty.empty()) return std::nullopt;
+    return label_of(std::move(label), language, faulty, lines_of);
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::string label_to_json(const CaseLabel& label) {
+  json j = {{"id", label.id}, {"test_id", label.test_id}, {"project", label.project}};
+  if (label.faulty_commit) j["faulty_commit"] = *label.faulty_commit;
+  if (label.fixed_commit) j["fixed_commit"] = *label.fixed_commit;
+  json lines = json::array();
+  for (const auto& l : label.lines)
+    lines.push_back({{"path", l.at.path},
+                     {"line", l.at.line},
+                     {"text", l.text},
+                     {"outside_test", l.outside_test},
+                     {"fixed", l.fixed}});
+  j["lines"] = std::move(lines);
+  json fixes = json::array();
+  for (const auto& [at, replacement] : label.fixes)
+    fixes.push_back({{"path", at.path}, {"line", at.line}, {"lines", replacement}});
+  j["fixes"] = std::move(fixes);
+  return json_text(j);
+}
+
+Result<CaseLabel> label_from_json(std::string_view text) {
+  try {
+    const json j = json::parse(text);
+    CaseLabel label;
+    label.id = j.at("id").get<std::string>();
+    label.test_id = j.at("test_id").get<std::string>();
+    label.project = j.at("project").get<std::string>();
+    if (j.contains("faulty_commit")) label.faulty_commit = j["faulty_commit"].get<std::string>();
+    if (j.contains("fixed_commit")) label.fixed_commit = j["fixed_commit"].get<std::string>();
+    for (const auto& l : j.at("lines"))
+      label.lines.push_back({{l.at("path").get<std::string>(), l.at("line").get<int>()},
+                             l.at("text").get<std::string>(),
+                             l.at("outside_test").get<bool>(),
+                             l.at("fixed").get<std::vector<std::string>>()});
+    for (const auto& f : j.at("fixes"))
+      label.fixes[{f.at("path").get<std::string>(), f.at("line").get<int>()}] =
+          f.at("lines").get<std::vector<std::string>>();
+    return label;
+  } catch (const json::exception& e) {
+    return fail(std::string("not a case label: ") + e.what());
+  }
+}
+
+void append_faulty_lines(const CaseLabel& label, size_t case_index, std::vector<RetrievedFaultyLine>& out) {
+  for (const auto& l : label.lines) {
+    out.push_back({case_index, l.at.path, l.at.line, l.text, PreparedLine(l.text), label.test_id, l.outside_test, {}});
+    for (const auto& text : l.fixed) out.back().fixed.emplace_back(text);
+  }
+}
+
+void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out) {
+  append_faulty_lines(case_label(c), case_index, out);
 }
 
 double KindPrior::get(const std::string& kind) const {

@@ -3,7 +3,9 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,8 +36,35 @@ struct RetrievedFaultyLine {
   std::vector<PreparedLine> fixed;
 };
 
-// retrieve(S) for one case: appends the contents of `c`'s faulty lines to `out`, tagged with `case_index`, and whether
-// each lies outside the case's own test function (found by its `def` line and indentation, without parsing).
+// What retrieve(S) takes of a labelled case: who it is, its faulty lines with their contents, whether each lies
+// outside the case's own test function (found by its `def` line and indentation, without parsing), each line's
+// replacement when its fix is a few lines, and the fixes as the case holds them. A few hundred bytes where the case
+// is its whole test files: `spark index` keeps one per labelled case beside the vectors (index_files::kLabels), so a
+// localization reads no file contents of the cases it retrieves.
+struct CaseLabel {
+  std::string id, test_id, project;
+  std::optional<std::string> faulty_commit, fixed_commit;
+  struct Line {
+    LineRef at;
+    std::string text;
+    bool outside_test = false;
+    std::vector<std::string> fixed;  // RetrievedFaultyLine::fixed's lines
+  };
+  std::vector<Line> lines;
+  std::map<LineRef, std::vector<std::string>> fixes;  // Case::fixes
+};
+CaseLabel case_label(const Case& c);
+// The same from a stored record (KnowledgeBase::records: a case without files and error message, checked when it was
+// stored) and `lines_of`, the lines of one of its files by path (null for a file it does not have). nullopt for a
+// record that does not read back as a labelled case.
+using LinesOf = std::function<const std::vector<std::string_view>*(const std::string& path)>;
+std::optional<CaseLabel> stored_case_label(std::string_view record, const LinesOf& lines_of);
+// The label as one JSON object, and back; an error for anything that is not one.
+std::string label_to_json(const CaseLabel& label);
+Result<CaseLabel> label_from_json(std::string_view text);
+
+// retrieve(S) for one case: appends its faulty lines to `out`, tagged with `case_index`.
+void append_faulty_lines(const CaseLabel& label, size_t case_index, std::vector<RetrievedFaultyLine>& out);
 void append_faulty_lines(const Case& c, size_t case_index, std::vector<RetrievedFaultyLine>& out);
 
 // Beyond this normalized Levenshtein distance a query line does not resemble a retrieved faulty line at all: the

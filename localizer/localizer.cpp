@@ -175,25 +175,33 @@ Result<std::vector<SearchHit>> search_step(const KnowledgeBase* kb, SearchEngine
   return similar;
 }
 
-// X = retrieve(S): the faulty lines' contents of the similar cases, with the cases' summaries in out.retrieved.
-Result<std::vector<RetrievedFaultyLine>> retrieve_step(KnowledgeBase& kb, const std::vector<SearchHit>& similar,
-                                                       std::vector<double>& sims, Localization& out) {
+// X = retrieve(S): the faulty lines' contents of the similar cases, with the cases' summaries in out.retrieved. Each
+// case's label comes from the index's labels file, else (a case embedded after the build) from the store.
+Result<std::vector<RetrievedFaultyLine>> retrieve_step(KnowledgeBase& kb, const SearchEngine* engine,
+                                                       const std::vector<SearchHit>& similar, std::vector<double>& sims,
+                                                       Localization& out) {
   std::vector<RetrievedFaultyLine> faulty;
   for (const auto& hit : similar) {
-    auto c = kb.load(hit.rowid);
-    TRY(c);
+    auto kept = engine ? engine->label(hit.rowid) : Result<std::optional<CaseLabel>>{std::nullopt};
+    TRY(kept);
+    std::optional<CaseLabel> label = std::move(*kept);
+    if (!label) {
+      auto c = kb.load(hit.rowid);
+      TRY(c);
+      label = case_label(*c);
+    }
     RetrievedCase rc;
     rc.rowid = hit.rowid;
-    rc.id = c->id;
-    rc.test_id = c->test_id;
-    rc.project = c->project;
-    rc.faulty_commit = c->faulty_commit;
-    rc.fixed_commit = c->fixed_commit;
+    rc.id = label->id;
+    rc.test_id = label->test_id;
+    rc.project = label->project;
+    rc.faulty_commit = label->faulty_commit;
+    rc.fixed_commit = label->fixed_commit;
     rc.similarity = hit.similarity;
     const size_t first = faulty.size();
-    append_faulty_lines(*c, out.retrieved.size(), faulty);
-    rc.faulty_lines = c->faulty_lines;
-    rc.fixes = c->fixes;
+    append_faulty_lines(*label, out.retrieved.size(), faulty);
+    for (const auto& l : label->lines) rc.faulty_lines.push_back(l.at);
+    rc.fixes = std::move(label->fixes);
     for (size_t i = first; i < faulty.size(); ++i) rc.faulty_text.push_back(faulty[i].text);
     sims.push_back(hit.similarity);
     out.retrieved.push_back(std::move(rc));
@@ -461,7 +469,7 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   out.degraded = similar->empty();
   std::vector<double> sims;
   auto faulty =
-      similar->empty() ? Result<std::vector<RetrievedFaultyLine>>{} : retrieve_step(*kb_, *similar, sims, out);
+      similar->empty() ? Result<std::vector<RetrievedFaultyLine>>{} : retrieve_step(*kb_, engine_, *similar, sims, out);
   TRY(faulty);
   QueryView view = make_query_view(query, cache);
   const auto test_file =

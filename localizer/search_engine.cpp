@@ -63,6 +63,72 @@ Result<MappedCases> map_cases(const fs::path& path, std::shared_ptr<const Mapped
   return MappedCases{std::move(mapped), std::span<const CaseFacts>(rows, n)};
 }
 
+constexpr char kLabelsMagic[8] = {'S', 'P', 'K', 'L', 'A', 'B', '0', '1'};
+
+Status write_labels(const fs::path& path, std::vector<std::pair<int64_t, std::string>> labels) {
+  std::sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string bytes(kLabelsMagic, sizeof kLabelsMagic);
+  const auto u64 = [&](uint64_t v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  u64(labels.size());
+  uint64_t offset = 0;
+  for (const auto& [rowid, text] : labels) {
+    u64(static_cast<uint64_t>(rowid));
+    u64(offset);
+    u64(text.size());
+    offset += text.size();
+  }
+  for (const auto& [rowid, text] : labels) bytes += text;
+  return write_file_atomic(path, bytes);
+}
+
+Result<MappedLabels> MappedLabels::open(const fs::path& path, std::shared_ptr<const MappedFile> mapped) {
+  if (!mapped) {
+    auto map = MappedFile::open(path);
+    TRY(map);
+    mapped = std::move(*map);
+  }
+  const std::string_view bytes = mapped->view();
+  uint64_t n = 0;
+  const size_t head = sizeof kLabelsMagic + sizeof n;
+  if (bytes.size() >= head) std::memcpy(&n, bytes.data() + sizeof kLabelsMagic, sizeof n);
+  if (bytes.size() < head || std::memcmp(bytes.data(), kLabelsMagic, sizeof kLabelsMagic) != 0 ||
+      n > (bytes.size() - head) / 24)
+    return fail(path.string() + ": not a labels file of this index (header or size); run `spark index --rebuild`");
+  MappedLabels labels;
+  labels.path_ = path;
+  labels.file_ = std::move(mapped);
+  labels.count_ = static_cast<size_t>(n);
+  return labels;
+}
+
+Result<std::optional<CaseLabel>> MappedLabels::find(int64_t rowid) const {
+  const std::string_view bytes = file_->view();
+  const size_t table = sizeof kLabelsMagic + sizeof(uint64_t), body = table + count_ * 24;
+  const auto field = [&](size_t row, size_t k) {
+    uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + table + row * 24 + k * 8, sizeof v);
+    return v;
+  };
+  size_t lo = 0, hi = count_;  // the first row whose rowid is at least `rowid`
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (static_cast<int64_t>(field(mid, 0)) < rowid)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == count_ || static_cast<int64_t>(field(lo, 0)) != rowid) return std::optional<CaseLabel>();
+  const uint64_t offset = field(lo, 1), size = field(lo, 2);
+  if (offset > bytes.size() - body || size > bytes.size() - body - offset)
+    return fail(path_.string() + ": the label of case " + std::to_string(rowid) +
+                " lies outside the file; run `spark index --rebuild`");
+  auto label = label_from_json(bytes.substr(body + offset, size));
+  if (!label)
+    return fail(path_.string() + ": case " + std::to_string(rowid) + ": " + label.error().message +
+                "; run `spark index --rebuild`");
+  return std::optional<CaseLabel>(std::move(*label));
+}
+
 }  // namespace index_files
 
 namespace {
@@ -118,10 +184,17 @@ Result<std::unique_ptr<SearchEngine>> SearchEngine::open(KnowledgeBase& kb, Embe
   auto ranker = RankerModel::load(dir / ranker_file);
   TRY(ranker);
   std::shared_ptr<const MappedFile> cases_map = loaded->first.take_verified_extra(kCases);
+  std::optional<MappedLabels> labels;
+  if (const std::string labels_file = manifest->file_of(kLabels); !labels_file.empty()) {
+    auto mapped = MappedLabels::open(dir / labels_file, loaded->first.take_verified_extra(kLabels));
+    TRY(mapped);
+    labels = std::move(*mapped);
+  }
   loaded->first.set_exact_below(exact_search_bound(*embedder));
   std::unique_ptr<SearchEngine> engine(
       new SearchEngine(std::move(embedder), std::move(loaded->first), std::move(*ranker)));
   engine->embedder_identity_ = manifest->embedder;
+  engine->labels_ = std::move(labels);
   for (const auto& e : manifest->extra_files) engine->extras_.push_back({e.name, e.file});
 
   auto generation = kb.generation();

@@ -20,6 +20,7 @@
 #include "code/structure_cache.h"
 #include "formats/case.h"
 #include "localizer/case_embedding.h"
+#include "localizer/line_features.h"
 #include "localizer/ranker.h"
 #include "retrieval/vector_index.h"
 #include "store/knowledge_base.h"
@@ -43,6 +44,25 @@ struct MappedCases {
 };
 // `mapped`, when given, is the file already mapped (and verified) by the index's load; errors still name `path`.
 Result<MappedCases> map_cases(const std::filesystem::path& path, std::shared_ptr<const MappedFile> mapped = nullptr);
+
+inline constexpr const char* kLabels = "labels.bin";  // what a retrieval reads of each labelled case (CaseLabel)
+// The labels file: "SPKLAB01", the count (u64), then per label its rowid, offset and size (u64 each, little-endian,
+// in rowid order; the offset counts from the end of this table), then the labels (label_to_json). Written atomically.
+Status write_labels(const std::filesystem::path& path, std::vector<std::pair<int64_t, std::string>> labels);
+// The labels file mapped; find() reads one label in place. A file of another header or a table that points outside
+// it is an error; a label that does not read back is find()'s error.
+class MappedLabels {
+ public:
+  static Result<MappedLabels> open(const std::filesystem::path& path, std::shared_ptr<const MappedFile> mapped);
+  // nullopt when the file holds no label of `rowid` (a case added after the index was built).
+  Result<std::optional<CaseLabel>> find(int64_t rowid) const;
+  size_t size() const { return count_; }
+
+ private:
+  std::filesystem::path path_;
+  std::shared_ptr<const MappedFile> file_;
+  size_t count_ = 0;
+};
 }  // namespace index_files
 
 // The similarity below which a search of an index made by `embedder` is repeated exactly rather than answered by the
@@ -84,6 +104,11 @@ class SearchEngine {
   // folder, which the next persist() names in the manifest (a reader sees the old ranker or the new one).
   Status replace_ranker(KnowledgeBase& kb, RankerModel model);
   StructureCache& structures() { return structures_; }
+  // What a retrieval reads of the labelled case at `rowid`, from the index's labels file; nullopt when the index keeps
+  // none of it (a case embedded after the build, an index saved by an earlier spark): the caller reads the store.
+  Result<std::optional<CaseLabel>> label(int64_t rowid) const {
+    return labels_ ? labels_->find(rowid) : Result<std::optional<CaseLabel>>{std::nullopt};
+  }
   // Every case of the knowledge base as the index holds it (rowid order): the index's cases file, mapped, when the
   // store has not changed since it was saved, else read from the store.
   std::span<const CaseFacts> facts() const { return facts_; }
@@ -103,6 +128,7 @@ class SearchEngine {
   std::string embedder_identity_;
   std::vector<int64_t> added_ids_;          // embedded since load
   std::vector<VectorIndex::Extra> extras_;  // the loaded state's extra files (kept by persist)
+  std::optional<index_files::MappedLabels> labels_;
   // Set the facts: read from the store (persist writes them as a new cases file), or the mapped cases file's rows.
   void set_facts(std::vector<CaseFacts> from_store);
   void set_facts(index_files::MappedCases mapped);

@@ -144,6 +144,20 @@ TEST(dev_corpus, leave_one_out_retrieval_finds_same_project_cases_and_annotation
   auto engine = SearchEngine::open(**kb, {}, notes);
   ASSERT_TRUE(engine);
   auto entries = (*kb)->entries();
+  // What the index keeps of each labelled case for a retrieval is what the case itself gives, case for case (fixes,
+  // conftest.py faulty lines, lines outside the test function, long test ids: whatever the real corpus holds).
+  size_t labels = 0;
+  for (const auto& e : *entries) {
+    if (!e.labelled) continue;
+    auto kept = (*engine)->label(e.rowid);
+    ASSERT_TRUE(kept) << kept.error().message;
+    ASSERT_TRUE(*kept) << "no label kept for case " << e.id;
+    auto c = (*kb)->load(e.rowid);
+    ASSERT_TRUE(c);
+    ASSERT_EQ(label_to_json(**kept), label_to_json(case_label(*c))) << e.id;
+    ++labels;
+  }
+  EXPECT_EQ(labels, cases.size());
   std::vector<int64_t> rowids;
   std::map<std::string, std::string> project_of;
   for (size_t i = 0; i < entries->size(); i += kSanitizerStride) rowids.push_back((*entries)[i].rowid);

@@ -669,4 +669,62 @@ TEST(SearchEngine, keeps_the_cases_filtering_needs_in_a_file_beside_the_index) {
   EXPECT_NE(damaged.error().message.find("checksum mismatch"), std::string::npos) << damaged.error().message;
 }
 
+TEST(SearchEngine, keeps_what_a_retrieval_reads_of_each_labelled_case_beside_the_index) {
+  Fixture f;
+  auto manifest = VectorIndex::read_manifest(f.kb->index_dir());
+  ASSERT_TRUE(manifest);
+  EXPECT_FALSE(manifest->file_of("labels.bin").empty());
+  auto entries = f.kb->entries();
+  ASSERT_TRUE(entries);
+  for (const auto& e : *entries) {
+    auto kept = f.engine->label(e.rowid);
+    ASSERT_TRUE(kept) << kept.error().message;
+    ASSERT_TRUE(*kept);
+    auto c = f.kb->load(e.rowid);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(label_to_json(**kept), label_to_json(case_label(*c)));
+    EXPECT_EQ((*kept)->lines.size(), c->faulty_lines.size());
+  }
+  // A case learned after the build has no label there: its retrieval reads the store.
+  auto more = corpus();
+  nlohmann::json j = case_to_json(more.back());
+  j["id"] = "late-1";
+  ASSERT_TRUE(f.kb->import_cases({*case_from_json(j)}, {}, false));
+  std::vector<std::string> notes;
+  auto engine = SearchEngine::open(*f.kb, {}, notes);
+  ASSERT_TRUE(engine) << engine.error().message;
+  auto late = f.kb->find("late-1");
+  ASSERT_TRUE(late && *late);
+  auto none = (*engine)->label(**late);
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+  Localizer localizer(f.kb.get(), engine->get());
+  LocalizeOptions o;
+  o.r = 20;
+  auto loc = localizer.localize(query(), o);
+  ASSERT_TRUE(loc) << loc.error().message;
+  EXPECT_TRUE(std::any_of(loc->retrieved.begin(), loc->retrieved.end(),
+                          [](const RetrievedCase& r) { return r.id == "late-1" && !r.faulty_lines.empty(); }));
+
+  // A labels file cut short, or pointing outside itself, is an error naming it.
+  TempDir dir;
+  ASSERT_TRUE(index_files::write_labels(dir / "labels.bin", {{7, label_to_json(case_label(more.front()))}}));
+  auto whole = index_files::MappedLabels::open(dir / "labels.bin", nullptr);
+  ASSERT_TRUE(whole) << whole.error().message;
+  auto seven = whole->find(7);
+  ASSERT_TRUE(seven && *seven);
+  EXPECT_EQ((*seven)->id, more.front().id);
+  auto bytes = *read_file(dir / "labels.bin");
+  testing::write_file(dir / "cut.bin", bytes.substr(0, bytes.size() - 10));
+  auto cut = index_files::MappedLabels::open(dir / "cut.bin", nullptr);
+  ASSERT_TRUE(cut);
+  auto outside = cut->find(7);
+  ASSERT_FALSE(outside);
+  EXPECT_NE(outside.error().message.find("cut.bin"), std::string::npos) << outside.error().message;
+  testing::write_file(dir / "short.bin", "SPKLAB01");
+  auto refused = index_files::MappedLabels::open(dir / "short.bin", nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("short.bin"), std::string::npos);
+}
+
 }  // namespace spark::SPARK_TEST_FILE_ID
