@@ -1,13 +1,19 @@
 // Localizes each case of a corpus as a new failure in one process, against a knowledge base that `spark import` and
 // `spark index` made (the index opened once): each localization's wall time, p50 and p95 (bench/peers.sh, beside
 // its Python peer's `localizer_peer.py warm`). The localization is Localizer::localize (filter, search, retrieve,
-// annotate, rank; no LLM), as `spark localize --case` runs it per case, without the command's triage and output.
+// annotate, rank; no LLM), as `spark localize --case` runs it per case, without the command's triage and output: the
+// engine opened as it opens it (open_or_build_engine), parsed test-file versions kept in KB_FOLDER/structures as it
+// keeps them (a version an earlier process parsed is read, not parsed again; SPARK_BENCH_NO_STRUCTURES=1 parses
+// every version in this process).
 //
 //   build/bench/spark_localize_warm KB_FOLDER QUERIES.jsonl          prints: "P50_MS P95_MS"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
+#include "localizer/index_lifecycle.h"
 #include "localizer/localizer.h"
 
 using namespace spark;
@@ -29,11 +35,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<std::string> notes;
-  auto engine = SearchEngine::open(**kb, {}, notes);
-  if (!engine) {
-    std::fprintf(stderr, "%s\n", engine.error().message.c_str());
+  auto engine = open_or_build_engine(**kb, {}, notes);
+  if (!engine || !*engine) {
+    std::fprintf(stderr, "%s\n", engine ? "the knowledge base holds no case" : engine.error().message.c_str());
     return 1;
   }
+  // As `spark localize` keeps them: test-file versions parsed by an earlier process are read, not parsed again.
+  if (!std::getenv("SPARK_BENCH_NO_STRUCTURES"))
+    (*engine)->structures().persist_in(std::filesystem::path(argv[1]) / "structures");
   Localizer localizer(kb->get(), engine->get());
   std::vector<double> ms;
   for (Case& query : queries->cases) {
