@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -106,15 +107,26 @@ struct Filtered {
   std::unordered_set<int64_t> excluded;  // the query itself, its exact duplicates, and the caller's exclusions
 };
 
-Filtered filter_step(std::span<const CaseFacts> facts, const std::vector<int64_t>& labelled, const Case& query,
-                     const Policy& policy, const std::unordered_set<int64_t>& extra_excluded, Localization& out) {
+Filtered filter_step(std::span<const CaseFacts> facts, const FactsByHash* by_hash, const std::vector<int64_t>& labelled,
+                     const Case& query, const Policy& policy, const std::unordered_set<int64_t>& extra_excluded,
+                     Localization& out) {
   Filtered d;
   d.excluded = extra_excluded;
   // The query itself (its id) and its exact duplicates (its content key) are never retrieved. The cases file holds
   // 64-bit hashes of both (with the length): a wrong match is a ~1e-14 chance per query at 10^5 cases.
   const uint64_t id_hash = fact_hash(query.id), key_hash = fact_hash(content_key(query));
-  for (const auto& f : facts)
-    if (f.id_hash == id_hash || f.key_hash == key_hash) d.excluded.insert(f.rowid);
+  if (by_hash) {
+    for (const auto* sorted : {&by_hash->id, &by_hash->key}) {
+      const uint64_t h = sorted == &by_hash->id ? id_hash : key_hash;
+      for (auto it = std::lower_bound(sorted->begin(), sorted->end(),
+                                      std::pair<uint64_t, int64_t>{h, std::numeric_limits<int64_t>::min()});
+           it != sorted->end() && it->first == h; ++it)
+        d.excluded.insert(it->second);
+    }
+  } else {
+    for (const auto& f : facts)
+      if (f.id_hash == id_hash || f.key_hash == key_hash) d.excluded.insert(f.rowid);
+  }
   out.knowledge_base_size = labelled.size();
   // `all` keeps every labelled case: no pass over the cases per query.
   d.subset = policy.name == "all" ? labelled : filter_by_policy(facts, query.failure_epoch, policy);
@@ -463,7 +475,8 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   d.excluded = extra_excluded;
   static const std::vector<int64_t> kNone;
   const std::vector<int64_t>& labelled = kb_ && engine_ ? labelled_rowids() : kNone;
-  if (kb_ && engine_) d = filter_step(engine_->facts(), labelled, query, options.policy, extra_excluded, out);
+  if (kb_ && engine_)
+    d = filter_step(engine_->facts(), facts_by_hash(), labelled, query, options.policy, extra_excluded, out);
   auto similar = search_step(kb_, engine_, labelled, query, options, d, out);
   TRY(similar);
   out.degraded = similar->empty();
@@ -480,6 +493,23 @@ Result<Localization> Localizer::localize(const Case& query, const LocalizeOption
   rank_step(view, *faulty, options, model, out);
   out.suggestions = suggest_edits(query, out);
   return out;
+}
+
+const FactsByHash* Localizer::facts_by_hash() {
+  // A process that localizes one failure scans the facts once; from the second failure on, a lookup pays.
+  if (!facts_by_hash_ && ++localized_ >= 2) {
+    facts_by_hash_.emplace();
+    const auto facts = engine_->facts();
+    facts_by_hash_->id.reserve(facts.size());
+    facts_by_hash_->key.reserve(facts.size());
+    for (const auto& f : facts) {
+      facts_by_hash_->id.emplace_back(f.id_hash, f.rowid);
+      facts_by_hash_->key.emplace_back(f.key_hash, f.rowid);
+    }
+    std::sort(facts_by_hash_->id.begin(), facts_by_hash_->id.end());
+    std::sort(facts_by_hash_->key.begin(), facts_by_hash_->key.end());
+  }
+  return facts_by_hash_ ? &*facts_by_hash_ : nullptr;
 }
 
 const std::vector<int64_t>& Localizer::labelled_rowids() {

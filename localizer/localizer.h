@@ -164,6 +164,12 @@ struct Localization {
   std::optional<LlmReport> llm;
 };
 
+// The engine's cases by the hashes of their ids and of their content keys (CaseFacts), for finding a query's own
+// case and its exact duplicates without a pass over every case.
+struct FactsByHash {
+  std::vector<std::pair<uint64_t, int64_t>> id, key;  // (hash, rowid), sorted
+};
+
 class Localizer {
  public:
   // `engine` may be null: an empty or missing knowledge base degrades to the baseline (no retrieval).
@@ -188,6 +194,10 @@ class Localizer {
   // The labelled cases' rowids, ascending (made on first use).
   const std::vector<int64_t>& labelled_rowids();
   std::optional<std::vector<int64_t>> labelled_rowids_;
+  // Made at the second localization (FactsByHash); null before.
+  const FactsByHash* facts_by_hash();
+  std::optional<FactsByHash> facts_by_hash_;
+  size_t localized_ = 0;
 };
 
 }  // namespace spark
