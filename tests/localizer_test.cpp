@@ -139,6 +139,28 @@ TEST(Localizer, never_retrieves_the_query_itself_and_honours_r_and_the_policy) {
   EXPECT_EQ(pre->filtered_size, 3u);
   ASSERT_EQ(pre->retrieved.size(), 1u);
   EXPECT_TRUE(pre->retrieved[0].id.starts_with("area-"));  // only earlier cases are allowed
+  // From its second failure on, a Localizer finds a query's own case by its hashes, not a pass over the cases: every
+  // stored case, asked for again and again under another id (its exact duplicate), retrieves neither itself nor it.
+  for (int round = 0; round < 2; ++round)
+    for (const Case& stored : corpus()) {
+      LocalizeOptions all;
+      all.r = 20;
+      all.similarity_floor = -1.0;
+      auto again = localizer.localize(stored, all);
+      ASSERT_TRUE(again) << again.error().message;
+      EXPECT_EQ(again->retrieved.size(), corpus().size() - 1);
+      for (const auto& rc : again->retrieved) EXPECT_NE(rc.id, stored.id);
+      Case duplicate = stored;
+      duplicate.id = "another-id-" + stored.id;
+      auto dup = localizer.localize(duplicate, all);
+      ASSERT_TRUE(dup);
+      for (const auto& rc : dup->retrieved) EXPECT_NE(rc.id, stored.id) << "its exact duplicate";
+      Case changed = stored;
+      changed.error_message += "\nE   and another line";
+      auto same_id = localizer.localize(changed, all);
+      ASSERT_TRUE(same_id);
+      for (const auto& rc : same_id->retrieved) EXPECT_NE(rc.id, stored.id) << "its own id";
+    }
 }
 
 TEST(Localizer, degrades_to_the_baseline_without_a_knowledge_base_or_a_similar_case) {
