@@ -68,9 +68,14 @@ Result<std::unique_ptr<SearchEngine>> open_or_build_engine(KnowledgeBase& kb, co
   // A `spark index` in another process may have replaced the index between reading its manifest and its files (old
   // files go once the new manifest is in place): a second look reads the new one.
   if (!engine) engine = open_or_rebuild(kb, config, notes, /*verify_vectors=*/false);
-  if (!engine)
-    return fail(engine.error().message + " (the vector index in " + kb.index_dir().string() +
+  if (!engine) {
+    // The file's own error names the command already ("…; run `spark index --rebuild`"): said once, here.
+    std::string why = engine.error().message;
+    for (const std::string tail : {"; run `spark index --rebuild`", ": run `spark index --rebuild`"})
+      if (why.ends_with(tail)) why.resize(why.size() - tail.size());
+    return fail(why + " (the vector index in " + kb.index_dir().string() +
                 " is damaged or incomplete: `spark index --rebuild` makes it again from the store)");
+  }
   // From here on the store is read a retrieved case at a time.
   kb.map_reads();
   return engine;

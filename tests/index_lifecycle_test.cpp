@@ -130,6 +130,8 @@ TEST(open_or_build_engine, a_damaged_index_is_an_error_naming_the_folder_and_the
                          " is damaged or incomplete: `spark index --rebuild` makes it again from the store)"),
             std::string::npos)
       << message;
+  // The command is named once.
+  EXPECT_EQ(message.find("spark index --rebuild"), message.rfind("spark index --rebuild")) << message;
 }
 
 // The store goes back to a copy taken before its last import (a power cut losing the WAL's tail, a restored backup):
