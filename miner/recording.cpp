@@ -297,9 +297,16 @@ std::vector<std::string> sync_notes(const SyncReport& r, const std::string& verb
          (r.not_on_history ? plural(r.not_on_history, "open failure") + " are at commits it does not walk" : "") +
          ": `git fetch --deepen N` (N commits more) or `git fetch --unshallow` (all of it), then run again");
   }
-  note("outlier rule: quarantine above " + r.rule.describe());
-  if (r.rule.n > 0 && r.rule.n <= 10 && r.rule.sigma >= 3)
-    note("  (with 10 or fewer mined cases no count can lie 3 sd above the mean: the rule starts to bite later)");
+  if (r.rule.n < 2 || r.rule.sd <= 0) {
+    // OutlierRule::outlier quarantines nothing then: "above 0.00 faulty lines" would read as if it took every case.
+    note("outlier rule: none yet (" + plural(r.rule.n, "mined case") +
+         (r.rule.n < 2 ? "; it needs two or more" : ", all with the same count of faulty lines") +
+         "): no case is quarantined for its size");
+  } else {
+    note("outlier rule: quarantine above " + r.rule.describe());
+    if (r.rule.n <= 10 && r.rule.sigma >= 3)
+      note("  (with 10 or fewer mined cases no count can lie 3 sd above the mean: the rule starts to bite later)");
+  }
   for (const auto& id : r.moved_to_quarantine) note("  moved to quarantine by the recomputed rule: " + id);
   for (const auto& id : r.released) note("  back in the knowledge base by the recomputed rule: " + id);
   if (!r.quarantined_ids.empty() || !r.moved_to_quarantine.empty()) note("review the quarantine with `spark audit`");
