@@ -255,6 +255,9 @@ TEST(spark_record, opens_localizes_and_labels_on_the_first_pass) {
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_NE(r1.err.find("recorded 2 outcomes"), std::string::npos) << r1.err;
   EXPECT_NE(r1.err.find("opened 1 failure"), std::string::npos) << r1.err;
+  // No mined case yet: the outlier rule says it quarantines nothing (not "above 0.00 faulty lines").
+  EXPECT_NE(r1.err.find("outlier rule: none yet (0 mined cases; it needs two or more)"), std::string::npos) << r1.err;
+  EXPECT_EQ(r1.err.find("quarantine above"), std::string::npos) << r1.err;
   const auto loc = nlohmann::json::parse(r1.out);
   ASSERT_TRUE(loc.is_array());
   for (const auto& one : loc)
