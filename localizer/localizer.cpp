@@ -52,15 +52,21 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
   if (ql.x[kTracebackFrame] > 0) r.emplace_back(contrib(kTracebackFrame), "named by the traceback");
   // exp(-Δ/3) > 0.05 up to Δ = 8 statements: farther, "shortly before" would not be true.
   constexpr double kShortlyBefore = 0.05;
-  if (ql.x[kNearFailure] > kShortlyBefore)
-    r.emplace_back(
-        contrib(kNearFailure),
-        "ran shortly before the failing line (" +
-            std::to_string(static_cast<int>(std::lround(-kNearFailureDecay * std::log(ql.x[kNearFailure])))) +
-            " statement(s) before it)");
+  // A decorator (a parametrize row) is the test's, above its body: it feeds the test rather than running in it.
+  const bool decorator = kind == "decorator";
+  if (ql.x[kNearFailure] > kShortlyBefore) {
+    const std::string statements =
+        std::to_string(static_cast<int>(std::lround(-kNearFailureDecay * std::log(ql.x[kNearFailure])))) +
+        " statement(s)";
+    r.emplace_back(contrib(kNearFailure), decorator
+                                              ? "decorates the failing test, " + statements + " above the failing line"
+                                              : "ran shortly before the failing line (" + statements + " before it)");
+  }
   if (ql.x[kNotReached] > 0)
     r.emplace_back(contrib(kNotReached), "after the failing line in the same function (did not run)");
-  if (ql.x[kOwnBody] > 0) r.emplace_back(contrib(kOwnBody), "in the failing test's own body");
+  if (ql.x[kOwnBody] > 0)
+    r.emplace_back(contrib(kOwnBody),
+                   decorator ? "in the failing test's decorators" : "in the failing test's own body");
   if (ql.x[kSupport] > 0) r.emplace_back(contrib(kSupport), "in set-up, a fixture or a helper the failing test uses");
   if (ql.x[kKindPrior] != 0 && !kind.empty())
     r.emplace_back(contrib(kKindPrior), "'" + kind + "' lines are " + (ql.x[kKindPrior] > 0 ? "more" : "less") +

@@ -235,6 +235,34 @@ TEST(Localizer, a_line_closer_to_a_past_fixs_new_side_than_to_its_faulty_line_is
   }
 }
 
+TEST(Localizer, a_parametrize_row_is_said_to_decorate_the_test_not_to_run_in_its_body) {
+  const std::string code =
+      "import pytest\n\n\n@pytest.mark.parametrize(\"a,b\", [\n    (1, 2),\n    (2, 5),\n])\n"
+      "def test_double(a, b):\n    assert a * 2 == b\n";
+  nlohmann::json j =
+      testing::sample_case("q", code, 6, "tests/test_x.py:9: in test_double\n    assert a * 2 == b\nE   assert 4 == 5");
+  j["test_id"] = "tests/test_x.py::test_double[2-5]";
+  j.erase("faulty_lines");
+  Localizer localizer(nullptr, nullptr);
+  LocalizeOptions o;
+  o.k = 20;
+  auto loc = localizer.localize(*case_from_json(j), o);
+  ASSERT_TRUE(loc) << loc.error().message;
+  const auto row =
+      std::find_if(loc->ranked.begin(), loc->ranked.end(), [](const RankedElement& e) { return e.line == 6; });
+  ASSERT_NE(row, loc->ranked.end());
+  const std::string reasons = ::testing::PrintToString(row->reasons);
+  EXPECT_NE(reasons.find("in the failing test's decorators"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("decorates the failing test, "), std::string::npos) << reasons;
+  EXPECT_EQ(reasons.find("own body"), std::string::npos) << reasons;
+  EXPECT_EQ(reasons.find("ran shortly before"), std::string::npos) << reasons;
+  // The assertion keeps the body's words.
+  const auto assertion =
+      std::find_if(loc->ranked.begin(), loc->ranked.end(), [](const RankedElement& e) { return e.line == 9; });
+  ASSERT_NE(assertion, loc->ranked.end());
+  EXPECT_NE(::testing::PrintToString(assertion->reasons).find("in the failing test's own body"), std::string::npos);
+}
+
 TEST(Localizer, aggregates_to_statements_blocks_and_functions) {
   Fixture f;
   Localizer localizer(f.kb.get(), f.engine.get());
