@@ -44,23 +44,44 @@ Status write_cases(const fs::path& path, std::span<const CaseFacts> facts) {
   return write_file_atomic(path, bytes);
 }
 
-Result<MappedCases> map_cases(const fs::path& path, std::shared_ptr<const MappedFile> mapped) {
+namespace {
+
+// An index file that opens with an 8-byte magic and a u64 count: mapped (unless `mapped` is it already) and its count
+// read; nullopt when the file is too short for that header or opens with another magic.
+struct Counted {
+  std::shared_ptr<const MappedFile> file;
+  std::optional<uint64_t> count;
+};
+Result<Counted> map_counted(const fs::path& path, std::shared_ptr<const MappedFile> mapped, const char (&magic)[8]) {
   if (!mapped) {
     auto map = MappedFile::open(path);
     TRY(map);
     mapped = std::move(*map);
   }
   const std::string_view bytes = mapped->view();
-  uint64_t n = 0;
-  const size_t head = sizeof kCasesMagic + sizeof n;
-  if (bytes.size() >= head) std::memcpy(&n, bytes.data() + sizeof kCasesMagic, sizeof n);
-  if (bytes.size() < head || std::memcmp(bytes.data(), kCasesMagic, sizeof kCasesMagic) != 0 ||
-      n > bytes.size() / sizeof(CaseFacts) || bytes.size() != head + n * sizeof(CaseFacts))
+  Counted out{std::move(mapped), std::nullopt};
+  if (bytes.size() >= sizeof magic + sizeof(uint64_t) && std::memcmp(bytes.data(), magic, sizeof magic) == 0) {
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data() + sizeof magic, sizeof n);
+    out.count = n;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<MappedCases> map_cases(const fs::path& path, std::shared_ptr<const MappedFile> mapped) {
+  auto counted = map_counted(path, std::move(mapped), kCasesMagic);
+  TRY(counted);
+  const std::string_view bytes = counted->file->view();
+  const size_t head = sizeof kCasesMagic + sizeof(uint64_t);
+  const uint64_t n = counted->count.value_or(0);
+  if (!counted->count || n > bytes.size() / sizeof(CaseFacts) || bytes.size() != head + n * sizeof(CaseFacts))
     return fail(path.string() + ": not a cases file of this index (header or size); run `spark index --rebuild`");
   // The mapping is page-aligned and the rows start 16 bytes in: each row is an aligned CaseFacts (an implicit-lifetime
   // aggregate of five 64-bit integers; any bytes are valid values of it).
   const auto* rows = reinterpret_cast<const CaseFacts*>(bytes.data() + head);
-  return MappedCases{std::move(mapped), std::span<const CaseFacts>(rows, n)};
+  return MappedCases{std::move(counted->file), std::span<const CaseFacts>(rows, n)};
 }
 
 constexpr char kLabelsMagic[8] = {'S', 'P', 'K', 'L', 'A', 'B', '0', '1'};
@@ -82,21 +103,15 @@ Status write_labels(const fs::path& path, std::vector<std::pair<int64_t, std::st
 }
 
 Result<MappedLabels> MappedLabels::open(const fs::path& path, std::shared_ptr<const MappedFile> mapped) {
-  if (!mapped) {
-    auto map = MappedFile::open(path);
-    TRY(map);
-    mapped = std::move(*map);
-  }
-  const std::string_view bytes = mapped->view();
-  uint64_t n = 0;
-  const size_t head = sizeof kLabelsMagic + sizeof n;
-  if (bytes.size() >= head) std::memcpy(&n, bytes.data() + sizeof kLabelsMagic, sizeof n);
-  if (bytes.size() < head || std::memcmp(bytes.data(), kLabelsMagic, sizeof kLabelsMagic) != 0 ||
-      n > (bytes.size() - head) / 24)
+  auto counted = map_counted(path, std::move(mapped), kLabelsMagic);
+  TRY(counted);
+  const size_t head = sizeof kLabelsMagic + sizeof(uint64_t);
+  const uint64_t n = counted->count.value_or(0);
+  if (!counted->count || n > (counted->file->view().size() - head) / 24)
     return fail(path.string() + ": not a labels file of this index (header or size); run `spark index --rebuild`");
   MappedLabels labels;
   labels.path_ = path;
-  labels.file_ = std::move(mapped);
+  labels.file_ = std::move(counted->file);
   labels.count_ = static_cast<size_t>(n);
   return labels;
 }
