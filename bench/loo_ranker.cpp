@@ -46,6 +46,9 @@ struct LineRow {
 
 struct HeldCase {
   std::string id, project, subset;  // subset: seeded | campaign | history
+  // What broke it (the case's change since its last pass): "test side" (a line of its test code changed), "product
+  // side" (only product code changed), "" (no last pass known).
+  std::string broke;
   bool names_faulty_line = false;
   bool retrieved_same_project = false;
   size_t annotated = 0, annotated_true = 0;
@@ -184,6 +187,8 @@ int main(int argc, char** argv) {
         const auto& meta = h.held_out.record.contains("meta") ? h.held_out.record["meta"] : nlohmann::json::object();
         hc.subset = h.held_out.source.value_or("") == "history" ? "history"
                     : meta.value("operator", "") == "campaign" ? "campaign" : "seeded";
+        if (const auto& change = h.held_out.change)
+          hc.broke = !change->lines.empty() ? "test side" : !change->product.empty() ? "product side" : "";
         std::set<std::pair<std::string, int>> truth;
         for (const auto& fl : h.held_out.faulty_lines) truth.insert({fl.path, fl.line});
         for (const auto& fr : h.view.frames)
@@ -313,26 +318,33 @@ int main(int argc, char** argv) {
   };
   const Mask none{"full model", {}, {}};
   const auto subsets_of = [](const HeldCase& h) {
-    return std::vector<std::string>{"all", h.names_faulty_line ? "leak" : "no-leak", h.subset};
+    std::vector<std::string> out{"all", h.names_faulty_line ? "leak" : "no-leak", h.subset};
+    if (!h.broke.empty()) out.push_back("broke: " + h.broke);
+    return out;
   };
   if (ablate) {
     const std::vector<Mask> masks = {
         none,
-        {"- retrieval (annotated, resembles, same test, outside test)", {kAnnotated, kResembles, kSameTest, kOutsideTest},
+        {"- retrieval (annotated, resembles, same test, outside test)",
+         {kAnnotated, kResembles, kSameTest, kOutsideTest},
          {kGateStopAnnotated, kGateOtherAnnotated}},
         {"- retrieval trust (same test, outside test)", {kSameTest, kOutsideTest}, {}},
         {"- traceback (line, frame, named line, not reached, near)",
-         {kTracebackLine, kTracebackFrame, kNamedLine, kNotReached, kNearFailure, kGate}, {}},
+         {kTracebackLine, kTracebackFrame, kNamedLine, kNotReached, kNearFailure, kGate},
+         {}},
         {"- scope (own body, support, module)", {kOwnBody, kSupport, kModuleLevel}, {}},
         {"- kind prior", {kKindPrior}, {}},
         {"- error overlap", {kErrorOverlap}, {}},
         {"- data-flow slice", {kSlice}, {}},
-        {"- failure form (values, names)", {kValueMatch, kNameMatch},
+        {"- failure form (values, names)",
+         {kValueMatch, kNameMatch},
          {kGateAssertion, kGateType, kGateName, kGateLookup, kGateValue, kGateRaisedInTest, kGateStopValue,
           kGateOtherValue, kGateStopName, kGateOtherName, kGateStopIsAssert}},
         {"- gate", {kGate}, {}},
+        {"- change since the last pass (changed, uses a product change)", {kChangedSincePass, kUsesProductChange}, {}},
     };
-    const std::vector<std::string> cols = {"all", "leak", "no-leak", "seeded", "campaign", "history"};
+    const std::vector<std::string> cols = {"all",      "leak",    "no-leak",          "seeded",
+                                           "campaign", "history", "broke: test side", "broke: product side"};
     std::printf("# Ablation, leave-one-project-out, line level (Hit@1 / Hit@5 in %%), objective pairwise\n\n");
     std::printf("| model |");
     for (const auto& c : cols) std::printf(" %s |", c.c_str());
@@ -385,9 +397,11 @@ int main(int argc, char** argv) {
     const size_t r3 = first_hit(h, ranker_order(h, prior_model, none));
     const size_t rt = first_hit(h, h.traceback_order);
     const size_t rp = first_hit(h, h.plain_order);
-    for (const std::string& key : {std::string("all"), "project: " + h.project, "subset: " + h.subset,
-                                   std::string(h.names_faulty_line ? "error names a faulty line" : "error names no faulty line"),
-                                   std::string(h.names_faulty_line ? "leak" : "no-leak") + ", project: " + h.project}) {
+    for (const std::string& key :
+         {std::string("all"), "project: " + h.project, "subset: " + h.subset,
+          std::string(h.names_faulty_line ? "error names a faulty line" : "error names no faulty line"),
+          std::string(h.names_faulty_line ? "leak" : "no-leak") + ", project: " + h.project,
+          h.broke.empty() ? std::string("broke: not known") : "broke: " + h.broke}) {
       auto& row = table[key];
       row.ranker.add(r1);
       row.in_sample.add(r2);

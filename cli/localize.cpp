@@ -117,7 +117,7 @@ int print_run(const Common& common, const LocalizeArgs& args, const std::vector<
 }  // namespace
 
 // The run (localizer/localize_run.h) over the store Common names, then the report.
-int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch) {
+int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case>& queries, bool batch) {
   // The index's load fills ~30 MB at 100k cases at once: on huge pages where the kernel offers them
   // (src/base/huge_pages.h).
   prefer_huge_pages(kLocalizeHeap, huge_pages_allowed());
@@ -140,7 +140,7 @@ int localize_queries(const Common& common, const LocalizeArgs& args, const std::
                   nullptr,
                   common.embedder,
                   structures_folder(common),
-                  TriageContext{args.root, args.commit, args.test_code},
+                  TriageContext{args.root, args.commit, args.test_code, args.since},
                   [deadline = args.llm_deadline](LlmOptions& o) { say_waiting(o, deadline); },
                   llm_progress()};
   if (!kb_exists(common)) {
@@ -244,6 +244,9 @@ Command add_localize(CLI::App& app, Flags& flags) {
                   "the test id: a pytest node id, com.x.FooTest#testBar, tests/x.test.js > suite > case "
                   "(default: from the traceback)");
   sub->add_option("--time", loc.time, "failure time, ISO-8601 (default: now)");
+  sub->add_option("--since", loc.since,
+                  "the commit the test last passed at: the lines changed since, and the test lines using what the "
+                  "product changed since, rank higher (default: the knowledge base's recorded runs say)");
   sub->add_option("--case", loc.case_file, "take the query from this cases.jsonl (labels are ignored)")
       ->check(CLI::ExistingFile);
   sub->add_option("--id", loc.case_id, "with --case: the case's id (default: every case of the file)");

@@ -31,6 +31,8 @@ struct LocalizeArgs : LocalizeSettings {
   std::string root = ".";  // with --junit: the repository the report's test files are in
   // The commit the failures are at (`spark record`'s); "" = the work tree at `root` (HEAD and its uncommitted edits).
   std::string commit;
+  // --since COMMIT: the tests last passed there; what changed since is ranking evidence (miner/change_since.h).
+  std::string since;
   std::string format = "text";
   std::string sarif_output;     // also write SARIF here (any --format)
   std::string markdown_output;  // also write the Markdown summary here (any --format)
@@ -47,6 +49,6 @@ struct LocalizeArgs : LocalizeSettings {
 void add_verify_flags(CLI::App* sub, VerifyOptions& verify, bool with_jobs);
 
 // Localizes these failures and prints the report in args.format (`batch`: JSON is always an array).
-int localize_queries(const Common& common, const LocalizeArgs& args, const std::vector<Case>& queries, bool batch);
+int localize_queries(const Common& common, const LocalizeArgs& args, std::vector<Case>& queries, bool batch);
 
 }  // namespace spark::cli

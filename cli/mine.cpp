@@ -36,6 +36,7 @@ struct MineArgs {
   std::string shard;              // "I/N": this runner's part of the commits
   bool retry_unrunnable = false;  // run again what was stored as could-not-run
   size_t max_tests = 100;         // a commit reaching more tests is left out (0: no bound)
+  size_t break_search = 64;       // how far back each fix's last pass is searched (0: not searched)
 };
 
 // The runs of one repository's candidates, then the sync that labels the fixes they found.
@@ -47,7 +48,9 @@ int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& cand
   d.timeout = args.timeout;
   d.jobs = args.jobs;
   d.retry_unrunnable = args.retry_unrunnable;
+  d.break_search = args.break_search;
   RunTotals totals;
+  totals.break_search = d.break_search;
   const Status ran = discover_into(store, repo, candidates, d, options, totals);
   if (const int signal = stop_signal_caught()) {
     note(ran ? "discover: stopped by " + signal_name(signal) : ran.error().message);
@@ -125,8 +128,10 @@ int cmd_mine(const Common& common, const MineArgs& given) {
   if (given.history.repos.size() > 1) return usage_error("--repo may be given several times only with --discover");
   MineArgs args = given;
   if (!given.history.repos.empty()) args.history.repo = given.history.repos.front();
-  if (args.dry_run || args.jobs != 1 || !args.shard.empty() || args.retry_unrunnable || args.max_tests != 100)
-    return usage_error("--dry-run, -j, --shard, --max-tests-per-commit and --retry-unrunnable go with --discover");
+  if (args.dry_run || args.jobs != 1 || !args.shard.empty() || args.retry_unrunnable || args.max_tests != 100 ||
+      args.break_search != 64)
+    return usage_error(
+        "--dry-run, -j, --shard, --max-tests-per-commit, --retry-unrunnable and --break-search go with --discover");
   if (args.run.empty() == args.outcomes.empty()) {
     return usage_error(
         "give --outcomes FILE... (recorded outcomes) or --run \"CMD {test_id}\" --test ID --from SHA (run the tests "
@@ -205,6 +210,10 @@ Command add_mine(CLI::App& app, Flags& flags) {
                   "hook or set-up (default 100; 0: no bound)");
   sub->add_flag("--retry-unrunnable", mine_args.retry_unrunnable,
                 "with --discover: run again the tests stored as could-not-run (after fixing the environment)");
+  sub->add_option("--break-search", mine_args.break_search,
+                  "with --discover: how many commits back from each fix's failure its last pass is searched, by "
+                  "doubling then bisecting (default 64; 0: not searched)")
+      ->check(CLI::Range(0, 100000));
 
   return {sub, [args](Config& config, Common& common) {
             history_from_config(config, args->history);

@@ -19,10 +19,28 @@ namespace spark {
 using json = nlohmann::json;
 
 std::string_view feature_name(size_t f) {
-  static constexpr std::array<std::string_view, kFeatureCount> names = {
-      "bias",       "annotated", "resembles",    "traceback_line", "traceback_frame", "not_reached",  "near_failure",
-      "own_body",   "support",   "module_level", "kind_prior",     "error_overlap",   "slice",        "value_match",
-      "name_match", "gate",      "named_line",   "same_test",      "outside_test",    "resembles_fix"};
+  static constexpr std::array<std::string_view, kFeatureCount> names = {"bias",
+                                                                        "annotated",
+                                                                        "resembles",
+                                                                        "traceback_line",
+                                                                        "traceback_frame",
+                                                                        "not_reached",
+                                                                        "near_failure",
+                                                                        "own_body",
+                                                                        "support",
+                                                                        "module_level",
+                                                                        "kind_prior",
+                                                                        "error_overlap",
+                                                                        "slice",
+                                                                        "value_match",
+                                                                        "name_match",
+                                                                        "gate",
+                                                                        "named_line",
+                                                                        "same_test",
+                                                                        "outside_test",
+                                                                        "resembles_fix",
+                                                                        "changed_since_pass",
+                                                                        "uses_product_change"};
   return f < names.size() ? names[f] : "?";
 }
 
@@ -310,6 +328,7 @@ void scope_helpers(QueryView& v) {
 QueryView make_query_view(const Case& query, StructureCache& cache) {
   QueryView v;
   v.test_id = query.test_id;
+  if (query.change) v.change = &*query.change;
   for (const auto& f : query.files) {
     QueryView::File file;
     file.source = &f;
@@ -599,6 +618,54 @@ void scope_and_text_features(QueryLine& ql, const QueryView& v, const KindPrior&
   }
 }
 
+// What the change since the last pass says of each line: where the changed lines are, and the product's changed names
+// and old literals (each to its first entry in change->product).
+struct ChangeLookup {
+  std::map<std::pair<size_t, int>, int> lines;  // (file, line) → index into change->lines
+  std::unordered_map<std::string, int> names, literals;
+  ChangeLookup(const QueryView& v) {
+    if (!v.change) return;
+    for (size_t i = 0; i < v.change->lines.size(); ++i)
+      for (size_t f = 0; f < v.files.size(); ++f)
+        if (v.files[f].source->path == v.change->lines[i].at.path)
+          lines.emplace(std::pair{f, v.change->lines[i].at.line}, static_cast<int>(i));
+    for (size_t i = 0; i < v.change->product.size(); ++i) {
+      const auto& p = v.change->product[i];
+      (p.literal ? literals : names).emplace(p.literal ? ascii_lower(p.token) : p.token, static_cast<int>(i));
+    }
+  }
+  bool empty() const { return lines.empty() && names.empty() && literals.empty(); }
+};
+
+// kChangedSincePass and kUsesProductChange, for a line the failing test reaches (not another test's lines).
+void change_features(QueryLine& ql, const QueryView& v, const ChangeLookup& change) {
+  const auto& file = v.files[ql.file];
+  const auto li = static_cast<size_t>(ql.line - 1);
+  if (file.scope.found && li < file.scope.role.size() && file.scope.role[li] == ScopeRole::outside) return;
+  if (auto it = change.lines.find({ql.file, ql.line}); it != change.lines.end()) {
+    ql.x[kChangedSincePass] = 1.0;
+    ql.change_line = it->second;
+  }
+  int found = -1;
+  if (!change.names.empty())
+    for_each_word(ql.text, true, [&](std::string_view w) {
+      if (auto it = change.names.find(std::string(w)); it != change.names.end()) found = it->second;
+      return found >= 0;
+    });
+  if (found < 0 && !change.literals.empty()) {
+    const auto hash = ql.text.find('#');
+    for (const auto& l : literal_tokens(ascii_lower(canonical_code(ql.text.substr(0, hash)))))
+      if (auto it = change.literals.find(l); it != change.literals.end()) {
+        found = it->second;
+        break;
+      }
+  }
+  if (found >= 0) {
+    ql.x[kUsesProductChange] = 1.0;
+    ql.change_product = found;
+  }
+}
+
 // The gate's inputs: the failure's form, and the evidence on the failing statement against the best elsewhere.
 void gate_inputs(QueryView& v) {
   v.gate.fill(0.0);
@@ -661,6 +728,7 @@ AnnotationProgress compute_features(QueryView& v, const std::vector<RetrievedFau
     for (const auto& f : v.files)
       v.raised_in_test = v.raised_in_test || same_file(v.frames.back().path, f.source->path);
   const FailurePath path = failure_path(v);
+  const ChangeLookup change(v);
   AnnotationProgress progress;
   progress.lines = v.lines.size();
   for (auto& ql : v.lines) {
@@ -675,6 +743,7 @@ AnnotationProgress compute_features(QueryView& v, const std::vector<RetrievedFau
     }
     traceback_features(ql, v, path);
     scope_and_text_features(ql, v, prior, value_match, err_tokens);
+    if (!change.empty()) change_features(ql, v, change);
   }
   if (faulty.empty()) progress.compared = progress.lines;
   gate_inputs(v);

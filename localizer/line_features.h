@@ -96,6 +96,9 @@ enum Feature : size_t {
   kSameTest,        // graded resemblance to a faulty line of a retrieved case of the same test (trust: same test)
   kOutsideTest,     // graded resemblance to a retrieved faulty line that lay outside its case's own test function
   kResemblesFix,    // graded resemblance to a retrieved faulty line's *fixed* version, closer than to the faulty one
+  // The change since the test last passed (Case::change; both 0 when none is known), on lines the test reaches:
+  kChangedSincePass,   // the line differs from its version at the last pass (a commit since changed it)
+  kUsesProductChange,  // the line uses a name, or holds an old literal, that a product change since then changed
   kFeatureCount
 };
 std::string_view feature_name(size_t f);
@@ -113,6 +116,8 @@ struct QueryLine {
   double best_distance = 1.0;
   int fix_match = -1;  // the retrieved faulty line whose fix this line resembles most (kResemblesFix)
   double fix_distance = 1.0;
+  int change_line = -1;     // index into the view's change->lines (kChangedSincePass)
+  int change_product = -1;  // index into the view's change->product (kUsesProductChange)
 };
 
 // What the gate weighs: the failure's form and how the evidence divides between the failing statement and the rest.
@@ -155,6 +160,7 @@ struct QueryView {
   bool raised_in_test = false;        // the deepest frame of the traceback is in the test files
   bool has_stop = false;              // some line is the failing statement (x[kTracebackLine] > 0)
   GateVector gate{};                  // filled by compute_features when has_stop
+  const ChangeSince* change = nullptr;  // the query's change since its last pass (points into the query), if known
 };
 
 // Prepares the view: structures, scope of the failing test, traceback frames, one QueryLine per non-blank line.

@@ -8,8 +8,7 @@
 
 namespace spark {
 
-Result<LocalizeRunResult> localize_run(LocalizeRun& run, const std::vector<Case>& queries,
-                                       std::vector<std::string>& notes) {
+Result<LocalizeRunResult> localize_run(LocalizeRun& run, std::vector<Case>& queries, std::vector<std::string>& notes) {
   const LocalizeSettings& settings = *run.settings;
   auto stage = stage_options(settings, run.redactor);
   TRY(stage);
@@ -19,6 +18,7 @@ Result<LocalizeRunResult> localize_run(LocalizeRun& run, const std::vector<Case>
     TRY(opened);
     retrieval = std::move(*opened);
   }
+  TRY(add_change_since(retrieval.kb.get(), run.triage, queries, notes));
   Localizer localizer(retrieval.kb.get(), retrieval.engine.get());
   std::optional<LlmClient> client;
   if (settings.llm && stage->mode != Mode::builtin) {

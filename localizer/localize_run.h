@@ -39,7 +39,7 @@ struct LocalizeRunResult {
 };
 
 // Runs `run` over `queries`; an error when the store, its index or the template cannot be opened.
-Result<LocalizeRunResult> localize_run(LocalizeRun& run, const std::vector<Case>& queries,
-                                       std::vector<std::string>& notes);
+// Each query's change since its last pass is set first (add_change_since).
+Result<LocalizeRunResult> localize_run(LocalizeRun& run, std::vector<Case>& queries, std::vector<std::string>& notes);
 
 }  // namespace spark

@@ -28,7 +28,7 @@ std::string short_sha(const std::optional<std::string>& sha) { return sha ? sha-
 std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
                                  const std::vector<RetrievedCase>& retrieved,
                                  const std::vector<RetrievedFaultyLine>& faulty, const std::string& kind,
-                                 double epsilon, const std::optional<GateReport>& gate) {
+                                 double epsilon, const std::optional<GateReport>& gate, const ChangeSince* change) {
   std::vector<std::pair<double, std::string>> r;
   const auto contrib = [&](Feature f) { return model.weights[f] * ql.x[f]; };
   if (ql.best_match >= 0 && ql.best_distance <= kResemblanceRadius) {
@@ -84,6 +84,20 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
                                              : "holds " + fixed(100 * ql.x[kValueMatch], 0) +
                                                    "% of its literals among the values the failure shows");
   if (ql.x[kNameMatch] > 0) r.emplace_back(contrib(kNameMatch), "uses a name the error quotes");
+  if (change && ql.change_line >= 0 && ql.x[kChangedSincePass] > 0) {
+    const std::string& by = change->lines[static_cast<size_t>(ql.change_line)].commit;
+    r.emplace_back(contrib(kChangedSincePass),
+                   (by.empty() ? std::string("changed in the work tree") : "changed in " + by.substr(0, 10)) +
+                       " since the test last passed at " + change->last_pass.substr(0, 10));
+  }
+  if (change && ql.change_product >= 0 && ql.x[kUsesProductChange] > 0) {
+    const auto& p = change->product[static_cast<size_t>(ql.change_product)];
+    r.emplace_back(contrib(kUsesProductChange),
+                   (p.literal ? "holds " + p.token + ", an old value that " : "uses " + p.token + ", which ") +
+                       (p.commit.empty() ? std::string("a product change") : p.commit.substr(0, 10)) + " changed" +
+                       (p.path.empty() ? "" : " in " + p.path) + " since the test last passed at " +
+                       change->last_pass.substr(0, 10));
+  }
   if (ql.x[kSameTest] > 0)
     r.emplace_back(contrib(kSameTest),
                    "resembles a faulty line of an earlier failure of this same test (trust learnt: " +
@@ -458,7 +472,7 @@ void rank_step(const QueryView& view, const std::vector<RetrievedFaultyLine>& fa
     e.annotated = g->annotated;
     e.reasons =
         explain(ql, model, out.retrieved, faulty, view.files[ql.file].structure->kind[static_cast<size_t>(ql.line - 1)],
-                options.epsilon, out.gate);
+                options.epsilon, out.gate, view.change);
     if (const char* what = g->cannot_be_faulty)
       e.reasons.push_back(std::string(what) +
                           " with no evidence against it: ranked after the lines that can be faulty");

@@ -145,7 +145,7 @@ Result<Localized> localize(const McpContext& c, const json& args, std::vector<Ca
                   nullptr,
                   c.embedder,
                   c.structures,
-                  TriageContext{c.workspace.string(), commit, c.settings.test_code},
+                  TriageContext{c.workspace.string(), commit, c.settings.test_code, {}},
                   nullptr,
                   nullptr};
   if (c.store_exists()) {

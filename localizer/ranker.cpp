@@ -37,6 +37,8 @@ RankerModel RankerModel::prior() {
   m.weights[kGate] = 1.0;           // the gate's log-odds move the failing statement up or down
   m.weights[kNamedLine] = 0.5;      // of a multi-line statement, the line the traceback prints
   m.weights[kResemblesFix] = -1.0;  // already in the form a similar case's fix gave its faulty line: evidence against
+  m.weights[kChangedSincePass] = 2.0;   // what changed since the test last passed: the developer's first question
+  m.weights[kUsesProductChange] = 1.0;  // uses what the product changed: a stale expectation, or the product's fault
   m.gate = GateModel::prior();
   m.origin = "prior";
   return m;
@@ -394,6 +396,13 @@ RankerModel train_ranker(std::vector<TrainingCase> cases, const KindPrior& prior
   platt_scale(cases, pairs, beta);
   RankerModel m;
   for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = beta[i];
+  // A knowledge base none of whose cases knows its last pass learns nothing of the change features: they keep their
+  // prior weights, for the queries that know theirs (`localize --since`, `record`).
+  for (const Feature f : {kChangedSincePass, kUsesProductChange})
+    if (std::none_of(cases.begin(), cases.end(), [&](const TrainingCase& tc) {
+          return std::any_of(tc.rows.begin(), tc.rows.end(), [&](const FeatureVector& x) { return x[f] != 0; });
+        }))
+      m.weights[f] = RankerModel::prior().weights[f];
   m.kind_prior = prior;
   m.gate = gate;
   m.training_cases = used;

@@ -6,6 +6,7 @@
 
 #include "localizer/suggest.h"
 #include "localizer/verdict.h"
+#include "miner/change_since.h"
 #include "miner/git_history.h"
 #include "miner/miner.h"
 #include "miner/mining_store.h"
@@ -31,7 +32,72 @@ std::optional<ChangesSinceLastPass> changes_since_last_pass(const GitRepository&
   return c;
 }
 
+// The query's files as the repository names them: a --test file is named from the current folder, which may be below
+// the repository's top. nullopt for a file outside the work tree.
+std::optional<std::string> repository_path(const GitRepository& repo, const std::string& path) {
+  std::error_code ec;
+  const fs::path top = fs::weakly_canonical(repo.workdir(), ec);
+  if (fs::exists(top / path, ec)) return path;
+  const fs::path rel = fs::weakly_canonical(fs::absolute(path, ec), ec).lexically_relative(top);
+  if (rel.empty() || *rel.begin() == "..") return std::nullopt;
+  return rel.generic_string();
+}
+
 }  // namespace
+
+Status add_change_since(KnowledgeBase* kb, const TriageContext& triage, std::vector<Case>& queries,
+                        std::vector<std::string>& notes) {
+  std::optional<MiningStore> store;
+  if (kb && triage.since.empty()) store.emplace(*kb);
+  if (!store && triage.since.empty()) return {};
+  std::unique_ptr<GitRepository> repo;
+  const auto repository = [&]() -> Result<const GitRepository*> {
+    if (!repo) {
+      auto opened = GitRepository::open(triage.repository.empty() ? "." : triage.repository);
+      TRY(opened);
+      repo = std::move(*opened);
+    }
+    return repo.get();
+  };
+  auto rule = triage.test_code.empty() ? Result<TestCodeRule>(TestCodeRule()) : TestCodeRule::parse(triage.test_code);
+  if (!rule) rule = TestCodeRule();  // add_triage says so
+  const int64_t now = now_epoch();
+  for (auto& q : queries) {
+    if (q.change) continue;
+    std::string since = triage.since, breaking;
+    if (since.empty()) {
+      auto h = store->history(q.test_id, now);
+      if (!h || !*h || !(*h)->last_passed_commit) continue;
+      since = *(*h)->last_passed_commit;
+      breaking = (*h)->first_failing_commit.value_or("");
+    }
+    auto r = repository();
+    if (!r) {
+      if (!triage.since.empty()) return fail("--since " + triage.since + ": " + r.error().message);
+      notes.push_back("what changed since " + q.test_id + " last passed is not known: " + r.error().message);
+      return {};
+    }
+    // The files as git names them, and back.
+    std::vector<SourceFile> files;
+    std::map<std::string, std::string> named;  // repository path → the query's
+    for (const auto& f : q.files)
+      if (auto p = repository_path(**r, f.path)) {
+        named[*p] = f.path;
+        files.push_back({*p, f.content});
+      }
+    const std::string to = triage.commit.empty() ? "HEAD" : triage.commit;
+    auto change = change_since(**r, since, to, breaking, files, {*rule, 1000});
+    if (!change) {
+      if (!triage.since.empty()) return fail("--since " + triage.since + ": " + change.error().message);
+      notes.push_back(q.test_id + ": what changed since its last pass at " + since.substr(0, 10) +
+                      " is not known: " + change.error().message);
+      continue;
+    }
+    for (auto& l : change->lines) l.at.path = named[l.at.path];
+    q.change = std::move(*change);
+  }
+  return {};
+}
 
 void add_triage(KnowledgeBase* kb, const TriageContext& triage, const std::vector<Case>& queries,
                 std::vector<Result<Localization>>& results, std::vector<std::string>& notes) {

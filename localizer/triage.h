@@ -18,7 +18,16 @@ struct TriageContext {
   std::string repository = ".";  // the repository the failures are of: its commits' times, its own modules
   std::string commit;            // the commit the failures are at; "" = the work tree (HEAD and its edits)
   std::string test_code;         // `mine.test_code`: what is test code ("" = the default rule)
+  std::string since;             // `localize --since`: the commit the tests last passed at ("" = the recorded runs')
 };
+
+// Sets each query's change since its test last passed (Case::change, miner/change_since.h), which the ranker's change
+// features read: from `triage.since` when given, else from the store's recorded runs of its test (its last pass, and
+// the first failure after it); to the failure's commit, or HEAD and the query's files as they are. A query that knows
+// its change keeps it; one whose test has no known pass gets none (the features stay 0). An unknown --since is an
+// error; what else cannot be read (no repository, a pass a shallow clone lacks) is said in `notes`.
+Status add_change_since(KnowledgeBase* kb, const TriageContext& triage, std::vector<Case>& queries,
+                        std::vector<std::string>& notes);
 
 // Fills history, verdict and suggestions of each localized result (results[i] is queries[i]'s). A store that cannot
 // be read leaves the history out and says so in `notes` or the result's notes; the localization stands. `kb` may be

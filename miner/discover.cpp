@@ -658,7 +658,7 @@ class Worker {
       r.store_error = (at_parent ? at_commit.error() : at_parent.error()).message;
       return r;
     }
-    trees_[0] = trees_[1] = "";
+    trees_[0] = trees_[1] = trees_[2] = "";
     mark_ = unrunnable_command_mark(options.command);
     for (const auto& test : c.tests) {
       if (give_up_.given_up() || stop_signal_caught()) break;
@@ -736,6 +736,92 @@ class Worker {
       ++r.fixes;
     }
     keep(r, c.commit.sha, test, *n, false);
+    if (!again && options.break_search) return search_break(r, c, test, options, store);
+    return true;
+  }
+
+  // The fix's test failed at the parent: runs it further back on the first-parent line (the 1st, 2nd, 4th, ...
+  // ancestor of the parent, up to options.break_search) until it passes, then bisects between that pass and the
+  // nearest failure, so the last pass and the first failure after it are stored side by side. Every run is kept as an
+  // outcome that opens nothing. False when a work tree could not be made or the store could not be read.
+  bool search_break(CandidateRuns& r, const FixCandidate& c, const CandidateTest& test, const DiscoverOptions& options,
+                    const DiscoverStore& store) {
+    if (!repo_) {
+      auto repo = GitRepository::open(repo_path_);
+      if (!repo) {
+        r.checkout_error = repo.error().message;
+        return false;
+      }
+      repo_ = std::move(*repo);
+    }
+    std::vector<std::string> line{c.parent};  // line[k]: the parent's k-th first-parent ancestor
+    const auto ancestor = [&](size_t k) -> std::optional<std::string> {
+      while (line.size() <= k) {
+        auto parents = repo_->parents(line.back());
+        if (!parents || parents->empty()) return std::nullopt;
+        line.push_back(parents->front());
+      }
+      return line[k];
+    };
+    // The verdict at the k-th ancestor: passed, failed, or nullopt (could not run, no such commit, stopped).
+    enum class At { passed, failed, unknown, stop };
+    const auto at = [&](size_t k) -> At {
+      const auto sha = ancestor(k);
+      if (!sha) return At::unknown;
+      auto stored = store.stored(*sha);
+      if (!stored) {
+        r.store_error = stored.error().message;
+        return At::stop;
+      }
+      std::optional<RunOutcome> o = from_store(*stored, test.test_id, options.retry_unrunnable, mark_);
+      if (o) {
+        ++r.reused;
+      } else {
+        const std::string key = *sha + "\n" + test.test_id;
+        o = memo_.claim(key);
+        if (o) {
+          ++r.reused;
+        } else {
+          o = run_at(r, *sha, 2, test, options);
+          memo_.fulfil(key,
+                       o ? *o : RunOutcome{RunVerdict::environment, r.stopped ? "stopped" : r.checkout_error, false});
+          if (!o) return At::stop;
+          ++r.break_runs;
+        }
+      }
+      if (o->verdict == RunVerdict::environment) {
+        store_unrunnable(r, *sha, test, *o, mark_);
+        return At::unknown;
+      }
+      if (o->fresh) keep(r, *sha, test, *o, false);
+      return o->verdict == RunVerdict::passed ? At::passed : At::failed;
+    };
+    size_t failed = 0, passed = 0;  // the nearest known failure, the pass found
+    for (size_t k = 1;; k = std::min(k * 2, options.break_search)) {
+      const At v = at(k);
+      if (v == At::stop) return false;
+      if (v == At::unknown) {
+        ++r.breaks_unknown;  // the test was not there yet, or that commit cannot run it
+        return true;
+      }
+      if (v == At::passed) {
+        passed = k;
+        break;
+      }
+      failed = k;
+      if (k >= options.break_search) {
+        ++r.breaks_not_found;
+        return true;
+      }
+    }
+    while (passed - failed > 1) {
+      const size_t mid = failed + (passed - failed) / 2;
+      const At v = at(mid);
+      if (v == At::stop) return false;
+      if (v == At::unknown) break;  // the pass found and the failures known still bound the change
+      (v == At::passed ? passed : failed) = mid;
+    }
+    ++r.breaks_found;
     return true;
   }
 
@@ -771,7 +857,7 @@ class Worker {
 
   std::optional<RunOutcome> run_at(CandidateRuns& r, const std::string& sha, int side, const CandidateTest& test,
                                    const DiscoverOptions& options) {
-    const fs::path dir = root_ / (side == 0 ? "parent" : "commit");
+    const fs::path dir = root_ / (side == 0 ? "parent" : side == 1 ? "commit" : "probe");
     if (trees_[side] != sha) {
       const auto start = std::chrono::steady_clock::now();
       if (auto s = prepare(sha, dir); !s) {
@@ -854,7 +940,7 @@ class Worker {
   GiveUp& give_up_;
   std::string mark_;  // this command's mark on the could-not-run outcomes it stores
   std::unique_ptr<GitRepository> repo_;
-  std::string trees_[2];  // the commit each work tree holds
+  std::string trees_[3];  // the commit each work tree holds: the parent's, the commit's, a break search's
 };
 
 }  // namespace

@@ -103,6 +103,11 @@ struct DiscoverOptions {
   // Give up when this many runs could not run the test before any run could (the runner missing, every import
   // failing): discover_fixes fails naming why. 0: never.
   size_t give_up_after = 5;
+  // For each fix found (or confirmed before), how far back the first-parent line is searched for the test's last pass:
+  // the test runs at the parent's 1st, 2nd, 4th, ... ancestor until it passes, then bisects to the commit that broke
+  // it (the pass and the first failure after it are stored as outcomes: the case gets what changed between,
+  // change_since.h). 0: no search.
+  size_t break_search = 64;
 };
 
 // One candidate's runs, as they are stored: every outcome, and those that open a failure marked so.
@@ -112,6 +117,9 @@ struct CandidateRuns {
   size_t runs = 0, reused = 0;
   size_t fixes = 0, flaky = 0, fail_at_commit = 0, pass_at_parent = 0;
   size_t gone_at_commit = 0;  // failed at the parent; the commit removed or renamed the test (not found there)
+  // The break search (DiscoverOptions::break_search) of its fixes: a last pass found, none within the bound (or the
+  // test was not there yet: it was added failing), the search stopped by a run that could not run; its runs.
+  size_t breaks_found = 0, breaks_not_found = 0, breaks_unknown = 0, break_runs = 0;
   std::vector<std::pair<std::string, std::string>> unrunnable;  // (reason, "sha test")
   size_t unrunnable_known = 0;                                  // of them, known from the store (not run now)
   std::string checkout_error;                                   // the work trees could not be made: skipped

@@ -74,6 +74,10 @@ void RunTotals::add(const CandidateRuns& r) {
   fail_at_commit += r.fail_at_commit;
   pass_at_parent += r.pass_at_parent;
   gone_at_commit += r.gone_at_commit;
+  breaks_found += r.breaks_found;
+  breaks_not_found += r.breaks_not_found;
+  breaks_unknown += r.breaks_unknown;
+  break_runs += r.break_runs;
   unrunnable_known += r.unrunnable_known;
   for (const auto& [reason, example] : r.unrunnable) {
     auto& slot = unrunnable[reason];
@@ -95,6 +99,11 @@ std::vector<std::string> run_notes(const RunTotals& t, unsigned confirm) {
        " flaky (passed at the parent when run again: never a case), " + std::to_string(t.fail_at_commit) +
        " failed at the commit too, " + std::to_string(t.pass_at_parent) + " passed at the parent" +
        (t.gone_at_commit ? ", " + std::to_string(t.gone_at_commit) + " removed or renamed by the commit" : ""));
+  if (const size_t searched = t.breaks_found + t.breaks_not_found + t.breaks_unknown)
+    note("discover: the last pass before each fix's failure (" + plural(t.break_runs, "run") + "): found for " +
+         std::to_string(t.breaks_found) + " of " + std::to_string(searched) + ", not within " +
+         std::to_string(t.break_search) + " commits for " + std::to_string(t.breaks_not_found) + ", unknown for " +
+         std::to_string(t.breaks_unknown) + " (the test was not there yet, or could not run further back)");
   size_t unrunnable = 0;
   for (const auto& [reason, slot] : t.unrunnable) unrunnable += slot.first;
   if (unrunnable) {

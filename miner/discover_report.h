@@ -27,6 +27,8 @@ std::vector<std::string> scan_notes(const std::string& repo, const ScanReport& r
 struct RunTotals {
   size_t candidates = 0, runs = 0, reused = 0, fixes = 0, flaky = 0, fail_at_commit = 0, pass_at_parent = 0;
   size_t gone_at_commit = 0, unrunnable_known = 0;
+  size_t breaks_found = 0, breaks_not_found = 0, breaks_unknown = 0, break_runs = 0;
+  size_t break_search = 0;                                           // DiscoverOptions::break_search, for the note
   std::map<std::string, std::pair<size_t, std::string>> unrunnable;  // reason → (count, an example)
   std::vector<std::string> skipped;                                   // commits that did not check out
   size_t setups = 0;

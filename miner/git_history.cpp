@@ -763,6 +763,36 @@ Result<std::map<int, std::vector<std::string>>> line_fixes(const std::string& fa
   return out;
 }
 
+Result<std::vector<LineHunk>> line_hunks(const std::string& before, const std::string& after, const std::string& path) {
+  if (const auto& loaded = load_libgit2(); !loaded) return fail("diff of " + path + ": " + loaded.error().message);
+  git_diff_options opts;
+  git().git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+  opts.context_lines = 0;
+  opts.flags |= GIT_DIFF_FORCE_TEXT;
+  std::vector<LineHunk> hunks;
+  const auto hunk_cb = [](const git_diff_delta*, const git_diff_hunk* hunk, void* payload) -> int {
+    auto& all = *static_cast<std::vector<LineHunk>*>(payload);
+    all.emplace_back();
+    all.back().old_start = hunk->old_start;
+    all.back().new_start = hunk->new_start;
+    return 0;
+  };
+  const auto line_cb = [](const git_diff_delta*, const git_diff_hunk*, const git_diff_line* line,
+                          void* payload) -> int {
+    auto& all = *static_cast<std::vector<LineHunk>*>(payload);
+    if (all.empty()) all.emplace_back();
+    if (line->origin != GIT_DIFF_LINE_DELETION && line->origin != GIT_DIFF_LINE_ADDITION) return 0;
+    std::string text(line->content, line->content_len);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    (line->origin == GIT_DIFF_LINE_DELETION ? all.back().removed : all.back().added).push_back(std::move(text));
+    return 0;
+  };
+  if (git().git_diff_buffers(before.data(), before.size(), path.c_str(), after.data(), after.size(), path.c_str(),
+                             &opts, nullptr, nullptr, hunk_cb, line_cb, &hunks) != 0)
+    return fail(last_error("diff of " + path));
+  return hunks;
+}
+
 std::string author_or_default(const std::string& given, const std::string& repo_path) {
   if (!given.empty()) return given;
   if (auto repo = GitRepository::open(repo_path)) {

@@ -122,6 +122,14 @@ Result<std::vector<int>> removed_or_modified_lines(const std::string& faulty, co
 Result<std::map<int, std::vector<std::string>>> line_fixes(const std::string& faulty, const std::string& fixed,
                                                            const std::string& path);
 
+// One hunk of a line diff with no context: `removed` (lines old_start.. of `before`) became `added` (lines new_start..
+// of `after`); both 1-based, and a start is the line before when its side is empty, as git counts.
+struct LineHunk {
+  int old_start = 0, new_start = 0;
+  std::vector<std::string> removed, added;
+};
+Result<std::vector<LineHunk>> line_hunks(const std::string& before, const std::string& after, const std::string& path);
+
 // Who decides (an audit, a dismissal): `given`, else the git config user of the repository at `repo_path`, else $USER,
 // else "unknown".
 std::string author_or_default(const std::string& given, const std::string& repo_path);

@@ -13,6 +13,7 @@
 #include "code/scope.h"
 #include "formats/config.h"
 #include "formats/error_message.h"
+#include "miner/change_since.h"
 #include "miner/project_tests.h"
 
 namespace spark {
@@ -802,8 +803,14 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
                        ? "no test file changed between " + faulty.sha.substr(0, 10) + " and " + fixed.sha.substr(0, 10)
                        : "the fix changed only other tests' lines of " + others_only);
   if (faulty_lines.empty()) return settled(FailureStatus::only_additions, "the fix only added lines");
+  auto record = mined_record(failure, faulty, fixed, options.project, files, faulty_lines, fixes);
+  if (!failure.last_pass.empty()) {
+    auto change = change_since(repo, failure.last_pass, faulty.sha, failure.break_commit, files, {rule});
+    if (!change && is_read_error(change.error())) return std::unexpected(change.error());
+    if (change) put_change(record, *change);  // else (a last pass no longer in the history) the case has none
+  }
   // Through the interchange format's reader: the case is validated like an imported one.
-  auto built = case_from_json(mined_record(failure, faulty, fixed, options.project, files, faulty_lines, fixes));
+  auto built = case_from_json(std::move(record));
   if (!built) return std::unexpected(Error{failure.origin + ": " + built.error().message});
   out.status = FailureStatus::labelled;
   out.labelled = std::move(*built);

@@ -120,6 +120,9 @@ struct FailureInput {
   std::optional<int64_t> time;
   std::string origin;
   std::optional<std::vector<SourceFile>> snapshot;  // else read from git objects at the failing commit
+  // The last commit the test passed at before this failure, and the first it failed at after that, when the recorded
+  // outcomes know them: the case gets what changed between (change_since.h). Empty: unknown.
+  std::string last_pass, break_commit;
 };
 
 struct Labelling {

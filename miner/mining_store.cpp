@@ -434,6 +434,7 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
   TRY(kin_outcomes);
   std::map<std::string, std::vector<size_t>> fixes_of;  // test id → positions that close its failures, sorted
   std::map<std::string, std::vector<size_t>> fails_of;  // test id → positions where it failed, sorted
+  std::map<std::string, std::vector<size_t>> passes_of;  // test id → positions where it passed, sorted
   std::map<std::pair<std::string, std::string>, const StoredFailure*> open_at;  // (commit, test id) → failure
   for (const auto& f : open) open_at[{f.commit, f.test_id}] = &f;
   for (const auto& f : open) {
@@ -466,6 +467,7 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
       for (const auto& [pos, c] : by_position) {
         if (c.closes()) it->second.push_back(pos);
         if (c.self == "failed" || c.self == "error") fails_of[f.test_id].push_back(pos);
+        if (c.self == "passed") passes_of[f.test_id].push_back(pos);
       }
     }
     auto next = std::upper_bound(it->second.begin(), it->second.end(), at->second);
@@ -481,7 +483,16 @@ Result<std::vector<MiningStore::Settled>> MiningStore::label_fixed(const GitRepo
         from = later->second;
         faulty_at = *last;
       }
-    FailureInput input{from->test_id, from->message, from->time, from->origin, from->snapshot};
+    FailureInput input{from->test_id, from->message, from->time, from->origin, from->snapshot, {}, {}};
+    // The last pass before the failure and the first recorded failure after it: the change between broke the test.
+    const auto& passes = passes_of[f.test_id];
+    if (auto after = std::lower_bound(passes.begin(), passes.end(), at->second); after != passes.begin()) {
+      const size_t last_pass = *--after;
+      input.last_pass = (*history)[last_pass].sha;
+      if (auto first = std::upper_bound(fails.begin(), fails.end(), last_pass);
+          first != fails.end() && *first <= at->second)
+        input.break_commit = (*history)[*first].sha;
+    }
     auto labelling = label_failure(repo, input, (*history)[faulty_at], (*history)[*next], label_options);
     if (!labelling && is_read_error(labelling.error())) {
       // No fact about the fix: the failure stays open, and a run after the repair labels it.

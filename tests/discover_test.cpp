@@ -164,8 +164,14 @@ TEST(spark_mine_discover, finds_exactly_the_test_code_fixes_of_a_history_and_nev
   EXPECT_NE(r.err.find("4 fixes"), std::string::npos) << r.err;
   // Each (commit, test) ran once, though test_div's commit before its fix is one candidate's commit and the next
   // one's parent, which two workers may reach at once: 4 runs per fix and for the coin (3 at the parent, 1 at the
-  // commit), 1 for test_base passing at its parent, 2 for test_div failing at both, 3 for its fix (the parent known).
-  EXPECT_NE(r.err.find("ran 22 test runs"), std::string::npos) << r.err;
+  // commit), 1 for test_base passing at its parent, 2 for test_div failing at both, 3 for its fix (the parent known);
+  // and 6 searching back for each fix's last pass: test_base's fixture broke in commit 4 (it passed at 3); the others
+  // failed since the first commit, where the search ends (no commit before it).
+  EXPECT_NE(r.err.find("ran 28 test runs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the last pass before each fix's failure (6 runs): found for 1 of 4, not within 64 commits for "
+                       "0, unknown for 3"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("1 flaky"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1 failed at the commit too"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("4 labelled into the knowledge base"), std::string::npos) << r.err;

@@ -121,9 +121,9 @@ std::string format_iso8601(int64_t epoch) {
 namespace {
 
 const std::set<std::string, std::less<>> kKnownKeys = {
-    "id",    "project",      "test_id",       "language",     "failure_time", "error_message",
-    "files", "faulty_lines", "faulty_commit", "fixed_commit", "source",       "meta",
-    "tests"};
+    "id",    "project",          "test_id",       "language",     "failure_time", "error_message",
+    "files", "faulty_lines",     "faulty_commit", "fixed_commit", "source",       "meta",
+    "tests", "last_pass_commit", "break_commit",  "change"};
 
 Result<std::string> required_string(const json& r, const char* key) {
   auto it = r.find(key);
@@ -157,6 +157,91 @@ std::string unusable_path(std::string_view path) {
     start = end + 1;
   }
   return "";
+}
+
+// `last_pass_commit`, `break_commit` and `change` as a ChangeSince, checked against the case's files; nullopt when no
+// last pass is given.
+Result<std::optional<ChangeSince>> change_from_json(const json& r, const Case& c) {
+  auto last_pass = optional_string(r, "last_pass_commit");
+  TRY(last_pass);
+  auto breaking = optional_string(r, "break_commit");
+  TRY(breaking);
+  const auto change = r.find("change");
+  const bool has_change = change != r.end() && !change->is_null();
+  if (!*last_pass) {
+    if (has_change) return fail("\"change\" needs \"last_pass_commit\" (the commit it is measured from)");
+    if (*breaking) return fail("\"break_commit\" needs \"last_pass_commit\" (the pass before the break)");
+    return std::optional<ChangeSince>{};
+  }
+  if ((*last_pass)->empty()) return fail("\"last_pass_commit\" is empty");
+  ChangeSince out;
+  out.last_pass = **last_pass;
+  out.break_commit = breaking->value_or("");
+  if (!has_change) return std::optional<ChangeSince>{std::move(out)};
+  if (!change->is_object()) return fail(std::string("\"change\" must be an object, not ") + change->type_name());
+  const auto commit_of = [](const json& o, const std::string& where) -> Result<std::string> {
+    auto it = o.find("commit");
+    if (it == o.end() || it->is_null()) return std::string();
+    if (!it->is_string()) return fail(where + ".commit must be a string");
+    return it->get<std::string>();
+  };
+  if (auto lines = change->find("lines"); lines != change->end()) {
+    if (!lines->is_array()) return fail("\"change.lines\" must be an array");
+    std::map<const SourceFile*, size_t> counts;
+    for (size_t i = 0; i < lines->size(); ++i) {
+      const json& l = (*lines)[i];
+      const std::string where = "change.lines[" + std::to_string(i) + "]";
+      if (!l.is_object()) return fail(where + " must be an object");
+      auto path = l.find("path");
+      auto line = l.find("line");
+      if (path == l.end() || !path->is_string()) return fail(where + ".path must be a string");
+      if (line == l.end() || !line->is_number_integer()) return fail(where + ".line must be an integer");
+      const SourceFile* f = c.file(path->get_ref<const std::string&>());
+      if (!f) return fail(where + ": path \"" + path->get<std::string>() + "\" is not in files");
+      auto [at, fresh] = counts.try_emplace(f);
+      if (fresh) at->second = split_lines(f->content).size();
+      const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > at->second;
+      const long long n = too_big ? 0 : line->get<long long>();
+      if (too_big || n < 1 || n > static_cast<long long>(at->second))
+        return fail(where + ": line " + json_text(*line) + " is out of range (" + f->path + " has " +
+                    std::to_string(at->second) + " lines)");
+      auto commit = commit_of(l, where);
+      TRY(commit);
+      out.lines.push_back({{f->path, static_cast<int>(n)}, std::move(*commit)});
+    }
+  }
+  if (auto product = change->find("product"); product != change->end()) {
+    if (!product->is_array()) return fail("\"change.product\" must be an array");
+    if (product->size() > kMaxProductChanges)
+      return fail("\"change.product\" lists " + std::to_string(product->size()) + " names and literals; at most " +
+                  std::to_string(kMaxProductChanges));
+    for (size_t i = 0; i < product->size(); ++i) {
+      const json& p = (*product)[i];
+      const std::string where = "change.product[" + std::to_string(i) + "]";
+      if (!p.is_object()) return fail(where + " must be an object");
+      ChangeSince::Product item;
+      auto name = p.find("name");
+      auto literal = p.find("literal");
+      if ((name == p.end()) == (literal == p.end())) return fail(where + " must have one of \"name\" and \"literal\"");
+      const auto& token = name != p.end() ? *name : *literal;
+      if (!token.is_string() || token.get_ref<const std::string&>().empty())
+        return fail(where + (name != p.end() ? ".name" : ".literal") + " must be a non-empty string");
+      if (token.get_ref<const std::string&>().size() > 256) return fail(where + ": longer than 256 bytes");
+      item.token = token.get<std::string>();
+      if (auto bad = find_invalid_utf8(item.token))
+        return fail(where + ": invalid UTF-8 at byte " + std::to_string(*bad));
+      item.literal = literal != p.end();
+      if (auto path = p.find("path"); path != p.end() && !path->is_null()) {
+        if (!path->is_string()) return fail(where + ".path must be a string");
+        item.path = path->get<std::string>();
+      }
+      auto commit = commit_of(p, where);
+      TRY(commit);
+      item.commit = std::move(*commit);
+      out.product.push_back(std::move(item));
+    }
+  }
+  return std::optional<ChangeSince>{std::move(out)};
 }
 
 }  // namespace
@@ -263,6 +348,9 @@ Result<Case> case_from_json(json r) {
       c.faulty_lines.push_back(std::move(ref));
     }
   }
+  auto change = change_from_json(r, c);
+  TRY(change);
+  c.change = std::move(*change);
   // Keep the record for a lossless export; unknown keys go under meta, as the format says.
   r.erase("files");
   r.erase("error_message");
@@ -278,6 +366,26 @@ Result<Case> case_from_json(json r) {
   }
   c.record = std::move(r);
   return c;
+}
+
+void put_change(json& record, const ChangeSince& change) {
+  record["last_pass_commit"] = change.last_pass;
+  if (!change.break_commit.empty()) record["break_commit"] = change.break_commit;
+  if (change.lines.empty() && change.product.empty()) return;
+  json lines = json::array();
+  for (const auto& l : change.lines) {
+    json o = {{"path", l.at.path}, {"line", l.at.line}};
+    if (!l.commit.empty()) o["commit"] = l.commit;
+    lines.push_back(std::move(o));
+  }
+  json product = json::array();
+  for (const auto& p : change.product) {
+    json o = {{p.literal ? "literal" : "name", p.token}};
+    if (!p.path.empty()) o["path"] = p.path;
+    if (!p.commit.empty()) o["commit"] = p.commit;
+    product.push_back(std::move(o));
+  }
+  record["change"] = {{"lines", std::move(lines)}, {"product", std::move(product)}};
 }
 
 json case_to_json(const Case& c) {

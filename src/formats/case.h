@@ -34,6 +34,32 @@ struct LineRef {
 // "12" or "tests/t.py:12" as a LineRef (an empty path for the first); nullopt when it names no line.
 std::optional<LineRef> parse_line_ref(std::string_view text);
 
+// What changed since the failing test last passed (docs/FORMATS.md, "Change since the last pass"): the commits between
+// its last pass and its failure hold the change that broke it. Read by the localizer's change features (0 without it).
+struct ChangeSince {
+  std::string last_pass;     // the last commit the test passed at (`last_pass_commit`)
+  std::string break_commit;  // the first commit it failed at after that, when known ("" else: `break_commit`)
+  // A line of the case's files that differs from its version at the last pass, and the commit that made it so ("":
+  // not committed, the work tree's).
+  struct Line {
+    LineRef at;
+    std::string commit;
+  };
+  std::vector<Line> lines;
+  // A name (a definition changed, a name removed or renamed) or literal (an old value) that a change of product code
+  // (code that is not test code) made since the last pass, the file and the commit ("" when the range was too long to
+  // walk commit by commit).
+  struct Product {
+    std::string token;
+    bool literal = false;
+    std::string path, commit;
+  };
+  std::vector<Product> product;
+};
+// The most product names and literals a case carries: a change that touched more is a rewrite, and its first ones (the
+// oldest commits first) are kept.
+inline constexpr size_t kMaxProductChanges = 512;
+
 struct Case {
   std::string id;
   std::string project;
@@ -50,6 +76,7 @@ struct Case {
   std::optional<std::string> faulty_commit;
   std::optional<std::string> fixed_commit;
   std::optional<std::string> source;
+  std::optional<ChangeSince> change;  // `last_pass_commit`, `break_commit`, `change`: absent when no pass is known
   // The record as read, without `files` and `error_message` (kept separately): export merges them back, so
   // absent-versus-null and unknown keys survive the round trip. Unknown top-level keys are moved under `meta`.
   nlohmann::json record = nlohmann::json::object();
@@ -68,6 +95,10 @@ int64_t now_epoch();
 // UTF-8, a time that parses, each faulty line in a listed file, in range and not blank. The error message is the
 // reason only; callers add "file:line: ".
 Result<Case> case_from_json(nlohmann::json record);
+
+// Writes `change` into a case's record: `last_pass_commit`, `break_commit` (when known) and `change` (when it holds a
+// line or a product change).
+void put_change(nlohmann::json& record, const ChangeSince& change);
 
 // The record for export: the stored record with `files` and `error_message` merged back.
 nlohmann::json case_to_json(const Case& c);
