@@ -22,14 +22,17 @@ bool word_char(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x8
 // Words every program repeats: keywords of the languages spark reads and the names a method's receiver goes by.
 const std::unordered_set<std::string_view>& common_words() {
   static const std::unordered_set<std::string_view> k = {
-      "False",     "None",      "True",     "and",       "assert",     "async",    "await",   "break",   "class",
-      "continue",  "def",       "del",      "elif",      "else",       "except",   "finally", "for",     "from",
-      "global",    "import",    "lambda",   "nonlocal",  "not",        "pass",     "raise",   "return",  "try",
-      "while",     "with",      "yield",    "self",      "cls",        "function", "const",   "let",     "var",
-      "new",       "this",      "null",     "undefined", "true",       "false",    "public",  "private", "protected",
-      "static",    "final",     "void",     "int",       "long",       "boolean",  "String",  "throws",  "throw",
-      "catch",     "extends",   "implements", "interface", "package",  "export",   "default", "typeof",  "instanceof",
-      "switch",    "case",      "super",    "abstract",  "synchronized", "object", "str",     "print"};
+      "False", "None", "True", "and", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif",
+      "else", "except", "finally", "for", "from", "global", "import", "lambda", "nonlocal", "not", "pass", "raise",
+      "return", "try", "while", "with", "yield", "self", "cls", "function", "const", "let", "var", "new", "this",
+      "null", "undefined", "true", "false", "public", "private", "protected", "static", "final", "void", "int", "long",
+      "boolean", "String", "throws", "throw", "catch", "extends", "implements", "interface", "package", "export",
+      "default", "typeof", "instanceof", "switch", "case", "super", "abstract", "synchronized", "object", "str",
+      "print",
+      // Python's builtins a change of any function body uses
+      "list", "dict", "set", "tuple", "len", "range", "isinstance", "type", "bytes", "open", "bool", "float", "repr",
+      "getattr", "setattr", "hasattr", "iter", "next", "sorted", "reversed", "enumerate", "zip", "map", "filter", "min",
+      "max", "sum", "any", "all", "Exception", "ValueError", "TypeError", "KeyError", "args", "kwargs"};
   return k;
 }
 
@@ -84,12 +87,40 @@ std::string defined_name(std::string_view line) {
 }
 
 // A line's literals as failure_form reads values (strings in canonical single quotes, numbers of ≥ 2 characters),
-// without the trivial ones a change of any line holds.
+// without the trivial ones a change of any line holds, and without a docstring's or a long text's (a line that starts
+// with a quote, a string of over 80 characters): prose, not a value a test compares.
 void literals_of(std::string_view line, std::set<std::string>& out) {
+  const size_t indent = line.find_first_not_of(" \t");
+  if (indent == std::string_view::npos || line[indent] == '"' || line[indent] == '\'') return;
   const size_t hash = line.find('#');
   for (auto& t : literal_tokens(canonical_code(line.substr(0, hash))))
-    if (t.size() >= 4 || (!t.empty() && std::isdigit(static_cast<unsigned char>(t[0])) && t.size() >= 2))
+    if (t.size() <= 80 &&
+        (t.size() >= 4 || (!t.empty() && std::isdigit(static_cast<unsigned char>(t[0])) && t.size() >= 2)))
       out.insert(std::move(t));
+}
+
+size_t indent_of(std::string_view line) {
+  const size_t i = line.find_first_not_of(" \t");
+  return i == std::string_view::npos ? line.size() : i;
+}
+
+// The function whose body holds a changed line that is indented `indent`: the nearest `def`/`function` line at or
+// above line `above` (1-based) of `lines` that is indented less, climbing out through the blocks that hold it; ""
+// when none (module-level code). Its callers see the change.
+std::string enclosing_function(const std::vector<std::string_view>& lines, int above, size_t indent) {
+  for (int i = std::min(above, static_cast<int>(lines.size())) - 1; i >= 0; --i) {
+    const std::string_view l = lines[static_cast<size_t>(i)];
+    if (is_blank(l)) continue;
+    const size_t in = indent_of(l);
+    if (in >= indent) continue;
+    const std::string_view rest = l.substr(in);
+    if (rest.starts_with("def ") || rest.starts_with("async def ") || rest.starts_with("function ") ||
+        rest.starts_with("async function "))
+      return defined_name(l);
+    if (in == 0) return "";
+    indent = in;
+  }
+  return "";
 }
 
 // Whether `path` is product code this reads: a file of a language spark parses, not test code, not test data.
@@ -144,7 +175,14 @@ std::vector<ChangeSince::Product> product_tokens(const std::string& before, cons
   if (!hunks) return out;
   std::set<std::string> removed_names, added_names, removed_literals, added_literals;
   std::vector<std::string> defined;
+  const auto after_lines = split_lines(after);
   for (const auto& h : *hunks) {
+    // The function whose body the hunk changed (by its first changed line's indentation, in the new version).
+    const std::string& first = !h.added.empty() ? h.added.front() : h.removed.front();
+    if (!is_blank(first))
+      if (auto f = enclosing_function(after_lines, h.added.empty() ? h.new_start : h.new_start - 1, indent_of(first));
+          !f.empty())
+        defined.push_back(std::move(f));
     for (const auto& l : h.removed) {
       names_of(l, removed_names);
       literals_of(l, removed_literals);

@@ -223,7 +223,7 @@ TEST(change_since, product_tokens_are_the_changed_definitions_the_names_removed_
     EXPECT_EQ(t.path, "calc.py");
     EXPECT_EQ(t.commit, "abc");
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"total", "sum_values"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"total", "sum_values", "label"}));  // label: its body changed
   EXPECT_EQ(literals, (std::vector<std::string>{"'old text'"}));
 }
 
