@@ -3,8 +3,9 @@
 // Between the last pass L and the failing version, each commit of the first-parent line from L to the failure is read:
 // - test side: every line of the case's files that differs from its version at L, with the commit that last changed
 //   it (each file's versions diffed commit by commit, lines carried through unchanged ranges, as blame does);
-// - product side: each changed file that is code and not test code (TestCodeRule) gives the names a changed
-//   definition line defines (`def f`, `class C`, `function f`, a module-level `NAME =`), the names its removed lines
+// - product side: each changed file that is code and not test code (TestCodeRule) gives the function whose body a hunk
+//   changed (its callers see the change), the names a changed definition line defines (`def f`, `class C`,
+//   `function f`, a module-level `NAME =`), the names its removed lines
 //   used and its added lines no longer use (removed or renamed), and the literals its removed lines held and its added
 //   lines no longer hold (an old value a stale expectation may still compare with).
 // A range longer than `max_commits` commits, or an L not on the failure's first-parent line, is read as one diff:
