@@ -256,8 +256,9 @@ Result<ChangeSince> change_since(const GitRepository& repo, const std::string& l
   // Product side, oldest commit first.
   std::set<std::pair<std::string, bool>> seen;
   std::string before = *since;
+  size_t read = 0;  // bytes of product versions diffed: a range that rewrote a vendored tree stops at kMaxProductBytes
   for (const auto& c : chain) {
-    if (out.product.size() >= kMaxProductChanges) break;
+    if (out.product.size() >= kMaxProductChanges || read >= kMaxProductBytes) break;
     auto paths = repo.changed_paths(before, c);
     TRY(paths);
     for (const auto& p : *paths) {
@@ -268,6 +269,7 @@ Result<ChangeSince> change_since(const GitRepository& repo, const std::string& l
         if (!*v && is_read_error(v->error())) return std::unexpected(v->error());
       const std::string o = old_v && *old_v ? **old_v : "", n = new_v && *new_v ? **new_v : "";
       if (o.size() > kMaxTestFileBytes || n.size() > kMaxTestFileBytes) continue;
+      read += o.size() + n.size();
       add_product(out.product, seen, product_tokens(o, n, p, commit_name(c)));
     }
     before = c;

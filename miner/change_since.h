@@ -11,7 +11,7 @@
 // A range longer than `max_commits` commits, or an L not on the failure's first-parent line, is read as one diff:
 // the same lines and names, with no commit named.
 // Contract: reads git objects (and, for a work tree's failure, the files given); never writes. Bounded: at most
-// kMaxProductChanges names and literals, product files up to kMaxTestFileBytes each.
+// kMaxProductChanges names and literals, product files up to kMaxTestFileBytes each and kMaxProductBytes in all.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +23,10 @@
 #include "miner/miner.h"
 
 namespace spark {
+
+// The most product code change_since diffs for one failure (both versions of each changed file, added up): past it the
+// older commits' names and literals are what the case gets.
+inline constexpr size_t kMaxProductBytes = size_t{64} << 20;
 
 struct ChangeSinceOptions {
   TestCodeRule test_code;

@@ -263,12 +263,13 @@ TEST(spark_mine_discover, runs_that_could_run_keep_the_discovery_going_past_late
   EXPECT_NE(r.err.find("could not run (never a case)"), std::string::npos) << r.err;
 }
 
-// pytest's usage error: the project's pytest.ini asks for pytest-cov, which is not installed.
+// pytest's usage error: the project's pytest.ini passes an option of a plugin that is not installed (an option no
+// plugin has, so that the test says the same where pytest-cov is installed).
 TEST(spark_mine_discover, counts_pytest_usage_errors_as_could_not_run_and_finds_the_fix_with_addopts_cleared) {
   TempDir dir;
   git(dir, "init -q");
   write_file(dir / ".gitignore", ".spark/\n__pycache__/\n");
-  write_file(dir / "pytest.ini", "[pytest]\naddopts = --cov=calc\n");
+  write_file(dir / "pytest.ini", "[pytest]\naddopts = --spark-absent-plugin=calc\n");
   write_file(dir / "calc.py", "def add(a, b):\n    return a + b\n");
   write_file(dir / "tests" / "test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 5\n");
   git(dir, "add -A");
@@ -282,7 +283,8 @@ TEST(spark_mine_discover, counts_pytest_usage_errors_as_could_not_run_and_finds_
   auto r = run_spark({"mine", "--discover", "--run", plain}, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("0 failed at the commit too"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("pytest's usage error (exit 4): unrecognized arguments: --cov=calc, from the addopts of "
+  EXPECT_NE(r.err.find("pytest's usage error (exit 4): unrecognized arguments: --spark-absent-plugin=calc, from the "
+                       "addopts of "
                        "pytest.ini"),
             std::string::npos)
       << r.err;
