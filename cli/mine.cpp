@@ -65,6 +65,11 @@ int discover_in(const GitRepository& repo, const std::vector<FixCandidate>& cand
   labelling.until.reset();
   auto report = store.sync(repo, {}, labelling);
   if (!report) return report_error(report.error());
+  // Cases an earlier discovery labelled before their last pass was known get what changed since.
+  auto caught_up = store.add_change_since(repo, totals.passes_found, labelling);
+  if (!caught_up) return report_error(caught_up.error());
+  if (*caught_up)
+    note("discover: " + plural(*caught_up, "case") + " labelled before gained what changed since the last pass");
   print_summary(*report, "");
   return 0;
 }

@@ -822,6 +822,7 @@ class Worker {
       (v == At::passed ? passed : failed) = mid;
     }
     ++r.breaks_found;
+    r.passes_found.emplace_back(c.parent, test.test_id);
     return true;
   }
 

@@ -120,6 +120,9 @@ struct CandidateRuns {
   // The break search (DiscoverOptions::break_search) of its fixes: a last pass found, none within the bound (or the
   // test was not there yet: it was added failing), the search stopped by a run that could not run; its runs.
   size_t breaks_found = 0, breaks_not_found = 0, breaks_unknown = 0, break_runs = 0;
+  // The fixes whose search found a last pass: (the parent, the test id), the failure a case of an earlier discovery
+  // was labelled from (MiningStore::add_change_since gives that case what changed since).
+  std::vector<std::pair<std::string, std::string>> passes_found;
   std::vector<std::pair<std::string, std::string>> unrunnable;  // (reason, "sha test")
   size_t unrunnable_known = 0;                                  // of them, known from the store (not run now)
   std::string checkout_error;                                   // the work trees could not be made: skipped

@@ -78,6 +78,7 @@ void RunTotals::add(const CandidateRuns& r) {
   breaks_not_found += r.breaks_not_found;
   breaks_unknown += r.breaks_unknown;
   break_runs += r.break_runs;
+  passes_found.insert(passes_found.end(), r.passes_found.begin(), r.passes_found.end());
   unrunnable_known += r.unrunnable_known;
   for (const auto& [reason, example] : r.unrunnable) {
     auto& slot = unrunnable[reason];

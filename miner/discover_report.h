@@ -29,6 +29,7 @@ struct RunTotals {
   size_t gone_at_commit = 0, unrunnable_known = 0;
   size_t breaks_found = 0, breaks_not_found = 0, breaks_unknown = 0, break_runs = 0;
   size_t break_search = 0;                                           // DiscoverOptions::break_search, for the note
+  std::vector<std::pair<std::string, std::string>> passes_found;     // CandidateRuns::passes_found, of every candidate
   std::map<std::string, std::pair<size_t, std::string>> unrunnable;  // reason → (count, an example)
   std::vector<std::string> skipped;                                   // commits that did not check out
   size_t setups = 0;

@@ -10,6 +10,7 @@
 #include "code/code_structure.h"
 #include "code/scope.h"
 #include "formats/error_message.h"
+#include "miner/change_since.h"
 #include "miner/project_tests.h"
 #include "store/database.h"
 
@@ -194,6 +195,77 @@ Result<SyncReport> MiningStore::sync(const GitRepository& repo, const std::vecto
   report.still_open_tests = static_cast<size_t>(st->int64(1));
   report.still_open_commits = static_cast<size_t>(st->int64(2));
   return report;
+}
+
+Result<size_t> MiningStore::add_change_since(const GitRepository& repo,
+                                             const std::vector<std::pair<std::string, std::string>>& failures,
+                                             const SyncOptions& options) {
+  if (failures.empty()) return size_t{0};
+  Database& db = kb_.database();
+  auto history = repo.history(options.first_parent, std::nullopt, std::nullopt, options.tip);
+  TRY(history);
+  std::unordered_map<std::string, size_t> position;
+  for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
+  auto tx = Transaction::begin(db);
+  TRY(tx);
+  auto row = db.prepare("SELECT status, record FROM failures WHERE commit_sha = ? AND test_id = ?");
+  auto runs = db.prepare("SELECT commit_sha, outcome FROM outcomes WHERE test_id = ?");
+  auto update = db.prepare("UPDATE failures SET record = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
+  for (auto* st : {&row, &runs, &update})
+    if (!*st) return std::unexpected(st->error());
+  size_t added = 0;
+  std::vector<Case> to_import;
+  std::vector<CaseOrigin> origins;
+  for (const auto& [commit, test_id] : failures) {
+    row->bind(1, commit).bind(2, test_id);
+    auto found = row->step();
+    TRY(found);
+    const std::string status = *found ? row->text(0) : "";
+    const std::string text = *found && !row->is_null(1) ? row->text(1) : "";
+    row->reset();
+    const auto at = position.find(commit);
+    if (text.empty() || at == position.end()) continue;
+    json record = json::parse(text, nullptr, false);
+    if (!record.is_object() || record.contains("last_pass_commit")) continue;
+    // The last pass before the failure, and the first failure after it, on the walked line.
+    std::optional<size_t> pass, first_fail;
+    runs->bind(1, test_id);
+    std::vector<std::pair<size_t, std::string>> seen;
+    TRY(runs->each_row([&] {
+      if (auto p = position.find(runs->text(0)); p != position.end() && p->second <= at->second)
+        seen.emplace_back(p->second, runs->text(1));
+    }));
+    runs->reset();
+    for (const auto& [p, outcome] : seen)
+      if (outcome == "passed" && p < at->second && (!pass || p > *pass)) pass = p;
+    if (!pass) continue;
+    for (const auto& [p, outcome] : seen)
+      if ((outcome == "failed" || outcome == "error") && p > *pass && (!first_fail || p < *first_fail)) first_fail = p;
+    auto c = case_from_json(record);
+    if (!c || !c->faulty_commit) continue;
+    std::vector<std::string> commits{*c->faulty_commit};
+    if (c->fixed_commit) commits.push_back(*c->fixed_commit);
+    const TestCodeRule rule = project_test_code(options.test_code, repo, commits);
+    auto change = change_since(repo, (*history)[*pass].sha, *c->faulty_commit,
+                               first_fail ? (*history)[*first_fail].sha : std::string(), c->files, {rule});
+    if (!change) {
+      if (is_read_error(change.error())) return std::unexpected(change.error());
+      continue;
+    }
+    put_change(record, *change);
+    update->bind(1, json_text(record)).bind(2, now_epoch()).bind(3, commit).bind(4, test_id);
+    TRY(update->run());
+    ++added;
+    if (status == status_name(FailureStatus::labelled) || status == status_name(FailureStatus::accepted)) {
+      auto again = case_from_json(std::move(record));
+      if (!again) return fail(db.name() + ": failure " + c->id + ": " + again.error().message);
+      to_import.push_back(std::move(*again));
+      origins.push_back({"failure " + commit.substr(0, 10) + " " + test_id});
+    }
+  }
+  if (!to_import.empty()) TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
+  TRY(tx->commit());
+  return added;
 }
 
 Result<SyncReport> MiningStore::store_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,

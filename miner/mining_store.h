@@ -162,6 +162,14 @@ class MiningStore {
   Result<std::map<std::string, size_t>> status_counts();
   Result<size_t> outcome_count();
   Result<OutlierRule> rule(double sigma);
+  // The mined failures among `failures` ((commit, test id): the commit the failure was opened at) whose case knows no
+  // last pass, given one where the recorded outcomes now hold one (a discovery's search back stored it): each record,
+  // and the knowledge base's case where it is in it, gets `last_pass_commit`, `break_commit` and what changed since
+  // (change_since.h), in one transaction. Its faulty lines, decision and id stay. Returns how many got one.
+  Result<size_t> add_change_since(const GitRepository& repo,
+                                  const std::vector<std::pair<std::string, std::string>>& failures,
+                                  const SyncOptions& options);
+
   // Closes these failures, those still open, as `status` (dismissed or expired) with who or what closed them and
   // why, in one transaction; a closed failure is kept, never labelled, and never re-run by the post-commit hook.
   // Returns how many it closed (another process may have settled some first).

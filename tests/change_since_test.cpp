@@ -140,6 +140,51 @@ TEST(spark_change_since, discover_finds_each_fixs_last_pass_and_break_and_the_ca
   EXPECT_EQ(off.err.find("the last pass before"), std::string::npos) << off.err;
 }
 
+// A store whose case was labelled before its last pass was known (a discovery without the search, or by an older
+// spark): the next discovery's search finds the pass, and the stored case gains what changed since.
+TEST(spark_change_since, an_earlier_case_gains_the_change_when_a_later_discovery_finds_its_last_pass) {
+  TempDir dir;
+  project(dir);
+  commit(dir, "start", 1);
+  const std::string start = head_sha(dir);
+  replace_in(dir / "calc.py", "    return sum(xs)\n", "    return sum(xs) + 1\n");
+  commit(dir, "product: total counts one more", 2);
+  const std::string product = head_sha(dir);
+  replace_in(dir / "tests" / "test_calc.py", "calc.total(values) == 15", "calc.total(values) == 16");
+  commit(dir, "test: the new total", 3);
+  const std::string run = "/usr/bin/python3 -B -m pytest {test_id}";
+  auto first = run_spark({"mine", "--discover", "--run", run, "--break-search", "0", "-o", "first.jsonl"}, dir.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto before = read_cases_jsonl(dir / "first.jsonl");
+  ASSERT_TRUE(before) << before.error().message;
+  ASSERT_EQ(before->cases.size(), 1u) << first.err;
+  EXPECT_FALSE(before->cases[0].change.has_value()) << "no run knew a pass of test_total";
+
+  auto again = run_spark({"mine", "--discover", "--run", run}, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("found for 1 of 1"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("discover: 1 case labelled before gained what changed since the last pass"),
+            std::string::npos)
+      << again.err;
+  auto exported = run_spark({"export"}, dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  auto after = case_from_json(nlohmann::json::parse(exported.out.substr(0, exported.out.find('\n'))));
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(after->id, before->cases[0].id);
+  EXPECT_EQ(after->faulty_lines, before->cases[0].faulty_lines);
+  ASSERT_TRUE(after->change.has_value()) << exported.out;
+  EXPECT_EQ(after->change->last_pass, start);
+  EXPECT_EQ(after->change->break_commit, product);
+  EXPECT_TRUE(after->change->lines.empty());
+  ASSERT_FALSE(after->change->product.empty());
+  EXPECT_EQ(after->change->product[0].token, "total") << "the function whose body the product changed";
+  EXPECT_EQ(after->change->product[0].commit, product);
+  // A third discovery changes nothing more.
+  auto third = run_spark({"mine", "--discover", "--run", run}, dir.path());
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_EQ(third.err.find("gained what changed"), std::string::npos) << third.err;
+}
+
 TEST(spark_change_since, record_ranks_a_test_edit_and_a_product_rename_with_their_reasons) {
   TempDir dir;
   project(dir);
