@@ -87,7 +87,7 @@ std::vector<std::string> explain(const QueryLine& ql, const RankerModel& model,
   if (change && ql.change_line >= 0 && ql.x[kChangedSincePass] > 0) {
     const std::string& by = change->lines[static_cast<size_t>(ql.change_line)].commit;
     r.emplace_back(contrib(kChangedSincePass),
-                   (by.empty() ? std::string("changed in the work tree") : "changed in " + by.substr(0, 10)) +
+                   (by.empty() ? std::string("changed") : "changed in " + by.substr(0, 10)) +
                        " since the test last passed at " + change->last_pass.substr(0, 10));
   }
   if (change && ql.change_product >= 0 && ql.x[kUsesProductChange] > 0) {

@@ -178,7 +178,12 @@ Result<RankerModel> RankerModel::load(const std::filesystem::path& path) {
     m.trained_at = j.value("trained_at", int64_t{0});
     m.train_seconds = j.value("train_seconds", 0.0);
     // A model saved before a feature existed weighs it 0 (`spark index` learns it anew).
-    for (size_t i = 0; i < kFeatureCount; ++i) m.weights[i] = j.at("weights").value(std::string(feature_name(i)), 0.0);
+    // A feature the file does not name gets 0, but the change features their prior weights: a model saved before
+    // they existed weighs a query's change as a model that never saw one does (train_ranker).
+    for (size_t i = 0; i < kFeatureCount; ++i)
+      m.weights[i] = j.at("weights").value(
+          std::string(feature_name(i)),
+          i == kChangedSincePass || i == kUsesProductChange ? RankerModel::prior().weights[i] : 0.0);
     for (const auto& [k, v] : j.at("kind_prior").items()) m.kind_prior.llr[k] = v.get<double>();
     // A model saved before the gate existed uses the gate's prior.
     m.gate = GateModel::prior();

@@ -37,8 +37,10 @@ std::optional<ChangesSinceLastPass> changes_since_last_pass(const GitRepository&
 std::optional<std::string> repository_path(const GitRepository& repo, const std::string& path) {
   std::error_code ec;
   const fs::path top = fs::weakly_canonical(repo.workdir(), ec);
-  if (fs::exists(top / path, ec)) return path;
-  const fs::path rel = fs::weakly_canonical(fs::absolute(path, ec), ec).lexically_relative(top);
+  const fs::path p(path);
+  // A repository path (a report's, a recorded one) names a file under the top; a --test file, one from here.
+  const fs::path file = !p.is_absolute() && fs::exists(top / p, ec) ? top / p : fs::absolute(p, ec);
+  const fs::path rel = fs::weakly_canonical(file, ec).lexically_relative(top);
   if (rel.empty() || *rel.begin() == "..") return std::nullopt;
   return rel.generic_string();
 }
@@ -85,7 +87,8 @@ Status add_change_since(KnowledgeBase* kb, const TriageContext& triage, std::vec
         named[*p] = f.path;
         files.push_back({*p, f.content});
       }
-    const std::string to = triage.commit.empty() ? "HEAD" : triage.commit;
+    // The failure's commit: the run's (record's), a case's own (--case), else HEAD and the files as they are.
+    const std::string to = !triage.commit.empty() ? triage.commit : q.faulty_commit.value_or("HEAD");
     auto change = change_since(**r, since, to, breaking, files, {*rule, 1000});
     if (!change) {
       if (!triage.since.empty()) return fail("--since " + triage.since + ": " + change.error().message);

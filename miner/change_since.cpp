@@ -147,8 +147,19 @@ Status step(Attributed& a, const std::string& next, const std::string& path, con
     const size_t unchanged_end = h.removed.empty() ? static_cast<size_t>(h.old_start)
                                                    : static_cast<size_t>(std::max(h.old_start - 1, 0));
     while (old_at < unchanged_end && old_at < a.commit.size()) out.push_back(a.commit[old_at++]);
+    // A line whose text is the same but for its line end (a last line that gained its newline, \n to \r\n) keeps
+    // what it had.
+    const auto same = [](std::string_view x, std::string_view y) {
+      while (!x.empty() && x.back() == '\r') x.remove_suffix(1);
+      while (!y.empty() && y.back() == '\r') y.remove_suffix(1);
+      return x == y;
+    };
+    for (size_t i = 0; i < h.added.size(); ++i)
+      if (i < h.removed.size() && same(h.removed[i], h.added[i]) && old_at + i < a.commit.size())
+        out.push_back(a.commit[old_at + i]);
+      else
+        out.emplace_back(commit);
     old_at += h.removed.size();
-    for (size_t i = 0; i < h.added.size(); ++i) out.emplace_back(commit);
   }
   while (old_at < a.commit.size()) out.push_back(a.commit[old_at++]);
   out.resize(split_lines(next).size());  // a last line without its line end counts as a line either way
@@ -201,6 +212,10 @@ std::vector<ChangeSince::Product> product_tokens(const std::string& before, cons
     if (!added_names.contains(n) && seen.insert(n).second) out.push_back({n, false, path, commit});
   for (const auto& l : removed_literals)
     if (!added_literals.contains(l)) out.push_back({l, true, path, commit});
+  // What a case may hold (formats/case.cpp): at most 256 bytes of valid UTF-8 (a Latin-1 file's words are not).
+  std::erase_if(out, [](const ChangeSince::Product& p) {
+    return p.token.size() > 256 || find_invalid_utf8(p.token).has_value() || find_invalid_utf8(p.path).has_value();
+  });
   return out;
 }
 
@@ -211,6 +226,11 @@ Result<ChangeSince> change_since(const GitRepository& repo, const std::string& l
   TRY(since);
   auto to = repo.resolve(failing);
   TRY(to);
+  auto descends = repo.descends_from(*to, *since);
+  TRY(descends);
+  if (!*descends)
+    return fail("the last pass " + since->substr(0, 10) + " is not an ancestor of the failing commit " +
+                to->substr(0, 10) + ": what changed between them is not a change since the pass");
   ChangeSince out;
   out.last_pass = *since;
   out.break_commit = break_commit;
@@ -262,6 +282,7 @@ Result<ChangeSince> change_since(const GitRepository& repo, const std::string& l
     auto paths = repo.changed_paths(before, c);
     TRY(paths);
     for (const auto& p : *paths) {
+      if (out.product.size() >= kMaxProductChanges || read >= kMaxProductBytes) break;
       if (!product_code(p, options.test_code)) continue;
       auto old_v = repo.file_at(before, p);
       auto new_v = repo.file_at(c, p);

@@ -785,7 +785,11 @@ class Worker {
           o = run_at(r, *sha, 2, test, options);
           memo_.fulfil(key,
                        o ? *o : RunOutcome{RunVerdict::environment, r.stopped ? "stopped" : r.checkout_error, false});
-          if (!o) return At::stop;
+          if (!o && r.stopped) return At::stop;
+          if (!o) {  // an old commit that does not check out ends the search, not the candidate
+            r.checkout_error.clear();
+            return At::unknown;
+          }
           ++r.break_runs;
         }
       }

@@ -30,7 +30,7 @@ namespace {
   X(git_commit_parent) X(git_commit_parent_id) X(git_commit_parentcount) X(git_commit_summary) X(git_commit_time) X(git_commit_tree)          \
   X(git_config_free) X(git_config_get_string) X(git_diff_buffers) X(git_diff_free) X(git_diff_get_delta)              \
   X(git_diff_num_deltas) X(git_diff_options_init) X(git_diff_tree_to_tree) X(git_diff_tree_to_workdir_with_index)   \
-  X(git_error_last) X(git_error_set_str) X(git_libgit2_init) X(git_libgit2_opts) X(git_object_free) X(git_object_id) \
+  X(git_error_last) X(git_error_set_str) X(git_graph_descendant_of) X(git_libgit2_init) X(git_libgit2_opts) X(git_object_free) X(git_object_id) \
   X(git_object_peel) X(git_odb_add_backend) X(git_odb_backend_data_alloc) X(git_odb_backend_data_free) X(git_odb_free) \
   X(git_odb_init_backend) X(git_oid_cpy) X(git_oid_fromstr) X(git_oid_tostr) X(git_oid_tostr_s)      \
   X(git_patch_free) X(git_patch_from_buffers) X(git_patch_to_buf) X(git_repository_commondir) X(git_repository_config_snapshot)\
@@ -526,6 +526,18 @@ Result<std::vector<std::string>> GitRepository::parents(const std::string& sha) 
     out.emplace_back(hex);
   }
   return out;
+}
+
+Result<bool> GitRepository::descends_from(const std::string& sha, const std::string& ancestor) const {
+  git_oid a, b;
+  if (git().git_oid_fromstr(&a, sha.c_str()) != 0 || git().git_oid_fromstr(&b, ancestor.c_str()) != 0)
+    return fail(workdir_.string() + ": not a full commit sha: " + (sha.size() == 40 ? ancestor : sha));
+  if (sha == ancestor) return true;
+  const int rc = git().git_graph_descendant_of(repo_.get(), &a, &b);
+  if (rc < 0)
+    return fail(
+        last_error(workdir_.string() + ": is " + ancestor.substr(0, 10) + " an ancestor of " + sha.substr(0, 10)));
+  return rc == 1;
 }
 
 Result<int64_t> GitRepository::commit_time(const std::string& sha) const {

@@ -65,6 +65,9 @@ class GitRepository {
   // The parents of commit `sha` (full shas, the first parent first); empty for a root commit.
   Result<std::vector<std::string>> parents(const std::string& sha) const;
 
+  // Whether commit `sha` is `ancestor` or descends from it (both full shas).
+  Result<bool> descends_from(const std::string& sha, const std::string& ancestor) const;
+
   // Commit `sha`'s committer time (seconds since the epoch, UTC). An unknown commit is an error naming it.
   Result<int64_t> commit_time(const std::string& sha) const;
 

@@ -692,6 +692,23 @@ std::vector<std::string> data_read_by(const std::vector<std::string>& readers, c
   return out;
 }
 
+// The mined case from its record, with what changed since the test's last pass when the failure knows one
+// (change_since.h). A change the case reader refuses costs the change, never the case. Fails only for a git object
+// that cannot be read (is_read_error) and for a record the reader refuses (the caller names the failure).
+Result<Result<Case>> mined_case(const GitRepository& repo, const FailureInput& failure, const std::string& faulty,
+                                const TestCodeRule& rule, const std::vector<SourceFile>& files, nlohmann::json record) {
+  if (!failure.last_pass.empty()) {
+    auto change = change_since(repo, failure.last_pass, faulty, failure.break_commit, files, {rule});
+    if (!change && is_read_error(change.error())) return std::unexpected(change.error());
+    if (change) {  // else (a last pass off the failing commit's history) the case has none
+      nlohmann::json with_change = record;
+      put_change(with_change, *change);
+      if (auto c = case_from_json(std::move(with_change))) return Result<Case>(std::move(*c));
+    }
+  }
+  return case_from_json(std::move(record));
+}
+
 }  // namespace
 
 Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& failure, const CommitInfo& faulty,
@@ -804,13 +821,9 @@ Result<Labelling> label_failure(const GitRepository& repo, const FailureInput& f
                        : "the fix changed only other tests' lines of " + others_only);
   if (faulty_lines.empty()) return settled(FailureStatus::only_additions, "the fix only added lines");
   auto record = mined_record(failure, faulty, fixed, options.project, files, faulty_lines, fixes);
-  if (!failure.last_pass.empty()) {
-    auto change = change_since(repo, failure.last_pass, faulty.sha, failure.break_commit, files, {rule});
-    if (!change && is_read_error(change.error())) return std::unexpected(change.error());
-    if (change) put_change(record, *change);  // else (a last pass no longer in the history) the case has none
-  }
-  // Through the interchange format's reader: the case is validated like an imported one.
-  auto built = case_from_json(std::move(record));
+  auto mined = mined_case(repo, failure, faulty.sha, rule, files, std::move(record));
+  TRY(mined);
+  Result<Case>& built = *mined;
   if (!built) return std::unexpected(Error{failure.origin + ": " + built.error().message});
   out.status = FailureStatus::labelled;
   out.labelled = std::move(*built);

@@ -206,22 +206,21 @@ Result<size_t> MiningStore::add_change_since(const GitRepository& repo,
   TRY(history);
   std::unordered_map<std::string, size_t> position;
   for (size_t i = 0; i < history->size(); ++i) position[(*history)[i].sha] = i;
-  auto tx = Transaction::begin(db);
-  TRY(tx);
-  auto row = db.prepare("SELECT status, record FROM failures WHERE commit_sha = ? AND test_id = ?");
+  auto row = db.prepare("SELECT record FROM failures WHERE commit_sha = ? AND test_id = ?");
   auto runs = db.prepare("SELECT commit_sha, outcome FROM outcomes WHERE test_id = ?");
-  auto update = db.prepare("UPDATE failures SET record = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
-  for (auto* st : {&row, &runs, &update})
+  for (auto* st : {&row, &runs})
     if (!*st) return std::unexpected(st->error());
-  size_t added = 0;
-  std::vector<Case> to_import;
-  std::vector<CaseOrigin> origins;
+  // First what each record gains, read and computed outside any transaction (git's work holds no write lock).
+  struct Gain {
+    std::string commit, test_id;
+    json record;
+  };
+  std::vector<Gain> gains;
   for (const auto& [commit, test_id] : failures) {
     row->bind(1, commit).bind(2, test_id);
     auto found = row->step();
     TRY(found);
-    const std::string status = *found ? row->text(0) : "";
-    const std::string text = *found && !row->is_null(1) ? row->text(1) : "";
+    const std::string text = *found && !row->is_null(0) ? row->text(0) : "";
     row->reset();
     const auto at = position.find(commit);
     if (text.empty() || at == position.end()) continue;
@@ -229,8 +228,8 @@ Result<size_t> MiningStore::add_change_since(const GitRepository& repo,
     if (!record.is_object() || record.contains("last_pass_commit")) continue;
     // The last pass before the failure, and the first failure after it, on the walked line.
     std::optional<size_t> pass, first_fail;
-    runs->bind(1, test_id);
     std::vector<std::pair<size_t, std::string>> seen;
+    runs->bind(1, test_id);
     TRY(runs->each_row([&] {
       if (auto p = position.find(runs->text(0)); p != position.end() && p->second <= at->second)
         seen.emplace_back(p->second, runs->text(1));
@@ -252,20 +251,43 @@ Result<size_t> MiningStore::add_change_since(const GitRepository& repo,
       if (is_read_error(change.error())) return std::unexpected(change.error());
       continue;
     }
-    put_change(record, *change);
-    update->bind(1, json_text(record)).bind(2, now_epoch()).bind(3, commit).bind(4, test_id);
+    json gained = record;
+    put_change(gained, *change);
+    if (!case_from_json(gained)) continue;  // a change the reader refuses is no gain
+    gains.push_back({commit, test_id, std::move(gained)});
+  }
+  if (gains.empty()) return size_t{0};
+  auto tx = Transaction::begin(db);
+  TRY(tx);
+  auto state =
+      db.prepare("SELECT status, kept FROM failures WHERE commit_sha = ? AND test_id = ? AND record IS NOT NULL");
+  auto update = db.prepare("UPDATE failures SET record = ?, updated_at = ? WHERE commit_sha = ? AND test_id = ?");
+  for (auto* st : {&state, &update})
+    if (!*st) return std::unexpected(st->error());
+  std::vector<Case> to_import;
+  std::vector<CaseOrigin> origins;
+  for (auto& g : gains) {
+    state->bind(1, g.commit).bind(2, g.test_id);
+    auto found = state->step();
+    TRY(found);
+    const std::string status = *found ? state->text(0) : "";
+    const std::string kept = *found && !state->is_null(1) ? state->text(1) : "";
+    state->reset();
+    if (!*found) continue;
+    update->bind(1, json_text(g.record)).bind(2, now_epoch()).bind(3, g.commit).bind(4, g.test_id);
     TRY(update->run());
-    ++added;
-    if (status == status_name(FailureStatus::labelled) || status == status_name(FailureStatus::accepted)) {
-      auto again = case_from_json(std::move(record));
-      if (!again) return fail(db.name() + ": failure " + c->id + ": " + again.error().message);
-      to_import.push_back(std::move(*again));
-      origins.push_back({"failure " + commit.substr(0, 10) + " " + test_id});
-    }
+    if (!in_corpus(parse_status(status).value_or(FailureStatus::open))) continue;
+    json effective = g.record;  // a trimmed case keeps the lines a person kept
+    if (!kept.empty())
+      if (auto lines = json::parse(kept, nullptr, false); lines.is_array()) effective["faulty_lines"] = lines;
+    auto c = case_from_json(std::move(effective));
+    if (!c) continue;
+    to_import.push_back(std::move(*c));
+    origins.push_back({"failure " + g.commit.substr(0, 10) + " " + g.test_id});
   }
   if (!to_import.empty()) TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
   TRY(tx->commit());
-  return added;
+  return gains.size();
 }
 
 Result<SyncReport> MiningStore::store_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,

@@ -208,7 +208,8 @@ TEST(spark_change_since, record_ranks_a_test_edit_and_a_product_rename_with_thei
             std::string::npos);
 
   // The same failure through `localize --since`, from the test's folder; an unknown commit is an error.
-  const auto error_file = dir / "failure.txt";
+  TempDir outside;  // the failure's text, out of the repository's commits
+  const auto error_file = outside / "failure.txt";
   write_file(error_file, nlohmann::json::parse(broken.out)[0].value("error_message", "") + "\n");
   auto since = run_spark({"localize", "--test", "test_calc.py", "--test-id", "tests/test_calc.py::test_total",
                           "--error", error_file.string(), "--since", c1, "--format", "json"},
@@ -228,6 +229,30 @@ TEST(spark_change_since, record_ranks_a_test_edit_and_a_product_rename_with_thei
   EXPECT_EQ(unknown.exit_code, 1) << unknown.err;
   EXPECT_NE(unknown.err.find("--since no-such-commit"), std::string::npos) << unknown.err;
   EXPECT_NE(unknown.err.find("no commit \"no-such-commit\""), std::string::npos) << unknown.err;
+  // A --test path written "./tests/…" from the top names the same file: only the edited line changed since.
+  auto dotted = run_spark({"localize", "--test", "./tests/test_calc.py", "--test-id", "tests/test_calc.py::test_total",
+                           "--error", error_file.string(), "--since", c1, "--format", "json"},
+                          dir.path());
+  ASSERT_EQ(dotted.exit_code, 0) << dotted.err;
+  size_t changed_lines = 0;
+  const auto dotted_report = nlohmann::json::parse(dotted.out);
+  for (const auto& r : dotted_report["ranked"])
+    for (const auto& why : r["reasons"])
+      if (why.get<std::string>().find("since the test last passed") != std::string::npos) {
+        ++changed_lines;
+        EXPECT_EQ(r.value("line", 0), 6) << dotted.out;
+      }
+  EXPECT_EQ(changed_lines, 1u) << dotted.out;
+  // A "last pass" on another branch is no last pass of this failure.
+  git(dir, "checkout -q -b side " + c1);
+  write_file(dir / "side.txt", "side\n");
+  commit(dir, "a side branch", 9);
+  const std::string side = head_sha(dir);
+  git(dir, "checkout -q -");
+  auto off_line = run_spark(
+      {"localize", "--test", "tests/test_calc.py", "--error", error_file.string(), "--since", side}, dir.path());
+  EXPECT_EQ(off_line.exit_code, 1) << off_line.err;
+  EXPECT_NE(off_line.err.find("is not an ancestor of the failing commit"), std::string::npos) << off_line.err;
 
   // Product side: the test fixed, then the product renames total(); test_total still calls it.
   replace_in(dir / "tests" / "test_calc.py", "extra = [4, 6]", "extra = [4, 5]");
