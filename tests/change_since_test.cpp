@@ -23,14 +23,7 @@ using testing::head_sha;
 using testing::run_spark;
 using testing::TempDir;
 using testing::write_file;
-
-void replace_in(const fs::path& file, const std::string& from, const std::string& to) {
-  std::string text = testing::slurp(file);
-  const size_t at = text.find(from);
-  ASSERT_NE(at, std::string::npos) << from << " not in " << file;
-  text.replace(at, from.size(), to);
-  write_file(file, text);
-}
+const auto replace_in = testing::replace_in_file;
 
 const char* kCalc = "def total(xs):\n    return sum(xs)\n\n\ndef mean(xs):\n    return total(xs) / len(xs)\n";
 const char* kTests =

@@ -35,14 +35,7 @@ using testing::day;
 
 using testing::commit;
 
-// Replaces the one occurrence of `from` in the file.
-void edit(const fs::path& file, const std::string& from, const std::string& to) {
-  std::string text = testing::slurp(file);
-  const size_t at = text.find(from);
-  ASSERT_NE(at, std::string::npos) << from << " not in " << file;
-  text.replace(at, from.size(), to);
-  write_file(file, text);
-}
+const auto edit = testing::replace_in_file;
 
 // A repository of two commits: `path` holds `before` (a failing test), then a fix writes `after`.
 void one_fix(const TempDir& dir, const std::string& path, const std::string& before, const std::string& after) {

@@ -54,6 +54,14 @@ std::string slurp(const fs::path& path) {
   return ss.str();
 }
 
+void replace_in_file(const fs::path& file, const std::string& from, const std::string& to) {
+  std::string text = slurp(file);
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << file;
+  text.replace(at, from.size(), to);
+  write_file(file, text);
+}
+
 RunResult run_spark(const std::vector<std::string>& args, const fs::path& cwd, const std::string& input) {
   return run_program(SPARK_BINARY, args, cwd, input);
 }

@@ -31,6 +31,8 @@ class TempDir {
 
 void write_file(const std::filesystem::path& path, const std::string& content);
 std::string slurp(const std::filesystem::path& path);
+// Replaces the one occurrence of `from` in the file (a failed assertion when it is not there).
+void replace_in_file(const std::filesystem::path& file, const std::string& from, const std::string& to);
 
 struct RunResult {
   int exit_code = -1;

@@ -159,6 +159,30 @@ std::string unusable_path(std::string_view path) {
   return "";
 }
 
+// A `{"path", "line"}` entry of a case (a faulty line, a changed line) as its file and 1-based line, checked: an
+// object, a path of `files`, a line in range. `lines_of` splits each file once.
+using SplitFiles = std::map<const SourceFile*, std::vector<std::string_view>>;
+Result<std::pair<const SourceFile*, int>> line_of_case(const json& entry, const std::string& where, const Case& c,
+                                                       SplitFiles& lines_of) {
+  if (!entry.is_object()) return fail(where + " must be an object");
+  auto path = entry.find("path");
+  auto line = entry.find("line");
+  if (path == entry.end() || !path->is_string()) return fail(where + ".path must be a string");
+  if (line == entry.end() || !line->is_number_integer()) return fail(where + ".line must be an integer");
+  const SourceFile* f = c.file(path->get_ref<const std::string&>());
+  if (!f) return fail(where + ": path \"" + path->get<std::string>() + "\" is not in files");
+  auto [at, split] = lines_of.try_emplace(f);
+  if (split) at->second = split_lines(f->content);
+  const size_t count = at->second.size();
+  // An unsigned above 2^63 - 1 would wrap to a negative long long: it is out of range as written.
+  const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > static_cast<uint64_t>(count);
+  const long long n = too_big ? 0 : line->get<long long>();
+  if (too_big || n < 1 || n > static_cast<long long>(count))
+    return fail(where + ": line " + json_text(*line) + " is out of range (" + f->path + " has " +
+                std::to_string(count) + " lines)");
+  return std::pair{f, static_cast<int>(n)};
+}
+
 // `last_pass_commit`, `break_commit` and `change` as a ChangeSince, checked against the case's files; nullopt when no
 // last pass is given.
 Result<std::optional<ChangeSince>> change_from_json(const json& r, const Case& c) {
@@ -187,27 +211,15 @@ Result<std::optional<ChangeSince>> change_from_json(const json& r, const Case& c
   };
   if (auto lines = change->find("lines"); lines != change->end()) {
     if (!lines->is_array()) return fail("\"change.lines\" must be an array");
-    std::map<const SourceFile*, size_t> counts;
+    SplitFiles lines_of;
     for (size_t i = 0; i < lines->size(); ++i) {
       const json& l = (*lines)[i];
       const std::string where = "change.lines[" + std::to_string(i) + "]";
-      if (!l.is_object()) return fail(where + " must be an object");
-      auto path = l.find("path");
-      auto line = l.find("line");
-      if (path == l.end() || !path->is_string()) return fail(where + ".path must be a string");
-      if (line == l.end() || !line->is_number_integer()) return fail(where + ".line must be an integer");
-      const SourceFile* f = c.file(path->get_ref<const std::string&>());
-      if (!f) return fail(where + ": path \"" + path->get<std::string>() + "\" is not in files");
-      auto [at, fresh] = counts.try_emplace(f);
-      if (fresh) at->second = split_lines(f->content).size();
-      const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > at->second;
-      const long long n = too_big ? 0 : line->get<long long>();
-      if (too_big || n < 1 || n > static_cast<long long>(at->second))
-        return fail(where + ": line " + json_text(*line) + " is out of range (" + f->path + " has " +
-                    std::to_string(at->second) + " lines)");
+      auto at = line_of_case(l, where, c, lines_of);
+      TRY(at);
       auto commit = commit_of(l, where);
       TRY(commit);
-      out.lines.push_back({{f->path, static_cast<int>(n)}, std::move(*commit)});
+      out.lines.push_back({{at->first->path, at->second}, std::move(*commit)});
     }
   }
   if (auto product = change->find("product"); product != change->end()) {
@@ -304,30 +316,17 @@ Result<Case> case_from_json(json r) {
   }
   if (auto it = r.find("faulty_lines"); it != r.end() && !it->is_null()) {
     if (!it->is_array()) return fail("\"faulty_lines\" must be an array");
-    std::map<const SourceFile*, std::vector<std::string_view>> lines_of;  // each file split once
+    SplitFiles lines_of;
     for (size_t i = 0; i < it->size(); ++i) {
       const json& fl = (*it)[i];
       const std::string where = "faulty_lines[" + std::to_string(i) + "]";
-      if (!fl.is_object()) return fail(where + " must be an object");
-      auto path = fl.find("path");
-      auto line = fl.find("line");
-      if (path == fl.end() || !path->is_string()) return fail(where + ".path must be a string");
-      if (line == fl.end() || !line->is_number_integer()) return fail(where + ".line must be an integer");
-      LineRef ref{path->get<std::string>(), 0};
-      const SourceFile* f = c.file(ref.path);
-      if (!f) return fail(where + ": path \"" + ref.path + "\" is not in files");
-      auto [at, split] = lines_of.try_emplace(f);
-      if (split) at->second = split_lines(f->content);
-      const auto& lines = at->second;
-      // An unsigned above 2^63 - 1 would wrap to a negative long long: it is out of range as written.
-      const bool too_big = line->is_number_unsigned() && line->get<uint64_t>() > static_cast<uint64_t>(lines.size());
-      const long long n = too_big ? 0 : line->get<long long>();
-      if (too_big || n < 1 || n > static_cast<long long>(lines.size()))
-        return fail(where + ": line " + json_text(*line) + " is out of range (" + ref.path + " has " +
-                    std::to_string(lines.size()) + " lines)");
-      if (is_blank(lines[static_cast<size_t>(n - 1)]))
+      auto at = line_of_case(fl, where, c, lines_of);
+      TRY(at);
+      const auto [f, n] = *at;
+      LineRef ref{f->path, 0};
+      if (is_blank(lines_of[f][static_cast<size_t>(n - 1)]))
         return fail(where + ": line " + std::to_string(n) + " of " + ref.path + " is blank");
-      ref.line = static_cast<int>(n);
+      ref.line = n;
       if (std::find(c.faulty_lines.begin(), c.faulty_lines.end(), ref) != c.faulty_lines.end())
         return fail(where + ": line " + std::to_string(n) + " of " + ref.path + " is listed twice");
       if (auto fix = fl.find("fix"); fix != fl.end() && !fix->is_null()) {
