@@ -176,7 +176,52 @@ TEST(KnowledgeBase, a_schema_5_store_loses_its_unused_embeddings_table_and_keeps
   EXPECT_EQ(tables->int64(0), 0);
   auto version = (*kb)->database().prepare("PRAGMA user_version");
   ASSERT_TRUE(version && *version->step());
-  EXPECT_EQ(version->int64(0), 6);
+  EXPECT_EQ(version->int64(0), kSchemaVersion);
+}
+
+TEST(KnowledgeBase, a_schema_6_store_gets_rowid_tables_for_its_large_rows_keeping_every_row) {
+  TempDir dir;
+  // What a schema-6 store looked like: blobs, outcomes and failures WITHOUT ROWID (made again here as they were).
+  const std::string older = [] {
+    std::string sql = "PRAGMA foreign_keys=OFF; BEGIN;";
+    for (const auto& [table, definition] : std::vector<std::pair<std::string, std::string>>{
+             {"blobs", "sha TEXT PRIMARY KEY, content TEXT NOT NULL"},
+             {"outcomes",
+              "commit_sha TEXT NOT NULL, test_id TEXT NOT NULL, outcome TEXT NOT NULL, time INTEGER, "
+              "message TEXT NOT NULL, origin TEXT NOT NULL, recorded_at INTEGER NOT NULL, "
+              "PRIMARY KEY(commit_sha, test_id)"}})
+      sql += "CREATE TABLE old_" + table + "(" + definition + ") WITHOUT ROWID; INSERT INTO old_" + table +
+             " SELECT * FROM " + table + "; DROP TABLE " + table + "; ALTER TABLE old_" + table + " RENAME TO " +
+             table + ";";
+    sql += "INSERT INTO outcomes VALUES ('c1', 't.py::test_a', 'failed', 1, '" + std::string(20000, 'm') +
+           "', 'run', 1); CREATE INDEX outcomes_test ON outcomes(test_id); COMMIT; PRAGMA user_version=6;";
+    return sql;
+  }();
+  make_older_store(dir / "kb", older.c_str());
+  auto kb = KnowledgeBase::open(dir / "kb", false);
+  ASSERT_TRUE(kb) << kb.error().message;
+  auto old = (*kb)->find("old");
+  ASSERT_TRUE(old && old->has_value());
+  auto loaded = (*kb)->load(**old);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  ASSERT_EQ(loaded->files.size(), make("old", 1).files.size());
+  EXPECT_EQ(loaded->files[0].content, make("old", 1).files[0].content);
+  auto tables = (*kb)->database().prepare(
+      "SELECT count(*) FROM sqlite_master WHERE name IN ('blobs', 'outcomes', 'failures') AND type = 'table' AND "
+      "sql NOT LIKE '%WITHOUT ROWID%'");
+  ASSERT_TRUE(tables && *tables->step());
+  EXPECT_EQ(tables->int64(0), 3);
+  auto outcome = (*kb)->database().prepare("SELECT length(message) FROM outcomes WHERE test_id = 't.py::test_a'");
+  ASSERT_TRUE(outcome && *outcome->step());
+  EXPECT_EQ(outcome->int64(0), 20000);
+  auto index = (*kb)->database().prepare("SELECT count(*) FROM sqlite_master WHERE name = 'outcomes_test'");
+  ASSERT_TRUE(index && *index->step());
+  EXPECT_EQ(index->int64(0), 1);
+  auto version = (*kb)->database().prepare("PRAGMA user_version");
+  ASSERT_TRUE(version && *version->step());
+  EXPECT_EQ(version->int64(0), kSchemaVersion);
+  // Foreign keys are on again: a case file naming a missing blob is refused.
+  EXPECT_FALSE((*kb)->database().exec("INSERT INTO case_files VALUES (1, 9, 'x.py', 'no-such-blob')"));
 }
 
 TEST(KnowledgeBase, concurrent_writers_wait_instead_of_failing) {

@@ -82,9 +82,12 @@ std::string lock_holder(int fd) {
   return "pid " + pid + (command.empty() ? "" : " (" + terminal_line(clip(command, 200)) + ")");
 }
 
+// Tables whose rows hold large values (file contents, mined records, messages) are rowid tables: SQLite compares an
+// index key against a WITHOUT ROWID row by reading the whole row, overflow pages included, so a lookup in such a table
+// read tens of kilobytes per comparison (schema 6 and before; 77 % of an import's writes into a 40k-case store).
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS settings(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS blobs(sha TEXT PRIMARY KEY, content TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blobs(sha TEXT PRIMARY KEY, content TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cases(
   rowid INTEGER PRIMARY KEY,
   id TEXT NOT NULL UNIQUE,
@@ -112,7 +115,7 @@ CREATE TABLE IF NOT EXISTS outcomes(
   message TEXT NOT NULL,
   origin TEXT NOT NULL,
   recorded_at INTEGER NOT NULL,
-  PRIMARY KEY(commit_sha, test_id)) WITHOUT ROWID;
+  PRIMARY KEY(commit_sha, test_id));
 CREATE INDEX IF NOT EXISTS outcomes_test ON outcomes(test_id);
 CREATE TABLE IF NOT EXISTS failures(
   commit_sha TEXT NOT NULL,
@@ -134,7 +137,7 @@ CREATE TABLE IF NOT EXISTS failures(
   updated_at INTEGER NOT NULL,
   fault_key TEXT,
   duplicate_of TEXT,
-  PRIMARY KEY(commit_sha, test_id)) WITHOUT ROWID;
+  PRIMARY KEY(commit_sha, test_id));
 CREATE INDEX IF NOT EXISTS failures_status ON failures(status);
 )sql";
 
@@ -407,6 +410,36 @@ Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_key
   return {};
 }
 
+Status KnowledgeBase::rebuild_as_rowid_tables() {
+  // The tables still WITHOUT ROWID that the schema now makes rowid tables: each made again as the schema says and its
+  // rows copied (SQLite's way to change a table's kind: create, copy, drop, rename). The caller turned foreign keys
+  // off (case_files refers to blobs) and holds the transaction; the dropped tables' indexes are made again by the
+  // schema that runs next.
+  for (const StoreTable& t : copied_tables()) {
+    auto sql = db_->prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?");
+    TRY(sql);
+    sql->bind(1, t.name);
+    auto row = sql->step();
+    TRY(row);
+    const bool without_rowid = *row && sql->text(0).find("WITHOUT ROWID") != std::string::npos;
+    sql->reset();
+    const std::string_view schema = kSchema;
+    const std::string create = "CREATE TABLE IF NOT EXISTS " + t.name + "(";
+    const size_t at = schema.find(create);
+    if (!without_rowid || at == std::string_view::npos) continue;
+    const size_t end = schema.find(';', at);
+    if (schema.substr(at, end - at).find("WITHOUT ROWID") != std::string_view::npos) continue;
+    const std::string fresh = t.name + "_rowid";
+    std::string columns;
+    for (const auto& c : t.columns) columns += (columns.empty() ? "" : ", ") + c;
+    TRY(db_->exec("CREATE TABLE " + fresh + "(" +
+                  std::string(schema.substr(at + create.size(), end - at - create.size())) + ";\nINSERT INTO " + fresh +
+                  "(" + columns + ") SELECT " + columns + " FROM " + t.name + ";\nDROP TABLE " + t.name +
+                  ";\nALTER TABLE " + fresh + " RENAME TO " + t.name + ";"));
+  }
+  return {};
+}
+
 Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
   // Read, then the statement finished: a statement still open keeps a table from being dropped ("table is locked").
   const auto read_version = [&]() -> Result<int64_t> {
@@ -434,6 +467,7 @@ Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
       return fail("knowledge base " + db_path().string() + " is an SQLite file but not a spark knowledge base");
     created_ = true;
   }
+  const bool remake = version > 0 && version < 7;  // the step to 7 comes after, in a transaction of its own
   auto tx = Transaction::begin(*db_);
   TRY(tx);
   if (auto s = db_->exec(kSchema); !s) return s;
@@ -466,8 +500,34 @@ Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
   // Schema 5 → 6: the table `embeddings` (a copy of every vector before the vector index; never read) goes.
   if (version > 0 && version < 6)
     if (auto s = db_->exec("DROP TABLE IF EXISTS embeddings"); !s) return s;
+  if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(remake ? 6 : kSchemaVersion)); !s) return s;
+  TRY(tx->commit());
+  if (!remake) return {};
+  // Schema 6 → 7: tables made again as rowid tables (rebuild_as_rowid_tables), which SQLite does with foreign keys off
+  // (they can be switched only outside a transaction; the steps above need them on: a merged case's files go with it).
+  // A store left between the two transactions is a schema-6 store, and its next opening takes this step.
+  TRY(db_->exec("PRAGMA foreign_keys=OFF"));
+  struct ForeignKeysBack {
+    Database& db;
+    ~ForeignKeysBack() { (void)db.exec("PRAGMA foreign_keys=ON"); }
+  } foreign_keys_back{*db_};
+  auto remaking = Transaction::begin(*db_);
+  TRY(remaking);
+  TRY(rebuild_as_rowid_tables());
+  TRY(db_->exec(kSchema));  // the indexes of the tables made again
+  TRY(db_->exec(kSchema3));
+  // Nothing dangles: every case file's blob and case, as before the copy.
+  auto check = db_->prepare("PRAGMA foreign_key_check");
+  TRY(check);
+  auto bad = check->step();
+  TRY(bad);
+  if (*bad)
+    return fail("knowledge base " + db_path().string() + ": upgrading to schema " + std::to_string(kSchemaVersion) +
+                ": table " + check->text(0) + " refers to a missing row of " + check->text(2) +
+                " (the store is left at schema 6, unchanged)");
+  check->reset();
   if (auto s = db_->exec("PRAGMA user_version=" + std::to_string(kSchemaVersion)); !s) return s;
-  return tx->commit();
+  return remaking->commit();
 }
 
 Status KnowledgeBase::recompute_fault_keys() {

@@ -26,8 +26,9 @@ namespace spark {
 
 // 1: cases, files, embeddings. 2: the miner's outcomes and failures (their labelling and audit state). 3: each
 // failure's fault key (one case per fault). 4: each case's `language` field beside its record (the sketches carry it).
-// 5: fault keys without the test. 6: no `embeddings` table (the vectors live in the local index).
-inline constexpr int kSchemaVersion = 6;
+// 5: fault keys without the test. 6: no `embeddings` table (the vectors live in the local index). 7: blobs, outcomes
+// and failures are rowid tables (SQLite reads a WITHOUT ROWID row whole to compare its key: slow for large rows).
+inline constexpr int kSchemaVersion = 7;
 
 // Where a case came from, for error messages ("cases.jsonl:12").
 struct CaseOrigin {
@@ -173,6 +174,7 @@ class KnowledgeBase {
  private:
   KnowledgeBase(std::filesystem::path dir, std::unique_ptr<Database> db);
   Status migrate(const UpgradeStep& fault_keys_recomputed);
+  Status rebuild_as_rowid_tables();
   Status migrate_postgres(bool create, const UpgradeStep& fault_keys_recomputed);
   // Schema 3 → 4: fills cases.language from each case's record (a record that does not parse keeps "").
   Status fill_case_languages();
