@@ -637,11 +637,16 @@ struct ChangeLookup {
   bool empty() const { return lines.empty() && names.empty() && literals.empty(); }
 };
 
-// kChangedSincePass and kUsesProductChange, for a line the failing test reaches (not another test's lines).
-void change_features(QueryLine& ql, const QueryView& v, const ChangeLookup& change) {
+// Whether the failing test reaches the line (its scope, when found, does not put it outside: not another test's).
+bool reached_by_test(const QueryLine& ql, const QueryView& v) {
   const auto& file = v.files[ql.file];
   const auto li = static_cast<size_t>(ql.line - 1);
-  if (file.scope.found && li < file.scope.role.size() && file.scope.role[li] == ScopeRole::outside) return;
+  return !(file.scope.found && li < file.scope.role.size() && file.scope.role[li] == ScopeRole::outside);
+}
+
+// kChangedSincePass and kUsesProductChange, for a line the failing test reaches (not another test's lines).
+void change_features(QueryLine& ql, const QueryView& v, const ChangeLookup& change) {
+  if (!reached_by_test(ql, v)) return;
   if (auto it = change.lines.find({ql.file, ql.line}); it != change.lines.end()) {
     ql.x[kChangedSincePass] = 1.0;
     ql.change_line = it->second;
@@ -663,6 +668,26 @@ void change_features(QueryLine& ql, const QueryView& v, const ChangeLookup& chan
   if (found >= 0) {
     ql.x[kUsesProductChange] = 1.0;
     ql.change_product = found;
+  }
+}
+
+// A change that touched most of what the test reaches says little of any one line (a reformatted file, a merge of
+// hundreds of product names): each change feature is scaled by the share of the test's lines it leaves alone, 1 for a
+// line or two among many, 0 when every line it reaches changed.
+void weigh_change_by_specificity(QueryView& v) {
+  size_t reached = 0, changed = 0, uses = 0;
+  for (const auto& ql : v.lines) {
+    if (!reached_by_test(ql, v)) continue;
+    ++reached;
+    changed += ql.x[kChangedSincePass] > 0 ? 1 : 0;
+    uses += ql.x[kUsesProductChange] > 0 ? 1 : 0;
+  }
+  if (reached == 0) return;
+  const double keep_changed = 1.0 - static_cast<double>(changed) / static_cast<double>(reached);
+  const double keep_uses = 1.0 - static_cast<double>(uses) / static_cast<double>(reached);
+  for (auto& ql : v.lines) {
+    ql.x[kChangedSincePass] *= keep_changed;
+    ql.x[kUsesProductChange] *= keep_uses;
   }
 }
 
@@ -745,6 +770,7 @@ AnnotationProgress compute_features(QueryView& v, const std::vector<RetrievedFau
     scope_and_text_features(ql, v, prior, value_match, err_tokens);
     if (!change.empty()) change_features(ql, v, change);
   }
+  if (!change.empty()) weigh_change_by_specificity(v);
   if (faulty.empty()) progress.compared = progress.lines;
   gate_inputs(v);
   return progress;

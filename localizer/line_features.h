@@ -97,7 +97,8 @@ enum Feature : size_t {
   kOutsideTest,     // graded resemblance to a retrieved faulty line that lay outside its case's own test function
   kResemblesFix,    // graded resemblance to a retrieved faulty line's *fixed* version, closer than to the faulty one
   // The change since the test last passed (Case::change; both 0 when none is known), on lines the test reaches:
-  kChangedSincePass,   // the line differs from its version at the last pass (a commit since changed it)
+  kChangedSincePass,   // the line differs from its version at the last pass (a commit since changed it); both scaled
+                       // by the share of the test's lines the change left alone (weigh_change_by_specificity)
   kUsesProductChange,  // the line uses a name, or holds an old literal, that a product change since then changed
   kFeatureCount
 };
