@@ -274,6 +274,38 @@ TEST(spark_change_since, record_ranks_a_test_edit_and_a_product_rename_with_thei
             nlohmann::json::parse(R"([{"path": "tests/test_calc.py", "line": 6, "commit": ")" + c2 + R"("}])"));
 }
 
+TEST(spark_change_since, a_change_of_every_line_the_test_reaches_points_at_none_of_them) {
+  TempDir dir;
+  project(dir);
+  commit(dir, "start", 1);
+  auto passed = record(dir, "r1.xml");
+  ASSERT_EQ(passed.exit_code, 0) << passed.err;
+  // A reformat: every non-blank line of the test's files gets a comment, and test_total's data breaks with it. The
+  // change covers all the test reaches, so it says nothing of any one line (weigh_change_by_specificity).
+  for (const auto* file : {"test_calc.py", "conftest.py"}) {
+    const fs::path path = dir / "tests" / file;
+    std::string text = testing::slurp(path), out;
+    size_t start = 0;
+    while (start < text.size()) {
+      const size_t end = text.find('\n', start);
+      const std::string line = text.substr(start, end - start);
+      out += line + (line.find_first_not_of(' ') == std::string::npos ? "" : "  # reformatted") + "\n";
+      start = end + 1;
+    }
+    write_file(path, out);
+  }
+  replace_in(dir / "tests" / "test_calc.py", "extra = [4, 5]", "extra = [4, 6]");
+  commit(dir, "reformat the tests", 2);
+  auto broken = record(dir, "r2.xml");
+  ASSERT_EQ(broken.exit_code, 0) << broken.err;
+  ASSERT_NE(reasons_of(broken.out, "tests/test_calc.py::test_total", 9), "") << broken.out;
+  for (int line = 1; line <= 14; ++line)
+    EXPECT_EQ(reasons_of(broken.out, "tests/test_calc.py::test_total", line).find("since the test last passed"),
+              std::string::npos)
+        << line << "\n"
+        << broken.out;
+}
+
 TEST(change_since, product_tokens_are_the_changed_definitions_the_names_removed_and_the_old_literals) {
   const auto tokens = product_tokens(
       "LIMIT = 10\n\n\ndef total(xs, start=0):\n    return sum(xs, start)\n\n\ndef label():\n    return 'old text'\n",
