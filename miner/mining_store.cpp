@@ -287,7 +287,7 @@ Result<size_t> MiningStore::add_change_since(const GitRepository& repo,
   }
   if (!to_import.empty()) TRY(kb_.import_cases(to_import, origins, /*replace=*/true));
   TRY(tx->commit());
-  return gains.size();
+  return to_import.size();
 }
 
 Result<SyncReport> MiningStore::store_outcomes(const GitRepository& repo, const std::vector<RecordedOutcome>& outcomes,

@@ -165,7 +165,8 @@ class MiningStore {
   // The mined failures among `failures` ((commit, test id): the commit the failure was opened at) whose case knows no
   // last pass, given one where the recorded outcomes now hold one (a discovery's search back stored it): each record,
   // and the knowledge base's case where it is in it, gets `last_pass_commit`, `break_commit` and what changed since
-  // (change_since.h), in one transaction. Its faulty lines, decision and id stay. Returns how many got one.
+  // (change_since.h), in one transaction. Its faulty lines, decision and id stay. Returns how many of the knowledge
+  // base's cases got one (a failure merged into another's case, or out of the corpus, gains it in its record only).
   Result<size_t> add_change_since(const GitRepository& repo,
                                   const std::vector<std::pair<std::string, std::string>>& failures,
                                   const SyncOptions& options);
