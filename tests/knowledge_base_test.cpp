@@ -146,6 +146,14 @@ void make_older_store(const std::filesystem::path& dir, const char* sql) {
   sqlite3_close(db);
 }
 
+// The one integer `sql` selects from the store; -1 when the query fails or gives no row.
+int64_t one_number(KnowledgeBase& kb, const std::string& sql) {
+  auto st = kb.database().prepare(sql);
+  if (!st) return -1;
+  auto row = st->step();
+  return row && *row ? st->int64(0) : -1;
+}
+
 }  // namespace
 
 TEST(KnowledgeBase, a_schema_1_store_is_upgraded_in_place_keeping_its_cases) {
@@ -157,9 +165,7 @@ TEST(KnowledgeBase, a_schema_1_store_is_upgraded_in_place_keeping_its_cases) {
   EXPECT_TRUE((*kb)->find("old")->has_value());
   auto st = (*kb)->database().prepare("SELECT count(*) FROM failures");
   ASSERT_TRUE(st) << st.error().message;
-  auto version = (*kb)->database().prepare("PRAGMA user_version");
-  ASSERT_TRUE(version && *version->step());
-  EXPECT_EQ(version->int64(0), kSchemaVersion);
+  EXPECT_EQ(one_number(**kb, "PRAGMA user_version"), kSchemaVersion);
 }
 
 TEST(KnowledgeBase, a_schema_5_store_loses_its_unused_embeddings_table_and_keeps_its_cases) {
@@ -171,12 +177,8 @@ TEST(KnowledgeBase, a_schema_5_store_loses_its_unused_embeddings_table_and_keeps
   auto kb = KnowledgeBase::open(dir / "kb", false);
   ASSERT_TRUE(kb) << kb.error().message;
   EXPECT_TRUE((*kb)->find("old")->has_value());
-  auto tables = (*kb)->database().prepare("SELECT count(*) FROM sqlite_master WHERE name = 'embeddings'");
-  ASSERT_TRUE(tables && *tables->step());
-  EXPECT_EQ(tables->int64(0), 0);
-  auto version = (*kb)->database().prepare("PRAGMA user_version");
-  ASSERT_TRUE(version && *version->step());
-  EXPECT_EQ(version->int64(0), kSchemaVersion);
+  EXPECT_EQ(one_number(**kb, "SELECT count(*) FROM sqlite_master WHERE name = 'embeddings'"), 0);
+  EXPECT_EQ(one_number(**kb, "PRAGMA user_version"), kSchemaVersion);
 }
 
 TEST(KnowledgeBase, a_schema_6_store_gets_rowid_tables_for_its_large_rows_keeping_every_row) {
@@ -206,20 +208,15 @@ TEST(KnowledgeBase, a_schema_6_store_gets_rowid_tables_for_its_large_rows_keepin
   ASSERT_TRUE(loaded) << loaded.error().message;
   ASSERT_EQ(loaded->files.size(), make("old", 1).files.size());
   EXPECT_EQ(loaded->files[0].content, make("old", 1).files[0].content);
-  auto tables = (*kb)->database().prepare(
-      "SELECT count(*) FROM sqlite_master WHERE name IN ('blobs', 'outcomes', 'failures') AND type = 'table' AND "
-      "sql NOT LIKE '%WITHOUT ROWID%'");
-  ASSERT_TRUE(tables && *tables->step());
-  EXPECT_EQ(tables->int64(0), 3);
-  auto outcome = (*kb)->database().prepare("SELECT length(message) FROM outcomes WHERE test_id = 't.py::test_a'");
-  ASSERT_TRUE(outcome && *outcome->step());
-  EXPECT_EQ(outcome->int64(0), 20000);
-  auto index = (*kb)->database().prepare("SELECT count(*) FROM sqlite_master WHERE name = 'outcomes_test'");
-  ASSERT_TRUE(index && *index->step());
-  EXPECT_EQ(index->int64(0), 1);
-  auto version = (*kb)->database().prepare("PRAGMA user_version");
-  ASSERT_TRUE(version && *version->step());
-  EXPECT_EQ(version->int64(0), kSchemaVersion);
+  EXPECT_EQ(
+      one_number(
+          **kb,
+          "SELECT count(*) FROM sqlite_master WHERE name IN ('blobs', 'outcomes', 'failures') AND type = 'table' AND "
+          "sql NOT LIKE '%WITHOUT ROWID%'"),
+      3);
+  EXPECT_EQ(one_number(**kb, "SELECT length(message) FROM outcomes WHERE test_id = 't.py::test_a'"), 20000);
+  EXPECT_EQ(one_number(**kb, "SELECT count(*) FROM sqlite_master WHERE name = 'outcomes_test'"), 1);
+  EXPECT_EQ(one_number(**kb, "PRAGMA user_version"), kSchemaVersion);
   // Foreign keys are on again: a case file naming a missing blob is refused.
   EXPECT_FALSE((*kb)->database().exec("INSERT INTO case_files VALUES (1, 9, 'x.py', 'no-such-blob')"));
 }
