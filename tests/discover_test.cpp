@@ -259,6 +259,50 @@ TEST(spark_mine_discover, a_merge_only_history_finds_the_fix_in_the_merge_and_al
   EXPECT_EQ(*b[0].fixed_commit, side);
 }
 
+// A first-parent discovery labels the fix at the merge (the test failed at main's last commit before it); an
+// `--all-parents` one over the same store then finds it at the side-branch commit (the test failed at the branch
+// point): the same faulty version of the same lines, one fault, one case — not one per line of history.
+TEST(spark_mine_discover, a_fix_found_at_a_merge_and_again_at_its_side_commit_is_one_case) {
+  TempDir dir;
+  git(dir, "init -q -b main");
+  write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 + 1 == 3\n");
+  commit(dir, "start", 1);
+  git(dir, "checkout -q -b topic");
+  write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 + 1 == 2\n");
+  commit(dir, "fix test_x", 3);
+  git(dir, "checkout -q main");
+  write_file(dir / "README", "main goes on\n");
+  commit(dir, "docs", 2);
+  git(dir, "merge -q --no-ff -m 'merge topic' topic", day(4));
+  auto first = run_spark({"mine", "--discover", "--run", kPytest, "-o", "a.jsonl"}, dir.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(read_cases(dir / "a.jsonl").size(), 1u) << first.err;
+  auto all = run_spark({"mine", "--discover", "--all-parents", "--run", kPytest, "-o", "b.jsonl"}, dir.path());
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  auto b = read_cases(dir / "b.jsonl");
+  ASSERT_EQ(b.size(), 1u) << all.err;
+  EXPECT_EQ(b[0].faulty_lines, (std::vector<LineRef>{{"tests/test_x.py", 2}}));
+  EXPECT_EQ(b[0].record["meta"]["occurrences"]["count"], 2) << b[0].record.dump();
+  auto exported = run_spark({"export", "-o", "all.jsonl"}, dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(read_cases(dir / "all.jsonl").size(), 1u);
+  // A schema-7 store keyed each by its fix and held both cases: opening it merges them.
+  {
+    auto kb = KnowledgeBase::open(dir / ".spark", false);
+    ASSERT_TRUE(kb);
+    auto dups = MiningStore(**kb).failures({FailureStatus::duplicate});
+    ASSERT_TRUE(dups);
+    ASSERT_EQ(dups->size(), 1u);
+    ASSERT_TRUE((*kb)->import_cases({*(*dups)[0].labelled}, {}, false));
+  }
+  testing::run_sql(dir / ".spark" / "kb.sqlite",
+                   "UPDATE failures SET status = 'labelled', duplicate_of = NULL, fault_key = 'old-' || commit_sha "
+                   "WHERE record IS NOT NULL; PRAGMA user_version = 7;");
+  auto upgraded = run_spark({"export", "-o", "upgraded.jsonl"}, dir.path());
+  ASSERT_EQ(upgraded.exit_code, 0) << upgraded.err;
+  EXPECT_EQ(read_cases(dir / "upgraded.jsonl").size(), 1u);
+}
+
 TEST(spark_mine_discover, bad_input_is_refused_or_reported_and_never_becomes_a_case) {
   TempDir dir;
   // A repository with no commits.

@@ -407,7 +407,9 @@ std::string content_key(const Case& c) {
 }
 
 std::string fault_key(const Case& c) {
-  uint64_t h = fnv1a64(c.fixed_commit.value_or(""));
+  // A labelled case's fix commit is not part of it: one faulty version fixed on two lines of history (a merge and the
+  // side-branch commit it brought in, a cherry-pick) is one fault.
+  uint64_t h = fnv1a64(c.faulty_lines.empty() ? c.fixed_commit.value_or("") : "");
   if (c.faulty_lines.empty()) {  // unlabelled: nothing but the test and its code tell it apart
     h = fnv1a64(c.test_id, h ^ 0x9e3779b97f4a7c15ULL);
     for (const auto& f : c.files) {

@@ -107,10 +107,12 @@ nlohmann::json case_to_json(const Case& c);
 // exact duplicates out of its own search.
 std::string content_key(const Case& c);
 
-// A key for "the same fault": the same fix commit, the same faulty lines (path and line) in the same versions of the
-// files that hold them, whichever test failed. A test that fails at several commits with unchanged test code until
-// one fix is one fault, and so are the tests one fixture, helper, base-class method or shared value broke when one
-// fix labels the same lines for each: one case. An unlabelled case keys by its test and every file.
+// A key for "the same fault": the same faulty lines (path and line) in the same versions of the files that hold them,
+// whichever test failed and whichever commit fixed them. A test that fails at several commits with unchanged test code
+// until one fix is one fault, and so are the tests one fixture, helper, base-class method or shared value broke when
+// one fix labels the same lines for each, and one faulty version fixed both by a side-branch commit and by the merge
+// that brought it in (a first-parent discovery labels the merge, an `--all-parents` one the side commit): one case.
+// An unlabelled case keys by its fix commit (when it has one), its test and every file.
 std::string fault_key(const Case& c);
 
 // The cases of a JSON Lines file, with the line each came from (for messages about them later).

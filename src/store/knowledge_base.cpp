@@ -384,9 +384,9 @@ Status KnowledgeBase::migrate_postgres(bool create, const UpgradeStep& fault_key
           return s;
         if (auto s = fill_case_languages(); !s) return s;
       }
-      if (*version > 0 && *version < 5) {
-        // Schema 4 → 5: fault keys without the test; the caller's step then (the miner merges the failures that
-        // are one fault into one case).
+      if (*version > 0 && *version < 8) {
+        // Schema 4 → 5: fault keys without the test; 7 → 8: without a labelled failure's fix commit. The caller's step
+        // then (the miner merges the failures that are one fault into one case).
         if (auto s = recompute_fault_keys(); !s) return s;
         if (fault_keys_recomputed)
           if (auto s = fault_keys_recomputed(*this); !s) return s;
@@ -489,13 +489,14 @@ Status KnowledgeBase::migrate(const UpgradeStep& fault_keys_recomputed) {
           !s)
         return s;
   }
-  if (version > 0 && version < 5)
+  if (version > 0 && version < 8)
     // Schema 2 → 3: failures get their fault key. 4 → 5: the key no longer holds the test (one fault broke several
-    // tests): every key again. The caller's step then (the miner merges the failures that are one fault into one
+    // tests); 7 → 8: nor a labelled failure's fix commit (a merge and the side-branch commit it brought in fixed one
+    // fault): every key again. The caller's step then (the miner merges the failures that are one fault into one
     // case).
     if (auto s = recompute_fault_keys(); !s) return s;
   if (auto s = db_->exec(kSchema3); !s) return s;
-  if (version > 0 && version < 5 && fault_keys_recomputed)
+  if (version > 0 && version < 8 && fault_keys_recomputed)
     if (auto s = fault_keys_recomputed(*this); !s) return s;
   // Schema 5 → 6: the table `embeddings` (a copy of every vector before the vector index; never read) goes.
   if (version > 0 && version < 6)

@@ -28,7 +28,8 @@ namespace spark {
 // failure's fault key (one case per fault). 4: each case's `language` field beside its record (the sketches carry it).
 // 5: fault keys without the test. 6: no `embeddings` table (the vectors live in the local index). 7: blobs, outcomes
 // and failures are rowid tables (SQLite reads a WITHOUT ROWID row whole to compare its key: slow for large rows).
-inline constexpr int kSchemaVersion = 7;
+// 8: fault keys without a labelled failure's fix commit.
+inline constexpr int kSchemaVersion = 8;
 
 // Where a case came from, for error messages ("cases.jsonl:12").
 struct CaseOrigin {
