@@ -163,14 +163,16 @@ void DiscoverProgress::show(bool last) {
   const double elapsed = seconds_since(start_);
   if (!line_.terminal() && !last && elapsed - shown_ < 10) return;
   shown_ = elapsed;
-  line_.show("spark: discover: " + std::to_string(done_) + "/" + std::to_string(tests_) + " tests, " +
-                 std::to_string(candidates_) + " candidates done, " + plural(runs_, "run") + ", " +
-                 plural(fixes_, "fix", "fixes") +
-                 (unrunnable_ ? ", " + std::to_string(unrunnable_) + " could not run (last: " +
-                                    terminal_line(last_reason_.substr(0, 80)) + ")"
-                              : std::string()) +
-                 ", " + seconds_text(elapsed) + (last ? "" : ", ETA " + seconds_text(eta_seconds(elapsed, done_, tests_))),
-             last);
+  line_.show(
+      "spark: discover: " + std::to_string(done_) + "/" + std::to_string(tests_) + " tests, " +
+          std::to_string(candidates_) + " candidates done, " + plural(runs_, "run") + ", " +
+          plural(fixes_, "fix", "fixes") +
+          (unrunnable_
+               ? ", " + std::to_string(unrunnable_) + " could not run (last: " +
+                     terminal_line(last_reason_.size() > 160 ? last_reason_.substr(0, 159) + "…" : last_reason_) + ")"
+               : std::string()) +
+          ", " + seconds_text(elapsed) + (last ? "" : ", ETA " + seconds_text(eta_seconds(elapsed, done_, tests_))),
+      last);
 }
 
 Status discover_into(MiningStore& store, const GitRepository& repo, const std::vector<FixCandidate>& candidates,

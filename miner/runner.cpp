@@ -178,7 +178,14 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
                                          "' is in src/ but Python cannot import it: put src on the path "
                                          "(PYTHONPATH=src) or install the project in the command"};
   if (const std::string line = installed_module_lacks_name(out, worktree); !line.empty())
-    return {RunVerdict::environment, "an installed module is another version than this commit's code needs: " + line};
+    // Python's own module (its standard library, not site- or dist-packages): the commit's code was written for
+    // another Python.
+    return {RunVerdict::environment,
+            (line.find("-packages/") == std::string::npos && line.find("/lib/python") != std::string::npos
+                 ? "Python's own module is another version than this commit's code needs (it was written for another "
+                   "Python): "
+                 : "an installed module is another version than this commit's code needs: ") +
+                line};
   // "AttributeError: module 'collections' has no attribute 'MutableMapping'" while collecting: the same, for a module
   // the work tree does not hold.
   if (const size_t at = out.find("AttributeError: module '"); !worktree.empty() && at != std::string::npos &&
@@ -193,9 +200,16 @@ RunClassification classify_run(const CommandResult& r, const std::string& test_i
     }
   }
   if (const std::string module = missing_module(out);
-      !module.empty() && (worktree.empty() || !own_module(worktree, test_id, module)))
-    return {RunVerdict::environment, "a module the tests import is not installed: " +
-                                         (cause.empty() ? "No module named '" + module + "'" : cause)};
+      !module.empty() && (worktree.empty() || !own_module(worktree, test_id, module))) {
+    // The missing module's line, and what it led to when that is another exception (a test's `except ImportError:`
+    // branch that raises a NameError of its own).
+    const std::string missing = "No module named '" + module + "'";
+    return {RunVerdict::environment,
+            "a module the tests import is not installed: " + (cause.empty() ? missing
+                                                              : cause.find("No module named") != std::string::npos
+                                                                  ? cause
+                                                                  : missing + ", then " + cause)};
+  }
   // Before "not found": pytest cannot find a test id in a file it could not collect, and says both.
   if (has("ERROR collecting ")) {
     // A collection error in the test's own file (a syntax error, a bad import there) is the test code's fault.

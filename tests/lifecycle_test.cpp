@@ -1220,6 +1220,16 @@ TEST(classify_run, tells_a_test_failure_from_a_run_that_could_not_run_the_test) 
   EXPECT_EQ(not_installed.reason,
             "a module the tests import is not installed: ModuleNotFoundError: No module named 'face'");
   EXPECT_EQ(run_cause(no_face), "ModuleNotFoundError: No module named 'face'");
+  // A test whose `except ImportError:` branch raises an error of its own: the missing module first, then that error.
+  const auto then =
+      verdict(1,
+              "    import pandas\nE   ModuleNotFoundError: No module named 'pandas'\n\nDuring handling of the "
+              "above exception, another exception occurred:\n    raise SkipTest('no pandas')\n"
+              "E   NameError: name 'SkipTest' is not defined\n1 failed in 0.01s\n");
+  EXPECT_EQ(then.verdict, RunVerdict::environment);
+  EXPECT_EQ(then.reason,
+            "a module the tests import is not installed: No module named 'pandas', then NameError: name "
+            "'SkipTest' is not defined");
   EXPECT_EQ(run_cause("sh: 1: x: not found\n"), "");
   // ... unless the work tree has that module: then the import is the test code's (a renamed module, a typo).
   TempDir tree;
@@ -1245,10 +1255,19 @@ TEST(classify_run, tells_a_test_failure_from_a_run_that_could_not_run_the_test) 
                       "(/usr/lib/python3.11/collections/__init__.py)\n";
   const auto version = classify_run(old_python, "tests/test_x.py::test_f", src_layout.path());
   EXPECT_EQ(version.verdict, RunVerdict::environment);
-  EXPECT_NE(version.reason.find("another version than this commit's code needs: ImportError: cannot import name "
-                                "'Mapping' from 'collections'"),
+  EXPECT_NE(version.reason.find("Python's own module is another version than this commit's code needs (it was written "
+                                "for another Python): ImportError: cannot import name 'Mapping' from 'collections'"),
             std::string::npos)
       << version.reason;
+  old_python.output =
+      "_ ERROR collecting tests/test_x.py _\nE   ImportError: cannot import name 'soft_unicode' from "
+      "'markupsafe' (/usr/lib/python3/dist-packages/markupsafe/__init__.py)\n";
+  const auto installed = classify_run(old_python, "tests/test_x.py::test_f", src_layout.path());
+  EXPECT_EQ(installed.verdict, RunVerdict::environment);
+  EXPECT_TRUE(
+      installed.reason.starts_with("an installed module is another version than this commit's code needs: "
+                                   "ImportError: cannot import name 'soft_unicode' from 'markupsafe'"))
+      << installed.reason;
   old_python.output = "_ ERROR collecting tests/test_x.py _\nE   ImportError: cannot import name 'helper' from "
                       "'face' (" + (src_layout / "src" / "face" / "__init__.py").string() + ")\n";
   EXPECT_EQ(classify_run(old_python, "tests/test_x.py::test_f", src_layout.path()).verdict, RunVerdict::failed);
