@@ -191,6 +191,11 @@ void add_verify_flags(CLI::App* sub, VerifyOptions& verify, bool with_jobs) {
 namespace {
 
 int cmd_localize(const Common& common, const LocalizeArgs& args) {
+  if (args.root.empty()) {
+    LocalizeArgs resolved = args;
+    resolved.root = args.junit.empty() ? "." : default_junit_root(args.junit);
+    return cmd_localize(common, resolved);
+  }
   // Before the query is read and parsed: its allocations then come from huge pages too (src/base/huge_pages.h).
   prefer_huge_pages(kLocalizeHeap, huge_pages_allowed());
   // Missing arguments are usage errors (exit 2), like those the parser itself finds.
@@ -252,7 +257,9 @@ Command add_localize(CLI::App& app, Flags& flags) {
   sub->add_option("--id", loc.case_id, "with --case: the case's id (default: every case of the file)");
   sub->add_option("--junit", loc.junit, "a JUnit XML report: localize every failed or erroring test in it")
       ->check(CLI::ExistingFile);
-  sub->add_option("--root", loc.root, "with --junit: the repository its test files are in (default .)")
+  sub->add_option("--root", loc.root,
+                  "with --junit: the repository its test files are in (default: the git work tree's top when the "
+                  "report's failing tests are found there, as `spark record` reads them; else .)")
       ->check(CLI::ExistingDirectory);
   flags.bind(sub, "-k", "localize.k")->check(CLI::Range(1, 100000));
   flags.bind(sub, "--level", "localize.level")->check(CLI::IsMember(kLevels));

@@ -28,7 +28,8 @@ struct LocalizeArgs : LocalizeSettings {
   std::string time;
   std::string case_file, case_id;
   std::string junit;       // a JUnit XML report: every failed or erroring test in it is a query
-  std::string root = ".";  // with --junit: the repository the report's test files are in
+  // With --junit: the repository the report's test files are in ("": not given; default_junit_root decides).
+  std::string root;
   // The commit the failures are at (`spark record`'s); "" = the work tree at `root` (HEAD and its uncommitted edits).
   std::string commit;
   // --since COMMIT: the tests last passed there; what changed since is ranking evidence (miner/change_since.h).

@@ -174,6 +174,22 @@ Result<std::vector<Case>> queries_from_case_file(const std::string& file, const 
   return out;
 }
 
+std::string default_junit_root(const std::string& report) {
+  auto repo = GitRepository::open(".");
+  if (!repo) return ".";
+  std::error_code ec;
+  const fs::path top = (*repo)->workdir();
+  if (fs::equivalent(top, fs::current_path(ec), ec)) return ".";
+  const auto found = [&](const fs::path& root) {
+    auto read = read_junit(report, files_under(root));
+    if (!read) return size_t{0};
+    return static_cast<size_t>(std::count_if(read->outcomes.begin(), read->outcomes.end(), [](const TestOutcome& o) {
+      return (o.outcome == Outcome::failed || o.outcome == Outcome::error) && !o.file.empty();
+    }));
+  };
+  return found(top) > found(".") ? top.string() : ".";
+}
+
 Result<std::vector<Case>> queries_from_junit(const std::string& junit, const std::string& root,
                                              const std::string& test_id, std::vector<std::string>& notes) {
   const TestFiles under_root = files_under(root);

@@ -43,6 +43,12 @@ Result<Case> query_from_test_files(const TestFileFailure& failure, std::vector<s
 // meta hidden; an error when none is left.
 Result<std::vector<Case>> queries_from_case_file(const std::string& file, const std::string& id);
 
+// Where a JUnit report's test files are looked up when no --root is given. pytest names them from its rootdir, most
+// often the repository's top (where its configuration is), as `spark record` reads them: from a folder below the top,
+// the top when more of the report's failing tests' files are found there than here; "." otherwise (outside a git work
+// tree, at its top, or a report that cannot be read: the caller's read says why).
+std::string default_junit_root(const std::string& report);
+
 // Every failed or erroring test of a JUnit report, with its test file (and the repository's other test files its
 // traceback names, the conftest.py files and helpers it reaches) read from the work tree at `root`; nothing outside
 // the root is read. With `test_id`, only that test's failure (an error when the report has none).

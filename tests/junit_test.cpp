@@ -240,6 +240,27 @@ TEST(junit, spark_localize_junit_localizes_every_failure_of_a_real_run_with_the_
   EXPECT_NE(none.err.find("not in tests"), std::string::npos) << none.err;
 }
 
+// pytest run from a folder below the repository's top, its configuration at the top: the report names the test files
+// from the top, and `spark localize --junit` run from that folder finds them there, as `spark record` does.
+TEST(junit, spark_localize_junit_from_a_folder_below_the_top_finds_the_test_files_there) {
+  TempDir dir;
+  testing::git(dir, "init -q");
+  write_file(dir / "pytest.ini", "[pytest]\n");
+  write_file(dir / "tests" / "test_shapes.py", kTests);
+  testing::run_pytest({"--junitxml=../report.xml"}, dir / "tests");
+  auto below =
+      testing::run_spark({"localize", "--junit", "../report.xml", "-k", "1", "--format", "json"}, dir / "tests");
+  ASSERT_EQ(below.exit_code, 0) << below.err;
+  const auto j = nlohmann::json::parse(below.out, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << below.out << below.err;
+  ASSERT_EQ(j.size(), 3u) << below.err;
+  EXPECT_EQ(j[0]["test_id"], "tests/test_shapes.py::TestShapes::test_area");
+  // --root still decides when given.
+  auto given = testing::run_spark({"localize", "--junit", "../report.xml", "--root", "."}, dir / "tests");
+  EXPECT_EQ(given.exit_code, 0);
+  EXPECT_NE(given.err.find("no failed or erroring test to localize"), std::string::npos) << given.err;
+}
+
 TEST(junit, github_annotations_of_a_whole_run_stay_within_ten_and_one_fixture_fault_is_one_annotation) {
   TempDir dir;
   // A fixture fault breaks twelve tests: the fixture's line is suspect for all of them.
