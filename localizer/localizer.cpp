@@ -242,6 +242,26 @@ Result<std::vector<RetrievedFaultyLine>> retrieve_step(KnowledgeBase& kb, const 
   return faulty;
 }
 
+// The change since the last pass on the lines the test runs, as the change features found it (before their scaling: a
+// change of every line the test runs still changed them).
+ChangeEvidence change_evidence(const QueryView& view) {
+  ChangeEvidence e;
+  e.last_pass = view.change->last_pass;
+  e.break_commit = view.change->break_commit;
+  for (const auto& ql : view.lines) {
+    const std::string& path = view.files[ql.file].source->path;
+    if (ql.change_line >= 0)
+      e.changed.push_back({{path, ql.line}, view.change->lines[static_cast<size_t>(ql.change_line)].commit});
+    if (ql.change_product >= 0) {
+      const auto& p = view.change->product[static_cast<size_t>(ql.change_product)];
+      e.uses.push_back({{path, ql.line}, p.token, p.literal, p.path, p.commit});
+    }
+  }
+  e.changed_elsewhere = view.change->lines.size() - e.changed.size();
+  e.product_changes = view.change->product.size();
+  return e;
+}
+
 // τ' = annotate(τ_f, X, ε): each query line's closest retrieved faulty line, the lines within ε annotated
 // (out.annotations), and the features the ranker weighs; the notes say what the ranker could read only in part.
 // The annotation stops at options.deadline (seconds since `start`): the lines compared by then keep what they found,
@@ -257,6 +277,7 @@ void annotate_step(QueryView& view, const Case& query, const std::vector<Retriev
                         std::to_string(progress.compared) + " of " + std::to_string(progress.lines) +
                         " lines: the others were ranked without their resemblance to the retrieved faulty lines");
   apply_gate(model.gate, view);
+  if (view.change) out.change = change_evidence(view);
   // Inputs the ranker can read only in part: said in the notes, the ranking goes on.
   for (const auto& f : view.files)
     if (f.structure->language == Language::other)

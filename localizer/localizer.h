@@ -145,6 +145,26 @@ struct GateReport {
   bool generic_check = false;   // the assertion checks truth or a None/True/False/0/1/empty value
 };
 
+// What changed since the failing test last passed, on the lines it runs (Case::change read against the test's scope):
+// the ranker's change features line by line, and the verdict's evidence. Absent when no last pass is known.
+struct ChangeEvidence {
+  std::string last_pass, break_commit;  // break_commit: "" when not known
+  struct Changed {
+    LineRef line;
+    std::string commit;  // "" : the work tree's
+  };
+  std::vector<Changed> changed;  // lines the test runs that differ from their version at the last pass
+  struct Uses {
+    LineRef line;
+    std::string token;  // the product name, or the old literal
+    bool literal = false;
+    std::string path, commit;  // where and in which commit the product changed it
+  };
+  std::vector<Uses> uses;        // lines the test runs that use a name or hold a value a product change changed
+  size_t changed_elsewhere = 0;  // changed lines of its files the test does not run (other tests' code)
+  size_t product_changes = 0;    // product names and literals changed in all
+};
+
 struct Localization {
   std::string test_id;
   std::string language;  // the test file's (the file holding the test, else the first): language_name's spelling
@@ -156,6 +176,7 @@ struct Localization {
   std::vector<Annotation> annotations;
   std::vector<RankedElement> ranked;
   std::vector<Suggestion> suggestions;  // edits a similar case's fix suggests (suggest.h); never applied
+  std::optional<ChangeEvidence> change;  // what changed since its last pass, on the lines it runs (when known)
   std::optional<TestHistory> history;   // the test's recorded runs (filled by the command line from the store)
   std::optional<Verdict> verdict;       // whose fault (verdict.h; filled with the history)
   std::string ranker;                   // "builtin (trained on N labelled cases)" …

@@ -47,6 +47,28 @@ void add_triage_json(const Localization& loc, json& j) {
   } else {
     j["history"] = nullptr;
   }
+  if (loc.change) {
+    const ChangeEvidence& c = *loc.change;
+    json changed = json::array(), uses = json::array();
+    for (const auto& l : c.changed)
+      changed.push_back({{"path", l.line.path},
+                         {"line", l.line.line},
+                         {"commit", l.commit.empty() ? json(nullptr) : json(l.commit)}});
+    for (const auto& u : c.uses)
+      uses.push_back({{"path", u.line.path},
+                      {"line", u.line.line},
+                      {u.literal ? "literal" : "name", u.token},
+                      {"changed_in", u.path},
+                      {"commit", u.commit.empty() ? json(nullptr) : json(u.commit)}});
+    j["change"] = {{"last_pass_commit", c.last_pass},
+                   {"break_commit", c.break_commit.empty() ? json(nullptr) : json(c.break_commit)},
+                   {"changed_lines", std::move(changed)},
+                   {"changed_lines_elsewhere", c.changed_elsewhere},
+                   {"uses_product_change", std::move(uses)},
+                   {"product_changes", c.product_changes}};
+  } else {
+    j["change"] = nullptr;
+  }
   if (loc.verdict)
     j["verdict"] = {{"class", verdict_kind_name(loc.verdict->kind)},
                     {"probability", loc.verdict->probability},
@@ -75,6 +97,28 @@ std::string history_line(const TestHistory& h) {
   return out;
 }
 
+std::string change_line(const ChangeEvidence& c) {
+  std::string out = "since the last pass at " + c.last_pass.substr(0, 10);
+  if (!c.break_commit.empty()) out += " (first failing at " + c.break_commit.substr(0, 10) + ")";
+  out += ": " + std::to_string(c.changed.size()) + " line" + (c.changed.size() == 1 ? "" : "s") + " it runs changed";
+  for (size_t i = 0; i < c.changed.size() && i < 5; ++i)
+    out += (i ? ", " : " (") + std::to_string(c.changed[i].line.line);
+  if (c.changed.size() > 5) out += " …";
+  if (!c.changed.empty()) out += ")";
+  if (c.changed_elsewhere) out += ", " + std::to_string(c.changed_elsewhere) + " of other tests";
+  out += "; " + std::to_string(c.product_changes) + " product name" + (c.product_changes == 1 ? "" : "s") +
+         " or value" + (c.product_changes == 1 ? "" : "s") + " changed";
+  if (!c.uses.empty()) {
+    out += ", " + std::to_string(c.uses.size()) + " line" + (c.uses.size() == 1 ? "" : "s") + " it runs use" +
+           (c.uses.size() == 1 ? "s" : "") + " one";
+    for (size_t i = 0; i < c.uses.size() && i < 3; ++i)
+      out += (i ? ", " : " (") + std::to_string(c.uses[i].line.line) + ": " + c.uses[i].token;
+    if (c.uses.size() > 3) out += " …";
+    out += ")";
+  }
+  return out;
+}
+
 std::string verdict_line(const Verdict& v) {
   std::string out = std::string(verdict_kind_name(v.kind)) + " (" + fixed(v.probability, 2) + ")";
   if (!v.reasons.empty()) out += ": " + v.reasons.front();
@@ -97,6 +141,7 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
          std::to_string(loc.filtered_size) + " after policy " + ctx.policy + "\n";
   if (loc.verdict) out += "  verdict: " + safe(verdict_line(*loc.verdict)) + "\n";
   if (loc.history) out += "  history: " + safe(history_line(*loc.history)) + "\n";
+  if (loc.change) out += "  change: " + safe(change_line(*loc.change)) + "\n";
   for (const auto& rc : loc.retrieved) {
     if (rc.similarity < kShowSimilarFloor) {
       out += "  closest case: " + safe(rc.id) + ", similarity " + fixed(rc.similarity, 2) + ", below " +

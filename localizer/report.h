@@ -36,6 +36,8 @@ std::string report_text(const Localization& loc, const ReportContext& ctx, bool 
 // def5678", and "test (0.73): raised in the test's own code (+1.0); ...".
 std::string history_line(const TestHistory& h);
 std::string verdict_line(const Verdict& v);
+// "since the last pass at 8e0d4b2c1a: 2 lines it runs changed (12, 14); 0 product names or values changed".
+std::string change_line(const ChangeEvidence& c);
 // The Markdown summary's bound in bytes, whatever the run: GitHub takes at most 1 MiB per step's summary
 // ($GITHUB_STEP_SUMMARY), and hooks/ci-step.sh adds its counts and the open failures around it.
 inline constexpr size_t kMarkdownSummaryLimit = size_t{640} << 10;

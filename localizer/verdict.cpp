@@ -90,32 +90,69 @@ bool outside_repository(std::string_view path) {
 }
 
 // What changed since the test last passed, as a term of the score (+1.5 its own test code changed, -2.0 only code
-// outside the test code did, 0 otherwise) and its reason.
-double weigh_changes(const Case& query, const ChangesSinceLastPass& changes, std::vector<std::string>& reasons) {
+// outside the test code did, 0 otherwise) and its reason. `changes` holds the changed files (triage's, from the
+// repository); `evidence` the changed lines the test runs (the ranker's, from the case's change), which say more: a
+// test file whose change touched only other tests' lines is not this test's code changing.
+double weigh_changes(const Case& query, const std::optional<ChangesSinceLastPass>& changes,
+                     const std::optional<ChangeEvidence>& evidence, std::vector<std::string>& reasons) {
   std::vector<std::string> reached;
-  for (const auto& p : changes.test_code)
-    if (std::any_of(query.files.begin(), query.files.end(), [&](const SourceFile& f) { return same_file(p, f.path); }))
-      reached.push_back(p);
-  const std::string since =
-      " between its last pass at " + changes.last_passed.substr(0, 10) + " and its failure " +
-      (changes.failing.size() == 40 ? "at " + changes.failing.substr(0, 10) : "in " + changes.failing);
-  const auto named = [](const std::vector<std::string>& paths) {
+  if (changes)
+    for (const auto& p : changes->test_code)
+      if (std::any_of(query.files.begin(), query.files.end(),
+                      [&](const SourceFile& f) { return same_file(p, f.path); }))
+        reached.push_back(p);
+  const std::string last_pass = changes ? changes->last_passed : evidence->last_pass;
+  std::string since = " between its last pass at " + last_pass.substr(0, 10) + " and its failure";
+  if (changes)
+    since += changes->failing.size() == 40 ? " at " + changes->failing.substr(0, 10) : " in " + changes->failing;
+  const auto named = [](const std::vector<std::string>& items) {
     std::string out;
-    for (size_t i = 0; i < paths.size() && i < 3; ++i) out += (i ? ", " : "") + paths[i];
-    return clip_reason(out + (paths.size() > 3 ? " and " + std::to_string(paths.size() - 3) + " more" : ""));
+    for (size_t i = 0; i < items.size() && i < 3; ++i) out += (i ? ", " : "") + items[i];
+    return clip_reason(out + (items.size() > 3 ? " and " + std::to_string(items.size() - 3) + " more" : ""));
   };
+  if (evidence && !evidence->changed.empty()) {
+    std::vector<std::string> lines;
+    for (const auto& c : evidence->changed)
+      lines.push_back(c.line.path + ":" + std::to_string(c.line.line) +
+                      (c.commit.empty() ? "" : " in " + c.commit.substr(0, 10)));
+    reasons.push_back("its test code changed" + since + ", lines it runs (" + named(lines) + ", +1.5)");
+    return 1.5;
+  }
+  // The lines it runs are known and none changed: its files' changes were other tests' code.
+  if (evidence) reached.clear();
   if (!reached.empty()) {
     reasons.push_back("its test code changed" + since + " (" + named(reached) + ", +1.5)");
     return 1.5;
   }
-  if (!changes.product.empty()) {
-    reasons.push_back("only code outside its test code changed" + since + " (" + named(changes.product) + ", -2.0)");
+  const bool product = (changes && !changes->product.empty()) || (evidence && evidence->product_changes > 0);
+  const bool test_files = (changes && !changes->test_code.empty()) || (evidence && evidence->changed_elsewhere > 0);
+  if (product) {
+    std::string why = "only code outside its test code changed" + since + " (" +
+                      (changes && !changes->product.empty()
+                           ? named(changes->product)
+                           : std::to_string(evidence->product_changes) + " product names or values") +
+                      ", -2.0)";
+    if (evidence && evidence->changed_elsewhere > 0) why += "; other tests' lines of its files changed too";
+    // The product changes the lines it runs use, each with its lines: "total (lines 1, 5)".
+    std::vector<std::pair<std::string, std::string>> uses;
+    if (evidence)
+      for (const auto& u : evidence->uses) {
+        auto it = std::find_if(uses.begin(), uses.end(), [&](const auto& p) { return p.first == u.token; });
+        if (it == uses.end()) it = uses.insert(uses.end(), {u.token, ""});
+        it->second += (it->second.empty() ? "" : ", ") + std::to_string(u.line.line);
+      }
+    std::vector<std::string> used;
+    for (const auto& [token, lines] : uses)
+      used.push_back(token + " (line" + (lines.find(',') == std::string::npos ? " " : "s ") + lines + ")");
+    if (!used.empty()) why += "; the lines it runs use what changed: " + named(used);
+    reasons.push_back(why);
     return -2.0;
   }
-  if (changes.test_code.empty())
+  if (!test_files)
     reasons.push_back("no file changed" + since + " (a flaky test, or the machine)");
   else
-    reasons.push_back("only other tests' code changed" + since + " (" + named(changes.test_code) + ")");
+    reasons.push_back("only other tests' code changed" + since +
+                      (changes && !changes->test_code.empty() ? " (" + named(changes->test_code) + ")" : ""));
   return 0;
 }
 
@@ -223,7 +260,7 @@ Verdict judge(const Case& query, const Localization& loc, const std::optional<Te
 
   double score = 0;
   // What changed since the test last passed comes first: a regression is most likely in the code that changed.
-  if (changes) score += weigh_changes(query, *changes, v.reasons);
+  if (changes || loc.change) score += weigh_changes(query, changes, loc.change, v.reasons);
   // The deepest frame in the repository's own code: the standard library, installed packages and frozen modules are
   // neither the test nor the product (a test can misuse them, a machine can break them).
   const TracebackFrame* deepest = nullptr;

@@ -9,8 +9,11 @@
 //      itself does not count (the repository's folders, and the traceback's paths, say which are its own);
 //   3. test or product, by a score in log-odds for "test" (each term below is a reason in the report):
 //        +1.5  the test's own code (its file, the conftest.py files and helpers it reaches) changed between its last
-//              pass and this failure (ChangesSinceLastPass)
-//        -2.0  only code outside the test code changed between them
+//              pass and this failure (ChangesSinceLastPass); when the case's change is known line by line
+//              (Localization::change), the lines the test runs must have changed: a change of other tests' lines
+//              in its file does not count
+//        -2.0  only code outside the test code changed between them (the reason names the lines it runs that use
+//              what the product change changed)
 //        +1.0  the exception was raised in the test's own code (the deepest frame of the repository's code — not
 //              the standard library's, an installed package's or a frozen module's — is in its files)
 //        -1.0  it was raised beneath the test, in the code under test, and is no assertion of the test's
@@ -69,7 +72,8 @@ std::optional<std::string> environment_reason(std::string_view error_message,
                                               const std::function<bool(std::string_view)>& own_module);
 
 // `changes`, when known, weighs what changed since the test last passed: test code the failing test reaches (a file
-// of query.files) changed → test; only code outside the test code changed → product.
+// of query.files; with loc.change, a line it runs) changed → test; only code outside the test code changed → product.
+// loc.change alone (a --since without recorded runs) weighs the same way.
 Verdict judge(const Case& query, const Localization& loc, const std::optional<TestHistory>& history,
               const VerdictContext& context, const std::optional<ChangesSinceLastPass>& changes = std::nullopt);
 

@@ -199,6 +199,16 @@ TEST(spark_change_since, record_ranks_a_test_edit_and_a_product_rename_with_thei
   // Lines the edit did not touch say nothing of it.
   EXPECT_EQ(reasons_of(broken.out, "tests/test_calc.py::test_total", 5).find("since the test last passed"),
             std::string::npos);
+  // The verdict reads the same evidence: a line the test runs changed.
+  const auto broken_report = nlohmann::json::parse(broken.out, nullptr, false);
+  ASSERT_TRUE(broken_report.is_array()) << broken.out;
+  EXPECT_NE(broken_report[0]["verdict"].dump().find(
+                "its test code changed between its last pass at " + c1.substr(0, 10) + " and its failure at " +
+                c2.substr(0, 10) + ", lines it runs (tests/test_calc.py:6 in " + c2.substr(0, 10) + ", +1.5)"),
+            std::string::npos)
+      << broken_report[0]["verdict"].dump();
+  EXPECT_EQ(broken_report[0]["change"]["changed_lines"],
+            nlohmann::json::parse(R"([{"path": "tests/test_calc.py", "line": 6, "commit": ")" + c2 + R"("}])"));
 
   // The same failure through `localize --since`, from the test's folder; an unknown commit is an error.
   TempDir outside;  // the failure's text, out of the repository's commits
@@ -272,6 +282,49 @@ TEST(spark_change_since, record_ranks_a_test_edit_and_a_product_rename_with_thei
   EXPECT_EQ(mined.value("break_commit", ""), c2);
   EXPECT_EQ(mined["change"]["lines"],
             nlohmann::json::parse(R"([{"path": "tests/test_calc.py", "line": 6, "commit": ")" + c2 + R"("}])"));
+}
+
+// Another test's lines in the failing test's file changed, and the product renamed what the failing test calls: its
+// file changed, but not the lines it runs, so the verdict weighs the product's change, naming the line that uses it.
+TEST(spark_change_since, a_change_of_another_tests_lines_is_not_the_failing_tests_change) {
+  TempDir dir;
+  project(dir);
+  commit(dir, "start", 1);
+  const std::string c1 = head_sha(dir);
+  auto passed = record(dir, "r1.xml");
+  ASSERT_EQ(passed.exit_code, 0) << passed.err;
+  replace_in(dir / "tests" / "test_calc.py", "values = [2, 4, 6]", "values = [3, 4, 5]");  // test_mean, still 4
+  write_file(dir / "calc.py",
+             "def sum_values(xs):\n    return sum(xs)\n\n\ndef mean(xs):\n    return sum_values(xs) / len(xs)\n");
+  commit(dir, "rename total; other data for test_mean", 2);
+  const std::string c2 = head_sha(dir);
+  auto renamed = record(dir, "r2.xml");
+  ASSERT_EQ(renamed.exit_code, 0) << renamed.err;
+  const auto report = nlohmann::json::parse(renamed.out, nullptr, false);
+  ASSERT_TRUE(report.is_array() && report.size() == 1u) << renamed.out;
+  const auto& change = report[0]["change"];
+  EXPECT_EQ(change.value("last_pass_commit", ""), c1) << change.dump();
+  EXPECT_EQ(change.value("break_commit", ""), c2) << change.dump();
+  EXPECT_TRUE(change["changed_lines"].empty()) << change.dump();
+  EXPECT_EQ(change.value("changed_lines_elsewhere", 0), 1) << change.dump();
+  ASSERT_EQ(change["uses_product_change"].size(), 1u) << change.dump();
+  EXPECT_EQ(change["uses_product_change"][0].value("line", 0), 9) << change.dump();
+  EXPECT_EQ(change["uses_product_change"][0].value("name", ""), "total") << change.dump();
+  const std::string verdict = report[0]["verdict"].dump();
+  EXPECT_EQ(verdict.find("+1.5"), std::string::npos) << verdict;  // not "its test code changed"
+  EXPECT_NE(verdict.find("only code outside its test code changed between its last pass at " + c1.substr(0, 10) +
+                         " and its failure at " + c2.substr(0, 10) +
+                         " (calc.py, -2.0); other tests' lines of its files changed too; the lines it runs use what "
+                         "changed: total (line 9)"),
+            std::string::npos)
+      << verdict;
+  // The text answer says the change once.
+  auto text = run_spark({"localize", "--junit", "r2.xml"}, dir.path());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("  change: since the last pass at " + c1.substr(0, 10) + " (first failing at " +
+                          c2.substr(0, 10) + "): 0 lines it runs changed, 1 of other tests; "),
+            std::string::npos)
+      << text.out;
 }
 
 TEST(spark_change_since, a_change_of_every_line_the_test_reaches_points_at_none_of_them) {
