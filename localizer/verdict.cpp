@@ -142,6 +142,7 @@ double weigh_changes(const Case& query, const std::optional<ChangesSinceLastPass
         it->second += (it->second.empty() ? "" : ", ") + std::to_string(u.line.line);
       }
     std::vector<std::string> used;
+    used.reserve(uses.size());
     for (const auto& [token, lines] : uses)
       used.push_back(token + " (line" + (lines.find(',') == std::string::npos ? " " : "s ") + lines + ")");
     if (!used.empty()) why += "; the lines it runs use what changed: " + named(used);
