@@ -55,6 +55,15 @@ testing::RunResult record(const TempDir& dir, const std::string& report) {
   return run_spark({"record", "--junit", report, "--format", "json"}, dir.path());
 }
 
+// The project committed and its tests passed once, recorded: the commit.
+std::string passed_once(const TempDir& dir) {
+  project(dir);
+  commit(dir, "start", 1);
+  auto passed = record(dir, "r1.xml");
+  EXPECT_EQ(passed.exit_code, 0) << passed.err;
+  return head_sha(dir);
+}
+
 // The reasons of the ranked line `line` of test `test_id` in a JSON report, joined; "" when it is not ranked.
 std::string reasons_of(const std::string& out, const std::string& test_id, int line) {
   const auto all = nlohmann::json::parse(out, nullptr, false);
@@ -180,11 +189,8 @@ TEST(spark_change_since, an_earlier_case_gains_the_change_when_a_later_discovery
 
 TEST(spark_change_since, record_ranks_a_test_edit_and_a_product_rename_with_their_reasons) {
   TempDir dir;
-  project(dir);
-  commit(dir, "start", 1);
-  const std::string c1 = head_sha(dir);
-  auto passed = record(dir, "r1.xml");
-  ASSERT_EQ(passed.exit_code, 0) << passed.err;
+  const std::string c1 = passed_once(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure());
 
   // Test side: a set-up line of test_total edited; the assertion below it fails.
   replace_in(dir / "tests" / "test_calc.py", "extra = [4, 5]", "extra = [4, 6]");
@@ -288,11 +294,8 @@ TEST(spark_change_since, record_ranks_a_test_edit_and_a_product_rename_with_thei
 // file changed, but not the lines it runs, so the verdict weighs the product's change, naming the line that uses it.
 TEST(spark_change_since, a_change_of_another_tests_lines_is_not_the_failing_tests_change) {
   TempDir dir;
-  project(dir);
-  commit(dir, "start", 1);
-  const std::string c1 = head_sha(dir);
-  auto passed = record(dir, "r1.xml");
-  ASSERT_EQ(passed.exit_code, 0) << passed.err;
+  const std::string c1 = passed_once(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   replace_in(dir / "tests" / "test_calc.py", "values = [2, 4, 6]", "values = [3, 4, 5]");  // test_mean, still 4
   write_file(dir / "calc.py",
              "def sum_values(xs):\n    return sum(xs)\n\n\ndef mean(xs):\n    return sum_values(xs) / len(xs)\n");
@@ -329,10 +332,8 @@ TEST(spark_change_since, a_change_of_another_tests_lines_is_not_the_failing_test
 
 TEST(spark_change_since, a_change_of_every_line_the_test_reaches_points_at_none_of_them) {
   TempDir dir;
-  project(dir);
-  commit(dir, "start", 1);
-  auto passed = record(dir, "r1.xml");
-  ASSERT_EQ(passed.exit_code, 0) << passed.err;
+  passed_once(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   // A reformat: every non-blank line of the test's files gets a comment, and test_total's data breaks with it. The
   // change covers all the test reaches, so it says nothing of any one line (weigh_change_by_specificity).
   for (const auto* file : {"test_calc.py", "conftest.py"}) {

@@ -231,16 +231,23 @@ TEST(spark_mine_discover, a_killed_discovery_continues_where_it_stopped_with_no_
   for (const auto& [test, sha] : fixes.fix_of) EXPECT_TRUE(tests.count(test)) << test << "\n" << r.err;
 }
 
-TEST(spark_mine_discover, a_merge_only_history_finds_the_fix_in_the_merge_and_all_parents_in_its_side_commit) {
-  TempDir dir;
+// A repository whose test_x fails from its first commit on `main` and is fixed on branch `topic` on day `fix_day`;
+// `main` checked out again. The fix's commit.
+std::string fixed_on_a_topic_branch(const TempDir& dir, int fix_day) {
   git(dir, "init -q -b main");
   write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 + 1 == 3\n");
   commit(dir, "start", 1);
   git(dir, "checkout -q -b topic");
   write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 + 1 == 2\n");
-  commit(dir, "fix test_x", 2);
+  commit(dir, "fix test_x", fix_day);
   const std::string side = head_sha(dir);
   git(dir, "checkout -q main");
+  return side;
+}
+
+TEST(spark_mine_discover, a_merge_only_history_finds_the_fix_in_the_merge_and_all_parents_in_its_side_commit) {
+  TempDir dir;
+  const std::string side = fixed_on_a_topic_branch(dir, 2);
   git(dir, "merge -q --no-ff -m 'merge topic' topic", day(3));
   const std::string merge = head_sha(dir);
   auto first = run_spark({"mine", "--discover", "--run", kPytest, "-o", "a.jsonl"}, dir.path());
@@ -264,13 +271,7 @@ TEST(spark_mine_discover, a_merge_only_history_finds_the_fix_in_the_merge_and_al
 // point): the same faulty version of the same lines, one fault, one case — not one per line of history.
 TEST(spark_mine_discover, a_fix_found_at_a_merge_and_again_at_its_side_commit_is_one_case) {
   TempDir dir;
-  git(dir, "init -q -b main");
-  write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 + 1 == 3\n");
-  commit(dir, "start", 1);
-  git(dir, "checkout -q -b topic");
-  write_file(dir / "tests" / "test_x.py", "def test_x():\n    assert 1 + 1 == 2\n");
-  commit(dir, "fix test_x", 3);
-  git(dir, "checkout -q main");
+  fixed_on_a_topic_branch(dir, 3);
   write_file(dir / "README", "main goes on\n");
   commit(dir, "docs", 2);
   git(dir, "merge -q --no-ff -m 'merge topic' topic", day(4));
