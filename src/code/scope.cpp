@@ -352,15 +352,9 @@ std::string ascii_escaped(const std::u32string& value) {
 }
 
 // pytest's id of one parameter value: a string escaped, a number, True/False/None as written; else its argname and
-// the row's index. nullopt when it cannot be known (an f-string). With `names_as_objects`, a bare (dotted) name is a
-// class or function, whose id is its `__name__` (`[LRU, LRI]`): which one a name is, the source does not say.
-std::optional<std::string> value_id(std::string_view v, const std::string& argname, size_t index,
-                                    bool names_as_objects = false) {
+// the row's index. nullopt when it cannot be known (an f-string).
+std::optional<std::string> value_id(std::string_view v, const std::string& argname, size_t index) {
   if (v == "True" || v == "False" || v == "None") return std::string(v);
-  if (names_as_objects && !v.empty() && (std::isalpha(static_cast<unsigned char>(v[0])) || v[0] == '_') &&
-      std::all_of(v.begin(), v.end(),
-                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }))
-    return std::string(v.substr(v.rfind('.') + 1));
   if (!v.empty() && (v.back() == '\'' || v.back() == '"')) {
     auto value = string_value(v);
     if (!value) return std::nullopt;
@@ -385,10 +379,7 @@ std::optional<std::string> value_id(std::string_view v, const std::string& argna
 struct ParametrizeList {
   std::vector<std::pair<size_t, size_t>> rows;  // offsets of each row in the decorator text
   std::vector<std::optional<std::string>> ids;  // each row's id (nullopt: not known)
-  // Each row's id if its bare names are classes or functions (pytest ids them by `__name__`); the same as `ids` for a
-  // row with none.
-  std::vector<std::optional<std::string>> object_ids;
-  std::string note;  // why rows are not known
+  std::string note;                             // why rows are not known
 };
 
 // One `parametrize(...)` call's rows and ids; `t` is the decorator text, t[open] its '('.
@@ -446,7 +437,6 @@ ParametrizeList parametrize_list(std::string_view t, size_t open) {
     out.rows.emplace_back(a, b);
     if (r < given.size() && given[r]) {
       out.ids.push_back(given[r]);
-      out.object_ids.push_back(given[r]);
       continue;
     }
     std::vector<std::string_view> parts;
@@ -471,10 +461,7 @@ ParametrizeList parametrize_list(std::string_view t, size_t open) {
           }
         break;
       }
-    if (out.ids.size() > r) {  // an explicit id=
-      out.object_ids.push_back(out.ids.back());
-      continue;
-    }
+    if (out.ids.size() > r) continue;  // an explicit id=
     if (!param) {
       if (argnames.size() > 1 && (row.starts_with('(') || row.starts_with('['))) {
         if (auto items = bracket_items(t, a))
@@ -483,46 +470,37 @@ ParametrizeList parametrize_list(std::string_view t, size_t open) {
         parts.push_back(row);
       }
     }
-    for (const bool objects : {false, true}) {
-      std::optional<std::string> id = std::string();
-      for (size_t k = 0; k < std::max(parts.size(), argnames.size()) && id; ++k) {
-        const std::string name = k < argnames.size() ? argnames[k] : "arg" + std::to_string(k);
-        auto v = k < parts.size() ? value_id(parts[k], name, r, objects)
-                                  : std::optional<std::string>(name + std::to_string(r));
-        if (!v)
-          id.reset();
-        else
-          *id += (k ? "-" : "") + *v;
-      }
-      (objects ? out.object_ids : out.ids).push_back(id);
+    std::optional<std::string> id = std::string();
+    for (size_t k = 0; k < std::max(parts.size(), argnames.size()) && id; ++k) {
+      const std::string name = k < argnames.size() ? argnames[k] : "arg" + std::to_string(k);
+      auto v = k < parts.size() ? value_id(parts[k], name, r) : std::optional<std::string>(name + std::to_string(r));
+      if (!v) id.reset();
+      else *id += (k ? "-" : "") + *v;
     }
+    out.ids.push_back(id);
   }
   // Duplicates are numbered as pytest numbers them: "a0", "a1".
-  for (auto* list : {&out.ids, &out.object_ids}) {
-    std::map<std::string, int> count, next;
-    for (const auto& id : *list)
-      if (id) ++count[*id];
-    for (auto& id : *list)
-      if (id && count[*id] > 1) *id += std::to_string(next[*id]++);
-  }
+  std::map<std::string, int> count, next;
+  for (const auto& id : out.ids)
+    if (id) ++count[*id];
+  for (auto& id : out.ids)
+    if (id && count[*id] > 1) *id += std::to_string(next[*id]++);
   return out;
 }
 
 // Whether `param` is the stacked lists' ids from list `k` on, joined by "-"; `chosen` gets each list's row.
 bool match_stacked(const std::vector<ParametrizeList>& lists, size_t k, std::string_view param,
                    std::vector<size_t>& chosen) {
-  for (size_t r = 0; r < lists[k].ids.size(); ++r)
-    for (const auto* ids : {&lists[k].ids, &lists[k].object_ids}) {
-      if (r >= ids->size() || (ids == &lists[k].object_ids && (*ids)[r] == lists[k].ids[r])) continue;
-      const auto& id = (*ids)[r];
-      if (!id) continue;
-      chosen[k] = r;
-      if (k + 1 == lists.size()) {
-        if (param == *id) return true;
-      } else if (param.starts_with(*id + "-") && match_stacked(lists, k + 1, param.substr(id->size() + 1), chosen)) {
-        return true;
-      }
+  for (size_t r = 0; r < lists[k].ids.size(); ++r) {
+    const auto& id = lists[k].ids[r];
+    if (!id) continue;
+    chosen[k] = r;
+    if (k + 1 == lists.size()) {
+      if (param == *id) return true;
+    } else if (param.starts_with(*id + "-") && match_stacked(lists, k + 1, param.substr(id->size() + 1), chosen)) {
+      return true;
     }
+  }
   return false;
 }
 
